@@ -1,0 +1,239 @@
+"""The cluster model every virtual broker shares: nodes, topics, partitions and their leaders.
+
+One kemu process runs N virtual brokers (node ids 1..N) over this one model. Partition leaders
+are spread round-robin over the nodes, starting at a different node for each topic as Kafka's
+replica placement does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kemu.broker.config import BrokerConfig, TopicConfig
+from kemu.broker.partition import Partition
+from kemu.protocol.errors import ErrorCode
+from kemu.storage.log import PartitionLog
+
+LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME_LENGTH = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+LogFactory = Callable[[str, int], PartitionLog]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerNode:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(slots=True)
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[Partition]
+    config: TopicConfig
+    replication_factor: int
+    is_internal: bool = False
+
+
+class TopicError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise TopicError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise TopicError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters",
+        )
+    if not LEGAL_TOPIC_CHARS.match(name):
+        raise TopicError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name '{name}' is illegal, it contains a character other than ASCII "
+            "alphanumerics, '.', '_' and '-'",
+        )
+
+
+@dataclass
+class Cluster:
+    cluster_id: str
+    nodes: dict[int, BrokerNode]
+    config: BrokerConfig
+    log_factory: LogFactory
+    data_dir: Path | None = None
+    topics: dict[str, Topic] = field(default_factory=dict)
+    topics_by_id: dict[uuid.UUID, Topic] = field(default_factory=dict)
+    _placement_cursor: int = 0
+
+    @property
+    def controller_id(self) -> int:
+        return min(self.nodes)
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted(self.nodes)
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        found = self.topics.get(topic)
+        if found is None or not 0 <= index < len(found.partitions):
+            return None
+        return found.partitions[index]
+
+    def all_partitions(self) -> Iterator[Partition]:
+        for topic in self.topics.values():
+            yield from topic.partitions
+
+    def _place(self, count: int, replication_factor: int) -> list[list[int]]:
+        node_ids = self.node_ids
+        start = self._placement_cursor % len(node_ids)
+        self._placement_cursor += 1
+        return [
+            [node_ids[(start + p + r) % len(node_ids)] for r in range(replication_factor)]
+            for p in range(count)
+        ]
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None = None,
+        *,
+        topic_id: uuid.UUID | None = None,
+        assignments: list[list[int]] | None = None,
+        persist: bool = True,
+    ) -> Topic:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        if num_partitions <= 0:
+            raise TopicError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        if replication_factor <= 0:
+            raise TopicError(
+                ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
+            )
+        if replication_factor > len(self.nodes):
+            raise TopicError(
+                ErrorCode.invalid_replication_factor,
+                f"Unable to replicate the partition {replication_factor} time(s): The target "
+                f"replication factor of {replication_factor} cannot be reached because only "
+                f"{len(self.nodes)} broker(s) are registered.",
+            )
+        placement = assignments or self._place(num_partitions, replication_factor)
+        topic = Topic(
+            name=name,
+            topic_id=topic_id or uuid.uuid4(),
+            partitions=[],
+            config=TopicConfig(self.config, configs),
+            replication_factor=replication_factor,
+            is_internal=name in INTERNAL_TOPICS,
+        )
+        for index, replicas in enumerate(placement):
+            topic.partitions.append(
+                Partition(name, topic.topic_id, index, replicas[0], replicas,
+                          self.log_factory(name, index))
+            )
+        self.topics[name] = topic
+        self.topics_by_id[topic.topic_id] = topic
+        if persist:
+            self.save_metadata()
+        return topic
+
+    def add_partitions(self, name: str, total: int) -> None:
+        topic = self.topics[name]
+        placement = self._place(total - len(topic.partitions), topic.replication_factor)
+        for offset, replicas in enumerate(placement):
+            index = len(topic.partitions)
+            del offset
+            topic.partitions.append(
+                Partition(name, topic.topic_id, index, replicas[0], replicas,
+                          self.log_factory(name, index))
+            )
+        self.save_metadata()
+
+    def delete_topic(self, name: str) -> Topic:
+        topic = self.topics.pop(name)
+        del self.topics_by_id[topic.topic_id]
+        for partition in topic.partitions:
+            partition.log.close()
+            partition.notify()
+        if self.data_dir is not None:
+            for partition in topic.partitions:
+                _remove_tree(self.data_dir / f"{name}-{partition.index}")
+        self.save_metadata()
+        return topic
+
+    # --- persistence of the topic catalogue (the logs persist themselves) ----------------------
+
+    def save_metadata(self) -> None:
+        if self.data_dir is None:
+            return
+        catalogue = {
+            "cluster_id": self.cluster_id,
+            "topics": [
+                {
+                    "name": topic.name,
+                    "topic_id": str(topic.topic_id),
+                    "replication_factor": topic.replication_factor,
+                    "configs": topic.config.overrides,
+                    "replicas": [p.replicas for p in topic.partitions],
+                    "leader_epochs": [p.leader_epoch for p in topic.partitions],
+                }
+                for topic in self.topics.values()
+            ],
+        }
+        path = self.data_dir / "kemu-metadata.json"
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(catalogue, indent=1))
+        with open(temporary, "rb+") as handle:
+            os.fsync(handle.fileno())
+        temporary.replace(path)
+
+    def load_metadata(self) -> None:
+        if self.data_dir is None:
+            return
+        path = self.data_dir / "kemu-metadata.json"
+        if not path.exists():
+            return
+        catalogue = json.loads(path.read_text())
+        self.cluster_id = catalogue.get("cluster_id", self.cluster_id)
+        for entry in catalogue["topics"]:
+            replicas = [[r for r in rs if r in self.nodes] or [self.node_ids[0]]
+                        for rs in entry["replicas"]]
+            topic = self.create_topic(
+                entry["name"],
+                len(replicas),
+                min(entry["replication_factor"], len(self.nodes)),
+                entry["configs"],
+                topic_id=uuid.UUID(entry["topic_id"]),
+                assignments=replicas,
+                persist=False,
+            )
+            for partition, epoch in zip(topic.partitions, entry.get("leader_epochs", []),
+                                        strict=False):
+                partition.leader_epoch = epoch
+
+
+def _remove_tree(path: Path) -> None:
+    if not path.exists():
+        return
+    for child in path.iterdir():
+        if child.is_dir():
+            _remove_tree(child)
+        else:
+            child.unlink()
+    path.rmdir()

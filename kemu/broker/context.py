@@ -1,0 +1,74 @@
+"""What a handler gets besides its request: which broker it runs on and the shared runtime."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from kemu.broker.cluster import BrokerNode, Cluster
+from kemu.protocol import wire
+from kemu.protocol.wire import RequestHeader
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class Runtime:
+    """State shared by every virtual broker in one process.
+
+    Feature services (fetch sessions, producer ids, group and share coordinators, ...) hang off
+    ``services`` under their module's name so that adding one does not touch this class.
+    """
+
+    cluster: Cluster
+    clock_ms: Callable[[], int] = wall_clock_ms
+    max_versions: dict[int, int] | None = None  # --as-version caps, api key -> max version
+    services: dict[str, Any] = field(default_factory=dict)
+
+    def service(self, name: str, factory: Callable[[Runtime], Any]) -> Any:
+        """The named service, created on first use."""
+        found = self.services.get(name)
+        if found is None:
+            found = factory(self)
+            self.services[name] = found
+        return found
+
+
+@dataclass(slots=True)
+class RequestContext:
+    node: BrokerNode
+    runtime: Runtime
+    header: RequestHeader
+    client_host: str = "127.0.0.1"
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.runtime.cluster
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    def now_ms(self) -> int:
+        return self.runtime.clock_ms()
+
+    @property
+    def response_module(self) -> ModuleType:
+        return wire.response_module(self.header.api_key, self.header.api_version)
+
+    def make(self, class_name: str, **values: Any) -> Any:
+        """A nested response class of this request's version, built from any-version fields."""
+        return wire.build(getattr(self.response_module, class_name), **values)
+
+    def respond(self, **values: Any) -> Any:
+        return wire.build(
+            wire.response_schema(self.header.api_key, self.header.api_version), **values
+        )
+
+    def has(self, class_name: str) -> bool:
+        return hasattr(self.response_module, class_name)

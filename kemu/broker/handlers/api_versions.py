@@ -1,0 +1,114 @@
+"""ApiVersions (key 18), v0-v4.
+
+Advertises exactly the handlers registered in ``kemu.broker.handlers`` (capped by
+``--as-version``), plus feature levels the way a Kafka 4.2 KRaft broker reports them: supported
+ranges for every feature, finalized levels only for what kemu really serves (``share.version``
+needs the share handlers, ``transaction.version`` 2 needs EndTxn v5, ``group.version`` needs
+ConsumerGroupHeartbeat).
+
+A request at a version newer than v4 is answered with a v0-encoded UNSUPPORTED_VERSION body
+that still lists every API, which is how clients learn the range to retry with.
+
+Omissions: ``ZkMigrationReady`` is always false (kemu is "KRaft" only).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kemu.broker.context import RequestContext, Runtime
+from kemu.broker.handlers import REGISTRY, handler
+from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 18
+METADATA_VERSION_MIN = 7  # 3.3-IV3, the oldest level a 4.x broker accepts
+METADATA_VERSION = 29  # 4.2-IV1: kio's schemas are the 4.2 message set
+FINALIZED_FEATURES_EPOCH = 1
+
+
+def advertised(runtime: Runtime) -> list[tuple[int, int, int]]:
+    """(api key, min version, max version) for every API this process serves."""
+    caps = runtime.max_versions
+    result = []
+    for api_key, spec in sorted(REGISTRY.items()):
+        top = spec.max_version if caps is None else min(spec.max_version, caps.get(api_key, -1))
+        if top >= spec.min_version:
+            result.append((api_key, spec.min_version, top))
+    return result
+
+
+def _served(runtime: Runtime, api_key: int, version: int = 0) -> bool:
+    return any(key == api_key and top >= version for key, _, top in advertised(runtime))
+
+
+def supported_features() -> list[tuple[str, int, int]]:
+    return [
+        ("eligible.leader.replicas.version", 0, 1),
+        ("group.version", 0, 1),
+        ("kraft.version", 0, 1),
+        ("metadata.version", METADATA_VERSION_MIN, METADATA_VERSION),
+        ("share.version", 0, 1),
+        ("streams.version", 0, 1),
+        ("transaction.version", 0, 2),
+    ]
+
+
+def finalized_features(runtime: Runtime) -> list[tuple[str, int]]:
+    features = [("metadata.version", METADATA_VERSION)]
+    if _served(runtime, 68):
+        features.append(("group.version", 1))
+    if _served(runtime, 76):
+        features.append(("share.version", 1))
+    if _served(runtime, 26, 5):
+        features.append(("transaction.version", 2))
+    return features
+
+
+@handler(API_KEY, 0, 4)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.runtime
+    module = ctx.response_module
+    keys = tuple(
+        wire.build(module.ApiVersion, api_key=key, min_version=low, max_version=high)
+        for key, low, high in advertised(runtime)
+    )
+    error = ErrorCode.none
+    if ctx.version >= 3:
+        name = getattr(request, "client_software_name", "")
+        version = getattr(request, "client_software_version", "")
+        if not _valid_software(name) or not _valid_software(version):
+            error = ErrorCode.invalid_request
+    extras: dict[str, Any] = {}
+    if ctx.version >= 3:
+        extras = {
+            "supported_features": tuple(
+                wire.build(module.SupportedFeatureKey, name=name, min_version=low,
+                           max_version=high)
+                for name, low, high in supported_features()
+            ),
+            "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+            "finalized_features": tuple(
+                wire.build(module.FinalizedFeatureKey, name=name, max_version_level=level,
+                           min_version_level=level)
+                for name, level in finalized_features(runtime)
+            ),
+            "zk_migration_ready": False,
+        }
+    return ctx.respond(error_code=error, api_keys=keys, **extras)
+
+
+def _valid_software(value: str) -> bool:
+    import re
+
+    return bool(re.fullmatch(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?", value))
+
+
+def unsupported_version_frame(runtime: Runtime, correlation_id: int) -> bytes:
+    """The v0 body Kafka sends for an ApiVersions version it does not know."""
+    entries = advertised(runtime)
+    body = struct.pack(">hi", int(ErrorCode.unsupported_version), len(entries)) + b"".join(
+        struct.pack(">hhh", key, low, high) for key, low, high in entries
+    )
+    return wire.encode_raw_response_frame(correlation_id, body)

@@ -1,0 +1,301 @@
+"""Fetch (key 1), v4-v18.
+
+Whole batches from the one holding the fetch offset, bounded by PartitionMaxBytes and MaxBytes
+(the first batch of the first partition with data is always returned, KIP-74). Long poll: waits
+up to MaxWaitMs until MinBytes are there, woken by appends. Incremental fetch sessions
+(KIP-227, v7+) with forgotten topics; topics by id from v13 (UNKNOWN_TOPIC_ID). READ_COMMITTED
+reads stop at the last stable offset. A fetch offset outside [log start, high watermark] gets
+OFFSET_OUT_OF_RANGE; a stale or future CurrentLeaderEpoch gets FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH; a partition led elsewhere gets NOT_LEADER_OR_FOLLOWER with the leader
+(v12+) and its endpoint (v16+).
+
+Omissions: follower fetching (replica ids >= 0 are served like consumers), preferred read
+replicas (always -1), diverging epochs and snapshots (one copy, nothing diverges).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kemu.broker.context import RequestContext, Runtime
+from kemu.broker.fetch_session import (
+    FetchSession,
+    FetchSessionCache,
+    PartitionKey,
+    SessionPartition,
+)
+from kemu.broker.handlers import handler
+from kemu.broker.leadership import leader_fields, node_endpoints
+from kemu.broker.partition import Partition
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 1
+READ_COMMITTED = 1
+
+
+def fetch_sessions(runtime: Runtime) -> FetchSessionCache:
+    cache: FetchSessionCache = runtime.service("fetch_sessions", lambda _: FetchSessionCache())
+    return cache
+
+
+@dataclass(slots=True)
+class Target:
+    key: PartitionKey
+    topic_name: str | None
+    topic_id: uuid.UUID | None
+    index: int
+    state: SessionPartition
+
+
+@handler(API_KEY, 4, 18)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    by_id = ctx.version >= 13
+    now = ctx.now_ms()
+    session: FetchSession | None = None
+    incremental = False
+    if ctx.version >= 7:
+        decision = fetch_sessions(ctx.runtime).decide(
+            ctx.node.node_id, request.session_id, request.session_epoch, now
+        )
+        if decision.error is not ErrorCode.none:
+            return ctx.respond(error_code=decision.error, session_id=0, responses=())
+        session, incremental = decision.session, decision.incremental
+
+    targets = _targets(ctx, request, session, incremental, by_id)
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    max_wait_ms = _millis(request.max_wait)
+    deadline = now + max_wait_ms
+    while True:
+        results, total, errors, partitions = _read_all(ctx, request, targets, read_committed)
+        remaining = deadline - ctx.now_ms()
+        if total >= request.min_bytes or errors or remaining <= 0 or not partitions:
+            break
+        await _wait_for_append(partitions, remaining / 1000)
+
+    other_leaders = {leader for _, _, leader in results if leader is not None}
+    responses = _group_by_topic(ctx, results, tracked=session is not None,
+                                incremental=incremental)
+    return ctx.respond(
+        error_code=ErrorCode.none,
+        session_id=session.session_id if session is not None else 0,
+        responses=responses,
+        node_endpoints=node_endpoints(ctx, other_leaders),
+    )
+
+
+def _millis(value: Any) -> int:
+    if hasattr(value, "total_seconds"):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+def _targets(
+    ctx: RequestContext,
+    request: Any,
+    session: FetchSession | None,
+    incremental: bool,
+    by_id: bool,
+) -> list[Target]:
+    cluster = ctx.cluster
+    requested: list[Target] = []
+    for topic in request.topics:
+        topic_key: object = topic.topic_id if by_id else topic.topic
+        known = cluster.topics_by_id.get(topic.topic_id) if by_id else None
+        name = known.name if known is not None else (None if by_id else topic.topic)
+        for p in topic.partitions:
+            state = SessionPartition(
+                p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1)
+            )
+            requested.append(
+                Target((topic_key, p.partition), name, topic.topic_id if by_id else None,
+                       p.partition, state)
+            )
+    if session is None:
+        return requested
+    if not incremental:
+        session.partitions.clear()
+    for forgotten in getattr(request, "forgotten_topics_data", ()):
+        topic_key = forgotten.topic_id if by_id else forgotten.topic
+        for index in forgotten.partitions:
+            session.partitions.pop((topic_key, index), None)
+    for target in requested:
+        existing = session.partitions.get(target.key)
+        if existing is None:
+            session.partitions[target.key] = target.state
+        else:
+            existing.fetch_offset = target.state.fetch_offset
+            existing.max_bytes = target.state.max_bytes
+            existing.current_leader_epoch = target.state.current_leader_epoch
+    targets = []
+    for key, state in session.partitions.items():
+        topic_key, index = key
+        if by_id:
+            assert isinstance(topic_key, uuid.UUID)
+            known = cluster.topics_by_id.get(topic_key)
+            targets.append(Target(key, known.name if known else None, topic_key, index, state))
+        else:
+            assert isinstance(topic_key, str)
+            targets.append(Target(key, topic_key, None, index, state))
+    return targets
+
+
+Result = tuple[Target, Any, int | None]  # target, PartitionData, other leader to point at
+
+
+def _read_all(
+    ctx: RequestContext, request: Any, targets: list[Target], read_committed: bool
+) -> tuple[list[Result], int, bool, list[Partition]]:
+    cluster = ctx.cluster
+    bytes_left = request.max_bytes
+    total = 0
+    errors = False
+    results: list[Result] = []
+    live: list[Partition] = []
+    for target in targets:
+        topic = cluster.topics.get(target.topic_name) if target.topic_name is not None else None
+        if topic is None or (target.topic_id is not None and topic.topic_id != target.topic_id):
+            code = (ErrorCode.unknown_topic_id if target.topic_id is not None
+                    else ErrorCode.unknown_topic_or_partition)
+            results.append((target, _partition_error(ctx, target, code), None))
+            errors = True
+            continue
+        if not 0 <= target.index < len(topic.partitions):
+            results.append(
+                (target, _partition_error(ctx, target, ErrorCode.unknown_topic_or_partition), None)
+            )
+            errors = True
+            continue
+        partition = topic.partitions[target.index]
+        if partition.leader_id != ctx.node.node_id:
+            data = _partition_error(ctx, target, ErrorCode.not_leader_or_follower,
+                                    current_leader=leader_fields(ctx, partition))
+            results.append((target, data, partition.leader_id))
+            errors = True
+            continue
+        state = target.state
+        epoch_error = _epoch_error(state.current_leader_epoch, partition.leader_epoch)
+        offset = state.fetch_offset
+        high_watermark = partition.high_watermark
+        if epoch_error is not None or not partition.log_start_offset <= offset <= high_watermark:
+            code = epoch_error or ErrorCode.offset_out_of_range
+            results.append((target, _partition_error(ctx, target, code, partition=partition), None))
+            errors = True
+            continue
+        live.append(partition)
+        upper = partition.last_stable_offset if read_committed else high_watermark
+        records = b""
+        if offset < upper and bytes_left > 0:
+            records = partition.log.read(
+                offset, min(state.max_bytes, bytes_left), upper=upper, min_one=total == 0
+            )
+            bytes_left -= len(records)
+            total += len(records)
+        data = ctx.make(
+            "PartitionData",
+            partition_index=target.index,
+            error_code=ErrorCode.none,
+            high_watermark=high_watermark,
+            last_stable_offset=partition.last_stable_offset,
+            log_start_offset=partition.log_start_offset,
+            aborted_transactions=() if read_committed else None,
+            preferred_read_replica=-1,
+            records=records,
+            **_neutral_leader(ctx),
+        )
+        results.append((target, data, None))
+    return results, total, errors, live
+
+
+def _epoch_error(requested: int, current: int) -> ErrorCode | None:
+    if requested < 0 or requested == current:
+        return None
+    return ErrorCode.fenced_leader_epoch if requested < current else ErrorCode.unknown_leader_epoch
+
+
+def _neutral_leader(ctx: RequestContext) -> dict[str, Any]:
+    if not ctx.has("LeaderIdAndEpoch"):
+        return {}
+    return {"current_leader": ctx.make("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)}
+
+
+def _partition_error(
+    ctx: RequestContext,
+    target: Target,
+    code: ErrorCode,
+    *,
+    partition: Partition | None = None,
+    **extra: Any,
+) -> Any:
+    values: dict[str, Any] = {
+        "partition_index": target.index,
+        "error_code": code,
+        "high_watermark": partition.high_watermark if partition else -1,
+        "last_stable_offset": partition.last_stable_offset if partition else -1,
+        "log_start_offset": partition.log_start_offset if partition else -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+    values.update(_neutral_leader(ctx))
+    values.update(extra)
+    return ctx.make("PartitionData", **values)
+
+
+async def _wait_for_append(partitions: list[Partition], timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    for partition in partitions:
+        partition.listeners.add(wake)
+    try:
+        await asyncio.wait_for(woken, timeout)
+    except TimeoutError:
+        pass
+    finally:
+        for partition in partitions:
+            partition.listeners.discard(wake)
+
+
+def _group_by_topic(
+    ctx: RequestContext, results: list[Result], *, tracked: bool, incremental: bool
+) -> tuple[Any, ...]:
+    grouped: dict[object, list[Any]] = {}
+    names: dict[object, tuple[str | None, uuid.UUID | None]] = {}
+    for target, data, _ in results:
+        changed = _changed(target.state, data) if tracked else True
+        if incremental and not changed:
+            continue
+        topic_key = target.key[0]
+        grouped.setdefault(topic_key, []).append(data)
+        names[topic_key] = (target.topic_name, target.topic_id)
+    return tuple(
+        ctx.make(
+            "FetchableTopicResponse",
+            topic=names[key][0],
+            topic_id=names[key][1],
+            partitions=tuple(parts),
+        )
+        for key, parts in grouped.items()
+    )
+
+
+def _changed(state: SessionPartition, data: Any) -> bool:
+    """Whether an incremental response must carry this partition; records what was sent."""
+    changed = (
+        bool(data.records)
+        or data.error_code != ErrorCode.none
+        or data.high_watermark != state.last_high_watermark
+        or data.last_stable_offset != state.last_stable_offset
+        or data.log_start_offset != state.last_log_start
+    )
+    state.last_high_watermark = data.high_watermark
+    state.last_stable_offset = data.last_stable_offset
+    state.last_log_start = data.log_start_offset
+    return changed

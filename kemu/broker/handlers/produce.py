@@ -1,0 +1,151 @@
+"""Produce (key 0), v3-v13.
+
+Topics by name, or by topic id from v13. Each partition's records must be whole v2 batches with
+valid CRCs (else CORRUPT_MESSAGE, nothing appended); a batch above the topic's
+``max.message.bytes`` gets MESSAGE_TOO_LARGE; CreateTime timestamps outside
+``message.timestamp.before/after.max.ms`` get INVALID_TIMESTAMP. A partition led by another
+broker gets NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint (v10+). Idempotent
+producers are deduplicated against their last five batches; ``LogAppendTime`` topics get the
+broker's time. acks=0 gets no response at all; acks=1 and acks=-1 both answer once the batch is in
+the log (one copy is the whole ISR), after an fsync when ``kemu.log.flush=always``.
+
+Omissions: transactional batches are appended as ordinary data until the transaction
+coordinator lands; compression is passed through, never recompressed
+(``compression.type`` is reported but not applied).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.broker.leadership import leader_fields, node_endpoints
+from kemu.broker.partition import Partition
+from kemu.protocol.errors import ErrorCode
+from kemu.protocol.records import BatchHeader, CorruptBatch, split_batches
+
+API_KEY = 0
+
+
+@handler(API_KEY, 3, 13)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    acks = request.acks
+    by_id = ctx.version >= 13
+    cluster = ctx.cluster
+    now = ctx.now_ms()
+    other_leaders: set[int] = set()
+    topics = []
+    for topic_data in request.topic_data:
+        topic = (
+            cluster.topics_by_id.get(topic_data.topic_id)
+            if by_id
+            else cluster.topics.get(topic_data.name)
+        )
+        unknown = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
+        results = []
+        for data in topic_data.partition_data:
+            if acks not in (0, 1, -1):
+                results.append(_result(ctx, data.index, ErrorCode.invalid_required_acks))
+            elif topic is None:
+                results.append(_result(ctx, data.index, unknown))
+            elif not 0 <= data.index < len(topic.partitions):
+                results.append(_result(ctx, data.index, ErrorCode.unknown_topic_or_partition))
+            else:
+                partition = topic.partitions[data.index]
+                if partition.leader_id != ctx.node.node_id:
+                    other_leaders.add(partition.leader_id)
+                    results.append(
+                        _result(ctx, data.index, ErrorCode.not_leader_or_follower,
+                                current_leader=leader_fields(ctx, partition))
+                    )
+                else:
+                    results.append(_append(ctx, partition, data.records, now))
+        topics.append(
+            ctx.make(
+                "TopicProduceResponse",
+                name=topic_data.name if not by_id else None,
+                topic_id=topic_data.topic_id if by_id else None,
+                partition_responses=tuple(results),
+            )
+        )
+    if acks == 0:
+        return None
+    return ctx.respond(
+        responses=tuple(topics),
+        node_endpoints=node_endpoints(ctx, other_leaders),
+    )
+
+
+def _result(ctx: RequestContext, index: int, error: ErrorCode, **extra: Any) -> Any:
+    values: dict[str, Any] = {
+        "index": index,
+        "error_code": error,
+        "base_offset": -1,
+        "log_append_time": None,
+        "log_start_offset": -1,
+        "record_errors": (),
+        "error_message": None,
+    }
+    values.update(extra)
+    if "current_leader" not in values and ctx.has("LeaderIdAndEpoch"):
+        values["current_leader"] = ctx.make("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)
+    return ctx.make("PartitionProduceResponse", **values)
+
+
+def _append(ctx: RequestContext, partition: Partition, records: bytes | None, now: int) -> Any:
+    if not records:
+        return _result(ctx, partition.index, ErrorCode.corrupt_message,
+                       error_message="Produce request has no records")
+    try:
+        batches = split_batches(records)
+    except CorruptBatch as corrupt:
+        return _result(ctx, partition.index, ErrorCode.corrupt_message, error_message=str(corrupt))
+    topic = ctx.cluster.topics[partition.topic_name]
+    config = topic.config
+    max_bytes = config.get_int("max.message.bytes")
+    for header, batch in batches:
+        if len(batch) > max_bytes:
+            return _result(
+                ctx, partition.index, ErrorCode.message_too_large,
+                error_message=f"The batch size {len(batch)} exceeds max.message.bytes {max_bytes}",
+            )
+    log_append_time = config.get("message.timestamp.type") == "LogAppendTime"
+    if not log_append_time:
+        problem = _timestamp_problem(batches, config.get_int("message.timestamp.before.max.ms"),
+                                     config.get_int("message.timestamp.after.max.ms"), now)
+        if problem is not None:
+            return _result(ctx, partition.index, ErrorCode.invalid_timestamp,
+                           error_message=problem)
+    result = partition.append(batches, now_ms=now, log_append_time=log_append_time)
+    if result.error is not ErrorCode.none:
+        return _result(ctx, partition.index, result.error, error_message=result.message)
+    return _result(
+        ctx,
+        partition.index,
+        ErrorCode.none,
+        base_offset=result.base_offset,
+        log_append_time=_as_datetime(result.log_append_time),
+        log_start_offset=partition.log_start_offset,
+    )
+
+
+def _timestamp_problem(
+    batches: list[tuple[BatchHeader, bytes]], before_max: int, after_max: int, now: int
+) -> str | None:
+    for header, _ in batches:
+        if header.max_timestamp >= 0 and header.max_timestamp - now > after_max:
+            return (f"Timestamp {header.max_timestamp} of message is out of range: more than "
+                    f"{after_max} ms ahead of the broker's time")
+        if header.base_timestamp >= 0 and now - header.base_timestamp > before_max:
+            return (f"Timestamp {header.base_timestamp} of message is out of range: more than "
+                    f"{before_max} ms before the broker's time")
+    return None
+
+
+def _as_datetime(timestamp_ms: int) -> Any:
+    if timestamp_ms < 0:
+        return None
+    import datetime
+
+    return datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC)

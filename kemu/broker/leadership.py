@@ -1,0 +1,26 @@
+"""NOT_LEADER_OR_FOLLOWER answers: the current leader and, where the API carries them, the
+endpoints of the brokers the client should go to instead (KIP-951)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.partition import Partition
+
+
+def leader_fields(ctx: RequestContext, partition: Partition) -> Any:
+    return ctx.make(
+        "LeaderIdAndEpoch", leader_id=partition.leader_id, leader_epoch=partition.leader_epoch
+    )
+
+
+def node_endpoints(ctx: RequestContext, node_ids: Iterable[int]) -> tuple[Any, ...]:
+    if not ctx.has("NodeEndpoint"):
+        return ()
+    nodes = ctx.cluster.nodes
+    return tuple(
+        ctx.make("NodeEndpoint", node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+        for n in (nodes[i] for i in sorted(set(node_ids)) if i in nodes)
+    )

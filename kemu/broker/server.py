@@ -1,0 +1,128 @@
+"""The process: N virtual brokers on consecutive ports over one shared cluster model."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from kemu.broker.cluster import BrokerNode, Cluster
+from kemu.broker.config import BrokerConfig
+from kemu.broker.connection import Connection
+from kemu.broker.context import Runtime
+from kemu.broker.handlers import load_handlers
+from kemu.storage.log import MemoryLog, PartitionLog
+
+log = structlog.get_logger("kemu.server")
+
+
+@dataclass
+class ServerOptions:
+    brokers: int = 3
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    data_dir: Path | None = None
+    config: BrokerConfig = field(default_factory=BrokerConfig)
+    max_versions: dict[int, int] | None = None
+    cluster_id: str | None = None
+
+
+def _log_factory(options: ServerOptions) -> Callable[[str, int], PartitionLog]:
+    data_dir = options.data_dir
+    if data_dir is None:
+        return lambda topic, index: MemoryLog()
+    from kemu.storage.segments import SegmentLog
+
+    config = options.config
+    segment_bytes = config.get_int("log.segment.bytes")
+    flush_always = (config.get("kemu.log.flush") or "interval") == "always"
+
+    def make(topic: str, index: int) -> PartitionLog:
+        return SegmentLog(
+            data_dir / f"{topic}-{index}",
+            segment_bytes=segment_bytes,
+            flush_every_append=flush_always,
+        )
+
+    return make
+
+
+class KemuServer:
+    def __init__(self, options: ServerOptions) -> None:
+        self.options = options
+        load_handlers()
+        if options.data_dir is not None:
+            options.data_dir.mkdir(parents=True, exist_ok=True)
+        host = options.advertised_host or options.host
+        nodes = {
+            node_id: BrokerNode(node_id, host, options.port + node_id - 1)
+            for node_id in range(1, options.brokers + 1)
+        }
+        cluster = Cluster(
+            cluster_id=options.cluster_id or _cluster_id(),
+            nodes=nodes,
+            config=options.config,
+            log_factory=_log_factory(options),
+            data_dir=options.data_dir,
+        )
+        cluster.load_metadata()
+        self.runtime = Runtime(cluster=cluster, max_versions=options.max_versions)
+        self.servers: list[asyncio.Server] = []
+        self._background: list[asyncio.Task[None]] = []
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.runtime.cluster
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{n.host}:{n.port}" for n in self.cluster.nodes.values())
+
+    async def start(self) -> None:
+        for node in self.cluster.nodes.values():
+            server = await asyncio.start_server(
+                self._connection_handler(node),
+                self.options.host,
+                node.port,
+                reuse_address=True,
+                limit=1 << 20,
+            )
+            self.servers.append(server)
+        from kemu.broker.housekeeping import start_housekeeping
+
+        self._background.extend(start_housekeeping(self.runtime))
+        log.info("started", bootstrap=self.bootstrap_servers, cluster_id=self.cluster.cluster_id,
+                 data_dir=str(self.options.data_dir) if self.options.data_dir else None)
+
+    def _connection_handler(
+        self, node: BrokerNode
+    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                await Connection(node, self.runtime, reader, writer).serve()
+            except Exception:
+                log.exception("connection_failed", node_id=node.node_id)
+
+        return handle
+
+    async def close(self) -> None:
+        for task in self._background:
+            task.cancel()
+        for server in self.servers:
+            server.close()
+        for server in self.servers:
+            await server.wait_closed()
+        for partition in self.cluster.all_partitions():
+            partition.log.flush()
+            partition.log.close()
+
+
+def _cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

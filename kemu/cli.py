@@ -1,0 +1,101 @@
+"""``kemu serve``: run a Kafka-compatible cluster of N virtual brokers in one process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+
+from kemu.broker.config import BrokerConfig, InvalidConfig
+from kemu.broker.server import KemuServer, ServerOptions
+from kemu.protocol.versions import KAFKA_RELEASES, caps_for_release
+
+
+def _configure_logging(level: str, json_logs: bool) -> None:
+    numeric = getattr(logging, level.upper(), logging.INFO)
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if json_logs
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kemu", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run brokers until interrupted")
+    serve.add_argument("--brokers", type=int, default=1, help="virtual brokers (node ids 1..N)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--advertised-host", default=None, help="host advertised in metadata")
+    serve.add_argument("--port", type=int, default=9092, help="first broker's port")
+    serve.add_argument("--data-dir", type=Path, default=None,
+                       help="keep logs and state here (in memory when omitted)")
+    serve.add_argument("--config", type=Path, default=None,
+                       help="server.properties file with Kafka property names")
+    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a Kafka broker property (repeatable)")
+    serve.add_argument("--as-version", default=None, choices=sorted(KAFKA_RELEASES),
+                       help="advertise only what this Kafka release served")
+    serve.add_argument("--cluster-id", default=None)
+    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--json-logs", action="store_true")
+    return parser
+
+
+async def _serve(options: ServerOptions) -> None:
+    server = KemuServer(options)
+    await server.start()
+    print(f"kemu ready bootstrap={server.bootstrap_servers}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _configure_logging(args.log_level, args.json_logs)
+    try:
+        config = BrokerConfig.load(args.config, args.override)
+    except (InvalidConfig, OSError) as error:
+        print(f"kemu: {error}", file=sys.stderr)
+        return 2
+    options = ServerOptions(
+        brokers=args.brokers,
+        host=args.host,
+        port=args.port,
+        advertised_host=args.advertised_host,
+        data_dir=args.data_dir,
+        config=config,
+        max_versions=caps_for_release(args.as_version) if args.as_version else None,
+        cluster_id=args.cluster_id,
+    )
+    try:
+        import uvloop
+
+        uvloop.run(_serve(options))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Record batches kept opaque: only the fixed 61-byte v2 batch header is ever parsed.
+
+Produced batches are stored and served byte-for-byte, whatever their compression. Appending a
+batch rewrites its base offset and partition leader epoch, which sit before the CRC's range, so
+the CRC stays valid. Control batches (transaction markers) are the one thing kemu writes itself.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+BATCH_HEADER_SIZE = BATCH_HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted in batchLength
+CRC_START = 21  # the CRC covers attributes .. end of batch
+MAGIC_V2 = 2
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_LOG_APPEND = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+
+COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+NO_PRODUCER_ID = -1
+
+
+class CorruptBatch(ValueError):
+    """A batch whose size, magic or CRC is wrong; Kafka answers CORRUPT_MESSAGE."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch takes on the wire and on disk."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+
+def read_header(data: bytes | memoryview, position: int = 0) -> BatchHeader:
+    if len(data) - position < BATCH_HEADER_SIZE:
+        raise CorruptBatch(f"batch header needs {BATCH_HEADER_SIZE} bytes")
+    return BatchHeader(*BATCH_HEADER.unpack_from(data, position))
+
+
+def split_batches(data: bytes, *, verify_crc: bool = True) -> list[tuple[BatchHeader, bytes]]:
+    """Split a produce request's records into whole v2 batches, validating each.
+
+    Raises CorruptBatch on a short or overlong batch, a magic other than 2, or a CRC mismatch.
+    """
+    batches: list[tuple[BatchHeader, bytes]] = []
+    position = 0
+    view = memoryview(data)
+    while position < len(data):
+        header = read_header(data, position)
+        end = position + header.size
+        if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or end > len(data):
+            raise CorruptBatch(f"batch length {header.batch_length} does not fit the records")
+        if header.magic != MAGIC_V2:
+            raise CorruptBatch(f"unsupported record batch magic {header.magic}")
+        if header.last_offset_delta < 0 or header.record_count < 0:
+            raise CorruptBatch("negative record count or offset delta")
+        if verify_crc and crc32c.crc32c(view[position + CRC_START : end]) != header.crc:
+            raise CorruptBatch("record batch CRC mismatch")
+        batches.append((header, bytes(view[position:end])))
+        position = end
+    if not batches:
+        raise CorruptBatch("no record batch in produce request")
+    return batches
+
+
+_OFFSET_EPOCH = struct.Struct(">qii")
+
+
+def with_offset(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
+    """The batch with its base offset and partition leader epoch assigned (CRC unaffected)."""
+    buffer = bytearray(batch)
+    length = struct.unpack_from(">i", buffer, 8)[0]
+    _OFFSET_EPOCH.pack_into(buffer, 0, base_offset, length, leader_epoch)
+    return bytes(buffer)
+
+
+def with_log_append_time(batch: bytes, timestamp_ms: int) -> bytes:
+    """Set LogAppendTime: timestamp type bit and max timestamp, then recompute the CRC."""
+    buffer = bytearray(batch)
+    attributes = struct.unpack_from(">h", buffer, 21)[0] | TIMESTAMP_TYPE_LOG_APPEND
+    struct.pack_into(">h", buffer, 21, attributes)
+    struct.pack_into(">q", buffer, 35, timestamp_ms)
+    struct.pack_into(">I", buffer, 17, crc32c.crc32c(memoryview(buffer)[CRC_START:]))
+    return bytes(buffer)
+
+
+def batch_crc_ok(batch: bytes | memoryview) -> bool:
+    header = read_header(batch)
+    return bool(crc32c.crc32c(memoryview(batch)[CRC_START : header.size]) == header.crc)
+
+
+# --- writing batches kemu makes itself (control markers, internal topics) ---------------------
+
+
+def _zigzag(value: int) -> int:
+    return (value << 1) ^ (value >> 63)
+
+
+def _varint(value: int) -> bytes:
+    value = _zigzag(value)
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _varbytes(value: bytes | None) -> bytes:
+    if value is None:
+        return _varint(-1)
+    return _varint(len(value)) + value
+
+
+def encode_record(
+    offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None
+) -> bytes:
+    body = (
+        b"\x00"  # attributes
+        + _varint(timestamp_delta)
+        + _varint(offset_delta)
+        + _varbytes(key)
+        + _varbytes(value)
+        + _varint(0)  # no headers
+    )
+    return _varint(len(body)) + body
+
+
+def build_batch(
+    records: list[tuple[bytes | None, bytes | None]],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    control: bool = False,
+    leader_epoch: int = 0,
+) -> bytes:
+    """An uncompressed v2 batch of (key, value) records, all with one timestamp."""
+    body = b"".join(
+        encode_record(index, 0, key, value) for index, (key, value) in enumerate(records)
+    )
+    attributes = (TRANSACTIONAL_FLAG if transactional else 0) | (CONTROL_FLAG if control else 0)
+    after_crc = struct.pack(
+        ">hiqqqhii",
+        attributes,
+        len(records) - 1,
+        timestamp_ms,
+        timestamp_ms,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    ) + body
+    crc = crc32c.crc32c(after_crc)
+    batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch + magic + crc + rest
+    return struct.pack(">qiibI", base_offset, batch_length, leader_epoch, MAGIC_V2, crc) + after_crc
+
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+def control_batch(
+    marker: int, *, producer_id: int, producer_epoch: int, coordinator_epoch: int, timestamp_ms: int
+) -> bytes:
+    """A transaction marker (COMMIT=1 / ABORT=0) as Kafka writes it into a data partition."""
+    key = struct.pack(">hh", 0, marker)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return build_batch(
+        [(key, value)],
+        timestamp_ms=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
+    )

@@ -1,0 +1,264 @@
+"""The wire: size framing, request headers, schema lookup and response encoding.
+
+Everything kemu knows about Kafka's message layouts comes from kio (generated from Kafka's own
+JSON definitions). This module and its siblings in ``kemu.protocol`` are the only places that
+import kio, so a codec swap stays local.
+
+Frame layout: ``int32 size`` then ``size`` bytes. A request starts with its header, whose version
+depends on the API and its version (v1 for non-flexible versions, v2 for flexible ones); a
+response starts with its header (v0, or v1 for flexible versions, except ApiVersions which is
+always v0 so that a client can read it before it knows the broker's versions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+import sys
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map, schema_name_map
+from kio.serial import entity_reader, entity_writer
+
+from kemu.protocol.errors import ErrorCode
+
+SIZE = struct.Struct(">i")
+HEADER_PREFIX = struct.Struct(">hhi")
+
+API_VERSIONS_KEY = 18
+
+
+class MalformedFrame(Exception):
+    """The bytes on a connection cannot be a Kafka request; the connection must be closed."""
+
+
+class UnsupportedRequest(Exception):
+    """The api key or version is not one kio (and so kemu) can decode."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported api_key={api_key} api_version={api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRequest:
+    header: RequestHeader
+    body: Any
+    schema: type[Any]
+
+
+def api_name(api_key: int) -> str:
+    return api_key_map.get(api_key, f"unknown_{api_key}")
+
+
+def known_versions(api_key: int) -> tuple[int, int] | None:
+    """The version range kio has schemas for, or None for an unknown key."""
+    name = api_key_map.get(api_key)
+    if name is None:
+        return None
+    versions = schema_name_map[name].keys()
+    return min(versions), max(versions)
+
+
+@cache
+def request_schema(api_key: int, api_version: int) -> type[Any]:
+    return load_request_schema(api_key, api_version)  # type: ignore[no-any-return]
+
+
+@cache
+def response_schema(api_key: int, api_version: int) -> type[Any]:
+    return load_response_schema(api_key, api_version)  # type: ignore[no-any-return]
+
+
+def response_module(api_key: int, api_version: int) -> ModuleType:
+    """The module holding the response class and its nested classes for one version."""
+    return sys.modules[response_schema(api_key, api_version).__module__]
+
+
+@cache
+def _reader(cls: type[Any]) -> Callable[[bytes, int], tuple[Any, int]]:
+    return entity_reader(cls)  # type: ignore[no-any-return]
+
+
+@cache
+def _writer(cls: type[Any]) -> Callable[[io.BytesIO, Any], None]:
+    return entity_writer(cls)  # type: ignore[no-any-return]
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """api_key, api_version, correlation_id from the fixed start of a request frame."""
+    if len(frame) < HEADER_PREFIX.size:
+        raise MalformedFrame(f"request of {len(frame)} bytes is shorter than a header")
+    key, version, correlation_id = HEADER_PREFIX.unpack_from(frame, 0)
+    return int(key), int(version), int(correlation_id)
+
+
+def decode_request(frame: bytes) -> DecodedRequest:
+    """Decode one request frame (without its size prefix).
+
+    Raises UnsupportedRequest for a key/version kio has no schema for, and MalformedFrame when
+    the bytes do not decode.
+    """
+    api_key, api_version, correlation_id = peek_header(frame)
+    try:
+        schema = request_schema(api_key, api_version)
+    except Exception:
+        raise UnsupportedRequest(api_key, api_version, correlation_id) from None
+    try:
+        header, used = _reader(schema.__header_schema__)(frame, 0)
+        body, body_size = _reader(schema)(frame, used)
+    except Exception as exc:
+        raise MalformedFrame(f"undecodable {api_name(api_key)} v{api_version}: {exc}") from exc
+    if used + body_size != len(frame):
+        raise MalformedFrame(
+            f"{api_name(api_key)} v{api_version}: {len(frame) - used - body_size} trailing bytes"
+        )
+    return DecodedRequest(
+        RequestHeader(api_key, api_version, correlation_id, header.client_id), body, schema
+    )
+
+
+def encode_body(body: Any) -> bytes:
+    buffer = io.BytesIO()
+    _writer(type(body))(buffer, body)
+    return buffer.getvalue()
+
+
+def _response_header_bytes(api_key: int, api_version: int, correlation_id: int) -> bytes:
+    flexible = response_schema(api_key, api_version).__flexible__
+    if flexible and api_key != API_VERSIONS_KEY:
+        return struct.pack(">iB", correlation_id, 0)  # header v1: id + empty tagged fields
+    return struct.pack(">i", correlation_id)
+
+
+def encode_response_frame(
+    api_key: int, api_version: int, correlation_id: int, body: Any
+) -> bytes:
+    """Size-prefixed response frame: header then body."""
+    payload = _response_header_bytes(api_key, api_version, correlation_id) + encode_body(body)
+    return SIZE.pack(len(payload)) + payload
+
+
+def encode_raw_response_frame(correlation_id: int, body_bytes: bytes) -> bytes:
+    """A frame whose body was encoded elsewhere, with a v0 response header."""
+    payload = struct.pack(">i", correlation_id) + body_bytes
+    return SIZE.pack(len(payload)) + payload
+
+
+def encode_request_frame(body: Any, correlation_id: int, client_id: str | None = "kemu") -> bytes:
+    """Size-prefixed request frame (used by kemu's own client and tests)."""
+    schema = type(body)
+    header_cls = schema.__header_schema__
+    fields = {f.name for f in dataclasses.fields(header_cls)}
+    values: dict[str, Any] = {
+        "request_api_key": schema.__api_key__,
+        "request_api_version": schema.__version__,
+        "correlation_id": correlation_id,
+    }
+    if "client_id" in fields:
+        values["client_id"] = client_id
+    payload = encode_body(header_cls(**values)) + encode_body(body)
+    return SIZE.pack(len(payload)) + payload
+
+
+def decode_response(api_key: int, api_version: int, payload: bytes) -> tuple[int, Any]:
+    """Decode a response frame (without size prefix): correlation id and body."""
+    schema = response_schema(api_key, api_version)
+    header, used = _reader(schema.__header_schema__)(payload, 0)
+    body, _ = _reader(schema)(payload, used)
+    return int(header.correlation_id), body
+
+
+# --- building version-agnostic messages -------------------------------------------------------
+
+
+@cache
+def _field_info(cls: type[Any]) -> tuple[frozenset[str], dict[str, dataclasses.Field[Any]]]:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    return frozenset(fields), fields
+
+
+def build(cls: type[Any], **values: Any) -> Any:
+    """Construct a kio message of any version from the union of fields across versions.
+
+    Handlers describe a response once; fields this version lacks are dropped, fields the caller
+    did not give get a neutral default (0, empty, None, -1 for leader fields). This is what lets
+    one handler serve Produce v3 and v13 alike.
+    """
+    names, fields = _field_info(cls)
+    kwargs: dict[str, Any] = {}
+    for name in names:
+        if name in values:
+            kwargs[name] = values[name]
+            continue
+        field = fields[name]
+        if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
+            continue
+        kwargs[name] = neutral_value(field)
+    return cls(**kwargs)
+
+
+def neutral_value(field: dataclasses.Field[Any]) -> Any:
+    field_type = field.type
+    if typing.get_origin(field_type) is tuple:
+        return ()
+    optional = type(None) in typing.get_args(field_type)
+    if optional:
+        return None
+    if dataclasses.is_dataclass(field_type):
+        return build(field_type)  # type: ignore[arg-type]
+    kafka_type = field.metadata.get("kafka_type", "")
+    return _NEUTRAL_BY_KAFKA_TYPE.get(kafka_type, 0)
+
+
+def error_response(request: DecodedRequest, error: ErrorCode, message: str | None = None) -> Any:
+    """A response for ``request`` carrying ``error`` wherever the response has an error field.
+
+    Used when a handler cannot run at all (unexpected exception, unknown topic on a single
+    resource API): top-level ``error_code``/``error_message`` are set and every array is empty.
+    """
+    cls = response_schema(request.header.api_key, request.header.api_version)
+    names, _ = _field_info(cls)
+    values: dict[str, Any] = {}
+    if "error_code" in names:
+        values["error_code"] = error
+    if "error_message" in names:
+        values["error_message"] = message
+    return build(cls, **values)
+
+
+def _neutral_table() -> dict[str, Any]:
+    import datetime
+    import uuid
+
+    return {
+        "error_code": ErrorCode.none,
+        "timedelta_i32": datetime.timedelta(0),
+        "timedelta_i64": datetime.timedelta(0),
+        "string": "",
+        "bytes": b"",
+        "records": b"",
+        "uuid": uuid.UUID(int=0),
+        "bool": False,
+        "float64": 0.0,
+    }
+
+
+_NEUTRAL_BY_KAFKA_TYPE = _neutral_table()
