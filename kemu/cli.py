@@ -44,14 +44,28 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--advertised-host", default=None, help="host advertised in metadata")
     serve.add_argument("--port", type=int, default=9092, help="first broker's port")
-    serve.add_argument("--data-dir", type=Path, default=None,
-                       help="keep logs and state here (in memory when omitted)")
-    serve.add_argument("--config", type=Path, default=None,
-                       help="server.properties file with Kafka property names")
-    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                       help="set a Kafka broker property (repeatable)")
-    serve.add_argument("--as-version", default=None, choices=sorted(KAFKA_RELEASES),
-                       help="advertise only what this Kafka release served")
+    serve.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="keep logs and state here (in memory when omitted)",
+    )
+    serve.add_argument(
+        "--config", type=Path, default=None, help="server.properties file with Kafka property names"
+    )
+    serve.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a Kafka broker property (repeatable)",
+    )
+    serve.add_argument(
+        "--as-version",
+        default=None,
+        choices=sorted(KAFKA_RELEASES),
+        help="advertise only what this Kafka release served",
+    )
     serve.add_argument("--cluster-id", default=None)
     serve.add_argument("--log-level", default="info")
     serve.add_argument("--json-logs", action="store_true")

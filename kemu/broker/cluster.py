@@ -54,7 +54,9 @@ class TopicError(Exception):
 
 def validate_topic_name(name: str) -> None:
     if not name or name in (".", ".."):
-        raise TopicError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+        raise TopicError(
+            ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty"
+        )
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise TopicError(
             ErrorCode.invalid_topic_exception,
@@ -121,7 +123,9 @@ class Cluster:
         if name in self.topics:
             raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if num_partitions <= 0:
-            raise TopicError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+            raise TopicError(
+                ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
+            )
         if replication_factor <= 0:
             raise TopicError(
                 ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
@@ -144,8 +148,14 @@ class Cluster:
         )
         for index, replicas in enumerate(placement):
             topic.partitions.append(
-                Partition(name, topic.topic_id, index, replicas[0], replicas,
-                          self.log_factory(name, index))
+                Partition(
+                    name,
+                    topic.topic_id,
+                    index,
+                    replicas[0],
+                    replicas,
+                    self.log_factory(name, index),
+                )
             )
         self.topics[name] = topic
         self.topics_by_id[topic.topic_id] = topic
@@ -160,8 +170,14 @@ class Cluster:
             index = len(topic.partitions)
             del offset
             topic.partitions.append(
-                Partition(name, topic.topic_id, index, replicas[0], replicas,
-                          self.log_factory(name, index))
+                Partition(
+                    name,
+                    topic.topic_id,
+                    index,
+                    replicas[0],
+                    replicas,
+                    self.log_factory(name, index),
+                )
             )
         self.save_metadata()
 
@@ -212,8 +228,9 @@ class Cluster:
         catalogue = json.loads(path.read_text())
         self.cluster_id = catalogue.get("cluster_id", self.cluster_id)
         for entry in catalogue["topics"]:
-            replicas = [[r for r in rs if r in self.nodes] or [self.node_ids[0]]
-                        for rs in entry["replicas"]]
+            replicas = [
+                [r for r in rs if r in self.nodes] or [self.node_ids[0]] for rs in entry["replicas"]
+            ]
             topic = self.create_topic(
                 entry["name"],
                 len(replicas),
@@ -223,8 +240,9 @@ class Cluster:
                 assignments=replicas,
                 persist=False,
             )
-            for partition, epoch in zip(topic.partitions, entry.get("leader_epochs", []),
-                                        strict=False):
+            for partition, epoch in zip(
+                topic.partitions, entry.get("leader_epochs", []), strict=False
+            ):
                 partition.leader_epoch = epoch
 
 

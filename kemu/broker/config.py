@@ -73,38 +73,106 @@ T, S, I, L, B, D, LI = (
 )
 
 TOPIC_CONFIGS = _defs(
-    ConfigDef("cleanup.policy", LI, "delete", broker_synonym="log.cleanup.policy",
-              valid=("delete", "compact", "compact,delete", "delete,compact")),
-    ConfigDef("compression.type", T, "producer", broker_synonym="compression.type",
-              valid=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigDef(
+        "cleanup.policy",
+        LI,
+        "delete",
+        broker_synonym="log.cleanup.policy",
+        valid=("delete", "compact", "compact,delete", "delete,compact"),
+    ),
+    ConfigDef(
+        "compression.type",
+        T,
+        "producer",
+        broker_synonym="compression.type",
+        valid=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    ),
     ConfigDef("compression.gzip.level", I, "-1", broker_synonym="compression.gzip.level"),
     ConfigDef("compression.lz4.level", I, "9", broker_synonym="compression.lz4.level"),
     ConfigDef("compression.zstd.level", I, "3", broker_synonym="compression.zstd.level"),
-    ConfigDef("delete.retention.ms", L, "86400000", broker_synonym="log.cleaner.delete.retention.ms", minimum=0),
-    ConfigDef("file.delete.delay.ms", L, "60000", broker_synonym="log.segment.delete.delay.ms", minimum=0),
-    ConfigDef("flush.messages", L, "9223372036854775807", broker_synonym="log.flush.interval.messages", minimum=1),
-    ConfigDef("flush.ms", L, "9223372036854775807", broker_synonym="log.flush.interval.ms", minimum=0),
-    ConfigDef("index.interval.bytes", I, "4096", broker_synonym="log.index.interval.bytes", minimum=0),
+    ConfigDef(
+        "delete.retention.ms",
+        L,
+        "86400000",
+        broker_synonym="log.cleaner.delete.retention.ms",
+        minimum=0,
+    ),
+    ConfigDef(
+        "file.delete.delay.ms", L, "60000", broker_synonym="log.segment.delete.delay.ms", minimum=0
+    ),
+    ConfigDef(
+        "flush.messages",
+        L,
+        "9223372036854775807",
+        broker_synonym="log.flush.interval.messages",
+        minimum=1,
+    ),
+    ConfigDef(
+        "flush.ms", L, "9223372036854775807", broker_synonym="log.flush.interval.ms", minimum=0
+    ),
+    ConfigDef(
+        "index.interval.bytes", I, "4096", broker_synonym="log.index.interval.bytes", minimum=0
+    ),
     ConfigDef("local.retention.bytes", L, "-2", broker_synonym="log.local.retention.bytes"),
     ConfigDef("local.retention.ms", L, "-2", broker_synonym="log.local.retention.ms"),
-    ConfigDef("max.compaction.lag.ms", L, "9223372036854775807", broker_synonym="log.cleaner.max.compaction.lag.ms", minimum=1),
+    ConfigDef(
+        "max.compaction.lag.ms",
+        L,
+        "9223372036854775807",
+        broker_synonym="log.cleaner.max.compaction.lag.ms",
+        minimum=1,
+    ),
     ConfigDef("max.message.bytes", I, "1048588", broker_synonym="message.max.bytes", minimum=0),
-    ConfigDef("message.timestamp.after.max.ms", L, "3600000", broker_synonym="log.message.timestamp.after.max.ms", minimum=0),
-    ConfigDef("message.timestamp.before.max.ms", L, "9223372036854775807", broker_synonym="log.message.timestamp.before.max.ms", minimum=0),
-    ConfigDef("message.timestamp.type", T, "CreateTime", broker_synonym="log.message.timestamp.type",
-              valid=("CreateTime", "LogAppendTime")),
-    ConfigDef("min.cleanable.dirty.ratio", D, "0.5", broker_synonym="log.cleaner.min.cleanable.ratio"),
-    ConfigDef("min.compaction.lag.ms", L, "0", broker_synonym="log.cleaner.min.compaction.lag.ms", minimum=0),
+    ConfigDef(
+        "message.timestamp.after.max.ms",
+        L,
+        "3600000",
+        broker_synonym="log.message.timestamp.after.max.ms",
+        minimum=0,
+    ),
+    ConfigDef(
+        "message.timestamp.before.max.ms",
+        L,
+        "9223372036854775807",
+        broker_synonym="log.message.timestamp.before.max.ms",
+        minimum=0,
+    ),
+    ConfigDef(
+        "message.timestamp.type",
+        T,
+        "CreateTime",
+        broker_synonym="log.message.timestamp.type",
+        valid=("CreateTime", "LogAppendTime"),
+    ),
+    ConfigDef(
+        "min.cleanable.dirty.ratio", D, "0.5", broker_synonym="log.cleaner.min.cleanable.ratio"
+    ),
+    ConfigDef(
+        "min.compaction.lag.ms",
+        L,
+        "0",
+        broker_synonym="log.cleaner.min.compaction.lag.ms",
+        minimum=0,
+    ),
     ConfigDef("min.insync.replicas", I, "1", broker_synonym="min.insync.replicas", minimum=1),
     ConfigDef("preallocate", B, "false", broker_synonym="log.preallocate"),
     ConfigDef("remote.storage.enable", B, "false"),
     ConfigDef("retention.bytes", L, "-1", broker_synonym="log.retention.bytes"),
     ConfigDef("retention.ms", L, "604800000", broker_synonym="log.retention.ms", minimum=-1),
-    ConfigDef("segment.bytes", I, "1073741824", broker_synonym="log.segment.bytes", minimum=1024 * 1024),
-    ConfigDef("segment.index.bytes", I, "10485760", broker_synonym="log.index.size.max.bytes", minimum=4),
+    ConfigDef(
+        "segment.bytes", I, "1073741824", broker_synonym="log.segment.bytes", minimum=1024 * 1024
+    ),
+    ConfigDef(
+        "segment.index.bytes", I, "10485760", broker_synonym="log.index.size.max.bytes", minimum=4
+    ),
     ConfigDef("segment.jitter.ms", L, "0", broker_synonym="log.roll.jitter.ms", minimum=0),
     ConfigDef("segment.ms", L, "604800000", broker_synonym="log.roll.ms", minimum=1),
-    ConfigDef("unclean.leader.election.enable", B, "false", broker_synonym="unclean.leader.election.enable"),
+    ConfigDef(
+        "unclean.leader.election.enable",
+        B,
+        "false",
+        broker_synonym="unclean.leader.election.enable",
+    ),
 )
 
 BROKER_CONFIGS = _defs(
@@ -176,8 +244,13 @@ BROKER_CONFIGS = _defs(
     ConfigDef("transaction.max.timeout.ms", I, "900000", read_only=True, minimum=1),
     ConfigDef("transactional.id.expiration.ms", I, "604800000", read_only=True),
     ConfigDef("producer.id.expiration.ms", I, "86400000"),
-    ConfigDef("kemu.log.flush", T, "interval", valid=("always", "interval"),
-              doc="kemu: fsync after every append ('always') or every log.flush.interval.ms"),
+    ConfigDef(
+        "kemu.log.flush",
+        T,
+        "interval",
+        valid=("always", "interval"),
+        doc="kemu: fsync after every append ('always') or every log.flush.interval.ms",
+    ),
 )
 
 
@@ -220,12 +293,11 @@ def validate_value(definition: ConfigDef, value: str) -> None:
                 f"Invalid value {value} for configuration {definition.name}: Not a number of type "
                 "DOUBLE"
             ) from None
-    elif kind is ConfigType.BOOLEAN:
-        if value.lower() not in ("true", "false"):
-            raise InvalidConfig(
-                f"Invalid value {value} for configuration {definition.name}: Expected value to "
-                "be either true or false"
-            )
+    elif kind is ConfigType.BOOLEAN and value.lower() not in ("true", "false"):
+        raise InvalidConfig(
+            f"Invalid value {value} for configuration {definition.name}: Expected value to "
+            "be either true or false"
+        )
     if definition.valid is not None and value not in definition.valid:
         raise InvalidConfig(
             f"Invalid value {value} for configuration {definition.name}: String must be one of: "

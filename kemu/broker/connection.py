@@ -67,8 +67,12 @@ class Connection:
                 return
             size = wire.SIZE.unpack(size_bytes)[0]
             if size < wire.HEADER_PREFIX.size or size > self.max_request_bytes:
-                log.warning("malformed_frame", peer=self.peer, reason=f"frame size {size}",
-                            limit=self.max_request_bytes)
+                log.warning(
+                    "malformed_frame",
+                    peer=self.peer,
+                    reason=f"frame size {size}",
+                    limit=self.max_request_bytes,
+                )
                 return
             try:
                 frame = await reader.readexactly(size)
@@ -83,8 +87,9 @@ class Connection:
         try:
             request = wire.decode_request(frame)
         except UnsupportedRequest as unsupported:
-            return self._unsupported(unsupported.api_key, unsupported.api_version,
-                                     unsupported.correlation_id)
+            return self._unsupported(
+                unsupported.api_key, unsupported.api_version, unsupported.correlation_id
+            )
         except MalformedFrame as malformed:
             log.warning("malformed_frame", peer=self.peer, reason=str(malformed))
             return False
@@ -112,8 +117,13 @@ class Connection:
             self.responses.put_nowait(unsupported_version_frame(self.runtime, correlation_id))
             return True
         # Kafka cannot parse such a request either and closes the connection.
-        log.warning("unsupported_request", peer=self.peer, api_key=api_key,
-                    api=wire.api_name(api_key), api_version=api_version)
+        log.warning(
+            "unsupported_request",
+            peer=self.peer,
+            api_key=api_key,
+            api=wire.api_name(api_key),
+            api_version=api_version,
+        )
         return False
 
     async def _dispatch(
@@ -123,8 +133,12 @@ class Connection:
         try:
             body = await spec.function(context, request.body)
         except Exception:
-            log.exception("handler_failed", api=wire.api_name(header.api_key),
-                          api_version=header.api_version, peer=self.peer)
+            log.exception(
+                "handler_failed",
+                api=wire.api_name(header.api_key),
+                api_version=header.api_version,
+                peer=self.peer,
+            )
             body = wire.error_response(request, ErrorCode.unknown_server_error)
         if body is None:
             return None  # e.g. Produce with acks=0 gets no response

@@ -78,9 +78,10 @@ class FetchSessionCache:
             session = FetchSession(self._new_id(), node_id, 1, now_ms)
             self.sessions[(node_id, session.session_id)] = session
             return SessionDecision(session, incremental=False)
-        session = self.sessions.get((node_id, session_id))
-        if session is None:
+        existing = self.sessions.get((node_id, session_id))
+        if existing is None:
             return SessionDecision(None, False, ErrorCode.fetch_session_id_not_found)
+        session = existing
         if session.next_epoch != epoch:
             return SessionDecision(None, False, ErrorCode.invalid_fetch_session_epoch)
         session.next_epoch = 1 if epoch == 2**31 - 1 else epoch + 1

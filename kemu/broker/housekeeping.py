@@ -54,5 +54,4 @@ async def _flush_loop(runtime: Runtime) -> None:
             try:
                 partition.log.flush()
             except Exception:
-                log.exception("flush_failed", topic=partition.topic_name,
-                              partition=partition.index)
+                log.exception("flush_failed", topic=partition.topic_name, partition=partition.index)

@@ -102,10 +102,19 @@ class Partition:
             if log_append_time:
                 stored = with_log_append_time(stored, now_ms)
             assigned = BatchHeader(
-                offset, header.batch_length, self.leader_epoch, header.magic, header.crc,
-                header.attributes, header.last_offset_delta, header.base_timestamp,
-                now_ms if log_append_time else header.max_timestamp, header.producer_id,
-                header.producer_epoch, header.base_sequence, header.record_count,
+                offset,
+                header.batch_length,
+                self.leader_epoch,
+                header.magic,
+                header.crc,
+                header.attributes,
+                header.last_offset_delta,
+                header.base_timestamp,
+                now_ms if log_append_time else header.max_timestamp,
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.record_count,
             )
             self.log.append(assigned, stored, now_ms=now_ms)
             if header.producer_id >= 0 and header.base_sequence >= 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,12 +96,16 @@ class KemuServer:
         from kemu.broker.housekeeping import start_housekeeping
 
         self._background.extend(start_housekeeping(self.runtime))
-        log.info("started", bootstrap=self.bootstrap_servers, cluster_id=self.cluster.cluster_id,
-                 data_dir=str(self.options.data_dir) if self.options.data_dir else None)
+        log.info(
+            "started",
+            bootstrap=self.bootstrap_servers,
+            cluster_id=self.cluster.cluster_id,
+            data_dir=str(self.options.data_dir) if self.options.data_dir else None,
+        )
 
     def _connection_handler(
         self, node: BrokerNode
-    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]:
+    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
                 await Connection(node, self.runtime, reader, writer).serve()

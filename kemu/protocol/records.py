@@ -188,17 +188,20 @@ def build_batch(
         encode_record(index, 0, key, value) for index, (key, value) in enumerate(records)
     )
     attributes = (TRANSACTIONAL_FLAG if transactional else 0) | (CONTROL_FLAG if control else 0)
-    after_crc = struct.pack(
-        ">hiqqqhii",
-        attributes,
-        len(records) - 1,
-        timestamp_ms,
-        timestamp_ms,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(records),
-    ) + body
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes,
+            len(records) - 1,
+            timestamp_ms,
+            timestamp_ms,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+        + body
+    )
     crc = crc32c.crc32c(after_crc)
     batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch + magic + crc + rest
     return struct.pack(">qiibI", base_offset, batch_length, leader_epoch, MAGIC_V2, crc) + after_crc

@@ -79,12 +79,12 @@ def known_versions(api_key: int) -> tuple[int, int] | None:
 
 @cache
 def request_schema(api_key: int, api_version: int) -> type[Any]:
-    return load_request_schema(api_key, api_version)  # type: ignore[no-any-return]
+    return load_request_schema(api_key, api_version)
 
 
 @cache
 def response_schema(api_key: int, api_version: int) -> type[Any]:
-    return load_response_schema(api_key, api_version)  # type: ignore[no-any-return]
+    return load_response_schema(api_key, api_version)
 
 
 def response_module(api_key: int, api_version: int) -> ModuleType:
@@ -92,14 +92,22 @@ def response_module(api_key: int, api_version: int) -> ModuleType:
     return sys.modules[response_schema(api_key, api_version).__module__]
 
 
-@cache
+_READERS: dict[type[Any], Callable[[bytes, int], tuple[Any, int]]] = {}
+_WRITERS: dict[type[Any], Callable[[io.BytesIO, Any], None]] = {}
+
+
 def _reader(cls: type[Any]) -> Callable[[bytes, int], tuple[Any, int]]:
-    return entity_reader(cls)  # type: ignore[no-any-return]
+    found = _READERS.get(cls)
+    if found is None:
+        found = _READERS[cls] = entity_reader(cls)
+    return found
 
 
-@cache
 def _writer(cls: type[Any]) -> Callable[[io.BytesIO, Any], None]:
-    return entity_writer(cls)  # type: ignore[no-any-return]
+    found = _WRITERS.get(cls)
+    if found is None:
+        found = _WRITERS[cls] = entity_writer(cls)
+    return found
 
 
 def peek_header(frame: bytes) -> tuple[int, int, int]:
@@ -148,9 +156,7 @@ def _response_header_bytes(api_key: int, api_version: int, correlation_id: int) 
     return struct.pack(">i", correlation_id)
 
 
-def encode_response_frame(
-    api_key: int, api_version: int, correlation_id: int, body: Any
-) -> bytes:
+def encode_response_frame(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
     """Size-prefixed response frame: header then body."""
     payload = _response_header_bytes(api_key, api_version, correlation_id) + encode_body(body)
     return SIZE.pack(len(payload)) + payload
@@ -189,10 +195,15 @@ def decode_response(api_key: int, api_version: int, payload: bytes) -> tuple[int
 # --- building version-agnostic messages -------------------------------------------------------
 
 
-@cache
+_FIELD_INFO: dict[type[Any], tuple[frozenset[str], dict[str, dataclasses.Field[Any]]]] = {}
+
+
 def _field_info(cls: type[Any]) -> tuple[frozenset[str], dict[str, dataclasses.Field[Any]]]:
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    return frozenset(fields), fields
+    found = _FIELD_INFO.get(cls)
+    if found is None:
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        found = _FIELD_INFO[cls] = (frozenset(fields), fields)
+    return found
 
 
 def build(cls: type[Any], **values: Any) -> Any:
@@ -209,7 +220,10 @@ def build(cls: type[Any], **values: Any) -> Any:
             kwargs[name] = values[name]
             continue
         field = fields[name]
-        if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
+        if (
+            field.default is not dataclasses.MISSING
+            or field.default_factory is not dataclasses.MISSING
+        ):
             continue
         kwargs[name] = neutral_value(field)
     return cls(**kwargs)

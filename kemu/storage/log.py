@@ -72,7 +72,9 @@ class PartitionLog(ABC):
         """Drop every batch at or past ``end_offset`` (batches are dropped whole)."""
 
     @abstractmethod
-    def enforce_retention(self, *, now_ms: int, retention_ms: int, retention_bytes: int) -> None: ...
+    def enforce_retention(
+        self, *, now_ms: int, retention_ms: int, retention_bytes: int
+    ) -> None: ...
 
     def flush(self) -> None:  # noqa: B027 - memory logs have nothing to flush
         """Make appended batches durable (a no-op in memory)."""
@@ -206,8 +208,10 @@ class MemoryLog(PartitionLog):
         del self._batches[keep:]
         del self._append_times[keep:]
         self._index.drop_back(keep)
-        self._end = self._index.next_offsets[-1] if self._batches else max(
-            self.log_start_offset, min(self._end, end_offset)
+        self._end = (
+            self._index.next_offsets[-1]
+            if self._batches
+            else max(self.log_start_offset, min(self._end, end_offset))
         )
 
     def enforce_retention(self, *, now_ms: int, retention_ms: int, retention_bytes: int) -> None:

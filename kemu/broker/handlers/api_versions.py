@@ -84,14 +84,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.version >= 3:
         extras = {
             "supported_features": tuple(
-                wire.build(module.SupportedFeatureKey, name=name, min_version=low,
-                           max_version=high)
+                wire.build(module.SupportedFeatureKey, name=name, min_version=low, max_version=high)
                 for name, low, high in supported_features()
             ),
             "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
             "finalized_features": tuple(
-                wire.build(module.FinalizedFeatureKey, name=name, max_version_level=level,
-                           min_version_level=level)
+                wire.build(
+                    module.FinalizedFeatureKey,
+                    name=name,
+                    max_version_level=level,
+                    min_version_level=level,
+                )
                 for name, level in finalized_features(runtime)
             ),
             "zk_migration_ready": False,

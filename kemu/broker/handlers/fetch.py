@@ -76,8 +76,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         await _wait_for_append(partitions, remaining / 1000)
 
     other_leaders = {leader for _, _, leader in results if leader is not None}
-    responses = _group_by_topic(ctx, results, tracked=session is not None,
-                                incremental=incremental)
+    responses = _group_by_topic(ctx, results, tracked=session is not None, incremental=incremental)
     return ctx.respond(
         error_code=ErrorCode.none,
         session_id=session.session_id if session is not None else 0,
@@ -110,8 +109,13 @@ def _targets(
                 p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1)
             )
             requested.append(
-                Target((topic_key, p.partition), name, topic.topic_id if by_id else None,
-                       p.partition, state)
+                Target(
+                    (topic_key, p.partition),
+                    name,
+                    topic.topic_id if by_id else None,
+                    p.partition,
+                    state,
+                )
             )
     if session is None:
         return requested
@@ -157,8 +161,11 @@ def _read_all(
     for target in targets:
         topic = cluster.topics.get(target.topic_name) if target.topic_name is not None else None
         if topic is None or (target.topic_id is not None and topic.topic_id != target.topic_id):
-            code = (ErrorCode.unknown_topic_id if target.topic_id is not None
-                    else ErrorCode.unknown_topic_or_partition)
+            code = (
+                ErrorCode.unknown_topic_id
+                if target.topic_id is not None
+                else ErrorCode.unknown_topic_or_partition
+            )
             results.append((target, _partition_error(ctx, target, code), None))
             errors = True
             continue
@@ -170,8 +177,12 @@ def _read_all(
             continue
         partition = topic.partitions[target.index]
         if partition.leader_id != ctx.node.node_id:
-            data = _partition_error(ctx, target, ErrorCode.not_leader_or_follower,
-                                    current_leader=leader_fields(ctx, partition))
+            data = _partition_error(
+                ctx,
+                target,
+                ErrorCode.not_leader_or_follower,
+                current_leader=leader_fields(ctx, partition),
+            )
             results.append((target, data, partition.leader_id))
             errors = True
             continue

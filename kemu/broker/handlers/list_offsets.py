@@ -33,8 +33,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in topic_request.partitions:
             partitions.append(_answer(ctx, topic, p, read_committed))
         topics.append(
-            ctx.make("ListOffsetsTopicResponse", name=topic_request.name,
-                     partitions=tuple(partitions))
+            ctx.make(
+                "ListOffsetsTopicResponse", name=topic_request.name, partitions=tuple(partitions)
+            )
         )
     return ctx.respond(topics=tuple(topics))
 
@@ -43,9 +44,15 @@ def _answer(ctx: RequestContext, topic: Any, request: Any, read_committed: bool)
     index = request.partition_index
 
     def reply(code: ErrorCode, offset: int = -1, timestamp: int = -1, epoch: int = -1) -> Any:
-        return ctx.make("ListOffsetsPartitionResponse", partition_index=index, error_code=code,
-                        timestamp=timestamp, offset=offset, leader_epoch=epoch,
-                        old_style_offsets=())
+        return ctx.make(
+            "ListOffsetsPartitionResponse",
+            partition_index=index,
+            error_code=code,
+            timestamp=timestamp,
+            offset=offset,
+            leader_epoch=epoch,
+            old_style_offsets=(),
+        )
 
     if topic is None or not 0 <= index < len(topic.partitions):
         return reply(ErrorCode.unknown_topic_or_partition)

@@ -50,8 +50,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             topics.append(_lookup(ctx, entry, allow_auto, operations))
 
     brokers = tuple(
-        ctx.make("MetadataResponseBroker", node_id=n.node_id, host=n.host, port=n.port,
-                 rack=n.rack)
+        ctx.make("MetadataResponseBroker", node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
         for n in cluster.nodes.values()
     )
     return ctx.respond(
@@ -81,8 +80,10 @@ def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: int) 
         validate_topic_name(name)
     except TopicError:
         return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.invalid_topic_exception)
-    if allow_auto and cluster.config.get_bool("auto.create.topics.enable") and (
-        name not in INTERNAL_TOPICS
+    if (
+        allow_auto
+        and cluster.config.get_bool("auto.create.topics.enable")
+        and (name not in INTERNAL_TOPICS)
     ):
         try:
             return _topic(ctx, auto_create(cluster, name), operations)

@@ -56,8 +56,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if partition.leader_id != ctx.node.node_id:
                     other_leaders.add(partition.leader_id)
                     results.append(
-                        _result(ctx, data.index, ErrorCode.not_leader_or_follower,
-                                current_leader=leader_fields(ctx, partition))
+                        _result(
+                            ctx,
+                            data.index,
+                            ErrorCode.not_leader_or_follower,
+                            current_leader=leader_fields(ctx, partition),
+                        )
                     )
                 else:
                     results.append(_append(ctx, partition, data.records, now))
@@ -95,8 +99,12 @@ def _result(ctx: RequestContext, index: int, error: ErrorCode, **extra: Any) -> 
 
 def _append(ctx: RequestContext, partition: Partition, records: bytes | None, now: int) -> Any:
     if not records:
-        return _result(ctx, partition.index, ErrorCode.corrupt_message,
-                       error_message="Produce request has no records")
+        return _result(
+            ctx,
+            partition.index,
+            ErrorCode.corrupt_message,
+            error_message="Produce request has no records",
+        )
     try:
         batches = split_batches(records)
     except CorruptBatch as corrupt:
@@ -104,19 +112,24 @@ def _append(ctx: RequestContext, partition: Partition, records: bytes | None, no
     topic = ctx.cluster.topics[partition.topic_name]
     config = topic.config
     max_bytes = config.get_int("max.message.bytes")
-    for header, batch in batches:
+    for _header, batch in batches:
         if len(batch) > max_bytes:
             return _result(
-                ctx, partition.index, ErrorCode.message_too_large,
+                ctx,
+                partition.index,
+                ErrorCode.message_too_large,
                 error_message=f"The batch size {len(batch)} exceeds max.message.bytes {max_bytes}",
             )
     log_append_time = config.get("message.timestamp.type") == "LogAppendTime"
     if not log_append_time:
-        problem = _timestamp_problem(batches, config.get_int("message.timestamp.before.max.ms"),
-                                     config.get_int("message.timestamp.after.max.ms"), now)
+        problem = _timestamp_problem(
+            batches,
+            config.get_int("message.timestamp.before.max.ms"),
+            config.get_int("message.timestamp.after.max.ms"),
+            now,
+        )
         if problem is not None:
-            return _result(ctx, partition.index, ErrorCode.invalid_timestamp,
-                           error_message=problem)
+            return _result(ctx, partition.index, ErrorCode.invalid_timestamp, error_message=problem)
     result = partition.append(batches, now_ms=now, log_append_time=log_append_time)
     if result.error is not ErrorCode.none:
         return _result(ctx, partition.index, result.error, error_message=result.message)
@@ -135,11 +148,15 @@ def _timestamp_problem(
 ) -> str | None:
     for header, _ in batches:
         if header.max_timestamp >= 0 and header.max_timestamp - now > after_max:
-            return (f"Timestamp {header.max_timestamp} of message is out of range: more than "
-                    f"{after_max} ms ahead of the broker's time")
+            return (
+                f"Timestamp {header.max_timestamp} of message is out of range: more than "
+                f"{after_max} ms ahead of the broker's time"
+            )
         if header.base_timestamp >= 0 and now - header.base_timestamp > before_max:
-            return (f"Timestamp {header.base_timestamp} of message is out of range: more than "
-                    f"{before_max} ms before the broker's time")
+            return (
+                f"Timestamp {header.base_timestamp} of message is out of range: more than "
+                f"{before_max} ms before the broker's time"
+            )
     return None
 
 

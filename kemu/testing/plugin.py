@@ -1,0 +1,158 @@
+"""pytest plugin: start kemu the way a user does (the CLI, in a subprocess) and hand tests its
+bootstrap servers.
+
+Fixtures:
+- ``kemu_cluster``: a fresh 3-broker in-memory kemu for one test.
+- ``kemu_shared``: one 3-broker kemu shared by a whole test session (use unique topic names).
+- ``kemu_factory``: start kemu with your own options (``data_dir``, ``brokers``, overrides),
+  and SIGKILL / restart it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+READY_PREFIX = "kemu ready bootstrap="
+
+
+def free_port_block(count: int) -> int:
+    """A first port such that ``count`` consecutive ports are free on 127.0.0.1."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first: int = probe.getsockname()[1]
+        if first + count >= 65535:
+            continue
+        sockets = []
+        try:
+            for port in range(first, first + count):
+                candidate = socket.socket()
+                sockets.append(candidate)
+                candidate.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for candidate in sockets:
+                candidate.close()
+    raise RuntimeError("no block of free ports found")
+
+
+@dataclass
+class KemuProcess:
+    brokers: int = 3
+    data_dir: Path | None = None
+    overrides: list[str] = field(default_factory=list)
+    extra_args: list[str] = field(default_factory=list)
+    port: int = 0
+    process: subprocess.Popen[str] | None = None
+    bootstrap: str = ""
+    log_path: Path | None = None
+
+    def start(self, timeout: float = 30.0) -> KemuProcess:
+        if not self.port:
+            self.port = free_port_block(self.brokers)
+        command = [
+            sys.executable,
+            "-m",
+            "kemu.cli",
+            "serve",
+            "--brokers",
+            str(self.brokers),
+            "--port",
+            str(self.port),
+        ]
+        if self.data_dir is not None:
+            command += ["--data-dir", str(self.data_dir)]
+        for override in self.overrides:
+            command += ["--override", override]
+        command += self.extra_args
+        stderr = open(self.log_path, "a") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        ready = threading.Event()
+        lines: list[str] = []
+
+        def watch() -> None:
+            assert self.process is not None and self.process.stdout is not None
+            for line in self.process.stdout:
+                lines.append(line)
+                if line.startswith(READY_PREFIX):
+                    self.bootstrap = line[len(READY_PREFIX) :].strip()
+                    ready.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.05):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"kemu did not become ready: {''.join(lines)}")
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to flush or close anything."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+    def restart(self) -> KemuProcess:
+        self.kill()
+        return self.start()
+
+    @property
+    def first_broker(self) -> str:
+        return self.bootstrap.split(",")[0]
+
+
+@pytest.fixture
+def kemu_factory(tmp_path: Path) -> Iterator[type[KemuProcess]]:
+    started: list[KemuProcess] = []
+
+    class Factory(KemuProcess):
+        def start(self, timeout: float = 30.0) -> KemuProcess:
+            if self.log_path is None:
+                self.log_path = tmp_path / f"kemu-{len(started)}.log"
+            started.append(self)
+            return super().start(timeout)
+
+    yield Factory
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def kemu_cluster(kemu_factory: type[KemuProcess]) -> KemuProcess:
+    return kemu_factory(brokers=3).start()
+
+
+@pytest.fixture(scope="session")
+def kemu_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+    log_path = tmp_path_factory.mktemp("kemu-shared") / "kemu.log"
+    process = KemuProcess(brokers=3, log_path=log_path).start()
+    yield process
+    process.stop()

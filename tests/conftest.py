@@ -1,0 +1,1 @@
+pytest_plugins: list[str] = []  # the kemu plugin is registered through its pytest11 entry point
