@@ -1,0 +1,205 @@
+"""The contract between share-partition leaders and the share coordinator.
+
+It mirrors Kafka's persister (the Initialize/Read/Write/Delete ShareGroupState and
+ReadShareGroupStateSummary RPCs): a share partition loads its durable state with ``read_state``
+when it is first used, and writes every durable change with ``write_state`` before it answers a
+client. ``InMemorySharePersister`` is the trivial implementation for unit tests; the real one is
+backed by the share coordinator and the ``__share_group_state`` log.
+
+Delivery states on the wire and in records: 0 AVAILABLE, 2 ACKNOWLEDGED, 3 ARCHIVING,
+4 ARCHIVED, 5 TX_PENDING (KIP-1289). ACQUIRED (1) is never persisted: it is written as AVAILABLE
+with its delivery count.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kemu.protocol.errors import ErrorCode
+
+UNINITIALIZED_START_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SharePartitionKey:
+    group_id: str
+    topic_id: uuid.UUID
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedBatch:
+    first_offset: int
+    last_offset: int
+    delivery_state: int
+    delivery_count: int
+    # KIP-1289 staging, -1 when not staged
+    staged_producer_id: int = -1
+    staged_producer_epoch: int = -1
+    staged_ack_type: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedState:
+    state_epoch: int
+    start_offset: int
+    leader_epoch: int = 0
+    delivery_complete_count: int = -1
+    batches: tuple[PersistedBatch, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    error: ErrorCode
+    state: PersistedState | None = None
+    message: str | None = None
+
+
+class SharePersister(Protocol):
+    async def initialize(
+        self, key: SharePartitionKey, state_epoch: int, start_offset: int
+    ) -> ErrorCode: ...
+
+    async def read_state(self, key: SharePartitionKey, leader_epoch: int) -> ReadResult: ...
+
+    async def write_state(
+        self,
+        key: SharePartitionKey,
+        *,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        delivery_complete_count: int,
+        batches: tuple[PersistedBatch, ...],
+    ) -> ErrorCode: ...
+
+    async def delete_state(self, key: SharePartitionKey) -> ErrorCode: ...
+
+    async def read_summary(self, key: SharePartitionKey, leader_epoch: int) -> ReadResult: ...
+
+
+class InMemorySharePersister:
+    """Keeps the latest merged state per key; for unit tests of share-partition logic."""
+
+    def __init__(self) -> None:
+        self.states: dict[SharePartitionKey, PersistedState] = {}
+        self.writes: list[tuple[SharePartitionKey, tuple[PersistedBatch, ...]]] = []
+
+    async def initialize(
+        self, key: SharePartitionKey, state_epoch: int, start_offset: int
+    ) -> ErrorCode:
+        self.states[key] = PersistedState(state_epoch, start_offset)
+        return ErrorCode.none
+
+    async def read_state(self, key: SharePartitionKey, leader_epoch: int) -> ReadResult:
+        state = self.states.get(key)
+        if state is None:
+            return ReadResult(ErrorCode.none, PersistedState(0, UNINITIALIZED_START_OFFSET))
+        return ReadResult(ErrorCode.none, state)
+
+    async def write_state(
+        self,
+        key: SharePartitionKey,
+        *,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        delivery_complete_count: int,
+        batches: tuple[PersistedBatch, ...],
+    ) -> ErrorCode:
+        previous = self.states.get(key, PersistedState(state_epoch, start_offset))
+        start = (
+            max(previous.start_offset, start_offset)
+            if start_offset >= 0
+            else (previous.start_offset)
+        )
+        merged = merge_batches(previous.batches, batches, start)
+        self.states[key] = PersistedState(
+            state_epoch, start, leader_epoch, delivery_complete_count, merged
+        )
+        self.writes.append((key, batches))
+        return ErrorCode.none
+
+    async def delete_state(self, key: SharePartitionKey) -> ErrorCode:
+        self.states.pop(key, None)
+        return ErrorCode.none
+
+    async def read_summary(self, key: SharePartitionKey, leader_epoch: int) -> ReadResult:
+        return await self.read_state(key, leader_epoch)
+
+
+def merge_batches(
+    existing: tuple[PersistedBatch, ...],
+    updates: tuple[PersistedBatch, ...],
+    start_offset: int,
+) -> tuple[PersistedBatch, ...]:
+    """Overlay ``updates`` on ``existing`` (later wins per offset), dropping offsets below
+    ``start_offset``; adjacent equal batches are coalesced."""
+    pieces: list[PersistedBatch] = []
+    for batch in existing:
+        pieces.extend(_subtract(batch, updates))
+    pieces.extend(updates)
+    pieces.sort(key=lambda b: b.first_offset)
+    result: list[PersistedBatch] = []
+    for batch in pieces:
+        if batch.last_offset < start_offset:
+            continue
+        if batch.first_offset < start_offset:
+            batch = _with_range(batch, start_offset, batch.last_offset)
+        if (
+            result
+            and _same_state(result[-1], batch)
+            and result[-1].last_offset + 1 == (batch.first_offset)
+        ):
+            result[-1] = _with_range(result[-1], result[-1].first_offset, batch.last_offset)
+        else:
+            result.append(batch)
+    return tuple(result)
+
+
+def _subtract(batch: PersistedBatch, updates: tuple[PersistedBatch, ...]) -> list[PersistedBatch]:
+    remaining = [batch]
+    for update in updates:
+        next_remaining = []
+        for piece in remaining:
+            if update.last_offset < piece.first_offset or update.first_offset > piece.last_offset:
+                next_remaining.append(piece)
+                continue
+            if piece.first_offset < update.first_offset:
+                next_remaining.append(
+                    _with_range(piece, piece.first_offset, update.first_offset - 1)
+                )
+            if piece.last_offset > update.last_offset:
+                next_remaining.append(_with_range(piece, update.last_offset + 1, piece.last_offset))
+        remaining = next_remaining
+    return remaining
+
+
+def _with_range(batch: PersistedBatch, first: int, last: int) -> PersistedBatch:
+    return PersistedBatch(
+        first,
+        last,
+        batch.delivery_state,
+        batch.delivery_count,
+        batch.staged_producer_id,
+        batch.staged_producer_epoch,
+        batch.staged_ack_type,
+    )
+
+
+def _same_state(a: PersistedBatch, b: PersistedBatch) -> bool:
+    return (
+        a.delivery_state,
+        a.delivery_count,
+        a.staged_producer_id,
+        a.staged_producer_epoch,
+        a.staged_ack_type,
+    ) == (
+        b.delivery_state,
+        b.delivery_count,
+        b.staged_producer_id,
+        b.staged_producer_epoch,
+        b.staged_ack_type,
+    )
