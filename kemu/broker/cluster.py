@@ -163,9 +163,13 @@ class Cluster:
             self.save_metadata()
         return topic
 
-    def add_partitions(self, name: str, total: int) -> None:
+    def add_partitions(
+        self, name: str, total: int, assignments: list[list[int]] | None = None
+    ) -> None:
         topic = self.topics[name]
-        placement = self._place(total - len(topic.partitions), topic.replication_factor)
+        placement = assignments or self._place(
+            total - len(topic.partitions), topic.replication_factor
+        )
         for offset, replicas in enumerate(placement):
             index = len(topic.partitions)
             del offset
@@ -200,6 +204,10 @@ class Cluster:
             return
         catalogue = {
             "cluster_id": self.cluster_id,
+            "broker_configs": {
+                "default": self.config.dynamic,
+                "nodes": {str(n): c for n, c in self.config.node_dynamic.items() if c},
+            },
             "topics": [
                 {
                     "name": topic.name,
@@ -227,6 +235,10 @@ class Cluster:
             return
         catalogue = json.loads(path.read_text())
         self.cluster_id = catalogue.get("cluster_id", self.cluster_id)
+        broker_configs = catalogue.get("broker_configs", {})
+        self.config.dynamic.update(broker_configs.get("default", {}))
+        for node, configs in broker_configs.get("nodes", {}).items():
+            self.config.node_dynamic[int(node)] = dict(configs)
         for entry in catalogue["topics"]:
             replicas = [
                 [r for r in rs if r in self.nodes] or [self.node_ids[0]] for rs in entry["replicas"]

@@ -157,6 +157,10 @@ TOPIC_CONFIGS = _defs(
     ConfigDef("min.insync.replicas", I, "1", broker_synonym="min.insync.replicas", minimum=1),
     ConfigDef("preallocate", B, "false", broker_synonym="log.preallocate"),
     ConfigDef("remote.storage.enable", B, "false"),
+    ConfigDef("remote.log.copy.disable", B, "false"),
+    ConfigDef("remote.log.delete.on.disable", B, "false"),
+    ConfigDef("leader.replication.throttled.replicas", LI, ""),
+    ConfigDef("follower.replication.throttled.replicas", LI, ""),
     ConfigDef("retention.bytes", L, "-1", broker_synonym="log.retention.bytes"),
     ConfigDef("retention.ms", L, "604800000", broker_synonym="log.retention.ms", minimum=-1),
     ConfigDef(
@@ -310,7 +314,9 @@ class BrokerConfig:
 
     def __init__(self, static: Mapping[str, str] | None = None) -> None:
         self.static: dict[str, str] = dict(static or {})
-        self.dynamic: dict[str, str] = {}
+        self.dynamic: dict[str, str] = {}  # cluster-wide dynamic defaults (BROKER resource "")
+        # per-broker dynamic configs (BROKER resource "<node id>"): reported by DescribeConfigs
+        self.node_dynamic: dict[int, dict[str, str]] = {}
 
     @classmethod
     def load(cls, path: Path | None, overrides: Iterable[str]) -> BrokerConfig:
