@@ -19,6 +19,8 @@ BATCH_HEADER_SIZE = BATCH_HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted in batchLength
 CRC_START = 21  # the CRC covers attributes .. end of batch
 MAGIC_V2 = 2
+MAGIC_OFFSET = 16  # the same place in every message format
+LEGACY_MIN_MESSAGE_SIZE = 14  # a v0 message: crc, magic, attributes, null key and value
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_LOG_APPEND = 0x08
@@ -32,6 +34,10 @@ NO_PRODUCER_ID = -1
 
 class CorruptBatch(ValueError):
     """A batch whose size, magic or CRC is wrong; Kafka answers CORRUPT_MESSAGE."""
+
+
+class InvalidBatch(CorruptBatch):
+    """Records Produce v3+ refuses though they may be intact; Kafka answers INVALID_RECORD."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,29 +89,67 @@ def read_header(data: bytes | memoryview, position: int = 0) -> BatchHeader:
 
 
 def split_batches(data: bytes, *, verify_crc: bool = True) -> list[tuple[BatchHeader, bytes]]:
-    """Split a produce request's records into whole v2 batches, validating each.
+    """The one v2 batch a Produce (v3+) request carries for a partition, validated as Kafka does.
 
-    Raises CorruptBatch on a short or overlong batch, a magic other than 2, or a CRC mismatch.
+    Raises InvalidBatch (Kafka's INVALID_RECORD) when there is no complete batch, when it is in
+    the legacy v0/v1 format, when a second batch follows, or when its offsets and record count
+    disagree; CorruptBatch (CORRUPT_MESSAGE) for a size below any format's minimum, an unknown
+    magic, a CRC mismatch, or stray bytes after the batch.
     """
-    batches: list[tuple[BatchHeader, bytes]] = []
-    position = 0
-    view = memoryview(data)
-    while position < len(data):
-        header = read_header(data, position)
-        end = position + header.size
-        if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or end > len(data):
-            raise CorruptBatch(f"batch length {header.batch_length} does not fit the records")
-        if header.magic != MAGIC_V2:
-            raise CorruptBatch(f"unsupported record batch magic {header.magic}")
-        if header.last_offset_delta < 0 or header.record_count < 0:
-            raise CorruptBatch("negative record count or offset delta")
-        if verify_crc and crc32c.crc32c(view[position + CRC_START : end]) != header.crc:
-            raise CorruptBatch("record batch CRC mismatch")
-        batches.append((header, bytes(view[position:end])))
-        position = end
-    if not batches:
-        raise CorruptBatch("no record batch in produce request")
-    return batches
+    size = _next_batch_size(data, 0)
+    if size is None:
+        raise InvalidBatch("Produce requests must have at least one record batch per partition")
+    if data[MAGIC_OFFSET] != MAGIC_V2:
+        raise InvalidBatch(
+            "Produce requests are only allowed to contain record batches with magic 2"
+        )
+    if size < len(data):
+        if _next_batch_size(data, size) is not None:
+            raise InvalidBatch(
+                "Produce requests must contain exactly one record batch per partition"
+            )
+        raise CorruptBatch(f"{len(data) - size} stray bytes after the record batch")
+    if size < BATCH_HEADER_SIZE:
+        raise CorruptBatch(
+            f"Record batch is corrupt (the size {size} is smaller than the minimum allowed "
+            f"overhead {BATCH_HEADER_SIZE})"
+        )
+    header = read_header(data)
+    if verify_crc and crc32c.crc32c(memoryview(data)[CRC_START:size]) != header.crc:
+        raise CorruptBatch(
+            f"Record is corrupt (stored crc = {header.crc}): record batch CRC mismatch"
+        )
+    if header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count:
+        raise InvalidBatch(
+            f"Inconsistent batch offset delta {header.last_offset_delta} and count of records "
+            f"{header.record_count}"
+        )
+    return [(header, data)]
+
+
+def _next_batch_size(data: bytes, position: int) -> int | None:
+    """Size of the whole batch at ``position``, or None when it is incomplete.
+
+    Mirrors Kafka's log input stream: a size below the smallest legacy message or a magic no
+    format has is corrupt as soon as enough bytes are there to see it.
+    """
+    remaining = len(data) - position
+    if remaining < LOG_OVERHEAD:
+        return None
+    batch_length = struct.unpack_from(">i", data, position + 8)[0]
+    if batch_length < LEGACY_MIN_MESSAGE_SIZE:
+        raise CorruptBatch(
+            f"Record size {batch_length} is less than the minimum record overhead "
+            f"({LEGACY_MIN_MESSAGE_SIZE})"
+        )
+    if remaining <= MAGIC_OFFSET:
+        return None
+    magic = struct.unpack_from(">b", data, position + MAGIC_OFFSET)[0]
+    if not 0 <= magic <= MAGIC_V2:
+        raise CorruptBatch(f"Invalid magic found in record: {magic}")
+    if remaining < batch_length + LOG_OVERHEAD:
+        return None
+    return int(batch_length) + LOG_OVERHEAD
 
 
 _OFFSET_EPOCH = struct.Struct(">qii")

@@ -1,7 +1,8 @@
 """Produce (key 0), v3-v13.
 
-Topics by name, or by topic id from v13. Each partition's records must be whole v2 batches with
-valid CRCs (else CORRUPT_MESSAGE, nothing appended); a batch above the topic's
+Topics by name, or by topic id from v13. Each partition's records must be exactly one whole
+v2 batch (else INVALID_RECORD, as for a legacy v0/v1 message set) with a valid CRC (else
+CORRUPT_MESSAGE), and nothing is appended otherwise; a batch above the topic's
 ``max.message.bytes`` gets MESSAGE_TOO_LARGE; CreateTime timestamps outside
 ``message.timestamp.before/after.max.ms`` get INVALID_TIMESTAMP. A partition led by another
 broker gets NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint (v10+). Idempotent
@@ -23,7 +24,7 @@ from kemu.broker.handlers import handler
 from kemu.broker.leadership import leader_fields, node_endpoints
 from kemu.broker.partition import Partition
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.records import BatchHeader, CorruptBatch, split_batches
+from kemu.protocol.records import BatchHeader, CorruptBatch, InvalidBatch, split_batches
 
 API_KEY = 0
 
@@ -98,15 +99,10 @@ def _result(ctx: RequestContext, index: int, error: ErrorCode, **extra: Any) -> 
 
 
 def _append(ctx: RequestContext, partition: Partition, records: bytes | None, now: int) -> Any:
-    if not records:
-        return _result(
-            ctx,
-            partition.index,
-            ErrorCode.corrupt_message,
-            error_message="Produce request has no records",
-        )
     try:
-        batches = split_batches(records)
+        batches = split_batches(records or b"")
+    except InvalidBatch as invalid:
+        return _result(ctx, partition.index, ErrorCode.invalid_record, error_message=str(invalid))
     except CorruptBatch as corrupt:
         return _result(ctx, partition.index, ErrorCode.corrupt_message, error_message=str(corrupt))
     topic = ctx.cluster.topics[partition.topic_name]
