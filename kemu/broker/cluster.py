@@ -52,22 +52,28 @@ class TopicError(Exception):
         self.message = message
 
 
-def validate_topic_name(name: str) -> None:
-    if not name or name in (".", ".."):
-        raise TopicError(
-            ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty"
-        )
+def topic_name_problem(name: str) -> str | None:
+    """Why Kafka would refuse ``name`` as a topic name (its own wording), or None."""
+    if not name:
+        return "the empty string is not allowed"
+    if name in (".", ".."):
+        return f"'{name}' is not allowed"
     if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise TopicError(
-            ErrorCode.invalid_topic_exception,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters",
+        return (
+            f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
         )
-    if not LEGAL_TOPIC_CHARS.match(name):
-        raise TopicError(
-            ErrorCode.invalid_topic_exception,
-            f"Topic name '{name}' is illegal, it contains a character other than ASCII "
-            "alphanumerics, '.', '_' and '-'",
+    if not LEGAL_TOPIC_CHARS.fullmatch(name):
+        return (
+            f"'{name}' contains one or more characters other than ASCII alphanumerics, "
+            "'.', '_' and '-'"
         )
+    return None
+
+
+def validate_topic_name(name: str) -> None:
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise TopicError(ErrorCode.invalid_topic_exception, f"Topic name is invalid: {problem}")
 
 
 @dataclass
