@@ -1,0 +1,219 @@
+"""ApiVersions: what each version answers, the v0 fallback body, ``--as-version`` caps and the
+feature levels. Requests are encoded and responses decoded with kafka-python's codec, and the
+broker version kafka-python infers from the answer is checked too."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+from kemu.broker.cluster import BrokerNode, Cluster
+from kemu.broker.config import BrokerConfig
+from kemu.broker.context import RequestContext, Runtime
+from kemu.broker.handlers import REGISTRY, HandlerSpec, api_versions, load_handlers
+from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
+from kemu.protocol.versions import KAFKA_RELEASES, caps_for_release
+from kemu.storage.log import MemoryLog
+
+API_VERSIONS = 18
+NODE = BrokerNode(1, "127.0.0.1", 19092)
+
+
+def make_runtime(max_versions: dict[int, int] | None = None) -> Runtime:
+    load_handlers()
+    cluster = Cluster(
+        cluster_id="unit",
+        nodes={1: NODE},
+        config=BrokerConfig(),
+        log_factory=lambda topic, index: MemoryLog(),
+    )
+    return Runtime(cluster=cluster, max_versions=max_versions)
+
+
+async def ask(
+    runtime: Runtime,
+    version: int,
+    name: str = "kafka-python",
+    software_version: str = "3.0.12",
+) -> ApiVersionsResponse:
+    """Send an ApiVersions request through the handler; decode the answer independently."""
+    message = ApiVersionsRequest(
+        client_software_name=name, client_software_version=software_version
+    )
+    message.with_header(correlation_id=11, client_id="unit")
+    frame = bytes(message.encode(version=version, header=True, framed=True))[4:]
+    request = wire.decode_request(frame)
+    context = RequestContext(NODE, runtime, request.header)
+    body = await api_versions.handle(context, request.body)
+    answer = wire.encode_response_frame(API_VERSIONS, version, 11, body)[4:]
+    decoded = ApiVersionsResponse.decode(answer, version=version, header=True)
+    assert decoded.header.correlation_id == 11
+    return decoded
+
+
+def ranges(response: ApiVersionsResponse) -> dict[int, tuple[int, int]]:
+    return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+
+def served() -> dict[int, tuple[int, int]]:
+    load_handlers()
+    return {key: (spec.min_version, spec.max_version) for key, spec in REGISTRY.items()}
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+async def test_every_version_lists_exactly_what_is_served(version: int) -> None:
+    response = await ask(make_runtime(), version)
+    assert response.error_code == 0
+    assert ranges(response) == served()
+    assert ranges(response)[API_VERSIONS] == (0, 4)
+    if version >= 1:
+        assert response.throttle_time_ms == 0
+
+
+async def test_served_apis_are_the_ones_clients_need() -> None:
+    table = ranges(await ask(make_runtime(), 4))
+    assert table[0] == (3, 13)  # Produce
+    assert table[1] == (4, 18)  # Fetch
+    assert table[2][1] == 11  # ListOffsets
+    assert table[3] == (0, 13)  # Metadata
+
+
+async def test_kafka_python_infers_kafka_4_2() -> None:
+    table = ranges(await ask(make_runtime(), 4))
+    assert infer_broker_version_from_api_versions(table) == (4, 2)
+
+
+@pytest.mark.parametrize("version", [3, 4])
+async def test_feature_levels(version: int) -> None:
+    response = await ask(make_runtime(), version)
+    supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
+    assert supported["metadata.version"] == (
+        api_versions.METADATA_VERSION_MIN,
+        api_versions.METADATA_VERSION,
+    )
+    assert set(supported) >= {
+        "metadata.version",
+        "kraft.version",
+        "group.version",
+        "share.version",
+        "transaction.version",
+    }
+    finalized = {
+        f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features
+    }
+    assert finalized["metadata.version"] == (29, 29)
+    for name, (low, high) in finalized.items():
+        assert low == high
+        assert supported[name][0] <= high <= supported[name][1]
+    assert response.finalized_features_epoch == api_versions.FINALIZED_FEATURES_EPOCH
+    assert response.zk_migration_ready is False
+
+
+def spec(api_key: int, low: int, high: int) -> HandlerSpec:
+    async def unused(ctx: RequestContext, request: object) -> None:
+        return None
+
+    return HandlerSpec(api_key, low, high, unused, "test")
+
+
+def test_features_are_finalized_only_for_what_is_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = make_runtime()
+    for key in (68, 76, 26):
+        monkeypatch.delitem(REGISTRY, key, raising=False)
+    assert dict(api_versions.finalized_features(runtime)) == {"metadata.version": 29}
+    monkeypatch.setitem(REGISTRY, 68, spec(68, 0, 1))
+    monkeypatch.setitem(REGISTRY, 76, spec(76, 1, 1))
+    monkeypatch.setitem(REGISTRY, 26, spec(26, 0, 4))
+    assert dict(api_versions.finalized_features(runtime)) == {
+        "metadata.version": 29,
+        "group.version": 1,
+        "share.version": 1,
+    }
+    monkeypatch.setitem(REGISTRY, 26, spec(26, 0, 5))
+    assert dict(api_versions.finalized_features(runtime))["transaction.version"] == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "software_version"), [("-bad name-", "1.0"), ("ok", ""), ("ok", "1.0 beta")]
+)
+async def test_bad_client_software_is_invalid_request(name: str, software_version: str) -> None:
+    message = ApiVersionsRequest(
+        client_software_name=name, client_software_version=software_version
+    )
+    message.with_header(correlation_id=12, client_id="unit")
+    request = wire.decode_request(bytes(message.encode(version=3, header=True, framed=True))[4:])
+    body = await api_versions.handle(
+        RequestContext(NODE, make_runtime(), request.header), request.body
+    )
+    # Kafka answers at the request's version (Java clients parse it so); kafka-python would read
+    # any ApiVersions error as v0, so this one is decoded with kio.
+    frame = wire.encode_response_frame(API_VERSIONS, 3, 12, body)[4:]
+    assert wire.decode_response(API_VERSIONS, 3, frame)[1].error_code is ErrorCode.invalid_request
+
+
+async def test_software_name_is_not_checked_before_v3() -> None:
+    assert (await ask(make_runtime(), 2, name="-bad name-")).error_code == 0
+
+
+@pytest.mark.parametrize("version", [5, 6, 100, 32767])
+def test_newer_request_is_not_decodable(version: int) -> None:
+    frame = struct.pack(">hhih", API_VERSIONS, version, 5, -1) + b"\x00\x00\x00"
+    with pytest.raises(wire.UnsupportedRequest) as raised:
+        wire.decode_request(frame)
+    assert raised.value.correlation_id == 5
+
+
+def test_unsupported_version_answer_is_v0_and_lists_every_api() -> None:
+    runtime = make_runtime()
+    frame = api_versions.unsupported_version_frame(runtime, 99)
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    # A client that sent v5 reads this as v0 (Kafka's rule); kafka-python does so for any error.
+    for claimed in (0, 3, 4):
+        decoded = ApiVersionsResponse.decode(frame[4:], version=claimed, header=True)
+        assert decoded.header.correlation_id == 99
+        assert decoded.error_code == ErrorCode.unsupported_version.value
+        assert ranges(decoded) == served()
+    # and the bytes are exactly a v0 body
+    correlation_id, body = wire.decode_response(API_VERSIONS, 0, frame[4:])
+    assert correlation_id == 99
+    assert body.error_code is ErrorCode.unsupported_version
+    assert {k.api_key for k in body.api_keys} == set(served())
+
+
+async def test_as_version_caps_every_range() -> None:
+    caps = caps_for_release("3.9")
+    runtime = make_runtime(caps)
+    table = ranges(await ask(runtime, 3))
+    for key, (low, high) in served().items():
+        cap = caps.get(key, -1)
+        if cap < low:
+            assert key not in table
+        else:
+            assert table[key] == (low, min(high, cap))
+    assert table[0][1] == 11  # Produce as 3.9 served it
+    assert table[1][1] == 17  # Fetch
+    assert infer_broker_version_from_api_versions(table) == (3, 9)
+    frame = api_versions.unsupported_version_frame(runtime, 1)
+    assert ranges(ApiVersionsResponse.decode(frame[4:], version=0, header=True)) == table
+
+
+@pytest.mark.parametrize("release", sorted(KAFKA_RELEASES))
+async def test_kafka_python_recognises_every_mimicked_release(release: str) -> None:
+    table = ranges(await ask(make_runtime(caps_for_release(release)), 3))
+    expected = tuple(int(part) for part in release.split("."))
+    inferred = infer_broker_version_from_api_versions(table)
+    # The inference looks at one API per release; kemu serves a subset of the APIs, so it can
+    # only be right when that API is one kemu serves. It must never claim a newer release.
+    assert inferred <= expected
+
+
+async def test_as_version_drops_apis_the_release_did_not_have() -> None:
+    caps = {key: high for key, (_, high) in served().items() if key != 1}
+    table = ranges(await ask(make_runtime(caps), 4))
+    assert 1 not in table
+    assert set(table) == set(served()) - {1}
