@@ -1,0 +1,176 @@
+"""The side-by-side table and the docs/benchmarks.md entry."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.workload import Rate, Workload
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+DOC_HEADER = """# Benchmarks: kemu vs Apache Kafka
+
+`make bench` starts a real single-node KRaft Apache Kafka (the jars Maven fetches into
+`bench/.cache/lib`, run with the heap `bin/kafka-server-start.sh` gives it) and then
+`kemu serve --brokers 1`, both writing to a fresh temporary directory, and gives each the same
+workload with Apache Kafka's own tools: create a topic, `ProducerPerformance` (`acks=all`,
+unthrottled) then `ConsumerPerformance` over the same records. Each server is started fresh for
+every repetition.
+
+- *start-to-ready*: from spawning the server process to its first ApiVersions answer (Kafka's
+  storage format runs before and is not counted).
+- *RSS after run*: resident memory of the server process once the consumer is done; *peak RSS*
+  is its high-water mark (VmHWM).
+- Rates are what the tools print: records/s and MB/s (MiB of record payload) over the whole run;
+  the consumer's include the group join.
+- Several figures are `median (min-max)` over the repetitions. The tools run on the same
+  machine as the server, so they compete for its cores: compare the two columns, not the
+  absolute numbers with other machines.
+
+Entries are appended, newest last. Reproduce one with the command it shows.
+"""
+
+
+@dataclass
+class Run:
+    start_to_ready_s: float | None = None
+    produce: Rate | None = None
+    consume: Rate | None = None
+    rss_mb: float | None = None
+    peak_rss_mb: float | None = None
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def machine_facts() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = "unknown"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+                break
+    except OSError:
+        pass
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True)
+    java_version = (java.stderr.splitlines() or ["unknown"])[0]
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": cpu,
+        "memory": memory,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "java": java_version,
+    }
+
+
+def _values(runs: list[Run], pick: Callable[[Run], float | None]) -> list[float]:
+    return [value for value in (pick(run) for run in runs) if value is not None]
+
+
+def _summary(values: list[float], digits: int) -> str:
+    if not values:
+        return "failed"
+    middle = statistics.median(values)
+    if len(values) == 1:
+        return f"{middle:,.{digits}f}"
+    return f"{middle:,.{digits}f} ({min(values):,.{digits}f}-{max(values):,.{digits}f})"
+
+
+def _ratio(kemu: list[float], kafka: list[float]) -> str:
+    if not kemu or not kafka or statistics.median(kafka) == 0:
+        return "-"
+    return f"{statistics.median(kemu) / statistics.median(kafka):.2f}x"
+
+
+ROWS: list[tuple[str, Callable[[Run], float | None], int]] = [
+    ("produce records/s", lambda r: r.produce.records_per_s if r.produce else None, 0),
+    ("produce MB/s", lambda r: r.produce.mb_per_s if r.produce else None, 1),
+    ("consume records/s", lambda r: r.consume.records_per_s if r.consume else None, 0),
+    ("consume MB/s", lambda r: r.consume.mb_per_s if r.consume else None, 1),
+    ("start-to-ready s", lambda r: r.start_to_ready_s, 2),
+    ("RSS after run MiB", lambda r: r.rss_mb, 0),
+    ("peak RSS MiB", lambda r: r.peak_rss_mb, 0),
+]
+
+
+def table(results: dict[str, list[Run]]) -> str:
+    """A Markdown table, one column per server (and a ratio when both ran)."""
+    servers = [name for name in ("kafka", "kemu") if name in results]
+    both = len(servers) == 2
+    header = ["", *servers] + (["kemu/kafka"] if both else [])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, pick, digits in ROWS:
+        cells = [label]
+        columns = {name: _values(results[name], pick) for name in servers}
+        cells += [_summary(columns[name], digits) for name in servers]
+        if both:
+            cells.append(_ratio(columns["kemu"], columns["kafka"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def problems(results: dict[str, list[Run]]) -> list[str]:
+    found: list[str] = []
+    for name, runs in results.items():
+        for number, run in enumerate(runs, 1):
+            found += [f"{name} run {number}: {text}" for text in run.errors]
+            for note in run.notes:
+                line = f"{name}: {note}"
+                if line not in found:
+                    found.append(line)
+    return found
+
+
+def write_doc(
+    results: dict[str, list[Run]],
+    *,
+    command: str,
+    workload: Workload,
+    versions: dict[str, str],
+    repeat: int,
+) -> Path:
+    facts = machine_facts()
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    consumer = (
+        "ConsumerPerformance"
+        if workload.consumer == "perf"
+        else "ConsoleConsumer (assigned partition 0, timed from JVM start)"
+    )
+    lines = [
+        "",
+        f"## {now}",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"- Machine: {facts['nproc']} CPUs ({facts['cpu']}), {facts['memory']}, {facts['os']}",
+        f"- Versions: Apache Kafka {versions.get('kafka', '-')}, kemu {versions.get('kemu', '-')}, "
+        f"Python {facts['python']}, {facts['java']}",
+        f"- Workload: {workload.records:,} records of {workload.record_size} bytes, "
+        f"{workload.partitions} partition(s), acks=all"
+        + (f" {' '.join(workload.producer_props)}" if workload.producer_props else "")
+        + f"; consumer: {consumer}; {repeat} repetition(s)",
+        "",
+        table(results),
+    ]
+    notes = problems(results)
+    if notes:
+        lines += ["", "Notes:", "", *[f"- {note}" for note in notes]]
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    existing = DOC.read_text() if DOC.exists() else DOC_HEADER
+    DOC.write_text(existing.rstrip("\n") + "\n" + "\n".join(lines) + "\n")
+    return DOC

@@ -1,0 +1,217 @@
+"""The workload both servers get: create a topic, ProducerPerformance, then a consumer run.
+
+The tools are Apache Kafka's own (org.apache.kafka.tools), run as separate JVMs; their printed
+summaries are parsed here, so the numbers are the ones Kafka's users quote.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import java
+
+MIB = 1024 * 1024
+
+PRODUCER_SUMMARY = re.compile(
+    r"(?P<records>\d+) records sent, (?P<rps>[\d.]+) records/sec \((?P<mbps>[\d.]+) MB/sec\), "
+    r"(?P<avg>[\d.]+) ms avg latency, (?P<max>[\d.]+) ms max latency"
+)
+CONSOLE_TOTAL = re.compile(r"Processed a total of (\d+) messages")
+
+
+@dataclass(frozen=True)
+class Workload:
+    records: int
+    record_size: int
+    partitions: int
+    topic: str = "bench"
+    consumer: str = "perf"  # "perf": ConsumerPerformance; "console": ConsoleConsumer, assigned
+    producer_props: tuple[str, ...] = ()
+
+
+@dataclass
+class Rate:
+    records_per_s: float
+    mb_per_s: float
+    detail: dict[str, float] = field(default_factory=dict)
+
+
+class ToolFailed(RuntimeError):
+    pass
+
+
+def parse_producer(output: str) -> Rate:
+    """The final summary line of ProducerPerformance (the one with percentiles)."""
+    summaries = [m for m in PRODUCER_SUMMARY.finditer(output)]
+    if not summaries:
+        raise ToolFailed("no ProducerPerformance summary in its output")
+    last = summaries[-1]
+    return Rate(
+        float(last["rps"]),
+        float(last["mbps"]),
+        {
+            "records": float(last["records"]),
+            "avg_latency_ms": float(last["avg"]),
+            "max_latency_ms": float(last["max"]),
+        },
+    )
+
+
+def parse_consumer(output: str) -> Rate:
+    """ConsumerPerformance's CSV-like header and values line (overall rates, rebalance included)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for index, line in enumerate(lines[:-1]):
+        if line.startswith("start.time"):
+            names = [name.strip() for name in line.split(",")]
+            values = [value.strip() for value in lines[index + 1].split(",")]
+            row = dict(zip(names, values, strict=False))
+            try:
+                return Rate(
+                    float(row["nMsg.sec"]),
+                    float(row["MB.sec"]),
+                    {
+                        "records": float(row["data.consumed.in.nMsg"]),
+                        "fetch_records_per_s": float(row["fetch.nMsg.sec"]),
+                        "fetch_mb_per_s": float(row["fetch.MB.sec"]),
+                        "rebalance_ms": float(row["rebalance.time.ms"]),
+                    },
+                )
+            except (KeyError, ValueError) as error:
+                raise ToolFailed(f"unreadable ConsumerPerformance line: {error}") from error
+    raise ToolFailed("no ConsumerPerformance result in its output")
+
+
+def parse_console(output: str, elapsed_s: float, record_size: int) -> Rate:
+    found = CONSOLE_TOTAL.search(output)
+    if found is None:
+        raise ToolFailed("no 'Processed a total of' line from ConsoleConsumer")
+    count = int(found.group(1))
+    return Rate(count / elapsed_s, count * record_size / MIB / elapsed_s, {"records": float(count)})
+
+
+class Runner:
+    def __init__(self, workdir: Path, bootstrap: str, workload: Workload) -> None:
+        self.workdir = workdir
+        self.bootstrap = bootstrap
+        self.workload = workload
+        self.log4j = java.write_log4j_config(
+            workdir / "tools-log4j2.properties", workdir / "tools.log", level="WARN"
+        )
+        self.transcript = workdir / "tools.out"
+
+    def _run(self, main_class: str, args: list[str], *, timeout: float) -> tuple[int, str, float]:
+        command = java.java_command(main_class, args, jvm_opts=java.TOOL_JVM_OPTS, log4j=self.log4j)
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=timeout, cwd=self.workdir
+            )
+            code, output = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired as expired:
+            partial = expired.stdout.decode() if isinstance(expired.stdout, bytes) else ""
+            code, output = -1, f"timed out after {timeout:.0f}s\n{partial}"
+        elapsed = time.monotonic() - started
+        with self.transcript.open("a") as transcript:
+            transcript.write(f"$ {' '.join(command)}\n{output}\n[exit {code}, {elapsed:.2f}s]\n")
+        return code, output, elapsed
+
+    def create_topic(self) -> str | None:
+        """Create the topic; on failure return why (the producer's metadata then auto-creates
+        it with ``num.partitions``, which both servers are started with)."""
+        code, output, _ = self._run(
+            "org.apache.kafka.tools.TopicCommand",
+            [
+                "--bootstrap-server",
+                self.bootstrap,
+                "--create",
+                "--topic",
+                self.workload.topic,
+                "--partitions",
+                str(self.workload.partitions),
+                "--replication-factor",
+                "1",
+            ],
+            timeout=120,
+        )
+        if code == 0:
+            return None
+        last = [line for line in output.splitlines() if line.strip()][-1:] or ["?"]
+        return f"topic creation failed ({last[0][:120]}); auto-created by the producer"
+
+    def produce(self) -> Rate:
+        w = self.workload
+        code, output, _ = self._run(
+            "org.apache.kafka.tools.ProducerPerformance",
+            [
+                "--topic",
+                w.topic,
+                "--num-records",
+                str(w.records),
+                "--record-size",
+                str(w.record_size),
+                "--throughput",
+                "-1",
+                "--command-property",
+                "acks=all",
+                f"bootstrap.servers={self.bootstrap}",
+                *w.producer_props,
+            ],
+            timeout=1800,
+        )
+        if code != 0:
+            raise ToolFailed(_tail("ProducerPerformance", code, output))
+        return parse_producer(output)
+
+    def consume(self) -> Rate:
+        w = self.workload
+        if w.consumer == "console":
+            code, output, elapsed = self._run(
+                "org.apache.kafka.tools.consumer.ConsoleConsumer",
+                [
+                    "--bootstrap-server",
+                    self.bootstrap,
+                    "--topic",
+                    w.topic,
+                    "--partition",
+                    "0",
+                    "--offset",
+                    "earliest",
+                    "--max-messages",
+                    str(w.records),
+                    "--timeout-ms",
+                    "30000",
+                    "--formatter-property",
+                    "print.value=false",
+                ],
+                timeout=1800,
+            )
+            if code != 0:
+                raise ToolFailed(_tail("ConsoleConsumer", code, output))
+            return parse_console(output, elapsed, w.record_size)
+        code, output, _ = self._run(
+            "org.apache.kafka.tools.ConsumerPerformance",
+            [
+                "--bootstrap-server",
+                self.bootstrap,
+                "--topic",
+                w.topic,
+                "--num-records",
+                str(w.records),
+                "--timeout",
+                "30000",
+            ],
+            timeout=1800,
+        )
+        if code != 0:
+            raise ToolFailed(_tail("ConsumerPerformance", code, output))
+        return parse_consumer(output)
+
+
+def _tail(tool: str, code: int, output: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    interesting = [line for line in lines if "Exception" in line or "ERROR" in line][:3]
+    return f"{tool} exited {code}: " + " | ".join(interesting or lines[-3:])

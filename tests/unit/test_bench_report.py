@@ -1,0 +1,94 @@
+"""The benchmark's parsing of Kafka's perf-tool output and its table (pure logic)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an installed package
+
+from bench.report import Run, table
+from bench.workload import (
+    Rate,
+    ToolFailed,
+    parse_console,
+    parse_consumer,
+    parse_producer,
+)
+
+PRODUCER_OUTPUT = """\
+Option --producer-props has been deprecated and will be removed in a future version.
+90736 records sent, 18147.2 records/sec (17.72 MB/sec), 1221.9 ms avg latency, 1697.0 ms max latency.
+500000 records sent, 34064.586456 records/sec (33.27 MB/sec), 841.80 ms avg latency, 1697.00 ms max latency, 866 ms 50th, 1400 ms 95th, 1619 ms 99th, 1690 ms 99.9th.
+"""  # noqa: E501
+
+CONSUMER_OUTPUT = """\
+Warning: --messages is deprecated. Use --num-records instead.
+start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+2026-11-30 21:47:24:804, 2026-11-30 21:47:27:223, 488.2813, 201.8525, 500000, 206696.9822, 660, 1759, 277.5903, 284252.4161
+"""  # noqa: E501
+
+
+def test_producer_summary_is_the_last_line() -> None:
+    rate = parse_producer(PRODUCER_OUTPUT)
+    assert rate.records_per_s == pytest.approx(34064.586456)
+    assert rate.mb_per_s == pytest.approx(33.27)
+    assert rate.detail["records"] == 500000
+    assert rate.detail["avg_latency_ms"] == pytest.approx(841.8)
+
+
+def test_producer_without_summary_fails() -> None:
+    with pytest.raises(ToolFailed):
+        parse_producer("org.apache.kafka.common.errors.TimeoutException: boom\n")
+
+
+def test_consumer_columns_by_name() -> None:
+    rate = parse_consumer(CONSUMER_OUTPUT)
+    assert rate.records_per_s == pytest.approx(206696.9822)
+    assert rate.mb_per_s == pytest.approx(201.8525)
+    assert rate.detail["fetch_mb_per_s"] == pytest.approx(277.5903)
+    assert rate.detail["rebalance_ms"] == 660
+
+
+def test_consumer_without_result_fails() -> None:
+    with pytest.raises(ToolFailed):
+        parse_consumer("start.time, end.time\n")
+
+
+def test_console_consumer_rate_from_elapsed_time() -> None:
+    rate = parse_console("Processed a total of 1000 messages\n", 2.0, 1024)
+    assert rate.records_per_s == 500
+    assert rate.mb_per_s == pytest.approx(1000 * 1024 / 1024 / 1024 / 2)
+
+
+def test_table_shows_median_spread_and_ratio() -> None:
+    def run(produce: float, ready: float) -> Run:
+        return Run(
+            start_to_ready_s=ready,
+            produce=Rate(produce, produce / 1024),
+            consume=None,
+            rss_mb=100,
+            peak_rss_mb=120,
+        )
+
+    text = table(
+        {
+            "kafka": [run(100.0, 2.0), run(300.0, 4.0)],
+            "kemu": [run(400.0, 0.2), run(400.0, 0.2)],
+        }
+    )
+    lines = text.splitlines()
+    assert lines[0] == "|  | kafka | kemu | kemu/kafka |"
+    produce = next(line for line in lines if line.startswith("| produce records/s"))
+    assert produce == "| produce records/s | 200 (100-300) | 400 (400-400) | 2.00x |"
+    consume = next(line for line in lines if line.startswith("| consume records/s"))
+    assert "failed" in consume
+    ready = next(line for line in lines if line.startswith("| start-to-ready"))
+    assert ready.endswith("| 0.07x |")
+
+
+def test_table_for_one_server_has_no_ratio() -> None:
+    text = table({"kemu": [Run(start_to_ready_s=0.1)]})
+    assert text.splitlines()[0] == "|  | kemu |"
