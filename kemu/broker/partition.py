@@ -67,7 +67,10 @@ class Partition:
         self.leader_epoch = 0
         self.replicas = replicas
         self.log = log
-        self.producers: dict[int, ProducerEntry] = {}
+        self.producers: dict[int, ProducerEntry] = {
+            producer_id: ProducerEntry(state.epoch, list(state.recent))
+            for producer_id, state in log.recovered_producers().items()
+        }  # a reopened log knows which batches its idempotent producers last wrote
         self.listeners: set[Listener] = set()
 
     @property

@@ -22,6 +22,15 @@ class TimestampMatch:
     timestamp: int
 
 
+@dataclass(slots=True)
+class RecoveredProducer:
+    """An idempotent producer's state as the log's batches show it after a restart."""
+
+    epoch: int
+    # (first sequence, last sequence, base offset) of its most recent batches, oldest first
+    recent: list[tuple[int, int, int]]
+
+
 class PartitionLog(ABC):
     """The contract every log keeps.
 
@@ -76,6 +85,10 @@ class PartitionLog(ABC):
         self, *, now_ms: int, retention_ms: int, retention_bytes: int
     ) -> None: ...
 
+    def recovered_producers(self) -> dict[int, RecoveredProducer]:
+        """Idempotent-producer state found in the log when it was opened (none in memory)."""
+        return {}
+
     def flush(self) -> None:  # noqa: B027 - memory logs have nothing to flush
         """Make appended batches durable (a no-op in memory)."""
 
@@ -106,6 +119,24 @@ class BatchIndex:
     def position_of(self, offset: int) -> int:
         """Index of the first batch whose next offset is past ``offset``."""
         return bisect.bisect_right(self.next_offsets, offset)
+
+    def take(self, start: int, budget: int, upper: int, *, min_one: bool) -> tuple[int, int]:
+        """How far a read from batch ``start`` goes: (end index, bytes).
+
+        Batches are taken while they fit ``budget`` and begin before ``upper``; with ``min_one``
+        the first one is taken even when it alone is over budget.
+        """
+        end = start
+        total = 0
+        base_offsets = self.base_offsets
+        sizes = self.sizes
+        while end < len(base_offsets) and base_offsets[end] < upper:
+            size = sizes[end]
+            if total + size > budget and (end > start or not min_one):
+                break
+            total += size
+            end += 1
+        return end, total
 
     def drop_front(self, count: int) -> None:
         del self.base_offsets[:count]
@@ -159,18 +190,9 @@ class MemoryLog(PartitionLog):
         self._end = header.next_offset
 
     def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool = True) -> bytes:
-        index = self._index.position_of(offset)
-        chunks: list[bytes] = []
-        total = 0
-        base_offsets = self._index.base_offsets
-        while index < len(base_offsets) and base_offsets[index] < upper:
-            batch = self._batches[index]
-            if total + len(batch) > max_bytes and (chunks or not min_one):
-                break
-            chunks.append(batch)
-            total += len(batch)
-            index += 1
-        return b"".join(chunks)
+        start = self._index.position_of(offset)
+        end, _ = self._index.take(start, max_bytes, upper, min_one=min_one)
+        return b"".join(self._batches[start:end])
 
     def batches(self, offset: int, upper: int) -> Iterator[tuple[BatchHeader, bytes]]:
         from kemu.protocol.records import read_header

@@ -1,0 +1,612 @@
+"""Durable partition logs: Kafka-style segment files with a sparse offset index.
+
+A partition directory (``<data-dir>/<topic>-<partition>``) is laid out as Kafka lays it out:
+
+- ``00000000000000000000.log``: record batches in the v2 wire format, byte for byte as appended,
+  one file per segment named after its base offset (20 digits). The active segment rolls when
+  the next batch would take it past ``segment.bytes``, or when that batch's timestamp is more
+  than ``segment.ms`` after the segment's first batch (Kafka's rule).
+- ``00000000000000000000.index``: the sparse offset index, 8-byte entries (last offset of a
+  batch relative to the segment's base offset, int32; file position of the batch, int32), one
+  once more than ``index.interval.bytes`` of batches went by since the previous entry. kemu
+  writes it for Kafka's tools (``kafka-dump-log``) and rebuilds it on open; it never reads it.
+- ``log-start-offset``: the log start offset once DeleteRecords has moved it inside a segment
+  (Kafka keeps the same number in ``log-start-offset-checkpoint``).
+
+Durability: ``append`` writes the batch with ``os.pwrite`` before returning, so it is in the page
+cache and survives a SIGKILL of the broker; ``flush`` (once a second from housekeeping, or after
+every append with ``flush_every_append``) fdatasyncs it against power loss. On open every segment
+is scanned and validated (``kemu.storage.recovery``); a torn or corrupt tail is cut at the last
+whole valid batch, with a warning saying how many bytes went, and later segments are removed.
+
+Reads never scan: an in-memory index of batch positions gives the first batch by bisection and
+the bytes come from one ``pread`` per segment touched.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+
+import structlog
+
+from kemu.protocol.records import BatchHeader, read_header
+from kemu.storage.log import BatchIndex, PartitionLog, RecoveredProducer, TimestampMatch
+from kemu.storage.recovery import ProducerTracker, scan_batches
+
+log = structlog.get_logger("kemu.storage")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+START_CHECKPOINT = "log-start-offset"
+CHECKPOINT_VERSION = 0
+INDEX_ENTRY = struct.Struct(">ii")
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+DEFAULT_SEGMENT_BYTES = 1 << 30
+DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+OPEN_READERS = 4  # descriptors kept open per log for reading rolled segments
+BATCHES_READ_CHUNK = 1 << 20
+
+_datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+
+
+def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def _segment_base(name: str) -> int | None:
+    stem, dot, suffix = name.partition(".")
+    if dot and "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+class _PositionedIndex(BatchIndex):
+    """The batch index of one segment, with each batch's file position."""
+
+    __slots__ = ("positions",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.positions: list[int] = []
+
+    def add_at(self, header: BatchHeader, position: int) -> None:
+        self.add(header)
+        self.positions.append(position)
+
+    def drop_front(self, count: int) -> None:
+        super().drop_front(count)
+        del self.positions[:count]
+
+    def drop_back(self, keep: int) -> None:
+        super().drop_back(keep)
+        del self.positions[keep:]
+
+
+class _Segment:
+    """One ``.log`` file: what is in it, kept in memory. Batches below the log start offset are
+    dropped from ``index`` but still counted in ``size``, ``next_offset`` and ``max_timestamp``.
+    """
+
+    __slots__ = (
+        "base_offset",
+        "created_ms",
+        "first_timestamp",
+        "index",
+        "last_modified_ms",
+        "max_timestamp",
+        "next_offset",
+        "path",
+        "since_index_entry",
+        "size",
+    )
+
+    def __init__(self, directory: Path, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.path = directory / segment_file_name(base_offset)
+        self.index = _PositionedIndex()
+        self.size = 0
+        self.next_offset = base_offset
+        self.first_timestamp = -1  # max timestamp of the first batch: Kafka's roll clock
+        self.max_timestamp = -1
+        self.last_modified_ms = -1  # retention falls back on this without batch timestamps
+        self.created_ms = -1  # and rolling on this
+        self.since_index_entry = 0
+
+    @property
+    def index_path(self) -> Path:
+        return self.path.with_suffix(INDEX_SUFFIX)
+
+    def note_batch(self, header: BatchHeader, position: int, interval_bytes: int) -> bytes:
+        """Record a batch written at ``position``; returns the sparse index entry it earns."""
+        entry = b""
+        if self.since_index_entry > interval_bytes:
+            entry = INDEX_ENTRY.pack(header.last_offset - self.base_offset, position)
+            self.since_index_entry = 0
+        self.since_index_entry += header.size
+        self.index.add_at(header, position)
+        if self.size == 0:
+            self.first_timestamp = header.max_timestamp
+        self.size = position + header.size
+        self.next_offset = header.next_offset
+        self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+        return entry
+
+    def retention_timestamp(self) -> int:
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+
+
+class SegmentLog(PartitionLog):
+    """A partition log in segment files under ``directory``; reopening it recovers it."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        segment_ms: int = DEFAULT_SEGMENT_MS,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        flush_every_append: bool = False,
+    ) -> None:
+        self.directory = Path(directory)
+        self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms
+        self.index_interval_bytes = index_interval_bytes
+        self.flush_every_append = flush_every_append
+        self.log_start_offset = 0
+        self._segments: list[_Segment] = []
+        self._bases: list[int] = []
+        self._size = 0
+        self._active_fd = -1
+        self._index_fd = -1
+        self._readers: OrderedDict[int, int] = OrderedDict()  # base offset -> descriptor
+        self._unsynced: list[int] = []  # descriptors of rolled segments awaiting fdatasync
+        self._dirty = False
+        self._directory_dirty = False
+        self._recovered: dict[int, RecoveredProducer] = {}
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._open()
+
+    # --- the PartitionLog contract ---------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    def append(self, header: BatchHeader, batch: bytes, *, now_ms: int) -> None:
+        if header.base_offset != self.log_end_offset or len(batch) != header.size:
+            raise ValueError(
+                f"batch at offset {header.base_offset} of {len(batch)} bytes cannot follow "
+                f"log end offset {self.log_end_offset} (header says {header.size} bytes)"
+            )
+        segment = self._segments[-1]
+        if self._should_roll(segment, header, now_ms):
+            segment = self._roll(header.base_offset)
+        position = segment.size
+        if position == 0:
+            segment.created_ms = now_ms
+        _write_fully(self._active_fd, batch, position)
+        entry = segment.note_batch(header, position, self.index_interval_bytes)
+        segment.last_modified_ms = now_ms
+        if entry:
+            os.write(self._index_fd, entry)
+        self._size += len(batch)
+        if self.flush_every_append:
+            _datasync(self._active_fd)
+        else:
+            self._dirty = True
+
+    def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool = True) -> bytes:
+        chunks: list[bytes] = []
+        budget = max_bytes
+        number, start = self._locate(offset)
+        while number < len(self._segments):
+            segment = self._segments[number]
+            index = segment.index
+            end, length = index.take(start, budget, upper, min_one=min_one and not chunks)
+            if end > start:
+                chunks.append(self._pread(segment, index.positions[start], length))
+                budget -= length
+            if end < len(index):
+                break  # out of budget, or reached ``upper``
+            number, start = number + 1, 0
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def batches(self, offset: int, upper: int) -> Iterator[tuple[BatchHeader, bytes]]:
+        number, start = self._locate(offset)
+        while number < len(self._segments):
+            segment = self._segments[number]
+            index = segment.index
+            end, length = index.take(start, BATCHES_READ_CHUNK, upper, min_one=True)
+            if end == start:
+                return
+            data = self._pread(segment, index.positions[start], length)
+            position = 0
+            for _ in range(start, end):
+                header = read_header(data, position)
+                yield header, data[position : position + header.size]
+                position += header.size
+            if end < len(index):
+                start = end
+            else:
+                number, start = number + 1, 0
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampMatch | None:
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp_ms:
+                continue  # covers the whole file, so nothing in it can match
+            found = segment.index.offset_for_timestamp(timestamp_ms, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp(self) -> TimestampMatch | None:
+        best: TimestampMatch | None = None
+        for segment in self._segments:
+            found = segment.index.max_timestamp()
+            if found is not None and (best is None or found.timestamp > best.timestamp):
+                best = found
+        return best
+
+    def advance_start(self, new_start: int) -> None:
+        if new_start <= self.log_start_offset:
+            return
+        self.log_start_offset = min(new_start, self.log_end_offset)
+        self._write_start_checkpoint()
+        self._forget_below_start()
+
+    def truncate_to(self, end_offset: int) -> None:
+        target = max(end_offset, self.log_start_offset)
+        if target >= self.log_end_offset:
+            return
+        if target <= self._segments[0].base_offset:
+            self._restart_at(target)
+            return
+        if self._segments[-1].base_offset >= target:
+            while self._segments[-1].base_offset >= target:
+                self._delete_segment(self._segments[-1])
+            self._activate(self._segments[-1])
+        segment = self._segments[-1]
+        keep = bisect.bisect_left(segment.index.base_offsets, target)
+        if keep == len(segment.index):
+            return
+        cut = segment.index.positions[keep]
+        segment.next_offset = segment.index.base_offsets[keep]
+        segment.index.drop_back(keep)
+        os.ftruncate(self._active_fd, cut)
+        self._size -= segment.size - cut
+        segment.size = cut
+        segment.since_index_entry = 0
+        segment.max_timestamp = max(segment.index.max_timestamps, default=-1)
+        if cut == 0:
+            segment.first_timestamp = -1
+        self._rewrite_index(segment, _index_entries_before(segment.index_path, cut))
+        self._dirty = True
+
+    def enforce_retention(self, *, now_ms: int, retention_ms: int, retention_bytes: int) -> None:
+        doomed = 0
+        size = self._size
+        # Whole segments only, oldest first, never the active one (as Kafka deletes).
+        for segment in self._segments[:-1]:
+            too_old = retention_ms >= 0 and now_ms - segment.retention_timestamp() > retention_ms
+            too_big = retention_bytes >= 0 and size - segment.size >= retention_bytes
+            if not (too_old or too_big):
+                break
+            size -= segment.size
+            doomed += 1
+        if not doomed:
+            return
+        for segment in self._segments[:doomed]:
+            self._delete_segment(segment)
+        if self._segments[0].base_offset > self.log_start_offset:
+            self.log_start_offset = self._segments[0].base_offset
+            # the first segment's name records it; no checkpoint needed
+        log.info(
+            "segments_deleted_by_retention",
+            directory=str(self.directory),
+            segments=doomed,
+            log_start_offset=self.log_start_offset,
+        )
+
+    def recovered_producers(self) -> dict[int, RecoveredProducer]:
+        return self._recovered
+
+    def flush(self) -> None:
+        if self._dirty and self._active_fd >= 0:
+            _datasync(self._active_fd)
+            self._dirty = False
+        while self._unsynced:
+            descriptor = self._unsynced.pop()
+            _datasync(descriptor)
+            os.close(descriptor)
+        if self._directory_dirty:
+            _fsync_directory(self.directory)
+            self._directory_dirty = False
+
+    def close(self) -> None:
+        if self._active_fd < 0:
+            return
+        self.flush()
+        for descriptor in (self._active_fd, self._index_fd, *self._readers.values()):
+            os.close(descriptor)
+        self._readers.clear()
+        self._active_fd = self._index_fd = -1
+
+    def configure(
+        self,
+        *,
+        segment_bytes: int | None = None,
+        segment_ms: int | None = None,
+        index_interval_bytes: int | None = None,
+    ) -> None:
+        """Apply a topic's ``segment.bytes`` / ``segment.ms`` / ``index.interval.bytes``."""
+        if segment_bytes is not None:
+            self.segment_bytes = segment_bytes
+        if segment_ms is not None:
+            self.segment_ms = segment_ms
+        if index_interval_bytes is not None:
+            self.index_interval_bytes = index_interval_bytes
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    # --- segments ---------------------------------------------------------------------------
+
+    def _should_roll(self, segment: _Segment, header: BatchHeader, now_ms: int) -> bool:
+        if segment.size == 0:
+            return False
+        if segment.size + header.size > self.segment_bytes:
+            return True
+        if header.last_offset - segment.base_offset > MAX_RELATIVE_OFFSET:
+            return True
+        if segment.first_timestamp >= 0 and header.max_timestamp >= 0:
+            waited = header.max_timestamp - segment.first_timestamp
+        else:
+            waited = now_ms - segment.created_ms if segment.created_ms >= 0 else 0
+        return waited > self.segment_ms
+
+    def _roll(self, base_offset: int) -> _Segment:
+        segment = _Segment(self.directory, base_offset)
+        segment.path.write_bytes(b"")
+        segment.index_path.write_bytes(b"")
+        self._segments.append(segment)
+        self._bases.append(base_offset)
+        self._directory_dirty = True
+        self._activate(segment)
+        return segment
+
+    def _activate(self, segment: _Segment) -> None:
+        """Point the write descriptors at ``segment``, keeping the old one for a last sync."""
+        if self._active_fd >= 0:
+            if self._dirty:
+                self._unsynced.append(self._active_fd)
+                self._dirty = False
+            else:
+                os.close(self._active_fd)
+            os.close(self._index_fd)
+        self._active_fd = os.open(segment.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._index_fd = os.open(segment.index_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def _delete_segment(self, segment: _Segment) -> None:
+        number = self._segments.index(segment)
+        del self._segments[number]
+        del self._bases[number]
+        reader = self._readers.pop(segment.base_offset, None)
+        if reader is not None:
+            os.close(reader)
+        segment.path.unlink(missing_ok=True)
+        segment.index_path.unlink(missing_ok=True)
+        self._size -= segment.size
+        self._directory_dirty = True
+
+    def _restart_at(self, offset: int) -> None:
+        """Drop every segment and start empty at ``offset``."""
+        for segment in list(self._segments):
+            self._delete_segment(segment)
+        self.log_start_offset = offset
+        self._roll(offset)
+
+    def _forget_below_start(self) -> None:
+        while len(self._segments) > 1 and self._segments[1].base_offset <= self.log_start_offset:
+            self._delete_segment(self._segments[0])
+        first = self._segments[0].index
+        first.drop_front(first.position_of(self.log_start_offset))
+
+    def _locate(self, offset: int) -> tuple[int, int]:
+        """(segment number, batch number in it) of the first batch holding ``offset`` or after."""
+        number = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        start = self._segments[number].index.position_of(offset)
+        while start == len(self._segments[number].index) and number + 1 < len(self._segments):
+            number += 1
+            start = self._segments[number].index.position_of(offset)
+        return number, start
+
+    def _pread(self, segment: _Segment, position: int, length: int) -> bytes:
+        if segment is self._segments[-1]:
+            descriptor = self._active_fd
+        else:
+            found = self._readers.get(segment.base_offset)
+            if found is None:
+                found = os.open(segment.path, os.O_RDONLY)
+                self._readers[segment.base_offset] = found
+                if len(self._readers) > OPEN_READERS:
+                    os.close(self._readers.popitem(last=False)[1])
+            else:
+                self._readers.move_to_end(segment.base_offset)
+            descriptor = found
+        data = os.pread(descriptor, length, position)
+        while len(data) < length:  # pread may return short; the bytes are there
+            more = os.pread(descriptor, length - len(data), position + len(data))
+            if not more:
+                raise OSError(f"{segment.path} ends before position {position + length}")
+            data += more
+        return data
+
+    # --- opening and recovery ---------------------------------------------------------------
+
+    def _open(self) -> None:
+        bases = sorted(
+            base
+            for path in self.directory.iterdir()
+            if (base := _segment_base(path.name)) is not None
+        )
+        for path in self.directory.glob("*" + INDEX_SUFFIX):
+            if _segment_base(path.stem + LOG_SUFFIX) not in bases:
+                path.unlink()
+        (self.directory / (START_CHECKPOINT + ".tmp")).unlink(missing_ok=True)
+        tracker = ProducerTracker()
+        for number, base in enumerate(bases):
+            if number and base != self._segments[-1].next_offset:
+                self._drop_files_from(
+                    bases[number:],
+                    f"segment starts at {base}, the log ends at {self._segments[-1].next_offset}",
+                )
+                break
+            segment, whole = self._recover_segment(base, tracker)
+            self._segments.append(segment)
+            self._bases.append(base)
+            self._size += segment.size
+            if not whole:
+                self._drop_files_from(bases[number + 1 :], "an earlier segment was cut")
+                break
+        self._recovered = tracker.producers
+        checkpoint = self._read_start_checkpoint()
+        if not self._segments:
+            self.log_start_offset = checkpoint
+            self._roll(checkpoint)
+            _fsync_directory(self.directory)
+            self._directory_dirty = False
+            return
+        self.log_start_offset = max(checkpoint, self._segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            log.warning(
+                "log_shorter_than_start_offset",
+                directory=str(self.directory),
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self.log_end_offset,
+            )
+            self._restart_at(self.log_start_offset)
+            return
+        self._activate(self._segments[-1])
+        self._forget_below_start()
+
+    def _recover_segment(self, base: int, tracker: ProducerTracker) -> tuple[_Segment, bool]:
+        """Load one segment file, cutting any invalid tail; True when nothing was cut."""
+        segment = _Segment(self.directory, base)
+        stat = segment.path.stat()
+        segment.last_modified_ms = segment.created_ms = stat.st_mtime_ns // 1_000_000
+        entries = bytearray()
+
+        def on_batch(header: BatchHeader, position: int) -> None:
+            entries.extend(segment.note_batch(header, position, self.index_interval_bytes))
+            tracker.observe(header)
+
+        if stat.st_size:
+            with (
+                open(segment.path, "rb") as handle,
+                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+                memoryview(mapped) as view,
+            ):
+                outcome = scan_batches(view, base, on_batch)
+        else:
+            outcome = scan_batches(b"", base, on_batch)
+        cut = stat.st_size - outcome.valid_bytes
+        if cut:
+            log.warning(
+                "log_tail_truncated",
+                segment=str(segment.path),
+                reason=outcome.problem,
+                valid_bytes=outcome.valid_bytes,
+                bytes_truncated=cut,
+                log_end_offset=outcome.next_offset,
+            )
+            os.truncate(segment.path, outcome.valid_bytes)
+        self._rewrite_index(segment, bytes(entries))
+        return segment, cut == 0
+
+    def _drop_files_from(self, bases: list[int], reason: str) -> None:
+        for base in bases:
+            path = self.directory / segment_file_name(base)
+            log.warning(
+                "log_segment_removed",
+                segment=str(path),
+                reason=reason,
+                bytes_truncated=path.stat().st_size,
+            )
+            path.unlink()
+            path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
+
+    def _rewrite_index(self, segment: _Segment, entries: bytes) -> None:
+        path = segment.index_path
+        try:
+            if path.read_bytes() == entries:
+                return
+        except FileNotFoundError:
+            pass
+        path.write_bytes(entries)  # the active segment's index descriptor appends at its end
+
+    # --- the log start offset checkpoint ----------------------------------------------------
+
+    def _read_start_checkpoint(self) -> int:
+        path = self.directory / START_CHECKPOINT
+        try:
+            lines = path.read_text().split()
+        except FileNotFoundError:
+            return 0
+        if len(lines) == 2 and lines[0] == str(CHECKPOINT_VERSION) and lines[1].isdigit():
+            return int(lines[1])
+        log.warning("log_start_checkpoint_unreadable", path=str(path))
+        return 0
+
+    def _write_start_checkpoint(self) -> None:
+        path = self.directory / START_CHECKPOINT
+        temporary = path.with_name(START_CHECKPOINT + ".tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_fully(descriptor, f"{CHECKPOINT_VERSION}\n{self.log_start_offset}\n".encode(), 0)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, path)
+        _fsync_directory(self.directory)
+
+
+def _write_fully(descriptor: int, data: bytes, position: int) -> None:
+    view = memoryview(data)
+    written = 0
+    try:
+        while written < len(view):
+            written += os.pwrite(descriptor, view[written:], position + written)
+    except OSError:
+        if written:
+            os.ftruncate(descriptor, position)  # leave no torn batch behind
+        raise
+
+
+def _index_entries_before(path: Path, cut: int) -> bytes:
+    data = path.read_bytes()
+    kept = bytearray()
+    for start in range(0, len(data) - len(data) % INDEX_ENTRY.size, INDEX_ENTRY.size):
+        if INDEX_ENTRY.unpack_from(data, start)[1] < cut:
+            kept.extend(data[start : start + INDEX_ENTRY.size])
+    return bytes(kept)
+
+
+def _fsync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
