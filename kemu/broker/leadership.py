@@ -11,6 +11,9 @@ from kemu.broker.partition import Partition
 
 
 def leader_fields(ctx: RequestContext, partition: Partition) -> Any:
+    """The current leader, or None where this version has no such field (build() drops it)."""
+    if not ctx.has("LeaderIdAndEpoch"):
+        return None
     return ctx.make(
         "LeaderIdAndEpoch", leader_id=partition.leader_id, leader_epoch=partition.leader_epoch
     )
