@@ -85,6 +85,11 @@ class Connection:
     def _accept(self, frame: bytes) -> bool:
         """Dispatch one frame; False means the connection must close."""
         try:
+            # What is not served is refused before its body is decoded, as Kafka does.
+            api_key, api_version, correlation_id = wire.peek_header(frame)
+            spec = REGISTRY.get(api_key)
+            if spec is None or not spec.min_version <= api_version <= self._max(spec):
+                return self._unsupported(api_key, api_version, correlation_id)
             request = wire.decode_request(frame)
         except UnsupportedRequest as unsupported:
             return self._unsupported(
@@ -94,9 +99,6 @@ class Connection:
             log.warning("malformed_frame", peer=self.peer, reason=str(malformed))
             return False
         header = request.header
-        spec = REGISTRY.get(header.api_key)
-        if spec is None or not spec.min_version <= header.api_version <= self._max(spec):
-            return self._unsupported(header.api_key, header.api_version, header.correlation_id)
         context = RequestContext(self.node, self.runtime, header, self.client_host)
         task = asyncio.get_running_loop().create_task(self._dispatch(spec, context, request))
         self.in_flight.add(task)
