@@ -1,0 +1,75 @@
+"""AlterShareGroupOffsets (key 91), v0.
+
+Sets the share-partition start offset of the named partitions of an empty share group (created
+empty if it does not exist, as Kafka does): each partition's share state is re-initialized through
+the share persister with the new start offset and a new state epoch (greater than the stored one
+and at least the group epoch), which fences the cached state of the partition's leader. A group
+with members gets NON_EMPTY_GROUP, a group of another type GROUP_ID_NOT_FOUND, an empty id
+INVALID_GROUP_ID; an unknown topic or partition index gets UNKNOWN_TOPIC_OR_PARTITION on that
+partition.
+
+Omissions: no authorizer; start offsets are not checked against the log (neither does Kafka).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.group.service import group_coordinator, share_persister
+from kemu.coordinator.group.share_group import GroupError
+from kemu.coordinator.share.persister import SharePartitionKey
+from kemu.protocol.errors import ErrorCode, default_message
+
+API_KEY = 91
+NO_LEADER_EPOCH = -1
+NULL_TOPIC_ID = uuid.UUID(int=0)
+
+
+@handler(API_KEY, 0, 0)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not request.group_id:
+        return ctx.respond(error_code=ErrorCode.invalid_group_id, responses=())
+    coordinator = group_coordinator(ctx.runtime)
+    try:
+        group = coordinator.share.empty_group_for_offsets(request.group_id, create=True)
+    except GroupError as error:
+        return ctx.respond(error_code=error.code, error_message=error.message, responses=())
+    persister = share_persister(ctx.runtime)
+    topics = []
+    for entry in request.topics:
+        topic = ctx.cluster.topics.get(entry.topic_name)
+        partitions = []
+        for requested in entry.partitions:
+            index = requested.partition_index
+            if topic is None or not 0 <= index < len(topic.partitions):
+                partitions.append(_partition(ctx, index, ErrorCode.unknown_topic_or_partition))
+                continue
+            key = SharePartitionKey(group.group_id, topic.topic_id, index)
+            stored = await persister.read_summary(key, NO_LEADER_EPOCH)
+            stored_epoch = stored.state.state_epoch if stored.state is not None else 0
+            state_epoch = max(group.group_epoch, stored_epoch + 1)
+            code = await persister.initialize(key, state_epoch, requested.start_offset)
+            if code == ErrorCode.none:
+                group.initialized.setdefault(topic.topic_id, set()).add(index)
+            partitions.append(_partition(ctx, index, ErrorCode(code)))
+        topics.append(
+            ctx.make(
+                "AlterShareGroupOffsetsResponseTopic",
+                topic_name=entry.topic_name,
+                topic_id=topic.topic_id if topic is not None else NULL_TOPIC_ID,
+                partitions=tuple(partitions),
+            )
+        )
+    return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
+
+
+def _partition(ctx: RequestContext, index: int, code: ErrorCode) -> Any:
+    return ctx.make(
+        "AlterShareGroupOffsetsResponsePartition",
+        partition_index=index,
+        error_code=code,
+        error_message=default_message(code),
+    )

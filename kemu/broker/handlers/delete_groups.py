@@ -1,0 +1,59 @@
+"""DeleteGroups (key 42), v0-v2.
+
+Deletes each named group of any type: an empty id gets INVALID_GROUP_ID, an unknown one
+GROUP_ID_NOT_FOUND, a group with members NON_EMPTY_GROUP. Deleting a share group first deletes
+the share state of every partition it initialized through the share persister; if that fails
+the group stays and gets the persister's error. Other group types are removed from the registry,
+whose deletion listeners drop what belongs to them (committed offsets).
+
+Every broker accepts the request (one group coordinator per process; see FindCoordinator).
+Omissions: no authorizer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.group.service import group_coordinator, share_persister
+from kemu.coordinator.group.share_group import ShareGroup
+from kemu.coordinator.share.persister import SharePartitionKey
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 42
+
+
+@handler(API_KEY, 0, 2)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for group_id in request.groups_names:
+        code = await _delete(ctx, group_id)
+        results.append(ctx.make("DeletableGroupResult", group_id=group_id, error_code=code))
+    return ctx.respond(results=tuple(results))
+
+
+async def _delete(ctx: RequestContext, group_id: str) -> ErrorCode:
+    if not group_id:
+        return ErrorCode.invalid_group_id
+    registry = group_coordinator(ctx.runtime).registry
+    group = registry.get(group_id)
+    if group is None:
+        return ErrorCode.group_id_not_found
+    if not group.is_empty():
+        return ErrorCode.non_empty_group
+    if isinstance(group, ShareGroup):
+        persister = share_persister(ctx.runtime)
+        for topic_id, partitions in sorted(group.initialized.items()):
+            for partition in sorted(partitions):
+                code = await persister.delete_state(
+                    SharePartitionKey(group_id, topic_id, partition)
+                )
+                if code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
+                    return ErrorCode(code)
+    if registry.get(group_id) is not group:
+        return ErrorCode.none  # deleted by a concurrent request meanwhile
+    if not group.is_empty():
+        return ErrorCode.non_empty_group  # a member joined while the state was deleted
+    registry.remove(group_id)
+    return ErrorCode.none

@@ -1,0 +1,77 @@
+"""DeleteShareGroupOffsets (key 92), v0.
+
+Deletes the share state of the named topics for an empty share group, so that the next member
+starts them afresh from ``share.auto.offset.reset``. The group must exist and be a share group
+(GROUP_ID_NOT_FOUND) without members (NON_EMPTY_GROUP); an empty id gets INVALID_GROUP_ID. A
+topic that does not exist, or for which the group has no share state, gets
+UNKNOWN_TOPIC_OR_PARTITION; a persister failure is reported on the topic.
+
+Omissions: no authorizer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.group.service import group_coordinator, share_persister
+from kemu.coordinator.group.share_group import GroupError
+from kemu.coordinator.share.persister import SharePartitionKey
+from kemu.protocol.errors import ErrorCode, default_message
+
+API_KEY = 92
+NULL_TOPIC_ID = uuid.UUID(int=0)
+NO_OFFSETS = "There is no offset information to delete."
+
+
+@handler(API_KEY, 0, 0)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not request.group_id:
+        return ctx.respond(error_code=ErrorCode.invalid_group_id, responses=())
+    coordinator = group_coordinator(ctx.runtime)
+    try:
+        group = coordinator.share.empty_group_for_offsets(request.group_id, create=False)
+    except GroupError as error:
+        return ctx.respond(error_code=error.code, error_message=error.message, responses=())
+    persister = share_persister(ctx.runtime)
+    topics = []
+    for entry in request.topics:
+        name = entry.topic_name
+        topic = ctx.cluster.topics.get(name)
+        if topic is None:
+            code = ErrorCode.unknown_topic_or_partition
+            topics.append(_topic(ctx, name, NULL_TOPIC_ID, code, default_message(code)))
+            continue
+        partitions = group.initialized.get(topic.topic_id)
+        if not partitions:
+            topics.append(
+                _topic(ctx, name, NULL_TOPIC_ID, ErrorCode.unknown_topic_or_partition, NO_OFFSETS)
+            )
+            continue
+        failure = ErrorCode.none
+        for index in sorted(partitions):
+            code = ErrorCode(
+                await persister.delete_state(
+                    SharePartitionKey(group.group_id, topic.topic_id, index)
+                )
+            )
+            if code != ErrorCode.none:
+                failure = code
+        if failure == ErrorCode.none:
+            del group.initialized[topic.topic_id]
+        topics.append(_topic(ctx, name, topic.topic_id, failure, default_message(failure)))
+    return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
+
+
+def _topic(
+    ctx: RequestContext, name: str, topic_id: uuid.UUID, code: ErrorCode, message: str | None
+) -> Any:
+    return ctx.make(
+        "DeleteShareGroupOffsetsResponseTopic",
+        topic_name=name,
+        topic_id=topic_id,
+        error_code=code,
+        error_message=message,
+    )

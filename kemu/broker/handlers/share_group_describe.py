@@ -1,0 +1,105 @@
+"""ShareGroupDescribe (key 77), v1.
+
+Each group id answers its epoch, assignment epoch, state (Empty/Stable), the assignor ("simple")
+and every member: id, epoch, rack, client id and host, subscribed topic names and assignment
+with topic names resolved. Unknown ids, and ids of groups of another type, get
+GROUP_ID_NOT_FOUND; an empty id gets INVALID_GROUP_ID.
+
+Omissions: no authorizer, so AuthorizedOperations reports everything allowed when asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.group.service import group_coordinator
+from kemu.coordinator.group.share_group import ASSIGNOR_NAME, GroupError, ShareGroup, ShareMember
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 77
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+ALL_GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
+
+
+@handler(API_KEY, 1, 1)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coordinator = group_coordinator(ctx.runtime)
+    operations = (
+        ALL_GROUP_OPERATIONS
+        if request.include_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
+    groups = []
+    for group_id in request.group_ids:
+        if not group_id:
+            groups.append(_error(ctx, group_id, ErrorCode.invalid_group_id, None))
+            continue
+        try:
+            group = coordinator.share.describe(group_id)
+        except GroupError as error:
+            groups.append(_error(ctx, group_id, error.code, error.message))
+            continue
+        groups.append(_described(ctx, group, operations))
+    return ctx.respond(groups=tuple(groups))
+
+
+def _error(ctx: RequestContext, group_id: str, code: ErrorCode, message: str | None) -> Any:
+    return ctx.make(
+        "DescribedGroup",
+        error_code=code,
+        error_message=message,
+        group_id=group_id,
+        group_state="",
+        group_epoch=0,
+        assignment_epoch=0,
+        assignor_name="",
+        members=(),
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _described(ctx: RequestContext, group: ShareGroup, operations: int) -> Any:
+    return ctx.make(
+        "DescribedGroup",
+        error_code=ErrorCode.none,
+        error_message=None,
+        group_id=group.group_id,
+        group_state=group.state_name,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignor_name=ASSIGNOR_NAME,
+        members=tuple(_member(ctx, m) for m in group.members.values()),
+        authorized_operations=operations,
+    )
+
+
+def _member(ctx: RequestContext, member: ShareMember) -> Any:
+    topics_by_id = ctx.cluster.topics_by_id
+    by_topic: dict[Any, list[int]] = {}
+    for topic_id, index in sorted(member.assigned):
+        by_topic.setdefault(topic_id, []).append(index)
+    assignment = ctx.make(
+        "Assignment",
+        topic_partitions=tuple(
+            ctx.make(
+                "TopicPartitions",
+                topic_id=topic_id,
+                topic_name=topics_by_id[topic_id].name if topic_id in topics_by_id else "",
+                partitions=tuple(indexes),
+            )
+            for topic_id, indexes in by_topic.items()
+        ),
+    )
+    return ctx.make(
+        "Member",
+        member_id=member.member_id,
+        rack_id=member.rack_id,
+        member_epoch=member.member_epoch,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        subscribed_topic_names=tuple(sorted(member.subscribed_topic_names)),
+        assignment=assignment,
+    )

@@ -1,0 +1,80 @@
+"""ShareGroupHeartbeat (key 76), v1.
+
+KIP-932 membership with client-generated member ids (KIP-1082): epoch 0 joins (the subscribed
+topic names are then required), -1 leaves, anything else must be the member's current epoch or
+the one before it (else FENCED_MEMBER_EPOCH). Unknown group on a non-join: GROUP_ID_NOT_FOUND,
+also for a group of another type; unknown member: UNKNOWN_MEMBER_ID; a full group
+(``group.share.max.size``): GROUP_MAX_SIZE_REACHED; empty member/group/rack id or a bad epoch:
+INVALID_REQUEST. The target assignment is computed by the coordinator (``assignor``) and handed
+out at once; it is in the response on a join, on a full request (subscription present) and when
+it changed. Sessions expire after ``share.session.timeout.ms`` (group config, else
+``group.share.session.timeout.ms``); the interval answered is ``share.heartbeat.interval.ms``.
+
+Every broker answers (kemu has one group coordinator per process, see FindCoordinator).
+Omissions: no authorizer (GROUP/TOPIC_AUTHORIZATION_FAILED never happen); v0 (early access) is
+not served.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
+from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.service import group_coordinator
+from kemu.coordinator.group.share_group import GroupError, HeartbeatRequest
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 76
+
+
+@handler(API_KEY, 1, 1)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    heartbeat = HeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        rack_id=request.rack_id,
+        subscribed_topic_names=(
+            tuple(request.subscribed_topic_names)
+            if request.subscribed_topic_names is not None
+            else None
+        ),
+        client_id=ctx.header.client_id or "",
+        client_host=f"/{ctx.client_host}",
+    )
+    try:
+        result = await group_coordinator(ctx.runtime).share_heartbeat(heartbeat)
+    except GroupError as error:
+        return ctx.respond(
+            error_code=error.code,
+            error_message=error.message,
+            member_id=None,
+            member_epoch=0,
+            heartbeat_interval=datetime.timedelta(0),
+            assignment=None,
+        )
+    return ctx.respond(
+        error_code=ErrorCode.none,
+        error_message=None,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
+        assignment=(_assignment(ctx, result.assignment) if result.assignment is not None else None),
+    )
+
+
+def _assignment(ctx: RequestContext, partitions: frozenset[TopicPartition]) -> Any:
+    by_topic: dict[Any, list[int]] = {}
+    for topic_id, index in sorted(partitions):
+        by_topic.setdefault(topic_id, []).append(index)
+    return ctx.make(
+        "Assignment",
+        topic_partitions=tuple(
+            ctx.make("TopicPartitions", topic_id=topic_id, partitions=tuple(indexes))
+            for topic_id, indexes in by_topic.items()
+        ),
+    )

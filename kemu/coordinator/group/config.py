@@ -1,0 +1,486 @@
+"""Group configs: the GROUP config resource (type 32), as Kafka's ``GroupConfig`` defines it.
+
+A group config overrides a broker ``group.*`` default for one group. Values are checked when set:
+the name must be known, the value must parse and respect the config's own floor, and - per
+KIP-1240 - lie within the broker's ``group.share.min.*``/``group.share.max.*`` (or
+``group.consumer.*``) bounds; a session timeout must stay above the heartbeat interval. If the
+broker bounds change later, the effective value is clamped to them rather than rejected.
+
+``group_config(runtime, group_id)`` gives a share partition the effective share settings of its
+group. Overrides persist next to the topic catalogue when kemu runs with a data directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kemu.broker.config import BrokerConfig, ConfigSource, ConfigType, InvalidConfig
+
+if TYPE_CHECKING:
+    from kemu.broker.context import Runtime
+
+SERVICE = "group_configs"
+STORE_FILE = "kemu-group-configs.json"
+
+INT, STRING, BOOLEAN = ConfigType.INT, ConfigType.STRING, ConfigType.BOOLEAN
+
+# Broker configs kemu's BrokerConfig may not define, with Kafka's defaults.
+BROKER_FALLBACKS = {
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.share.session.timeout.ms": "45000",
+    "group.share.min.session.timeout.ms": "45000",
+    "group.share.max.session.timeout.ms": "60000",
+    "group.share.heartbeat.interval.ms": "5000",
+    "group.share.min.heartbeat.interval.ms": "5000",
+    "group.share.max.heartbeat.interval.ms": "15000",
+    "group.share.record.lock.duration.ms": "30000",
+    "group.share.min.record.lock.duration.ms": "15000",
+    "group.share.max.record.lock.duration.ms": "60000",
+    "group.share.delivery.count.limit": "5",
+    "group.share.min.delivery.count.limit": "2",
+    "group.share.max.delivery.count.limit": "10",
+    "group.share.partition.max.record.locks": "2000",
+    "group.share.min.partition.max.record.locks": "100",
+    "group.share.max.partition.max.record.locks": "2000",
+    "group.share.max.size": "200",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigDef:
+    name: str
+    type: ConfigType
+    default: str
+    doc: str
+    broker_synonym: str | None = None  # the broker config that supplies the default
+    minimum: int | None = None  # the config's own floor (Kafka's atLeast)
+    bounds: tuple[str, str] | None = None  # broker configs holding the allowed min and max
+    check: Callable[[str, str], None] | None = None  # extra validation of a string value
+
+
+def _broker(config: BrokerConfig, name: str) -> str:
+    value = config.get(name)
+    if value is None:
+        value = BROKER_FALLBACKS[name]
+    return value
+
+
+# --- share.auto.offset.reset ------------------------------------------------------------------
+
+_ISO_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?[0-9]+)D)?"
+    r"(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
+    re.IGNORECASE,
+)
+
+
+def parse_iso_duration_ms(text: str) -> int:
+    """Java's ``Duration.parse`` (PnDTnHnMn.nS), in milliseconds; ValueError if malformed."""
+    match = _ISO_DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"Text cannot be parsed to a Duration: {text}")
+    sign, days, time_part, hours, minutes, seconds, fraction = match.groups()
+    if days is None and time_part is None:
+        raise ValueError(f"Text cannot be parsed to a Duration: {text}")
+    if time_part is not None and hours is None and minutes is None and seconds is None:
+        raise ValueError(f"Text cannot be parsed to a Duration: {text}")
+    whole_seconds = int(seconds or 0)
+    nanos = int((fraction or "").ljust(9, "0") or 0)
+    if whole_seconds < 0 or (seconds or "").startswith("-"):
+        nanos = -nanos
+    total_ms = (
+        int(days or 0) * 86_400_000
+        + int(hours or 0) * 3_600_000
+        + int(minutes or 0) * 60_000
+        + whole_seconds * 1000
+        + nanos // 1_000_000
+    )
+    return -total_ms if sign == "-" else total_ms
+
+
+@dataclass(frozen=True, slots=True)
+class AutoOffsetReset:
+    """Where a share partition without state starts: earliest, latest or now minus a duration."""
+
+    strategy: str  # "earliest" | "latest" | "by_duration"
+    duration_ms: int | None = None
+
+    def timestamp_ms(self, now_ms: int) -> int:
+        """The ListOffsets timestamp to look up: -2 earliest, -1 latest, else now - duration."""
+        if self.strategy == "earliest":
+            return -2
+        if self.strategy == "latest":
+            return -1
+        return now_ms - (self.duration_ms or 0)
+
+
+def parse_auto_offset_reset(value: str) -> AutoOffsetReset:
+    text = value.strip().lower()
+    if text in ("earliest", "latest"):
+        return AutoOffsetReset(text)
+    prefix = "by_duration:"
+    if text.startswith(prefix):
+        duration_ms = parse_iso_duration_ms(text[len(prefix) :])
+        if duration_ms < 0:
+            raise ValueError("Negative duration is not supported.")
+        return AutoOffsetReset("by_duration", duration_ms)
+    raise ValueError(f"Unsupported strategy for ShareGroup: {value}")
+
+
+def _check_auto_offset_reset(name: str, value: str) -> None:
+    try:
+        parse_auto_offset_reset(value)
+    except ValueError:
+        raise InvalidConfig(
+            f"Invalid value {value} for configuration {name}: Invalid value `{value}` for "
+            f"configuration {name}. The value must be either 'earliest', 'latest' or of the "
+            "format 'by_duration:<PnDTnHnMn.nS.>'."
+        ) from None
+
+
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
+
+def _check_isolation_level(name: str, value: str) -> None:
+    if value not in ISOLATION_LEVELS:
+        raise InvalidConfig(
+            f"Invalid value {value} for configuration {name}: String must be one of: "
+            + ", ".join(ISOLATION_LEVELS)
+        )
+
+
+def _check_dlq_topic(name: str, value: str) -> None:
+    if value.startswith("__"):
+        raise InvalidConfig(f"{name}: DLQ topic name must not start with '__'")
+
+
+def _defs(*defs: GroupConfigDef) -> dict[str, GroupConfigDef]:
+    return {d.name: d for d in defs}
+
+
+GROUP_CONFIGS = _defs(
+    GroupConfigDef(
+        "consumer.session.timeout.ms",
+        INT,
+        "45000",
+        "The timeout to detect client failures when using the consumer group protocol.",
+        broker_synonym="group.consumer.session.timeout.ms",
+        minimum=1,
+        bounds=("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+    ),
+    GroupConfigDef(
+        "consumer.heartbeat.interval.ms",
+        INT,
+        "5000",
+        "The heartbeat interval given to the members of a consumer group.",
+        broker_synonym="group.consumer.heartbeat.interval.ms",
+        minimum=1,
+        bounds=(
+            "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
+        ),
+    ),
+    GroupConfigDef(
+        "share.session.timeout.ms",
+        INT,
+        "45000",
+        "The timeout to detect client failures when using the share group protocol.",
+        broker_synonym="group.share.session.timeout.ms",
+        minimum=1,
+        bounds=("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+    ),
+    GroupConfigDef(
+        "share.heartbeat.interval.ms",
+        INT,
+        "5000",
+        "The heartbeat interval given to the members of a share group.",
+        broker_synonym="group.share.heartbeat.interval.ms",
+        minimum=1,
+        bounds=("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+    ),
+    GroupConfigDef(
+        "share.record.lock.duration.ms",
+        INT,
+        "30000",
+        "The record acquisition lock duration in milliseconds for share groups.",
+        broker_synonym="group.share.record.lock.duration.ms",
+        minimum=1000,
+        bounds=(
+            "group.share.min.record.lock.duration.ms",
+            "group.share.max.record.lock.duration.ms",
+        ),
+    ),
+    GroupConfigDef(
+        "share.delivery.count.limit",
+        INT,
+        "5",
+        "The maximum number of delivery attempts for a record delivered to a share group.",
+        broker_synonym="group.share.delivery.count.limit",
+        minimum=2,
+        bounds=("group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit"),
+    ),
+    GroupConfigDef(
+        "share.partition.max.record.locks",
+        INT,
+        "2000",
+        "Share-group record lock limit per share-partition.",
+        broker_synonym="group.share.partition.max.record.locks",
+        minimum=100,
+        bounds=(
+            "group.share.min.partition.max.record.locks",
+            "group.share.max.partition.max.record.locks",
+        ),
+    ),
+    GroupConfigDef(
+        "share.auto.offset.reset",
+        STRING,
+        "latest",
+        "The strategy to initialize the share-partition start offset: earliest, latest or "
+        "by_duration:<ISO-8601 duration>.",
+        check=_check_auto_offset_reset,
+    ),
+    GroupConfigDef(
+        "share.isolation.level",
+        STRING,
+        "read_uncommitted",
+        "Controls how to read records written transactionally.",
+        check=_check_isolation_level,
+    ),
+    GroupConfigDef(
+        "share.renew.acknowledge.enable",
+        BOOLEAN,
+        "true",
+        "Whether the renew acknowledge type is enabled for the share group.",
+    ),
+    GroupConfigDef(
+        "errors.deadletterqueue.topic.name",
+        STRING,
+        "",
+        "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share "
+        "group. If blank (the default), the group does not have a DLQ topic.",
+        check=_check_dlq_topic,
+    ),
+    GroupConfigDef(
+        "errors.deadletterqueue.copy.record.enable",
+        BOOLEAN,
+        "false",
+        "When writing onto the dead-letter queue topic, whether to copy the original record onto "
+        "the DLQ topic, or just write a record containing the context information headers.",
+    ),
+)
+
+# Session timeout must exceed heartbeat interval (Kafka's validateSessionExceedsHeartbeat).
+SESSION_HEARTBEAT_PAIRS = (
+    ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
+    ("share.session.timeout.ms", "share.heartbeat.interval.ms"),
+)
+
+
+def _parse(definition: GroupConfigDef, value: str) -> None:
+    name = definition.name
+    if definition.type is INT:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise InvalidConfig(
+                f"Invalid value {value} for configuration {name}: Not a number of type INT"
+            ) from None
+        if not -(2**31) <= number < 2**31:
+            raise InvalidConfig(
+                f"Invalid value {value} for configuration {name}: Not a number of type INT"
+            )
+        if definition.minimum is not None and number < definition.minimum:
+            raise InvalidConfig(
+                f"Invalid value {value} for configuration {name}: Value must be at least "
+                f"{definition.minimum}"
+            )
+    elif definition.type is BOOLEAN and value.strip().lower() not in ("true", "false"):
+        raise InvalidConfig(
+            f"Invalid value {value} for configuration {name}: Expected value to be either "
+            "true or false"
+        )
+    if definition.check is not None:
+        definition.check(name, value)
+
+
+def validate_group_configs(overrides: Mapping[str, str], broker: BrokerConfig) -> None:
+    """Raise InvalidConfig unless ``overrides`` (a group's complete new set) is acceptable."""
+    for name in overrides:
+        if name not in GROUP_CONFIGS:
+            raise InvalidConfig(f"Unknown group config name: {name}")
+    for name, value in overrides.items():
+        _parse(GROUP_CONFIGS[name], value)
+    for name, value in overrides.items():
+        bounds = GROUP_CONFIGS[name].bounds
+        if bounds is None:
+            continue
+        low, high = (int(_broker(broker, bound)) for bound in bounds)
+        if not low <= int(value) <= high:
+            raise InvalidConfig(f"{name} must be in the range {low} to {high} inclusive.")
+    for session, heartbeat in SESSION_HEARTBEAT_PAIRS:
+        if session not in overrides and heartbeat not in overrides:
+            continue
+        if _int_value(overrides, broker, session) <= _int_value(overrides, broker, heartbeat):
+            raise InvalidConfig(f"{session} must be greater than {heartbeat}")
+
+
+def _int_value(overrides: Mapping[str, str], broker: BrokerConfig, name: str) -> int:
+    if name in overrides:
+        return int(overrides[name])
+    synonym = GROUP_CONFIGS[name].broker_synonym
+    return int(_broker(broker, synonym) if synonym else GROUP_CONFIGS[name].default)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroupConfig:
+    name: str
+    value: str
+    source: ConfigSource
+    type: ConfigType
+    doc: str
+    read_only: bool = False
+    sensitive: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        return self.source is ConfigSource.DEFAULT_CONFIG
+
+
+class GroupConfigStore:
+    """Every group's overrides, resolved against the broker config on each read."""
+
+    def __init__(self, broker: BrokerConfig, path: Path | None = None) -> None:
+        self.broker = broker
+        self.path = path
+        self.overrides: dict[str, dict[str, str]] = {}
+        if path is not None and path.exists():
+            loaded = json.loads(path.read_text())
+            self.overrides = {group: dict(values) for group, values in loaded.items()}
+
+    def get_overrides(self, group_id: str) -> dict[str, str]:
+        return dict(self.overrides.get(group_id, {}))
+
+    def set_overrides(self, group_id: str, overrides: Mapping[str, str]) -> None:
+        """Replace a group's overrides (validate first with ``validate``)."""
+        if overrides:
+            self.overrides[group_id] = dict(overrides)
+        else:
+            self.overrides.pop(group_id, None)
+        self._save()
+
+    def validate(self, overrides: Mapping[str, str]) -> None:
+        validate_group_configs(overrides, self.broker)
+
+    def value(self, group_id: str, name: str) -> str:
+        """The effective value: the override clamped to today's broker bounds, or the default."""
+        definition = GROUP_CONFIGS[name]
+        override = self.overrides.get(group_id, {}).get(name)
+        if override is None:
+            if definition.broker_synonym is not None:
+                return _broker(self.broker, definition.broker_synonym)
+            return definition.default
+        if definition.bounds is None:
+            return override
+        low, high = (int(_broker(self.broker, bound)) for bound in definition.bounds)
+        return str(min(max(int(override), low), high))
+
+    def source(self, group_id: str, name: str) -> ConfigSource:
+        if name in self.overrides.get(group_id, {}):
+            return ConfigSource.DYNAMIC_GROUP_CONFIG
+        synonym = GROUP_CONFIGS[name].broker_synonym
+        if synonym is not None:
+            source = self.broker.source(synonym)
+            if source is not ConfigSource.DEFAULT_CONFIG:
+                return source
+        return ConfigSource.DEFAULT_CONFIG
+
+    def describe(self, group_id: str, names: list[str] | None = None) -> list[DescribedGroupConfig]:
+        wanted = (
+            sorted(GROUP_CONFIGS) if names is None else [n for n in names if n in GROUP_CONFIGS]
+        )
+        return [
+            DescribedGroupConfig(
+                name,
+                self.value(group_id, name),
+                self.source(group_id, name),
+                GROUP_CONFIGS[name].type,
+                GROUP_CONFIGS[name].doc,
+            )
+            for name in wanted
+        ]
+
+    def share_config(self, group_id: str) -> ShareGroupConfig:
+        value = self.value
+        return ShareGroupConfig(
+            auto_offset_reset=parse_auto_offset_reset(value(group_id, "share.auto.offset.reset")),
+            isolation_level=value(group_id, "share.isolation.level"),
+            record_lock_duration_ms=int(value(group_id, "share.record.lock.duration.ms")),
+            delivery_count_limit=int(value(group_id, "share.delivery.count.limit")),
+            partition_max_record_locks=int(value(group_id, "share.partition.max.record.locks")),
+            session_timeout_ms=int(value(group_id, "share.session.timeout.ms")),
+            heartbeat_interval_ms=int(value(group_id, "share.heartbeat.interval.ms")),
+            renew_acknowledge_enable=value(group_id, "share.renew.acknowledge.enable") == "true",
+            dlq_topic_name=value(group_id, "errors.deadletterqueue.topic.name"),
+            dlq_copy_record_enable=(
+                value(group_id, "errors.deadletterqueue.copy.record.enable") == "true"
+            ),
+        )
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(self.overrides, indent=1, sort_keys=True))
+        with open(temporary, "rb+") as handle:
+            os.fsync(handle.fileno())
+        temporary.replace(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupConfig:
+    """The effective share settings of one group (group overrides over broker defaults)."""
+
+    auto_offset_reset: AutoOffsetReset
+    isolation_level: str
+    record_lock_duration_ms: int
+    delivery_count_limit: int
+    partition_max_record_locks: int
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    renew_acknowledge_enable: bool
+    dlq_topic_name: str
+    dlq_copy_record_enable: bool
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
+
+
+def group_config_store(runtime: Runtime) -> GroupConfigStore:
+    def create(rt: Runtime) -> GroupConfigStore:
+        data_dir = rt.cluster.data_dir
+        return GroupConfigStore(rt.cluster.config, data_dir / STORE_FILE if data_dir else None)
+
+    store: GroupConfigStore = runtime.service(SERVICE, create)
+    return store
+
+
+def group_config(runtime: Runtime, group_id: str) -> ShareGroupConfig:
+    """The effective share-group settings of ``group_id`` (for the share-partition leader)."""
+    return group_config_store(runtime).share_config(group_id)
+
+
+def broker_int(broker: BrokerConfig, name: str) -> int:
+    """A broker ``group.*`` setting as an int, with Kafka's default when kemu does not define it."""
+    return int(_broker(broker, name))

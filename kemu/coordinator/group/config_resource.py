@@ -1,0 +1,92 @@
+"""The GROUP config resource (type 32) for DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs, backed by the ``GroupConfigStore``.
+
+As in Kafka, any group id may carry configs (the group need not exist yet, which is how tests set
+``share.auto.offset.reset`` before the first consumer joins); the empty id is refused. Describe
+lists every group config: an override has source DYNAMIC_GROUP_CONFIG, otherwise the value comes
+from the broker synonym (``group.share.*``) or the built-in default. Invalid values are
+INVALID_CONFIG with Kafka's messages. Importing this module registers the type.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kemu.broker.config import ConfigSource, InvalidConfig
+from kemu.broker.config_resources import (
+    GROUP,
+    ConfigEntry,
+    ConfigResourceError,
+    ConfigResourceType,
+    Synonym,
+    register_config_resource,
+)
+from kemu.coordinator.group.config import GROUP_CONFIGS, group_config_store
+from kemu.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kemu.broker.context import RequestContext
+
+
+class GroupConfigs(ConfigResourceType):
+    type_id = GROUP
+
+    def describe(self, ctx: RequestContext, name: str) -> list[ConfigEntry]:
+        if not name:
+            raise ConfigResourceError(ErrorCode.invalid_request, "Group name must not be empty")
+        store = group_config_store(ctx.runtime)
+        overrides = store.get_overrides(name)
+        broker = ctx.cluster.config
+        entries = []
+        for described in store.describe(name):
+            definition = GROUP_CONFIGS[described.name]
+            chain: list[Synonym] = []
+            if described.name in overrides:
+                chain.append(
+                    Synonym(
+                        described.name,
+                        overrides[described.name],
+                        ConfigSource.DYNAMIC_GROUP_CONFIG,
+                    )
+                )
+            synonym = definition.broker_synonym
+            if synonym is not None and broker.get(synonym) is not None:
+                chain.append(Synonym(synonym, broker.get(synonym), broker.source(synonym)))
+            entries.append(
+                ConfigEntry(
+                    name=described.name,
+                    value=described.value,
+                    source=described.source,
+                    read_only=False,
+                    is_sensitive=False,
+                    config_type=described.type,
+                    synonyms=tuple(chain),
+                    documentation=described.doc,
+                )
+            )
+        return entries
+
+    def explicit(self, ctx: RequestContext, name: str) -> dict[str, str]:
+        return group_config_store(ctx.runtime).get_overrides(name)
+
+    def check_name(self, ctx: RequestContext, name: str) -> None:
+        if not name:
+            raise ConfigResourceError(
+                ErrorCode.invalid_request, "Default group resources are not allowed."
+            )
+
+    def default(self, key: str) -> str | None:
+        definition = GROUP_CONFIGS.get(key)
+        return definition.default if definition is not None else None
+
+    def validate(self, ctx: RequestContext, name: str, values: dict[str, str]) -> None:
+        try:
+            group_config_store(ctx.runtime).validate(values)
+        except InvalidConfig as invalid:
+            raise ConfigResourceError(ErrorCode.invalid_config, str(invalid)) from None
+
+    def apply(self, ctx: RequestContext, name: str, values: dict[str, str]) -> None:
+        group_config_store(ctx.runtime).set_overrides(name, values)
+
+
+register_config_resource(GroupConfigs())

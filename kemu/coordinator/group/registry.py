@@ -1,0 +1,63 @@
+"""The one namespace of group ids, shared by every group type (classic, consumer, share, ...).
+
+Kafka keeps all groups of a coordinator in one map, so a group id belongs to exactly one type:
+a ShareGroupHeartbeat for a consumer group's id gets GROUP_ID_NOT_FOUND, a JoinGroup for a share
+group's id INCONSISTENT_GROUP_PROTOCOL. Each group type stores its groups here; ListGroups and
+DeleteGroups work on whatever is registered. Another group type only has to satisfy ``Group``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+
+class Group(Protocol):
+    """What ListGroups and DeleteGroups need from a group of any type."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def group_type(self) -> str:
+        """Kafka's lower-case ``GroupType``: classic, consumer, share or streams."""
+        ...
+
+    @property
+    def protocol_type(self) -> str: ...
+
+    @property
+    def state_name(self) -> str:
+        """The state as ListGroups and the describe APIs spell it (Empty, Stable, ...)."""
+        ...
+
+    def is_empty(self) -> bool: ...
+
+
+DeletionListener = Callable[[Group], None]
+
+
+class GroupRegistry:
+    def __init__(self) -> None:
+        self._groups: dict[str, Group] = {}
+        self.deletion_listeners: list[DeletionListener] = []
+
+    def get(self, group_id: str) -> Group | None:
+        return self._groups.get(group_id)
+
+    def put(self, group: Group) -> None:
+        self._groups[group.group_id] = group
+
+    def remove(self, group_id: str) -> Group | None:
+        """Forget a group and tell the listeners (e.g. committed offsets go with it)."""
+        group = self._groups.pop(group_id, None)
+        if group is not None:
+            for listener in list(self.deletion_listeners):
+                listener(group)
+        return group
+
+    def __iter__(self) -> Iterator[Group]:
+        return iter(list(self._groups.values()))
+
+    def __len__(self) -> int:
+        return len(self._groups)

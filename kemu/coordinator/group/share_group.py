@@ -1,0 +1,362 @@
+"""Share groups (KIP-932): membership, epochs and the server-side target assignment. Sans-IO.
+
+Theory of operation, as in Kafka's ``GroupMetadataManager`` share-group path:
+
+* A member picks its own id (a UUID, KIP-1082) and joins with member epoch 0 and its subscribed
+  topic names; it leaves with epoch -1; otherwise it echoes the epoch it was last given.
+* The group epoch goes up when a member joins or leaves, changes its subscription, or when the
+  subscribed topics change (created, deleted, more partitions).
+* When the group epoch is ahead of the assignment epoch the coordinator computes a new target
+  assignment for everybody (``assignor``) and stamps it with the group epoch.
+* A member is brought to the target on its own next heartbeat: its epoch becomes the assignment
+  epoch and its partitions the target's. Share groups have no revocation handshake.
+* A member that has not heartbeated for the session timeout is removed as if it had left.
+
+Time comes in as ``now_ms``; what the outside world must do comes out as effects (a member left:
+release its records; partitions became subscribed: initialize their share state).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from kemu.coordinator.group import assignor
+from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.registry import GroupRegistry
+from kemu.protocol.errors import ErrorCode
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+GROUP_TYPE = "share"
+PROTOCOL_TYPE = "share"
+ASSIGNOR_NAME = "simple"
+
+
+class GroupError(Exception):
+    """A request the coordinator refuses, with the error code Kafka answers."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMeta:
+    topic_id: uuid.UUID
+    partitions: int
+
+
+TopicLookup = Callable[[str], TopicMeta | None]
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipSettings:
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    max_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMember:
+    member_id: str
+    member_epoch: int = JOIN_EPOCH
+    previous_member_epoch: int = LEAVE_EPOCH
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: frozenset[str] = frozenset()
+    assigned: frozenset[TopicPartition] = frozenset()
+    session_deadline_ms: int = 0
+
+
+@dataclass(eq=False)
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+    target: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
+    # The subscribed topics as last seen; a difference bumps the group epoch.
+    subscribed_metadata: dict[str, TopicMeta] = field(default_factory=dict)
+    # Share partitions whose state was initialized for this group (offsets admin lists these).
+    initialized: dict[uuid.UUID, set[int]] = field(default_factory=dict)
+
+    group_type = GROUP_TYPE
+    protocol_type = PROTOCOL_TYPE
+
+    @property
+    def state_name(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def subscribed_topic_names(self) -> set[str]:
+        return {name for member in self.members.values() for name in member.subscribed_topic_names}
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRemoved:
+    """The member is gone: its acquired records must be released."""
+
+    group_id: str
+    member_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class InitializePartitions:
+    """These share partitions became subscribed: create their share state (start offset -1)."""
+
+    group_id: str
+    state_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+Effect = MemberRemoved | InitializePartitions
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: frozenset[TopicPartition] | None
+    effects: tuple[Effect, ...] = ()
+
+
+SettingsProvider = Callable[[str], MembershipSettings]
+
+
+class ShareGroupCoordinator:
+    def __init__(self, registry: GroupRegistry, settings: SettingsProvider) -> None:
+        self.registry = registry
+        self.settings = settings
+
+    # --- ShareGroupHeartbeat -------------------------------------------------------------------
+
+    def heartbeat(
+        self, request: HeartbeatRequest, topics: TopicLookup, now_ms: int
+    ) -> HeartbeatResult:
+        validate_heartbeat(request)
+        if request.member_epoch == LEAVE_EPOCH:
+            return self._leave(request)
+        joining = request.member_epoch == JOIN_EPOCH
+        group = self._share_group(request.group_id, create=joining)
+        settings = self.settings(request.group_id)
+        if len(group.members) >= settings.max_size and request.member_id not in group.members:
+            raise GroupError(
+                ErrorCode.group_max_size_reached,
+                f"The share group has reached its maximum capacity of {settings.max_size} members.",
+            )
+        member = group.members.get(request.member_id)
+        if member is None:
+            if not joining:
+                raise _unknown_member(request.member_id, group.group_id)
+            member = ShareMember(request.member_id)
+        _check_member_epoch(member, request.member_epoch)
+
+        subscribed = (
+            frozenset(request.subscribed_topic_names)
+            if request.subscribed_topic_names is not None
+            else member.subscribed_topic_names
+        )
+        updated = replace(
+            member,
+            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            subscribed_topic_names=subscribed,
+            session_deadline_ms=now_ms + settings.session_timeout_ms,
+        )
+        group.members[updated.member_id] = updated
+        bump = subscribed != member.subscribed_topic_names
+        metadata = _subscribed_metadata(group.subscribed_topic_names(), topics)
+        if metadata != group.subscribed_metadata:
+            group.subscribed_metadata = metadata
+            bump = True
+        if bump:
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target(group)
+        updated = _reconcile(group, updated)
+        group.members[updated.member_id] = updated
+        if self.registry.get(group.group_id) is not group:
+            self.registry.put(group)
+
+        full_request = request.subscribed_topic_names is not None
+        send_assignment = joining or full_request or updated.assigned != member.assigned
+        effects: list[Effect] = []
+        initialize = _newly_subscribed(group)
+        if initialize:
+            effects.append(InitializePartitions(group.group_id, group.group_epoch, initialize))
+        return HeartbeatResult(
+            member_id=updated.member_id,
+            member_epoch=updated.member_epoch,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            assignment=updated.assigned if send_assignment else None,
+            effects=tuple(effects),
+        )
+
+    def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
+        group = self._share_group(request.group_id, create=False)
+        if request.member_id not in group.members:
+            raise _unknown_member(request.member_id, group.group_id)
+        effect = self._remove_member(group, request.member_id, "the member left the group")
+        return HeartbeatResult(request.member_id, LEAVE_EPOCH, 0, None, (effect,))
+
+    # --- session expiry ------------------------------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [
+            m.session_deadline_ms for g in self._share_groups() for m in g.members.values()
+        ]
+        return min(deadlines) if deadlines else None
+
+    def expire_sessions(self, now_ms: int) -> list[Effect]:
+        effects: list[Effect] = []
+        for group in self._share_groups():
+            for member in list(group.members.values()):
+                if member.session_deadline_ms <= now_ms:
+                    effects.append(
+                        self._remove_member(group, member.member_id, "the member session expired")
+                    )
+        return effects
+
+    # --- lookups for the other share-group APIs ------------------------------------------------
+
+    def describe(self, group_id: str) -> ShareGroup:
+        return self._share_group(group_id, create=False)
+
+    def empty_group_for_offsets(self, group_id: str, *, create: bool) -> ShareGroup:
+        """The group whose offsets an admin alters or deletes: it must have no members."""
+        group = self._share_group(group_id, create=create)
+        if group.members:
+            raise GroupError(ErrorCode.non_empty_group, "The group is not empty.")
+        if self.registry.get(group_id) is not group:
+            self.registry.put(group)
+        return group
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _share_groups(self) -> Iterable[ShareGroup]:
+        return [g for g in self.registry if isinstance(g, ShareGroup)]
+
+    def _share_group(self, group_id: str, *, create: bool) -> ShareGroup:
+        found = self.registry.get(group_id)
+        if found is None:
+            if not create:
+                raise GroupError(ErrorCode.group_id_not_found, f"Share group {group_id} not found.")
+            return ShareGroup(group_id)
+        if not isinstance(found, ShareGroup):
+            raise GroupError(
+                ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."
+            )
+        return found
+
+    def _remove_member(self, group: ShareGroup, member_id: str, reason: str) -> MemberRemoved:
+        del group.members[member_id]
+        group.target.pop(member_id, None)
+        group.subscribed_metadata = {
+            name: meta
+            for name, meta in group.subscribed_metadata.items()
+            if name in group.subscribed_topic_names()
+        }
+        group.group_epoch += 1
+        return MemberRemoved(group.group_id, member_id, reason)
+
+    def _update_target(self, group: ShareGroup) -> None:
+        metadata = group.subscribed_metadata
+        subscriptions = {
+            member.member_id: frozenset(
+                metadata[name].topic_id
+                for name in member.subscribed_topic_names
+                if name in metadata
+            )
+            for member in group.members.values()
+        }
+        counts = {meta.topic_id: meta.partitions for meta in metadata.values()}
+        group.target = assignor.assign(subscriptions, counts, group.target)
+        group.assignment_epoch = group.group_epoch
+
+
+def validate_heartbeat(request: HeartbeatRequest) -> None:
+    """Kafka's ``throwIfShareGroupHeartbeatRequestIsInvalid``."""
+    if not request.member_id.strip():
+        raise GroupError(ErrorCode.invalid_request, "MemberId can't be empty.")
+    if not request.group_id.strip():
+        raise GroupError(ErrorCode.invalid_request, "GroupId can't be empty.")
+    if request.rack_id is not None and not request.rack_id.strip():
+        raise GroupError(ErrorCode.invalid_request, "RackId can't be empty.")
+    if request.member_epoch == JOIN_EPOCH:
+        if not request.subscribed_topic_names:
+            raise GroupError(
+                ErrorCode.invalid_request, "SubscribedTopicNames must be set in first request."
+            )
+    elif request.member_epoch < LEAVE_EPOCH:
+        raise GroupError(ErrorCode.invalid_request, "MemberEpoch is invalid.")
+
+
+def _unknown_member(member_id: str, group_id: str) -> GroupError:
+    return GroupError(
+        ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group_id}."
+    )
+
+
+def _check_member_epoch(member: ShareMember, received: int) -> None:
+    # The previous epoch is accepted: the response that carried the new one may have been lost.
+    if received > member.member_epoch or (
+        received < member.member_epoch and received != member.previous_member_epoch
+    ):
+        relation = "greater" if received > member.member_epoch else "smaller"
+        raise GroupError(
+            ErrorCode.fenced_member_epoch,
+            f"The share group member has a {relation} member epoch ({received}) than the one "
+            "known by the group coordinator "
+            f"({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+
+
+def _subscribed_metadata(names: set[str], topics: TopicLookup) -> dict[str, TopicMeta]:
+    metadata: dict[str, TopicMeta] = {}
+    for name in sorted(names):
+        meta = topics(name)
+        if meta is not None:
+            metadata[name] = meta
+    return metadata
+
+
+def _reconcile(group: ShareGroup, member: ShareMember) -> ShareMember:
+    if member.member_epoch == group.assignment_epoch:
+        return member
+    return replace(
+        member,
+        previous_member_epoch=member.member_epoch,
+        member_epoch=group.assignment_epoch,
+        assigned=group.target.get(member.member_id, frozenset()),
+    )
+
+
+def _newly_subscribed(group: ShareGroup) -> tuple[TopicPartition, ...]:
+    fresh: list[TopicPartition] = []
+    for meta in group.subscribed_metadata.values():
+        done = group.initialized.setdefault(meta.topic_id, set())
+        for index in range(meta.partitions):
+            if index not in done:
+                done.add(index)
+                fresh.append((meta.topic_id, index))
+    return tuple(fresh)
