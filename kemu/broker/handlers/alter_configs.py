@@ -1,0 +1,49 @@
+"""AlterConfigs (key 33), v0-v2: the legacy, replace-everything form.
+
+Each resource's explicit configs become exactly the ones given (those left out are deleted),
+through the resource types registered in ``kemu.broker.config_resources`` (TOPIC and BROKER;
+GROUP can be registered there). Kafka's checks: a resource named twice is INVALID_REQUEST
+("Each resource must appear at most once."), as are duplicate keys and null values; topic
+values Kafka would refuse are INVALID_CONFIG with its message, an unknown topic
+UNKNOWN_TOPIC_OR_PARTITION; broker configs that are not dynamic are INVALID_REQUEST ("Cannot
+update these configs dynamically: ..."), and BROKER "<id>" must be the receiving broker.
+Changes apply at once (produce, fetch and retention read topic configs on every use) and are
+persisted with the metadata. ``validate_only`` checks and changes nothing.
+
+Omissions: no alter-config policy, no authorizer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kemu.broker.config_resources import ConfigChange, OpType, alter_all
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+
+API_KEY = 33
+
+
+@handler(API_KEY, 0, 2)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    resources = [
+        (
+            resource.resource_type,
+            resource.resource_name,
+            [ConfigChange(c.name, OpType.SET, c.value) for c in resource.configs],
+        )
+        for resource in request.resources
+    ]
+    outcomes = alter_all(ctx, resources, incremental=False, validate_only=request.validate_only)
+    return ctx.respond(
+        responses=tuple(
+            ctx.make(
+                "AlterConfigsResourceResponse",
+                error_code=code,
+                error_message=message,
+                resource_type=type_id,
+                resource_name=name,
+            )
+            for type_id, name, code, message in outcomes
+        )
+    )

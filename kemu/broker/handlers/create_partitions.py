@@ -1,0 +1,96 @@
+"""CreatePartitions (key 37), v0-v3.
+
+Raises a topic's partition count. Kafka's checks and messages: a topic named twice is
+INVALID_REQUEST, an unknown one UNKNOWN_TOPIC_OR_PARTITION, a count that is not an increase
+INVALID_PARTITIONS ("Topic already has N partition(s)." / "... would not be an increase."), and
+manual assignments must cover exactly the new partitions with registered brokers, once each,
+as many as the topic's replication factor (INVALID_REPLICA_ASSIGNMENT). ``validate_only``
+checks and changes nothing. New partitions start empty with leader epoch 0.
+
+Omissions: no authorizer, no controller mutation quota.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kemu.broker.cluster import Topic
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.broker.replica_assignment import AssignmentError, check_manual_assignment
+from kemu.protocol.errors import ErrorCode, default_message
+
+API_KEY = 37
+
+
+class PartitionsError(Exception):
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message or default_message(code)
+
+
+@handler(API_KEY, 0, 3)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    counts = Counter(topic.name for topic in request.topics)
+    results = []
+    reported: set[str] = set()
+    for topic in request.topics:
+        name = topic.name
+        if name in reported:
+            continue
+        code, message = ErrorCode.none, None
+        if counts[name] > 1:
+            reported.add(name)
+            code, message = ErrorCode.invalid_request, "Duplicate topic name."
+        else:
+            try:
+                _grow(ctx, topic, request.validate_only)
+            except PartitionsError as error:
+                code, message = error.code, error.message
+        results.append(
+            ctx.make(
+                "CreatePartitionsTopicResult", name=name, error_code=code, error_message=message
+            )
+        )
+    return ctx.respond(results=tuple(results))
+
+
+def _grow(ctx: RequestContext, request: Any, validate_only: bool) -> None:
+    cluster = ctx.cluster
+    topic = cluster.topics.get(request.name)
+    if topic is None:
+        raise PartitionsError(ErrorCode.unknown_topic_or_partition)
+    current = len(topic.partitions)
+    if request.count == current:
+        raise PartitionsError(
+            ErrorCode.invalid_partitions, f"Topic already has {current} partition(s)."
+        )
+    if request.count < current:
+        raise PartitionsError(
+            ErrorCode.invalid_partitions,
+            f"The topic {topic.name} currently has {current} partition(s); {request.count} "
+            "would not be an increase.",
+        )
+    assignments = _assignments(ctx, topic, request) if request.assignments is not None else None
+    if not validate_only:
+        cluster.add_partitions(topic.name, request.count, assignments)
+
+
+def _assignments(ctx: RequestContext, topic: Topic, request: Any) -> list[list[int]]:
+    additional = request.count - len(topic.partitions)
+    if len(request.assignments) != additional:
+        raise PartitionsError(
+            ErrorCode.invalid_replica_assignment,
+            f"Attempted to add {additional} additional partition(s), but only "
+            f"{len(request.assignments)} assignment(s) were specified.",
+        )
+    replicas = [list(assignment.broker_ids) for assignment in request.assignments]
+    replication_factor = len(topic.partitions[0].replicas)  # as Kafka: the first partition's
+    try:
+        for replica_ids in replicas:
+            check_manual_assignment(ctx.cluster, replica_ids, replication_factor)
+    except AssignmentError as error:
+        raise PartitionsError(ErrorCode.invalid_replica_assignment, str(error)) from None
+    return replicas

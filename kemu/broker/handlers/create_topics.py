@@ -1,0 +1,220 @@
+"""CreateTopics (key 19), v2-v7.
+
+Any broker accepts it (a KRaft broker forwards to the controller; kemu has one model). Per topic,
+in Kafka's order and with its messages: a name given twice is INVALID_REQUEST, a bad name
+INVALID_TOPIC_EXCEPTION (also a '.'/'_' collision with an existing topic), an existing one
+TOPIC_ALREADY_EXISTS, null or invalid configs INVALID_CONFIG. ``num_partitions`` /
+``replication_factor`` of -1 take the broker's ``num.partitions`` / ``default.replication.factor``;
+other non-positive values are INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR, as is a factor
+above the number of brokers. Manual assignments need both counts at -1 (INVALID_REQUEST
+otherwise) and must name registered brokers, once each, the same number per partition, for
+partitions 0..n-1 (INVALID_REPLICA_ASSIGNMENT). ``validate_only`` checks everything and creates
+nothing. v5+ answers with the topic id, partition count, replication factor and every resolved
+topic config (value, source, read-only, sensitive).
+
+Omissions: no create-topic policy and no authorizer; replica placement is kemu's round-robin,
+not Kafka's rack-aware striping.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+from kemu.broker.cluster import Cluster, TopicError, topic_name_problem
+from kemu.broker.config_resources import topic_config_entries, topic_config_problem
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.broker.replica_assignment import AssignmentError, check_manual_assignment
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 19
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+
+
+class CreateError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@handler(API_KEY, 2, 7)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    counts = Counter(topic.name for topic in request.topics)
+    results = []
+    reported: set[str] = set()
+    for topic in request.topics:
+        if topic.name in reported:
+            continue
+        if counts[topic.name] > 1:
+            reported.add(topic.name)
+            results.append(
+                _failure(ctx, topic.name, ErrorCode.invalid_request, "Duplicate topic name.")
+            )
+            continue
+        try:
+            results.append(_create(ctx, topic, request.validate_only))
+        except CreateError as error:
+            results.append(_failure(ctx, topic.name, error.code, error.message))
+    return ctx.respond(topics=tuple(results))
+
+
+def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+    cluster = ctx.cluster
+    name = topic.name
+    if name == CLUSTER_METADATA_TOPIC:
+        raise CreateError(
+            ErrorCode.invalid_request,
+            f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+        )
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise CreateError(ErrorCode.invalid_topic_exception, f"Topic name is invalid: {problem}")
+    if name in cluster.topics:
+        raise CreateError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+    colliding = _colliding_topic(cluster, name)
+    if colliding is not None:
+        raise CreateError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic '{name}' collides with existing topic: {colliding}",
+        )
+    configs = {config.name: config.value for config in topic.configs}
+    problem = topic_config_problem(configs)
+    if problem is not None:
+        raise CreateError(ErrorCode.invalid_config, problem)
+    explicit = {key: value for key, value in configs.items() if value is not None}
+    assignments = _assignments(cluster, topic) if topic.assignments else None
+    if assignments is not None:
+        partitions, replication = len(assignments), len(assignments[0])
+    else:
+        partitions, replication = _counts(cluster, topic)
+    topic_id = uuid.uuid4()
+    if not validate_only:
+        try:
+            created = cluster.create_topic(
+                name, partitions, replication, explicit, assignments=assignments
+            )
+        except TopicError as error:
+            raise CreateError(error.code, error.message) from None
+        topic_id = created.topic_id
+    return ctx.make(
+        "CreatableTopicResult",
+        name=name,
+        topic_id=topic_id,
+        error_code=ErrorCode.none,
+        error_message=None,
+        topic_config_error_code=ErrorCode.none,
+        num_partitions=partitions,
+        replication_factor=replication,
+        configs=_configs(ctx, explicit) if ctx.version >= 5 else (),
+    )
+
+
+def _colliding_topic(cluster: Cluster, name: str) -> str | None:
+    """Kafka refuses names that differ from an existing one only by '.' versus '_' (they would
+    share metric names)."""
+    if "." not in name and "_" not in name:
+        return None
+    unified = name.replace(".", "_")
+    for existing in cluster.topics:
+        if existing != name and existing.replace(".", "_") == unified:
+            return existing
+    return None
+
+
+def _counts(cluster: Cluster, topic: Any) -> tuple[int, int]:
+    if topic.replication_factor < -1 or topic.replication_factor == 0:
+        raise CreateError(
+            ErrorCode.invalid_replication_factor,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    if topic.num_partitions < -1 or topic.num_partitions == 0:
+        raise CreateError(
+            ErrorCode.invalid_partitions,
+            "Number of partitions was set to an invalid non-positive value.",
+        )
+    partitions = (
+        cluster.config.get_int("num.partitions")
+        if topic.num_partitions == -1
+        else topic.num_partitions
+    )
+    replication = (
+        cluster.config.get_int("default.replication.factor")
+        if topic.replication_factor == -1
+        else topic.replication_factor
+    )
+    brokers = len(cluster.nodes)
+    if replication > brokers:
+        raise CreateError(
+            ErrorCode.invalid_replication_factor,
+            f"Unable to replicate the partition {replication} time(s): The target replication "
+            f"factor of {replication} cannot be reached because only {brokers} broker(s) are "
+            "registered.",
+        )
+    return partitions, replication
+
+
+def _assignments(cluster: Cluster, topic: Any) -> list[list[int]]:
+    if topic.replication_factor != -1:
+        raise CreateError(
+            ErrorCode.invalid_request,
+            "A manual partition assignment was specified, but replication factor was not set "
+            "to -1.",
+        )
+    if topic.num_partitions != -1:
+        raise CreateError(
+            ErrorCode.invalid_request,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    by_index: dict[int, list[int]] = {}
+    replication: int | None = None
+    try:
+        for assignment in topic.assignments:
+            index = assignment.partition_index
+            if index in by_index:
+                raise CreateError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Found multiple manual partition assignments for partition {index}",
+                )
+            replicas = list(assignment.broker_ids)
+            check_manual_assignment(cluster, replicas, replication)
+            replication = len(replicas)
+            by_index[index] = replicas
+    except AssignmentError as error:
+        raise CreateError(ErrorCode.invalid_replica_assignment, str(error)) from None
+    if sorted(by_index) != list(range(len(by_index))):
+        raise CreateError(
+            ErrorCode.invalid_replica_assignment,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    return [by_index[i] for i in range(len(by_index))]
+
+
+def _configs(ctx: RequestContext, explicit: dict[str, str]) -> tuple[Any, ...]:
+    return tuple(
+        ctx.make(
+            "CreatableTopicConfigs",
+            name=entry.name,
+            value=None if entry.is_sensitive else entry.value,
+            read_only=entry.read_only,
+            config_source=int(entry.source),
+            is_sensitive=entry.is_sensitive,
+        )
+        for entry in topic_config_entries(ctx.cluster.config, explicit)
+    )
+
+
+def _failure(ctx: RequestContext, name: str, code: ErrorCode, message: str | None) -> Any:
+    return ctx.make(
+        "CreatableTopicResult",
+        name=name,
+        topic_id=uuid.UUID(int=0),
+        error_code=code,
+        error_message=message,
+        topic_config_error_code=ErrorCode.none,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=(),
+    )

@@ -1,0 +1,142 @@
+"""DeleteTopics (key 20), v1-v6.
+
+Topics by name (v1-v5 ``topic_names``), or from v6 by name or by id (``topics``). Kafka's checks
+and messages: a name or id given twice is INVALID_REQUEST ("Duplicate topic name." / "Duplicate
+topic id."), as are an entry with both or neither, and a name that maps to an id also given; an
+unknown name is UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. With
+``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED (INVALID_REQUEST before
+v3). A deleted topic's log goes away and it is dropped from every fetch session.
+
+Deliberate difference: kemu refuses to delete its internal topics (``__consumer_offsets``,
+``__transaction_state``, ``__share_group_state``) with INVALID_REQUEST, because its
+coordinators keep their state there; Kafka lets an admin delete them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kemu.broker.cluster import INTERNAL_TOPICS
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.broker.handlers.fetch import fetch_sessions
+from kemu.protocol.errors import ErrorCode, default_message
+
+API_KEY = 20
+ZERO_UUID = uuid.UUID(int=0)
+
+Outcome = tuple[str | None, uuid.UUID, ErrorCode, str | None]
+
+
+@handler(API_KEY, 1, 6)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version >= 6:
+        entries = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
+    else:
+        entries = [(name, ZERO_UUID) for name in request.topic_names]
+    if not ctx.cluster.config.get_bool("delete.topic.enable"):
+        outcomes = [_disabled(ctx, name, topic_id) for name, topic_id in entries]
+    else:
+        outcomes = _delete(ctx, entries)
+    return ctx.respond(
+        responses=tuple(
+            ctx.make(
+                "DeletableTopicResult",
+                name=name,
+                topic_id=topic_id,
+                error_code=code,
+                error_message=message,
+            )
+            for name, topic_id, code, message in outcomes
+        )
+    )
+
+
+def _disabled(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> Outcome:
+    if ctx.version < 3:
+        return name, topic_id, ErrorCode.invalid_request, "Topic deletion is disabled."
+    code = ErrorCode.topic_deletion_disabled
+    return name, topic_id, code, default_message(code)
+
+
+def _error(
+    name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str | None = None
+) -> Outcome:
+    return name, topic_id, code, message or default_message(code)
+
+
+def _delete(ctx: RequestContext, entries: list[tuple[str | None, uuid.UUID]]) -> list[Outcome]:
+    cluster = ctx.cluster
+    outcomes: list[Outcome] = []
+    names: list[str] = []
+    ids: list[uuid.UUID] = []
+    for name, topic_id in entries:
+        if name is None and topic_id == ZERO_UUID:
+            outcomes.append(
+                _error(
+                    None,
+                    ZERO_UUID,
+                    ErrorCode.invalid_request,
+                    "Neither topic name nor id were specified.",
+                )
+            )
+        elif name is not None and topic_id != ZERO_UUID:
+            outcomes.append(
+                _error(
+                    name,
+                    topic_id,
+                    ErrorCode.invalid_request,
+                    "You may not specify both topic name and topic id.",
+                )
+            )
+        elif name is not None:
+            names.append(name)
+        else:
+            ids.append(topic_id)
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        outcomes.append(_error(name, ZERO_UUID, ErrorCode.invalid_request, "Duplicate topic name."))
+    duplicate_ids = {i for i in ids if ids.count(i) > 1}
+    for topic_id in sorted(duplicate_ids):
+        outcomes.append(_error(None, topic_id, ErrorCode.invalid_request, "Duplicate topic id."))
+
+    to_delete: dict[uuid.UUID, str] = {}
+    for topic_id in dict.fromkeys(i for i in ids if i not in duplicate_ids):
+        found = cluster.topics_by_id.get(topic_id)
+        if found is None:
+            outcomes.append(_error(None, topic_id, ErrorCode.unknown_topic_id))
+        else:
+            to_delete[topic_id] = found.name
+    for name in dict.fromkeys(n for n in names if names.count(n) == 1):
+        topic = cluster.topics.get(name)
+        if topic is None:
+            outcomes.append(_error(name, ZERO_UUID, ErrorCode.unknown_topic_or_partition))
+        elif topic.topic_id in to_delete:
+            del to_delete[topic.topic_id]
+            outcomes.append(
+                _error(
+                    name,
+                    topic.topic_id,
+                    ErrorCode.invalid_request,
+                    "The provided topic name maps to an ID that was already supplied.",
+                )
+            )
+        else:
+            to_delete[topic.topic_id] = name
+
+    sessions = fetch_sessions(ctx.runtime)
+    for topic_id, name in to_delete.items():
+        if name in INTERNAL_TOPICS:
+            outcomes.append(
+                _error(
+                    name,
+                    topic_id,
+                    ErrorCode.invalid_request,
+                    f"Topic {name} is an internal topic of kemu and cannot be deleted.",
+                )
+            )
+            continue
+        cluster.delete_topic(name)
+        sessions.remove_topic({name, topic_id})
+        outcomes.append((name, topic_id, ErrorCode.none, None))
+    return outcomes

@@ -1,0 +1,108 @@
+"""DescribeTopicPartitions (key 75), v0.
+
+Topics (all of them when the list is empty) in name order with their partitions, at most
+``response_partition_limit`` partitions per response (capped at 2000 as Kafka's
+``max.request.partition.size.limit``, at least 1); ``next_cursor`` says where to continue, and a
+request's ``cursor`` resumes there (the cursor's topic must be in a non-empty topic list and its
+partition must not be negative, else every topic gets INVALID_REQUEST). Named topics that do not
+exist get UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name). Every replica
+is in sync; eligible leader replicas are empty.
+
+Omissions: no authorizer, so every topic operation is reported allowed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kemu.broker.cluster import INTERNAL_TOPICS, Topic, topic_name_problem
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.broker.handlers.metadata import ALL_TOPIC_OPERATIONS
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 75
+MAX_PARTITIONS_PER_RESPONSE = 2000  # Kafka's max.request.partition.size.limit default
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@handler(API_KEY, 0, 0)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cluster = ctx.cluster
+    cursor = request.cursor
+    cursor_topic = cursor.topic_name if cursor is not None else ""
+    describe_all = not request.topics
+    requested = cluster.topics if describe_all else [t.name for t in request.topics]
+    names = sorted({name for name in requested if name >= cursor_topic})
+    if cursor is not None and (
+        (not describe_all and cursor.topic_name not in names) or cursor.partition_index < 0
+    ):
+        return ctx.respond(
+            topics=tuple(_missing(ctx, t.name, ErrorCode.invalid_request) for t in request.topics),
+            next_cursor=None,
+        )
+    remaining = max(min(MAX_PARTITIONS_PER_RESPONSE, request.response_partition_limit), 1)
+    topics = []
+    next_cursor = None
+    for name in names:
+        if remaining == 0:
+            next_cursor = ctx.make("Cursor", topic_name=name, partition_index=0)
+            break
+        topic = cluster.topics.get(name)
+        if topic is None:
+            if not describe_all:
+                code = (
+                    ErrorCode.invalid_topic_exception
+                    if topic_name_problem(name)
+                    else ErrorCode.unknown_topic_or_partition
+                )
+                topics.append(_missing(ctx, name, code))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        end = min(len(topic.partitions), start + remaining)
+        topics.append(_topic(ctx, topic, start, end))
+        if end < len(topic.partitions):
+            next_cursor = ctx.make("Cursor", topic_name=name, partition_index=end)
+            break
+        remaining -= max(end - start, 0)
+    return ctx.respond(topics=tuple(topics), next_cursor=next_cursor)
+
+
+def _topic(ctx: RequestContext, topic: Topic, start: int, end: int) -> Any:
+    partitions = tuple(
+        ctx.make(
+            "DescribeTopicPartitionsResponsePartition",
+            error_code=ErrorCode.none,
+            partition_index=p.index,
+            leader_id=p.leader_id,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=tuple(p.replicas),
+            isr_nodes=tuple(p.replicas),
+            eligible_leader_replicas=(),
+            last_known_elr=(),
+            offline_replicas=(),
+        )
+        for p in topic.partitions[start:end]
+    )
+    return ctx.make(
+        "DescribeTopicPartitionsResponseTopic",
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=partitions,
+        topic_authorized_operations=ALL_TOPIC_OPERATIONS,
+    )
+
+
+def _missing(ctx: RequestContext, name: str, code: ErrorCode) -> Any:
+    return ctx.make(
+        "DescribeTopicPartitionsResponseTopic",
+        error_code=code,
+        name=name,
+        topic_id=ZERO_UUID,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=(),
+        topic_authorized_operations=-(2**31),
+    )

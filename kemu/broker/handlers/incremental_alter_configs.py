@@ -1,0 +1,49 @@
+"""IncrementalAlterConfigs (key 44), v0-v1.
+
+Per config: SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) to a LIST config (starting from
+its default when it has no explicit value; INVALID_CONFIG "Can't APPEND to key ... because its
+type is not LIST." otherwise), through the resource types registered in
+``kemu.broker.config_resources`` (TOPIC and BROKER; GROUP can be registered there). Kafka's
+checks and messages as for AlterConfigs: duplicate resources or keys and null values for
+anything but DELETE are INVALID_REQUEST, bad topic values INVALID_CONFIG, unknown topics
+UNKNOWN_TOPIC_OR_PARTITION, non-dynamic broker configs INVALID_REQUEST. Changes apply at once
+and are persisted; ``validate_only`` checks and changes nothing.
+
+Omissions: no alter-config policy, no authorizer; BROKER_LOGGER and CLIENT_METRICS resources
+are not served.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kemu.broker.config_resources import ConfigChange, alter_all
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+
+API_KEY = 44
+
+
+@handler(API_KEY, 0, 1)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    resources = [
+        (
+            resource.resource_type,
+            resource.resource_name,
+            [ConfigChange(c.name, c.config_operation, c.value) for c in resource.configs],
+        )
+        for resource in request.resources
+    ]
+    outcomes = alter_all(ctx, resources, incremental=True, validate_only=request.validate_only)
+    return ctx.respond(
+        responses=tuple(
+            ctx.make(
+                "AlterConfigsResourceResponse",
+                error_code=code,
+                error_message=message,
+                resource_type=type_id,
+                resource_name=name,
+            )
+            for type_id, name, code, message in outcomes
+        )
+    )
