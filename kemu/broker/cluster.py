@@ -160,9 +160,10 @@ class Cluster:
                     index,
                     replicas[0],
                     replicas,
-                    self.log_factory(name, index),
+                    self._new_log(name, index) if persist else self.log_factory(name, index),
                 )
             )
+        self.apply_log_configs(topic)
         self.topics[name] = topic
         self.topics_by_id[topic.topic_id] = topic
         if persist:
@@ -186,10 +187,27 @@ class Cluster:
                     index,
                     replicas[0],
                     replicas,
-                    self.log_factory(name, index),
+                    self._new_log(name, index),
                 )
             )
+        self.apply_log_configs(topic)
         self.save_metadata()
+
+    def _new_log(self, name: str, index: int) -> PartitionLog:
+        """The log of a partition that did not exist before: files left behind by an earlier
+        topic of the same name (a crash mid-delete or mid-create) must not leak into it."""
+        if self.data_dir is not None:
+            _remove_tree(self.data_dir / f"{name}-{index}")
+        return self.log_factory(name, index)
+
+    def apply_log_configs(self, topic: Topic) -> None:
+        """Hand a topic's segment settings to its logs (on creation and on config changes)."""
+        for partition in topic.partitions:
+            partition.log.configure(
+                segment_bytes=topic.config.get_int("segment.bytes"),
+                segment_ms=topic.config.get_int("segment.ms"),
+                index_interval_bytes=topic.config.get_int("index.interval.bytes"),
+            )
 
     def delete_topic(self, name: str) -> Topic:
         topic = self.topics.pop(name)

@@ -85,6 +85,11 @@ class PartitionLog(ABC):
         self, *, now_ms: int, retention_ms: int, retention_bytes: int
     ) -> None: ...
 
+    def configure(  # noqa: B027 - memory logs have no segments
+        self, *, segment_bytes: int, segment_ms: int, index_interval_bytes: int
+    ) -> None:
+        """Take the topic's ``segment.bytes``, ``segment.ms`` and ``index.interval.bytes``."""
+
     def recovered_producers(self) -> dict[int, RecoveredProducer]:
         """Idempotent-producer state found in the log when it was opened (none in memory)."""
         return {}

@@ -343,20 +343,11 @@ class SegmentLog(PartitionLog):
         self._readers.clear()
         self._active_fd = self._index_fd = -1
 
-    def configure(
-        self,
-        *,
-        segment_bytes: int | None = None,
-        segment_ms: int | None = None,
-        index_interval_bytes: int | None = None,
-    ) -> None:
-        """Apply a topic's ``segment.bytes`` / ``segment.ms`` / ``index.interval.bytes``."""
-        if segment_bytes is not None:
-            self.segment_bytes = segment_bytes
-        if segment_ms is not None:
-            self.segment_ms = segment_ms
-        if index_interval_bytes is not None:
-            self.index_interval_bytes = index_interval_bytes
+    def configure(self, *, segment_bytes: int, segment_ms: int, index_interval_bytes: int) -> None:
+        # takes effect from the next append, as a changed segment.bytes does in Kafka
+        self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms
+        self.index_interval_bytes = index_interval_bytes
 
     @property
     def segment_base_offsets(self) -> list[int]:

@@ -17,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from kemu.broker.cluster import BrokerNode, Cluster
+from kemu.broker.config import BrokerConfig
 from kemu.broker.partition import Partition
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import BatchHeader, build_batch, read_header
@@ -441,3 +443,48 @@ def test_any_cut_of_the_last_segment_keeps_exactly_the_whole_batches_before_it(
     assert reopened.log_end_offset == kept_end
     assert last.stat().st_size == position
     assert_same(reopened, model)
+
+
+# --- with the cluster's topic catalogue ----------------------------------------------------
+
+
+def _cluster(data_dir: Path) -> Cluster:
+    def make(topic: str, index: int) -> PartitionLog:
+        return SegmentLog(data_dir / f"{topic}-{index}")
+
+    nodes = {n: BrokerNode(n, "127.0.0.1", 9000 + n) for n in (1, 2, 3)}
+    cluster = Cluster("cluster-a", nodes, BrokerConfig(), make, data_dir=data_dir)
+    cluster.load_metadata()
+    return cluster
+
+
+def test_catalogue_and_logs_come_back_together(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    topic = cluster.create_topic("orders", 2, 1, {"segment.bytes": "1048576"})
+    log = topic.partitions[1].log
+    assert isinstance(log, SegmentLog) and log.segment_bytes == 1048576
+    for _ in range(3):
+        header, batch = batch_for(log)
+        topic.partitions[1].append([(header, batch)], now_ms=T0)
+    contents = log.read(0, 10**6, upper=9)
+
+    again = _cluster(tmp_path)  # a restart, without closing anything
+    restored = again.topics["orders"]
+    assert restored.topic_id == topic.topic_id
+    assert restored.config.overrides == {"segment.bytes": "1048576"}
+    relog = restored.partitions[1].log
+    assert isinstance(relog, SegmentLog) and relog.segment_bytes == 1048576
+    assert relog.log_end_offset == 9
+    assert relog.read(0, 10**6, upper=9) == contents
+
+
+def test_a_recreated_topic_does_not_inherit_old_files(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    topic = cluster.create_topic("ghost", 1, 1)
+    header, batch = batch_for(topic.partitions[0].log)
+    topic.partitions[0].append([(header, batch)], now_ms=T0)
+    # as if the broker died after creating the files but before saving the catalogue
+    (tmp_path / "kemu-metadata.json").unlink()
+    again = _cluster(tmp_path)
+    assert "ghost" not in again.topics
+    assert again.create_topic("ghost", 1, 1).partitions[0].log.log_end_offset == 0
