@@ -72,6 +72,9 @@ class KemuServer:
         )
         cluster.load_metadata()
         self.runtime = Runtime(cluster=cluster, max_versions=options.max_versions)
+        from kemu.coordinator.share.service import share_persister
+
+        share_persister(self.runtime)  # replays __share_group_state before any request
         self.servers: list[asyncio.Server] = []
         self._background: list[asyncio.Task[None]] = []
 

@@ -87,6 +87,11 @@ def response_schema(api_key: int, api_version: int) -> type[Any]:
     return load_response_schema(api_key, api_version)
 
 
+def request_module(api_key: int, api_version: int) -> ModuleType:
+    """The module holding the request class and its nested classes for one version."""
+    return sys.modules[request_schema(api_key, api_version).__module__]
+
+
 def response_module(api_key: int, api_version: int) -> ModuleType:
     """The module holding the response class and its nested classes for one version."""
     return sys.modules[response_schema(api_key, api_version).__module__]

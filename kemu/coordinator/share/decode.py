@@ -1,0 +1,371 @@
+"""Reading ``__share_group_state`` back: records as JSON lines and the state they add up to.
+
+The log is read like any topic, from a running cluster (``--bootstrap``: Metadata, then Fetch
+from each partition's leader up to its high watermark) or from a data directory (``--data-dir``:
+the segment files, read-only, up to the last whole valid batch). Each record is printed as
+Kafka's ``ShareGroupStateMessageFormatter`` prints it (``{"key":{"type":..,"data":..},
+"value":{"version":..,"data":..}}``, camelCase fields, topic ids in Kafka's base64 form), with
+its partition and offset; then, per share partition, the state the records replay to, through
+the same ``ShareCoordinatorShard.replay`` the coordinator uses.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import uuid
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kemu.coordinator.share.keys import kafka_uuid
+from kemu.coordinator.share.persister import PersistedBatch
+from kemu.coordinator.share.records import (
+    RECORD_TYPE_NAMES,
+    RecordDecodeError,
+    ShareSnapshotValue,
+    StateRecordKey,
+    StateValue,
+    decode_record,
+)
+from kemu.coordinator.share.shard import ShareCoordinatorShard, ShareState
+from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
+from kemu.protocol.records import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_NAMES,
+    BatchHeader,
+    CorruptBatch,
+    read_header,
+)
+
+SHARE_STATE_TOPIC = "__share_group_state"
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+# --- record batches -----------------------------------------------------------------------------
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    """A zigzag varint (record fields) and the position after it."""
+    result = 0
+    shift = 0
+    while True:
+        if position >= len(data):
+            raise CorruptBatch("record ends inside a varint")
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), position
+        shift += 7
+        if shift > 63:
+            raise CorruptBatch("varint longer than 10 bytes")
+
+
+def _varbytes(data: bytes, position: int) -> tuple[bytes | None, int]:
+    length, position = _varint(data, position)
+    if length < 0:
+        return None, position
+    if position + length > len(data):
+        raise CorruptBatch("record field runs past the batch")
+    return data[position : position + length], position + length
+
+
+def batch_records(
+    header: BatchHeader, batch: bytes
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record of a v2 batch; none for a control batch."""
+    if header.is_control:
+        return []
+    body = batch[BATCH_HEADER_SIZE : header.size]
+    if header.compression == 1:
+        body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
+    elif header.compression != 0:
+        name = COMPRESSION_NAMES.get(header.compression, str(header.compression))
+        raise CorruptBatch(f"{name} batches are not readable here")
+    records = []
+    position = 0
+    for _ in range(header.record_count):
+        length, position = _varint(body, position)
+        end = position + length
+        cursor = position + 1  # attributes
+        _timestamp_delta, cursor = _varint(body, cursor)
+        offset_delta, cursor = _varint(body, cursor)
+        key, cursor = _varbytes(body, cursor)
+        value, cursor = _varbytes(body, cursor)
+        records.append((header.base_offset + offset_delta, key, value))
+        position = end  # headers are skipped
+    return records
+
+
+def split_fetched(data: bytes) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Whole batches of fetched bytes; a partial batch at the end is left out, as clients do."""
+    position = 0
+    while len(data) - position >= BATCH_HEADER_SIZE:
+        header = read_header(data, position)
+        if position + header.size > len(data):
+            return
+        yield header, data[position : position + header.size]
+        position += header.size
+
+
+# --- JSON ---------------------------------------------------------------------------------------
+
+
+def _batch_json(batch: PersistedBatch) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "firstOffset": batch.first_offset,
+        "lastOffset": batch.last_offset,
+        "deliveryState": batch.delivery_state,
+        "deliveryCount": batch.delivery_count,
+    }
+    if batch.staged_producer_id != -1:
+        found["stagedProducerId"] = batch.staged_producer_id
+    if batch.staged_producer_epoch != -1:
+        found["stagedProducerEpoch"] = batch.staged_producer_epoch
+    if batch.staged_ack_type != -1:
+        found["stagedAckType"] = batch.staged_ack_type
+    return found
+
+
+def key_json(key: StateRecordKey) -> dict[str, Any]:
+    return {
+        "type": key.record_type,
+        "data": {
+            "groupId": key.group_id,
+            "topicId": kafka_uuid(key.topic_id),
+            "partition": key.partition,
+        },
+    }
+
+
+def value_json(value: StateValue | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    data: dict[str, Any] = {"snapshotEpoch": value.snapshot_epoch}
+    if isinstance(value, ShareSnapshotValue):
+        data["stateEpoch"] = value.state_epoch
+    data["leaderEpoch"] = value.leader_epoch
+    data["startOffset"] = value.start_offset
+    if value.delivery_complete_count != -1:
+        data["deliveryCompleteCount"] = value.delivery_complete_count
+    if isinstance(value, ShareSnapshotValue):
+        data["createTimestamp"] = value.create_timestamp
+        data["writeTimestamp"] = value.write_timestamp
+    data["stateBatches"] = [_batch_json(b) for b in value.state_batches]
+    return {"version": 0, "data": data}
+
+
+def state_json(group_id: str, topic_id: uuid.UUID, partition: int, state: ShareState) -> Any:
+    return {
+        "groupId": group_id,
+        "topicId": kafka_uuid(topic_id),
+        "partition": partition,
+        "snapshotEpoch": state.snapshot_epoch,
+        "stateEpoch": state.state_epoch,
+        "leaderEpoch": state.leader_epoch,
+        "startOffset": state.start_offset,
+        "deliveryCompleteCount": state.delivery_complete_count,
+        "stateBatches": [_batch_json(b) for b in state.batches],
+    }
+
+
+class ShareStateDecoder:
+    """Feed the records of ``__share_group_state`` in log order (per partition)."""
+
+    def __init__(self) -> None:
+        self.shards: dict[int, ShareCoordinatorShard] = {}
+
+    def add(self, record: LogRecord) -> dict[str, Any]:
+        """Decode and replay one record; returns its JSON line."""
+        line: dict[str, Any] = {"partition": record.partition, "offset": record.offset}
+        if record.key is None:
+            line["error"] = "record without a key"
+            return line
+        try:
+            key, value = decode_record(record.key, record.value)
+        except RecordDecodeError as error:
+            line["error"] = str(error)
+            return line
+        shard = self.shards.get(record.partition)
+        if shard is None:
+            shard = self.shards[record.partition] = ShareCoordinatorShard(lambda _: None)
+        shard.replay(key, value)
+        line["recordType"] = RECORD_TYPE_NAMES[key.record_type]
+        line["key"] = key_json(key)
+        line["value"] = value_json(value)
+        return line
+
+    def states(self) -> list[dict[str, Any]]:
+        found = []
+        for index in sorted(self.shards):
+            for key, state in self.shards[index]:
+                found.append(
+                    {
+                        "statePartition": index,
+                        **state_json(key.group_id, key.topic_id, key.partition, state),
+                    }
+                )
+        return found
+
+
+def decode_all(records: Iterable[LogRecord], *, states_only: bool = False) -> Iterator[str]:
+    """JSON lines: every record (unless ``states_only``), then one ``{"state": ...}`` per key."""
+    decoder = ShareStateDecoder()
+    for record in records:
+        line = decoder.add(record)
+        if not states_only:
+            yield json.dumps(line, separators=(",", ":"))
+    for state in decoder.states():
+        yield json.dumps({"state": state}, separators=(",", ":"))
+
+
+# --- sources ------------------------------------------------------------------------------------
+
+
+def read_data_dir(data_dir: Path) -> Iterator[LogRecord]:
+    """Records of ``__share_group_state`` from segment files, without changing them."""
+    from kemu.storage.recovery import scan_batches
+    from kemu.storage.segments import LOG_SUFFIX
+
+    directories = sorted(
+        (int(path.name.rsplit("-", 1)[1]), path)
+        for path in data_dir.glob(f"{SHARE_STATE_TOPIC}-*")
+        if path.is_dir() and path.name.rsplit("-", 1)[1].isdigit()
+    )
+    for partition, directory in directories:
+        for segment in sorted(directory.glob(f"*{LOG_SUFFIX}")):
+            data = segment.read_bytes()
+            found: list[tuple[BatchHeader, int]] = []
+            scan_batches(data, int(segment.stem), _collector(found))
+            for header, position in found:
+                batch = data[position : position + header.size]
+                for offset, key, value in batch_records(header, batch):
+                    yield LogRecord(partition, offset, key, value)
+
+
+def _collector(into: list[tuple[BatchHeader, int]]) -> Callable[[BatchHeader, int], None]:
+    def collect(header: BatchHeader, position: int) -> None:
+        into.append((header, position))
+
+    return collect
+
+
+class _Client:
+    """One blocking connection speaking kio-encoded requests (enough for a decoder)."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.correlation = 0
+
+    def call(self, body: Any) -> Any:
+        self.correlation += 1
+        self.sock.sendall(wire.encode_request_frame(body, self.correlation, "kemu-decode"))
+        size = struct.unpack(">i", self._read(4))[0]
+        _, response = wire.decode_response(body.__api_key__, body.__version__, self._read(size))
+        return response
+
+    def _read(self, size: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < size:
+            chunk = self.sock.recv(size - len(chunks))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            chunks += chunk
+        return bytes(chunks)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+METADATA_VERSION = 12
+FETCH_VERSION = 12
+
+
+def fetch_from_cluster(bootstrap: str, timeout: float = 10.0) -> Iterator[LogRecord]:
+    """Records of ``__share_group_state`` read with Metadata and Fetch, like any consumer."""
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    first = _Client(host, int(port), timeout)
+    clients: dict[tuple[str, int], _Client] = {(host, int(port)): first}
+    try:
+        meta = wire.request_module(3, METADATA_VERSION)
+        metadata = first.call(
+            wire.build(
+                meta.MetadataRequest,
+                topics=(
+                    wire.build(meta.MetadataRequestTopic, name=SHARE_STATE_TOPIC, topic_id=None),
+                ),
+                allow_auto_topic_creation=False,
+            )
+        )
+        brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+        for topic in metadata.topics:
+            if topic.error_code != ErrorCode.none:
+                return
+            for partition in sorted(topic.partitions, key=lambda p: p.partition_index):
+                address = brokers[partition.leader_id]
+                client = clients.get(address)
+                if client is None:
+                    client = clients[address] = _Client(*address, timeout)
+                yield from _fetch_partition(client, partition.partition_index)
+    finally:
+        for client in clients.values():
+            client.close()
+
+
+def _fetch_partition(client: _Client, partition: int) -> Iterator[LogRecord]:
+    module = wire.request_module(1, FETCH_VERSION)
+    offset = 0
+    while True:
+        request = wire.build(
+            module.FetchRequest,
+            replica_id=-1,
+            max_wait=0,
+            min_bytes=0,
+            max_bytes=16 << 20,
+            session_epoch=-1,
+            topics=(
+                wire.build(
+                    module.FetchTopic,
+                    topic=SHARE_STATE_TOPIC,
+                    partitions=(
+                        wire.build(
+                            module.FetchPartition,
+                            partition=partition,
+                            current_leader_epoch=-1,
+                            fetch_offset=offset,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=8 << 20,
+                        ),
+                    ),
+                ),
+            ),
+        )
+        response = client.call(request)
+        data = response.responses[0].partitions[0]
+        if data.error_code == ErrorCode.offset_out_of_range and offset < data.log_start_offset:
+            offset = data.log_start_offset
+            continue
+        if data.error_code != ErrorCode.none:
+            raise ConnectionError(f"fetch of partition {partition}: {data.error_code.name}")
+        progressed = False
+        for header, batch in split_fetched(data.records or b""):
+            for record_offset, key, value in batch_records(header, batch):
+                if record_offset >= offset:
+                    yield LogRecord(partition, record_offset, key, value)
+            offset = max(offset, header.next_offset)
+            progressed = True
+        if not progressed or offset >= data.high_watermark:
+            return

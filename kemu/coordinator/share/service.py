@@ -1,0 +1,310 @@
+"""The share coordinator: ``ShareCoordinatorShard``s over the ``__share_group_state`` log.
+
+One service per process (runtime service ``"share_persister"``) serves every virtual broker: the
+share-partition leaders use it in-process through the ``SharePersister`` protocol, and the
+Initialize/Read/Write/Delete ShareGroupState and ReadShareGroupStateSummary handlers use it for
+requests from the wire (answering NOT_COORDINATOR when the receiving broker does not lead the
+state partition).
+
+An operation computes its records on the shard of the key's state partition, appends them as one
+v2 batch to that partition's log with ``Partition.append``, and only then replays them into the
+shard and answers; so an answer promises exactly the durability of the log (a SegmentLog append
+is in the page cache when it returns, and survives a SIGKILL), and a failed append changes
+nothing. There is no ``await`` between computing and appending, so operations on one event loop
+never interleave.
+
+The topic is created on first use, as Kafka creates it, with Kafka's configs for it
+(``cleanup.policy=delete``, ``retention.ms=-1``, ``compression.type=producer``,
+``segment.bytes=share.coordinator.state.topic.segment.bytes``, ``min.insync.replicas`` from
+``share.coordinator.state.topic.min.isr``, capped by the replication factor since kemu keeps one
+copy), ``share.coordinator.state.topic.num.partitions`` partitions and a replication factor capped
+by the broker count. When the service starts (at server start) every partition of an existing
+topic is replayed from its log start to rebuild the shards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import structlog
+
+from kemu.broker.cluster import BrokerNode, Topic, TopicError
+from kemu.broker.context import Runtime
+from kemu.coordinator.share.decode import batch_records
+from kemu.coordinator.share.keys import coordinator_key, partition_for_key_string
+from kemu.coordinator.share.persister import (
+    PersistedBatch,
+    ReadResult,
+    SharePartitionKey,
+)
+from kemu.coordinator.share.records import (
+    RecordDecodeError,
+    decode_record,
+    encode_key,
+    encode_value,
+)
+from kemu.coordinator.share.shard import ShardResult, ShareCoordinatorShard
+from kemu.protocol.errors import ErrorCode
+from kemu.protocol.records import CorruptBatch, build_batch, read_header
+
+log = structlog.get_logger("kemu.share_coordinator")
+
+SERVICE = "share_persister"
+SHARE_STATE_TOPIC = "__share_group_state"
+NOT_COORDINATOR_MESSAGE = "This is not the correct coordinator."
+
+DEFAULTS = {
+    "share.coordinator.state.topic.num.partitions": "50",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    "share.coordinator.state.topic.segment.bytes": "104857600",
+    "share.coordinator.snapshot.update.records.per.snapshot": "500",
+}
+
+
+def share_persister(runtime: Runtime) -> ShareCoordinatorService:
+    """The process's share coordinator, created (and its log replayed) on first use."""
+    service: ShareCoordinatorService = runtime.service(SERVICE, ShareCoordinatorService)
+    return service
+
+
+class ShareCoordinatorService:
+    """Implements ``SharePersister`` for the share-partition leaders."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.cluster = runtime.cluster
+        self.shards: dict[int, ShareCoordinatorShard] = {}
+        existing = self.cluster.topics.get(SHARE_STATE_TOPIC)
+        if existing is not None:
+            self._load(existing)
+
+    # --- where state lives -------------------------------------------------------------------
+
+    def _config(self, name: str) -> str:
+        return self.cluster.config.get(name) or DEFAULTS[name]
+
+    @property
+    def num_partitions(self) -> int:
+        """The topic's partition count, or the configured one before it exists (as Kafka)."""
+        existing = self.cluster.topics.get(SHARE_STATE_TOPIC)
+        if existing is not None:
+            return len(existing.partitions)
+        return int(self._config("share.coordinator.state.topic.num.partitions"))
+
+    def coordinator_partition(self, key_string: str) -> int:
+        """The ``__share_group_state`` partition for a ``groupId:topicId:partition`` key."""
+        return partition_for_key_string(key_string, self.num_partitions)
+
+    def partition_for(self, key: SharePartitionKey) -> int:
+        return self.coordinator_partition(coordinator_key(key))
+
+    def coordinator_node(self, key_string: str) -> BrokerNode | None:
+        """The broker leading the key's state partition (FindCoordinator, key type SHARE);
+        creates the topic on first use."""
+        partition = self.topic().partitions[self.coordinator_partition(key_string)]
+        return self.cluster.nodes.get(partition.leader_id)
+
+    def is_coordinator(self, node_id: int, key: SharePartitionKey) -> bool:
+        partition = self.topic().partitions[self.partition_for(key)]
+        return partition.leader_id == node_id
+
+    def topic(self) -> Topic:
+        found = self.cluster.topics.get(SHARE_STATE_TOPIC)
+        if found is not None:
+            return found
+        replication = min(
+            int(self._config("share.coordinator.state.topic.replication.factor")),
+            len(self.cluster.nodes),
+        )
+        min_isr = min(int(self._config("share.coordinator.state.topic.min.isr")), replication)
+        configs = {
+            "cleanup.policy": "delete",
+            "compression.type": "producer",
+            "segment.bytes": self._config("share.coordinator.state.topic.segment.bytes"),
+            "min.insync.replicas": str(min_isr),
+            "retention.ms": "-1",
+        }
+        try:
+            return self.cluster.create_topic(
+                SHARE_STATE_TOPIC,
+                int(self._config("share.coordinator.state.topic.num.partitions")),
+                replication,
+                configs,
+            )
+        except TopicError:
+            return self.cluster.topics[SHARE_STATE_TOPIC]
+
+    def shard(self, index: int) -> ShareCoordinatorShard:
+        found = self.shards.get(index)
+        if found is None:
+            found = self.shards[index] = ShareCoordinatorShard(
+                self._partition_count,
+                int(self._config("share.coordinator.snapshot.update.records.per.snapshot")),
+            )
+        return found
+
+    def _partition_count(self, topic_id: uuid.UUID) -> int | None:
+        topic = self.cluster.topics_by_id.get(topic_id)
+        return None if topic is None else len(topic.partitions)
+
+    # --- loading ------------------------------------------------------------------------------
+
+    def _load(self, topic: Topic) -> None:
+        records = 0
+        for partition in topic.partitions:
+            shard = self.shard(partition.index)
+            for header, batch in partition.log.batches(
+                partition.log_start_offset, partition.high_watermark
+            ):
+                try:
+                    entries = batch_records(header, batch)
+                except CorruptBatch as error:
+                    log.warning(
+                        "share_state_batch_skipped",
+                        partition=partition.index,
+                        offset=header.base_offset,
+                        reason=str(error),
+                    )
+                    continue
+                for offset, key, value in entries:
+                    if key is None:
+                        continue
+                    try:
+                        shard.replay(*decode_record(key, value))
+                    except RecordDecodeError as error:
+                        # Kafka's loader skips record types it does not know, too.
+                        log.warning(
+                            "share_state_record_skipped",
+                            partition=partition.index,
+                            offset=offset,
+                            reason=str(error),
+                        )
+                        continue
+                    records += 1
+        log.info(
+            "share_state_loaded",
+            partitions=len(topic.partitions),
+            records=records,
+            keys=sum(len(s.states) for s in self.shards.values()),
+        )
+
+    # --- running operations -------------------------------------------------------------------
+
+    def run(
+        self, key: SharePartitionKey, operation: Callable[[ShareCoordinatorShard], ShardResult]
+    ) -> ShardResult:
+        """Compute on the key's shard, append the records, replay them, then answer."""
+        return self._run_on(self.partition_for(key), operation)
+
+    def _run_on(
+        self, index: int, operation: Callable[[ShareCoordinatorShard], ShardResult]
+    ) -> ShardResult:
+        partition = self.topic().partitions[index]
+        shard = self.shard(index)
+        result = operation(shard)
+        if not result.records:
+            return result
+        now = self.runtime.clock_ms()
+        batch = build_batch(
+            [(encode_key(r.key), encode_value(r.value)) for r in result.records], timestamp_ms=now
+        )
+        try:
+            appended = partition.append([(read_header(batch), batch)], now_ms=now)
+        except OSError as error:
+            log.error("share_state_append_failed", partition=index, error=str(error))
+            # Kafka turns a storage error on the state topic into NOT_COORDINATOR.
+            return ShardResult(ErrorCode.not_coordinator, NOT_COORDINATOR_MESSAGE)
+        if appended.error is not ErrorCode.none:
+            return ShardResult(ErrorCode.not_coordinator, NOT_COORDINATOR_MESSAGE)
+        for record in result.records:
+            shard.replay(record.key, record.value)
+        return result
+
+    def initialize_sync(
+        self, key: SharePartitionKey, state_epoch: int, start_offset: int
+    ) -> ShardResult:
+        now = self.runtime.clock_ms()
+        return self.run(key, lambda s: s.initialize(key, state_epoch, start_offset, now_ms=now))
+
+    def read_sync(self, key: SharePartitionKey, leader_epoch: int) -> ShardResult:
+        now = self.runtime.clock_ms()
+        return self.run(key, lambda s: s.read(key, leader_epoch, now_ms=now))
+
+    def write_sync(
+        self,
+        key: SharePartitionKey,
+        *,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        delivery_complete_count: int,
+        batches: tuple[PersistedBatch, ...],
+    ) -> ShardResult:
+        now = self.runtime.clock_ms()
+        return self.run(
+            key,
+            lambda s: s.write(
+                key,
+                state_epoch=state_epoch,
+                leader_epoch=leader_epoch,
+                start_offset=start_offset,
+                delivery_complete_count=delivery_complete_count,
+                batches=batches,
+                now_ms=now,
+            ),
+        )
+
+    def delete_sync(self, key: SharePartitionKey) -> ShardResult:
+        return self.run(key, lambda s: s.delete(key))
+
+    def read_summary_sync(self, key: SharePartitionKey) -> ShardResult:
+        return self.run(key, lambda s: s.read_summary(key))
+
+    def delete_topic_state(self, topic_id: uuid.UUID) -> int:
+        """Tombstone every share partition of a deleted topic (Kafka does so on topic
+        deletion); returns how many keys were dropped."""
+        dropped = 0
+        for index in sorted(self.shards):
+            result = self._run_on(index, lambda s: s.delete_topic(topic_id))
+            if result.error is ErrorCode.none:
+                dropped += len(result.records)
+        return dropped
+
+    # --- SharePersister -----------------------------------------------------------------------
+
+    async def initialize(
+        self, key: SharePartitionKey, state_epoch: int, start_offset: int
+    ) -> ErrorCode:
+        return self.initialize_sync(key, state_epoch, start_offset).error
+
+    async def read_state(self, key: SharePartitionKey, leader_epoch: int) -> ReadResult:
+        result = self.read_sync(key, leader_epoch)
+        return ReadResult(result.error, result.state, result.message)
+
+    async def write_state(
+        self,
+        key: SharePartitionKey,
+        *,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        delivery_complete_count: int,
+        batches: tuple[PersistedBatch, ...],
+    ) -> ErrorCode:
+        return self.write_sync(
+            key,
+            state_epoch=state_epoch,
+            leader_epoch=leader_epoch,
+            start_offset=start_offset,
+            delivery_complete_count=delivery_complete_count,
+            batches=batches,
+        ).error
+
+    async def delete_state(self, key: SharePartitionKey) -> ErrorCode:
+        return self.delete_sync(key).error
+
+    async def read_summary(self, key: SharePartitionKey, leader_epoch: int) -> ReadResult:
+        result = self.read_summary_sync(key)
+        return ReadResult(result.error, result.state, result.message)
