@@ -390,6 +390,7 @@ class TopicConfigs(ConfigResourceType):
     def apply(self, ctx: RequestContext, name: str, values: dict[str, str]) -> None:
         topic = ctx.cluster.topics[name]
         topic.config.overrides = dict(values)
+        ctx.cluster.apply_log_configs(topic)  # segment.bytes / segment.ms take effect
         ctx.cluster.save_metadata()
 
 
@@ -519,6 +520,8 @@ class BrokerConfigs(ConfigResourceType):
             broker.dynamic.update(values)
         else:
             broker.node_dynamic[int(name)] = dict(values)
+        for topic in ctx.cluster.topics.values():
+            ctx.cluster.apply_log_configs(topic)  # log.segment.bytes / log.roll.ms defaults
         ctx.cluster.save_metadata()
 
 

@@ -17,7 +17,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from kemu.broker.handlers import load_handlers
 from kemu.testing.plugin import KemuProcess
@@ -248,3 +254,42 @@ def test_sigterm_restart_keeps_topic_configs(
     kemu.stop()
     kemu.start()
     assert configs() == overrides
+
+
+def test_topic_segment_bytes_rolls_segments_on_disk(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    if not served(CREATE_TOPICS):
+        pytest.skip("CreateTopics is not served yet")
+    data_dir = tmp_path / "data"
+    kemu = kemu_factory(brokers=1, data_dir=data_dir).start()
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    admin.create_topics([NewTopic("rolled", 1, 1)])["rolled"].result(30)
+    producer = Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 20})
+
+    def produce(megabytes: int) -> None:
+        for i in range(megabytes * 100):
+            producer.produce("rolled", bytes(10_000), str(i).encode())
+            producer.poll(0)
+        assert producer.flush(30) == 0
+
+    def segments() -> list[str]:
+        return sorted(p.name for p in (data_dir / "rolled-0").glob("*.log"))
+
+    produce(2)
+    assert segments() == ["00000000000000000000.log"]
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "rolled",
+        incremental_configs=[
+            ConfigEntry("segment.bytes", "1048576", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    produce(3)
+    assert len(segments()) >= 3
+    kemu.kill()
+    kemu.start()
+    consumer = Consumer({"bootstrap.servers": kemu.bootstrap, "group.id": "unused"})
+    assert consumer.get_watermark_offsets(TopicPartition("rolled", 0), 10) == (0, 500)
+    consumer.close()
