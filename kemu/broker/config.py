@@ -29,15 +29,16 @@ class ConfigType(IntEnum):
 
 
 class ConfigSource(IntEnum):
-    """Kafka's DescribeConfigs ConfigSource numbering."""
+    """Kafka's DescribeConfigs ConfigSource numbering on the wire (DescribeConfigsResponse's
+    ConfigSource ids; the admin client's ConfigEntry.ConfigSource enum orders them otherwise)."""
 
     UNKNOWN = 0
     DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_LOGGER_CONFIG = 2
-    DYNAMIC_BROKER_CONFIG = 3
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 4
-    STATIC_BROKER_CONFIG = 5
-    DEFAULT_CONFIG = 6
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
     DYNAMIC_CLIENT_METRICS_CONFIG = 7
     DYNAMIC_GROUP_CONFIG = 8
 
