@@ -127,7 +127,8 @@ def decode_request(frame: bytes) -> DecodedRequest:
     """Decode one request frame (without its size prefix).
 
     Raises UnsupportedRequest for a key/version kio has no schema for, and MalformedFrame when
-    the bytes do not decode.
+    the bytes do not decode. Bytes after the body are ignored, as Kafka's parser does:
+    librdkafka 2.16 sends three of them after an all-topics Metadata v13 request.
     """
     api_key, api_version, correlation_id = peek_header(frame)
     try:
@@ -136,13 +137,9 @@ def decode_request(frame: bytes) -> DecodedRequest:
         raise UnsupportedRequest(api_key, api_version, correlation_id) from None
     try:
         header, used = _reader(schema.__header_schema__)(frame, 0)
-        body, body_size = _reader(schema)(frame, used)
+        body, _ = _reader(schema)(frame, used)
     except Exception as exc:
         raise MalformedFrame(f"undecodable {api_name(api_key)} v{api_version}: {exc}") from exc
-    if used + body_size != len(frame):
-        raise MalformedFrame(
-            f"{api_name(api_key)} v{api_version}: {len(frame) - used - body_size} trailing bytes"
-        )
     return DecodedRequest(
         RequestHeader(api_key, api_version, correlation_id, header.client_id), body, schema
     )
