@@ -298,10 +298,6 @@ BAD_FRAMES: dict[str, tuple[bytes, str]] = {
         "malformed_frame",
     ),
     "undecodable body": (framed(header(3, 4) + b"\xff\xff\xff\xf0garbage"), "malformed_frame"),
-    "trailing bytes": (
-        framed(header(3, 4) + struct.pack(">i", -1) + b"\x01" + b"extra"),
-        "malformed_frame",
-    ),
     "invalid utf-8 client id": (
         framed(header(3, 4, client_id=b"\xff\xfe") + struct.pack(">i", -1) + b"\x01"),
         "malformed_frame",

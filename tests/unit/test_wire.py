@@ -136,10 +136,18 @@ def test_truncated_body_is_malformed() -> None:
             wire.decode_request(frame[:cut])
 
 
-def test_trailing_bytes_are_malformed() -> None:
+def test_trailing_bytes_are_ignored_as_kafka_does() -> None:
     frame = unframe(kafka_python_frame(metadata_request(), 4, 1, "c"))
-    with pytest.raises(MalformedFrame, match="trailing"):
-        wire.decode_request(frame + b"\x00")
+    assert [t.name for t in wire.decode_request(frame + b"\x00\x01").body.topics] == ["t"]
+
+
+def test_librdkafka_all_topics_metadata_v13_decodes() -> None:
+    # confluent-kafka 2.16.1's list_topics(): null topics, then three bytes Kafka never reads.
+    frame = bytes.fromhex("0003000d00000003000772646b61666b610000000000000000")
+    decoded = wire.decode_request(frame)
+    assert decoded.header == wire.RequestHeader(METADATA, 13, 3, "rdkafka")
+    assert decoded.body.topics is None
+    assert decoded.body.allow_auto_topic_creation is False
 
 
 def test_undecodable_header_is_malformed() -> None:
