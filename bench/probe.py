@@ -6,6 +6,7 @@ port alone is not enough (Kafka binds its listener long before it serves request
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import time
@@ -67,6 +68,13 @@ def memory_of(pid: int) -> Memory:
         if name in ("VmRSS", "VmHWM"):
             fields[name] = int(value.split()[0]) / 1024  # kB -> MiB
     return Memory(fields.get("VmRSS", 0.0), fields.get("VmHWM", 0.0))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:

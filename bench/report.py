@@ -28,6 +28,8 @@ every repetition.
   storage format runs before and is not counted).
 - *RSS after run*: resident memory of the server process once the consumer is done; *peak RSS*
   is its high-water mark (VmHWM).
+- *server CPU s*: user + system CPU time the server process spent during the phase; less
+  sensitive than the rates to other load on the machine.
 - Rates are what the tools print: records/s and MB/s (MiB of record payload) over the whole run;
   the consumer's include the group join.
 - Several figures are `median (min-max)` over the repetitions. The tools run on the same
@@ -43,6 +45,8 @@ class Run:
     start_to_ready_s: float | None = None
     produce: Rate | None = None
     consume: Rate | None = None
+    produce_cpu_s: float | None = None  # server CPU time (user + system) during the phase
+    consume_cpu_s: float | None = None
     rss_mb: float | None = None
     peak_rss_mb: float | None = None
     errors: list[str] = field(default_factory=list)
@@ -102,6 +106,8 @@ ROWS: list[tuple[str, Callable[[Run], float | None], int]] = [
     ("produce MB/s", lambda r: r.produce.mb_per_s if r.produce else None, 1),
     ("consume records/s", lambda r: r.consume.records_per_s if r.consume else None, 0),
     ("consume MB/s", lambda r: r.consume.mb_per_s if r.consume else None, 1),
+    ("server CPU s, produce", lambda r: r.produce_cpu_s, 1),
+    ("server CPU s, consume", lambda r: r.consume_cpu_s, 1),
     ("start-to-ready s", lambda r: r.start_to_ready_s, 2),
     ("RSS after run MiB", lambda r: r.rss_mb, 0),
     ("peak RSS MiB", lambda r: r.peak_rss_mb, 0),

@@ -86,12 +86,24 @@ def run_once(args: argparse.Namespace, name: str, workload: Workload, number: in
         if problem:
             run.notes.append(problem)
         try:
+            cpu = server.cpu_seconds()
             with _phase(args, server, "produce", number):
                 run.produce = runner.produce()
-            print(f"  {name}: produce {run.produce.records_per_s:,.0f} rec/s", flush=True)
+            run.produce_cpu_s = server.cpu_seconds() - cpu
+            print(
+                f"  {name}: produce {run.produce.records_per_s:,.0f} rec/s, "
+                f"server CPU {run.produce_cpu_s:.1f}s",
+                flush=True,
+            )
+            cpu = server.cpu_seconds()
             with _phase(args, server, "consume", number):
                 run.consume = runner.consume()
-            print(f"  {name}: consume {run.consume.records_per_s:,.0f} rec/s", flush=True)
+            run.consume_cpu_s = server.cpu_seconds() - cpu
+            print(
+                f"  {name}: consume {run.consume.records_per_s:,.0f} rec/s, "
+                f"server CPU {run.consume_cpu_s:.1f}s",
+                flush=True,
+            )
         except ToolFailed as failed:
             run.errors.append(str(failed))
             print(f"  {name}: {failed}", flush=True)

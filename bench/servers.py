@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from bench import java
-from bench.probe import Memory, free_port, memory_of, wait_ready
+from bench.probe import Memory, cpu_seconds, free_port, memory_of, wait_ready
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 120.0
@@ -64,6 +64,9 @@ class Server(ABC):
 
     def memory(self) -> Memory:
         return memory_of(self.pid)
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid)
 
     def stop(self) -> None:
         process = self.process
@@ -140,6 +143,7 @@ class KemuServer(Server):
     """``kemu serve --brokers 1`` from this venv, on disk when kemu has a segment log."""
 
     name = "kemu"
+    in_memory = False  # bench.loadgen can measure without the disk
 
     def _command(self) -> list[str]:
         command = [
@@ -154,7 +158,9 @@ class KemuServer(Server):
             "--log-level",
             "warning",
         ]
-        if on_disk_available():
+        if self.in_memory:
+            pass
+        elif on_disk_available():
             command += ["--data-dir", str(self.workdir / "kemu-data")]
         else:
             self.notes.append("kemu ran in memory: kemu.storage.segments is not there yet")
