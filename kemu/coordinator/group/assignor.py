@@ -90,12 +90,40 @@ def balanced(
                 for m in members
                 if len(assigned[m]) < capacity[m] and partition not in assigned[m]
             ]
-            if not candidates:
-                break  # a slight imbalance Kafka tolerates too
-            chosen = min(candidates, key=lambda m: len(assigned[m]))
+            if candidates:
+                chosen = min(candidates, key=lambda m: len(assigned[m]))
+            else:
+                # Only members already holding this partition have room: one of them takes over
+                # another partition from a member that can then take this one.
+                swapped = _make_room(assigned, capacity, members, partition)
+                if swapped is None:
+                    break  # a slight imbalance, as Kafka tolerates too
+                chosen = swapped
             assigned[chosen].add(partition)
             holders[partition] += 1
     return assigned
+
+
+def _make_room(
+    assigned: dict[str, set[TopicPartition]],
+    capacity: dict[str, int],
+    members: list[str],
+    partition: TopicPartition,
+) -> str | None:
+    """Move a partition from a member not holding ``partition`` to one with room; return the
+    member that can now take ``partition``."""
+    for taker in members:
+        if len(assigned[taker]) >= capacity[taker]:
+            continue
+        for giver in members:
+            if partition in assigned[giver]:
+                continue
+            for moved in sorted(assigned[giver]):
+                if moved not in assigned[taker]:
+                    assigned[giver].remove(moved)
+                    assigned[taker].add(moved)
+                    return giver
+    return None
 
 
 def _quotas(member_count: int, slots: int) -> list[int]:

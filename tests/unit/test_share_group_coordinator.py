@@ -1,0 +1,283 @@
+"""The share-group state machine (sans-IO, virtual clock): joining, epochs, assignment spread,
+fencing, leaving, session expiry, group size, protocol validation, metadata changes."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+
+from kemu.coordinator.group.registry import GroupRegistry
+from kemu.coordinator.group.share_group import (
+    GroupError,
+    HeartbeatRequest,
+    HeartbeatResult,
+    InitializePartitions,
+    MemberRemoved,
+    MembershipSettings,
+    ShareGroupCoordinator,
+    TopicMeta,
+)
+from kemu.protocol.errors import ErrorCode
+
+TOPIC = uuid.UUID(int=7)
+OTHER = uuid.UUID(int=8)
+GROUP = "g"
+SESSION_MS = 45_000
+
+
+@dataclass
+class Harness:
+    """A coordinator over a fake topic catalogue and a clock the test moves."""
+
+    topics: dict[str, TopicMeta] = field(
+        default_factory=lambda: {"t": TopicMeta(TOPIC, 3), "u": TopicMeta(OTHER, 2)}
+    )
+    now_ms: int = 1_000_000
+    max_size: int = 200
+    registry: GroupRegistry = field(default_factory=GroupRegistry)
+
+    def __post_init__(self) -> None:
+        self.coordinator = ShareGroupCoordinator(
+            self.registry, lambda group_id: MembershipSettings(SESSION_MS, 5000, self.max_size)
+        )
+
+    def beat(
+        self,
+        member: str,
+        epoch: int,
+        topics: tuple[str, ...] | None = None,
+        group: str = GROUP,
+        rack: str | None = None,
+    ) -> HeartbeatResult:
+        request = HeartbeatRequest(group, member, epoch, rack, topics, "client", "/127.0.0.1")
+        return self.coordinator.heartbeat(request, self.topics.get, self.now_ms)
+
+    def join(self, member: str, topics: tuple[str, ...] = ("t",)) -> HeartbeatResult:
+        return self.beat(member, 0, topics)
+
+    def error(self, member: str, epoch: int, topics: tuple[str, ...] | None = None) -> ErrorCode:
+        with pytest.raises(GroupError) as raised:
+            self.beat(member, epoch, topics)
+        return raised.value.code
+
+    def settle(self, members: list[str]) -> dict[str, frozenset[tuple[uuid.UUID, int]]]:
+        """Heartbeat every member until all sit at the assignment epoch; their assignments."""
+        group = self.coordinator.describe(GROUP)
+        for _ in range(3):
+            for member in members:
+                self.beat(member, group.members[member].member_epoch)
+        return {m: group.members[m].assigned for m in members}
+
+
+def partitions(*indexes: int, topic: uuid.UUID = TOPIC) -> frozenset[tuple[uuid.UUID, int]]:
+    return frozenset((topic, i) for i in indexes)
+
+
+def test_first_join_creates_the_group_and_assigns_everything() -> None:
+    h = Harness()
+    result = h.join("a")
+    assert (result.member_id, result.member_epoch) == ("a", 1)
+    assert result.heartbeat_interval_ms == 5000
+    assert result.assignment == partitions(0, 1, 2)
+    group = h.coordinator.describe(GROUP)
+    assert (group.group_epoch, group.assignment_epoch, group.state_name) == (1, 1, "Stable")
+    assert result.effects == (InitializePartitions(GROUP, 1, ((TOPIC, 0), (TOPIC, 1), (TOPIC, 2))),)
+
+
+def test_steady_heartbeats_keep_the_epoch_and_omit_the_assignment() -> None:
+    h = Harness()
+    h.join("a")
+    h.now_ms += 5000
+    result = h.beat("a", 1)
+    assert (result.member_epoch, result.assignment, result.effects) == (1, None, ())
+    full = h.beat("a", 1, ("t",))  # a full request always gets the assignment back
+    assert full.assignment == partitions(0, 1, 2)
+
+
+@pytest.mark.parametrize(("count", "loads"), [(1, [3]), (2, [1, 2]), (5, [1, 1, 1, 1, 2])])
+def test_spread_over_three_partitions(count: int, loads: list[int]) -> None:
+    h = Harness()
+    names = [f"m{i}" for i in range(count)]
+    for name in names:
+        h.join(name)
+    assigned = h.settle(names)
+    assert sorted(len(p) for p in assigned.values()) == loads
+    covered = [p for ps in assigned.values() for p in ps]
+    assert set(covered) == partitions(0, 1, 2)
+    if count == 5:  # members outnumber partitions: each partition has two members
+        assert sorted(covered.count(p) for p in partitions(0, 1, 2)) == [2, 2, 2]
+
+
+def test_several_members_share_one_partition() -> None:
+    h = Harness(topics={"t": TopicMeta(TOPIC, 1)})
+    for name in ("a", "b", "c"):
+        h.join(name)
+    assert h.settle(["a", "b", "c"]) == {m: partitions(0) for m in ("a", "b", "c")}
+
+
+def test_a_join_bumps_the_group_epoch_and_others_catch_up_on_their_next_heartbeat() -> None:
+    h = Harness()
+    h.join("a")
+    b = h.join("b")
+    assert b.member_epoch == 2
+    group = h.coordinator.describe(GROUP)
+    assert group.members["a"].member_epoch == 1  # not yet reconciled
+    a = h.beat("a", 1)
+    assert a.member_epoch == 2
+    assert a.assignment is not None and len(a.assignment) + len(b.assignment or ()) == 3
+    assert group.members["a"].previous_member_epoch == 1
+
+
+def test_the_previous_epoch_is_accepted_others_are_fenced() -> None:
+    h = Harness()
+    h.join("a")
+    h.join("b")
+    h.beat("a", 1)  # a moves to epoch 2; pretend the response was lost
+    assert h.beat("a", 1).member_epoch == 2
+    assert h.error("a", 3) == ErrorCode.fenced_member_epoch
+    h.join("c")
+    h.beat("a", 2)  # a moves to 3, previous 2
+    assert h.error("a", 1) == ErrorCode.fenced_member_epoch
+    assert h.error("a", 0, ("t",)) == ErrorCode.fenced_member_epoch  # rejoin with the same id
+
+
+def test_unknown_member_and_unknown_group() -> None:
+    h = Harness()
+    assert h.error("a", 1) == ErrorCode.group_id_not_found
+    h.join("a")
+    assert h.error("zz", 4) == ErrorCode.unknown_member_id
+    assert h.error("zz", -1) == ErrorCode.unknown_member_id
+
+
+def test_leave_bumps_the_epoch_and_releases_the_member() -> None:
+    h = Harness()
+    h.join("a")
+    h.join("b")
+    assert h.beat("a", 1).assignment is not None  # a gives a partition to b at epoch 2
+    left = h.beat("b", -1)
+    assert (left.member_id, left.member_epoch) == ("b", -1)
+    assert left.effects == (MemberRemoved(GROUP, "b", "the member left the group"),)
+    group = h.coordinator.describe(GROUP)
+    assert group.group_epoch == 3 and set(group.members) == {"a"}
+    assert h.beat("a", 2).assignment == partitions(0, 1, 2)
+    h.beat("a", -1)
+    assert group.state_name == "Empty" and h.registry.get(GROUP) is group
+
+
+def test_sessions_expire_after_the_session_timeout() -> None:
+    h = Harness()
+    h.join("a")
+    h.now_ms += 10_000
+    h.join("b")
+    assert h.coordinator.next_deadline_ms() == h.now_ms - 10_000 + SESSION_MS
+    h.now_ms += SESSION_MS - 10_000 - 1
+    assert h.coordinator.expire_sessions(h.now_ms) == []
+    h.now_ms += 1
+    expired = h.coordinator.expire_sessions(h.now_ms)
+    assert expired == [MemberRemoved(GROUP, "a", "the member session expired")]
+    assert h.error("a", 2) == ErrorCode.unknown_member_id
+    h.beat("b", 2)  # heartbeats push the deadline
+    h.now_ms += SESSION_MS - 1
+    assert h.coordinator.expire_sessions(h.now_ms) == []
+    assert set(h.coordinator.describe(GROUP).members) == {"b"}
+
+
+def test_group_max_size() -> None:
+    h = Harness(max_size=2)
+    h.join("a")
+    h.join("b")
+    assert h.error("c", 0, ("t",)) == ErrorCode.group_max_size_reached
+    assert h.beat("a", 1).member_epoch == 2  # existing members are still served
+
+
+@pytest.mark.parametrize(
+    ("member", "epoch", "topics", "rack", "message"),
+    [
+        ("", 0, ("t",), None, "MemberId can't be empty."),
+        ("  ", 1, None, None, "MemberId can't be empty."),
+        ("a", 0, None, None, "SubscribedTopicNames must be set in first request."),
+        ("a", 0, (), None, "SubscribedTopicNames must be set in first request."),
+        ("a", -2, None, None, "MemberEpoch is invalid."),
+        ("a", 0, ("t",), " ", "RackId can't be empty."),
+    ],
+)
+def test_invalid_requests(
+    member: str, epoch: int, topics: tuple[str, ...] | None, rack: str | None, message: str
+) -> None:
+    h = Harness()
+    with pytest.raises(GroupError) as raised:
+        h.beat(member, epoch, topics, rack=rack)
+    assert (raised.value.code, raised.value.message) == (ErrorCode.invalid_request, message)
+    with pytest.raises(GroupError) as empty_group:
+        h.beat("a", 0, ("t",), group="")
+    assert empty_group.value.message == "GroupId can't be empty."
+
+
+def test_another_group_type_with_the_same_id_is_not_found() -> None:
+    @dataclass
+    class ClassicGroup:
+        group_id: str
+        group_type: str = "classic"
+        protocol_type: str = "consumer"
+        state_name: str = "Empty"
+
+        def is_empty(self) -> bool:
+            return True
+
+    h = Harness()
+    h.registry.put(ClassicGroup(GROUP))
+    assert h.error("a", 0, ("t",)) == ErrorCode.group_id_not_found
+    with pytest.raises(GroupError) as raised:
+        h.coordinator.describe(GROUP)
+    assert raised.value.code == ErrorCode.group_id_not_found
+
+
+def test_subscription_change_reassigns() -> None:
+    h = Harness()
+    h.join("a")
+    changed = h.beat("a", 1, ("t", "u"))
+    assert changed.member_epoch == 2
+    assert changed.assignment == partitions(0, 1, 2) | partitions(0, 1, topic=OTHER)
+    assert changed.effects == (InitializePartitions(GROUP, 2, ((OTHER, 0), (OTHER, 1))),)
+    same = h.beat("a", 2, ("u", "t"))  # same set in another order: no bump
+    assert same.member_epoch == 2
+
+
+def test_partition_count_change_bumps_the_group_epoch() -> None:
+    h = Harness()
+    h.join("a")
+    h.topics["t"] = TopicMeta(TOPIC, 5)
+    grown = h.beat("a", 1)
+    assert grown.member_epoch == 2
+    assert grown.assignment == partitions(0, 1, 2, 3, 4)
+    assert grown.effects == (InitializePartitions(GROUP, 2, ((TOPIC, 3), (TOPIC, 4))),)
+
+
+def test_subscribing_to_a_missing_topic_assigns_it_once_it_exists() -> None:
+    h = Harness()
+    assert h.beat("a", 0, ("later",)).assignment == frozenset()
+    h.topics["later"] = TopicMeta(uuid.UUID(int=9), 1)
+    assert h.beat("a", 1).assignment == frozenset({(uuid.UUID(int=9), 0)})
+
+
+def test_rack_and_client_details_are_kept() -> None:
+    h = Harness()
+    h.beat("a", 0, ("t",), rack="r1")
+    h.beat("a", 1)  # a null rack means unchanged
+    member = h.coordinator.describe(GROUP).members["a"]
+    assert (member.rack_id, member.client_id, member.client_host) == ("r1", "client", "/127.0.0.1")
+
+
+def test_offsets_admin_needs_an_empty_share_group() -> None:
+    h = Harness()
+    created = h.coordinator.empty_group_for_offsets("fresh", create=True)
+    assert h.registry.get("fresh") is created and created.state_name == "Empty"
+    with pytest.raises(GroupError) as missing:
+        h.coordinator.empty_group_for_offsets("nope", create=False)
+    assert missing.value.code == ErrorCode.group_id_not_found
+    h.join("a")
+    with pytest.raises(GroupError) as busy:
+        h.coordinator.empty_group_for_offsets(GROUP, create=True)
+    assert busy.value.code == ErrorCode.non_empty_group
