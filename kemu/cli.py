@@ -1,4 +1,7 @@
-"""``kemu serve``: run a Kafka-compatible cluster of N virtual brokers in one process."""
+"""``kemu serve``: run a Kafka-compatible cluster of N virtual brokers in one process.
+
+``kemu decode-share-state``: print what ``__share_group_state`` holds.
+"""
 
 from __future__ import annotations
 
@@ -72,7 +75,28 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--cluster-id", default=None)
     serve.add_argument("--log-level", default="info")
     serve.add_argument("--json-logs", action="store_true")
+    decode = commands.add_parser(
+        "decode-share-state",
+        help="print __share_group_state records and the share-partition states, as JSON lines",
+    )
+    source = decode.add_mutually_exclusive_group(required=True)
+    source.add_argument("--bootstrap", metavar="HOST:PORT", help="read from a running cluster")
+    source.add_argument("--data-dir", type=Path, help="read a (stopped or running) data dir")
+    decode.add_argument("--states-only", action="store_true", help="only the final states")
     return parser
+
+
+def _decode_share_state(args: argparse.Namespace) -> int:
+    from kemu.coordinator.share.decode import decode_all, fetch_from_cluster, read_data_dir
+
+    records = fetch_from_cluster(args.bootstrap) if args.bootstrap else read_data_dir(args.data_dir)
+    try:
+        for line in decode_all(records, states_only=args.states_only):
+            print(line)
+    except OSError as error:
+        print(f"kemu: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 async def _serve(options: ServerOptions) -> None:
@@ -96,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     from kemu.broker.server import ServerOptions
 
     args = _parser().parse_args(argv)
+    if args.command == "decode-share-state":
+        return _decode_share_state(args)
     _configure_logging(args.log_level, args.json_logs)
     try:
         config = BrokerConfig.load(args.config, args.override)
