@@ -11,6 +11,7 @@ the same ``ShareCoordinatorShard.replay`` the coordinator uses.
 
 from __future__ import annotations
 
+import datetime
 import json
 import socket
 import struct
@@ -331,7 +332,7 @@ def _fetch_partition(client: _Client, partition: int) -> Iterator[LogRecord]:
         request = wire.build(
             module.FetchRequest,
             replica_id=-1,
-            max_wait=0,
+            max_wait=datetime.timedelta(0),
             min_bytes=0,
             max_bytes=16 << 20,
             session_epoch=-1,
