@@ -6,8 +6,11 @@ Several scenarios are ports of Kafka's ShareCoordinatorShardTest (named after th
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kemu.coordinator.share.persister import PersistedBatch, PersistedState, SharePartitionKey
 from kemu.coordinator.share.records import (
@@ -445,3 +448,72 @@ def test_combine_prunes_below_the_start_offset() -> None:
         PersistedBatch(5, 7, 0, 1),
         PersistedBatch(8, 12, 2, 1),
     )
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+_write_steps = st.lists(
+    st.tuples(
+        st.integers(-1, 30),  # start offset (-1: unchanged)
+        st.integers(-1, 20),  # delivery complete count
+        st.lists(
+            st.builds(
+                lambda first, length, state, count: PersistedBatch(
+                    first, first + length, state, count
+                ),
+                st.integers(0, 40),
+                st.integers(0, 6),
+                st.sampled_from([0, 2, 4, 5]),
+                st.integers(1, 4),
+            ),
+            max_size=3,
+        ).map(tuple),
+        st.booleans(),  # a read with a new leader epoch before this write
+    ),
+    max_size=12,
+)
+
+
+def _play(updates_per_snapshot: int, steps: list[Any]) -> tuple[ShareCoordinatorShard, list[Any]]:
+    shard = make_shard(updates_per_snapshot)
+    log: list[Any] = []
+
+    def run(result: ShardResult) -> None:
+        assert result.error is ErrorCode.none, result
+        for record in result.records:
+            log.append(record)
+        apply(shard, result)
+
+    run(shard.initialize(KEY, 0, 0, now_ms=NOW))
+    leader_epoch = 0
+    for start, count, batches, bump in steps:
+        if bump:
+            leader_epoch += 1
+            run(shard.read(KEY, leader_epoch, now_ms=NOW))
+        run(write(shard, batches, start_offset=start, count=count, leader_epoch=leader_epoch))
+    return shard, log
+
+
+@settings(max_examples=150, deadline=None)
+@given(_write_steps, st.integers(0, 4))
+def test_snapshot_cadence_never_changes_the_state(steps: list[Any], cadence: int) -> None:
+    """Whether a write became an update or a snapshot, the merged state is the same, and
+    replaying the log from scratch rebuilds exactly the live state."""
+    reference, _ = _play(500, steps)
+    shard, log = _play(cadence, steps)
+    expected = reference.states[KEY]
+    actual = shard.states[KEY]
+    assert (actual.start_offset, actual.delivery_complete_count, actual.batches) == (
+        expected.start_offset,
+        expected.delivery_complete_count,
+        expected.batches,
+    )
+    assert actual.leader_epoch == expected.leader_epoch
+    rebuilt = make_shard(cadence)
+    for record in log:
+        rebuilt.replay(record.key, record.value)
+    assert rebuilt.states == shard.states
+    assert rebuilt.leader_epochs == shard.leader_epochs
+    assert rebuilt.updates_since_snapshot == shard.updates_since_snapshot
+    # The start offset never goes back, and nothing below it is kept.
+    assert all(b.first_offset >= actual.start_offset for b in actual.batches)
