@@ -326,6 +326,28 @@ def test_lock_expiry_at_the_delivery_limit_archives() -> None:
     assert core.start == 3
 
 
+def test_lock_expiry_at_the_limit_behind_a_held_record_is_persisted() -> None:
+    log, core = log_of(1, 1), new_core(lock_ms=10, limit=1)
+    acquire(core, log, "m1", now=0, max_records=1)
+    acquire(core, log, "m2", now=5, max_records=1)
+    effects = core.expire_locks(14)  # only m1's lock (deadline 10) has passed
+    assert [(b.first_offset, b.delivery_state, b.delivery_count) for b in effects.batches] == []
+    assert core.start == 1
+    core.acknowledge("m2", [ack(1, 1, RELEASE)], 14)
+    assert core.start == 2
+
+
+def test_lock_expiry_archive_is_written_when_the_start_cannot_move() -> None:
+    log, core = log_of(1, 1), new_core(lock_ms=10, limit=1)
+    acquire(core, log, "m1", now=5, max_records=1)
+    acquire(core, log, "m2", now=0, max_records=1)
+    effects = core.expire_locks(12)  # m2's lock on offset 1 passed, m1 still holds 0
+    assert [(b.first_offset, b.delivery_state, b.delivery_count) for b in effects.batches] == [
+        (1, 4, 1)
+    ]
+    assert core.start == 0
+
+
 def test_renew_extends_the_lock_and_writes_nothing() -> None:
     log, core = log_of(4), new_core(lock_ms=100)
     acquire(core, log, "m1", now=0)
