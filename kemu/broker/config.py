@@ -194,6 +194,8 @@ BROKER_CONFIGS = _defs(
     ConfigDef("share.coordinator.state.topic.num.partitions", I, "50", read_only=True, minimum=1),
     ConfigDef("share.coordinator.state.topic.replication.factor", S, "3", read_only=True),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", I, "500", minimum=0),
+    ConfigDef("share.coordinator.state.topic.min.isr", S, "2", read_only=True, minimum=1),
+    ConfigDef("share.coordinator.state.topic.segment.bytes", I, "104857600", read_only=True, minimum=1),
     ConfigDef("message.max.bytes", I, "1048588", minimum=0),
     ConfigDef("socket.request.max.bytes", I, "104857600", read_only=True, minimum=1),
     ConfigDef("delete.topic.enable", B, "true", read_only=True),

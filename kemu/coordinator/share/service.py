@@ -37,6 +37,7 @@ from kemu.coordinator.share.persister import (
     PersistedBatch,
     ReadResult,
     SharePartitionKey,
+    SharePersister,
 )
 from kemu.coordinator.share.records import (
     RecordDecodeError,
@@ -308,3 +309,7 @@ class ShareCoordinatorService:
     async def read_summary(self, key: SharePartitionKey, leader_epoch: int) -> ReadResult:
         result = self.read_summary_sync(key)
         return ReadResult(result.error, result.state, result.message)
+
+
+def _implements_the_protocol(service: ShareCoordinatorService) -> SharePersister:
+    return service  # mypy checks here that the service is a SharePersister
