@@ -19,6 +19,7 @@ from kemu.coordinator.group.hashing import java_string_hash, kafka_abs, partitio
 from kemu.coordinator.group.placement import share_coordinator_key, to_kafka_uuid
 from kemu.coordinator.group.service import group_coordinator, share_persister
 from kemu.coordinator.share.persister import InMemorySharePersister, SharePartitionKey
+from kemu.coordinator.share.service import ShareCoordinatorService
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, split_batches
@@ -222,6 +223,7 @@ async def test_find_group_coordinator_all_versions(broker: Broker) -> None:
 
 
 async def test_find_coordinator_batched_and_share_keys(broker: Broker) -> None:
+    del broker.runtime.services["share_persister"]  # the share coordinator places SHARE keys
     topic_id = broker.cluster.topics["t"].topic_id
     share_key = share_coordinator_key("g", topic_id, 1)
     assert share_key == f"g:{to_kafka_uuid(topic_id)}:1"
@@ -502,7 +504,7 @@ async def test_group_configs_through_describe_and_incremental_alter(broker: Brok
     assert "share.isolation.level" in entries
 
 
-async def test_share_persister_defaults_to_in_memory() -> None:
+async def test_share_persister_is_the_share_coordinator() -> None:
     fresh = Broker()
     del fresh.runtime.services["share_persister"]
-    assert isinstance(share_persister(fresh.runtime), InMemorySharePersister)
+    assert isinstance(share_persister(fresh.runtime), ShareCoordinatorService)

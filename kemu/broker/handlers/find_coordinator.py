@@ -2,15 +2,16 @@
 
 Key types GROUP (0), TRANSACTION (1) and SHARE (2, v6+ only, else INVALID_REQUEST); v4+ looks up
 a batch of ``coordinator_keys``. The answer is the leader of the internal-topic partition Kafka
-would pick, ``abs(hashCode(key)) % partitions`` of ``__consumer_offsets``,
-``__transaction_state`` or ``__share_group_state``; the topic is created on the first lookup as
-Kafka does. A SHARE key must be ``groupId:topicId:partition`` with a base64 topic id and a
-partition >= 0 (else INVALID_REQUEST, node -1); an unknown key type is INVALID_REQUEST.
+would pick, ``abs(hashCode(key)) % partitions`` of ``__consumer_offsets`` or
+``__transaction_state`` (created on the first lookup as Kafka does), or for SHARE the
+``__share_group_state`` partition the share coordinator places the key on. A SHARE key must be
+``groupId:topicId:partition`` with a base64 topic id and a partition >= 0 (else INVALID_REQUEST,
+node -1); an unknown key type is INVALID_REQUEST.
 
 kemu runs one group coordinator per process and every broker accepts group requests, so a client
 that follows this answer and one that sends to any broker both work; NOT_COORDINATOR is never
-returned. Omissions: no authorizer; the coordinator is available at once (Kafka answers
-COORDINATOR_NOT_AVAILABLE while it creates the internal topic).
+returned for groups. Omissions: no authorizer; the coordinator is available at once (Kafka
+answers COORDINATOR_NOT_AVAILABLE while it creates the internal topic).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from kemu.broker.handlers import handler
 from kemu.broker.partition import Partition
 from kemu.coordinator.group.placement import (
     GROUP,
-    INTERNAL_TOPICS,
     SHARE,
+    TRANSACTION,
     coordinator_partition,
     parse_share_coordinator_key,
 )
+from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 10
@@ -47,15 +49,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _lookup(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
-    if key_type not in INTERNAL_TOPICS:
+    if key_type not in (GROUP, TRANSACTION, SHARE):
         return _error(ErrorCode.invalid_request, f"Unknown coordinator type received: {key_type}")
     if key_type == SHARE:
         if ctx.version < FIRST_SHARE_VERSION:
             return _error(ErrorCode.invalid_request, None)
         if parse_share_coordinator_key(key) is None:
             return _error(ErrorCode.invalid_request, None)
-    partition: Partition = coordinator_partition(ctx.cluster, key_type, key)
-    node = ctx.cluster.nodes.get(partition.leader_id)
+        node = share_persister(ctx.runtime).coordinator_node(key)
+    else:
+        partition: Partition = coordinator_partition(ctx.cluster, key_type, key)
+        node = ctx.cluster.nodes.get(partition.leader_id)
     if node is None:
         return _error(ErrorCode.coordinator_not_available, None)
     return {

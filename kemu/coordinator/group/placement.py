@@ -1,9 +1,9 @@
 """Where coordinators live: the leader of the internal-topic partition a key hashes to.
 
 Kafka creates the internal topic on the first lookup (``__consumer_offsets`` for groups,
-``__transaction_state`` for transactional ids, ``__share_group_state`` for share partitions),
-with its configured partition count and a replication factor capped by the broker count; so does
-kemu. The partition is ``Utils.abs(key.hashCode()) % partitions`` as in Kafka.
+``__transaction_state`` for transactional ids) with its configured partition count and a
+replication factor capped by the broker count; so does kemu. The partition is
+``Utils.abs(key.hashCode()) % partitions`` as in Kafka.
 """
 
 from __future__ import annotations
@@ -38,13 +38,9 @@ INTERNAL_TOPICS = {
         "transaction.state.log.replication.factor",
         50,
     ),
-    SHARE: InternalTopic(
-        "__share_group_state",
-        "share.coordinator.state.topic.num.partitions",
-        "share.coordinator.state.topic.replication.factor",
-        50,
-    ),
 }
+# SHARE keys are placed by the share coordinator (kemu.coordinator.share.service), which owns
+# ``__share_group_state`` and its configs.
 
 
 def internal_topic(cluster: Cluster, key_type: int) -> Topic:

@@ -30,7 +30,6 @@ from kemu.coordinator.group.share_group import (
 )
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
-    InMemorySharePersister,
     PersistedState,
     SharePartitionKey,
     SharePersister,
@@ -46,10 +45,11 @@ NO_LEADER_EPOCH = -1
 
 
 def share_persister(runtime: Runtime) -> SharePersister:
-    """The process's share persister (an in-memory one until the share coordinator runs)."""
-    persister: SharePersister = runtime.service(
-        PERSISTER_SERVICE, lambda rt: InMemorySharePersister()
-    )
+    """The process's share persister: the share coordinator over ``__share_group_state``
+    (whatever is registered as ``share_persister`` first, e.g. an in-memory one in tests)."""
+    from kemu.coordinator.share.service import ShareCoordinatorService
+
+    persister: SharePersister = runtime.service(PERSISTER_SERVICE, ShareCoordinatorService)
     return persister
 
 

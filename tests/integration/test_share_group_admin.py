@@ -1,0 +1,247 @@
+"""Share-group administration with real Admin clients: confluent-kafka (group configs through
+IncrementalAlterConfigs/DescribeConfigs on the GROUP resource, DeleteGroups) and the
+Java Admin (describeShareGroups, listShareGroupOffsets, alterShareGroupOffsets,
+deleteShareGroupOffsets, deleteShareGroups, incrementalAlterConfigs on the group).
+
+Share-group members are made with raw ShareGroupHeartbeat requests so that these tests depend
+only on the group coordinator, not on share fetching.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from kemu.protocol import wire
+from kemu.testing.plugin import KemuProcess
+
+pytestmark = pytest.mark.integration
+
+HEARTBEAT = 76
+JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
+JAR = JAVA_DIR / "target" / "kemu-java-probes-0.1.0.jar"
+
+
+class RawClient:
+    """One connection speaking kemu's own encoding of any request (for share-group members)."""
+
+    def __init__(self, address: str) -> None:
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        self.correlation = 0
+
+    def send(self, api_key: int, version: int, **fields: Any) -> Any:
+        self.correlation += 1
+        body = wire.build(wire.request_schema(api_key, version), **fields)
+        self.sock.sendall(wire.encode_request_frame(body, self.correlation, "raw-member"))
+        size = struct.unpack(">i", self._read(4))[0]
+        correlation, response = wire.decode_response(api_key, version, self._read(size))
+        assert correlation == self.correlation
+        return response
+
+    def _read(self, count: int) -> bytes:
+        data = b""
+        while len(data) < count:
+            chunk = self.sock.recv(count - len(data))
+            if not chunk:
+                raise ConnectionError("kemu closed the connection")
+            data += chunk
+        return data
+
+    def heartbeat(
+        self, group: str, member: str, epoch: int, topics: tuple[str, ...] | None = None
+    ) -> Any:
+        return self.send(
+            HEARTBEAT,
+            1,
+            group_id=group,
+            member_id=member,
+            member_epoch=epoch,
+            rack_id=None,
+            subscribed_topic_names=topics,
+        )
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def admin_for(kemu: KemuProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": kemu.bootstrap})
+
+
+def create_topic(admin: AdminClient, name: str, partitions: int) -> None:
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(20)
+
+
+def group_config(admin: AdminClient, group: str) -> dict[str, Any]:
+    resource = ConfigResource(ResourceType.GROUP, group)
+    return dict(admin.describe_configs([resource])[resource].result(20))
+
+
+def alter_group_config(admin: AdminClient, group: str, name: str, value: str) -> None:
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(20)
+
+
+def test_group_configs_with_confluent_admin(kemu_shared: KemuProcess) -> None:
+    admin = admin_for(kemu_shared)
+    group = f"cfg-{uuid.uuid4().hex[:8]}"
+    before = group_config(admin, group)
+    assert before["share.auto.offset.reset"].value == "latest"
+    assert before["share.isolation.level"].value == "read_uncommitted"
+
+    alter_group_config(admin, group, "share.auto.offset.reset", "earliest")
+    after = group_config(admin, group)
+    assert after["share.auto.offset.reset"].value == "earliest"
+    assert after["share.auto.offset.reset"].source == 8  # DYNAMIC_GROUP_CONFIG
+    assert after["share.record.lock.duration.ms"].value == "30000"
+
+    alter_group_config(admin, group, "share.auto.offset.reset", "by_duration:PT10M")
+    assert group_config(admin, group)["share.auto.offset.reset"].value == "by_duration:PT10M"
+
+    with pytest.raises(KafkaException) as refused:
+        alter_group_config(admin, group, "share.auto.offset.reset", "sometime")
+    assert "INVALID_CONFIG" in str(refused.value) or "share.auto.offset.reset" in str(refused.value)
+    with pytest.raises(KafkaException):
+        alter_group_config(admin, group, "share.session.timeout.ms", "1000")
+    assert group_config(admin, group)["share.auto.offset.reset"].value == "by_duration:PT10M"
+
+
+def test_delete_share_groups_with_confluent_admin(kemu_shared: KemuProcess) -> None:
+    admin = admin_for(kemu_shared)
+    topic = f"sg-del-{uuid.uuid4().hex[:8]}"
+    create_topic(admin, topic, 3)
+    busy, idle, ghost = f"busy-{topic}", f"idle-{topic}", f"ghost-{topic}"
+    member = RawClient(kemu_shared.first_broker)
+    try:
+        joined = member.heartbeat(busy, "m-busy", 0, (topic,))
+        assert (joined.error_code, joined.member_epoch) == (0, 1)
+        assert sum(len(t.partitions) for t in joined.assignment.topic_partitions) == 3
+        assert member.heartbeat(idle, "m-idle", 0, (topic,)).error_code == 0
+        assert member.heartbeat(idle, "m-idle", -1).member_epoch == -1
+
+        # librdkafka's ListConsumerGroups keeps only groups of protocol type "consumer" (or
+        # none), as Kafka's own consumer-group listing does: share groups are not listed there.
+        listed = admin.list_consumer_groups().result(20)
+        assert listed.errors == []
+        assert not {busy, idle} & {g.group_id for g in listed.valid}
+
+        deleted = admin.delete_consumer_groups([busy, idle, ghost])
+        deleted[idle].result(20)
+        with pytest.raises(KafkaException) as non_empty:
+            deleted[busy].result(20)
+        assert non_empty.value.args[0].name() == "NON_EMPTY_GROUP"
+        with pytest.raises(KafkaException) as missing:
+            deleted[ghost].result(20)
+        assert missing.value.args[0].name() == "GROUP_ID_NOT_FOUND"
+
+        assert member.heartbeat(idle, "m-idle", 1).error_code == 69  # GROUP_ID_NOT_FOUND
+        assert member.heartbeat(busy, "m-busy", 1).member_epoch == 1
+        member.heartbeat(busy, "m-busy", -1)
+        admin.delete_consumer_groups([busy])[busy].result(20)
+    finally:
+        member.close()
+
+
+def _java() -> str | None:
+    return shutil.which("java")
+
+
+@pytest.mark.java
+@pytest.mark.skipif(_java() is None or not JAR.exists(), reason="needs java and `make java`")
+def test_java_admin_share_group_api(kemu_shared: KemuProcess) -> None:
+    admin = admin_for(kemu_shared)
+    topic = f"sg-java-{uuid.uuid4().hex[:8]}"
+    create_topic(admin, topic, 3)
+    busy, group = f"busy-{topic}", f"empty-{topic}"
+    producer = Producer({"bootstrap.servers": kemu_shared.bootstrap})
+    for i in range(5):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+    assert producer.flush(20) == 0
+    member = RawClient(kemu_shared.first_broker)
+    try:
+        assert member.heartbeat(busy, "java-m1", 0, (topic,)).error_code == 0
+        lines = _run_probe(kemu_shared, topic, busy, group)
+    finally:
+        member.close()
+    checks = {line["check"]: line for line in lines}
+    failed = {name: line.get("error") for name, line in checks.items() if not line["ok"]}
+    assert failed == {}
+
+    listed = checks["list_share_groups"]["groups"]
+    assert listed[busy] == {"type": "Share", "protocol": "share", "state": "Stable"}
+
+    described = checks["describe_share_groups"]
+    assert (described["group"], described["state"]) == (busy, "Stable")
+    assert described["group_epoch"] == described["assignment_epoch"] == 1
+    (only,) = described["members"]
+    assert (only["member_id"], only["client_id"], only["epoch"]) == ("java-m1", "raw-member", 1)
+    assert only["partitions"] == [f"{topic}-0", f"{topic}-1", f"{topic}-2"]
+    assert only["host"] == "/127.0.0.1"
+    assert checks["describe_missing_share_group"]["outcome"] == "GroupIdNotFoundException"
+
+    configs = checks["alter_group_configs"]
+    assert configs["share.auto.offset.reset"] == {
+        "value": "earliest",
+        "source": "DYNAMIC_GROUP_CONFIG",
+    }
+    assert configs["share.record.lock.duration.ms"]["value"] == "20000"
+    assert configs["share.isolation.level"]["value"] == "read_uncommitted"
+    assert checks["alter_group_configs_invalid"]["outcome"] == "InvalidConfigurationException"
+
+    assert checks["alter_offsets_non_empty"]["outcome"] == "GroupNotEmptyException"
+    offsets = checks["list_offsets"]["offsets"]
+    assert set(offsets) == {f"{topic}-0", f"{topic}-1"}
+    # Lag = end offset - start offset - records already complete above it (none yet).
+    assert (offsets[f"{topic}-0"]["start"], offsets[f"{topic}-0"]["lag"]) == (2, 3)
+    assert (offsets[f"{topic}-1"]["start"], offsets[f"{topic}-1"]["lag"]) == (0, 0)
+    assert checks["list_offsets_after_delete"]["offsets"] == {}
+    assert checks["delete_share_groups"]["after"] == "GroupIdNotFoundException"
+
+
+def _run_probe(kemu: KemuProcess, topic: str, busy: str, group: str) -> list[dict[str, Any]]:
+    classpath = os.pathsep.join([str(JAR), str(JAVA_DIR / "target" / "lib" / "*")])
+    command = [
+        "java",
+        "-cp",
+        classpath,
+        "kemu.probe.ShareGroupAdminProbe",
+        "--bootstrap",
+        kemu.bootstrap,
+        "--topic",
+        topic,
+        "--busy-group",
+        busy,
+        "--group",
+        group,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        print(done.stderr[-4000:], file=sys.stderr)
+    assert lines, f"probe printed nothing (exit {done.returncode})"
+    return lines
