@@ -281,3 +281,15 @@ def test_offsets_admin_needs_an_empty_share_group() -> None:
     with pytest.raises(GroupError) as busy:
         h.coordinator.empty_group_for_offsets(GROUP, create=True)
     assert busy.value.code == ErrorCode.non_empty_group
+
+
+def test_other_protocols_naming_a_share_group_get_kafkas_errors() -> None:
+    h = Harness()
+    h.join("a")
+    assert h.registry.wrong_type(GROUP, 11, {"classic", "consumer"}) == (
+        ErrorCode.inconsistent_group_protocol
+    )
+    assert h.registry.wrong_type(GROUP, 14, {"classic", "consumer"}) == ErrorCode.unknown_member_id
+    assert h.registry.wrong_type(GROUP, 68, {"consumer"}) == ErrorCode.group_id_not_found
+    assert h.registry.wrong_type(GROUP, 76, {"share"}) is None
+    assert h.registry.wrong_type("missing", 11, {"classic"}) is None
