@@ -183,9 +183,7 @@ def duplicate_resources(resources: Iterable[tuple[int, str]]) -> set[tuple[int, 
     return duplicates
 
 
-DUPLICATE_RESOURCE = ConfigResourceError(
-    ErrorCode.invalid_request, "Each resource must appear at most once."
-)
+DUPLICATE_RESOURCE_MESSAGE = "Each resource must appear at most once."
 
 
 def alter(
@@ -236,7 +234,7 @@ def alter_all(
     for type_id, name, changes in resources:
         try:
             if (type_id, name) in duplicates:
-                raise DUPLICATE_RESOURCE
+                raise ConfigResourceError(ErrorCode.invalid_request, DUPLICATE_RESOURCE_MESSAGE)
             alter(ctx, type_id, name, changes, incremental=incremental, validate_only=validate_only)
         except ConfigResourceError as error:
             outcomes.append((type_id, name, error.code, error.message))
