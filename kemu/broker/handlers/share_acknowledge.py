@@ -1,0 +1,109 @@
+"""ShareAcknowledge (key 79), v1-v2.
+
+Acknowledges records a member acquired through ShareFetch, outside a fetch. The share session
+must exist (SHARE_SESSION_NOT_FOUND); epoch 0 is INVALID_SHARE_SESSION_EPOCH, -1 applies the
+acknowledgements then closes the session and releases the member's remaining records in it, N
+must be the session's epoch (INVALID_SHARE_SESSION_EPOCH) and advances it. Per partition the
+acknowledgements apply all or nothing: INVALID_RECORD_STATE for records the member does not
+hold, INVALID_REQUEST for malformed batches (type count neither 1 nor one per offset, unknown
+types, overlapping batches, RENEW before v2). Every durable change is written to the share
+persister before the answer. Partitions led elsewhere get NOT_LEADER_OR_FOLLOWER with
+CurrentLeader and NodeEndpoints; unknown topic ids UNKNOWN_TOPIC_ID. v2 answers the
+acquisition lock duration in effect (after RENEW, the renewed lock's length).
+
+Omissions: authorization.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.broker.leadership import node_endpoints
+from kemu.broker.share.manager import share_partitions
+from kemu.broker.share.routing import (
+    PartitionAnswer,
+    ack_batches,
+    current_leader,
+    group_by_topic,
+    other_leaders,
+    route,
+)
+from kemu.broker.share.sessions import SharePartitionRef
+from kemu.broker.share.settings import share_settings
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 79
+
+
+@handler(API_KEY, 1, 2)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    group_id = request.group_id or ""
+    member_id = request.member_id or ""
+    if not group_id or not member_id:
+        return _error(ctx, ErrorCode.invalid_request, 0, "GroupId and MemberId are required")
+    settings = share_settings(ctx.runtime, group_id)
+    lock_ms = settings.partition.record_lock_duration_ms
+    manager = share_partitions(ctx.runtime)
+    decision = manager.sessions.for_acknowledge(
+        (ctx.node.node_id, group_id, member_id), request.share_session_epoch, ctx.now_ms()
+    )
+    if decision.error is not ErrorCode.none or decision.session is None:
+        return _error(ctx, decision.error, lock_ms, decision.message)
+
+    answers: dict[SharePartitionRef, PartitionAnswer] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            ref = (topic.topic_id, p.partition_index)
+            answer = answers[ref] = PartitionAnswer()
+            where = route(ctx, *ref)
+            if where.error is not ErrorCode.none or where.partition is None:
+                answer.error = where.error
+                if where.leader_id is not None:
+                    answer.leader = where.partition
+                continue
+            batches = ack_batches(p.acknowledgement_batches, ctx.version)
+            if batches is None:
+                answer.error, answer.message = ErrorCode.invalid_request, "RENEW needs v2"
+                continue
+            actor = manager.actor(group_id, *ref)
+            answer.error, answer.message = await actor.acknowledge(
+                where.partition, member_id, batches, settings
+            )
+    if decision.final:
+        await manager.close_session(decision.session)
+
+    topics = [
+        ctx.make(
+            "ShareAcknowledgeTopicResponse",
+            topic_id=topic_id,
+            partitions=tuple(
+                ctx.make(
+                    "PartitionData",
+                    partition_index=index,
+                    error_code=answer.error,
+                    error_message=answer.message,
+                    current_leader=current_leader(ctx, answer),
+                )
+                for index, answer in entries
+            ),
+        )
+        for topic_id, entries in group_by_topic(answers).items()
+    ]
+    return ctx.respond(
+        error_code=ErrorCode.none,
+        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
+        responses=tuple(topics),
+        node_endpoints=node_endpoints(ctx, other_leaders(answers.values())),
+    )
+
+
+def _error(ctx: RequestContext, code: ErrorCode, lock_ms: int, message: str | None = None) -> Any:
+    return ctx.respond(
+        error_code=code,
+        error_message=message,
+        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
+        responses=(),
+    )

@@ -1,0 +1,281 @@
+"""ShareFetch (key 78), v1-v2.
+
+Share sessions per (broker, group, member): epoch 0 opens one (acknowledgements then are
+INVALID_REQUEST), -1 applies the acknowledgements, closes it and releases the member's records
+in it, N must be the session's epoch (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH,
+SHARE_SESSION_LIMIT_REACHED past ``group.share.max.share.sessions``); ForgottenTopicsData
+leaves the session. Piggy-backed acknowledgements are applied first, per partition all or
+nothing (AcknowledgeErrorCode: INVALID_RECORD_STATE, INVALID_REQUEST). Then records are acquired
+from every session partition, taking turns: whole log batches, AcquiredRecords with delivery
+counts, MaxRecords and MaxBytes shared by the partitions (the first batch always goes, KIP-74),
+BatchSize splitting acquired ranges, ShareAcquireMode (v2: 0 batch_optimized, 1 record_limit).
+Long poll: up to MaxWaitMs until MinBytes look acquirable, woken by appends and by records
+becoming available again (releases, lock expiry, aborts). v2 IsRenewAck: the acknowledgements
+(RENEW among them) are applied and nothing is fetched. AcquisitionLockTimeoutMs is the group's
+``share.record.lock.duration.ms``. Partitions led elsewhere get NOT_LEADER_OR_FOLLOWER with
+CurrentLeader and NodeEndpoints; unknown topic ids UNKNOWN_TOPIC_ID.
+
+Omissions: authorization; Kafka's broker-side rejection of non-zero fetch limits in an
+IsRenewAck request and of partitions named in a closing (-1) request; share fetch purgatory
+fairness beyond rotating the partition order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Iterable
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.broker.leadership import node_endpoints
+from kemu.broker.partition import Partition
+from kemu.broker.share.actor import SharePartitionActor
+from kemu.broker.share.manager import SharePartitionManager, share_partitions
+from kemu.broker.share.partition import AcquireMode
+from kemu.broker.share.routing import (
+    PartitionAnswer,
+    ack_batches,
+    current_leader,
+    group_by_topic,
+    millis,
+    other_leaders,
+    route,
+)
+from kemu.broker.share.sessions import SharePartitionRef
+from kemu.broker.share.settings import ShareSettings, share_settings
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 78
+MAX_BYTES = 2**31 - 1
+
+
+@handler(API_KEY, 1, 2)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    group_id = request.group_id or ""
+    member_id = request.member_id or ""
+    if not group_id or not member_id:
+        return _error(ctx, ErrorCode.invalid_request, 0, "GroupId and MemberId are required")
+    settings = share_settings(ctx.runtime, group_id)
+    lock_ms = settings.partition.record_lock_duration_ms
+    mode_id = int(getattr(request, "share_acquire_mode", 0))
+    if mode_id not in (AcquireMode.BATCH_OPTIMIZED, AcquireMode.RECORD_LIMIT):
+        return _error(ctx, ErrorCode.invalid_request, lock_ms, f"Unknown acquire mode {mode_id}")
+    manager = share_partitions(ctx.runtime)
+    requested: list[SharePartitionRef] = []
+    acknowledgements: dict[SharePartitionRef, Any] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            ref = (topic.topic_id, p.partition_index)
+            requested.append(ref)
+            if p.acknowledgement_batches:
+                acknowledgements[ref] = p.acknowledgement_batches
+    forgotten = [
+        (t.topic_id, index) for t in request.forgotten_topics_data for index in t.partitions
+    ]
+    decision = manager.sessions.for_fetch(
+        (ctx.node.node_id, group_id, member_id),
+        request.share_session_epoch,
+        requested,
+        forgotten,
+        has_acknowledgements=bool(acknowledgements),
+        now_ms=ctx.now_ms(),
+    )
+    if decision.error is not ErrorCode.none or decision.session is None:
+        return _error(ctx, decision.error, lock_ms, decision.message)
+
+    answers: dict[SharePartitionRef, PartitionAnswer] = {}
+    for ref, raw in acknowledgements.items():
+        answers[ref] = await _acknowledge(ctx, manager, settings, group_id, member_id, ref, raw)
+    if decision.final:
+        await manager.close_session(decision.session)
+        return _respond(ctx, answers, lock_ms)
+    if getattr(request, "is_renew_ack", False) or request.max_records <= 0:
+        return _respond(ctx, answers, lock_ms)
+
+    order = decision.session.fetch_order()
+    deadline = ctx.now_ms() + max(millis(request.max_wait), 0)
+    min_bytes = max(int(request.min_bytes), 1)
+    mode = AcquireMode(mode_id)
+    while True:
+        remaining = deadline - ctx.now_ms()
+        targets = _targets(ctx, manager, group_id, order, answers)
+        if remaining <= 0 or not targets or _acquirable(targets, settings, min_bytes) >= min_bytes:
+            acquired, failed = await _fetch(
+                ctx, request, settings, member_id, mode, targets, answers
+            )
+            if acquired or failed or remaining <= 0 or not targets:
+                break
+        await _wait_for_records(targets, remaining / 1000)
+    return _respond(ctx, answers, lock_ms)
+
+
+Target = tuple[SharePartitionRef, Partition, SharePartitionActor]
+
+
+def _targets(
+    ctx: RequestContext,
+    manager: SharePartitionManager,
+    group_id: str,
+    order: list[SharePartitionRef],
+    answers: dict[SharePartitionRef, PartitionAnswer],
+) -> list[Target]:
+    """The session's partitions this broker leads; the others get their error answer."""
+    targets = []
+    for ref in order:
+        where = route(ctx, *ref)
+        if where.error is not ErrorCode.none or where.partition is None:
+            answer = answers.setdefault(ref, PartitionAnswer())
+            answer.error = where.error
+            if where.leader_id is not None:
+                answer.leader = where.partition
+            continue
+        targets.append((ref, where.partition, manager.actor(group_id, *ref)))
+    return targets
+
+
+def _acquirable(targets: list[Target], settings: ShareSettings, min_bytes: int) -> int:
+    total = 0
+    for _, partition, actor in targets:
+        total += actor.estimate_bytes(partition, settings, min_bytes - total)
+        if total >= min_bytes:
+            break
+    return total
+
+
+async def _fetch(
+    ctx: RequestContext,
+    request: Any,
+    settings: ShareSettings,
+    member_id: str,
+    mode: AcquireMode,
+    targets: list[Target],
+    answers: dict[SharePartitionRef, PartitionAnswer],
+) -> tuple[int, bool]:
+    """Acquire from each target in turn: how many records were acquired, whether any failed."""
+    bytes_left = int(request.max_bytes) if request.max_bytes > 0 else MAX_BYTES
+    records_left = int(request.max_records)
+    total = 0
+    failed = False
+    for ref, partition, actor in targets:
+        answer = answers.setdefault(ref, PartitionAnswer())
+        if records_left <= 0 or bytes_left <= 0:
+            continue
+        outcome = await actor.acquire(
+            partition,
+            member_id,
+            settings,
+            max_records=records_left,
+            batch_size=int(request.batch_size),
+            mode=mode,
+            max_bytes=bytes_left,
+            min_one=total == 0,
+        )
+        answer.error = outcome.error
+        failed = failed or outcome.error is not ErrorCode.none
+        answer.records = outcome.records
+        answer.acquired = [
+            (r.first_offset, r.last_offset, r.delivery_count) for r in outcome.acquired
+        ]
+        bytes_left -= len(outcome.records)
+        records_left -= outcome.count
+        total += outcome.count
+    return total, failed
+
+
+async def _acknowledge(
+    ctx: RequestContext,
+    manager: SharePartitionManager,
+    settings: ShareSettings,
+    group_id: str,
+    member_id: str,
+    ref: SharePartitionRef,
+    raw: Iterable[Any],
+) -> PartitionAnswer:
+    answer = PartitionAnswer()
+    where = route(ctx, *ref)
+    if where.error is not ErrorCode.none or where.partition is None:
+        answer.ack_error = where.error
+        if where.leader_id is not None:
+            answer.error = where.error
+            answer.leader = where.partition
+        return answer
+    batches = ack_batches(raw, ctx.version)
+    if batches is None:
+        answer.ack_error = ErrorCode.invalid_request
+        answer.ack_message = "RENEW needs ShareFetch v2"
+        return answer
+    actor = manager.actor(group_id, *ref)
+    answer.ack_error, answer.ack_message = await actor.acknowledge(
+        where.partition, member_id, batches, settings
+    )
+    return answer
+
+
+async def _wait_for_records(targets: list[Target], timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    for _, partition, actor in targets:
+        partition.listeners.add(wake)
+        actor.waiters.add(wake)
+    try:
+        await asyncio.wait_for(woken, timeout)
+    except TimeoutError:
+        pass
+    finally:
+        for _, partition, actor in targets:
+            partition.listeners.discard(wake)
+            actor.waiters.discard(wake)
+
+
+def _respond(
+    ctx: RequestContext, answers: dict[SharePartitionRef, PartitionAnswer], lock_ms: int
+) -> Any:
+    topics = []
+    for topic_id, entries in group_by_topic(answers).items():
+        partitions = tuple(
+            ctx.make(
+                "PartitionData",
+                partition_index=index,
+                error_code=answer.error,
+                error_message=answer.message,
+                acknowledge_error_code=answer.ack_error,
+                acknowledge_error_message=answer.ack_message,
+                current_leader=current_leader(ctx, answer),
+                records=answer.records,
+                acquired_records=tuple(
+                    ctx.make(
+                        "AcquiredRecords",
+                        first_offset=first,
+                        last_offset=last,
+                        delivery_count=count,
+                    )
+                    for first, last, count in answer.acquired
+                ),
+            )
+            for index, answer in entries
+        )
+        topics.append(
+            ctx.make("ShareFetchableTopicResponse", topic_id=topic_id, partitions=partitions)
+        )
+    return ctx.respond(
+        error_code=ErrorCode.none,
+        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
+        responses=tuple(topics),
+        node_endpoints=node_endpoints(ctx, other_leaders(answers.values())),
+    )
+
+
+def _error(ctx: RequestContext, code: ErrorCode, lock_ms: int, message: str | None = None) -> Any:
+    return ctx.respond(
+        error_code=code,
+        error_message=message,
+        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
+        responses=(),
+    )

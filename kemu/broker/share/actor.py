@@ -1,0 +1,301 @@
+"""The asyncio side of one share partition: a thin actor around ``SharePartitionCore``.
+
+The actor serialises every operation on its core (one at a time, in arrival order), loads the
+durable state through the share persister on first use, writes every durable change before the
+operation's caller gets its answer, runs the acquisition-lock timer, and wakes waiting
+ShareFetch requests when records become acquirable again (releases, lock expiry, aborts).
+
+A write the persister refuses leaves the in-memory core ahead of the durable state, so the
+actor drops the core and reloads it on next use; the caller gets the (mapped) error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from kemu.broker.partition import Partition
+from kemu.broker.share.partition import (
+    AckBatch,
+    AcquiredRange,
+    AcquireMode,
+    Effects,
+    SharePartitionCore,
+)
+from kemu.broker.share.settings import ShareSettings, resolve_start_offset
+from kemu.coordinator.share.persister import (
+    UNINITIALIZED_START_OFFSET,
+    SharePartitionKey,
+    SharePersister,
+)
+from kemu.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kemu.broker.context import Runtime
+
+log = structlog.get_logger("kemu.share")
+
+Waiter = Callable[[], None]
+
+# Persister errors as a share-partition leader reports them to clients (Kafka's
+# SharePartition.fetchPersisterError).
+_PERSISTER_ERRORS = {
+    ErrorCode.fenced_leader_epoch: ErrorCode.not_leader_or_follower,
+    ErrorCode.fenced_state_epoch: ErrorCode.not_leader_or_follower,
+    ErrorCode.not_coordinator: ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_not_available: ErrorCode.coordinator_not_available,
+    ErrorCode.group_id_not_found: ErrorCode.group_id_not_found,
+    ErrorCode.unknown_topic_or_partition: ErrorCode.unknown_topic_or_partition,
+}
+
+
+def persister_error(code: ErrorCode) -> ErrorCode:
+    return _PERSISTER_ERRORS.get(code, ErrorCode.unknown_server_error)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchOutcome:
+    error: ErrorCode = ErrorCode.none
+    acquired: tuple[AcquiredRange, ...] = ()
+    records: bytes = b""
+    count: int = 0
+
+
+class SharePartitionActor:
+    def __init__(
+        self,
+        key: SharePartitionKey,
+        runtime: Runtime,
+        persister: Callable[[], SharePersister],
+    ) -> None:
+        self.key = key
+        self.runtime = runtime
+        self._persister = persister
+        self.core: SharePartitionCore | None = None
+        self._mailbox = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.waiters: set[Waiter] = set()
+
+    # --- operations ---------------------------------------------------------------------------
+
+    async def acquire(
+        self,
+        partition: Partition,
+        member: str,
+        settings: ShareSettings,
+        *,
+        max_records: int,
+        batch_size: int,
+        mode: AcquireMode,
+        max_bytes: int,
+        min_one: bool,
+    ) -> FetchOutcome:
+        async with self._mailbox:
+            code = await self._load(partition, settings)
+            if code is not ErrorCode.none:
+                return FetchOutcome(code)
+            core = self._core()
+            code = await self._commit(core.advance_log_start(partition.log_start_offset))
+            if code is not ErrorCode.none:
+                return FetchOutcome(code)
+            core = self._core()
+            upper = _upper(partition, settings)
+            offset = core.next_fetch_offset()
+            if offset >= upper or not core.can_acquire():
+                return FetchOutcome()
+            result = core.acquire(
+                member,
+                partition.log.batches(offset, upper),
+                max_records=max_records,
+                batch_size=batch_size,
+                mode=mode,
+                now_ms=self.runtime.clock_ms(),
+                max_bytes=max_bytes,
+                min_one=min_one,
+                read_committed=settings.read_committed,
+                aborted=_aborted_ranges(partition, offset, upper)
+                if settings.read_committed
+                else (),
+            )
+            code = await self._commit(result.effects)
+            if code is not ErrorCode.none:
+                return FetchOutcome(code)  # the acquisition went with the dropped core
+            return FetchOutcome(
+                acquired=result.acquired, records=b"".join(result.records), count=result.count
+            )
+
+    async def acknowledge(
+        self,
+        partition: Partition,
+        member: str,
+        batches: Sequence[AckBatch],
+        settings: ShareSettings,
+    ) -> tuple[ErrorCode, str | None]:
+        async with self._mailbox:
+            code = await self._load(partition, settings)
+            if code is not ErrorCode.none:
+                return code, None
+            result = self._core().acknowledge(member, batches, self.runtime.clock_ms())
+            code = await self._commit(result.effects)
+            if code is not ErrorCode.none:
+                return code, None
+            return result.error, result.message
+
+    async def stage(
+        self,
+        partition: Partition,
+        member: str,
+        producer_id: int,
+        producer_epoch: int,
+        batches: Sequence[AckBatch],
+        settings: ShareSettings,
+    ) -> tuple[ErrorCode, str | None]:
+        """KIP-1289: stage acknowledgements in a producer transaction, durably."""
+        async with self._mailbox:
+            code = await self._load(partition, settings)
+            if code is not ErrorCode.none:
+                return code, None
+            result = self._core().stage(
+                member, producer_id, producer_epoch, batches, self.runtime.clock_ms()
+            )
+            code = await self._commit(result.effects)
+            if code is not ErrorCode.none:
+                return code, None
+            return result.error, result.message
+
+    async def apply_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        """KIP-1289: a transaction ended; resolve what it staged here (if loaded)."""
+        async with self._mailbox:
+            if self.core is None:
+                return ErrorCode.none  # the durable state is resolved by the share coordinator
+            effects = self.core.apply_marker(
+                producer_id, producer_epoch, commit, self.runtime.clock_ms()
+            )
+            return await self._commit(effects)
+
+    async def release_member(self, member: str) -> ErrorCode:
+        async with self._mailbox:
+            if self.core is None:
+                return ErrorCode.none
+            return await self._commit(self.core.release_member(member, self.runtime.clock_ms()))
+
+    def estimate_bytes(self, partition: Partition, settings: ShareSettings, limit: int) -> int:
+        """Bytes a fetch could acquire now, up to ``limit`` (``limit`` when not loaded yet)."""
+        core = self.core
+        if core is None:
+            return limit
+        upper = _upper(partition, settings)
+        offset = core.next_fetch_offset()
+        if offset >= upper or not core.can_acquire():
+            return 0
+        return len(partition.log.read(offset, limit, upper=upper))
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.core = None
+        self._wake()
+
+    # --- machinery ----------------------------------------------------------------------------
+
+    def _core(self) -> SharePartitionCore:
+        assert self.core is not None
+        return self.core
+
+    async def _load(self, partition: Partition, settings: ShareSettings) -> ErrorCode:
+        if self.core is not None:
+            self.core.config = settings.partition
+            self.core.leader_epoch = partition.leader_epoch
+            return ErrorCode.none
+        persister = self._persister()
+        result = await persister.read_state(self.key, partition.leader_epoch)
+        if result.error is ErrorCode.invalid_request:
+            # Nothing initialised this share partition yet (no heartbeat reached the group
+            # coordinator first): start it as Kafka's group coordinator would.
+            code = await persister.initialize(self.key, 0, UNINITIALIZED_START_OFFSET)
+            if code is ErrorCode.none:
+                result = await persister.read_state(self.key, partition.leader_epoch)
+        if result.error is not ErrorCode.none or result.state is None:
+            log.warning("share_state_read_failed", key=str(self.key), error=result.error.name)
+            return persister_error(result.error)
+        now = self.runtime.clock_ms()
+        core, effects = SharePartitionCore.from_persisted(
+            result.state,
+            settings.partition,
+            reset_offset=resolve_start_offset(settings, partition, now),
+            log_start_offset=partition.log_start_offset,
+        )
+        core.leader_epoch = partition.leader_epoch
+        self.core = core
+        return await self._commit(effects)
+
+    async def _commit(self, effects: Effects) -> ErrorCode:
+        """Write what must be durable, then let waiters and the lock timer know."""
+        core = self._core()
+        if effects.durable:
+            code = await self._persister().write_state(
+                self.key,
+                state_epoch=core.state_epoch,
+                leader_epoch=core.leader_epoch,
+                start_offset=effects.start_offset,
+                delivery_complete_count=core.delivery_complete_count,
+                batches=effects.batches,
+            )
+            if code is not ErrorCode.none:
+                log.warning("share_state_write_failed", key=str(self.key), error=code.name)
+                self.close()  # the durable state is the truth: reload it on next use
+                return persister_error(code)
+        if effects.available:
+            self._wake()
+        self._rearm()
+        return ErrorCode.none
+
+    def _wake(self) -> None:
+        for waiter in list(self.waiters):
+            waiter()
+
+    def _rearm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        core = self.core
+        deadline = core.next_deadline() if core is not None else None
+        if deadline is None:
+            return
+        delay = max(0, deadline - self.runtime.clock_ms()) / 1000
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        task = asyncio.get_running_loop().create_task(self._expire())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _expire(self) -> None:
+        async with self._mailbox:
+            if self.core is None:
+                return
+            try:
+                await self._commit(self.core.expire_locks(self.runtime.clock_ms()))
+            except Exception:
+                log.exception("share_lock_expiry_failed", key=str(self.key))
+
+
+def _upper(partition: Partition, settings: ShareSettings) -> int:
+    return partition.last_stable_offset if settings.read_committed else partition.high_watermark
+
+
+def _aborted_ranges(partition: Partition, start: int, end: int) -> Sequence[tuple[int, int]]:
+    """Offset ranges of aborted transactions in [start, end), if the partition tracks them."""
+    lookup = getattr(partition, "aborted_ranges", None)
+    if lookup is None:
+        return ()
+    ranges: Sequence[tuple[int, int]] = lookup(start, end)
+    return ranges

@@ -1,0 +1,84 @@
+"""The share-partition manager: one per process, shared by every virtual broker.
+
+It owns an actor per (group, topic-partition) and the share-session cache, and is the runtime
+service ``share_partitions``. The group coordinator calls ``release_member(group, member)``
+when a member leaves or its session times out; ShareFetch and ShareAcknowledge reach the
+actors through it. The persister is the runtime service ``share_persister`` (the share
+coordinator's, or an in-memory one when nothing else registered it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from kemu.broker.share.actor import SharePartitionActor
+from kemu.broker.share.sessions import ShareSession, ShareSessionCache
+from kemu.coordinator.share.persister import (
+    InMemorySharePersister,
+    SharePartitionKey,
+    SharePersister,
+)
+
+if TYPE_CHECKING:
+    from kemu.broker.context import Runtime
+
+SERVICE = "share_partitions"
+PERSISTER_SERVICE = "share_persister"
+
+
+def share_persister(runtime: Runtime) -> SharePersister:
+    persister: SharePersister = runtime.service(
+        PERSISTER_SERVICE, lambda _: InMemorySharePersister()
+    )
+    return persister
+
+
+class SharePartitionManager:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.actors: dict[SharePartitionKey, SharePartitionActor] = {}
+        self.sessions = ShareSessionCache(
+            runtime.cluster.config.get_int("group.share.max.share.sessions")
+        )
+
+    def actor(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartitionActor:
+        key = SharePartitionKey(group_id, topic_id, partition)
+        found = self.actors.get(key)
+        if found is None:
+            found = self.actors[key] = SharePartitionActor(
+                key, self.runtime, lambda: share_persister(self.runtime)
+            )
+        return found
+
+    def existing(
+        self, group_id: str, topic_id: uuid.UUID, partition: int
+    ) -> SharePartitionActor | None:
+        return self.actors.get(SharePartitionKey(group_id, topic_id, partition))
+
+    async def release_member(self, group_id: str, member_id: str) -> None:
+        """The member left the group: close its sessions and release all it holds."""
+        self.sessions.remove_member(group_id, member_id)
+        for key, actor in list(self.actors.items()):
+            if key.group_id == group_id:
+                await actor.release_member(member_id)
+
+    async def close_session(self, session: ShareSession) -> None:
+        """A session ended (epoch -1): release the member's records in its partitions."""
+        self.sessions.close(session.key)
+        _, group_id, member_id = session.key
+        for topic_id, index in session.partitions:
+            actor = self.existing(group_id, topic_id, index)
+            if actor is not None:
+                await actor.release_member(member_id)
+
+    def forget_topic(self, topic_id: uuid.UUID) -> None:
+        """A topic was deleted: drop its share partitions and sessions' references to it."""
+        self.sessions.forget_topic(topic_id)
+        for key in [k for k in self.actors if k.topic_id == topic_id]:
+            self.actors.pop(key).close()
+
+
+def share_partitions(runtime: Runtime) -> SharePartitionManager:
+    manager: SharePartitionManager = runtime.service(SERVICE, SharePartitionManager)
+    return manager

@@ -1,0 +1,137 @@
+"""Share sessions (KIP-932), sans IO: which partitions a member fetches from one broker.
+
+A session is keyed by (broker, group, member): a member holds one with every broker that leads
+a partition it fetches. Epochs follow Kafka's SharePartitionManager:
+
+ShareFetch
+* 0 opens a session (replacing any existing one) with the request's partitions; it may not
+  carry acknowledgements (INVALID_REQUEST); a full cache gives SHARE_SESSION_LIMIT_REACHED.
+* -1 closes: the session must exist (SHARE_SESSION_NOT_FOUND); acknowledgements are applied,
+  nothing is fetched (partitions named only to carry acknowledgements are not an error, where
+  Kafka would refuse ones with a fetch size), then the session goes and the member's records in
+  it are released.
+* N must equal the session's epoch (INVALID_SHARE_SESSION_EPOCH); the request's partitions are
+  added and its forgotten topics removed; the epoch advances (wrapping to 1).
+ShareAcknowledge: epoch 0 is INVALID_SHARE_SESSION_EPOCH; -1 acknowledges then closes; N as
+above.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kemu.protocol.errors import ErrorCode
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+MAX_EPOCH = 2**31 - 1
+
+SharePartitionRef = tuple[uuid.UUID, int]  # (topic id, partition index)
+SessionKey = tuple[int, str, str]  # (broker node id, group id, member id)
+
+
+def next_epoch(epoch: int) -> int:
+    return 1 if epoch >= MAX_EPOCH else epoch + 1
+
+
+@dataclass(slots=True)
+class ShareSession:
+    key: SessionKey
+    epoch: int  # the epoch the next request must carry
+    last_used_ms: int
+    partitions: dict[SharePartitionRef, None] = field(default_factory=dict)  # ordered set
+    cursor: int = 0  # where the next fetch starts, so partitions take turns
+
+    def fetch_order(self) -> list[SharePartitionRef]:
+        """The session's partitions, starting one further along each time (fairness)."""
+        refs = list(self.partitions)
+        if not refs:
+            return refs
+        start = self.cursor % len(refs)
+        self.cursor = start + 1
+        return refs[start:] + refs[:start]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDecision:
+    error: ErrorCode = ErrorCode.none
+    session: ShareSession | None = None
+    final: bool = False  # acknowledge, then close the session and release its records
+    message: str | None = None
+
+
+class ShareSessionCache:
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self.sessions: dict[SessionKey, ShareSession] = {}
+
+    def for_fetch(
+        self,
+        key: SessionKey,
+        epoch: int,
+        requested: Iterable[SharePartitionRef],
+        forgotten: Iterable[SharePartitionRef],
+        *,
+        has_acknowledgements: bool,
+        now_ms: int,
+    ) -> SessionDecision:
+        wanted = list(requested)
+        if epoch == FINAL_EPOCH:
+            session = self.sessions.get(key)
+            if session is None:
+                return SessionDecision(ErrorCode.share_session_not_found)
+            return SessionDecision(session=session, final=True)
+        if epoch == INITIAL_EPOCH:
+            if has_acknowledgements:
+                return SessionDecision(
+                    ErrorCode.invalid_request,
+                    message="Acknowledge data present in the initial share fetch request",
+                )
+            self.sessions.pop(key, None)
+            if len(self.sessions) >= self.max_sessions:
+                return SessionDecision(ErrorCode.share_session_limit_reached)
+            session = ShareSession(key, next_epoch(INITIAL_EPOCH), now_ms, dict.fromkeys(wanted))
+            self.sessions[key] = session
+            return SessionDecision(session=session)
+        session = self.sessions.get(key)
+        if session is None:
+            return SessionDecision(ErrorCode.share_session_not_found)
+        if session.epoch != epoch:
+            return SessionDecision(ErrorCode.invalid_share_session_epoch)
+        for ref in wanted:
+            session.partitions.setdefault(ref, None)
+        for ref in forgotten:
+            session.partitions.pop(ref, None)
+        session.epoch = next_epoch(epoch)
+        session.last_used_ms = now_ms
+        return SessionDecision(session=session)
+
+    def for_acknowledge(self, key: SessionKey, epoch: int, now_ms: int) -> SessionDecision:
+        if epoch == INITIAL_EPOCH:
+            return SessionDecision(ErrorCode.invalid_share_session_epoch)
+        session = self.sessions.get(key)
+        if session is None:
+            return SessionDecision(ErrorCode.share_session_not_found)
+        if epoch == FINAL_EPOCH:
+            return SessionDecision(session=session, final=True)
+        if session.epoch != epoch:
+            return SessionDecision(ErrorCode.invalid_share_session_epoch)
+        session.epoch = next_epoch(epoch)
+        session.last_used_ms = now_ms
+        return SessionDecision(session=session)
+
+    def close(self, key: SessionKey) -> ShareSession | None:
+        return self.sessions.pop(key, None)
+
+    def remove_member(self, group_id: str, member_id: str) -> list[ShareSession]:
+        """Drop the member's sessions on every broker (it left the group)."""
+        keys = [k for k in self.sessions if k[1] == group_id and k[2] == member_id]
+        return [self.sessions.pop(k) for k in keys]
+
+    def forget_topic(self, topic_id: uuid.UUID) -> None:
+        """A deleted topic leaves every session."""
+        for session in self.sessions.values():
+            for ref in [r for r in session.partitions if r[0] == topic_id]:
+                del session.partitions[ref]

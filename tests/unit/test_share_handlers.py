@@ -1,0 +1,531 @@
+"""ShareFetch and ShareAcknowledge through the wire: kio requests encoded as frames, sent to an
+in-process 3-broker kemu over TCP, answers decoded. The runtime's clock is virtual; lock
+expiry is driven by advancing it and running the actor's expiry."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import itertools
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from kemu.broker.config import BrokerConfig
+from kemu.broker.partition import Partition
+from kemu.broker.server import KemuServer, ServerOptions
+from kemu.broker.share.manager import share_partitions
+from kemu.broker.share.states import AckType, RecordState
+from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
+from kemu.protocol.records import build_batch, read_header, split_batches
+from kemu.testing.plugin import free_port_block
+
+SHARE_FETCH, SHARE_ACK = 78, 79
+GAP, ACCEPT, RELEASE, REJECT, RENEW = (int(t) for t in AckType)
+GROUP = "g"
+
+
+@dataclass
+class Harness:
+    server: KemuServer
+    now: list[int]
+    clients: list[Client] = field(default_factory=list)
+
+    @property
+    def runtime(self) -> Any:
+        return self.server.runtime
+
+    def partition(self, topic: str, index: int) -> Partition:
+        found = self.server.cluster.partition(topic, index)
+        assert found is not None
+        return found
+
+    def produce(self, topic: str, index: int, *counts: int) -> None:
+        for count in counts:
+            raw = build_batch([(None, b"r%d" % i) for i in range(count)], timestamp_ms=self.now[0])
+            self.partition(topic, index).append(split_batches(raw), now_ms=self.now[0])
+
+    async def client(self, node_id: int) -> Client:
+        node = self.server.cluster.nodes[node_id]
+        reader, writer = await asyncio.open_connection(node.host, node.port)
+        client = Client(reader, writer)
+        self.clients.append(client)
+        return client
+
+    async def leader_client(self, topic: str, index: int) -> Client:
+        return await self.client(self.partition(topic, index).leader_id)
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        return self.server.cluster.topics[topic].topic_id
+
+
+@dataclass
+class Client:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    async def call(self, body: Any) -> Any:
+        correlation_id = next(self.ids)
+        self.writer.write(wire.encode_request_frame(body, correlation_id))
+        await self.writer.drain()
+        size = wire.SIZE.unpack(await self.reader.readexactly(4))[0]
+        payload = await self.reader.readexactly(size)
+        got, response = wire.decode_response(body.__api_key__, body.__version__, payload)
+        assert got == correlation_id
+        return response
+
+
+@pytest.fixture
+async def kemu() -> AsyncIterator[Harness]:
+    port = free_port_block(3)
+    config = BrokerConfig({"group.share.max.share.sessions": "3"})
+    server = KemuServer(ServerOptions(brokers=3, port=port, config=config))
+    now = [1_000_000]
+    server.runtime.clock_ms = lambda: now[0]
+    await server.start()
+    server.cluster.create_topic("t", 3, 1)
+    harness = Harness(server, now)
+    try:
+        yield harness
+    finally:
+        for client in harness.clients:
+            client.writer.close()
+        await server.close()
+
+
+def request_module(api_key: int, version: int) -> Any:
+    return sys.modules[wire.request_schema(api_key, version).__module__]
+
+
+def share_fetch(
+    topic_id: uuid.UUID,
+    partitions: dict[int, list[tuple[int, int, list[int]]]],
+    *,
+    epoch: int,
+    member: str = "m1",
+    version: int = 2,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_records: int = 500,
+    batch_size: int = 500,
+    max_bytes: int = 2**31 - 1,
+    mode: int = 0,
+    renew: bool = False,
+    forgotten: list[int] | None = None,
+    group: str = GROUP,
+) -> Any:
+    module = request_module(SHARE_FETCH, version)
+    topics = (
+        (
+            wire.build(
+                module.FetchTopic,
+                topic_id=topic_id,
+                partitions=tuple(
+                    wire.build(
+                        module.FetchPartition,
+                        partition_index=index,
+                        acknowledgement_batches=tuple(
+                            wire.build(
+                                module.AcknowledgementBatch,
+                                first_offset=first,
+                                last_offset=last,
+                                acknowledge_types=tuple(types),
+                            )
+                            for first, last, types in acks
+                        ),
+                    )
+                    for index, acks in partitions.items()
+                ),
+            ),
+        )
+        if partitions
+        else ()
+    )
+    return wire.build(
+        wire.request_schema(SHARE_FETCH, version),
+        group_id=group,
+        member_id=member,
+        share_session_epoch=epoch,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        max_records=max_records,
+        batch_size=batch_size,
+        share_acquire_mode=mode,
+        is_renew_ack=renew,
+        topics=topics,
+        forgotten_topics_data=(
+            (wire.build(module.ForgottenTopic, topic_id=topic_id, partitions=tuple(forgotten)),)
+            if forgotten
+            else ()
+        ),
+    )
+
+
+def share_ack(
+    topic_id: uuid.UUID,
+    partitions: dict[int, list[tuple[int, int, list[int]]]],
+    *,
+    epoch: int,
+    member: str = "m1",
+    version: int = 2,
+    renew: bool = False,
+) -> Any:
+    module = request_module(SHARE_ACK, version)
+    return wire.build(
+        wire.request_schema(SHARE_ACK, version),
+        group_id=GROUP,
+        member_id=member,
+        share_session_epoch=epoch,
+        is_renew_ack=renew,
+        topics=(
+            wire.build(
+                module.AcknowledgeTopic,
+                topic_id=topic_id,
+                partitions=tuple(
+                    wire.build(
+                        module.AcknowledgePartition,
+                        partition_index=index,
+                        acknowledgement_batches=tuple(
+                            wire.build(
+                                module.AcknowledgementBatch,
+                                first_offset=first,
+                                last_offset=last,
+                                acknowledge_types=tuple(types),
+                            )
+                            for first, last, types in acks
+                        ),
+                    )
+                    for index, acks in partitions.items()
+                ),
+            ),
+        ),
+    )
+
+
+def partition_data(response: Any, index: int) -> Any:
+    for topic in response.responses:
+        for data in topic.partitions:
+            if data.partition_index == index:
+                return data
+    raise AssertionError(f"partition {index} not in the response")
+
+
+def batch_bases(records: bytes) -> list[int]:
+    bases, position = [], 0
+    while position < len(records):
+        header = read_header(records, position)
+        bases.append(header.base_offset)
+        position += header.size
+    return bases
+
+
+def acquired(response: Any, index: int = 0) -> list[tuple[int, int, int]]:
+    data = partition_data(response, index)
+    return [(a.first_offset, a.last_offset, a.delivery_count) for a in data.acquired_records]
+
+
+async def open_session(kemu: Harness, client: Client, member: str = "m1", index: int = 0) -> int:
+    """Open a share session on partition ``index`` (loads the share partition at the log end,
+    share.auto.offset.reset=latest); return the next epoch."""
+    response = await client.call(
+        share_fetch(kemu.topic_id("t"), {index: []}, epoch=0, member=member)
+    )
+    assert response.error_code == ErrorCode.none
+    return 1
+
+
+# --- ShareFetch -------------------------------------------------------------------------------
+
+
+async def test_fetch_acquires_whole_batches_with_delivery_counts(kemu: Harness) -> None:
+    client = await kemu.leader_client("t", 0)
+    epoch = await open_session(kemu, client)
+    kemu.produce("t", 0, 3, 2)
+    response = await client.call(share_fetch(kemu.topic_id("t"), {0: []}, epoch=epoch))
+    assert response.error_code == ErrorCode.none
+    assert response.acquisition_lock_timeout.total_seconds() == 30
+    data = partition_data(response, 0)
+    assert data.error_code == ErrorCode.none
+    assert acquired(response) == [(0, 4, 1)]
+    assert batch_bases(data.records) == [0, 3]
+
+
+async def test_acknowledgements_in_a_fetch_apply_before_it_fetches(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    kemu.produce("t", 0, 2)
+    assert acquired(await client.call(share_fetch(tid, {0: []}, epoch=1))) == [(0, 1, 1)]
+    kemu.produce("t", 0, 2)
+    response = await client.call(share_fetch(tid, {0: [(0, 1, [ACCEPT])]}, epoch=2))
+    data = partition_data(response, 0)
+    assert data.acknowledge_error_code == ErrorCode.none
+    assert acquired(response) == [(2, 3, 1)]
+    manager = share_partitions(kemu.runtime)
+    actor = manager.existing(GROUP, tid, 0)
+    assert actor is not None and actor.core is not None and actor.core.start == 2
+    persisted = await kemu.runtime.services["share_persister"].read_state(actor.key, 0)
+    assert persisted.state.start_offset == 2
+
+
+async def test_a_second_member_never_gets_records_the_first_holds(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    first = await kemu.leader_client("t", 0)
+    second = await kemu.leader_client("t", 0)
+    await open_session(kemu, first, "m1")
+    await open_session(kemu, second, "m2")
+    kemu.produce("t", 0, 4, 4)
+    one = await first.call(share_fetch(tid, {0: []}, epoch=1, max_records=4))
+    two = await second.call(share_fetch(tid, {0: []}, epoch=1, member="m2", max_records=4))
+    assert acquired(one) == [(0, 3, 1)]
+    assert acquired(two) == [(4, 7, 1)]
+
+
+async def test_record_limit_mode_and_batch_size(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    kemu.produce("t", 0, 10)
+    limited = await client.call(share_fetch(tid, {0: []}, epoch=1, max_records=3, mode=1))
+    assert acquired(limited) == [(0, 2, 1)]
+    kemu.produce("t", 0, 2, 2, 2)
+    batched = await client.call(share_fetch(tid, {0: []}, epoch=2, batch_size=2))
+    assert acquired(batched) == [(3, 9, 1), (10, 11, 1), (12, 13, 1), (14, 15, 1)]
+
+
+async def test_initial_fetch_with_acknowledgements_is_an_invalid_request(kemu: Harness) -> None:
+    client = await kemu.leader_client("t", 0)
+    response = await client.call(share_fetch(kemu.topic_id("t"), {0: [(0, 0, [ACCEPT])]}, epoch=0))
+    assert response.error_code == ErrorCode.invalid_request
+
+
+async def test_session_errors(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    missing = await client.call(share_fetch(tid, {0: []}, epoch=1))
+    assert missing.error_code == ErrorCode.share_session_not_found
+    await open_session(kemu, client)
+    wrong = await client.call(share_fetch(tid, {0: []}, epoch=5))
+    assert wrong.error_code == ErrorCode.invalid_share_session_epoch
+    assert (await client.call(share_fetch(tid, {0: []}, epoch=1))).error_code == ErrorCode.none
+
+
+async def test_share_session_limit(kemu: Harness) -> None:
+    client = await kemu.leader_client("t", 0)
+    for member in ("m1", "m2", "m3"):
+        await open_session(kemu, client, member)
+    response = await client.call(share_fetch(kemu.topic_id("t"), {0: []}, epoch=0, member="m4"))
+    assert response.error_code == ErrorCode.share_session_limit_reached
+
+
+async def test_partitions_led_elsewhere_point_to_their_leader(kemu: Harness) -> None:
+    partition = kemu.partition("t", 0)
+    other = next(n for n in kemu.server.cluster.nodes if n != partition.leader_id)
+    client = await kemu.client(other)
+    response = await client.call(share_fetch(kemu.topic_id("t"), {0: []}, epoch=0))
+    data = partition_data(response, 0)
+    assert data.error_code == ErrorCode.not_leader_or_follower
+    assert data.current_leader.leader_id == partition.leader_id
+    assert [n.node_id for n in response.node_endpoints] == [partition.leader_id]
+
+
+async def test_unknown_topic_id(kemu: Harness) -> None:
+    client = await kemu.leader_client("t", 0)
+    response = await client.call(share_fetch(uuid.uuid4(), {0: []}, epoch=0))
+    assert partition_data(response, 0).error_code == ErrorCode.unknown_topic_id
+
+
+async def test_long_poll_is_woken_by_new_records(kemu: Harness) -> None:
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    waiting = asyncio.create_task(
+        client.call(share_fetch(kemu.topic_id("t"), {0: []}, epoch=1, max_wait_ms=60_000))
+    )
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    kemu.produce("t", 0, 2)
+    response = await asyncio.wait_for(waiting, 30)
+    assert acquired(response) == [(0, 1, 1)]
+
+
+async def test_long_poll_is_woken_by_a_release(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    holder = await kemu.leader_client("t", 0)
+    waiter = await kemu.leader_client("t", 0)
+    await open_session(kemu, holder, "m1")
+    await open_session(kemu, waiter, "m2")
+    kemu.produce("t", 0, 3)
+    assert acquired(await holder.call(share_fetch(tid, {0: []}, epoch=1))) == [(0, 2, 1)]
+    waiting = asyncio.create_task(
+        waiter.call(share_fetch(tid, {0: []}, epoch=1, member="m2", max_wait_ms=60_000))
+    )
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    released = await holder.call(share_ack(tid, {0: [(0, 2, [RELEASE])]}, epoch=2))
+    assert partition_data(released, 0).error_code == ErrorCode.none
+    assert acquired(await asyncio.wait_for(waiting, 30)) == [(0, 2, 2)]
+
+
+async def test_lock_expiry_makes_records_available_to_others(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    first = await kemu.leader_client("t", 0)
+    second = await kemu.leader_client("t", 0)
+    await open_session(kemu, first, "m1")
+    await open_session(kemu, second, "m2")
+    kemu.produce("t", 0, 2)
+    await first.call(share_fetch(tid, {0: []}, epoch=1))
+    actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
+    assert actor is not None and actor.core is not None
+    assert actor.core.next_deadline() == kemu.now[0] + 30_000
+    kemu.now[0] += 30_000
+    await actor._expire()
+    response = await second.call(share_fetch(tid, {0: []}, epoch=1, member="m2"))
+    assert acquired(response) == [(0, 1, 2)]
+    late = await first.call(share_ack(tid, {0: [(0, 1, [ACCEPT])]}, epoch=2))
+    assert partition_data(late, 0).error_code == ErrorCode.invalid_record_state
+
+
+async def test_closing_the_session_releases_the_members_records(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    first = await kemu.leader_client("t", 0)
+    second = await kemu.leader_client("t", 0)
+    await open_session(kemu, first, "m1")
+    await open_session(kemu, second, "m2")
+    kemu.produce("t", 0, 4)
+    await first.call(share_fetch(tid, {0: []}, epoch=1))
+    closing = await first.call(share_fetch(tid, {0: [(0, 1, [ACCEPT])]}, epoch=-1))
+    assert closing.error_code == ErrorCode.none
+    assert partition_data(closing, 0).acknowledge_error_code == ErrorCode.none
+    # 2-3 were never handed to the application: released with the delivery undone
+    assert acquired(await second.call(share_fetch(tid, {0: []}, epoch=1, member="m2"))) == [
+        (2, 3, 1)
+    ]
+    gone = await first.call(share_fetch(tid, {0: []}, epoch=2))
+    assert gone.error_code == ErrorCode.share_session_not_found
+
+
+async def test_group_coordinator_release_of_a_departed_member(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client, "m1")
+    kemu.produce("t", 0, 2)
+    await client.call(share_fetch(tid, {0: []}, epoch=1))
+    await share_partitions(kemu.runtime).release_member(GROUP, "m1")
+    assert (await client.call(share_fetch(tid, {0: []}, epoch=2))).error_code == (
+        ErrorCode.share_session_not_found
+    )
+    fresh = await client.call(share_fetch(tid, {0: []}, epoch=0, member="m2"))
+    assert acquired(fresh) == [(0, 1, 1)]  # released with the delivery undone
+
+
+async def test_forgotten_partitions_leave_the_session(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    leader = kemu.partition("t", 0).leader_id
+    same_leader = [i for i in range(3) if kemu.partition("t", i).leader_id == leader]
+    client = await kemu.client(leader)
+    kemu.produce("t", 0, 1)
+    response = await client.call(share_fetch(tid, {0: []}, epoch=0))
+    assert [p.partition_index for t in response.responses for p in t.partitions] == same_leader[:1]
+    response = await client.call(share_fetch(tid, {}, epoch=1, forgotten=[0]))
+    assert response.responses == ()
+
+
+async def test_max_records_is_shared_by_the_sessions_partitions(kemu: Harness) -> None:
+    kemu.server.cluster.create_topic("two", 2, 1, assignments=[[1], [1]])
+    two = kemu.topic_id("two")
+    client = await kemu.client(1)
+    await client.call(share_fetch(two, {0: [], 1: []}, epoch=0))
+    kemu.produce("two", 0, 3)
+    kemu.produce("two", 1, 3)
+    response = await client.call(share_fetch(two, {}, epoch=1, max_records=3))
+    total = sum(last - first + 1 for i in (0, 1) for first, last, _ in acquired(response, i))
+    assert total == 3
+
+
+async def test_renew_ack_in_a_fetch_renews_and_fetches_nothing(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    kemu.produce("t", 0, 2)
+    await client.call(share_fetch(tid, {0: []}, epoch=1))
+    kemu.produce("t", 0, 2)
+    kemu.now[0] += 10_000
+    response = await client.call(
+        share_fetch(tid, {0: [(0, 1, [RENEW])]}, epoch=2, renew=True, max_records=0)
+    )
+    data = partition_data(response, 0)
+    assert data.acknowledge_error_code == ErrorCode.none
+    assert data.acquired_records == ()
+    actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
+    assert actor is not None and actor.core is not None
+    assert actor.core.next_deadline() == 1_000_000 + 30_000  # the old lock entry, now stale
+    kemu.now[0] += 25_000
+    await actor._expire()
+    assert actor.core.owner_of(0) == "m1"  # renewed at +10s: held until +40s
+
+
+# --- ShareAcknowledge -------------------------------------------------------------------------
+
+
+async def test_acknowledge_session_rules(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    missing = await client.call(share_ack(tid, {0: [(0, 0, [ACCEPT])]}, epoch=1))
+    assert missing.error_code == ErrorCode.share_session_not_found
+    await open_session(kemu, client)
+    initial = await client.call(share_ack(tid, {0: [(0, 0, [ACCEPT])]}, epoch=0))
+    assert initial.error_code == ErrorCode.invalid_share_session_epoch
+    wrong = await client.call(share_ack(tid, {0: [(0, 0, [ACCEPT])]}, epoch=3))
+    assert wrong.error_code == ErrorCode.invalid_share_session_epoch
+
+
+async def test_acknowledge_errors_are_per_partition_and_all_or_nothing(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    first = await kemu.leader_client("t", 0)
+    second = await kemu.leader_client("t", 0)
+    await open_session(kemu, first, "m1")
+    await open_session(kemu, second, "m2")
+    kemu.produce("t", 0, 2, 2)
+    await first.call(share_fetch(tid, {0: []}, epoch=1, max_records=2))
+    await second.call(share_fetch(tid, {0: []}, epoch=1, member="m2", max_records=2))
+    other = await first.call(share_ack(tid, {0: [(0, 1, [ACCEPT]), (2, 3, [ACCEPT])]}, epoch=2))
+    assert partition_data(other, 0).error_code == ErrorCode.invalid_record_state
+    mismatch = await first.call(share_ack(tid, {0: [(0, 1, [ACCEPT, ACCEPT, ACCEPT])]}, epoch=3))
+    assert partition_data(mismatch, 0).error_code == ErrorCode.invalid_request
+    fine = await first.call(share_ack(tid, {0: [(0, 1, [ACCEPT, REJECT])]}, epoch=4))
+    assert partition_data(fine, 0).error_code == ErrorCode.none
+
+
+async def test_renew_needs_version_2(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    kemu.produce("t", 0, 1)
+    await client.call(share_fetch(tid, {0: []}, epoch=1))
+    old = await client.call(share_ack(tid, {0: [(0, 0, [RENEW])]}, epoch=2, version=1))
+    assert partition_data(old, 0).error_code == ErrorCode.invalid_request
+    new = await client.call(share_ack(tid, {0: [(0, 0, [RENEW])]}, epoch=3, renew=True))
+    assert partition_data(new, 0).error_code == ErrorCode.none
+    assert new.acquisition_lock_timeout.total_seconds() == 30
+
+
+async def test_closing_acknowledge_releases_and_ends_the_session(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    kemu.produce("t", 0, 3)
+    await client.call(share_fetch(tid, {0: []}, epoch=1))
+    closing = await client.call(share_ack(tid, {0: [(0, 0, [ACCEPT])]}, epoch=-1))
+    assert partition_data(closing, 0).error_code == ErrorCode.none
+    actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
+    assert actor is not None and actor.core is not None
+    assert actor.core.spans() == [(1, 2, RecordState.AVAILABLE, 0, None)]
+    again = await client.call(share_ack(tid, {0: [(1, 1, [ACCEPT])]}, epoch=-1))
+    assert again.error_code == ErrorCode.share_session_not_found
