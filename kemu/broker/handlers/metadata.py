@@ -66,13 +66,15 @@ def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: int) 
     cluster = ctx.cluster
     name = entry.name
     topic_id = getattr(entry, "topic_id", None)
-    if name is None and topic_id is not None and topic_id != NULL_TOPIC_ID:
+    # Java's describeTopics by id sends an empty name rather than null.
+    if not name and topic_id is not None and topic_id != NULL_TOPIC_ID:
         found = cluster.topics_by_id.get(topic_id)
         if found is None:
             return _error(ctx, None, topic_id, ErrorCode.unknown_topic_id)
         return _topic(ctx, found, operations)
     if name is None:
         return _error(ctx, None, NULL_TOPIC_ID, ErrorCode.invalid_request)
+    assert isinstance(name, str)
     found = cluster.topics.get(name)
     if found is not None:
         return _topic(ctx, found, operations)
