@@ -165,7 +165,6 @@ class SegmentLog(PartitionLog):
         self._bases: list[int] = []
         self._size = 0
         self._active_fd = -1
-        self._index_fd = -1
         self._readers: OrderedDict[int, int] = OrderedDict()  # base offset -> descriptor
         self._unsynced: list[int] = []  # descriptors of rolled segments awaiting fdatasync
         self._dirty = False
@@ -200,7 +199,7 @@ class SegmentLog(PartitionLog):
         entry = segment.note_batch(header, position, self.index_interval_bytes)
         segment.last_modified_ms = now_ms
         if entry:
-            os.write(self._index_fd, entry)
+            _append_index_entry(segment.index_path, entry)
         self._size += len(batch)
         if self.flush_every_append:
             _datasync(self._active_fd)
@@ -338,10 +337,10 @@ class SegmentLog(PartitionLog):
         if self._active_fd < 0:
             return
         self.flush()
-        for descriptor in (self._active_fd, self._index_fd, *self._readers.values()):
+        for descriptor in (self._active_fd, *self._readers.values()):
             os.close(descriptor)
         self._readers.clear()
-        self._active_fd = self._index_fd = -1
+        self._active_fd = -1
 
     def configure(self, *, segment_bytes: int, segment_ms: int, index_interval_bytes: int) -> None:
         # takes effect from the next append, as a changed segment.bytes does in Kafka
@@ -386,9 +385,7 @@ class SegmentLog(PartitionLog):
                 self._dirty = False
             else:
                 os.close(self._active_fd)
-            os.close(self._index_fd)
         self._active_fd = os.open(segment.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._index_fd = os.open(segment.index_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def _delete_segment(self, segment: _Segment) -> None:
         number = self._segments.index(segment)
@@ -546,7 +543,7 @@ class SegmentLog(PartitionLog):
                 return
         except FileNotFoundError:
             pass
-        path.write_bytes(entries)  # the active segment's index descriptor appends at its end
+        path.write_bytes(entries)
 
     # --- the log start offset checkpoint ----------------------------------------------------
 
@@ -584,6 +581,16 @@ def _write_fully(descriptor: int, data: bytes, position: int) -> None:
         if written:
             os.ftruncate(descriptor, position)  # leave no torn batch behind
         raise
+
+
+def _append_index_entry(path: Path, entry: bytes) -> None:
+    # Opened per entry (one per index.interval.bytes of batches) so that an idle partition
+    # holds a single descriptor: brokers with thousands of partitions stay under ulimit -n.
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(descriptor, entry)
+    finally:
+        os.close(descriptor)
 
 
 def _index_entries_before(path: Path, cut: int) -> bytes:
