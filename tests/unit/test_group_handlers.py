@@ -5,6 +5,7 @@ and the response is encoded and decoded again."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import uuid
 from typing import Any
@@ -508,3 +509,28 @@ async def test_share_persister_is_the_share_coordinator() -> None:
     fresh = Broker()
     del fresh.runtime.services["share_persister"]
     assert isinstance(share_persister(fresh.runtime), ShareCoordinatorService)
+
+
+async def test_session_expiry_timer_removes_silent_members(broker: Broker) -> None:
+    released: list[tuple[str, str]] = []
+
+    class SharePartitions:
+        def release_member(self, group_id: str, member_id: str) -> None:
+            released.append((group_id, member_id))
+
+    broker.runtime.services["share_partitions"] = SharePartitions()
+    await _alter_group_configs(broker, "g", {"share.session.timeout.ms": "50000"})
+    await broker.heartbeat("g", "quiet", 0, ("t",))
+    await broker.heartbeat("g", "chatty", 0, ("t",))
+    service = group_coordinator(broker.runtime)
+    assert service.share.next_deadline_ms() == NOW + 50_000
+    broker.now += 30_000
+    await broker.heartbeat("g", "chatty", 2)
+    broker.now += 20_000  # quiet's session is over, chatty's is not
+    await broker.heartbeat("other", "m", 0, ("t",))  # any heartbeat re-arms the timer
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert released == [("g", "quiet")]
+    group = service.share.describe("g")
+    assert set(group.members) == {"chatty"} and group.group_epoch == 3
+    assert (await broker.heartbeat("g", "quiet", 2)).error_code == ErrorCode.unknown_member_id
