@@ -1,10 +1,11 @@
 """Share-group administration with real Admin clients: confluent-kafka (group configs through
-IncrementalAlterConfigs/DescribeConfigs on the GROUP resource, DeleteGroups) and the
+IncrementalAlterConfigs/DescribeConfigs on the GROUP resource, DeleteGroups, and two
+ShareConsumers splitting a topic's partitions through ShareGroupHeartbeat) and the
 Java Admin (describeShareGroups, listShareGroupOffsets, alterShareGroupOffsets,
 deleteShareGroupOffsets, deleteShareGroups, incrementalAlterConfigs on the group).
 
-Share-group members are made with raw ShareGroupHeartbeat requests so that these tests depend
-only on the group coordinator, not on share fetching.
+For the admin checks, share-group members are made with raw ShareGroupHeartbeat requests so that
+they depend only on the group coordinator, not on share fetching.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -165,6 +167,59 @@ def test_delete_share_groups_with_confluent_admin(kemu_shared: KemuProcess) -> N
         admin.delete_consumer_groups([busy])[busy].result(20)
     finally:
         member.close()
+
+
+def describe_share_group(client: RawClient, group: str) -> Any:
+    return client.send(77, 1, group_ids=(group,), include_authorized_operations=False).groups[0]
+
+
+def test_confluent_share_consumers_split_the_partitions(
+    kemu_factory: type[KemuProcess],
+) -> None:
+    kemu = kemu_factory(
+        brokers=3,
+        overrides=[
+            "group.share.min.heartbeat.interval.ms=500",
+            "group.share.heartbeat.interval.ms=500",
+        ],
+    ).start()
+    create_topic(admin_for(kemu), "split", 3)
+    consumers = [
+        ShareConsumer({"bootstrap.servers": kemu.bootstrap, "group.id": "split-group"})
+        for _ in range(2)
+    ]
+    raw = RawClient(kemu.first_broker)
+    try:
+        for consumer in consumers:
+            consumer.subscribe(["split"])
+        deadline = time.monotonic() + 30
+        settled = None
+        while time.monotonic() < deadline and settled is None:
+            for consumer in consumers:
+                consumer.poll(0.2)
+            group = describe_share_group(raw, "split-group")
+            epochs = {m.member_epoch for m in group.members}
+            if len(group.members) == 2 and epochs == {group.group_epoch}:
+                settled = group
+        assert settled is not None, "the two share consumers never settled"
+        assert (settled.group_state, settled.group_epoch, settled.assignor_name) == (
+            "Stable",
+            2,
+            "simple",
+        )
+        loads = sorted(
+            tuple(sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions))
+            for m in settled.members
+        )
+        assert sorted(p for load in loads for p in load) == [0, 1, 2]
+        assert [len(load) for load in loads] == [1, 2]
+        assert {m.client_id for m in settled.members} == {"rdkafka"}
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    left = describe_share_group(raw, "split-group")
+    raw.close()
+    assert (left.group_state, left.members, left.group_epoch) == ("Empty", (), 4)
 
 
 def _java() -> str | None:
