@@ -11,6 +11,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.Callable;
+import java.util.concurrent.Future;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
@@ -39,7 +40,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 /**
  * The Admin client's topic lifecycle, one JSON line per check, in this order:
  * describe_cluster, create_topics, create_existing_topic, list_topics, describe_topics,
- * produce (records with known timestamps into partition 0), list_offsets, delete_records,
+ * produce (records with known timestamps into partition 0, one batch each, and into partition 2,
+ * all in one batch), list_offsets, list_offsets_in_batch, delete_records,
  * delete_records_out_of_range, describe_configs, delete_topics.
  *
  * <p>Topic {@code --topic} gets {@code --partitions} partitions, replication factor 3 and a few
@@ -51,7 +53,9 @@ public final class AdminProbe {
             "cleanup.policy", "delete",
             "max.message.bytes", "2000000");
     /** Timestamp steps (seconds after the base) of the records produced to partition 0. */
-    static final int[] TIMESTAMP_STEPS = {0, 1, 2, 9, 3, 4, 5, 6, 7, 8};
+    static final int[] TIMESTAMP_STEPS = {0, 1, 2, 3, 9, 4, 5, 6, 7, 8};
+    /** The same, for the records produced to partition 2 as one batch. */
+    static final int[] BATCH_TIMESTAMP_STEPS = {20, 21, 25, 22, 23};
 
     private AdminProbe() {}
 
@@ -73,6 +77,8 @@ public final class AdminProbe {
             long baseTimestamp = (System.currentTimeMillis() / 1000) * 1000 - 60_000;
             probe.check("produce", out -> produce(probe, first, baseTimestamp, out));
             probe.check("list_offsets", out -> listOffsets(admin, topic, baseTimestamp, out));
+            probe.check("list_offsets_in_batch",
+                    out -> listOffsetsInBatch(admin, topic, baseTimestamp, out));
             probe.check("delete_records", out -> deleteRecords(probe, admin, first, out));
             probe.check("delete_records_out_of_range", out -> out.put("error", failure(() ->
                     admin.deleteRecords(Map.of(first, RecordsToDelete.beforeOffset(1000)))
@@ -146,7 +152,11 @@ public final class AdminProbe {
         out.put("name_by_id", byId.name());
     }
 
-    /** One record per batch (send().get() each time), so batch and record timestamps agree. */
+    /**
+     * Partition 0: one record per batch (send().get() each time), so batch and record timestamps
+     * agree. Partition 2: five records in one batch (sent together, lingering), the largest
+     * timestamp in the middle.
+     */
     private static void produce(Probe probe, TopicPartition partition, long baseTimestamp,
             Map<String, Object> out) throws Exception {
         Properties props = probe.clientConfig();
@@ -154,10 +164,13 @@ public final class AdminProbe {
         props.put("value.serializer", ByteArraySerializer.class.getName());
         props.put("max.block.ms", "30000");
         props.put("delivery.timeout.ms", "60000");
+        props.put("linger.ms", "500");
         props = probe.withExtra(props, "producer-props");
         List<Object> written = new ArrayList<>();
+        List<Object> batched = new ArrayList<>();
         out.put("base_timestamp", baseTimestamp);
         out.put("records", written);
+        out.put("batched_records", batched);
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
             for (int i = 0; i < TIMESTAMP_STEPS.length; i++) {
                 long timestamp = baseTimestamp + TIMESTAMP_STEPS[i] * 1000L;
@@ -165,6 +178,17 @@ public final class AdminProbe {
                         partition.partition(), timestamp, ("k" + i).getBytes(),
                         ("v" + i).getBytes())).get();
                 written.add(Probe.map("offset", metadata.offset(), "timestamp", metadata.timestamp()));
+            }
+            List<Future<RecordMetadata>> pending = new ArrayList<>();
+            for (int i = 0; i < BATCH_TIMESTAMP_STEPS.length; i++) {
+                long timestamp = baseTimestamp + BATCH_TIMESTAMP_STEPS[i] * 1000L;
+                pending.add(producer.send(new ProducerRecord<>(partition.topic(), 2, timestamp,
+                        ("b" + i).getBytes(), ("w" + i).getBytes())));
+            }
+            producer.flush();
+            for (Future<RecordMetadata> future : pending) {
+                RecordMetadata metadata = future.get();
+                batched.add(Probe.map("offset", metadata.offset(), "timestamp", metadata.timestamp()));
             }
         }
     }
@@ -177,9 +201,11 @@ public final class AdminProbe {
         specs.put("earliest", OffsetSpec.earliest());
         specs.put("latest", OffsetSpec.latest());
         specs.put("max_timestamp", OffsetSpec.maxTimestamp());
-        // Between the records stamped base+3s (offset 4) and base+4s (offset 5).
-        specs.put("for_timestamp", OffsetSpec.forTimestamp(baseTimestamp + 3500));
-        specs.put("for_timestamp_exact", OffsetSpec.forTimestamp(baseTimestamp + 6000));
+        // Offset 3 (base+3s) is the first at or after base+2.5s; offset 2 is stamped base+2s.
+        specs.put("for_timestamp", OffsetSpec.forTimestamp(baseTimestamp + 2500));
+        specs.put("for_timestamp_exact", OffsetSpec.forTimestamp(baseTimestamp + 2000));
+        // Only offset 4 (base+9s) is at or after base+8.5s, though later offsets follow it.
+        specs.put("for_timestamp_late", OffsetSpec.forTimestamp(baseTimestamp + 8500));
         specs.put("for_future_timestamp", OffsetSpec.forTimestamp(baseTimestamp + 3_600_000));
         for (Map.Entry<String, OffsetSpec> spec : specs.entrySet()) {
             out.put(spec.getKey(), offsetInfo(admin, first, spec.getValue()));
@@ -187,6 +213,15 @@ public final class AdminProbe {
         out.put("empty_earliest", offsetInfo(admin, empty, OffsetSpec.earliest()));
         out.put("empty_latest", offsetInfo(admin, empty, OffsetSpec.latest()));
         out.put("empty_max_timestamp", offsetInfo(admin, empty, OffsetSpec.maxTimestamp()));
+    }
+
+    /** Lookups that land inside the multi-record batch of partition 2. */
+    private static void listOffsetsInBatch(Admin admin, String topic, long baseTimestamp,
+            Map<String, Object> out) throws Exception {
+        TopicPartition batched = new TopicPartition(topic, 2);
+        out.put("max_timestamp", offsetInfo(admin, batched, OffsetSpec.maxTimestamp()));
+        out.put("for_timestamp",
+                offsetInfo(admin, batched, OffsetSpec.forTimestamp(baseTimestamp + 20_500)));
     }
 
     private static Map<String, Object> offsetInfo(Admin admin, TopicPartition partition,
@@ -249,7 +284,8 @@ public final class AdminProbe {
                     "source", entry.source().name(),
                     "read_only", entry.isReadOnly(),
                     "sensitive", entry.isSensitive(),
-                    "type", entry.type().name()));
+                    // CreateTopics answers carry no config types.
+                    "type", entry.type() == null ? null : entry.type().name()));
         }
         return entries;
     }

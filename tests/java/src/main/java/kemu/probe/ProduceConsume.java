@@ -21,7 +21,6 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.record.TimestampType;
@@ -32,7 +31,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Round trip through a multi-partition topic, once per compression codec.
  *
  * <p>For each codec in {@code --codecs} (default none,gzip,snappy,lz4,zstd): create topic
- * {@code <prefix>-<codec>} with {@code --partitions} partitions, produce {@code --records}
+ * {@code <prefix>-<codec>} with {@code --partitions} partitions (Admin), produce {@code --records}
  * records with a KafkaProducer at default settings (idempotent, acks=all) plus that
  * compression.type, then read them back with a KafkaConsumer using assign() and
  * seekToBeginning(). Prints one {"check": "produce_consume", "codec": ...} line per codec with
@@ -55,23 +54,16 @@ public final class ProduceConsume {
             probe.check("produce_consume", out -> {
                 out.put("codec", codec);
                 out.put("topic", topic);
-                out.put("created_by", createTopic(probe, topic, partitions));
+                createTopic(probe, topic, partitions);
                 roundTrip(probe, topic, partitions, records, codec, out);
             });
         }
         System.exit(probe.exitCode());
     }
 
-    /** "admin" when CreateTopics worked; "auto" when kemu does not serve it yet. */
-    private static String createTopic(Probe probe, String topic, int partitions) throws Exception {
+    private static void createTopic(Probe probe, String topic, int partitions) throws Exception {
         try (Admin admin = Admin.create(probe.clientConfig())) {
             admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 3))).all().get();
-            return "admin";
-        } catch (Exception error) {
-            if (Probe.unwrap(error) instanceof UnsupportedVersionException) {
-                return "auto";
-            }
-            throw error;
         }
     }
 
