@@ -24,8 +24,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check kemu tests
 	$(BIN)/mypy
 
-java: 
-	cd tests/java && mvn -q -B -DskipTests package dependency:copy-dependencies -DoutputDirectory=target/lib
+# The Java probes (tests/java): offline first, since after one online build ~/.m2 has it all;
+# target/lib is emptied so that a changed dependency leaves no stale jar on the classpath.
+JAVA_BUILD := mvn -q -B -DskipTests package dependency:copy-dependencies -DoutputDirectory=target/lib
+java:
+	cd tests/java && rm -rf target/lib && ($(JAVA_BUILD) -o >/dev/null 2>&1 || $(JAVA_BUILD))
+
+test-java: $(STAMP) java
+	$(BIN)/pytest -q -m java tests/integration
 
 test: $(STAMP) java
 	$(MAKE) lint
