@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,7 +38,7 @@ NOW = 1_700_000_000_000
 class Broker:
     """A 3-node kemu model whose handlers are reached through encoded frames."""
 
-    def __init__(self, **static: str) -> None:
+    def __init__(self, data_dir: Path | None = None, **static: str) -> None:
         load_handlers()
         nodes = {i: BrokerNode(i, "127.0.0.1", 19090 + i) for i in (1, 2, 3)}
         self.cluster = Cluster(
@@ -45,12 +46,17 @@ class Broker:
             nodes=nodes,
             config=BrokerConfig(static),
             log_factory=lambda topic, index: MemoryLog(),
+            data_dir=data_dir,
         )
         self.now = NOW
-        self.runtime = Runtime(cluster=self.cluster, clock_ms=lambda: self.now)
         self.persister = InMemorySharePersister()
-        self.runtime.services["share_persister"] = self.persister
+        self.restart()
         self.correlation = 0
+
+    def restart(self) -> None:
+        """A fresh runtime over the same cluster and data dir: every service starts again."""
+        self.runtime = Runtime(cluster=self.cluster, clock_ms=lambda: self.now)
+        self.runtime.services["share_persister"] = self.persister
 
     def request(self, api_key: int, version: int, **fields: Any) -> Any:
         return wire.build(wire.request_schema(api_key, version), **fields)
@@ -534,3 +540,30 @@ async def test_session_expiry_timer_removes_silent_members(broker: Broker) -> No
     group = service.share.describe("g")
     assert set(group.members) == {"chatty"} and group.group_epoch == 3
     assert (await broker.heartbeat("g", "quiet", 2)).error_code == ErrorCode.unknown_member_id
+
+
+async def test_share_groups_survive_a_restart_with_a_data_dir(tmp_path: Path) -> None:
+    broker = Broker(data_dir=tmp_path)
+    broker.cluster.create_topic("t", 3, 1)
+    topic_id = broker.cluster.topics["t"].topic_id
+    await broker.heartbeat("g", "m1", 0, ("t",))
+    joined = await broker.heartbeat("g", "m2", 0, ("t",))
+    await broker.heartbeat("g", "m1", 1)
+    await broker.send(_alter(broker, "altered", [("t", [(0, 3)])]))
+    await broker.heartbeat("gone", "m", 0, ("t",))
+    await broker.heartbeat("gone", "m", -1)
+    await broker.send(broker.request(DELETE_GROUPS, 2, groups_names=("gone",)))
+
+    broker.restart()
+    broker.now += 1000
+    again = await broker.heartbeat("g", "m2", 2)  # no rejoin needed
+    assert (again.error_code, again.member_epoch, again.assignment) == (ErrorCode.none, 2, None)
+    group = group_coordinator(broker.runtime).share.describe("g")
+    assert (group.group_epoch, group.assignment_epoch) == (2, 2)
+    assert group.members["m2"].assigned == assigned(joined)
+    assert group.members["m1"].session_deadline_ms == broker.now + 45_000  # a fresh session
+    assert group.initialized == {topic_id: {0, 1, 2}}
+    altered = group_coordinator(broker.runtime).share.describe("altered")
+    assert altered.initialized == {topic_id: {0}}
+    assert group_coordinator(broker.runtime).registry.get("gone") is None
+    assert (await broker.heartbeat("g", "m3", 0, ("t",))).member_epoch == 3

@@ -63,6 +63,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 partitions=tuple(partitions),
             )
         )
+    coordinator.persist(group.group_id)
     return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
 
 

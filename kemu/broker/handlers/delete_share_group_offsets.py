@@ -62,6 +62,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if failure == ErrorCode.none:
             del group.initialized[topic.topic_id]
         topics.append(_topic(ctx, name, topic.topic_id, failure, default_message(failure)))
+    coordinator.persist(group.group_id)
     return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
 
 

@@ -1,7 +1,8 @@
 """The asyncio side of the group coordinator: one per process, shared by every broker.
 
 It owns the group registry and the share-group state machine, feeds them the cluster's topics
-and the clock, runs the session-expiry timer, and carries out their effects: share state is
+and the clock, runs the session-expiry timer, saves share groups when kemu has a data directory
+(``persistence``), and carries out the state machine's effects: share state is
 initialized through the share persister before the heartbeat is answered, and a departed
 member's acquired records are released through the ``share_partitions`` service when one runs.
 """
@@ -9,14 +10,17 @@ member's acquired records are released through the ``share_partitions`` service 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import structlog
 
 from kemu.broker.context import Runtime
 from kemu.coordinator.group.config import broker_int, group_config_store
+from kemu.coordinator.group.persistence import STORE_FILE, ShareGroupStore
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.share_group import (
     Effect,
@@ -25,6 +29,7 @@ from kemu.coordinator.group.share_group import (
     InitializePartitions,
     MemberRemoved,
     MembershipSettings,
+    ShareGroup,
     ShareGroupCoordinator,
     TopicMeta,
 )
@@ -60,6 +65,24 @@ class GroupCoordinatorService:
         self.share = ShareGroupCoordinator(self.registry, self.membership_settings)
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        data_dir = runtime.cluster.data_dir
+        self.store = ShareGroupStore(data_dir / STORE_FILE if data_dir is not None else None)
+        now = runtime.clock_ms()
+        for group in self.store.load(now):
+            timeout = self.membership_settings(group.group_id).session_timeout_ms
+            for member_id, member in group.members.items():
+                group.members[member_id] = replace(member, session_deadline_ms=now + timeout)
+            self.registry.put(group)
+        with contextlib.suppress(RuntimeError):  # no event loop yet: the first heartbeat arms
+            self._rearm()
+
+    def persist(self, group_id: str) -> None:
+        """Save a share group's durable state after a change (no-op without a data dir)."""
+        found = self.registry.get(group_id)
+        if found is None:
+            self.store.update(group_id, None)
+        elif isinstance(found, ShareGroup):
+            self.store.update(group_id, found)
 
     def membership_settings(self, group_id: str) -> MembershipSettings:
         configs = group_config_store(self.runtime)
@@ -77,6 +100,7 @@ class GroupCoordinatorService:
 
     async def share_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
         result = self.share.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
+        self.persist(request.group_id)
         self._rearm()
         await self.apply(result.effects)
         return result
@@ -134,6 +158,8 @@ class GroupCoordinatorService:
     def _on_timer(self) -> None:
         self._timer = None
         effects = self.share.expire_sessions(self.runtime.clock_ms())
+        for group_id in {e.group_id for e in effects}:
+            self.persist(group_id)
         if effects:
             task = asyncio.get_running_loop().create_task(self.apply(effects))
             self._tasks.add(task)
