@@ -417,12 +417,49 @@ async def test_group_coordinator_release_of_a_departed_member(kemu: Harness) -> 
     await open_session(kemu, client, "m1")
     kemu.produce("t", 0, 2)
     await client.call(share_fetch(tid, {0: []}, epoch=1))
-    await share_partitions(kemu.runtime).release_member(GROUP, "m1")
+    manager = share_partitions(kemu.runtime)
+    manager.departure_grace_s = 0  # no grace: sessions go at once
+    await manager.release_member(GROUP, "m1")
     assert (await client.call(share_fetch(tid, {0: []}, epoch=2))).error_code == (
         ErrorCode.share_session_not_found
     )
     fresh = await client.call(share_fetch(tid, {0: []}, epoch=0, member="m2"))
     assert acquired(fresh) == [(0, 1, 1)]  # released with the delivery undone
+
+
+async def test_a_leaving_members_final_acknowledgements_still_apply(kemu: Harness) -> None:
+    """librdkafka's leave heartbeat can overtake its closing ShareAcknowledge."""
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    kemu.produce("t", 0, 4)
+    await client.call(share_fetch(tid, {0: []}, epoch=1))
+    manager = share_partitions(kemu.runtime)
+    await manager.release_member(GROUP, "m1")  # the member left; its session is still open
+    closing = await client.call(share_ack(tid, {0: [(0, 1, [ACCEPT])]}, epoch=-1))
+    assert partition_data(closing, 0).error_code == ErrorCode.none
+    actor = manager.existing(GROUP, tid, 0)
+    assert actor is not None and actor.core is not None
+    assert actor.core.start == 2 and actor.core.owner_of(2) is None
+
+
+async def test_a_crashed_members_records_are_released_after_the_grace(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    kemu.produce("t", 0, 2)
+    await client.call(share_fetch(tid, {0: []}, epoch=1))
+    manager = share_partitions(kemu.runtime)
+    manager.departure_grace_s = 0.01
+    await manager.release_member(GROUP, "m1")
+    actor = manager.existing(GROUP, tid, 0)
+    assert actor is not None and actor.core is not None
+    for _ in range(500):
+        if actor.core.owner_of(0) is None:
+            break
+        await asyncio.sleep(0.01)
+    assert actor.core.owner_of(0) is None
+    assert not manager.sessions.of_member(GROUP, "m1")
 
 
 async def test_forgotten_partitions_leave_the_session(kemu: Harness) -> None:

@@ -3,12 +3,20 @@
 It owns an actor per (group, topic-partition) and the share-session cache, and is the runtime
 service ``share_partitions``. The group coordinator calls ``release_member(group, member)``
 when a member leaves or its session times out; ShareFetch and ShareAcknowledge reach the
-actors through it. The persister is the runtime service ``share_persister`` (the share
-coordinator's, or an in-memory one when nothing else registered it).
+actors through it.
+
+A member that leaves gracefully may still send its final acknowledgements (ShareAcknowledge
+with epoch -1) after its leave heartbeat was handled: librdkafka does. So while the member
+still has share sessions, its records are released when those close, or after
+``departure_grace_s`` at the latest (a crashed member never closes them).
+
+The persister is the runtime service ``share_persister`` (the share coordinator's, or an
+in-memory one when nothing else registered it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import TYPE_CHECKING
 
@@ -25,6 +33,7 @@ if TYPE_CHECKING:
 
 SERVICE = "share_partitions"
 PERSISTER_SERVICE = "share_persister"
+DEPARTURE_GRACE_S = 5.0
 
 
 def share_persister(runtime: Runtime) -> SharePersister:
@@ -41,6 +50,8 @@ class SharePartitionManager:
         self.sessions = ShareSessionCache(
             runtime.cluster.config.get_int("group.share.max.share.sessions")
         )
+        self.departure_grace_s = DEPARTURE_GRACE_S
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def actor(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartitionActor:
         key = SharePartitionKey(group_id, topic_id, partition)
@@ -57,7 +68,21 @@ class SharePartitionManager:
         return self.actors.get(SharePartitionKey(group_id, topic_id, partition))
 
     async def release_member(self, group_id: str, member_id: str) -> None:
-        """The member left the group: close its sessions and release all it holds."""
+        """The member left the group: release all it holds, now or once its sessions had the
+        chance to close (see the module docstring)."""
+        if not self.sessions.of_member(group_id, member_id) or self.departure_grace_s <= 0:
+            await self._release_departed(group_id, member_id)
+            return
+        loop = asyncio.get_running_loop()
+
+        def later() -> None:
+            task = loop.create_task(self._release_departed(group_id, member_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        loop.call_later(self.departure_grace_s, later)
+
+    async def _release_departed(self, group_id: str, member_id: str) -> None:
         self.sessions.remove_member(group_id, member_id)
         for key, actor in list(self.actors.items()):
             if key.group_id == group_id:

@@ -125,6 +125,9 @@ class ShareSessionCache:
     def close(self, key: SessionKey) -> ShareSession | None:
         return self.sessions.pop(key, None)
 
+    def of_member(self, group_id: str, member_id: str) -> list[ShareSession]:
+        return [s for k, s in self.sessions.items() if k[1] == group_id and k[2] == member_id]
+
     def remove_member(self, group_id: str, member_id: str) -> list[ShareSession]:
         """Drop the member's sessions on every broker (it left the group)."""
         keys = [k for k in self.sessions if k[1] == group_id and k[2] == member_id]
