@@ -293,3 +293,14 @@ def test_other_protocols_naming_a_share_group_get_kafkas_errors() -> None:
     assert h.registry.wrong_type(GROUP, 68, {"consumer"}) == ErrorCode.group_id_not_found
     assert h.registry.wrong_type(GROUP, 76, {"share"}) is None
     assert h.registry.wrong_type("missing", 11, {"classic"}) is None
+
+
+def test_plain_heartbeats_change_nothing_durable() -> None:
+    h = Harness()
+    assert h.join("a").changed
+    h.now_ms += 5000
+    assert not h.beat("a", 1).changed
+    assert h.join("b").changed
+    assert h.beat("a", 1).changed  # a moves to epoch 2
+    assert not h.beat("a", 2, ("t",)).changed  # the same subscription again
+    assert h.beat("a", -1).changed

@@ -100,7 +100,8 @@ class GroupCoordinatorService:
 
     async def share_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
         result = self.share.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
-        self.persist(request.group_id)
+        if result.changed:
+            self.persist(request.group_id)
         self._rearm()
         await self.apply(result.effects)
         return result

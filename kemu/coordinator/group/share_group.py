@@ -137,6 +137,8 @@ class HeartbeatResult:
     heartbeat_interval_ms: int
     assignment: frozenset[TopicPartition] | None
     effects: tuple[Effect, ...] = ()
+    # Something durable changed (membership, epochs, assignment, member details): worth saving.
+    changed: bool = True
 
 
 SettingsProvider = Callable[[str], MembershipSettings]
@@ -169,6 +171,7 @@ class ShareGroupCoordinator:
                 raise _unknown_member(request.member_id, group.group_id)
             member = ShareMember(request.member_id)
         _check_member_epoch(member, request.member_epoch)
+        epochs_before = (group.group_epoch, group.assignment_epoch)
 
         subscribed = (
             frozenset(request.subscribed_topic_names)
@@ -204,12 +207,18 @@ class ShareGroupCoordinator:
         initialize = _newly_subscribed(group)
         if initialize:
             effects.append(InitializePartitions(group.group_id, group.group_epoch, initialize))
+        changed = (
+            bool(effects)
+            or epochs_before != (group.group_epoch, group.assignment_epoch)
+            or replace(updated, session_deadline_ms=0) != replace(member, session_deadline_ms=0)
+        )
         return HeartbeatResult(
             member_id=updated.member_id,
             member_epoch=updated.member_epoch,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
             assignment=updated.assigned if send_assignment else None,
             effects=tuple(effects),
+            changed=changed,
         )
 
     def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
