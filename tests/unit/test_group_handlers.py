@@ -567,3 +567,21 @@ async def test_share_groups_survive_a_restart_with_a_data_dir(tmp_path: Path) ->
     assert altered.initialized == {topic_id: {0}}
     assert group_coordinator(broker.runtime).registry.get("gone") is None
     assert (await broker.heartbeat("g", "m3", 0, ("t",))).member_epoch == 3
+
+
+async def test_admin_changes_make_share_leaders_forget_cached_state(broker: Broker) -> None:
+    topic_id = broker.cluster.topics["t"].topic_id
+    forgotten: list[tuple[str, set[uuid.UUID] | None]] = []
+
+    class SharePartitions:
+        def forget_group(self, group_id: str, topic_ids: set[uuid.UUID] | None) -> None:
+            forgotten.append((group_id, topic_ids))
+
+    broker.runtime.services["share_partitions"] = SharePartitions()
+    await broker.send(_alter(broker, "g", [("t", [(0, 1)])]))
+    entries = (
+        broker.nested(DELETE_OFFSETS, 0, "DeleteShareGroupOffsetsRequestTopic", topic_name="t"),
+    )
+    await broker.send(broker.request(DELETE_OFFSETS, 0, group_id="g", topics=entries))
+    await broker.send(broker.request(DELETE_GROUPS, 2, groups_names=("g",)))
+    assert forgotten == [("g", {topic_id}), ("g", {topic_id}), ("g", None)]

@@ -39,6 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond(error_code=error.code, error_message=error.message, responses=())
     persister = share_persister(ctx.runtime)
     topics = []
+    altered: set[uuid.UUID] = set()
     for entry in request.topics:
         topic = ctx.cluster.topics.get(entry.topic_name)
         partitions = []
@@ -54,6 +55,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             code = await persister.initialize(key, state_epoch, requested.start_offset)
             if code == ErrorCode.none:
                 group.initialized.setdefault(topic.topic_id, set()).add(index)
+                altered.add(topic.topic_id)
             partitions.append(_partition(ctx, index, ErrorCode(code)))
         topics.append(
             ctx.make(
@@ -64,6 +66,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     coordinator.persist(group.group_id)
+    coordinator.forget_share_state(group.group_id, altered)
     return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
 
 

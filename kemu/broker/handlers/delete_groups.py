@@ -56,5 +56,8 @@ async def _delete(ctx: RequestContext, group_id: str) -> ErrorCode:
     if not group.is_empty():
         return ErrorCode.non_empty_group  # a member joined while the state was deleted
     registry.remove(group_id)
-    group_coordinator(ctx.runtime).persist(group_id)
+    coordinator = group_coordinator(ctx.runtime)
+    coordinator.persist(group_id)
+    if isinstance(group, ShareGroup):
+        coordinator.forget_share_state(group_id)
     return ErrorCode.none

@@ -37,6 +37,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond(error_code=error.code, error_message=error.message, responses=())
     persister = share_persister(ctx.runtime)
     topics = []
+    deleted: set[uuid.UUID] = set()
     for entry in request.topics:
         name = entry.topic_name
         topic = ctx.cluster.topics.get(name)
@@ -61,8 +62,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 failure = code
         if failure == ErrorCode.none:
             del group.initialized[topic.topic_id]
+        deleted.add(topic.topic_id)
         topics.append(_topic(ctx, name, topic.topic_id, failure, default_message(failure)))
     coordinator.persist(group.group_id)
+    coordinator.forget_share_state(group.group_id, deleted)
     return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import uuid
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -143,6 +144,15 @@ class GroupCoordinatorService:
         outcome = release(effect.group_id, effect.member_id)
         if inspect.isawaitable(outcome):
             await outcome
+
+    def forget_share_state(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
+        """Share state was deleted or rewritten by an admin (DeleteGroups, Alter/Delete share
+        group offsets): leaders caching it must reload it. Calls the share-partition service's
+        ``forget_group(group_id, topic_ids)`` when it has one (None: every topic)."""
+        partitions: Any = self.runtime.services.get(SHARE_PARTITIONS_SERVICE)
+        forget = getattr(partitions, "forget_group", None)
+        if forget is not None:
+            forget(group_id, topic_ids)
 
     # --- session expiry ------------------------------------------------------------------------
 
