@@ -462,6 +462,39 @@ async def test_a_crashed_members_records_are_released_after_the_grace(kemu: Harn
     assert not manager.sessions.of_member(GROUP, "m1")
 
 
+async def test_forget_group_reloads_the_durable_state(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    first = await kemu.leader_client("t", 0)
+    second = await kemu.leader_client("t", 0)
+    await open_session(kemu, first, "m1")
+    await open_session(kemu, second, "m2")
+    kemu.produce("t", 0, 2, 2)
+    await first.call(share_fetch(tid, {0: []}, epoch=1, max_records=2))
+    manager = share_partitions(kemu.runtime)
+    old = manager.existing(GROUP, tid, 0)
+    manager.forget_group(GROUP, {tid})
+    assert old is not None and old.retired and manager.existing(GROUP, tid, 0) is None
+    # the acquisition was persisted (AVAILABLE, delivered once): a reload offers it again
+    response = await second.call(share_fetch(tid, {0: []}, epoch=1, member="m2"))
+    assert acquired(response) == [(0, 1, 2), (2, 3, 1)]
+
+
+async def test_a_fenced_write_reloads_and_the_fetch_still_succeeds(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    kemu.produce("t", 0, 2, 2)
+    await client.call(share_fetch(tid, {0: []}, epoch=1, max_records=2))
+    actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
+    assert actor is not None
+    persister = kemu.runtime.services["share_persister"]
+    assert await persister.initialize(actor.key, 7, 0) == ErrorCode.none  # an admin reset
+    response = await client.call(share_fetch(tid, {0: []}, epoch=2))
+    assert partition_data(response, 0).error_code == ErrorCode.none
+    assert acquired(response) == [(0, 3, 1)]
+    assert actor.core is not None and actor.core.state_epoch == 7
+
+
 async def test_forgotten_partitions_leave_the_session(kemu: Harness) -> None:
     tid = kemu.topic_id("t")
     leader = kemu.partition("t", 0).leader_id

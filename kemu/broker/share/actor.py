@@ -81,6 +81,7 @@ class SharePartitionActor:
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.waiters: set[Waiter] = set()
+        self.retired = False
 
     # --- operations ---------------------------------------------------------------------------
 
@@ -97,38 +98,56 @@ class SharePartitionActor:
         min_one: bool,
     ) -> FetchOutcome:
         async with self._mailbox:
-            code = await self._load(partition, settings)
-            if code is not ErrorCode.none:
-                return FetchOutcome(code)
-            core = self._core()
-            code = await self._commit(core.advance_log_start(partition.log_start_offset))
-            if code is not ErrorCode.none:
-                return FetchOutcome(code)
-            core = self._core()
-            upper = _upper(partition, settings)
-            offset = core.next_fetch_offset()
-            if offset >= upper or not core.can_acquire():
-                return FetchOutcome()
-            result = core.acquire(
-                member,
-                partition.log.batches(offset, upper),
-                max_records=max_records,
-                batch_size=batch_size,
-                mode=mode,
-                now_ms=self.runtime.clock_ms(),
-                max_bytes=max_bytes,
-                min_one=min_one,
-                read_committed=settings.read_committed,
-                aborted=_aborted_ranges(partition, offset, upper)
-                if settings.read_committed
-                else (),
+            outcome = await self._acquire(
+                partition, member, settings, max_records, batch_size, mode, max_bytes, min_one
             )
-            code = await self._commit(result.effects)
-            if code is not ErrorCode.none:
-                return FetchOutcome(code)  # the acquisition went with the dropped core
-            return FetchOutcome(
-                acquired=result.acquired, records=b"".join(result.records), count=result.count
-            )
+            if outcome.error is ErrorCode.not_leader_or_follower:
+                # fenced: the durable state moved on (an admin rewrote it); reload and retry once
+                outcome = await self._acquire(
+                    partition, member, settings, max_records, batch_size, mode, max_bytes, min_one
+                )
+            return outcome
+
+    async def _acquire(
+        self,
+        partition: Partition,
+        member: str,
+        settings: ShareSettings,
+        max_records: int,
+        batch_size: int,
+        mode: AcquireMode,
+        max_bytes: int,
+        min_one: bool,
+    ) -> FetchOutcome:
+        code = await self._load(partition, settings)
+        if code is not ErrorCode.none:
+            return FetchOutcome(code)
+        code = await self._commit(self._core().advance_log_start(partition.log_start_offset))
+        if code is not ErrorCode.none:
+            return FetchOutcome(code)
+        core = self._core()
+        upper = _upper(partition, settings)
+        offset = core.next_fetch_offset()
+        if offset >= upper or not core.can_acquire():
+            return FetchOutcome()
+        result = core.acquire(
+            member,
+            partition.log.batches(offset, upper),
+            max_records=max_records,
+            batch_size=batch_size,
+            mode=mode,
+            now_ms=self.runtime.clock_ms(),
+            max_bytes=max_bytes,
+            min_one=min_one,
+            read_committed=settings.read_committed,
+            aborted=_aborted_ranges(partition, offset, upper) if settings.read_committed else (),
+        )
+        code = await self._commit(result.effects)
+        if code is not ErrorCode.none:
+            return FetchOutcome(code)  # the acquisition went with the dropped core
+        return FetchOutcome(
+            acquired=result.acquired, records=b"".join(result.records), count=result.count
+        )
 
     async def acknowledge(
         self,
@@ -197,11 +216,24 @@ class SharePartitionActor:
         return len(partition.log.read(offset, limit, upper=upper))
 
     def close(self) -> None:
+        """Forget the in-memory state (it is reloaded on next use)."""
+        self._cancel_timer()
+        self.core = None
+        self._wake()
+
+    def retire(self) -> None:
+        """The manager replaced this actor (its durable state was rewritten by an admin, or the
+        topic is gone): stop its timer and wake its waiters, who will find the new one.
+        Operations already running finish against the old state; their writes are fenced if
+        the state epoch moved."""
+        self.retired = True
+        self._cancel_timer()
+        self._wake()
+
+    def _cancel_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self.core = None
-        self._wake()
 
     # --- machinery ----------------------------------------------------------------------------
 
@@ -262,9 +294,9 @@ class SharePartitionActor:
             waiter()
 
     def _rearm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
+        if self.retired:
+            return
         core = self.core
         deadline = core.next_deadline() if core is not None else None
         if deadline is None:

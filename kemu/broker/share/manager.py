@@ -97,11 +97,19 @@ class SharePartitionManager:
             if actor is not None:
                 await actor.release_member(member_id)
 
+    def forget_group(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
+        """An admin deleted or rewrote the group's share state (DeleteGroups, Alter/Delete share
+        group offsets): drop the cached partitions (``topic_ids`` None: all) so that the next
+        request reloads them."""
+        for key in list(self.actors):
+            if key.group_id == group_id and (topic_ids is None or key.topic_id in topic_ids):
+                self.actors.pop(key).retire()
+
     def forget_topic(self, topic_id: uuid.UUID) -> None:
         """A topic was deleted: drop its share partitions and sessions' references to it."""
         self.sessions.forget_topic(topic_id)
         for key in [k for k in self.actors if k.topic_id == topic_id]:
-            self.actors.pop(key).close()
+            self.actors.pop(key).retire()
 
 
 def share_partitions(runtime: Runtime) -> SharePartitionManager:
