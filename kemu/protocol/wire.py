@@ -28,6 +28,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.guard import check_request
 
 SIZE = struct.Struct(">i")
 HEADER_PREFIX = struct.Struct(">hhi")
@@ -136,6 +137,8 @@ def decode_request(frame: bytes) -> DecodedRequest:
     except Exception:
         raise UnsupportedRequest(api_key, api_version, correlation_id) from None
     try:
+        if schema.__flexible__:
+            check_request(schema, frame, header_has_tags=True)
         header, used = _reader(schema.__header_schema__)(frame, 0)
         body, _ = _reader(schema)(frame, used)
     except Exception as exc:
