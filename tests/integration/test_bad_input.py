@@ -302,6 +302,20 @@ BAD_FRAMES: dict[str, tuple[bytes, str]] = {
         framed(header(3, 4, client_id=b"\xff\xfe") + struct.pack(">i", -1) + b"\x01"),
         "malformed_frame",
     ),
+    "compact array of four billion topics": (
+        framed(header(3, 12) + b"\x00" + b"\xff\xff\xff\xff\x0f" + b"\x00\x00\x00"),
+        "malformed_frame",
+    ),
+    "compact array of four billion produce partitions": (
+        framed(
+            header(0, 9)
+            + b"\x00\x00"
+            + struct.pack(">hi", -1, 1000)
+            + b"\x02\x02t"
+            + b"\xff\xff\xff\xff\x0f"
+        ),
+        "malformed_frame",
+    ),
     "unknown api key": (framed(header(9999, 0) + b"\x00" * 8), "unsupported_request"),
     "negative api key": (framed(header(-3, 0) + b"\x00" * 8), "unsupported_request"),
     "produce v2 (removed in Kafka 4)": (framed(header(0, 2) + b"\x00" * 8), "unsupported_request"),
