@@ -80,6 +80,15 @@ def test_transition_matches_the_spec(current: RecordState, target: RecordState) 
         assert target.name in str(raised.value)
 
 
+def test_the_error_names_both_states_and_the_event() -> None:
+    with pytest.raises(InvalidTransition) as raised:
+        transition(RecordState.ACKNOWLEDGED, RecordState.AVAILABLE, "RELEASE")
+    assert raised.value.event == "RELEASE"
+    assert str(raised.value) == (
+        "invalid record state transition ACKNOWLEDGED -> AVAILABLE on RELEASE"
+    )
+
+
 def test_terminal_states_have_no_way_out() -> None:
     assert {RecordState.ACKNOWLEDGED, RecordState.ARCHIVED} == TERMINAL_STATES
     for state in RecordState:

@@ -387,7 +387,7 @@ class SharePartitionCore:
                     if span.size > limit - taken:
                         spans.split_at(span.first + limit - taken)
                         stop += 1
-                self._move(span, RecordState.ACQUIRED)
+                self._move(span, RecordState.ACQUIRED, "acquire")
                 span.delivery_count += 1
                 span.member = member
                 span.deadline = deadline
@@ -419,9 +419,9 @@ class SharePartitionCore:
         self._update(low, high, RecordState.AVAILABLE, self._acquire_and_archive)
 
     def _acquire_and_archive(self, span: Span) -> None:
-        self._move(span, RecordState.ACQUIRED)
+        self._move(span, RecordState.ACQUIRED, "acquire")
         span.delivery_count += 1
-        self._move(span, RecordState.ARCHIVED)
+        self._move(span, RecordState.ARCHIVED, "read_committed skip")
 
     def _archive_missing(self, low: int, high: int) -> None:
         """Offsets the log no longer holds (compaction): archived without a transition."""
@@ -508,7 +508,7 @@ class SharePartitionCore:
             target = None  # RELEASE: decided per span (delivery limit)
 
         def settle(span: Span) -> None:
-            self._move(span, target if target is not None else self._release_target(span))
+            self._move(span, target if target is not None else self._release_target(span), ack.name)
             _disown(span)
 
         self._update(low, high, RecordState.ACQUIRED, settle)
@@ -536,7 +536,7 @@ class SharePartitionCore:
                 span = spans.spans[index]
                 # a span's records share one deadline, so the whole span expires together
                 if span.state is RecordState.ACQUIRED and span.deadline <= now_ms:
-                    self._move(span, self._release_target(span))
+                    self._move(span, self._release_target(span), "lock expiry")
                     _disown(span)
                     self._mark(span.first, span.last)
                 index += 1
@@ -554,7 +554,8 @@ class SharePartitionCore:
                 # never handed to the application, so this delivery does not count
                 span.delivery_count = max(span.delivery_count - 1, 0)
                 below = span.last < self._log_start
-                self._move(span, RecordState.ARCHIVED if below else RecordState.AVAILABLE)
+                target = RecordState.ARCHIVED if below else RecordState.AVAILABLE
+                self._move(span, target, "member release")
                 _disown(span)
                 self._mark(span.first, span.last)
                 touched = True
@@ -616,11 +617,11 @@ class SharePartitionCore:
         return AckResult(ErrorCode.none, None, self._finish())
 
     def _archive_gap(self, span: Span) -> None:
-        self._move(span, RecordState.ARCHIVED)
+        self._move(span, RecordState.ARCHIVED, "staged GAP")
         _disown(span)
 
     def _stage_span(self, span: Span, producer_id: int, producer_epoch: int, ack: int) -> None:
-        self._move(span, RecordState.TX_PENDING)
+        self._move(span, RecordState.TX_PENDING, "stage")
         span.deadline = NO_DEADLINE  # the transaction, not the lock, governs the hold
         span.staged_pid = producer_id
         span.staged_epoch = producer_epoch
@@ -641,7 +642,8 @@ class SharePartitionCore:
                     and span.staged_pid == producer_id
                     and span.staged_epoch == producer_epoch
                 ):
-                    self._move(span, self._marker_target(span, commit))
+                    event = "commit" if commit else "abort"
+                    self._move(span, self._marker_target(span, commit), event)
                     span.clear_stage()
                     _disown(span)
                     self._mark(span.first, span.last)
@@ -682,9 +684,9 @@ class SharePartitionCore:
         if changed and durable:
             self._mark(low, high)
 
-    def _move(self, span: Span, target: RecordState) -> None:
+    def _move(self, span: Span, target: RecordState, event: str) -> None:
         current = span.state
-        transition(current, target)
+        transition(current, target, event)
         size = span.size
         if current is RecordState.TX_PENDING:
             self._tx_pending -= size

@@ -73,18 +73,21 @@ TRANSITIONS: dict[RecordState, frozenset[RecordState]] = {
 class InvalidTransition(Exception):
     """A record was asked to move between two states the table does not connect."""
 
-    def __init__(self, current: RecordState, target: RecordState) -> None:
-        super().__init__(f"invalid record state transition {current.name} -> {target.name}")
+    def __init__(self, current: RecordState, target: RecordState, event: str = "") -> None:
+        cause = f" on {event}" if event else ""
+        super().__init__(f"invalid record state transition {current.name} -> {target.name}{cause}")
         self.current = current
         self.target = target
+        self.event = event
 
 
 def can_transition(current: RecordState, target: RecordState) -> bool:
     return target in TRANSITIONS[current]
 
 
-def transition(current: RecordState, target: RecordState) -> RecordState:
-    """``target`` if the table allows ``current -> target``, else ``InvalidTransition``."""
+def transition(current: RecordState, target: RecordState, event: str = "") -> RecordState:
+    """``target`` if the table allows ``current -> target``, else ``InvalidTransition`` naming
+    both states and the ``event`` (acquire, accept, lock expiry, ...) that asked for it."""
     if target not in TRANSITIONS[current]:
-        raise InvalidTransition(current, target)
+        raise InvalidTransition(current, target, event)
     return target
