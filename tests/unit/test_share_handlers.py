@@ -84,7 +84,9 @@ class Client:
 @pytest.fixture
 async def kemu() -> AsyncIterator[Harness]:
     port = free_port_block(3)
-    config = BrokerConfig({"group.share.max.share.sessions": "3"})
+    config = BrokerConfig(
+        {"group.share.max.share.sessions": "3", "group.share.partition.max.record.locks": "100"}
+    )
     server = KemuServer(ServerOptions(brokers=3, port=port, config=config))
     now = [1_000_000]
     server.runtime.clock_ms = lambda: now[0]
@@ -371,6 +373,23 @@ async def test_long_poll_is_woken_by_a_release(kemu: Harness) -> None:
     released = await holder.call(share_ack(tid, {0: [(0, 2, [RELEASE])]}, epoch=2))
     assert partition_data(released, 0).error_code == ErrorCode.none
     assert acquired(await asyncio.wait_for(waiting, 30)) == [(0, 2, 2)]
+
+
+async def test_long_poll_is_woken_when_acknowledgements_make_room(kemu: Harness) -> None:
+    tid = kemu.topic_id("t")
+    holder = await kemu.leader_client("t", 0)
+    waiter = await kemu.leader_client("t", 0)
+    await open_session(kemu, holder, "m1")
+    await open_session(kemu, waiter, "m2")
+    kemu.produce("t", 0, 100, 100)
+    assert acquired(await holder.call(share_fetch(tid, {0: []}, epoch=1))) == [(0, 99, 1)]
+    waiting = asyncio.create_task(
+        waiter.call(share_fetch(tid, {0: []}, epoch=1, member="m2", max_wait_ms=60_000))
+    )
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # 100 records in flight: the limit
+    await holder.call(share_ack(tid, {0: [(0, 99, [ACCEPT])]}, epoch=2))
+    assert acquired(await asyncio.wait_for(waiting, 30)) == [(100, 199, 1)]
 
 
 async def test_lock_expiry_makes_records_available_to_others(kemu: Harness) -> None:

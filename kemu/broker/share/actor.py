@@ -284,8 +284,8 @@ class SharePartitionActor:
                 log.warning("share_state_write_failed", key=str(self.key), error=code.name)
                 self.close()  # the durable state is the truth: reload it on next use
                 return persister_error(code)
-        if effects.available:
-            self._wake()
+        if effects.available or effects.start_moved:
+            self._wake()  # records to hand out, or room under the in-flight limit
         self._rearm()
         return ErrorCode.none
 
