@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, default=None, help="py-spy both phases into DIR")
     args = parser.parse_args(argv)
 
+    from bench.probe import cpu_split
     from bench.servers import KemuServer
 
     root = Path(tempfile.mkdtemp(prefix="loadgen-"))
@@ -159,8 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         frame = produce_frame(topic, args.batch_records, args.record_size)
         phases: list[tuple[str, float, float, float]] = []
         cpu, started = server.cpu_seconds(), time.monotonic()
+        split = cpu_split(server.pid)
         with _maybe_profile(args.profile, server.pid, "produce"):
             produce(client, frame, args.requests, args.in_flight)
+        user, system = (now - before for now, before in zip(cpu_split(server.pid), split))
         phases.append(("produce", server.cpu_seconds() - cpu, time.monotonic() - started, 0.0))
         cpu, started = server.cpu_seconds(), time.monotonic()
         with _maybe_profile(args.profile, server.pid, "fetch"):
@@ -175,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"produce: {args.requests} requests in {produce_wall:.2f}s "
         f"({args.requests / produce_wall:,.0f} req/s), "
-        f"server CPU {produce_cpu:.2f}s = {produce_cpu / args.requests * 1e6:.0f} us/request"
+        f"server CPU {produce_cpu:.2f}s = {produce_cpu / args.requests * 1e6:.0f} us/request "
+        f"({user / args.requests * 1e6:.0f} user + {system / args.requests * 1e6:.0f} system)"
     )
     print(
         f"fetch: {mib:,.0f} MiB in {fetch_wall:.2f}s ({mib / fetch_wall:,.0f} MiB/s), "

@@ -72,9 +72,15 @@ def memory_of(pid: int) -> Memory:
 
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time the process has used so far."""
+    user, system = cpu_split(pid)
+    return user + system
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds the process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return ticks / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick  # utime, stime: fields 14 and 15
 
 
 def free_port() -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -146,8 +148,13 @@ class KemuServer(Server):
     in_memory = False  # bench.loadgen can measure without the disk
 
     def _command(self) -> list[str]:
+        # KEMU_COMMAND swaps the executable, e.g. to A/B an older checkout of kemu.
+        launcher = os.environ.get("KEMU_COMMAND")
+        executable = (
+            shlex.split(launcher) if launcher else [str(Path(sys.executable).with_name("kemu"))]
+        )
         command = [
-            str(Path(sys.executable).with_name("kemu")),
+            *executable,
             "serve",
             "--brokers",
             "1",

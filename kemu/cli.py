@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     from kemu.protocol.startup import import_kio_without_test_strategies
 
     import_kio_without_test_strategies()  # before anything imports kio: halves start time
+    from kemu.broker.allocator import keep_freed_memory
+
+    keep_freed_memory()
     from kemu.broker.server import ServerOptions
 
     args = _parser().parse_args(argv)

@@ -1,14 +1,21 @@
 """One client connection: read frames, dispatch them concurrently, answer in request order.
 
-Requests are pipelined: each one is dispatched as soon as it is read, and a writer loop sends
-the responses strictly in the order the requests arrived, as Kafka guarantees. A frame that
-cannot be a Kafka request closes this connection only, with one structured log line.
+Requests are pipelined: each one is dispatched as soon as it is read, and responses go out
+strictly in the order the requests arrived, as Kafka guarantees. A frame that cannot be a Kafka
+request closes this connection only, with one structured log line.
+
+The connection is an ``asyncio.Protocol`` rather than a pair of streams because this is the hot
+path: every frame in a received chunk is decoded and dispatched in one callback, and the answers
+that are ready leave in one write, which saves a loopback send per pipelined request. A handler
+may be a plain function (its answer is written without a task) or a coroutine function (it runs
+as a task; a long-poll Fetch or a coordinator wait holds back the answers behind it).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections import deque
+from typing import Any, cast
 
 import structlog
 
@@ -21,51 +28,79 @@ from kemu.protocol.wire import DecodedRequest, MalformedFrame, UnsupportedReques
 
 log = structlog.get_logger("kemu.connection")
 
-_CLOSE = object()
-WRITE_BUFFER_HIGH_WATER = 1 << 20
+WRITE_BUFFER_HIGH_WATER = 1 << 20  # stop reading requests while this much is unsent
+
+# One slot per request, in arrival order: a ready frame, None (no answer, acks=0), or the task
+# of a handler that is still running.
+Slot = bytes | None | asyncio.Task[bytes | None]
 
 
-class Connection:
-    def __init__(
-        self,
-        node: BrokerNode,
-        runtime: Runtime,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> None:
+class Connection(asyncio.Protocol):
+    def __init__(self, node: BrokerNode, runtime: Runtime) -> None:
         self.node = node
         self.runtime = runtime
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
+        self.peer = "unknown"
+        self.client_host = "127.0.0.1"
+        self.max_request_bytes = runtime.cluster.config.get_int("socket.request.max.bytes")
+        self.transport: asyncio.Transport | None = None
+        self._partial = bytearray()  # the start of a frame not yet received whole
+        self._slots: deque[Slot] = deque()
+        self._closing = False
+        self._flush_scheduled = False
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = peer[0] if isinstance(peer, tuple) else "127.0.0.1"
-        self.max_request_bytes = runtime.cluster.config.get_int("socket.request.max.bytes")
-        self.responses: asyncio.Queue[Any] = asyncio.Queue()
-        self.in_flight: set[asyncio.Task[bytes | None]] = set()
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_WATER)
 
-    async def serve(self) -> None:
-        writer_task = asyncio.get_running_loop().create_task(self._write_loop())
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
         try:
-            await self._read_loop()
-        finally:
-            # The peer is gone or misbehaved: nobody will read pending answers (long polls).
-            for task in self.in_flight:
-                task.cancel()
-            self.responses.put_nowait(_CLOSE)
-            try:
-                await writer_task
-            finally:
-                self.writer.close()
+            self._receive(data)
+        except Exception:
+            log.exception("connection_failed", node_id=self.node.node_id, peer=self.peer)
+            self._close()
 
-    async def _read_loop(self) -> None:
-        reader = self.reader
-        while True:
-            try:
-                size_bytes = await reader.readexactly(4)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return
-            size = wire.SIZE.unpack(size_bytes)[0]
+    def eof_received(self) -> bool:
+        if len(self._partial) >= wire.SIZE.size:
+            log.warning("malformed_frame", peer=self.peer, reason="truncated frame")
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # The peer is gone: nobody will read pending answers (long polls).
+        self._closing = True
+        self._cancel_pending()
+
+    def pause_writing(self) -> None:
+        # The client is not reading its answers: stop taking requests until it catches up.
+        if self.transport is not None and not self._closing:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self._closing:
+            self.transport.resume_reading()
+
+    # --- frames -------------------------------------------------------------------------------
+
+    def _receive(self, data: bytes) -> None:
+        partial = self._partial
+        buffer: bytes | bytearray
+        if partial:
+            partial += data
+            buffer = partial
+        else:
+            buffer = data
+        end = len(buffer)
+        position = 0
+        size_struct = wire.SIZE
+        while end - position >= 4:
+            size = size_struct.unpack_from(buffer, position)[0]
             if size < wire.HEADER_PREFIX.size or size > self.max_request_bytes:
                 log.warning(
                     "malformed_frame",
@@ -73,14 +108,20 @@ class Connection:
                     reason=f"frame size {size}",
                     limit=self.max_request_bytes,
                 )
+                self._close()
                 return
-            try:
-                frame = await reader.readexactly(size)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                log.warning("malformed_frame", peer=self.peer, reason="truncated frame")
+            start = position + 4
+            if end - start < size:
+                break
+            position = start + size
+            if not self._accept(bytes(buffer[start:position])):
+                self._close()
                 return
-            if not self._accept(frame):
-                return
+        if partial:
+            del partial[:position]
+        elif position < end:
+            partial += memoryview(data)[position:]
+        self._flush()
 
     def _accept(self, frame: bytes) -> bool:
         """Dispatch one frame; False means the connection must close."""
@@ -98,12 +139,8 @@ class Connection:
         except MalformedFrame as malformed:
             log.warning("malformed_frame", peer=self.peer, reason=str(malformed))
             return False
-        header = request.header
-        context = RequestContext(self.node, self.runtime, header, self.client_host)
-        task = asyncio.get_running_loop().create_task(self._dispatch(spec, context, request))
-        self.in_flight.add(task)
-        task.add_done_callback(self.in_flight.discard)
-        self.responses.put_nowait(task)
+        context = RequestContext(self.node, self.runtime, request.header, self.client_host)
+        self._slots.append(self._dispatch(spec, context, request))
         return True
 
     def _max(self, spec: HandlerSpec) -> int:
@@ -116,7 +153,7 @@ class Connection:
         if api_key == wire.API_VERSIONS_KEY:
             from kemu.broker.handlers.api_versions import unsupported_version_frame
 
-            self.responses.put_nowait(unsupported_version_frame(self.runtime, correlation_id))
+            self._slots.append(unsupported_version_frame(self.runtime, correlation_id))
             return True
         # Kafka cannot parse such a request either and closes the connection.
         log.warning(
@@ -128,50 +165,103 @@ class Connection:
         )
         return False
 
-    async def _dispatch(
+    # --- handlers -----------------------------------------------------------------------------
+
+    def _dispatch(
         self, spec: HandlerSpec, context: RequestContext, request: DecodedRequest
-    ) -> bytes | None:
-        header = request.header
+    ) -> Slot:
+        """The answer now when the handler finishes without awaiting, else its running task."""
         try:
-            body = await spec.function(context, request.body)
+            outcome = spec.function(context, request.body)
+            if asyncio.iscoroutine(outcome):
+                task = asyncio.get_running_loop().create_task(self._finish(outcome, request))
+                task.add_done_callback(self._task_done)
+                return task
         except Exception:
-            log.exception(
-                "handler_failed",
-                api=wire.api_name(header.api_key),
-                api_version=header.api_version,
-                peer=self.peer,
-            )
-            body = wire.error_response(request, ErrorCode.unknown_server_error)
-        if body is None:
-            return None  # e.g. Produce with acks=0 gets no response
-        if isinstance(body, bytes):
-            return body  # a handler that encoded its own frame
+            return self._failed(request)
+        return self._encode(request, outcome)
+
+    async def _finish(self, outcome: Any, request: DecodedRequest) -> bytes | None:
+        try:
+            body = await outcome
+        except Exception:
+            return self._failed(request)
+        return self._encode(request, body)
+
+    def _failed(self, request: DecodedRequest) -> bytes:
+        header = request.header
+        log.exception(
+            "handler_failed",
+            api=wire.api_name(header.api_key),
+            api_version=header.api_version,
+            peer=self.peer,
+        )
+        body = wire.error_response(request, ErrorCode.unknown_server_error)
         return wire.encode_response_frame(
             header.api_key, header.api_version, header.correlation_id, body
         )
 
-    async def _write_loop(self) -> None:
-        writer = self.writer
-        while True:
-            item = await self.responses.get()
-            if item is _CLOSE:
-                return
-            if isinstance(item, bytes):
-                frame: bytes | None = item
+    @staticmethod
+    def _encode(request: DecodedRequest, body: Any) -> bytes | None:
+        if body is None:
+            return None  # e.g. Produce with acks=0 gets no response
+        if isinstance(body, bytes):
+            return body  # a handler that encoded its own frame
+        header = request.header
+        return wire.encode_response_frame(
+            header.api_key, header.api_version, header.correlation_id, body
+        )
+
+    def _task_done(self, _task: asyncio.Task[bytes | None]) -> None:
+        # Tasks started by one chunk of requests finish in the same loop iteration; flushing
+        # once after all of their callbacks sends their answers in a single write.
+        if not self._flush_scheduled and not self._closing:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._closing:
+            self._flush()
+
+    # --- answers ------------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Send every answer that is ready, in request order, in one write."""
+        slots = self._slots
+        frames: list[bytes] = []
+        while slots:
+            head = slots[0]
+            frame: bytes | None
+            if isinstance(head, asyncio.Task):
+                if not head.done():
+                    break
+                frame = None if head.cancelled() else head.result()
             else:
-                try:
-                    frame = await item
-                except asyncio.CancelledError:
-                    continue
-            if frame is None:
-                continue
-            if writer.is_closing():
-                continue
-            writer.write(frame)
-            if self.responses.empty() or writer.transport.get_write_buffer_size() > (
-                WRITE_BUFFER_HIGH_WATER
-            ):
-                try:
-                    await writer.drain()
-                except ConnectionError:
-                    return
+                frame = head
+            slots.popleft()
+            if frame is not None:
+                frames.append(frame)
+        transport = self.transport
+        if not frames or transport is None or transport.is_closing():
+            return
+        if len(frames) == 1:
+            transport.write(frames[0])
+        else:
+            transport.writelines(frames)
+
+    def _cancel_pending(self) -> None:
+        for slot in self._slots:
+            if isinstance(slot, asyncio.Task):
+                slot.cancel()
+        self._slots.clear()
+
+    def _close(self) -> None:
+        """Send what is ready, drop what is pending, and close after the last byte is out."""
+        if self._closing:
+            return
+        self._flush()
+        self._closing = True
+        self._cancel_pending()
+        if self.transport is not None:
+            self.transport.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,12 +88,11 @@ class KemuServer:
 
     async def start(self) -> None:
         for node in self.cluster.nodes.values():
-            server = await asyncio.start_server(
-                self._connection_handler(node),
+            server = await asyncio.get_running_loop().create_server(
+                self._connection_factory(node),
                 self.options.host,
                 node.port,
                 reuse_address=True,
-                limit=1 << 20,
             )
             self.servers.append(server)
         from kemu.broker.housekeeping import start_housekeeping
@@ -106,16 +105,8 @@ class KemuServer:
             data_dir=str(self.options.data_dir) if self.options.data_dir else None,
         )
 
-    def _connection_handler(
-        self, node: BrokerNode
-    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                await Connection(node, self.runtime, reader, writer).serve()
-            except Exception:
-                log.exception("connection_failed", node_id=node.node_id)
-
-        return handle
+    def _connection_factory(self, node: BrokerNode) -> Callable[[], Connection]:
+        return lambda: Connection(node, self.runtime)
 
     async def close(self) -> None:
         for task in self._background:

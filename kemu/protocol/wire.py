@@ -27,6 +27,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
+from kemu.protocol import fastwrite
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.guard import check_request
 
@@ -162,9 +163,15 @@ def _response_header_bytes(api_key: int, api_version: int, correlation_id: int) 
 
 
 def encode_response_frame(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
-    """Size-prefixed response frame: header then body."""
-    payload = _response_header_bytes(api_key, api_version, correlation_id) + encode_body(body)
-    return SIZE.pack(len(payload)) + payload
+    """Size-prefixed response frame: header then body.
+
+    Encoded by ``fastwrite`` (kio's bytes, several times faster); the chunks are joined once, so
+    a Fetch answer's records are copied once on their way out.
+    """
+    chunks = fastwrite.encode_chunks(body)
+    header = _response_header_bytes(api_key, api_version, correlation_id)
+    size = len(header) + sum(map(len, chunks))
+    return b"".join([SIZE.pack(size), header, *chunks])
 
 
 def encode_raw_response_frame(correlation_id: int, body_bytes: bytes) -> bytes:
