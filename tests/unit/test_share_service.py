@@ -314,3 +314,12 @@ def test_coordinator_node_is_the_partition_leader(cluster: Cluster) -> None:
     assert node is not None and node.node_id == leader
     assert service.is_coordinator(leader, key)
     assert not service.is_coordinator(leader % 3 + 1, key)
+
+
+def test_a_stand_in_persister_is_refused_loudly(cluster: Cluster) -> None:
+    from kemu.coordinator.share.persister import InMemorySharePersister
+
+    runtime = Runtime(cluster=cluster)
+    runtime.services[SERVICE] = InMemorySharePersister()
+    with pytest.raises(RuntimeError, match="not the share coordinator"):
+        share_persister(runtime)

@@ -66,7 +66,14 @@ DEFAULTS = {
 
 def share_persister(runtime: Runtime) -> ShareCoordinatorService:
     """The process's share coordinator, created (and its log replayed) on first use."""
-    service: ShareCoordinatorService = runtime.service(SERVICE, ShareCoordinatorService)
+    service = runtime.service(SERVICE, ShareCoordinatorService)
+    if not isinstance(service, ShareCoordinatorService):
+        # Someone registered a stand-in (an in-memory persister) first: the RPCs cannot run
+        # over it, and what it holds is not durable.
+        raise RuntimeError(
+            f"runtime service {SERVICE!r} is a {type(service).__name__}, not the share "
+            "coordinator; register kemu.coordinator.share.service.share_persister at start"
+        )
     return service
 
 
