@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,10 +15,12 @@ from kemu.broker.cluster import BrokerNode, Cluster
 from kemu.broker.config import BrokerConfig
 from kemu.broker.connection import Connection
 from kemu.broker.context import Runtime
-from kemu.broker.handlers import load_handlers
+from kemu.broker.handlers import handler_module_names, register_placeholders
 from kemu.storage.log import MemoryLog, PartitionLog
 
 log = structlog.get_logger("kemu.server")
+
+HANDLER_WARM_DELAY_S = 0.05  # lets a client's first ApiVersions and Metadata through first
 
 
 @dataclass
@@ -55,7 +58,7 @@ def _log_factory(options: ServerOptions) -> Callable[[str, int], PartitionLog]:
 class KemuServer:
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
-        load_handlers()
+        register_placeholders()  # handler modules are imported after the listeners are up
         if options.data_dir is not None:
             options.data_dir.mkdir(parents=True, exist_ok=True)
         host = options.advertised_host or options.host
@@ -101,12 +104,30 @@ class KemuServer:
         from kemu.broker.housekeeping import start_housekeeping
 
         self._background.extend(start_housekeeping(self.runtime))
+        self._warm_handlers()
         log.info(
             "started",
             bootstrap=self.bootstrap_servers,
             cluster_id=self.cluster.cluster_id,
             data_dir=str(self.options.data_dir) if self.options.data_dir else None,
         )
+
+    def _warm_handlers(self) -> None:
+        """Import the handler modules one per loop turn, shortly after start, so that the first
+        request of each kind does not pay for it and requests are served in between."""
+        loop = asyncio.get_running_loop()
+        names = handler_module_names()
+
+        def step(index: int) -> None:
+            if index >= len(names):
+                return
+            try:
+                importlib.import_module(names[index])
+            except Exception:
+                log.exception("handler_import_failed", module=names[index])
+            loop.call_soon(step, index + 1)
+
+        loop.call_later(HANDLER_WARM_DELAY_S, step, 0)
 
     def _connection_factory(self, node: BrokerNode) -> Callable[[], Connection]:
         return lambda: Connection(node, self.runtime)

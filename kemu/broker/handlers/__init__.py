@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kemu.broker.context import RequestContext
 
-HandlerFunction = Callable[["RequestContext", Any], Awaitable[Any]]
+# A handler returns the response body, or a coroutine of it when it must wait (a long poll, a
+# coordinator); one that can answer at once is cheaper as a plain function.
+HandlerFunction = Callable[["RequestContext", Any], Awaitable[Any] | Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +37,8 @@ def handler(
     api_key: int, min_version: int, max_version: int
 ) -> Callable[[HandlerFunction], HandlerFunction]:
     def register(function: HandlerFunction) -> HandlerFunction:
-        if api_key in REGISTRY and REGISTRY[api_key].function is not function:
+        known = REGISTRY.get(api_key)
+        if known is not None and known.function is not function and not _is_placeholder(known):
             raise RuntimeError(f"api key {api_key} registered twice")
         REGISTRY[api_key] = HandlerSpec(
             api_key, min_version, max_version, function, function.__module__
@@ -47,7 +50,54 @@ def handler(
 
 def load_handlers() -> dict[int, HandlerSpec]:
     """Import every handler module in this package (idempotent)."""
-    for module in pkgutil.iter_modules(__path__):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{module.name}")
+    for name in handler_module_names():
+        importlib.import_module(name)
     return REGISTRY
+
+
+def handler_module_names() -> list[str]:
+    return [
+        f"{__name__}.{module.name}"
+        for module in pkgutil.iter_modules(__path__)
+        if not module.name.startswith("_")
+    ]
+
+
+# --- fast start: serve from the index, import each module on first use --------------------------
+
+
+def register_placeholders() -> None:
+    """Fill the registry from ``_index`` without importing any handler module.
+
+    Importing every handler (and the coordinators behind them) is most of kemu's start time. A
+    placeholder advertises the same versions; the server imports the modules in the background
+    right after it starts listening, and a request that arrives before that is done imports them
+    all first (handler modules register more than handlers at import, config resource types for
+    one), so every answer sees the same process as with ``load_handlers``. ApiVersions, which
+    only reads this registry, is loaded for real. ``tests/unit/test_handler_index.py`` keeps
+    the index exact.
+    """
+    from kemu.broker.handlers import api_versions  # noqa: F401 - registers itself
+    from kemu.broker.handlers._index import HANDLERS
+
+    for api_key, (module, min_version, max_version) in HANDLERS.items():
+        if api_key not in REGISTRY:
+            REGISTRY[api_key] = HandlerSpec(
+                api_key, min_version, max_version, _placeholder(api_key, module), module
+            )
+
+
+def _placeholder(api_key: int, module: str) -> HandlerFunction:
+    def load_then_handle(ctx: RequestContext, request: Any) -> Any:
+        load_handlers()
+        real = REGISTRY[api_key]
+        if _is_placeholder(real):
+            raise RuntimeError(f"{module} did not register api key {api_key}")
+        return real.function(ctx, request)
+
+    load_then_handle.kemu_placeholder = True  # type: ignore[attr-defined]
+    return load_then_handle
+
+
+def _is_placeholder(spec: HandlerSpec) -> bool:
+    return bool(getattr(spec.function, "kemu_placeholder", False))
