@@ -21,6 +21,8 @@ from kemu.broker.cluster import INTERNAL_TOPICS
 from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.handlers.fetch import fetch_sessions
+from kemu.broker.share.manager import share_partitions
+from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
 
 API_KEY = 20
@@ -138,5 +140,8 @@ def _delete(ctx: RequestContext, entries: list[tuple[str | None, uuid.UUID]]) ->
             continue
         cluster.delete_topic(name)
         sessions.remove_topic({name, topic_id})
+        # Share groups lose the topic's partitions and their durable state, as in Kafka.
+        share_partitions(ctx.runtime).forget_topic(topic_id)
+        share_persister(ctx.runtime).delete_topic_state(topic_id)
         outcomes.append((name, topic_id, ErrorCode.none, None))
     return outcomes

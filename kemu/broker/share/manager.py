@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from kemu.broker.share.actor import SharePartitionActor
 from kemu.broker.share.sessions import ShareSession, ShareSessionCache
 from kemu.coordinator.share.persister import (
-    InMemorySharePersister,
     SharePartitionKey,
     SharePersister,
 )
@@ -32,15 +31,15 @@ if TYPE_CHECKING:
     from kemu.broker.context import Runtime
 
 SERVICE = "share_partitions"
-PERSISTER_SERVICE = "share_persister"
 DEPARTURE_GRACE_S = 5.0
 
 
 def share_persister(runtime: Runtime) -> SharePersister:
-    persister: SharePersister = runtime.service(
-        PERSISTER_SERVICE, lambda _: InMemorySharePersister()
-    )
-    return persister
+    """The share coordinator over ``__share_group_state``: share partitions always persist
+    through it, so what they hold survives a restart."""
+    from kemu.coordinator.share.service import share_persister as coordinator
+
+    return coordinator(runtime)
 
 
 class SharePartitionManager:
