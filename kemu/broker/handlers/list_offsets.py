@@ -1,14 +1,14 @@
 """ListOffsets (key 2), v1-v11.
 
 EARLIEST (-2) gives the log start offset, LATEST (-1) the high watermark (the last stable offset
-under READ_COMMITTED), MAX_TIMESTAMP (-3, v7+) the offset of the record batch with the largest
-timestamp, EARLIEST_LOCAL (-4, v8+) the log start (kemu has no tiered storage), and
-EARLIEST_PENDING_UPLOAD (-5, v11) -1; a timestamp >= 0 gives the first offset whose batch max
-timestamp is at or after it (-1 when none). A partition led elsewhere gets
-NOT_LEADER_OR_FOLLOWER; a stale CurrentLeaderEpoch FENCED_LEADER_EPOCH.
-
-Omissions: timestamp lookups resolve to the batch, not the record inside a compressed batch
-(kemu never decompresses); clients filter by timestamp themselves.
+under READ_COMMITTED), MAX_TIMESTAMP (-3, v7+) the first record carrying the largest timestamp,
+EARLIEST_LOCAL (-4, v8+) the log start (kemu has no tiered storage), and
+EARLIEST_PENDING_UPLOAD (-5, v11) -1; a timestamp >= 0 gives the first record at or after it
+(-1 when none), as Kafka 3.8+ does: the batch index finds the batch, and that one batch is
+decoded (decompressed when needed) to find the record. A found record at or past the high
+watermark (last stable offset) is not shown to consumers (-1), and one in a batch that cannot be
+decoded gets CORRUPT_MESSAGE. A partition led elsewhere gets NOT_LEADER_OR_FOLLOWER; a stale
+CurrentLeaderEpoch FENCED_LEADER_EPOCH.
 """
 
 from __future__ import annotations
@@ -18,20 +18,28 @@ from typing import Any
 from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.records import CorruptBatch
+from kemu.storage.timestamps import (
+    RecordMatch,
+    first_record_at_or_after,
+    record_with_max_timestamp,
+)
 
 API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+CONSUMER_REPLICA_ID = -1
 
 
 @handler(API_KEY, 1, 11)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     read_committed = getattr(request, "isolation_level", 0) == 1
+    from_consumer = getattr(request, "replica_id", CONSUMER_REPLICA_ID) == CONSUMER_REPLICA_ID
     topics = []
     for topic_request in request.topics:
         topic = ctx.cluster.topics.get(topic_request.name)
         partitions = []
         for p in topic_request.partitions:
-            partitions.append(_answer(ctx, topic, p, read_committed))
+            partitions.append(_answer(ctx, topic, p, read_committed, from_consumer))
         topics.append(
             ctx.make(
                 "ListOffsetsTopicResponse", name=topic_request.name, partitions=tuple(partitions)
@@ -40,7 +48,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(topics=tuple(topics))
 
 
-def _answer(ctx: RequestContext, topic: Any, request: Any, read_committed: bool) -> Any:
+def _answer(
+    ctx: RequestContext, topic: Any, request: Any, read_committed: bool, from_consumer: bool
+) -> Any:
     index = request.partition_index
 
     def reply(code: ErrorCode, offset: int = -1, timestamp: int = -1, epoch: int = -1) -> Any:
@@ -73,14 +83,21 @@ def _answer(ctx: RequestContext, topic: Any, request: Any, read_committed: bool)
         return reply(ErrorCode.none, partition.log_start_offset, -1, epoch)
     if wanted == EARLIEST_PENDING_UPLOAD:
         return reply(ErrorCode.none, -1, -1, -1)
-    if wanted == MAX_TIMESTAMP:
-        found = partition.log.max_timestamp()
-        if found is None:
-            return reply(ErrorCode.none, -1, -1, -1)
-        return reply(ErrorCode.none, found.offset, found.timestamp, epoch)
-    if wanted < 0:
+    if wanted < 0 and wanted != MAX_TIMESTAMP:
         return reply(ErrorCode.invalid_request)
-    match = partition.log.offset_for_timestamp(wanted)
+    match: RecordMatch | None
+    try:
+        if wanted == MAX_TIMESTAMP:
+            match = record_with_max_timestamp(partition.log)
+        else:
+            match = first_record_at_or_after(partition.log, wanted)
+    except CorruptBatch:
+        return reply(ErrorCode.corrupt_message)
+    # Kafka hides from consumers what they could not fetch yet.
+    if from_consumer and match is not None:
+        fetchable = partition.last_stable_offset if read_committed else partition.high_watermark
+        if match.offset >= fetchable:
+            match = None
     if match is None:
         return reply(ErrorCode.none, -1, -1, -1)
-    return reply(ErrorCode.none, match.offset, match.timestamp, epoch)
+    return reply(ErrorCode.none, match.offset, match.timestamp, match.leader_epoch)
