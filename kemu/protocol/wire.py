@@ -94,6 +94,7 @@ def request_module(api_key: int, api_version: int) -> ModuleType:
     return sys.modules[request_schema(api_key, api_version).__module__]
 
 
+@cache
 def response_module(api_key: int, api_version: int) -> ModuleType:
     """The module holding the response class and its nested classes for one version."""
     return sys.modules[response_schema(api_key, api_version).__module__]
@@ -225,20 +226,30 @@ def build(cls: type[Any], **values: Any) -> Any:
     did not give get a neutral default (0, empty, None, -1 for leader fields). This is what lets
     one handler serve Produce v3 and v13 alike.
     """
-    names, fields = _field_info(cls)
-    kwargs: dict[str, Any] = {}
-    for name in names:
-        if name in values:
-            kwargs[name] = values[name]
-            continue
-        field = fields[name]
-        if (
-            field.default is not dataclasses.MISSING
-            or field.default_factory is not dataclasses.MISSING
-        ):
-            continue
-        kwargs[name] = neutral_value(field)
+    plan = _BUILD_PLANS.get(cls)
+    if plan is None:
+        plan = _BUILD_PLANS[cls] = _build_plan(cls)
+    names, neutrals = plan
+    kwargs = {name: value for name, value in values.items() if name in names}
+    for name, neutral in neutrals:
+        if name not in kwargs:
+            kwargs[name] = neutral
     return cls(**kwargs)
+
+
+# Per class: its field names, and the neutral value of each field without a default. Neutral
+# values are immutable (numbers, strings, tuples, frozen kio messages), so one serves every call.
+_BUILD_PLANS: dict[type[Any], tuple[frozenset[str], tuple[tuple[str, Any], ...]]] = {}
+
+
+def _build_plan(cls: type[Any]) -> tuple[frozenset[str], tuple[tuple[str, Any], ...]]:
+    names, fields = _field_info(cls)
+    neutrals = tuple(
+        (name, neutral_value(field))
+        for name, field in fields.items()
+        if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+    )
+    return names, neutrals
 
 
 def neutral_value(field: dataclasses.Field[Any]) -> Any:

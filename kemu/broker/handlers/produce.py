@@ -8,7 +8,8 @@ CORRUPT_MESSAGE), and nothing is appended otherwise; a batch above the topic's
 broker gets NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint (v10+). Idempotent
 producers are deduplicated against their last five batches; ``LogAppendTime`` topics get the
 broker's time. acks=0 gets no response at all; acks=1 and acks=-1 both answer once the batch is in
-the log (one copy is the whole ISR), after an fsync when ``kemu.log.flush=always``.
+the log (one copy is the whole ISR), after an fsync when ``kemu.log.flush=always``. The handler
+is a plain function: it never waits, so the connection answers it without a task.
 
 Omissions: transactional batches are appended as ordinary data until the transaction
 coordinator lands; compression is passed through, never recompressed
@@ -30,7 +31,7 @@ API_KEY = 0
 
 
 @handler(API_KEY, 3, 13)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     by_id = ctx.version >= 13
     cluster = ctx.cluster
