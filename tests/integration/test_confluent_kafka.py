@@ -30,6 +30,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kemu.testing.plugin import KemuProcess
 
@@ -276,23 +277,36 @@ def test_offsets_for_times(kemu: KemuProcess) -> None:
         client.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kemu resolves a timestamp to the first batch whose max timestamp reaches it, "
-    "Kafka to the first record inside that batch (see handlers/list_offsets.py omissions)",
-)
-def test_offsets_for_times_inside_one_batch(kemu: KemuProcess) -> None:
-    topic = unique("cf-times-batched")
-    batch = [s for s in messages(40) if s.partition == 0]
-    produce(Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 200}), topic, batch)
+BATCH_TIMESTAMP_STEPS = [20, 21, 25, 22, 23]  # the largest in the middle of the batch
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_lookups_inside_one_batch_find_the_record(kemu: KemuProcess, codec: str) -> None:
+    """Five records in one (compressed) batch: the timestamp lookups and MAX_TIMESTAMP answer
+    with the record's own offset, as Kafka 3.8+ does (librdkafka writes raw snappy)."""
+    topic = unique(f"cf-times-{codec}")
+    batch = [
+        Sent(0, f"k{i}".encode(), f"v{i}".encode() * 50, None, BASE_TS + step * 1000)
+        for i, step in enumerate(BATCH_TIMESTAMP_STEPS)
+    ]
+    producer = Producer(
+        {"bootstrap.servers": kemu.bootstrap, "linger.ms": 200, "compression.type": codec}
+    )
+    assert produce(producer, topic, batch) == {0: [0, 1, 2, 3, 4]}
     client = consumer(kemu)
     try:
-        (found,) = client.offsets_for_times(
-            [TopicPartition(topic, 0, batch[2].timestamp)], timeout=TIMEOUT
-        )
+        found = [
+            client.offsets_for_times([TopicPartition(topic, 0, timestamp)], timeout=TIMEOUT)[0]
+            for timestamp in (BASE_TS + 21_000, BASE_TS + 21_500, BASE_TS + 25_000)
+        ]
     finally:
         client.close()
-    assert found.offset == 2
+    assert [(f.error, f.offset) for f in found] == [(None, 1), (None, 2), (None, 2)]
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    partition = TopicPartition(topic, 0)
+    (future,) = admin.list_offsets({partition: OffsetSpec.max_timestamp()}).values()
+    latest = future.result(timeout=TIMEOUT)
+    assert (latest.offset, latest.timestamp) == (2, BASE_TS + 25_000)
 
 
 def test_get_watermark_offsets(kemu: KemuProcess) -> None:

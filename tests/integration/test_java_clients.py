@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kemu.testing.plugin import KemuProcess
 
@@ -217,6 +219,53 @@ def test_produce_then_consume_from_beginning(round_trips: ProbeRun, codec: str) 
     assert any(["null", None] in r["headers"] for r in received)
 
 
+@pytest.mark.parametrize("codec", CODECS)
+def test_list_offsets_read_inside_java_batches(
+    round_trips: ProbeRun, java_cluster: JavaCluster, codec: str
+) -> None:
+    """ListOffsets decodes the Java producer's (compressed) batches: every record's timestamp
+    finds the first record at or after it, and MAX_TIMESTAMP the first record carrying it."""
+    line = round_trips.one("produce_consume", codec=codec)
+    topic = line["topic"]
+    by_partition: dict[int, list[tuple[int, int]]] = {}
+    for record in line["sent"]:
+        by_partition.setdefault(record["partition"], []).append(
+            (record["offset"], record["timestamp"])
+        )
+    for stored in by_partition.values():
+        stored.sort()
+    found: dict[tuple[int, int], int] = {}  # (partition, timestamp) -> offset
+    client = Consumer({"bootstrap.servers": java_cluster.kemu.bootstrap, "group.id": "lookups"})
+    try:
+        # One lookup per partition and call: librdkafka keeps one entry per partition.
+        for index in range(max(map(len, by_partition.values()))):
+            asked = {
+                partition: stored[index][1]
+                for partition, stored in by_partition.items()
+                if index < len(stored)
+            }
+            queries = [TopicPartition(topic, p, timestamp) for p, timestamp in asked.items()]
+            for answer in client.offsets_for_times(queries, timeout=30):
+                assert answer.error is None
+                found[answer.partition, asked[answer.partition]] = answer.offset
+    finally:
+        client.close()
+    expected = {
+        (partition, timestamp): next(o for o, t in stored if t >= timestamp)
+        for partition, stored in by_partition.items()
+        for _, timestamp in stored
+    }
+    assert found == expected
+    admin = AdminClient({"bootstrap.servers": java_cluster.kemu.bootstrap})
+    specs = {TopicPartition(topic, p): OffsetSpec.max_timestamp() for p in by_partition}
+    for partition, future in admin.list_offsets(specs).items():
+        stored = by_partition[partition.partition]
+        latest = max(t for _, t in stored)
+        answer = future.result(timeout=30)
+        first = next(o for o, t in stored if t == latest)
+        assert (answer.offset, answer.timestamp) == (first, latest)
+
+
 def test_round_trip_probe_exit_status(round_trips: ProbeRun) -> None:
     assert [line["codec"] for line in round_trips.lines] == list(CODECS)
     assert round_trips.returncode == 0, [line.get("error") for line in round_trips.lines]
@@ -306,11 +355,6 @@ def test_list_offsets(admin_run: ProbeRun) -> None:
     assert line["latest"]["leader_epoch"] is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kemu resolves MAX_TIMESTAMP and timestamp lookups to whole batches "
-    "(list_offsets.py omissions); Kafka 3.8+ answers with the record's own offset",
-)
 def test_list_offsets_inside_one_batch(admin_run: ProbeRun) -> None:
     produced = admin_run.one("produce")
     base = produced["base_timestamp"]
