@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import inspect
 import sys
 import uuid
 from pathlib import Path
@@ -64,7 +65,9 @@ class Broker:
         spec = REGISTRY[header.api_key]
         assert spec.min_version <= header.api_version <= spec.max_version
         context = RequestContext(self.cluster.nodes[node_id], self.runtime, header)
-        answer = asyncio.run(spec.function(context, decoded.body))
+        answer = spec.function(context, decoded.body)
+        if inspect.isawaitable(answer):  # handlers may be coroutines or plain functions
+            answer = asyncio.run(answer)
         out = wire.encode_response_frame(
             header.api_key, header.api_version, header.correlation_id, answer
         )

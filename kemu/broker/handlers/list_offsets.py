@@ -31,7 +31,7 @@ CONSUMER_REPLICA_ID = -1
 
 
 @handler(API_KEY, 1, 11)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     read_committed = getattr(request, "isolation_level", 0) == 1
     from_consumer = getattr(request, "replica_id", CONSUMER_REPLICA_ID) == CONSUMER_REPLICA_ID
     topics = []

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
+
 from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.leadership import leader_fields, node_endpoints
@@ -28,6 +30,9 @@ from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import BatchHeader, CorruptBatch, InvalidBatch, split_batches
 
 API_KEY = 0
+STORAGE_ERROR_MESSAGE = "Disk error when trying to access log file on the disk."
+
+log = structlog.get_logger("kemu.produce")
 
 
 @handler(API_KEY, 3, 13)
@@ -127,7 +132,16 @@ def _append(ctx: RequestContext, partition: Partition, records: bytes | None, no
         )
         if problem is not None:
             return _result(ctx, partition.index, ErrorCode.invalid_timestamp, error_message=problem)
-    result = partition.append(batches, now_ms=now, log_append_time=log_append_time)
+    try:
+        result = partition.append(batches, now_ms=now, log_append_time=log_append_time)
+    except OSError as error:
+        _report_storage_error(ctx, partition, error)
+        return _result(
+            ctx,
+            partition.index,
+            ErrorCode.kafka_storage_error,
+            error_message=STORAGE_ERROR_MESSAGE,
+        )
     if result.error is not ErrorCode.none:
         return _result(ctx, partition.index, result.error, error_message=result.message)
     return _result(
@@ -138,6 +152,24 @@ def _append(ctx: RequestContext, partition: Partition, records: bytes | None, no
         log_append_time=_as_datetime(result.log_append_time),
         log_start_offset=partition.log_start_offset,
     )
+
+
+def _report_storage_error(ctx: RequestContext, partition: Partition, error: OSError) -> None:
+    """Log a partition's first failed append; a full disk would otherwise log every request."""
+    reported: set[tuple[str, int]] = ctx.runtime.service("produce.storage_errors", _no_reports)
+    key = (partition.topic_name, partition.index)
+    if key not in reported:
+        reported.add(key)
+        log.error(
+            "log_append_failed",
+            topic=partition.topic_name,
+            partition=partition.index,
+            error=str(error),
+        )
+
+
+def _no_reports(_runtime: Any) -> set[tuple[str, int]]:
+    return set()
 
 
 def _timestamp_problem(
