@@ -1,21 +1,30 @@
 """Java's KafkaShareConsumer (kafka-clients 4.4.0: ShareGroupHeartbeat, ShareFetch and
 ShareAcknowledge v2) against a 3-broker kemu, through ``kemu.probe.ShareConsumerProbe``.
 
-Every record is delivered once with delivery count 1 and, once committed, never again; in
-explicit mode RELEASE redelivers (delivery count 2) and REJECT does not.
+One JVM runs every scenario, each in its own share group (``share.auto.offset.reset=earliest``
+set here through IncrementalAlterConfigs on the GROUP resource, as Kafka's own integration tests
+do), and prints one JSON line per check; the tests below assert on those lines:
+
+- implicit mode: every record delivered once across polls, nothing after commitSync; close
+  releases the last poll (accepted only by a following poll or commit);
+- explicit mode: RELEASE redelivers with delivery count 2, REJECT never, ACCEPT never;
+- ``share.acquire.mode=record_limit``: no poll exceeds ``max.poll.records``;
+- three consumers sharing one partition: each record ACCEPTed by exactly one of them;
+- RENEW keeps a record's acquisition lock past its duration: no other member gets it;
+- an expired acquisition lock hands the records to another member with delivery count 2, and
+  the first holder's late ACCEPT fails;
+- ``share.delivery.count.limit`` 2 with RELEASE: two deliveries, then archived;
+- ``Admin.listShareGroupOffsets``: lag 0 once everything is acknowledged.
+
+kemu runs with ``group.share.min.record.lock.duration.ms=1000`` so that the lock-expiry group
+may use a one-second lock.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import uuid
-import zipfile
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -27,96 +36,224 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 
-JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
-JAR = JAVA_DIR / "target" / "kemu-java-probes-0.1.0.jar"
-CLASSPATH = os.environ.get(
-    "KEMU_JAVA_CLASSPATH", os.pathsep.join([str(JAR), str(JAVA_DIR / "target" / "lib" / "*")])
-)
-PARTITIONS = 3
-RECORDS = 30
+PREFIX = "sj"
+TOPIC, SINGLE, BATCHED = "share-java", "share-java-single", "share-java-batched"
+PARTITIONS, RECORDS = 3, 30
+SINGLE_RECORDS, BATCHED_RECORDS = 20, 60
+RENEW_LOCK_MS, RENEW_EVERY_MS, RENEW_HOLD_MS = 3_000, 700, 4_500
+EXPIRY_LOCK_MS = 1_000
+GROUP_CONFIGS = {
+    "implicit": {},
+    "close": {},
+    "explicit": {},
+    "limit": {},
+    "batch": {},
+    "shared": {},
+    "renew": {"share.record.lock.duration.ms": str(RENEW_LOCK_MS)},
+    "expiry": {"share.record.lock.duration.ms": str(EXPIRY_LOCK_MS)},
+    "dlimit": {"share.delivery.count.limit": "2"},
+}
 
 
-def earliest(admin: AdminClient, group: str) -> None:
+def set_group_configs(admin: AdminClient, group: str, configs: dict[str, str]) -> None:
+    entries = {"share.auto.offset.reset": "earliest", **configs}
     resource = ConfigResource(
         ResourceType.GROUP,
         group,
         incremental_configs=[
-            ConfigEntry(
-                "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
-            )
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in entries.items()
         ],
     )
     admin.incremental_alter_configs([resource])[resource].result(30)
 
 
-def _probe_built() -> bool:
-    if "KEMU_JAVA_CLASSPATH" in os.environ:
-        return True
-    if not JAR.exists():
-        return False
-    with zipfile.ZipFile(JAR) as jar:
-        return "kemu/probe/ShareConsumerProbe.class" in jar.namelist()
-
-
-@pytest.mark.skipif(
-    shutil.which("java") is None or not _probe_built(), reason="needs java and `make java`"
-)
-def test_java_share_consumer(kemu_cluster: KemuProcess) -> None:
-    topic = f"share-java-{uuid.uuid4().hex[:8]}"
-    group, explicit = f"g-{topic}", f"x-{topic}"
-    admin = AdminClient({"bootstrap.servers": kemu_cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    earliest(admin, group)
-    earliest(admin, explicit)
-    producer = Producer({"bootstrap.servers": kemu_cluster.bootstrap})
+def produce(kemu: KemuProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    created = admin.create_topics(
+        [NewTopic(TOPIC, PARTITIONS, 1), NewTopic(SINGLE, 1, 1), NewTopic(BATCHED, 1, 1)]
+    )
+    for future in created.values():
+        future.result(30)
+    for name, configs in GROUP_CONFIGS.items():
+        set_group_configs(admin, f"{PREFIX}-{name}", configs)
+    # a linger long enough that the single topic's records share one batch
+    producer = Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 200})
     for index in range(RECORDS):
-        producer.produce(topic, value=b"v%d" % index, partition=index % PARTITIONS)
+        producer.produce(TOPIC, value=b"v%d" % index, partition=index % PARTITIONS)
+    for index in range(SINGLE_RECORDS):
+        producer.produce(SINGLE, value=b"s%d" % index, partition=0)
     assert producer.flush(30) == 0
-
-    checks = {line["check"]: line for line in _run_probe(kemu_cluster, topic, group, explicit)}
-    failed = {name: line.get("error") for name, line in checks.items() if not line["ok"]}
-    assert failed == {}
-
-    every = sorted(f"{p}:{o}" for p in range(PARTITIONS) for o in range(RECORDS // PARTITIONS))
-    consumed = checks["consume_all"]
-    assert sorted(consumed["records"]) == every  # each record once
-    assert set(consumed["delivery_counts"].values()) == {1}
-    assert consumed["commit_errors"] == {}
-    assert checks["nothing_left"]["records"] == []
-
-    released = checks["explicit_release"]
-    assert sorted(released["first"]) == every
-    assert sorted(released["second"]) == [f"{p}:0#2" for p in range(PARTITIONS)]
-    assert released["commit_errors"] == {}
+    for index in range(BATCHED_RECORDS):  # one batch per record
+        producer.produce(BATCHED, value=b"b%d" % index, partition=0)
+        assert producer.flush(30) == 0
 
 
-def _run_probe(kemu: KemuProcess, topic: str, group: str, explicit: str) -> list[dict[str, Any]]:
-    command = [
-        "java",
-        "-cp",
-        CLASSPATH,
-        "kemu.probe.ShareConsumerProbe",
-        "--bootstrap",
-        kemu.bootstrap,
+@pytest.fixture(scope="module")
+def share_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+    log_path = tmp_path_factory.mktemp("kemu-share-java") / "kemu.log"
+    kemu = KemuProcess(
+        brokers=3,
+        log_path=log_path,
+        overrides=["group.share.min.record.lock.duration.ms=1000"],
+    )
+    kemu.start()
+    yield kemu
+    kemu.stop()
+
+
+@pytest.fixture(scope="module")
+def share_run(java_probes: Path, share_kemu: KemuProcess) -> ProbeRun:  # noqa: F811
+    produce(share_kemu)
+    return run_probe(
+        "ShareConsumerProbe",
+        share_kemu.bootstrap,
+        "--prefix",
+        PREFIX,
         "--topic",
-        topic,
-        "--group",
-        group,
-        "--explicit-group",
-        explicit,
+        TOPIC,
+        "--single-topic",
+        SINGLE,
+        "--batched-topic",
+        BATCHED,
         "--records",
         str(RECORDS),
         "--partitions",
         str(PARTITIONS),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines or done.returncode:
-        print(done.stderr[-6000:], file=sys.stderr)
-    assert lines, f"probe printed nothing (exit {done.returncode})"
-    return lines
+        "--single-records",
+        str(SINGLE_RECORDS),
+        "--batched-records",
+        str(BATCHED_RECORDS),
+        "--renew-every-ms",
+        str(RENEW_EVERY_MS),
+        "--renew-hold-ms",
+        str(RENEW_HOLD_MS),
+    )
+
+
+EVERY = sorted(f"{p}:{o}" for p in range(PARTITIONS) for o in range(RECORDS // PARTITIONS))
+SINGLE_ONCE = sorted(f"{o}#1" for o in range(SINGLE_RECORDS))
+
+
+def offset_of(key: str) -> int:
+    return int(key.split("#")[0].split(":")[-1])
+
+
+def test_implicit_mode_delivers_each_record_once(share_run: ProbeRun) -> None:
+    consumed = share_run.one("consume_all")
+    assert sorted(consumed["records"]) == EVERY
+    assert set(consumed["delivery_counts"].values()) == {1}
+    assert consumed["commit_errors"] == {}
+    assert share_run.one("nothing_left")["records"] == []
+
+
+def test_implicit_mode_close_releases_the_last_poll(share_run: ProbeRun) -> None:
+    # KafkaShareConsumer.close() sends only acknowledgements already made: in implicit mode the
+    # last poll's records are not accepted, their session closes and they are released with
+    # the delivery undone (Kafka's DeliveryCountOps.DECREASE); the polls before were accepted
+    # by the poll that followed them.
+    consumed = share_run.one("close_all")
+    assert sorted(consumed["records"]) == EVERY
+    assert set(consumed["delivery_counts"].values()) == {1}
+    last = consumed["last_poll"]
+    assert last
+    assert sorted(share_run.one("close_nothing_left")["records"]) == sorted(f"{k}#1" for k in last)
+
+
+def test_explicit_accept_release_reject(share_run: ProbeRun) -> None:
+    released = share_run.one("explicit_release")
+    assert sorted(released["first"]) == EVERY
+    assert sorted(released["second"]) == [f"{p}:0#2" for p in range(PARTITIONS)]
+    assert released["commit_errors"] == {}
+    # offset 1 was rejected, everything else accepted: nothing comes back
+    assert share_run.one("explicit_nothing_left")["records"] == []
+
+
+def test_record_limit_caps_every_poll(share_run: ProbeRun) -> None:
+    limited = share_run.one("record_limit")
+    assert sorted(limited["records"]) == SINGLE_ONCE
+    assert max(limited["polls"]) <= 3
+    assert limited["commit_errors"] == {}
+    # batch_optimized hands out the whole batch despite max.poll.records (as Kafka does)
+    batched = share_run.one("batch_optimized")
+    assert sorted(batched["records"]) == SINGLE_ONCE
+    assert max(batched["polls"]) > 3
+
+
+def test_consumers_sharing_one_partition_never_get_the_same_record(share_run: ProbeRun) -> None:
+    consumers = share_run.one("shared_partition")["consumers"]
+    assert len(consumers) == 3
+    deliveries = [record for c in consumers for record in c["records"]]
+    assert sorted(deliveries, key=offset_of) == [f"{o}#1" for o in range(BATCHED_RECORDS)]
+    assert all(c["commit_errors"] == {} for c in consumers)
+    assert sum(1 for c in consumers if c["records"]) >= 2  # the partition really was shared
+
+
+def test_renew_keeps_the_lock(share_run: ProbeRun) -> None:
+    renew = share_run.one("renew")
+    held = {offset_of(key) for key in renew["held"]}
+    assert held
+    assert renew["lock_ms"] == RENEW_LOCK_MS
+    # RENEWed records come back to the application (KAFKA-20458) with their first delivery
+    assert renew["rounds"] and all(round_["back"] for round_ in renew["rounds"])
+    assert {offset_of(key) for key in renew["accepted"]} == held
+    assert set(renew["accepted"]) == {f"{o}#1" for o in held}
+    assert renew["accepted_at_ms"] > RENEW_LOCK_MS  # held well past the original lock
+    assert renew["commit_errors"] == {}
+    # the other member never got a record that was renewed
+    assert not held & {offset_of(key) for key in renew["other"]}
+
+
+def test_expired_lock_redelivers_to_another_member(share_run: ProbeRun) -> None:
+    expiry = share_run.one("lock_expiry")
+    assert expiry["lock_ms"] == EXPIRY_LOCK_MS
+    held = {offset_of(key) for key in expiry["held"]}
+    assert held and all(key.endswith("#1") for key in expiry["held"])
+    other = expiry["other"]
+    assert sorted(map(offset_of, other)) == list(range(SINGLE_RECORDS))
+    assert {key for key in other if offset_of(key) in held} == {f"{o}#2" for o in held}
+    assert expiry["other_commit_errors"] == {}
+    late = expiry["late_commit_errors"]
+    assert list(late) == [f"{SINGLE}-0"]
+    assert late[f"{SINGLE}-0"].startswith("InvalidRecordStateException")
+
+
+def test_delivery_limit_archives_after_the_last_release(share_run: ProbeRun) -> None:
+    limited = share_run.one("delivery_limit")
+    assert Counter(limited["records"]) == Counter(
+        f"{o}#{count}" for o in range(SINGLE_RECORDS) for count in (1, 2)
+    )
+    assert limited["commit_errors"] == {}
+
+
+def test_share_group_offsets_show_no_lag(share_run: ProbeRun) -> None:
+    offsets = share_run.one("share_group_offsets")
+    ends = {
+        TOPIC: {f"{TOPIC}-{p}": RECORDS // PARTITIONS for p in range(PARTITIONS)},
+        SINGLE: {f"{SINGLE}-0": SINGLE_RECORDS},
+        BATCHED: {f"{BATCHED}-0": BATCHED_RECORDS},
+    }
+    topic_of = {
+        "implicit": TOPIC,
+        "close": TOPIC,
+        "explicit": TOPIC,
+        "limit": SINGLE,
+        "batch": SINGLE,
+        "shared": BATCHED,
+        "renew": SINGLE,
+        "expiry": SINGLE,
+        "dlimit": SINGLE,
+    }
+    for name, topic in topic_of.items():
+        expected = {tp: {"start": end, "lag": 0} for tp, end in ends[topic].items()}
+        assert offsets[name] == expected, name
+
+
+def test_probe_exit_status(share_run: ProbeRun) -> None:
+    assert share_run.returncode == 0, [line.get("error") for line in share_run.lines]

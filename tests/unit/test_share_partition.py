@@ -282,11 +282,21 @@ def test_invalid_acknowledgements(batches: list[AckBatch], code: ErrorCode) -> N
     assert core.spans() == before
 
 
-def test_acknowledging_below_the_start_offset_is_ignored() -> None:
+def test_acknowledging_records_below_the_start_offset_is_an_invalid_record_state() -> None:
+    # e.g. a holder whose lock expired, acknowledging after another member completed them
     log, core = log_of(2, 2), new_core()
     acquire(core, log, "m1", now=0)
     core.acknowledge("m1", [ack(0, 1, ACCEPT)], 1)
     result = core.acknowledge("m1", [ack(0, 1, ACCEPT), ack(2, 3, ACCEPT)], 2)
+    assert result.error == ErrorCode.invalid_record_state
+    assert core.start == 2 and core.owner_of(2) == "m1"  # all or nothing
+
+
+def test_a_batch_straddling_the_start_offset_acknowledges_from_the_start() -> None:
+    log, core = log_of(2, 2), new_core()
+    acquire(core, log, "m1", now=0)
+    core.acknowledge("m1", [ack(0, 1, ACCEPT)], 1)
+    result = core.acknowledge("m1", [ack(1, 3, ACCEPT)], 2)
     assert result.error == ErrorCode.none and core.start == 4
 
 

@@ -115,8 +115,8 @@ class SharePartitionMachine(RuleBasedStateMachine):
     def acknowledge(self, member: str, data: st.DataObject) -> None:
         batches = self._draw_batches(member, data, ACK_TYPES)
         before = self.core.spans()
-        result = self.core.acknowledge(member, batches, self.now)
         expected_ok = self._all_held_by(member, batches)
+        result = self.core.acknowledge(member, batches, self.now)
         assert (result.error == ErrorCode.none) == expected_ok, (result, batches)
         if result.error != ErrorCode.none:
             assert self.core.spans() == before and not result.effects.durable
@@ -149,8 +149,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
         )
         producer = (self.next_producer, 0)
         self.next_producer += 1
+        expected_ok = self._all_held_by(member, batches)
         result = self.core.stage(member, producer[0], producer[1], batches, self.now)
-        assert (result.error == ErrorCode.none) == self._all_held_by(member, batches)
+        assert (result.error == ErrorCode.none) == expected_ok, (result, batches)
         if result.error != ErrorCode.none:
             return
         for batch in batches:
@@ -248,7 +249,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
     def _all_held_by(self, member: str, batches: list[Any]) -> bool:
         for batch in batches:
             if batch.last_offset < self.core.start:
-                continue
+                return False  # complete records: nobody holds them any more
             for offset in range(max(batch.first_offset, self.core.start), batch.last_offset + 1):
                 if self.held.get(offset, ("",))[0] != member:
                     return False

@@ -467,7 +467,13 @@ class SharePartitionCore:
         spans = self._spans.spans
         for batch in batches:
             if batch.last_offset < self.start:
-                continue  # already complete: nothing to do
+                # Complete records (acknowledged, archived, or delivered to another member after
+                # this one's lock expired) are no longer held by anyone; Kafka no longer caches
+                # them and refuses the batch.
+                return (
+                    ErrorCode.invalid_record_state,
+                    "Batch record not found. The request batch offsets are not found in the cache.",
+                )
             if batch.last_offset >= self.end:
                 if not spans:
                     return ErrorCode.invalid_record_state, "Batch record not found"
