@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         split = cpu_split(server.pid)
         with _maybe_profile(args.profile, server.pid, "produce"):
             produce(client, frame, args.requests, args.in_flight)
-        user, system = (now - before for now, before in zip(cpu_split(server.pid), split))
+        after = cpu_split(server.pid)
+        user, system = after[0] - split[0], after[1] - split[1]
         phases.append(("produce", server.cpu_seconds() - cpu, time.monotonic() - started, 0.0))
         cpu, started = server.cpu_seconds(), time.monotonic()
         with _maybe_profile(args.profile, server.pid, "fetch"):

@@ -130,6 +130,36 @@ def table(results: dict[str, list[Run]]) -> str:
     return "\n".join(lines)
 
 
+# The issue's targets, as kemu/Kafka ratios of medians: (row label, at least?, bound).
+TARGETS: list[tuple[str, bool, float]] = [
+    ("produce records/s", True, 1.0),
+    ("consume records/s", True, 1.0),
+    ("start-to-ready s", False, 0.1),
+    ("RSS after run MiB", False, 0.1),
+]
+
+
+def targets(results: dict[str, list[Run]]) -> list[str]:
+    """One line per target: the measured ratio and whether it is met."""
+    if "kemu" not in results or "kafka" not in results:
+        return []
+    picks = {label: pick for label, pick, _ in ROWS}
+    lines = []
+    for label, at_least, bound in TARGETS:
+        kemu = _values(results["kemu"], picks[label])
+        kafka = _values(results["kafka"], picks[label])
+        if not kemu or not kafka or statistics.median(kafka) == 0:
+            lines.append(f"{label}: not measured")
+            continue
+        ratio = statistics.median(kemu) / statistics.median(kafka)
+        met = ratio >= bound if at_least else ratio <= bound
+        wanted = f"{'>=' if at_least else '<='} {bound:g}x"
+        lines.append(
+            f"{label}: kemu/kafka {ratio:.2f}x, target {wanted}: {'met' if met else 'NOT met'}"
+        )
+    return lines
+
+
 def problems(results: dict[str, list[Run]]) -> list[str]:
     found: list[str] = []
     for name, runs in results.items():
@@ -173,6 +203,9 @@ def write_doc(
         "",
         table(results),
     ]
+    goals = targets(results)
+    if goals:
+        lines += ["", "Targets:", "", *[f"- {goal}" for goal in goals]]
     notes = problems(results)
     if notes:
         lines += ["", "Notes:", "", *[f"- {note}" for note in notes]]

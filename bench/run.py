@@ -129,7 +129,10 @@ def _remove(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.consumer == "console" and args.partitions != 1:
+        parser.error("--consumer console reads one assigned partition: use --partitions 1")
     workload = Workload(
         records=args.records,
         record_size=args.record_size,
@@ -146,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             results[name].append(run_once(args, name, workload, number))
     print()
     print(report.table(results))
+    for goal in report.targets(results):
+        print(f"target {goal}")
     for problem in report.problems(results):
         print(f"- {problem}")
     if not args.no_write:

@@ -162,8 +162,6 @@ class KemuServer(Server):
             str(self.port),
             "--override",
             f"num.partitions={self.partitions}",
-            "--log-level",
-            "warning",
         ]
         if self.in_memory:
             pass

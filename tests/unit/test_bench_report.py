@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an installed package
 
-from bench.report import Run, table
+from bench.report import Run, table, targets
 from bench.workload import (
     Rate,
     ToolFailed,
@@ -92,3 +92,22 @@ def test_table_shows_median_spread_and_ratio() -> None:
 def test_table_for_one_server_has_no_ratio() -> None:
     text = table({"kemu": [Run(start_to_ready_s=0.1)]})
     assert text.splitlines()[0] == "|  | kemu |"
+
+
+def test_targets_compare_median_ratios() -> None:
+    def run(produce: float, consume: float, ready: float, rss: float) -> Run:
+        return Run(
+            start_to_ready_s=ready,
+            produce=Rate(produce, 1.0),
+            consume=Rate(consume, 1.0),
+            rss_mb=rss,
+        )
+
+    lines = targets({"kafka": [run(100, 100, 2.0, 700)], "kemu": [run(150, 90, 0.1, 40)]})
+    assert lines == [
+        "produce records/s: kemu/kafka 1.50x, target >= 1x: met",
+        "consume records/s: kemu/kafka 0.90x, target >= 1x: NOT met",
+        "start-to-ready s: kemu/kafka 0.05x, target <= 0.1x: met",
+        "RSS after run MiB: kemu/kafka 0.06x, target <= 0.1x: met",
+    ]
+    assert targets({"kemu": [run(1, 1, 1, 1)]}) == []
