@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -35,7 +36,8 @@ def recording(pid: int, output: Path, rate: int = 250) -> Iterator[None]:
             str(pid),
             "--rate",
             str(rate),
-            "--nonblocking",
+            # KEMU_PROFILE_NATIVE=1 adds C frames; py-spy must pause the process for those.
+            *(["--native"] if os.environ.get("KEMU_PROFILE_NATIVE") else ["--nonblocking"]),
             "--format",
             "raw",
             "--output",
