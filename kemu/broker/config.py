@@ -2,7 +2,9 @@
 
 Broker properties come from a ``server.properties``-style file and ``--override key=value``;
 topic configs fall back to their broker synonym (``retention.ms`` -> ``log.retention.ms``) and
-then to Kafka's default. Types follow Kafka's ConfigDef so DescribeConfigs can report them.
+then to Kafka's default. A few broker properties have older synonyms in other units
+(``log.retention.ms`` -> ``log.retention.minutes`` -> ``log.retention.hours``): the first one set
+wins, and the last one's default applies when none is. Types follow Kafka's ConfigDef so DescribeConfigs can report them.
 """
 
 from __future__ import annotations
@@ -199,18 +201,22 @@ BROKER_CONFIGS = _defs(
     ConfigDef("message.max.bytes", I, "1048588", minimum=0),
     ConfigDef("socket.request.max.bytes", I, "104857600", read_only=True, minimum=1),
     ConfigDef("delete.topic.enable", B, "true", read_only=True),
-    ConfigDef("log.retention.ms", L, "604800000"),
+    ConfigDef("log.retention.ms", L, None),
+    ConfigDef("log.retention.minutes", I, None, read_only=True),
     ConfigDef("log.retention.hours", I, "168", read_only=True),
     ConfigDef("log.retention.bytes", L, "-1"),
     ConfigDef("log.retention.check.interval.ms", L, "300000", read_only=True, minimum=1),
     ConfigDef("log.segment.bytes", I, "1073741824", minimum=14),
-    ConfigDef("log.roll.ms", L, "604800000"),
-    ConfigDef("log.roll.jitter.ms", L, "0"),
+    ConfigDef("log.roll.ms", L, None),
+    ConfigDef("log.roll.hours", I, "168", read_only=True, minimum=1),
+    ConfigDef("log.roll.jitter.ms", L, None),
+    ConfigDef("log.roll.jitter.hours", I, "0", read_only=True, minimum=0),
     ConfigDef("log.cleanup.policy", LI, "delete"),
     ConfigDef("log.index.interval.bytes", I, "4096"),
     ConfigDef("log.index.size.max.bytes", I, "10485760"),
     ConfigDef("log.flush.interval.messages", L, "9223372036854775807"),
-    ConfigDef("log.flush.interval.ms", L, "9223372036854775807"),
+    ConfigDef("log.flush.interval.ms", L, None),
+    ConfigDef("log.flush.scheduler.interval.ms", L, "9223372036854775807", read_only=True),
     ConfigDef("log.message.timestamp.type", T, "CreateTime"),
     ConfigDef("log.message.timestamp.after.max.ms", L, "3600000"),
     ConfigDef("log.message.timestamp.before.max.ms", L, "9223372036854775807"),
@@ -259,6 +265,29 @@ BROKER_CONFIGS = _defs(
         doc="kemu: fsync after every append ('always') or every log.flush.interval.ms",
     ),
 )
+
+
+# Broker properties that stand for one another (Kafka's DynamicBrokerConfig.brokerConfigSynonyms),
+# strongest first; the older ones count in other units.
+_RETENTION = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+_ROLL = ("log.roll.ms", "log.roll.hours")
+_ROLL_JITTER = ("log.roll.jitter.ms", "log.roll.jitter.hours")
+_FLUSH = ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    **{name: chain for chain in (_RETENTION, _ROLL, _ROLL_JITTER) for name in chain},
+    _FLUSH[0]: _FLUSH,  # the scheduler interval only stands in for the flush interval
+}
+MILLIS_PER_UNIT = {
+    "log.retention.minutes": 60_000,
+    "log.retention.hours": 3_600_000,
+    "log.roll.hours": 3_600_000,
+    "log.roll.jitter.hours": 3_600_000,
+}
+
+
+def broker_synonyms(name: str) -> tuple[str, ...]:
+    """Every broker property that can supply ``name``'s value, strongest first."""
+    return BROKER_SYNONYMS.get(name, (name,))
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -335,14 +364,29 @@ class BrokerConfig:
         return cls(static)
 
     def get(self, name: str) -> str | None:
+        chain = BROKER_SYNONYMS.get(name)
+        if chain is not None and chain[0] == name:
+            return self._resolve(chain)
         if name in self.dynamic:
             return self.dynamic[name]
         if name in self.static:
             return self.static[name]
-        if name == "log.retention.ms" and "log.retention.hours" in self.static:
-            return str(int(self.static["log.retention.hours"]) * 3600 * 1000)
         definition = BROKER_CONFIGS.get(name)
         return definition.default if definition else None
+
+    def _resolve(self, chain: tuple[str, ...]) -> str:
+        """The head of a synonym chain in its own unit, as Kafka's KafkaConfig computes it."""
+        for name in chain:
+            value = self.dynamic.get(name, self.static.get(name))
+            if value is not None:
+                break
+        else:
+            value = BROKER_CONFIGS[name].default
+            assert value is not None  # every chain ends in a property with a default
+        millis = int(value) * MILLIS_PER_UNIT.get(name, 1)
+        if chain is _RETENTION and millis < 0:
+            millis = -1  # any negative retention means unlimited
+        return str(millis)
 
     def source(self, name: str) -> ConfigSource:
         if name in self.dynamic:

@@ -65,11 +65,19 @@ BROKER_DOCS: dict[str, str] = {
     "socket.request.max.bytes": "Largest request the broker reads from a socket.",
     "delete.topic.enable": "Whether topics can be deleted.",
     "log.retention.ms": "How long data is kept before it is deleted.",
-    "log.retention.hours": "How long data is kept, in hours (log.retention.ms wins).",
+    "log.retention.minutes": "How long data is kept, in minutes (log.retention.ms wins).",
+    "log.retention.hours": "How long data is kept, in hours (log.retention.ms and "
+    "log.retention.minutes win).",
     "log.retention.bytes": "Largest size of a partition before old segments are deleted.",
     "log.retention.check.interval.ms": "How often retention is enforced.",
     "log.segment.bytes": "Size at which a new log segment is rolled.",
     "log.roll.ms": "Age at which a new log segment is rolled.",
+    "log.roll.hours": "Age at which a new log segment is rolled, in hours (log.roll.ms wins).",
+    "log.roll.jitter.ms": "Largest random jitter subtracted from a segment's roll time.",
+    "log.roll.jitter.hours": "Largest random jitter subtracted from a segment's roll time, in "
+    "hours (log.roll.jitter.ms wins).",
+    "log.flush.scheduler.interval.ms": "How often logs are checked for a flush; the flush "
+    "interval when log.flush.interval.ms is not set.",
     "log.cleanup.policy": "Default cleanup policy of topics.",
     "log.message.timestamp.type": "Default message.timestamp.type of topics.",
     "log.dirs": "Directories holding the logs.",

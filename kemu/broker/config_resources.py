@@ -27,6 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import dropwhile
 from typing import TYPE_CHECKING
 
 from kemu.broker.cluster import topic_name_problem
@@ -38,6 +39,8 @@ from kemu.broker.config import (
     ConfigSource,
     ConfigType,
     InvalidConfig,
+    TopicConfig,
+    broker_synonyms,
     validate_topic_configs,
     validate_value,
 )
@@ -285,6 +288,7 @@ def _apply_operations(
 def topic_config_entries(broker: BrokerConfig, overrides: Mapping[str, str]) -> list[ConfigEntry]:
     """Every topic config with its effective value, as DescribeConfigs and CreateTopics v5+
     report them (also for a topic that is only being validated)."""
+    resolved = TopicConfig(broker, overrides)
     entries = []
     for name in sorted(TOPIC_CONFIGS):
         definition = TOPIC_CONFIGS[name]
@@ -294,11 +298,10 @@ def topic_config_entries(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         synonym = definition.broker_synonym
         if synonym is not None:
             chain.extend(_broker_chain(broker, synonym, node_values={}))
-        value = chain[0].value if chain else definition.default
         entries.append(
             ConfigEntry(
                 name=name,
-                value=value,
+                value=resolved.get(name),
                 source=chain[0].source if chain else ConfigSource.DEFAULT_CONFIG,
                 read_only=False,
                 is_sensitive=False,
@@ -316,23 +319,35 @@ def _broker_chain(
     node_values: Mapping[str, str],
     node_static: Mapping[str, str] | None = None,
 ) -> list[Synonym]:
-    """Where a broker property's value can come from, strongest first."""
-    chain = []
-    if name in node_values:
-        chain.append(Synonym(name, node_values[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
-    if name in broker.dynamic:
-        chain.append(
-            Synonym(name, broker.dynamic[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
-        )
-    static = broker.static.get(name)
-    if node_static is not None and name in node_static:
-        static = node_static[name]
-    if static is not None:
-        chain.append(Synonym(name, static, ConfigSource.STATIC_BROKER_CONFIG))
-    definition = BROKER_CONFIGS.get(name)
-    if definition is not None and definition.default is not None:
-        chain.append(Synonym(name, definition.default, ConfigSource.DEFAULT_CONFIG))
-    return chain
+    """Where a broker property's value can come from, strongest first, as Kafka lists it.
+
+    Every property that can supply it counts (``log.retention.ms`` also comes from
+    ``log.retention.minutes`` and ``log.retention.hours``), by source first: per-broker dynamic,
+    cluster-wide dynamic, static, default. Kafka then drops whatever precedes ``name`` itself,
+    so a topic's ``retention.ms`` lists no broker synonym while only the
+    ``log.retention.hours`` default applies.
+    """
+    names = broker_synonyms(name)
+    static = {**broker.static, **(node_static or {})}
+    defaults = {
+        synonym: definition.default
+        for synonym in names
+        if (definition := BROKER_CONFIGS.get(synonym)) is not None
+        and definition.default is not None
+    }
+    layers: tuple[tuple[Mapping[str, str], ConfigSource], ...] = (
+        (node_values, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (broker.dynamic, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (static, ConfigSource.STATIC_BROKER_CONFIG),
+        (defaults, ConfigSource.DEFAULT_CONFIG),
+    )
+    chain = [
+        Synonym(synonym, values[synonym], source)
+        for values, source in layers
+        for synonym in names
+        if synonym in values
+    ]
+    return list(dropwhile(lambda entry: entry.name != name, chain))
 
 
 def topic_config_problem(configs: Mapping[str, str | None]) -> str | None:
