@@ -1,4 +1,5 @@
-"""Record batches kept opaque: only the fixed 61-byte v2 batch header is ever parsed.
+"""Record batches kept opaque: only the fixed 61-byte v2 batch header is parsed on the way in
+and out (``record_reader`` decodes the records of a batch for the few lookups that need them).
 
 Produced batches are stored and served byte-for-byte, whatever their compression. Appending a
 batch rewrites its base offset and partition leader epoch, which sit before the CRC's range, so
@@ -185,14 +186,18 @@ def _zigzag(value: int) -> int:
     return (value << 1) ^ (value >> 63)
 
 
-def _varint(value: int) -> bytes:
-    value = _zigzag(value)
+def uvarint(value: int) -> bytes:
+    """An unsigned varint: seven bits a byte, low bits first."""
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def _varint(value: int) -> bytes:
+    return uvarint(_zigzag(value))
 
 
 def _varbytes(value: bytes | None) -> bytes:

@@ -16,7 +16,6 @@ import json
 import socket
 import struct
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +34,10 @@ from kemu.coordinator.share.records import (
 from kemu.coordinator.share.shard import ShareCoordinatorShard, ShareState
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.record_reader import iter_records
 from kemu.protocol.records import (
     BATCH_HEADER_SIZE,
-    COMPRESSION_NAMES,
     BatchHeader,
-    CorruptBatch,
     read_header,
 )
 
@@ -57,57 +55,13 @@ class LogRecord:
 # --- record batches -----------------------------------------------------------------------------
 
 
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    """A zigzag varint (record fields) and the position after it."""
-    result = 0
-    shift = 0
-    while True:
-        if position >= len(data):
-            raise CorruptBatch("record ends inside a varint")
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-        if shift > 63:
-            raise CorruptBatch("varint longer than 10 bytes")
-
-
-def _varbytes(data: bytes, position: int) -> tuple[bytes | None, int]:
-    length, position = _varint(data, position)
-    if length < 0:
-        return None, position
-    if position + length > len(data):
-        raise CorruptBatch("record field runs past the batch")
-    return data[position : position + length], position + length
-
-
 def batch_records(
     header: BatchHeader, batch: bytes
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record of a v2 batch; none for a control batch."""
     if header.is_control:
         return []
-    body = batch[BATCH_HEADER_SIZE : header.size]
-    if header.compression == 1:
-        body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
-    elif header.compression != 0:
-        name = COMPRESSION_NAMES.get(header.compression, str(header.compression))
-        raise CorruptBatch(f"{name} batches are not readable here")
-    records = []
-    position = 0
-    for _ in range(header.record_count):
-        length, position = _varint(body, position)
-        end = position + length
-        cursor = position + 1  # attributes
-        _timestamp_delta, cursor = _varint(body, cursor)
-        offset_delta, cursor = _varint(body, cursor)
-        key, cursor = _varbytes(body, cursor)
-        value, cursor = _varbytes(body, cursor)
-        records.append((header.base_offset + offset_delta, key, value))
-        position = end  # headers are skipped
-    return records
+    return [(record.offset, record.key, record.value) for record in iter_records(batch)]
 
 
 def split_fetched(data: bytes) -> Iterator[tuple[BatchHeader, bytes]]:

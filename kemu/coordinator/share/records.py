@@ -36,6 +36,7 @@ import uuid
 from dataclasses import dataclass
 
 from kemu.coordinator.share.persister import PersistedBatch
+from kemu.protocol.records import uvarint
 
 SHARE_SNAPSHOT = 0
 SHARE_UPDATE = 1
@@ -131,7 +132,7 @@ def encode_value(value: StateValue | None) -> bytes | None:
 
 
 def _encode_batches(batches: tuple[PersistedBatch, ...]) -> bytes:
-    parts = [_uvarint(len(batches) + 1)]
+    parts = [uvarint(len(batches) + 1)]
     for batch in batches:
         parts.append(
             _BATCH.pack(
@@ -150,19 +151,10 @@ def _encode_batches(batches: tuple[PersistedBatch, ...]) -> bytes:
 
 
 def _encode_tags(tags: list[tuple[int, bytes]]) -> bytes:
-    parts = [_uvarint(len(tags))]
+    parts = [uvarint(len(tags))]
     for tag, data in tags:  # callers list them in ascending tag order, as Kafka requires
-        parts.append(_uvarint(tag) + _uvarint(len(data)) + data)
+        parts.append(uvarint(tag) + uvarint(len(data)) + data)
     return b"".join(parts)
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 # --- decoding ---------------------------------------------------------------------------------
