@@ -16,19 +16,18 @@ Omissions: authorization.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
-from kemu.broker.leadership import node_endpoints
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.routing import (
     PartitionAnswer,
     ack_batches,
+    answered,
     current_leader,
     group_by_topic,
-    other_leaders,
+    refused,
     route,
 )
 from kemu.broker.share.sessions import SharePartitionRef
@@ -43,7 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     group_id = request.group_id or ""
     member_id = request.member_id or ""
     if not group_id or not member_id:
-        return _error(ctx, ErrorCode.invalid_request, 0, "GroupId and MemberId are required")
+        return refused(ctx, ErrorCode.invalid_request, 0, "GroupId and MemberId are required")
     settings = share_settings(ctx.runtime, group_id)
     lock_ms = settings.partition.record_lock_duration_ms
     manager = share_partitions(ctx.runtime)
@@ -51,7 +50,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         (ctx.node.node_id, group_id, member_id), request.share_session_epoch, ctx.now_ms()
     )
     if decision.error is not ErrorCode.none or decision.session is None:
-        return _error(ctx, decision.error, lock_ms, decision.message)
+        return refused(ctx, decision.error, lock_ms, decision.message)
 
     answers: dict[SharePartitionRef, PartitionAnswer] = {}
     for topic in request.topics:
@@ -92,18 +91,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for topic_id, entries in group_by_topic(answers).items()
     ]
-    return ctx.respond(
-        error_code=ErrorCode.none,
-        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
-        responses=tuple(topics),
-        node_endpoints=node_endpoints(ctx, other_leaders(answers.values())),
-    )
-
-
-def _error(ctx: RequestContext, code: ErrorCode, lock_ms: int, message: str | None = None) -> Any:
-    return ctx.respond(
-        error_code=code,
-        error_message=message,
-        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
-        responses=(),
-    )
+    return answered(ctx, lock_ms, topics, answers)

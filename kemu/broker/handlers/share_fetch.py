@@ -23,13 +23,11 @@ fairness beyond rotating the partition order.
 from __future__ import annotations
 
 import asyncio
-import datetime
 from collections.abc import Iterable
 from typing import Any
 
 from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
-from kemu.broker.leadership import node_endpoints
 from kemu.broker.partition import Partition
 from kemu.broker.share.actor import SharePartitionActor
 from kemu.broker.share.manager import SharePartitionManager, share_partitions
@@ -37,10 +35,11 @@ from kemu.broker.share.partition import AcquireMode
 from kemu.broker.share.routing import (
     PartitionAnswer,
     ack_batches,
+    answered,
     current_leader,
     group_by_topic,
     millis,
-    other_leaders,
+    refused,
     route,
 )
 from kemu.broker.share.sessions import SharePartitionRef
@@ -56,12 +55,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     group_id = request.group_id or ""
     member_id = request.member_id or ""
     if not group_id or not member_id:
-        return _error(ctx, ErrorCode.invalid_request, 0, "GroupId and MemberId are required")
+        return refused(ctx, ErrorCode.invalid_request, 0, "GroupId and MemberId are required")
     settings = share_settings(ctx.runtime, group_id)
     lock_ms = settings.partition.record_lock_duration_ms
     mode_id = int(getattr(request, "share_acquire_mode", 0))
     if mode_id not in (AcquireMode.BATCH_OPTIMIZED, AcquireMode.RECORD_LIMIT):
-        return _error(ctx, ErrorCode.invalid_request, lock_ms, f"Unknown acquire mode {mode_id}")
+        return refused(ctx, ErrorCode.invalid_request, lock_ms, f"Unknown acquire mode {mode_id}")
     manager = share_partitions(ctx.runtime)
     requested: list[SharePartitionRef] = []
     acknowledgements: dict[SharePartitionRef, Any] = {}
@@ -83,7 +82,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         now_ms=ctx.now_ms(),
     )
     if decision.error is not ErrorCode.none or decision.session is None:
-        return _error(ctx, decision.error, lock_ms, decision.message)
+        return refused(ctx, decision.error, lock_ms, decision.message)
 
     answers: dict[SharePartitionRef, PartitionAnswer] = {}
     for ref, raw in acknowledgements.items():
@@ -264,18 +263,4 @@ def _respond(
         topics.append(
             ctx.make("ShareFetchableTopicResponse", topic_id=topic_id, partitions=partitions)
         )
-    return ctx.respond(
-        error_code=ErrorCode.none,
-        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
-        responses=tuple(topics),
-        node_endpoints=node_endpoints(ctx, other_leaders(answers.values())),
-    )
-
-
-def _error(ctx: RequestContext, code: ErrorCode, lock_ms: int, message: str | None = None) -> Any:
-    return ctx.respond(
-        error_code=code,
-        error_message=message,
-        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
-        responses=(),
-    )
+    return answered(ctx, lock_ms, topics, answers)

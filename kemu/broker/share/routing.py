@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kemu.broker.context import RequestContext
-from kemu.broker.leadership import leader_fields
+from kemu.broker.leadership import leader_fields, node_endpoints
 from kemu.broker.partition import Partition
 from kemu.broker.share.partition import AckBatch
 from kemu.broker.share.sessions import SharePartitionRef
@@ -84,3 +84,28 @@ def group_by_topic(
 
 def other_leaders(answers: Iterable[PartitionAnswer]) -> set[int]:
     return {a.leader.leader_id for a in answers if a.leader is not None}
+
+
+def answered(
+    ctx: RequestContext,
+    lock_ms: int,
+    topics: Iterable[Any],
+    answers: dict[SharePartitionRef, PartitionAnswer],
+) -> Any:
+    """The whole response once every partition has its answer."""
+    return ctx.respond(
+        error_code=ErrorCode.none,
+        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
+        responses=tuple(topics),
+        node_endpoints=node_endpoints(ctx, other_leaders(answers.values())),
+    )
+
+
+def refused(ctx: RequestContext, code: ErrorCode, lock_ms: int, message: str | None = None) -> Any:
+    """A response that answers the whole request with one error."""
+    return ctx.respond(
+        error_code=code,
+        error_message=message,
+        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
+        responses=(),
+    )
