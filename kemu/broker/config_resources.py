@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from itertools import dropwhile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kemu.broker.cluster import topic_name_problem
 from kemu.broker.config import (
@@ -244,6 +244,37 @@ def alter_all(
         else:
             outcomes.append((type_id, name, ErrorCode.none, None))
     return outcomes
+
+
+def alter_response(ctx: RequestContext, request: Any, *, incremental: bool) -> Any:
+    """The answer to AlterConfigs (every change a SET of the whole explicit set) or
+    IncrementalAlterConfigs (each change with its own operation)."""
+    resources = [
+        (
+            resource.resource_type,
+            resource.resource_name,
+            [
+                ConfigChange(c.name, c.config_operation if incremental else OpType.SET, c.value)
+                for c in resource.configs
+            ],
+        )
+        for resource in request.resources
+    ]
+    outcomes = alter_all(
+        ctx, resources, incremental=incremental, validate_only=request.validate_only
+    )
+    return ctx.respond(
+        responses=tuple(
+            ctx.make(
+                "AlterConfigsResourceResponse",
+                error_code=code,
+                error_message=message,
+                resource_type=type_id,
+                resource_name=name,
+            )
+            for type_id, name, code, message in outcomes
+        )
+    )
 
 
 def _apply_operations(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.config_resources import ConfigChange, OpType, alter_all
+from kemu.broker.config_resources import alter_response
 from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 
@@ -26,24 +26,4 @@ API_KEY = 33
 
 @handler(API_KEY, 0, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    resources = [
-        (
-            resource.resource_type,
-            resource.resource_name,
-            [ConfigChange(c.name, OpType.SET, c.value) for c in resource.configs],
-        )
-        for resource in request.resources
-    ]
-    outcomes = alter_all(ctx, resources, incremental=False, validate_only=request.validate_only)
-    return ctx.respond(
-        responses=tuple(
-            ctx.make(
-                "AlterConfigsResourceResponse",
-                error_code=code,
-                error_message=message,
-                resource_type=type_id,
-                resource_name=name,
-            )
-            for type_id, name, code, message in outcomes
-        )
-    )
+    return alter_response(ctx, request, incremental=False)
