@@ -8,7 +8,7 @@ from typing import Any
 
 import crc32c
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from batch_builders import timed_batch
 from test_admin_handlers import Broker
 
 from kemu.protocol.errors import ErrorCode
@@ -20,18 +20,7 @@ TS = 1_700_000_000_000 - 60_000
 
 
 def compressed_batch(timestamps: list[int], codec: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for delta, timestamp in enumerate(timestamps):
-        builder.append(delta, timestamp=TS + timestamp, key=None, value=b"x" * 50, headers=[])
-    return bytes(builder.build())
+    return timed_batch([TS + t for t in timestamps], codec, value=b"x" * 50)
 
 
 def list_offsets(broker: Broker, timestamp: int, *, version: int = 9) -> Any:

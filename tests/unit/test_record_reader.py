@@ -7,13 +7,11 @@ from __future__ import annotations
 import gzip
 import struct
 from collections.abc import Callable
-from typing import Any
 
 import crc32c
 import pytest
 import snappy
-from aiokafka.record.default_records import DefaultRecordBatchBuilder as AiokafkaBuilder
-from kafka.record.default_records import DefaultRecordBatchBuilder as KafkaPythonBuilder
+from batch_builders import BUILDERS, client_batch
 
 from kemu.protocol.record_reader import (
     XERIAL_MAGIC,
@@ -34,10 +32,6 @@ from kemu.protocol.records import (
 
 TS = 1_700_000_000_000
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-BUILDERS: dict[str, Callable[..., Any]] = {
-    "aiokafka": AiokafkaBuilder,
-    "kafka-python": KafkaPythonBuilder,
-}
 
 
 def sample_records(count: int) -> list[Record]:
@@ -53,27 +47,6 @@ def sample_records(count: int) -> list[Record]:
         timestamp = TS + (5_000 if i == count // 2 else i * 10 - (25 if i % 3 == 2 else 0))
         out.append(Record(i, timestamp, key, value, headers))
     return out
-
-
-def client_batch(builder_name: str, codec: int, records: list[Record]) -> bytes:
-    builder = BUILDERS[builder_name](
-        magic=2,
-        compression_type=codec,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 22,
-    )
-    for record in records:
-        builder.append(
-            record.offset,
-            timestamp=record.timestamp,
-            key=record.key,
-            value=record.value,
-            headers=list(record.headers),
-        )
-    return bytes(builder.build())
 
 
 def recompressed(batch: bytes, codec: int, compress: Callable[[bytes], bytes]) -> bytes:
@@ -98,7 +71,7 @@ def recompressed(batch: bytes, codec: int, compress: Callable[[bytes], bytes]) -
 @pytest.mark.parametrize("builder_name", BUILDERS)
 def test_every_codec_reads_back_what_the_client_wrote(builder_name: str, codec: str) -> None:
     records = sample_records(60)
-    batch = client_batch(builder_name, CODECS[codec], records)
+    batch = client_batch(records, CODECS[codec], builder_name)
     assert read_header(batch).compression == CODECS[codec]
     assert list(iter_records(batch)) == records
     assert list(record_timestamps(batch)) == [(r.offset, r.timestamp) for r in records]
@@ -107,7 +80,7 @@ def test_every_codec_reads_back_what_the_client_wrote(builder_name: str, codec: 
 def test_client_snappy_is_xerial_framed_in_several_chunks() -> None:
     """Java and the Python clients write xerial's framing, 32 KiB of input per chunk."""
     records = sample_records(60)
-    batch = client_batch("kafka-python", CODECS["snappy"], records)
+    batch = client_batch(records, CODECS["snappy"], "kafka-python")
     body = batch[BATCH_HEADER_SIZE:]
     assert body.startswith(XERIAL_MAGIC)
     assert len(decompress(2, body)) > 3 * 32 * 1024
@@ -116,7 +89,7 @@ def test_client_snappy_is_xerial_framed_in_several_chunks() -> None:
 
 def test_raw_snappy_as_librdkafka_writes_it() -> None:
     records = sample_records(20)
-    plain = client_batch("aiokafka", 0, records)
+    plain = client_batch(records, 0, "aiokafka")
     batch = recompressed(plain, CODECS["snappy"], snappy.compress)
     assert not batch[BATCH_HEADER_SIZE:].startswith(XERIAL_MAGIC)
     assert list(iter_records(batch)) == records
@@ -124,7 +97,7 @@ def test_raw_snappy_as_librdkafka_writes_it() -> None:
 
 def test_concatenated_xerial_streams() -> None:
     records = sample_records(10)
-    plain = client_batch("aiokafka", 0, records)
+    plain = client_batch(records, 0, "aiokafka")
     body = plain[BATCH_HEADER_SIZE:]
     half = len(body) // 2
 
@@ -142,7 +115,7 @@ def test_concatenated_xerial_streams() -> None:
 
 def test_offsets_follow_the_assigned_base_offset_and_log_append_time() -> None:
     records = sample_records(8)
-    batch = with_offset(client_batch("aiokafka", CODECS["lz4"], records), 1000, 3)
+    batch = with_offset(client_batch(records, CODECS["lz4"], "aiokafka"), 1000, 3)
     assert [offset for offset, _ in record_timestamps(batch)] == list(range(1000, 1008))
     stamped = with_log_append_time(batch, TS + 99)
     assert list(record_timestamps(stamped)) == [(1000 + i, TS + 99) for i in range(8)]
@@ -158,21 +131,21 @@ def test_kemu_built_batches() -> None:
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_undecodable_compressed_body_is_corrupt(codec: str) -> None:
-    plain = client_batch("aiokafka", 0, sample_records(5))
+    plain = client_batch(sample_records(5), 0, "aiokafka")
     batch = recompressed(plain, CODECS[codec], lambda body: b"\x00not compressed at all\xff" * 3)
     with pytest.raises(CorruptBatch):
         list(iter_records(batch))
 
 
 def test_truncated_gzip_is_corrupt() -> None:
-    plain = client_batch("aiokafka", 0, sample_records(5))
+    plain = client_batch(sample_records(5), 0, "aiokafka")
     batch = recompressed(plain, CODECS["gzip"], lambda body: gzip.compress(body)[:-12])
     with pytest.raises(CorruptBatch):
         list(iter_records(batch))
 
 
 def test_unknown_codec_is_corrupt() -> None:
-    plain = client_batch("aiokafka", 0, sample_records(2))
+    plain = client_batch(sample_records(2), 0, "aiokafka")
     batch = recompressed(plain, 5, lambda body: body)
     with pytest.raises(CorruptBatch, match="codec 5"):
         list(iter_records(batch))
@@ -187,7 +160,7 @@ def test_unknown_codec_is_corrupt() -> None:
     ],
 )
 def test_malformed_records_are_corrupt(change: Callable[[bytes], bytes], problem: str) -> None:
-    plain = client_batch("aiokafka", 0, sample_records(3))
+    plain = client_batch(sample_records(3), 0, "aiokafka")
     batch = recompressed(plain, 0, change)
     with pytest.raises(CorruptBatch, match=problem):
         list(iter_records(batch))

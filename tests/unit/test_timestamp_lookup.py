@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from batch_builders import timed_batch
 
 from kemu.protocol.records import read_header, with_log_append_time, with_offset
 from kemu.storage.log import MemoryLog, PartitionLog
@@ -22,18 +22,7 @@ CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 def batch(timestamps: list[int], codec: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for delta, timestamp in enumerate(timestamps):
-        builder.append(delta, timestamp=TS + timestamp, key=None, value=b"v" * 100, headers=[])
-    return bytes(builder.build())
+    return timed_batch([TS + t for t in timestamps], codec)
 
 
 def append(log: PartitionLog, data: bytes, leader_epoch: int = 0) -> None:
