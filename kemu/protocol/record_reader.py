@@ -51,18 +51,40 @@ def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
 
     Raises CorruptBatch when the batch cannot be decompressed or a record runs past its end.
     """
+    header, data = _records_data(batch)
+    return _parse(header, data)
+
+
+def record_timestamps(batch: bytes | memoryview) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of each record of the batch, in offset order.
+
+    Keys, values and headers are stepped over by the record's length, unread: a lookup that
+    scans a batch of thousands of records costs a fraction of decoding them.
+    """
+    header, data = _records_data(batch)
+    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_LOG_APPEND)
+    position = 0
+    for _ in range(header.record_count):
+        length, start = _varint(data, position)
+        position = start + length
+        if length < 0 or position > len(data):
+            raise CorruptBatch(f"record of {length} bytes runs past the end of the batch")
+        timestamp_delta, cursor = _varint(data, start + 1)  # after the attributes
+        offset_delta, _ = _varint(data, cursor)
+        if log_append_time:
+            yield header.base_offset + offset_delta, header.max_timestamp
+        else:
+            yield header.base_offset + offset_delta, header.base_timestamp + timestamp_delta
+
+
+def _records_data(batch: bytes | memoryview) -> tuple[BatchHeader, memoryview]:
+    """The batch's header and its records' bytes, decompressed."""
     header = read_header(batch)
     if header.size > len(batch):
         raise CorruptBatch(f"batch of {header.size} bytes cut short at {len(batch)}")
     body = memoryview(batch)[BATCH_HEADER_SIZE : header.size]
     data = memoryview(decompress(header.compression, body)) if header.compression else body
-    return _parse(header, data)
-
-
-def record_timestamps(batch: bytes | memoryview) -> Iterator[tuple[int, int]]:
-    """(offset, timestamp) of each record of the batch."""
-    for record in iter_records(batch):
-        yield record.offset, record.timestamp
+    return header, data
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gzip
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import crc32c
 import pytest
@@ -159,11 +159,14 @@ def test_unknown_codec_is_corrupt() -> None:
         (lambda body: b"\xff" * 11 + body, "varint"),
     ],
 )
-def test_malformed_records_are_corrupt(change: Callable[[bytes], bytes], problem: str) -> None:
+@pytest.mark.parametrize("reader", [iter_records, record_timestamps])
+def test_malformed_records_are_corrupt(
+    change: Callable[[bytes], bytes], problem: str, reader: Callable[[bytes], Iterable[object]]
+) -> None:
     plain = client_batch(sample_records(3), 0, "aiokafka")
     batch = recompressed(plain, 0, change)
     with pytest.raises(CorruptBatch, match=problem):
-        list(iter_records(batch))
+        list(reader(batch))
 
 
 def test_record_length_must_match_its_fields() -> None:
