@@ -20,7 +20,7 @@ from typing import Any, cast
 import structlog
 
 from kemu.broker.cluster import BrokerNode
-from kemu.broker.context import RequestContext, Runtime
+from kemu.broker.context import ConnectionHooks, RequestContext, Runtime
 from kemu.broker.handlers import REGISTRY, HandlerSpec
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
@@ -47,6 +47,7 @@ class Connection(asyncio.Protocol):
         self._slots: deque[Slot] = deque()
         self._closing = False
         self._flush_scheduled = False
+        self.hooks = ConnectionHooks()  # e.g. share sessions opened here end with it
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -76,6 +77,10 @@ class Connection(asyncio.Protocol):
         # The peer is gone: nobody will read pending answers (long polls).
         self._closing = True
         self._cancel_pending()
+        try:
+            self.hooks.closed()
+        except Exception:
+            log.exception("close_hook_failed", node_id=self.node.node_id, peer=self.peer)
 
     def pause_writing(self) -> None:
         # The client is not reading its answers: stop taking requests until it catches up.
@@ -139,7 +144,9 @@ class Connection(asyncio.Protocol):
         except MalformedFrame as malformed:
             log.warning("malformed_frame", peer=self.peer, reason=str(malformed))
             return False
-        context = RequestContext(self.node, self.runtime, request.header, self.client_host)
+        context = RequestContext(
+            self.node, self.runtime, request.header, self.client_host, self.hooks
+        )
         self._slots.append(self._dispatch(spec, context, request))
         return True
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -39,12 +39,33 @@ class Runtime:
         return found
 
 
+class ConnectionHooks:
+    """What runs when one client connection closes (e.g. a share session it opened ends).
+
+    A hook is registered under a key; registering the same key again replaces it.
+    """
+
+    __slots__ = ("_on_close",)
+
+    def __init__(self) -> None:
+        self._on_close: dict[Hashable, Callable[[], None]] = {}
+
+    def on_close(self, key: Hashable, callback: Callable[[], None]) -> None:
+        self._on_close[key] = callback
+
+    def closed(self) -> None:
+        hooks, self._on_close = self._on_close, {}
+        for callback in hooks.values():
+            callback()
+
+
 @dataclass(slots=True)
 class RequestContext:
     node: BrokerNode
     runtime: Runtime
     header: RequestHeader
     client_host: str = "127.0.0.1"
+    connection: ConnectionHooks | None = None  # None when not called from a client connection
 
     @property
     def cluster(self) -> Cluster:

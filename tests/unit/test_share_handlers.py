@@ -618,3 +618,52 @@ async def test_closing_acknowledge_releases_and_ends_the_session(kemu: Harness) 
     assert actor.core.spans() == [(1, 2, RecordState.AVAILABLE, 0, None)]
     again = await client.call(share_ack(tid, {0: [(1, 1, [ACCEPT])]}, epoch=-1))
     assert again.error_code == ErrorCode.share_session_not_found
+
+
+# --- connections ------------------------------------------------------------------------------
+
+
+async def _released(kemu: Harness, offset: int) -> bool:
+    actor = share_partitions(kemu.runtime).existing(GROUP, kemu.topic_id("t"), 0)
+    assert actor is not None and actor.core is not None
+    for _ in range(500):
+        if actor.core.owner_of(offset) is None:
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def test_closing_the_connection_that_opened_a_session_releases_its_records(
+    kemu: Harness,
+) -> None:
+    """A consumer that died: its records go back at once, with the delivery undone, rather
+    than when their locks expire (Kafka's ConnectionDisconnectListener)."""
+    tid = kemu.topic_id("t")
+    dying = await kemu.leader_client("t", 0)
+    await open_session(kemu, dying)
+    kemu.produce("t", 0, 3)
+    assert acquired(await dying.call(share_fetch(tid, {0: []}, epoch=1))) == [(0, 2, 1)]
+    dying.writer.close()
+    assert await _released(kemu, 0)
+    assert not share_partitions(kemu.runtime).sessions.of_member(GROUP, "m1")
+    other = await kemu.leader_client("t", 0)
+    fresh = await other.call(share_fetch(tid, {0: []}, epoch=0, member="m2"))
+    assert acquired(fresh) == [(0, 2, 1)]
+
+
+async def test_a_session_reopened_on_a_new_connection_survives_the_old_one(
+    kemu: Harness,
+) -> None:
+    tid = kemu.topic_id("t")
+    old = await kemu.leader_client("t", 0)
+    await open_session(kemu, old)
+    new = await kemu.leader_client("t", 0)
+    await open_session(kemu, new)  # the client reconnected and started over
+    kemu.produce("t", 0, 2)
+    assert acquired(await new.call(share_fetch(tid, {0: []}, epoch=1))) == [(0, 1, 1)]
+    old.writer.close()
+    await asyncio.sleep(0.05)
+    actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
+    assert actor is not None and actor.core is not None and actor.core.owner_of(0) == "m1"
+    again = await new.call(share_fetch(tid, {0: [(0, 1, [ACCEPT])]}, epoch=2))
+    assert partition_data(again, 0).acknowledge_error_code == ErrorCode.none

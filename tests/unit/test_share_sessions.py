@@ -87,3 +87,22 @@ def test_partitions_take_turns() -> None:
     assert [p for _, p in session.fetch_order()] == [0, 1, 2]
     assert [p for _, p in session.fetch_order()] == [1, 2, 0]
     assert [p for _, p in session.fetch_order()] == [2, 0, 1]
+
+
+def test_a_session_ends_with_the_connection_that_opened_it() -> None:
+    cache = ShareSessionCache(10)
+    first, second = object(), object()
+    cache.for_fetch(KEY, 0, [(T, 0)], [], has_acknowledgements=False, now_ms=0, connection=first)
+    assert cache.close_opened_by(KEY, second) is None  # another connection: not its session
+    closed = cache.close_opened_by(KEY, first)
+    assert closed is not None and closed.key == KEY and KEY not in cache.sessions
+    assert cache.close_opened_by(KEY, first) is None  # already gone
+
+
+def test_a_session_reopened_elsewhere_outlives_the_old_connection() -> None:
+    cache = ShareSessionCache(10)
+    old, new = object(), object()
+    cache.for_fetch(KEY, 0, [(T, 0)], [], has_acknowledgements=False, now_ms=0, connection=old)
+    cache.for_fetch(KEY, 0, [(T, 0)], [], has_acknowledgements=False, now_ms=1, connection=new)
+    assert cache.close_opened_by(KEY, old) is None
+    assert cache.sessions[KEY].connection is new

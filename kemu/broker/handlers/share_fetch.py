@@ -4,8 +4,10 @@ Share sessions per (broker, group, member): epoch 0 opens one (acknowledgements 
 INVALID_REQUEST), -1 applies the acknowledgements, closes it and releases the member's records
 in it, N must be the session's epoch (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH,
 SHARE_SESSION_LIMIT_REACHED past ``group.share.max.share.sessions``); ForgottenTopicsData
-leaves the session. Piggy-backed acknowledgements are applied first, per partition all or
-nothing (AcknowledgeErrorCode: INVALID_RECORD_STATE, INVALID_REQUEST). Then records are acquired
+leaves the session. When the connection that opened a session closes, the session ends and
+the member's records in it are released (as -1 does). Piggy-backed acknowledgements are
+applied first, per partition all or nothing (AcknowledgeErrorCode: INVALID_RECORD_STATE,
+INVALID_REQUEST). Then records are acquired
 from every session partition, taking turns: whole log batches, AcquiredRecords with delivery
 counts, MaxRecords and MaxBytes shared by the partitions (the first batch always goes, KIP-74),
 BatchSize splitting acquired ranges, ShareAcquireMode (v2: 0 batch_optimized, 1 record_limit).
@@ -42,7 +44,7 @@ from kemu.broker.share.routing import (
     refused,
     route,
 )
-from kemu.broker.share.sessions import SharePartitionRef
+from kemu.broker.share.sessions import INITIAL_EPOCH, SharePartitionRef
 from kemu.broker.share.settings import ShareSettings, share_settings
 from kemu.protocol.errors import ErrorCode
 
@@ -73,16 +75,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     forgotten = [
         (t.topic_id, index) for t in request.forgotten_topics_data for index in t.partitions
     ]
+    key = (ctx.node.node_id, group_id, member_id)
     decision = manager.sessions.for_fetch(
-        (ctx.node.node_id, group_id, member_id),
+        key,
         request.share_session_epoch,
         requested,
         forgotten,
         has_acknowledgements=bool(acknowledgements),
         now_ms=ctx.now_ms(),
+        connection=ctx.connection,
     )
     if decision.error is not ErrorCode.none or decision.session is None:
         return refused(ctx, decision.error, lock_ms, decision.message)
+    hooks = ctx.connection
+    if request.share_session_epoch == INITIAL_EPOCH and hooks is not None:
+        hooks.on_close(key, lambda: manager.connection_closed(key, hooks))
 
     answers: dict[SharePartitionRef, PartitionAnswer] = {}
     for ref, raw in acknowledgements.items():

@@ -5,6 +5,10 @@ service ``share_partitions``. The group coordinator calls ``release_member(group
 when a member leaves or its session times out; ShareFetch and ShareAcknowledge reach the
 actors through it.
 
+A share session also ends when the client connection that opened it closes (a consumer that
+crashed or was killed): the member's records in it are released at once, as Kafka's
+ConnectionDisconnectListener does, rather than when their locks expire.
+
 A member that leaves gracefully may still send its final acknowledgements (ShareAcknowledge
 with epoch -1) after its leave heartbeat was handled: librdkafka does. So while the member
 still has share sessions, its records are released when those close, or after
@@ -21,7 +25,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from kemu.broker.share.actor import SharePartitionActor
-from kemu.broker.share.sessions import ShareSession, ShareSessionCache
+from kemu.broker.share.sessions import SessionKey, ShareSession, ShareSessionCache
 from kemu.coordinator.share.persister import (
     SharePartitionKey,
     SharePersister,
@@ -90,6 +94,18 @@ class SharePartitionManager:
     async def close_session(self, session: ShareSession) -> None:
         """A session ended (epoch -1): release the member's records in its partitions."""
         self.sessions.close(session.key)
+        await self._release_session(session)
+
+    def connection_closed(self, key: SessionKey, connection: object) -> None:
+        """The client connection ``connection`` that opened session ``key`` closed."""
+        session = self.sessions.close_opened_by(key, connection)
+        if session is None:
+            return  # closed with -1 already, or replaced by a session from another connection
+        task = asyncio.get_running_loop().create_task(self._release_session(session))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _release_session(self, session: ShareSession) -> None:
         _, group_id, member_id = session.key
         for topic_id, index in session.partitions:
             actor = self.existing(group_id, topic_id, index)

@@ -6,6 +6,8 @@ a partition it fetches. Epochs follow Kafka's SharePartitionManager:
 ShareFetch
 * 0 opens a session (replacing any existing one) with the request's partitions; it may not
   carry acknowledgements (INVALID_REQUEST); a full cache gives SHARE_SESSION_LIMIT_REACHED.
+  The session remembers the connection that opened it: when that connection closes, the
+  session ends as if closed with -1 (Kafka's ConnectionDisconnectListener).
 * -1 closes: the session must exist (SHARE_SESSION_NOT_FOUND); acknowledgements are applied,
   nothing is fetched (partitions named only to carry acknowledgements are not an error, where
   Kafka would refuse ones with a fetch size), then the session goes and the member's records in
@@ -43,6 +45,7 @@ class ShareSession:
     last_used_ms: int
     partitions: dict[SharePartitionRef, None] = field(default_factory=dict)  # ordered set
     cursor: int = 0  # where the next fetch starts, so partitions take turns
+    connection: object | None = None  # what opened it (compared by identity), if known
 
     def fetch_order(self) -> list[SharePartitionRef]:
         """The session's partitions, starting one further along each time (fairness)."""
@@ -76,6 +79,7 @@ class ShareSessionCache:
         *,
         has_acknowledgements: bool,
         now_ms: int,
+        connection: object | None = None,
     ) -> SessionDecision:
         wanted = list(requested)
         if epoch == FINAL_EPOCH:
@@ -92,7 +96,9 @@ class ShareSessionCache:
             self.sessions.pop(key, None)
             if len(self.sessions) >= self.max_sessions:
                 return SessionDecision(ErrorCode.share_session_limit_reached)
-            session = ShareSession(key, next_epoch(INITIAL_EPOCH), now_ms, dict.fromkeys(wanted))
+            session = ShareSession(
+                key, next_epoch(INITIAL_EPOCH), now_ms, dict.fromkeys(wanted), connection=connection
+            )
             self.sessions[key] = session
             return SessionDecision(session=session)
         session = self.sessions.get(key)
@@ -124,6 +130,14 @@ class ShareSessionCache:
 
     def close(self, key: SessionKey) -> ShareSession | None:
         return self.sessions.pop(key, None)
+
+    def close_opened_by(self, key: SessionKey, connection: object) -> ShareSession | None:
+        """The connection that opened session ``key`` closed: end the session, unless a newer
+        one (from another connection) replaced it."""
+        session = self.sessions.get(key)
+        if session is None or session.connection is not connection:
+            return None
+        return self.sessions.pop(key)
 
     def of_member(self, group_id: str, member_id: str) -> list[ShareSession]:
         return [s for k, s in self.sessions.items() if k[1] == group_id and k[2] == member_id]
