@@ -70,6 +70,10 @@ def machine_facts() -> dict[str, str]:
                 break
     except OSError:
         pass
+    try:
+        load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        load = "unknown"
     java = subprocess.run(["java", "-version"], capture_output=True, text=True)
     java_version = (java.stderr.splitlines() or ["unknown"])[0]
     return {
@@ -79,6 +83,7 @@ def machine_facts() -> dict[str, str]:
         "os": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
         "java": java_version,
+        "load": load,
     }
 
 
@@ -179,6 +184,8 @@ def write_doc(
     workload: Workload,
     versions: dict[str, str],
     repeat: int,
+    load_before: str,
+    note: str | None = None,
 ) -> Path:
     facts = machine_facts()
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -193,7 +200,8 @@ def write_doc(
         "",
         f"Command: `{command}`",
         "",
-        f"- Machine: {facts['nproc']} CPUs ({facts['cpu']}), {facts['memory']}, {facts['os']}",
+        f"- Machine: {facts['nproc']} CPUs ({facts['cpu']}), {facts['memory']}, {facts['os']}; "
+        f"load average {load_before} before the run, {facts['load']} after",
         f"- Versions: Apache Kafka {versions.get('kafka', '-')}, kemu {versions.get('kemu', '-')}, "
         f"Python {facts['python']}, {facts['java']}",
         f"- Workload: {workload.records:,} records of {workload.record_size} bytes, "
@@ -203,6 +211,8 @@ def write_doc(
         "",
         table(results),
     ]
+    if note:
+        lines += ["", note]
     goals = targets(results)
     if goals:
         lines += ["", "Targets:", "", *[f"- {goal}" for goal in goals]]

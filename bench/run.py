@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         "--profile", type=Path, default=None, help="py-spy kemu's produce and consume into DIR"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
+    parser.add_argument("--note", default=None, help="a sentence to add to the docs entry")
     return parser
 
 
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     servers = _servers(args)
     java.ensure_jars()  # the tools are Kafka's even when only kemu runs
+    load_before = report.machine_facts()["load"]
     results: dict[str, list[Run]] = {name: [] for name in servers}
     for number in range(1, args.repeat + 1):
         for name in servers:
@@ -161,7 +163,13 @@ def main(argv: list[str] | None = None) -> int:
             else ""
         )
         written = report.write_doc(
-            results, command=command, workload=workload, versions=versions, repeat=args.repeat
+            results,
+            command=command,
+            workload=workload,
+            versions=versions,
+            repeat=args.repeat,
+            load_before=load_before,
+            note=args.note,
         )
         print(f"\nwritten to {written}")
     failed = any(run.errors for runs in results.values() for run in runs)
