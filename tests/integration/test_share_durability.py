@@ -10,8 +10,9 @@ confluent-kafka ShareConsumers of one group, before the kill:
 After kemu restarts from the same directory, ``__share_group_state`` read as a topic (a plain
 Consumer with assign) decodes to exactly what ReadShareGroupState answers, and agrees with what
 the clients were told; DescribeShareGroupOffsets reports the same start offsets. A new consumer
-of the group then gets every record that was not settled - never a settled one - and those
-the child held come back with delivery count 2 or more. Finally the state is checked again:
+of the group (confluent-kafka's, or Java's KafkaShareConsumer through ShareConsumerProbe) then
+gets every record that was not settled - never a settled one - and those the child held come
+back with delivery count 2 or more. Finally the state is checked again:
 everything acknowledged, the start offsets at the end of the log, lag 0.
 """
 
@@ -38,6 +39,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from test_java_clients import java_probes, run_probe  # noqa: F401  (java_probes: a fixture)
 from test_share_state_rpcs import (
     STATE_PARTITIONS,
     WireClient,
@@ -219,6 +221,34 @@ def consume_rest(
     return got
 
 
+def consume_rest_in_java(kemu: KemuProcess, prefix: str, topic: str, count: int) -> list[Any]:
+    """KafkaShareConsumer (implicit mode) polls ``count`` records and commits; another one then
+    polls for 3 s: everything both got, as (partition, offset, delivery count)."""
+    run = run_probe(
+        "ShareConsumerProbe",
+        kemu.bootstrap,
+        "--checks",
+        "implicit",
+        "--prefix",
+        prefix,
+        "--topic",
+        topic,
+        "--records",
+        str(count),
+    )
+    consumed = run.one("consume_all")
+    assert consumed["commit_errors"] == {}
+    got = []
+    for key in consumed["records"]:
+        partition, offset = map(int, key.split(":"))
+        got.append((partition, offset, consumed["delivery_counts"][key]))
+    for key in run.one("nothing_left")["records"]:
+        where, count_text = key.split("#")
+        partition, offset = map(int, where.split(":"))
+        got.append((partition, offset, int(count_text)))
+    return got
+
+
 # --- the state, three ways ----------------------------------------------------------------------
 
 
@@ -295,9 +325,12 @@ def state_of_record(state: tuple[Any, ...], offset: int) -> tuple[int, int] | No
 # --- the test -----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("successor", ["confluent", "java"])
 def test_share_group_state_survives_sigkill(
-    kemu_factory: type[KemuProcess], tmp_path: Path
+    kemu_factory: type[KemuProcess], tmp_path: Path, successor: str, request: pytest.FixtureRequest
 ) -> None:
+    if successor == "java":
+        request.getfixturevalue("java_probes")  # built, or the test skips without java
     data_dir = tmp_path / "data"
     kemu = kemu_factory(
         brokers=3,
@@ -312,7 +345,8 @@ def test_share_group_state_survives_sigkill(
             "group.share.heartbeat.interval.ms=1000",
         ],
     ).start()
-    topic, group = f"durable-{uuid.uuid4().hex[:8]}", f"dg-{uuid.uuid4().hex[:8]}"
+    topic, prefix = f"durable-{uuid.uuid4().hex[:8]}", f"dg-{uuid.uuid4().hex[:8]}"
+    group = f"{prefix}-implicit"  # the group ShareConsumerProbe's consume_all check uses
     setup(kemu, topic, group)
     ledger = Ledger()
 
@@ -350,7 +384,10 @@ def test_share_group_state_survives_sigkill(
 
         # A new consumer gets every record that was not settled, and no settled one.
         unsettled = every_key(total) - ledger.settled() - ledger.unsure
-        got = consume_rest(kemu, group, topic, unsettled)
+        if successor == "java":
+            got = consume_rest_in_java(kemu, prefix, topic, len(unsettled))
+        else:
+            got = consume_rest(kemu, group, topic, unsettled)
         keys = [(p, o) for p, o, _ in got]
         assert len(keys) == len(set(keys)), "a record was delivered twice"
         assert not set(keys) & ledger.settled()
