@@ -14,6 +14,9 @@ of the group (confluent-kafka's, or Java's KafkaShareConsumer through ShareConsu
 gets every record that was not settled - never a settled one - and those the child held come
 back with delivery count 2 or more. Finally the state is checked again:
 everything acknowledged, the start offsets at the end of the log, lag 0.
+
+And when it is a consumer that is SIGKILLed, kemu staying up: its connections close, its share
+sessions end with them, and the next consumer gets its records at once, the delivery undone.
 """
 
 from __future__ import annotations
