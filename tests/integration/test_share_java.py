@@ -14,6 +14,7 @@ do), and prints one JSON line per check; the tests below assert on those lines:
 - an expired acquisition lock hands the records to another member with delivery count 2, and
   the first holder's late ACCEPT fails;
 - ``share.delivery.count.limit`` 2 with RELEASE: two deliveries, then archived;
+- a subscription moved to another topic: the share session follows;
 - ``Admin.listShareGroupOffsets``: lag 0 once everything is acknowledged.
 
 kemu runs with ``group.share.min.record.lock.duration.ms=1000`` so that the lock-expiry group
@@ -58,6 +59,7 @@ GROUP_CONFIGS = {
     "renew": {"share.record.lock.duration.ms": str(RENEW_LOCK_MS)},
     "expiry": {"share.record.lock.duration.ms": str(EXPIRY_LOCK_MS)},
     "dlimit": {"share.delivery.count.limit": "2"},
+    "resubscribe": {},
 }
 
 
@@ -230,6 +232,23 @@ def test_delivery_limit_archives_after_the_last_release(share_run: ProbeRun) -> 
         f"{o}#{count}" for o in range(SINGLE_RECORDS) for count in (1, 2)
     )
     assert limited["commit_errors"] == {}
+
+
+def test_a_new_subscription_moves_the_share_session(share_run: ProbeRun) -> None:
+    # The client keeps fetching the old topic until its next heartbeat brings the new
+    # assignment; then its session with the old leader forgets the partition and closes.
+    moved = share_run.one("resubscribe")
+    assert moved["before"] and moved["commit_errors"] == {}
+    old = moved["before"] + moved["after"].get(SINGLE, [])
+    assert len(old) == len(set(map(offset_of, old))) and all(k.endswith("#1") for k in old)
+    assert sorted(moved["after"][BATCHED], key=offset_of) == [
+        f"{o}#1" for o in range(BATCHED_RECORDS)
+    ]
+    offsets = share_run.one("share_group_offsets")["resubscribe"]
+    assert offsets[f"{BATCHED}-0"] == {"start": BATCHED_RECORDS, "lag": 0}
+    single = offsets[f"{SINGLE}-0"]
+    assert single["start"] >= len(moved["before"])
+    assert single["start"] + single["lag"] <= SINGLE_RECORDS
 
 
 def test_share_group_offsets_show_no_lag(share_run: ProbeRun) -> None:

@@ -60,6 +60,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *       expired; then A's late ACCEPT is committed.
  *   <li>delivery_limit (group dlimit, share.delivery.count.limit 2): every delivery RELEASEd
  *       until nothing more comes.
+ *   <li>resubscribe (group resubscribe): record_limit 5 on the single topic for one poll, then
+ *       subscribed to the batched topic instead, consumed whole.
  *   <li>share_group_offsets: Admin.listShareGroupOffsets of every group above.
  * </ul>
  */
@@ -82,7 +84,7 @@ public final class ShareConsumerProbe {
         ShareConsumerProbe runner = new ShareConsumerProbe();
         Map<String, String> groups = new LinkedHashMap<>();
         for (String name : List.of("implicit", "close", "explicit", "limit", "batch", "shared",
-                "renew", "expiry", "dlimit")) {
+                "renew", "expiry", "dlimit", "resubscribe")) {
             groups.put(name, prefix + "-" + name);
         }
 
@@ -128,6 +130,10 @@ public final class ShareConsumerProbe {
         if (wanted(only, "dlimit")) {
             probe.check("delivery_limit", out -> runner.deliveryLimit(
                     probe, groups.get("dlimit"), single, singleRecords, out));
+        }
+        if (wanted(only, "resubscribe")) {
+            probe.check("resubscribe", out -> runner.resubscribe(probe,
+                    groups.get("resubscribe"), single, batched, batchedRecords, out));
         }
         if (wanted(only, "offsets")) {
             probe.check("share_group_offsets", out -> {
@@ -422,6 +428,39 @@ public final class ShareConsumerProbe {
             }
             out.put("records", got);
             out.put("commit_errors", commitErrors);
+        }
+    }
+
+    /**
+     * Implicit mode, {@code record_limit} 5: a few records of {@code first}, then the
+     * subscription moves to {@code second} (the share session forgets the first topic) and
+     * everything of it is consumed.
+     */
+    void resubscribe(Probe probe, String group, String first, String second, int expected,
+            Map<String, Object> out) {
+        Properties extra = new Properties();
+        extra.put("share.acquire.mode", "record_limit");
+        extra.put("max.poll.records", "5");
+        try (KafkaShareConsumer<byte[], byte[]> consumer =
+                consumer(probe, group, "implicit", extra)) {
+            consumer.subscribe(List.of(first));
+            List<String> before = keys(pollUntilSome(consumer, 30_000));
+            consumer.subscribe(List.of(second));
+            Map<String, List<String>> after = new TreeMap<>();
+            int count = 0;
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (count < expected && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> record : consumer.poll(POLL)) {
+                    after.computeIfAbsent(record.topic(), t -> new ArrayList<>())
+                            .add(record.offset() + "#" + deliveryCount(record));
+                    if (record.topic().equals(second)) {
+                        count++;
+                    }
+                }
+            }
+            out.put("before", before);
+            out.put("after", after);
+            out.put("commit_errors", errors(consumer.commitSync()));
         }
     }
 
