@@ -19,7 +19,6 @@ from kio.static.primitive import Records
 from kemu.protocol import fastwrite, wire
 from kemu.protocol.errors import ErrorCode
 
-
 st.register_type_strategy(Records, st.binary(max_size=200))  # kio registers none for records
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from kemu.broker.handlers import REGISTRY, _is_placeholder, _index, register_placeholders
+from kemu.broker.handlers import REGISTRY, _index, _is_placeholder, register_placeholders
 
 
 def test_index_matches_the_decorators() -> None:
-    assert _index.HANDLERS == _index.current(), (
+    assert _index.current() == _index.HANDLERS, (
         "kemu/broker/handlers/_index.py is stale: run "
         ".venv/bin/python -m kemu.broker.handlers._index"
     )
