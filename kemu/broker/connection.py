@@ -178,22 +178,23 @@ class Connection(asyncio.Protocol):
         self, spec: HandlerSpec, context: RequestContext, request: DecodedRequest
     ) -> Slot:
         """The answer now when the handler finishes without awaiting, else its running task."""
+        # Encoding sits inside the try: an answer that cannot be encoded must still become an
+        # error answer, or the requests queued behind it would wait forever.
         try:
             outcome = spec.function(context, request.body)
             if asyncio.iscoroutine(outcome):
                 task = asyncio.get_running_loop().create_task(self._finish(outcome, request))
                 task.add_done_callback(self._task_done)
                 return task
+            return self._encode(request, outcome)
         except Exception:
             return self._failed(request)
-        return self._encode(request, outcome)
 
     async def _finish(self, outcome: Any, request: DecodedRequest) -> bytes | None:
         try:
-            body = await outcome
+            return self._encode(request, await outcome)
         except Exception:
             return self._failed(request)
-        return self._encode(request, body)
 
     def _failed(self, request: DecodedRequest) -> bytes:
         header = request.header
