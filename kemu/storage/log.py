@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 from abc import ABC, abstractmethod
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -102,15 +103,19 @@ class PartitionLog(ABC):
 
 
 class BatchIndex:
-    """Parallel lists over the batches of a log: the shared read-side machinery."""
+    """Parallel arrays over the batches of a log: the shared read-side machinery.
+
+    Machine-word arrays rather than lists of ints: 32 bytes per batch instead of about 140, which
+    is most of a busy partition's resident memory (500,000 1 KiB records are 33,000 batches).
+    """
 
     __slots__ = ("base_offsets", "max_timestamps", "next_offsets", "sizes")
 
     def __init__(self) -> None:
-        self.base_offsets: list[int] = []
-        self.next_offsets: list[int] = []
-        self.max_timestamps: list[int] = []
-        self.sizes: list[int] = []
+        self.base_offsets: array[int] = array("q")
+        self.next_offsets: array[int] = array("q")
+        self.max_timestamps: array[int] = array("q")
+        self.sizes: array[int] = array("q")
 
     def __len__(self) -> int:
         return len(self.base_offsets)
