@@ -157,11 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- {problem}")
     if not args.no_write:
         versions = {"kafka": java.KAFKA_VERSION, "kemu": kemu_version()}
-        command = "make bench" + (
-            f" ARGS={shlex.quote(shlex.join(argv if argv is not None else sys.argv[1:]))}"
-            if (argv if argv is not None else sys.argv[1:])
-            else ""
-        )
+        given = argv if argv is not None else sys.argv[1:]
+        command = f'make bench ARGS="{shlex.join(given)}"' if given else "make bench"
         written = report.write_doc(
             results,
             command=command,
