@@ -1,0 +1,31 @@
+"""Process-level start and memory tuning: kio loads without hypothesis in the server process,
+hypothesis stays importable, and glibc's allocator tuning applies (or is skipped) quietly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from kemu.broker.allocator import keep_freed_memory
+
+PROBE = """
+import sys
+from kemu.protocol.startup import import_kio_without_test_strategies
+import_kio_without_test_strategies()
+assert "hypothesis" not in sys.modules, "kio pulled hypothesis in"
+import kemu.protocol.wire
+assert "hypothesis" not in sys.modules
+import hypothesis.strategies
+print("ok")
+"""
+
+
+def test_kio_loads_without_hypothesis_which_stays_importable() -> None:
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_allocator_tuning_is_safe_to_call_twice() -> None:
+    first = keep_freed_memory()
+    assert keep_freed_memory() == first
