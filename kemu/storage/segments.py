@@ -10,6 +10,9 @@ A partition directory (``<data-dir>/<topic>-<partition>``) is laid out as Kafka 
   batch relative to the segment's base offset, int32; file position of the batch, int32), one
   once more than ``index.interval.bytes`` of batches went by since the previous entry. kemu
   writes it for Kafka's tools (``kafka-dump-log``) and rebuilds it on open; it never reads it.
+  Entries are buffered in memory and written at flush, roll and close (one write, not one
+  open-write-close per entry), so after a SIGKILL the file may lack the last second's entries
+  until the next open rebuilds it.
 - ``log-start-offset``: the log start offset once DeleteRecords has moved it inside a segment
   (Kafka keeps the same number in ``log-start-offset-checkpoint``).
 
@@ -29,6 +32,7 @@ import bisect
 import mmap
 import os
 import struct
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,7 +79,7 @@ class _PositionedIndex(BatchIndex):
 
     def __init__(self) -> None:
         super().__init__()
-        self.positions: list[int] = []
+        self.positions: array[int] = array("q")
 
     def add_at(self, header: BatchHeader, position: int) -> None:
         self.add(header)
@@ -104,6 +108,7 @@ class _Segment:
         "max_timestamp",
         "next_offset",
         "path",
+        "pending_index",
         "since_index_entry",
         "size",
     )
@@ -119,16 +124,16 @@ class _Segment:
         self.last_modified_ms = -1  # retention falls back on this without batch timestamps
         self.created_ms = -1  # and rolling on this
         self.since_index_entry = 0
+        self.pending_index = bytearray()  # sparse index entries not yet in the .index file
 
     @property
     def index_path(self) -> Path:
         return self.path.with_suffix(INDEX_SUFFIX)
 
-    def note_batch(self, header: BatchHeader, position: int, interval_bytes: int) -> bytes:
-        """Record a batch written at ``position``; returns the sparse index entry it earns."""
-        entry = b""
+    def note_batch(self, header: BatchHeader, position: int, interval_bytes: int) -> None:
+        """Record a batch written at ``position``, buffering the sparse index entry it earns."""
         if self.since_index_entry > interval_bytes:
-            entry = INDEX_ENTRY.pack(header.last_offset - self.base_offset, position)
+            self.pending_index += INDEX_ENTRY.pack(header.last_offset - self.base_offset, position)
             self.since_index_entry = 0
         self.since_index_entry += header.size
         self.index.add_at(header, position)
@@ -136,8 +141,13 @@ class _Segment:
             self.first_timestamp = header.max_timestamp
         self.size = position + header.size
         self.next_offset = header.next_offset
-        self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
-        return entry
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+
+    def write_pending_index(self) -> None:
+        if self.pending_index:
+            _append_index_entries(self.index_path, self.pending_index)
+            self.pending_index.clear()
 
     def retention_timestamp(self) -> int:
         return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
@@ -196,12 +206,11 @@ class SegmentLog(PartitionLog):
         if position == 0:
             segment.created_ms = now_ms
         _write_fully(self._active_fd, batch, position)
-        entry = segment.note_batch(header, position, self.index_interval_bytes)
+        segment.note_batch(header, position, self.index_interval_bytes)
         segment.last_modified_ms = now_ms
-        if entry:
-            _append_index_entry(segment.index_path, entry)
         self._size += len(batch)
         if self.flush_every_append:
+            segment.write_pending_index()
             _datasync(self._active_fd)
         else:
             self._dirty = True
@@ -280,6 +289,7 @@ class SegmentLog(PartitionLog):
         keep = bisect.bisect_left(segment.index.base_offsets, target)
         if keep == len(segment.index):
             return
+        segment.write_pending_index()  # so that the entries past the cut are filtered with the rest
         cut = segment.index.positions[keep]
         segment.next_offset = segment.index.base_offsets[keep]
         segment.index.drop_back(keep)
@@ -322,6 +332,8 @@ class SegmentLog(PartitionLog):
         return self._recovered
 
     def flush(self) -> None:
+        if self._segments:
+            self._segments[-1].write_pending_index()  # rolled segments wrote theirs at the roll
         if self._dirty and self._active_fd >= 0:
             _datasync(self._active_fd)
             self._dirty = False
@@ -368,6 +380,8 @@ class SegmentLog(PartitionLog):
         return waited > self.segment_ms
 
     def _roll(self, base_offset: int) -> _Segment:
+        if self._segments:
+            self._segments[-1].write_pending_index()
         segment = _Segment(self.directory, base_offset)
         segment.path.write_bytes(b"")
         segment.index_path.write_bytes(b"")
@@ -495,10 +509,9 @@ class SegmentLog(PartitionLog):
         segment = _Segment(self.directory, base)
         stat = segment.path.stat()
         segment.last_modified_ms = segment.created_ms = stat.st_mtime_ns // 1_000_000
-        entries = bytearray()
 
         def on_batch(header: BatchHeader, position: int) -> None:
-            entries.extend(segment.note_batch(header, position, self.index_interval_bytes))
+            segment.note_batch(header, position, self.index_interval_bytes)
             tracker.observe(header)
 
         if stat.st_size:
@@ -521,7 +534,8 @@ class SegmentLog(PartitionLog):
                 log_end_offset=outcome.next_offset,
             )
             os.truncate(segment.path, outcome.valid_bytes)
-        self._rewrite_index(segment, bytes(entries))
+        self._rewrite_index(segment, bytes(segment.pending_index))
+        segment.pending_index.clear()
         return segment, cut == 0
 
     def _drop_files_from(self, bases: list[int], reason: str) -> None:
@@ -583,12 +597,14 @@ def _write_fully(descriptor: int, data: bytes, position: int) -> None:
         raise
 
 
-def _append_index_entry(path: Path, entry: bytes) -> None:
-    # Opened per entry (one per index.interval.bytes of batches) so that an idle partition
-    # holds a single descriptor: brokers with thousands of partitions stay under ulimit -n.
+def _append_index_entries(path: Path, entries: bytearray) -> None:
+    # Opened per write (at most once a flush interval) so that an idle partition holds a single
+    # descriptor: brokers with thousands of partitions stay under ulimit -n.
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    data = bytes(entries)
     try:
-        os.write(descriptor, entry)
+        while data:
+            data = data[os.write(descriptor, data) :]
     finally:
         os.close(descriptor)
 

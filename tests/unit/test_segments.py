@@ -157,6 +157,9 @@ def test_sparse_index_points_at_batches(directory: Path) -> None:
     log = SegmentLog(directory, index_interval_bytes=256)
     for _ in range(40):
         append_to([log], count=2, value_size=40)
+    # entries are buffered until the flush: no file write per entry on the produce path
+    assert (directory / segment_file_name(0, ".index")).read_bytes() == b""
+    log.flush()
     data = (directory / segment_file_name(0)).read_bytes()
     index = (directory / segment_file_name(0, ".index")).read_bytes()
     assert index and len(index) % INDEX_ENTRY.size == 0
@@ -171,6 +174,21 @@ def test_sparse_index_points_at_batches(directory: Path) -> None:
     os.truncate(directory / segment_file_name(0, ".index"), 3)
     SegmentLog(directory, index_interval_bytes=256).close()  # the index is rebuilt on open
     assert (directory / segment_file_name(0, ".index")).read_bytes() == index
+
+
+def test_a_roll_writes_the_rolled_segments_buffered_index(directory: Path) -> None:
+    log = SegmentLog(directory, segment_bytes=600, index_interval_bytes=50)
+    while len(log.segment_base_offsets) < 2:
+        append_to([log], count=2, value_size=40)
+    first_index = (directory / segment_file_name(0, ".index")).read_bytes()
+    assert first_index  # written at the roll, before any flush
+    second = log.segment_base_offsets[1]
+    log.close()
+    assert (directory / segment_file_name(0, ".index")).read_bytes() == first_index
+    rebuilt = SegmentLog(directory, segment_bytes=600, index_interval_bytes=50)
+    rebuilt.close()
+    assert (directory / segment_file_name(0, ".index")).read_bytes() == first_index
+    assert (directory / segment_file_name(second, ".index")).exists()
 
 
 def test_reopen_after_close_and_without_close(directory: Path) -> None:
