@@ -9,9 +9,8 @@ the CRC stays valid. Control batches (transaction markers) are the one thing kem
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import crc32c
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
@@ -22,6 +21,23 @@ CRC_START = 21  # the CRC covers attributes .. end of batch
 MAGIC_V2 = 2
 MAGIC_OFFSET = 16  # the same place in every message format
 LEGACY_MIN_MESSAGE_SIZE = 14  # a v0 message: crc, magic, attributes, null key and value
+
+
+
+def _first_crc32c(data: bytes | bytearray | memoryview) -> int:
+    # crc32c's package __init__ (importlib.metadata, argparse) is ~15 ms of kemu's start; a
+    # broker with empty logs needs no CRC before its first produce. The first call swaps the C
+    # function in, so later ones go straight to it.
+    global crc32c_of
+    from crc32c import crc32c as implementation
+
+    crc32c_of = implementation
+    return implementation(data)
+
+
+# CRC-32C (Castagnoli) of a buffer. Other modules call it as ``records.crc32c_of``: a name
+# imported from here would keep the first-call shim.
+crc32c_of: Callable[[bytes | bytearray | memoryview], int] = _first_crc32c
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_LOG_APPEND = 0x08
@@ -116,7 +132,7 @@ def split_batches(data: bytes, *, verify_crc: bool = True) -> list[tuple[BatchHe
             f"overhead {BATCH_HEADER_SIZE})"
         )
     header = read_header(data)
-    if verify_crc and crc32c.crc32c(memoryview(data)[CRC_START:size]) != header.crc:
+    if verify_crc and crc32c_of(memoryview(data)[CRC_START:size]) != header.crc:
         raise CorruptBatch(
             f"Record is corrupt (stored crc = {header.crc}): record batch CRC mismatch"
         )
@@ -170,13 +186,13 @@ def with_log_append_time(batch: bytes, timestamp_ms: int) -> bytes:
     attributes = struct.unpack_from(">h", buffer, 21)[0] | TIMESTAMP_TYPE_LOG_APPEND
     struct.pack_into(">h", buffer, 21, attributes)
     struct.pack_into(">q", buffer, 35, timestamp_ms)
-    struct.pack_into(">I", buffer, 17, crc32c.crc32c(memoryview(buffer)[CRC_START:]))
+    struct.pack_into(">I", buffer, 17, crc32c_of(memoryview(buffer)[CRC_START:]))
     return bytes(buffer)
 
 
 def batch_crc_ok(batch: bytes | memoryview) -> bool:
     header = read_header(batch)
-    return bool(crc32c.crc32c(memoryview(batch)[CRC_START : header.size]) == header.crc)
+    return bool(crc32c_of(memoryview(batch)[CRC_START : header.size]) == header.crc)
 
 
 # --- writing batches kemu makes itself (control markers, internal topics) ---------------------
@@ -251,7 +267,7 @@ def build_batch(
         )
         + body
     )
-    crc = crc32c.crc32c(after_crc)
+    crc = crc32c_of(after_crc)
     batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch + magic + crc + rest
     return struct.pack(">qiibI", base_offset, batch_length, leader_epoch, MAGIC_V2, crc) + after_crc
 

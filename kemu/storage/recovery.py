@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import crc32c
-
+from kemu.protocol import records
 from kemu.protocol.records import (
     BATCH_HEADER_SIZE,
     CRC_START,
@@ -74,7 +73,7 @@ def _check_batch(view: memoryview, position: int, expected_offset: int) -> Batch
         return f"batch at offset {header.base_offset} where {expected_offset} was expected"
     if header.last_offset_delta < 0:
         return f"negative last offset delta {header.last_offset_delta}"
-    if crc32c.crc32c(view[position + CRC_START : position + header.size]) != header.crc:
+    if records.crc32c_of(view[position + CRC_START : position + header.size]) != header.crc:
         return "CRC mismatch"
     return header
 
