@@ -24,6 +24,11 @@ LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
+# Kafka's controller refuses an operation that would write more records than this (one per
+# partition when creating topics or partitions).
+MAX_RECORDS_PER_USER_OP = 10_000
+EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
+
 LogFactory = Callable[[str, int], PartitionLog]
 
 

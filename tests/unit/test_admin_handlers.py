@@ -282,6 +282,13 @@ def test_create_topic_old_version_has_no_configs(broker: Broker) -> None:
     assert len(broker.cluster.topics["old"].partitions) == 2
 
 
+def test_an_excessively_large_creation_is_refused_before_any_work(broker: Broker) -> None:
+    (result,) = broker.create("huge", 2**31 - 1, 1).topics
+    assert result.error_code == ErrorCode.policy_violation
+    assert result.error_message == "Unable to perform excessively large batch operation."
+    assert "huge" not in broker.cluster.topics
+
+
 def test_validate_only_creates_nothing(broker: Broker) -> None:
     (result,) = broker.create("dry", 5, 1, validate_only=True).topics
     assert result.error_code == ErrorCode.none

@@ -273,3 +273,15 @@ def test_empty_group_or_partitions_get_an_empty_answer(broker: Broker) -> None:
     )
     assert empty.results == ()
     assert broker.send(WRITE, 1, node, group_id="g1", topics=()).results == ()
+
+
+def test_a_null_topic_id_is_an_invalid_request_not_a_crash() -> None:
+    broker = Broker()
+    module = wire.request_module(WRITE, 1)
+    partition = wire.build(
+        module.PartitionData, partition=0, state_epoch=0, leader_epoch=0, start_offset=0
+    )
+    topic = wire.build(module.WriteStateData, topic_id=uuid.UUID(int=0), partitions=(partition,))
+    answer = broker.send(WRITE, 1, 1, group_id="g", topics=(topic,))
+    (result,) = answer.results
+    assert result.partitions[0].error_code == ErrorCode.invalid_request

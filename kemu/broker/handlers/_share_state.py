@@ -5,7 +5,8 @@ A request names one group and, per topic id, partitions. An empty group id, no t
 for Initialize) a topic without partitions gets an empty answer. Every partition is answered on
 its own: NOT_COORDINATOR when this broker does not lead the partition of ``__share_group_state``
 that the key ``groupId:topicId:partition`` hashes to (the client finds the right broker with
-FindCoordinator, key type SHARE, that same key), otherwise the share coordinator's result.
+FindCoordinator, key type SHARE, that same key), INVALID_REQUEST for a null topic id, otherwise
+the share coordinator's result.
 Results are grouped by topic id in request order.
 """
 
@@ -38,10 +39,15 @@ def share_state_response(
     if partitions_required and any(not topic.partitions for topic in request.topics):
         return ctx.respond(results=())
     service = share_persister(ctx.runtime)
-    by_topic: dict[uuid.UUID, dict[int, Any]] = {}
+    by_topic: dict[uuid.UUID | None, dict[int, Any]] = {}
     for topic in request.topics:
         results = by_topic.setdefault(topic.topic_id, {})
         for data in topic.partitions:
+            if topic.topic_id is None or topic.topic_id.int == 0:
+                results[data.partition] = partition_error(
+                    ctx, data.partition, ErrorCode.invalid_request, "Invalid topic id."
+                )
+                continue
             key = SharePartitionKey(request.group_id, topic.topic_id, data.partition)
             if service.is_coordinator(ctx.node.node_id, key):
                 results[data.partition] = answer(key, data)

@@ -74,12 +74,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         wire.build(module.ApiVersion, api_key=key, min_version=low, max_version=high)
         for key, low, high in advertised(runtime)
     )
-    error = ErrorCode.none
     if ctx.version >= 3:
         name = getattr(request, "client_software_name", "")
         version = getattr(request, "client_software_version", "")
         if not _valid_software(name) or not _valid_software(version):
-            error = ErrorCode.invalid_request
+            # Kafka answers a bad client software name/version with an empty API list.
+            return ctx.respond(error_code=ErrorCode.invalid_request, api_keys=())
     extras: dict[str, Any] = {}
     if ctx.version >= 3:
         extras = {
@@ -99,7 +99,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ),
             "zk_migration_ready": False,
         }
-    return ctx.respond(error_code=error, api_keys=keys, **extras)
+    return ctx.respond(error_code=ErrorCode.none, api_keys=keys, **extras)
 
 
 def _valid_software(value: str) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kemu.broker.cluster import Topic
+from kemu.broker.cluster import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP, Topic
 from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.replica_assignment import AssignmentError, check_manual_assignment
@@ -67,6 +67,8 @@ def _grow(ctx: RequestContext, request: Any, validate_only: bool) -> None:
         raise PartitionsError(
             ErrorCode.invalid_partitions, f"Topic already has {current} partition(s)."
         )
+    if request.count - current > MAX_RECORDS_PER_USER_OP:
+        raise PartitionsError(ErrorCode.policy_violation, EXCESSIVE_BATCH_MESSAGE)
     if request.count < current:
         raise PartitionsError(
             ErrorCode.invalid_partitions,

@@ -12,6 +12,9 @@ partitions 0..n-1 (INVALID_REPLICA_ASSIGNMENT). ``validate_only`` checks everyth
 nothing. v5+ answers with the topic id, partition count, replication factor and every resolved
 topic config (value, source, read-only, sensitive).
 
+A request for more than 10,000 partitions in all gets POLICY_VIOLATION for every topic, as
+Kafka's controller answers an excessively large operation.
+
 Omissions: no create-topic policy and no authorizer; replica placement is kemu's round-robin,
 not Kafka's rack-aware striping.
 """
@@ -22,7 +25,13 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from kemu.broker.cluster import Cluster, TopicError, topic_name_problem
+from kemu.broker.cluster import (
+    EXCESSIVE_BATCH_MESSAGE,
+    MAX_RECORDS_PER_USER_OP,
+    Cluster,
+    TopicError,
+    topic_name_problem,
+)
 from kemu.broker.config_resources import topic_config_entries, topic_config_problem
 from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
@@ -42,6 +51,13 @@ class CreateError(Exception):
 
 @handler(API_KEY, 2, 7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if _requested_partitions(ctx.cluster, request.topics) > MAX_RECORDS_PER_USER_OP:
+        return ctx.respond(
+            topics=tuple(
+                _failure(ctx, topic.name, ErrorCode.policy_violation, EXCESSIVE_BATCH_MESSAGE)
+                for topic in request.topics
+            )
+        )
     counts = Counter(topic.name for topic in request.topics)
     results = []
     reported: set[str] = set()
@@ -110,6 +126,21 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
         replication_factor=replication,
         configs=_configs(ctx, explicit) if ctx.version >= 5 else (),
     )
+
+
+def _requested_partitions(cluster: Cluster, topics: Any) -> int:
+    """Partitions the request would create, checked before any work (a huge count must not
+    stall the process)."""
+    default = cluster.config.get_int("num.partitions")
+    total = 0
+    for topic in topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += default
+        else:
+            total += max(topic.num_partitions, 0)
+    return total
 
 
 def _colliding_topic(cluster: Cluster, name: str) -> str | None:
