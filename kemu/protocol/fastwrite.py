@@ -173,6 +173,18 @@ def _array(item: Encoder, flexible: bool) -> Encoder:
     return legacy_array
 
 
+def _required(encode: Encoder, name: str) -> Encoder:
+    """kio refuses None for a field the schema does not make nullable; so do we, rather than
+    writing a null the client cannot parse."""
+
+    def required(out: Chunks, value: Any) -> None:
+        if value is None:
+            raise ValueError(f"{name} is not nullable")
+        encode(out, value)
+
+    return required
+
+
 def _nullable_entity(encode: Encoder) -> Encoder:
     def nullable(out: Chunks, value: Any) -> None:
         if value is None:
@@ -194,7 +206,10 @@ def _field_encoder(field: Field[Any], flexible: bool, tagged: bool, owner: str) 
     shape = classify_field(field)
     match shape:
         case PrimitiveField():
-            encoder = _primitive(get_schema_field_type(field), flexible, optional)
+            kafka_type = get_schema_field_type(field)
+            encoder = _primitive(kafka_type, flexible, optional)
+            if not optional and not tagged and kafka_type in ("string", "bytes", "records"):
+                encoder = _required(encoder, f"{owner}.{field.name}")
         case PrimitiveTupleField():
             encoder = _primitive(get_schema_field_type(field), flexible, False)
         case EntityField(entity_type):
@@ -205,7 +220,12 @@ def _field_encoder(field: Field[Any], flexible: bool, tagged: bool, owner: str) 
             encoder = entity_encoder(entity_type)
         case _:
             raise NotImplementedError(f"unknown field shape {shape!r}")
-    return _array(encoder, flexible) if shape.is_array else encoder
+    if not shape.is_array:
+        return encoder
+    array = _array(encoder, flexible)
+    if is_optional(field) or tagged:
+        return array
+    return _required(array, f"{owner}.{field.name}")
 
 
 def _fixed_run(

@@ -11,6 +11,7 @@ import datetime
 import uuid
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.index import api_key_map
@@ -123,3 +124,14 @@ def test_every_response_class_in_its_neutral_form() -> None:
         assert fastwrite.encode(message) == expected, cls
         compared += 1
     assert compared > len(ALL_RESPONSES) * 0.9
+
+
+def test_none_in_a_field_that_cannot_be_null_is_refused_as_kio_refuses_it() -> None:
+    module = wire.response_module(3, 12)
+    broker = wire.build(module.MetadataResponseBroker, node_id=1, host=None, port=9092)
+    answer = wire.build(wire.response_schema(3, 12), brokers=(broker,), topics=())
+    with pytest.raises(ValueError, match="not nullable"):
+        fastwrite.encode(answer)
+    nullable_topics = wire.build(wire.response_schema(3, 12), brokers=(), topics=None)
+    with pytest.raises(ValueError, match="not nullable"):
+        fastwrite.encode(nullable_topics)
