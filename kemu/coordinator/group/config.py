@@ -54,6 +54,13 @@ BROKER_FALLBACKS = {
     "group.share.min.partition.max.record.locks": "100",
     "group.share.max.partition.max.record.locks": "2000",
     "group.share.max.size": "200",
+    "group.max.size": "2147483647",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "offset.metadata.max.bytes": "4096",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
 }
 
 

@@ -5,6 +5,12 @@ and the clock, runs the session-expiry timer, saves share groups when kemu has a
 (``persistence``), and carries out the state machine's effects: share state is
 initialized through the share persister before the heartbeat is answered, and a departed
 member's acquired records are released through the ``share_partitions`` service when one runs.
+
+Classic groups and committed offsets (``classic_group``, ``offset_manager``) live in
+``__consumer_offsets`` as Kafka's records (``offsets_log``), replayed when the service starts. A
+parked JoinGroup or SyncGroup is an asyncio future the state machine holds as its waiter; the
+service resolves it when an effect answers it. Records are appended before any answer that
+depends on them is given, with no ``await`` in between, so operations never interleave.
 """
 
 from __future__ import annotations
@@ -20,9 +26,37 @@ from typing import Any
 import structlog
 
 from kemu.broker.context import Runtime
+from kemu.coordinator.group import classic_group as classic
+from kemu.coordinator.group.classic_group import (
+    ClassicGroup,
+    ClassicGroupCoordinator,
+    ClassicSettings,
+    JoinCompleted,
+    JoinRequest,
+    JoinResponse,
+    LeaveResult,
+    LeavingMember,
+    PersistGroup,
+    SyncCompleted,
+    SyncRequest,
+    SyncResponse,
+)
 from kemu.coordinator.group.config import broker_int, group_config_store
+from kemu.coordinator.group.offset_manager import (
+    CommitPartition,
+    CommitResult,
+    DeleteResult,
+    FetchedOffset,
+    OffsetManager,
+    Record,
+    group_record,
+    load_group,
+)
+from kemu.coordinator.group.offsets import OffsetStore
+from kemu.coordinator.group.offsets_log import OffsetsLog
 from kemu.coordinator.group.persistence import STORE_FILE, ShareGroupStore
-from kemu.coordinator.group.registry import GroupRegistry
+from kemu.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
+from kemu.coordinator.group.registry import Group, GroupRegistry
 from kemu.coordinator.group.share_group import (
     Effect,
     HeartbeatRequest,
@@ -64,8 +98,19 @@ class GroupCoordinatorService:
         self.runtime = runtime
         self.registry = GroupRegistry()
         self.share = ShareGroupCoordinator(self.registry, self.membership_settings)
+        self.classic = ClassicGroupCoordinator(self.registry, self.classic_settings)
+        self.offsets = OffsetStore()
+        self.offset_manager = OffsetManager(
+            self.classic,
+            self.offsets,
+            broker_int(runtime.cluster.config, "offset.metadata.max.bytes"),
+        )
+        self.offsets_log = OffsetsLog(runtime.cluster)
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._next_retention_check_ms = 0
+        self._load_consumer_offsets(runtime.clock_ms())
+        self.registry.deletion_listeners.append(self._on_group_deleted)
         data_dir = runtime.cluster.data_dir
         self.store = ShareGroupStore(data_dir / STORE_FILE if data_dir is not None else None)
         now = runtime.clock_ms()
@@ -84,6 +129,15 @@ class GroupCoordinatorService:
             self.store.update(group_id, None)
         elif isinstance(found, ShareGroup):
             self.store.update(group_id, found)
+
+    def classic_settings(self, group_id: str) -> ClassicSettings:
+        config = self.runtime.cluster.config
+        return ClassicSettings(
+            initial_rebalance_delay_ms=broker_int(config, "group.initial.rebalance.delay.ms"),
+            min_session_timeout_ms=broker_int(config, "group.min.session.timeout.ms"),
+            max_session_timeout_ms=broker_int(config, "group.max.session.timeout.ms"),
+            max_size=broker_int(config, "group.max.size"),
+        )
 
     def membership_settings(self, group_id: str) -> MembershipSettings:
         configs = group_config_store(self.runtime)
@@ -154,28 +208,168 @@ class GroupCoordinatorService:
         if forget is not None:
             forget(group_id, topic_ids)
 
-    # --- session expiry ------------------------------------------------------------------------
+    # --- classic groups ------------------------------------------------------------------------
+
+    async def join_group(self, request: JoinRequest) -> JoinResponse:
+        waiter: asyncio.Future[JoinResponse] = asyncio.get_running_loop().create_future()
+        self._apply_classic(self.classic.join(request, waiter, self.runtime.clock_ms()))
+        return await waiter
+
+    async def sync_group(self, request: SyncRequest) -> SyncResponse:
+        waiter: asyncio.Future[SyncResponse] = asyncio.get_running_loop().create_future()
+        self._apply_classic(self.classic.sync(request, waiter, self.runtime.clock_ms()))
+        return await waiter
+
+    def heartbeat(
+        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None
+    ) -> ErrorCode:
+        now = self.runtime.clock_ms()
+        error = self.classic.heartbeat(group_id, member_id, generation_id, group_instance_id, now)
+        self._rearm()
+        return error
+
+    def leave_group(self, group_id: str, members: list[LeavingMember]) -> LeaveResult:
+        result = self.classic.leave(group_id, members, self.runtime.clock_ms())
+        self._apply_classic(list(result.effects))
+        return result
+
+    def _apply_classic(self, effects: list[classic.Effect]) -> None:
+        """Write what must be durable, then answer the parked requests, then re-arm."""
+        now = self.runtime.clock_ms()
+        for group_id in dict.fromkeys(e.group_id for e in effects if isinstance(e, PersistGroup)):
+            group = self.classic.group(group_id)
+            if group is not None:
+                self._append(group_id, [group_record(group)], now)
+        for effect in effects:
+            if isinstance(effect, JoinCompleted | SyncCompleted):
+                waiter: Any = effect.waiter
+                if not waiter.done():  # its connection may be gone
+                    waiter.set_result(effect.response)
+        self._rearm()
+
+    # --- committed offsets ---------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        partitions: list[CommitPartition],
+        *,
+        api_version: int,
+        retention_ms: int = -1,
+    ) -> CommitResult:
+        now = self.runtime.clock_ms()
+        result = self.offset_manager.commit(
+            group_id,
+            member_id,
+            group_instance_id,
+            generation_id,
+            partitions,
+            now,
+            api_version=api_version,
+            retention_ms=retention_ms,
+        )
+        if result.records:
+            error = self._append(group_id, result.records, now)
+            if error != ErrorCode.none:
+                return CommitResult(error)
+        self._rearm()
+        return result
+
+    def fetch_offsets(
+        self, group_id: str, requested: list[tuple[str, list[int]]] | None
+    ) -> tuple[ErrorCode, list[FetchedOffset]]:
+        return self.offset_manager.fetch(group_id, requested)
+
+    def delete_offsets(self, group_id: str, requested: list[tuple[str, list[int]]]) -> DeleteResult:
+        result = self.offset_manager.delete(group_id, requested)
+        if result.records:
+            error = self._append(group_id, result.records, self.runtime.clock_ms())
+            if error != ErrorCode.none:
+                return DeleteResult(error)
+        return result
+
+    def _append(self, group_id: str, records: list[Record], now_ms: int) -> ErrorCode:
+        error = self.offsets_log.append(group_id, records, now_ms)
+        if error == ErrorCode.none:
+            self.offset_manager.replay(records)
+        else:
+            log.warning("group_records_not_written", group=group_id, error=error.name)
+        return error
+
+    def _on_group_deleted(self, group: Group) -> None:
+        records = self.offset_manager.group_tombstones(
+            group.group_id, classic=isinstance(group, ClassicGroup)
+        )
+        self._append(group.group_id, records, self.runtime.clock_ms())
+        self.offsets.drop_group(group.group_id)
+
+    def _load_consumer_offsets(self, now_ms: int) -> None:
+        groups = offsets = 0
+        for key, value in self.offsets_log.replay():
+            if isinstance(key, GroupMetadataKey):
+                groups += 1
+                if value is None:
+                    if isinstance(self.registry.get(key.group), ClassicGroup):
+                        self.registry.remove(key.group)  # no listener is registered yet
+                elif isinstance(value, GroupMetadataValue):
+                    self.registry.put(load_group(key.group, value, now_ms))
+                continue
+            offsets += 1
+            if value is not None and self.registry.get(key.group) is None:
+                self.classic.simple_group(key.group, now_ms)
+            self.offset_manager.replay([(key, value)])
+        if groups or offsets:
+            log.info("consumer_offsets_loaded", group_records=groups, offset_records=offsets)
+
+    def _expire_offsets(self, now_ms: int) -> None:
+        config = self.runtime.cluster.config
+        if now_ms < self._next_retention_check_ms:
+            return
+        self._next_retention_check_ms = now_ms + broker_int(
+            config, "offsets.retention.check.interval.ms"
+        )
+        retention_ms = broker_int(config, "offsets.retention.minutes") * 60_000
+        for group_id, records in self.offset_manager.expired_offsets(now_ms, retention_ms).items():
+            self._append(group_id, records, now_ms)
+            group = self.classic.group(group_id)
+            if group is not None and group.is_empty() and not self.offsets.has_offsets(group_id):
+                self.registry.remove(group_id)  # Kafka deletes an empty group with no offsets
+
+    # --- timers --------------------------------------------------------------------------------
 
     def _rearm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        deadline = self.share.next_deadline_ms()
-        if deadline is None:
+        deadlines = [
+            d
+            for d in (
+                self.share.next_deadline_ms(),
+                self.classic.next_deadline_ms(),
+                self._next_retention_check_ms if self.offsets.has_any() else None,
+            )
+            if d is not None
+        ]
+        if not deadlines:
             return
-        delay = max(0, deadline - self.runtime.clock_ms()) / 1000
+        delay = max(0, min(deadlines) - self.runtime.clock_ms()) / 1000
         self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
-        effects = self.share.expire_sessions(self.runtime.clock_ms())
+        now = self.runtime.clock_ms()
+        effects = self.share.expire_sessions(now)
         for group_id in {e.group_id for e in effects}:
             self.persist(group_id)
         if effects:
             task = asyncio.get_running_loop().create_task(self.apply(effects))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        self._rearm()
+        self._expire_offsets(now)
+        self._apply_classic(self.classic.tick(now))  # re-arms
 
 
 def _has_state(state: PersistedState | None) -> bool:

@@ -1,0 +1,61 @@
+"""OffsetDelete (key 47), v0.
+
+Deletes a group's committed offsets (tombstones in ``__consumer_offsets``). Allowed for an Empty
+group, and for a "consumer" group with members only on topics none of them subscribes to (else
+GROUP_SUBSCRIBED_TO_TOPIC per partition); any other group with members gets NON_EMPTY_GROUP. An
+unknown group, or one of another type, gets GROUP_ID_NOT_FOUND; unknown topics or partitions
+UNKNOWN_TOPIC_OR_PARTITION. Deleting an offset that was never committed succeeds.
+
+Every broker answers (one group coordinator per process). Omissions: no authorizer.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.group.service import group_coordinator
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 47
+
+
+@handler(API_KEY, 0, 0)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    requested: list[tuple[str, list[int]]] = []
+    unknown: set[tuple[str, int]] = set()
+    for topic in request.topics:
+        indexes = []
+        for partition in topic.partitions:
+            if ctx.cluster.partition(topic.name, partition.partition_index) is None:
+                unknown.add((topic.name, partition.partition_index))
+            else:
+                indexes.append(partition.partition_index)
+        requested.append((topic.name, indexes))
+    result = group_coordinator(ctx.runtime).delete_offsets(request.group_id, requested)
+    if result.error != ErrorCode.none:
+        return ctx.respond(error_code=result.error, throttle_time=datetime.timedelta(0), topics=())
+    topics = tuple(
+        ctx.make(
+            "OffsetDeleteResponseTopic",
+            name=topic.name,
+            partitions=tuple(
+                ctx.make(
+                    "OffsetDeleteResponsePartition",
+                    partition_index=p.partition_index,
+                    error_code=(
+                        ErrorCode.unknown_topic_or_partition
+                        if (topic.name, p.partition_index) in unknown
+                        else result.partitions.get((topic.name, p.partition_index), ErrorCode.none)
+                    ),
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return ctx.respond(
+        error_code=ErrorCode.none, throttle_time=datetime.timedelta(0), topics=topics
+    )

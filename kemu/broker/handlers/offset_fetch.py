@@ -1,0 +1,129 @@
+"""OffsetFetch (key 9), v1-v10.
+
+The committed offsets of a group's partitions; a partition without a commit answers offset -1,
+leader epoch -1 and empty metadata. Null topics (v2+) ask for every committed offset of the
+group. v8+ asks for several groups at once, each answered with its own error. v10 names topics
+by id: an unknown id answers UNKNOWN_TOPIC_ID per partition, and offsets of topics that no longer
+exist are left out of an all-offsets answer. A group of another type (share) gets
+GROUP_ID_NOT_FOUND; an empty group id INVALID_GROUP_ID. ``require_stable`` (v7+) never finds
+a pending transactional commit, as kemu has none.
+
+Every broker answers (one group coordinator per process). Omissions: no authorizer; KIP-848
+member epochs (v9+) are not checked (no consumer groups yet).
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.group.offset_manager import FetchedOffset
+from kemu.coordinator.group.service import group_coordinator
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 9
+FIRST_TOP_LEVEL_ERROR_VERSION = 2
+FIRST_MULTI_GROUP_VERSION = 8
+FIRST_TOPIC_ID_VERSION = 10
+
+
+@handler(API_KEY, 1, 10)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version >= FIRST_MULTI_GROUP_VERSION:
+        groups = tuple(
+            ctx.make(
+                "OffsetFetchResponseGroup",
+                group_id=group.group_id,
+                **_group(ctx, group.group_id, group.topics, "OffsetFetchResponseTopics"),
+            )
+            for group in request.groups
+        )
+        return ctx.respond(throttle_time=datetime.timedelta(0), groups=groups)
+    answer = _group(ctx, request.group_id, request.topics, "OffsetFetchResponseTopic")
+    if ctx.version < FIRST_TOP_LEVEL_ERROR_VERSION and answer["error_code"] != ErrorCode.none:
+        answer["topics"] = _with_partition_error(ctx, request.topics, answer["error_code"])
+    return ctx.respond(throttle_time=datetime.timedelta(0), **answer)
+
+
+def _group(ctx: RequestContext, group_id: str, topics: Any, topic_class: str) -> dict[str, Any]:
+    by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
+    coordinator = group_coordinator(ctx.runtime)
+    unknown_ids: dict[uuid.UUID, list[int]] = {}
+    requested: list[tuple[str, list[int]]] | None = None
+    if topics is not None:
+        requested = []
+        for topic in topics:
+            if by_id:
+                found = ctx.cluster.topics_by_id.get(topic.topic_id)
+                if found is None:
+                    unknown_ids[topic.topic_id] = list(topic.partition_indexes)
+                    continue
+                requested.append((found.name, list(topic.partition_indexes)))
+            else:
+                requested.append((topic.name, list(topic.partition_indexes)))
+    error, fetched = coordinator.fetch_offsets(group_id, requested)
+    by_topic: dict[str, list[FetchedOffset]] = {}
+    for entry in fetched:
+        by_topic.setdefault(entry.topic, []).append(entry)
+    answered = []
+    for name, entries in by_topic.items():
+        topic_id = None
+        if by_id:
+            existing = ctx.cluster.topics.get(name)
+            if existing is None:
+                continue  # a topic deleted since its commit has no id to answer with
+            topic_id = existing.topic_id
+        answered.append(
+            ctx.make(
+                topic_class,
+                name=name,
+                topic_id=topic_id,
+                partitions=tuple(_partition(ctx, e, ErrorCode.none) for e in entries),
+            )
+        )
+    for topic_id, indexes in unknown_ids.items():
+        answered.append(
+            ctx.make(
+                topic_class,
+                topic_id=topic_id,
+                partitions=tuple(
+                    _partition(ctx, FetchedOffset("", index), ErrorCode.unknown_topic_id)
+                    for index in indexes
+                ),
+            )
+        )
+    return {"error_code": error, "topics": tuple(answered) if error == ErrorCode.none else ()}
+
+
+def _partition(ctx: RequestContext, entry: FetchedOffset, error: ErrorCode) -> Any:
+    class_name = (
+        "OffsetFetchResponsePartitions"
+        if ctx.version >= FIRST_MULTI_GROUP_VERSION
+        else "OffsetFetchResponsePartition"
+    )
+    return ctx.make(
+        class_name,
+        partition_index=entry.partition,
+        committed_offset=entry.offset,
+        committed_leader_epoch=entry.leader_epoch,
+        metadata=entry.metadata,
+        error_code=error,
+    )
+
+
+def _with_partition_error(ctx: RequestContext, topics: Any, error: ErrorCode) -> tuple[Any, ...]:
+    """v1 has no group-level error: every requested partition carries it."""
+    return tuple(
+        ctx.make(
+            "OffsetFetchResponseTopic",
+            name=topic.name,
+            partitions=tuple(
+                _partition(ctx, FetchedOffset(topic.name, index), error)
+                for index in topic.partition_indexes
+            ),
+        )
+        for topic in topics or ()
+    )

@@ -1,0 +1,311 @@
+"""OffsetCommit, OffsetFetch and OffsetDelete over the classic groups and the offset store, and
+the records that make them durable. Sans-IO.
+
+An operation validates against the group (as Kafka's ``OffsetMetadataManager`` does), then
+returns its answer together with the ``__consumer_offsets`` records to write; the caller appends
+them and only then calls ``replay`` with them, which is also how the records are read back at
+start (together with ``load_group`` for group metadata). Topic existence is the caller's check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kemu.coordinator.group.classic_group import (
+    EMPTY,
+    STABLE,
+    ClassicGroup,
+    ClassicGroupCoordinator,
+    ClassicMember,
+    validate_offset_commit,
+)
+from kemu.coordinator.group.offsets import CommittedOffset, OffsetStore
+from kemu.coordinator.group.records import (
+    NO_TIMESTAMP,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordKey,
+    RecordValue,
+)
+from kemu.protocol.errors import ErrorCode
+
+Record = tuple[RecordKey, RecordValue | None]
+DEFAULT_RETENTION = -1  # OffsetCommit v2-v4 RetentionTimeMs: use the broker's retention
+NO_OFFSET = -1
+FIRST_VERSION_WITH_GROUP_NOT_FOUND = 9
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPartition:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    error: ErrorCode  # not NONE: every partition of the request gets it
+    partitions: dict[tuple[str, int], ErrorCode] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int = NO_OFFSET
+    leader_epoch: int = -1
+    metadata: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    error: ErrorCode
+    partitions: dict[tuple[str, int], ErrorCode] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+
+
+class OffsetManager:
+    def __init__(
+        self, classic: ClassicGroupCoordinator, store: OffsetStore, metadata_max_bytes: int = 4096
+    ) -> None:
+        self.classic = classic
+        self.store = store
+        self.metadata_max_bytes = metadata_max_bytes
+
+    # --- OffsetCommit --------------------------------------------------------------------------
+
+    def commit(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        partitions: list[CommitPartition],
+        now_ms: int,
+        *,
+        api_version: int,
+        retention_ms: int = DEFAULT_RETENTION,
+    ) -> CommitResult:
+        if not group_id:
+            return CommitResult(ErrorCode.invalid_group_id)
+        found = self.classic.registry.get(group_id)
+        if found is None:
+            if generation_id >= 0:
+                if api_version >= FIRST_VERSION_WITH_GROUP_NOT_FOUND:
+                    return CommitResult(ErrorCode.group_id_not_found)
+                return CommitResult(ErrorCode.illegal_generation)
+            # An assign()-only consumer or an admin: Kafka creates a "simple" group for it.
+            found = self.classic.simple_group(group_id, now_ms)
+        if not isinstance(found, ClassicGroup):
+            return CommitResult(ErrorCode.group_id_not_found)
+        error = validate_offset_commit(found, member_id, group_instance_id, generation_id)
+        if error is not None:
+            return CommitResult(error)
+        self.classic.keep_alive(found, member_id, now_ms)
+        expire = None if retention_ms == DEFAULT_RETENTION else now_ms + retention_ms
+        answers: dict[tuple[str, int], ErrorCode] = {}
+        records: list[Record] = []
+        for entry in partitions:
+            metadata = entry.metadata if entry.metadata is not None else ""
+            if len(metadata) > self.metadata_max_bytes:
+                answers[(entry.topic, entry.partition)] = ErrorCode.offset_metadata_too_large
+                continue
+            answers[(entry.topic, entry.partition)] = ErrorCode.none
+            value = OffsetCommitValue(
+                offset=entry.offset,
+                metadata=metadata,
+                commit_timestamp=now_ms,
+                leader_epoch=entry.leader_epoch,
+                expire_timestamp=expire if expire is not None else NO_TIMESTAMP,
+            )
+            records.append((OffsetCommitKey(group_id, entry.topic, entry.partition), value))
+        return CommitResult(ErrorCode.none, answers, records)
+
+    # --- OffsetFetch ---------------------------------------------------------------------------
+
+    def fetch(
+        self, group_id: str, requested: list[tuple[str, list[int]]] | None
+    ) -> tuple[ErrorCode, list[FetchedOffset]]:
+        """The committed offsets of the requested partitions (None: every committed one);
+        a partition without a commit answers offset -1."""
+        if not group_id:
+            return ErrorCode.invalid_group_id, []
+        found = self.classic.registry.get(group_id)
+        if found is not None and not isinstance(found, ClassicGroup):
+            return ErrorCode.group_id_not_found, []
+        if requested is None:
+            return ErrorCode.none, [
+                _fetched(topic, partition, value)
+                for (topic, partition), value in self.store.of_group(group_id).items()
+            ]
+        return ErrorCode.none, [
+            _fetched(topic, partition, self.store.get(group_id, topic, partition))
+            for topic, partitions in requested
+            for partition in partitions
+        ]
+
+    # --- OffsetDelete --------------------------------------------------------------------------
+
+    def delete(self, group_id: str, requested: list[tuple[str, list[int]]]) -> DeleteResult:
+        if not group_id:
+            return DeleteResult(ErrorCode.invalid_group_id)
+        group = self.classic.registry.get(group_id)
+        if not isinstance(group, ClassicGroup):
+            return DeleteResult(ErrorCode.group_id_not_found)
+        if group.state != EMPTY and not group.uses_consumer_protocol():
+            return DeleteResult(ErrorCode.non_empty_group)
+        answers: dict[tuple[str, int], ErrorCode] = {}
+        records: list[Record] = []
+        for topic, partitions in requested:
+            subscribed = group.is_subscribed_to(topic)
+            for partition in partitions:
+                if subscribed:
+                    answers[(topic, partition)] = ErrorCode.group_subscribed_to_topic
+                    continue
+                answers[(topic, partition)] = ErrorCode.none
+                if self.store.get(group_id, topic, partition) is not None:
+                    records.append((OffsetCommitKey(group_id, topic, partition), None))
+        return DeleteResult(ErrorCode.none, answers, records)
+
+    # --- group deletion and expiry ---------------------------------------------------------------
+
+    def group_tombstones(self, group_id: str, *, classic: bool) -> list[Record]:
+        """What deleting a group writes: a tombstone per offset, then the group's."""
+        records: list[Record] = [
+            (OffsetCommitKey(group_id, topic, partition), None)
+            for topic, partition in self.store.of_group(group_id)
+        ]
+        if classic:
+            records.append((GroupMetadataKey(group_id), None))
+        return records
+
+    def expired_offsets(self, now_ms: int, retention_ms: int) -> dict[str, list[Record]]:
+        """Tombstones for every offset past its retention, by group."""
+
+        def base(group_id: str, topic: str, value: CommittedOffset) -> int | None:
+            group = self.classic.group(group_id)
+            if group is None or not group.protocol_type:
+                return value.commit_timestamp_ms  # a simple group
+            if group.state == EMPTY:
+                return group.state_timestamp_ms or value.commit_timestamp_ms
+            subscribed = group.subscribed_topics()
+            if group.state == STABLE and subscribed is not None and topic not in subscribed:
+                return value.commit_timestamp_ms
+            return None
+
+        by_group: dict[str, list[Record]] = {}
+        for group_id, topic, partition in self.store.expired(now_ms, retention_ms, base):
+            by_group.setdefault(group_id, []).append(
+                (OffsetCommitKey(group_id, topic, partition), None)
+            )
+        return by_group
+
+    # --- records -------------------------------------------------------------------------------
+
+    def replay(self, records: list[Record]) -> None:
+        """Apply offset records (and group tombstones) to the store."""
+        for key, value in records:
+            if isinstance(key, OffsetCommitKey):
+                if value is None:
+                    self.store.remove(key.group, key.topic, key.partition)
+                elif isinstance(value, OffsetCommitValue):
+                    self.store.put(key.group, key.topic, key.partition, _committed(value))
+
+
+def _fetched(topic: str, partition: int, value: CommittedOffset | None) -> FetchedOffset:
+    if value is None:
+        return FetchedOffset(topic, partition)
+    return FetchedOffset(topic, partition, value.offset, value.leader_epoch, value.metadata)
+
+
+def _committed(value: OffsetCommitValue) -> CommittedOffset:
+    return CommittedOffset(
+        offset=value.offset,
+        leader_epoch=value.leader_epoch,
+        metadata=value.metadata,
+        commit_timestamp_ms=value.commit_timestamp,
+        expire_timestamp_ms=(
+            value.expire_timestamp if value.expire_timestamp != NO_TIMESTAMP else None
+        ),
+    )
+
+
+# --- group metadata records ----------------------------------------------------------------------
+
+
+def group_record(group: ClassicGroup) -> Record:
+    """The GroupMetadata record of a group as it stands (members only once Stable, as the
+    assignment is what the record is for)."""
+    timestamp = group.state_timestamp_ms if group.state_timestamp_ms is not None else NO_TIMESTAMP
+    if group.state != STABLE:
+        value = GroupMetadataValue(
+            protocol_type=group.protocol_type if group.state == EMPTY else "",
+            generation=group.generation_id if group.state == EMPTY else 0,
+            protocol=None,
+            leader=None,
+            current_state_timestamp=timestamp,
+        )
+        return GroupMetadataKey(group.group_id), value
+    members = tuple(
+        MemberMetadata(
+            member_id=member.member_id,
+            group_instance_id=member.group_instance_id,
+            client_id=member.client_id,
+            client_host=member.client_host,
+            rebalance_timeout=member.rebalance_timeout_ms,
+            session_timeout=member.session_timeout_ms,
+            subscription=member.metadata(group.protocol_name),
+            assignment=member.assignment,
+        )
+        for member in group.members.values()
+    )
+    value = GroupMetadataValue(
+        protocol_type=group.protocol_type,
+        generation=group.generation_id,
+        protocol=group.protocol_name,
+        leader=group.leader_id,
+        current_state_timestamp=timestamp,
+        members=members,
+    )
+    return GroupMetadataKey(group.group_id), value
+
+
+def load_group(group_id: str, value: GroupMetadataValue, now_ms: int) -> ClassicGroup:
+    """A group as its last metadata record left it: Stable with its members (each with a fresh
+    session), or Empty."""
+    group = ClassicGroup(
+        group_id,
+        state=STABLE if value.members else EMPTY,
+        generation_id=value.generation,
+        protocol_type=value.protocol_type,
+        protocol_name=value.protocol,
+        leader_id=value.leader,
+        state_timestamp_ms=(
+            value.current_state_timestamp if value.current_state_timestamp != NO_TIMESTAMP else None
+        ),
+    )
+    for meta in value.members:
+        member = ClassicMember(
+            member_id=meta.member_id,
+            group_instance_id=meta.group_instance_id,
+            client_id=meta.client_id,
+            client_host=meta.client_host,
+            rebalance_timeout_ms=meta.rebalance_timeout,
+            session_timeout_ms=meta.session_timeout,
+            protocol_type=value.protocol_type,
+            protocols=((value.protocol or "", meta.subscription),),
+            assignment=meta.assignment,
+            heartbeat_deadline_ms=now_ms + meta.session_timeout,
+        )
+        group.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            group.static_members[member.group_instance_id] = member.member_id
+    if group.leader_id not in group.members:
+        group.leader_id = next(iter(group.members), None)
+    return group

@@ -1,0 +1,322 @@
+"""``__consumer_offsets`` records, byte for byte as Kafka's group coordinator writes them.
+
+Kafka's coordinator record serde frames a record as
+
+* key   = int16 record type (the coordinator-key schema's ``apiKey``) + key body at version 0,
+* value = int16 value version + value body, or a null value for a tombstone.
+
+Record types kept here: 0 and 1 OffsetCommit (0 is the pre-2.0 key version, same layout),
+2 GroupMetadata. Keys are not flexible: strings are an int16 length and UTF-8 bytes.
+
+OffsetCommitKey: group string, topic string, partition int32.
+OffsetCommitValue: v0 offset int64, metadata string, commitTimestamp int64; v1 adds
+expireTimestamp int64 after the commit timestamp; v2 is v0; v3 puts leaderEpoch int32 after the
+offset; v4 is v3 flexible (compact strings, tagged fields). Kafka 4 writes v3, or v1 when the
+commit carried a retention time (OffsetCommit v2-v4), and so does kemu.
+
+GroupMetadataKey: group string.
+GroupMetadataValue: protocolType string, generation int32, protocol nullable string, leader
+nullable string, currentStateTimestamp int64 (v2+), members array of {memberId string,
+groupInstanceId nullable string (v3+), clientId string, clientHost string, rebalanceTimeout int32
+(v1+), sessionTimeout int32, subscription bytes, assignment bytes}; v4 is v3 flexible. Kafka 4
+writes v3, and so does kemu.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+OFFSET_COMMIT_LEGACY = 0
+OFFSET_COMMIT = 1
+GROUP_METADATA = 2
+RECORD_TYPES = (OFFSET_COMMIT_LEGACY, OFFSET_COMMIT, GROUP_METADATA)
+
+OFFSET_VALUE_VERSION = 3
+OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_VALUE_VERSION = 3
+FLEXIBLE_VERSION = 4
+NO_TIMESTAMP = -1
+NO_LEADER_EPOCH = -1
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+
+class RecordDecodeError(ValueError):
+    """Bytes that are not a group-coordinator record kemu reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    metadata: str
+    commit_timestamp: int
+    leader_epoch: int = NO_LEADER_EPOCH
+    expire_timestamp: int = NO_TIMESTAMP
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int
+    members: tuple[MemberMetadata, ...] = ()
+
+
+RecordKey = OffsetCommitKey | GroupMetadataKey
+RecordValue = OffsetCommitValue | GroupMetadataValue
+
+
+# --- encoding ---------------------------------------------------------------------------------
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return _INT16.pack(len(data)) + data
+
+
+def _nullable_string(text: str | None) -> bytes:
+    return _INT16.pack(-1) if text is None else _string(text)
+
+
+def _bytes(data: bytes) -> bytes:
+    return _INT32.pack(len(data)) + data
+
+
+def encode_key(key: RecordKey) -> bytes:
+    if isinstance(key, OffsetCommitKey):
+        return (
+            _INT16.pack(OFFSET_COMMIT)
+            + _string(key.group)
+            + _string(key.topic)
+            + _INT32.pack(key.partition)
+        )
+    return _INT16.pack(GROUP_METADATA) + _string(key.group)
+
+
+def encode_value(value: RecordValue | None) -> bytes | None:
+    """The value bytes (Kafka 4's versions), or None for a tombstone."""
+    if value is None:
+        return None
+    if isinstance(value, OffsetCommitValue):
+        if value.expire_timestamp != NO_TIMESTAMP:
+            return (
+                _INT16.pack(OFFSET_VALUE_VERSION_WITH_EXPIRY)
+                + _INT64.pack(value.offset)
+                + _string(value.metadata)
+                + _INT64.pack(value.commit_timestamp)
+                + _INT64.pack(value.expire_timestamp)
+            )
+        return (
+            _INT16.pack(OFFSET_VALUE_VERSION)
+            + _INT64.pack(value.offset)
+            + _INT32.pack(value.leader_epoch)
+            + _string(value.metadata)
+            + _INT64.pack(value.commit_timestamp)
+        )
+    parts = [
+        _INT16.pack(GROUP_VALUE_VERSION),
+        _string(value.protocol_type),
+        _INT32.pack(value.generation),
+        _nullable_string(value.protocol),
+        _nullable_string(value.leader),
+        _INT64.pack(value.current_state_timestamp),
+        _INT32.pack(len(value.members)),
+    ]
+    for member in value.members:
+        parts += [
+            _string(member.member_id),
+            _nullable_string(member.group_instance_id),
+            _string(member.client_id),
+            _string(member.client_host),
+            _INT32.pack(member.rebalance_timeout),
+            _INT32.pack(member.session_timeout),
+            _bytes(member.subscription),
+            _bytes(member.assignment),
+        ]
+    return b"".join(parts)
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+class _Reader:
+    __slots__ = ("data", "flexible", "position")
+
+    def __init__(self, data: bytes, flexible: bool = False) -> None:
+        self.data = data
+        self.position = 0
+        self.flexible = flexible
+
+    def take(self, size: int) -> bytes:
+        end = self.position + size
+        if size < 0 or end > len(self.data):
+            raise RecordDecodeError(
+                f"need {size} bytes at position {self.position} of a {len(self.data)}-byte record"
+            )
+        chunk = self.data[self.position : end]
+        self.position = end
+        return chunk
+
+    def int16(self) -> int:
+        return int(_INT16.unpack(self.take(2))[0])
+
+    def int32(self) -> int:
+        return int(_INT32.unpack(self.take(4))[0])
+
+    def int64(self) -> int:
+        return int(_INT64.unpack(self.take(8))[0])
+
+    def uvarint(self) -> int:
+        result = shift = 0
+        while True:
+            byte = self.take(1)[0]
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+            if shift > 28:
+                raise RecordDecodeError("unsigned varint longer than 5 bytes")
+
+    def _length(self, wide: bool) -> int:
+        if self.flexible:
+            return self.uvarint() - 1
+        return self.int32() if wide else self.int16()
+
+    def nullable_string(self) -> str | None:
+        length = self._length(wide=False)
+        if length < 0:
+            return None
+        try:
+            return self.take(length).decode()
+        except UnicodeDecodeError as error:
+            raise RecordDecodeError(f"string is not UTF-8: {error}") from None
+
+    def string(self) -> str:
+        text = self.nullable_string()
+        if text is None:
+            raise RecordDecodeError("null where a string is required")
+        return text
+
+    def bytes(self) -> bytes:
+        length = self._length(wide=True)
+        return b"" if length < 0 else self.take(length)
+
+    def array_length(self) -> int:
+        return max(self._length(wide=True), 0)
+
+    def skip_tags(self) -> None:
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()
+                self.take(self.uvarint())
+
+    def done(self) -> None:
+        if self.position != len(self.data):
+            raise RecordDecodeError(f"{len(self.data) - self.position} trailing bytes")
+
+
+def decode_key(data: bytes) -> RecordKey:
+    reader = _Reader(data)
+    record_type = reader.int16()
+    key: RecordKey
+    if record_type in (OFFSET_COMMIT_LEGACY, OFFSET_COMMIT):
+        key = OffsetCommitKey(reader.string(), reader.string(), reader.int32())
+    elif record_type == GROUP_METADATA:
+        key = GroupMetadataKey(reader.string())
+    else:
+        raise RecordDecodeError(f"record type {record_type} is not a classic group record")
+    reader.done()
+    return key
+
+
+def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
+    """The value of the record keyed ``key``; None for a tombstone."""
+    if data is None:
+        return None
+    version = _INT16.unpack(data[:2])[0] if len(data) >= 2 else -1
+    if not 0 <= version <= FLEXIBLE_VERSION:
+        raise RecordDecodeError(f"value version {version} is not one of 0-{FLEXIBLE_VERSION}")
+    reader = _Reader(data[2:], flexible=version >= FLEXIBLE_VERSION)
+    value: RecordValue
+    if isinstance(key, OffsetCommitKey):
+        offset = reader.int64()
+        leader_epoch = reader.int32() if version >= 3 else NO_LEADER_EPOCH
+        metadata = reader.string()
+        commit_timestamp = reader.int64()
+        expire_timestamp = reader.int64() if version == 1 else NO_TIMESTAMP
+        value = OffsetCommitValue(
+            offset, metadata, commit_timestamp, leader_epoch, expire_timestamp
+        )
+    else:
+        value = _decode_group_value(reader, version)
+    reader.skip_tags()
+    reader.done()
+    return value
+
+
+def _decode_group_value(reader: _Reader, version: int) -> GroupMetadataValue:
+    protocol_type = reader.string()
+    generation = reader.int32()
+    protocol = reader.nullable_string()
+    leader = reader.nullable_string()
+    timestamp = reader.int64() if version >= 2 else NO_TIMESTAMP
+    members = []
+    for _ in range(reader.array_length()):
+        member_id = reader.string()
+        instance_id = reader.nullable_string() if version >= 3 else None
+        client_id = reader.string()
+        client_host = reader.string()
+        rebalance_timeout = reader.int32() if version >= 1 else 0
+        session_timeout = reader.int32()
+        subscription = reader.bytes()
+        assignment = reader.bytes()
+        reader.skip_tags()
+        members.append(
+            MemberMetadata(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout or session_timeout,  # v0 had one timeout for both
+                session_timeout,
+                subscription,
+                assignment,
+            )
+        )
+    return GroupMetadataValue(
+        protocol_type, generation, protocol, leader, timestamp, tuple(members)
+    )
+
+
+def decode_record(key: bytes, value: bytes | None) -> tuple[RecordKey, RecordValue | None]:
+    decoded_key = decode_key(key)
+    return decoded_key, decode_value(decoded_key, value)
