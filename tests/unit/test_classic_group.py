@@ -343,7 +343,7 @@ def test_the_last_member_leaving_empties_the_group(harness: Harness) -> None:
 
 
 def test_leaving_answers_a_parked_join(harness: Harness) -> None:
-    (first, second), _ = harness.stable_group(2)
+    (first, _second), _ = harness.stable_group(2)
     parked = harness.join(first)
     harness.leave(LeavingMember(first))
     assert harness.answer(parked).error == ErrorCode.unknown_member_id
@@ -362,7 +362,7 @@ def test_session_expiry_removes_a_silent_member(harness: Harness) -> None:
 
 
 def test_a_member_parked_in_a_join_is_not_expired(harness: Harness) -> None:
-    (first, second), _ = harness.stable_group(2)
+    (first, _second), _ = harness.stable_group(2)
     parked = harness.join(first)
     harness.advance(SESSION_MS + 1)  # first is parked, second silent: only second goes
     assert first in harness.group.members
@@ -383,7 +383,7 @@ def test_a_new_member_that_never_finishes_joining_is_removed(harness: Harness) -
 
 
 def test_a_member_id_required_that_never_comes_back_expires(harness: Harness) -> None:
-    (first,), generation = harness.stable_group(1)
+    (_first,), _generation = harness.stable_group(1)
     harness.new_member()
     assert len(harness.group.pending_members) == 1
     harness.advance(SESSION_MS)

@@ -197,7 +197,7 @@ def test_a_simple_commit_creates_an_empty_group(manager: OffsetManager) -> None:
             FetchedOffset("t", 1, -1, -1, ""),
         ],
     )
-    error, everything = manager.fetch("simple", None)
+    _error, everything = manager.fetch("simple", None)
     assert [(e.topic, e.partition, e.offset) for e in everything] == [("t", 0, 42)]
 
 
@@ -258,7 +258,7 @@ def test_group_records_round_trip(manager: OffsetManager) -> None:
     group.members["m"].assignment = b"asg"
     group.leader_id = "m"
     group.state_timestamp_ms = 77
-    key, value = group_record(group)
+    _key, value = group_record(group)
     assert isinstance(value, GroupMetadataValue)
     assert value.members[0].subscription == encode_subscription(["t"])
     loaded = load_group("g", value, NOW)
