@@ -1,0 +1,355 @@
+"""Classic consumer groups and committed offsets with real Python clients on a 3-broker kemu.
+
+- confluent-kafka: three ``Consumer``s with ``subscribe()`` share a 6-partition topic; every
+  record is read exactly once across the group, offsets are committed, and a consumer that
+  restarts resumes from the committed offsets. Admin lists, describes and deletes the group,
+  and alters offsets (a generation -1 commit).
+- kafka-python: ``KafkaConsumer`` subscribe + commit in a group of two.
+- aiokafka: ``AIOKafkaConsumer`` subscribe + commit in a group of two.
+- SIGKILL: committed offsets and the group survive a kill -9 of kemu (data dir), read back
+  from ``__consumer_offsets``.
+
+kemu runs with ``group.initial.rebalance.delay.ms`` small so that first joins are quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kemu.testing.plugin import KemuProcess
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 6
+RECORDS = 600
+TIMEOUT_S = 60.0
+OVERRIDES = ["group.initial.rebalance.delay.ms=200"]
+
+
+@pytest.fixture(scope="module")
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+    log_path = tmp_path_factory.mktemp("consumer-groups") / "kemu.log"
+    process = KemuProcess(brokers=3, log_path=log_path, overrides=OVERRIDES).start()
+    yield process
+    process.stop()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
+
+
+def produce(bootstrap: str, topic: str, first: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(first, first + count):
+        producer.produce(topic, key=str(i).encode(), value=str(i).encode())
+    assert producer.flush(30) == 0
+
+
+def confluent_consumer(bootstrap: str, group: str, **extra: Any) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            **extra,
+        }
+    )
+
+
+def drain(
+    consumers: list[Consumer], expected: int, done: Callable[[], bool] | None = None
+) -> Counter[str]:
+    """Poll every consumer round-robin, committing each record, until ``expected`` arrived."""
+    seen: Counter[str] = Counter()
+    deadline = time.monotonic() + TIMEOUT_S
+    while sum(seen.values()) < expected and time.monotonic() < deadline:
+        for consumer in consumers:
+            message = consumer.poll(0.1)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            seen[message.value().decode()] += 1
+            consumer.commit(message, asynchronous=False)
+    return seen
+
+
+def committed(consumer: Consumer, topic: str) -> dict[int, int]:
+    partitions = [TopicPartition(topic, index) for index in range(PARTITIONS)]
+    return {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}
+
+
+def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:
+    return {
+        index: consumer.get_watermark_offsets(TopicPartition(topic, index), timeout=10)[1]
+        for index in range(PARTITIONS)
+    }
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# --- confluent-kafka -----------------------------------------------------------------------------
+
+
+def test_confluent_group_of_three_reads_everything_once_and_resumes(kemu: KemuProcess) -> None:
+    topic, group = unique("cg"), unique("cg-group")
+    create_topic(kemu.bootstrap, topic)
+    produce(kemu.bootstrap, topic, 0, RECORDS)
+    consumers = [confluent_consumer(kemu.bootstrap, group) for _ in range(3)]
+    for consumer in consumers:
+        consumer.subscribe([topic])
+    seen = drain(consumers, RECORDS)
+    assert sum(seen.values()) == RECORDS
+    assert set(seen) == {str(i) for i in range(RECORDS)}
+    assert max(seen.values()) == 1  # exactly once across the group
+
+    # Every consumer owns two of the six partitions once the group has settled.
+    wait_for(
+        lambda: all(c.poll(0.05) is None and len(c.assignment()) == 2 for c in consumers),
+        "a balanced assignment",
+    )
+    owned = sorted(tp.partition for c in consumers for tp in c.assignment())
+    assert owned == list(range(PARTITIONS))
+    assert committed(consumers[0], topic) == end_offsets(consumers[0], topic)
+
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    listed = admin.list_consumer_groups().result(30)
+    assert group in {g.group_id for g in listed.valid}
+    described = admin.describe_consumer_groups([group])[group].result(30)
+    assert str(described.state).endswith("STABLE")
+    assert len(described.members) == 3
+    assert described.partition_assignor in ("range", "roundrobin")
+
+    # Everybody leaves; a newcomer reads only what was produced since.
+    for consumer in consumers:
+        consumer.close()
+    produce(kemu.bootstrap, topic, RECORDS, 60)
+    successor = confluent_consumer(kemu.bootstrap, group)
+    successor.subscribe([topic])
+    try:
+        resumed = drain([successor], 60)
+        assert set(resumed) == {str(i) for i in range(RECORDS, RECORDS + 60)}
+        assert max(resumed.values()) == 1
+        assert successor.poll(1.0) is None
+    finally:
+        successor.close()
+
+
+def test_confluent_consumer_restart_resumes_from_committed_offsets(kemu: KemuProcess) -> None:
+    topic, group = unique("restart"), unique("restart-group")
+    create_topic(kemu.bootstrap, topic)
+    produce(kemu.bootstrap, topic, 0, 100)
+    first = confluent_consumer(kemu.bootstrap, group)
+    first.subscribe([topic])
+    seen = drain([first], 40)
+    first.close()
+    assert sum(seen.values()) >= 40
+    second = confluent_consumer(kemu.bootstrap, group)
+    second.subscribe([topic])
+    try:
+        rest = drain([second], 100 - sum(seen.values()))
+        assert not set(rest) & set(seen)  # nothing committed is read again
+        assert set(rest) | set(seen) == {str(i) for i in range(100)}
+    finally:
+        second.close()
+
+
+def test_confluent_admin_offsets_and_delete(kemu: KemuProcess) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    topic, group = unique("admin-offsets"), unique("admin-group")
+    create_topic(kemu.bootstrap, topic)
+    produce(kemu.bootstrap, topic, 0, 30)
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    # An admin commit (generation -1) creates the group empty.
+    target = [TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 4)]
+    altered = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, target)])
+    altered[group].result(30)
+    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    offsets = {tp.partition: tp.offset for tp in listed[group].result(30).topic_partitions}
+    assert offsets == {0: 3, 1: 4}
+    described = admin.describe_consumer_groups([group])[group].result(30)
+    assert str(described.state).endswith("EMPTY")
+
+    consumer = confluent_consumer(kemu.bootstrap, group)
+    consumer.assign([TopicPartition(topic, 0)])
+    try:
+        message = consumer.poll(10)
+        assert message is not None and message.offset() == 3  # starts at the committed offset
+    finally:
+        consumer.close()
+
+    admin.delete_consumer_groups([group])[group].result(30)
+    with pytest.raises(KafkaException):
+        admin.delete_consumer_groups([group])[group].result(30)  # GROUP_ID_NOT_FOUND
+
+
+# --- kafka-python --------------------------------------------------------------------------------
+
+
+def test_kafka_python_group_subscribe_and_commit(kemu: KemuProcess) -> None:
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition as KafkaTopicPartition
+
+    topic, group = unique("kp"), unique("kp-group")
+    create_topic(kemu.bootstrap, topic)
+    produce(kemu.bootstrap, topic, 0, 200)
+
+    def consumer() -> Any:
+        made = KafkaConsumer(
+            bootstrap_servers=kemu.bootstrap.split(","),
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+            consumer_timeout_ms=500,
+        )
+        made.subscribe([topic])
+        return made
+
+    consumers = [consumer(), consumer()]
+    seen: Counter[str] = Counter()
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while sum(seen.values()) < 200 and time.monotonic() < deadline:
+            for member in consumers:
+                batches = member.poll(timeout_ms=200)
+                for records in batches.values():
+                    for record in records:
+                        seen[record.value.decode()] += 1
+                if batches:
+                    member.commit()
+        assert set(seen) == {str(i) for i in range(200)} and max(seen.values()) == 1
+        wait_for(
+            lambda: all(
+                m.poll(timeout_ms=50) == {} and len(m.assignment()) == 3 for m in consumers
+            ),
+            "both kafka-python consumers to own three partitions",
+        )
+        partitions = [KafkaTopicPartition(topic, i) for i in range(PARTITIONS)]
+        ends = consumers[0].end_offsets(partitions)
+        assert {tp: consumers[0].committed(tp) for tp in partitions} == ends
+    finally:
+        for member in consumers:
+            member.close()
+
+
+# --- aiokafka ------------------------------------------------------------------------------------
+
+
+def test_aiokafka_group_subscribe_and_commit(kemu: KemuProcess) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    topic, group = unique("aio"), unique("aio-group")
+    create_topic(kemu.bootstrap, topic)
+    produce(kemu.bootstrap, topic, 0, 200)
+
+    async def run() -> tuple[Counter[str], dict[int, int | None], dict[int, int]]:
+        consumers = [
+            AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=kemu.bootstrap,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=500,
+            )
+            for _ in range(2)
+        ]
+        for member in consumers:
+            await member.start()
+        seen: Counter[str] = Counter()
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while sum(seen.values()) < 200 and time.monotonic() < deadline:
+                for member in consumers:
+                    batches = await member.getmany(timeout_ms=200)
+                    for records in batches.values():
+                        for record in records:
+                            seen[record.value.decode()] += 1
+                    if batches:
+                        await member.commit()
+            partitions = [AioTopicPartition(topic, i) for i in range(PARTITIONS)]
+            ends = await consumers[0].end_offsets(partitions)
+            done = {tp.partition: await consumers[0].committed(tp) for tp in partitions}
+            return seen, done, {tp.partition: offset for tp, offset in ends.items()}
+        finally:
+            for member in consumers:
+                await member.stop()
+
+    seen, done, ends = asyncio.run(run())
+    assert set(seen) == {str(i) for i in range(200)} and max(seen.values()) == 1
+    assert done == ends
+
+
+# --- SIGKILL -------------------------------------------------------------------------------------
+
+
+def test_committed_offsets_survive_sigkill(kemu_factory: type[KemuProcess], tmp_path: Path) -> None:
+    server = kemu_factory(brokers=3, data_dir=tmp_path / "data", overrides=OVERRIDES).start()
+    topic, group = unique("durable"), unique("durable-group")
+    create_topic(server.bootstrap, topic)
+    produce(server.bootstrap, topic, 0, 120)
+    consumer = confluent_consumer(server.bootstrap, group)
+    consumer.subscribe([topic])
+    seen = drain([consumer], 120)
+    assert sum(seen.values()) == 120
+    before = committed(consumer, topic)
+    assert sum(before.values()) == 120
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    simple_group = unique("simple")
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(simple_group, [TopicPartition(topic, 2, 7)])]
+    )[simple_group].result(30)
+
+    server.kill()  # the consumer is left hanging; kemu gets no chance to flush
+    consumer.close()
+    server.start()
+
+    checker = confluent_consumer(server.bootstrap, group)
+    try:
+        assert committed(checker, topic) == before
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(simple_group)])
+        offsets = {
+            tp.partition: tp.offset for tp in listed[simple_group].result(30).topic_partitions
+        }
+        assert offsets == {2: 7}
+        groups = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+        assert {group, simple_group} <= groups
+        # A consumer of the group resumes where the group left off.
+        produce(server.bootstrap, topic, 120, 12)
+        checker.subscribe([topic])
+        resumed = drain([checker], 12)
+        assert set(resumed) == {str(i) for i in range(120, 132)}
+    finally:
+        checker.close()
