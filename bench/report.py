@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import platform
 import statistics
@@ -21,7 +22,9 @@ DOC_HEADER = """# Benchmarks: kemu vs Apache Kafka
 `bench/.cache/lib`, run with the heap `bin/kafka-server-start.sh` gives it) and then
 `kemu serve --brokers 1`, both writing to a fresh temporary directory, and gives each the same
 workload with Apache Kafka's own tools: create a topic, `ProducerPerformance` (`acks=all`,
-unthrottled) then `ConsumerPerformance` over the same records. Each server is started fresh for
+unthrottled) then `ConsumerPerformance` over the same records, then `ShareConsumerPerformance`
+with 1 and with 4 share consumers (threads of one JVM, each count in a fresh share group set to
+`share.auto.offset.reset=earliest` with `ConfigCommand` first). Each server is started fresh for
 every repetition.
 
 - *start-to-ready*: from spawning the server process to its first ApiVersions answer (Kafka's
@@ -40,6 +43,9 @@ Entries are appended, newest last. Reproduce one with the command it shows.
 """
 
 
+PHASES = ("produce", "consume", "share")
+
+
 @dataclass
 class Run:
     start_to_ready_s: float | None = None
@@ -47,6 +53,13 @@ class Run:
     consume: Rate | None = None
     produce_cpu_s: float | None = None  # server CPU time (user + system) during the phase
     consume_cpu_s: float | None = None
+    # share consumers -> rate and server CPU of that ShareConsumerPerformance run
+    share: dict[int, Rate] = field(default_factory=dict)
+    share_cpu_s: dict[int, float] = field(default_factory=dict)
+    # what was asked for: a phase's rows show up (as "failed" when nothing was measured) only
+    # when some run asked for it
+    phases: tuple[str, ...] = ("produce", "consume")
+    share_consumers: tuple[int, ...] = ()
     rss_mb: float | None = None
     peak_rss_mb: float | None = None
     errors: list[str] = field(default_factory=list)
@@ -106,17 +119,65 @@ def _ratio(kemu: list[float], kafka: list[float]) -> str:
     return f"{statistics.median(kemu) / statistics.median(kafka):.2f}x"
 
 
-ROWS: list[tuple[str, Callable[[Run], float | None], int]] = [
-    ("produce records/s", lambda r: r.produce.records_per_s if r.produce else None, 0),
-    ("produce MB/s", lambda r: r.produce.mb_per_s if r.produce else None, 1),
-    ("consume records/s", lambda r: r.consume.records_per_s if r.consume else None, 0),
-    ("consume MB/s", lambda r: r.consume.mb_per_s if r.consume else None, 1),
-    ("server CPU s, produce", lambda r: r.produce_cpu_s, 1),
-    ("server CPU s, consume", lambda r: r.consume_cpu_s, 1),
-    ("start-to-ready s", lambda r: r.start_to_ready_s, 2),
-    ("RSS after run MiB", lambda r: r.rss_mb, 0),
-    ("peak RSS MiB", lambda r: r.peak_rss_mb, 0),
+Pick = Callable[[Run], float | None]
+
+
+@dataclass(frozen=True)
+class RowDef:
+    phase: str | None  # shown when some run asked for this phase; None: always
+    label: str  # share rows: "{n}" becomes each share consumer count
+    pick: Callable[[Run, int], float | None]  # (run, share consumer count)
+    digits: int
+
+
+def _share_rate(run: Run, consumers: int) -> float | None:
+    return _records_per_s(run.share.get(consumers))
+
+
+def _records_per_s(rate: Rate | None) -> float | None:
+    return rate.records_per_s if rate else None
+
+
+def _mb_per_s(rate: Rate | None) -> float | None:
+    return rate.mb_per_s if rate else None
+
+
+ROWS: list[RowDef] = [
+    RowDef("produce", "produce records/s", lambda r, _: _records_per_s(r.produce), 0),
+    RowDef("produce", "produce MB/s", lambda r, _: _mb_per_s(r.produce), 1),
+    RowDef("consume", "consume records/s", lambda r, _: _records_per_s(r.consume), 0),
+    RowDef("consume", "consume MB/s", lambda r, _: _mb_per_s(r.consume), 1),
+    RowDef("share", "share records/s, {n}", _share_rate, 0),
+    RowDef("produce", "server CPU s, produce", lambda r, _: r.produce_cpu_s, 1),
+    RowDef("consume", "server CPU s, consume", lambda r, _: r.consume_cpu_s, 1),
+    RowDef("share", "server CPU s, share {n}", lambda r, n: r.share_cpu_s.get(n), 1),
+    RowDef(None, "start-to-ready s", lambda r, _: r.start_to_ready_s, 2),
+    RowDef(None, "RSS after run MiB", lambda r, _: r.rss_mb, 0),
+    RowDef(None, "peak RSS MiB", lambda r, _: r.peak_rss_mb, 0),
 ]
+
+
+def _consumers(count: int) -> str:
+    return f"{count} consumer{'' if count == 1 else 's'}"
+
+
+def rows(results: dict[str, list[Run]]) -> list[tuple[str, Pick, int]]:
+    """The table's rows for the phases the runs asked for, share rows once per consumer count."""
+    runs = [run for group in results.values() for run in group]
+    asked = {phase for run in runs for phase in run.phases}
+    counts = sorted({count for run in runs for count in (*run.share_consumers, *run.share)})
+    chosen: list[tuple[str, Pick, int]] = []
+    for row in ROWS:
+        if row.phase is not None and row.phase not in asked:
+            continue
+        for count in counts if "{n}" in row.label else [0]:
+            label = row.label.replace("{n}", _consumers(count))
+            chosen.append((label, functools.partial(_pick, row, count), row.digits))
+    return chosen
+
+
+def _pick(row: RowDef, count: int, run: Run) -> float | None:
+    return row.pick(run, count)
 
 
 def table(results: dict[str, list[Run]]) -> str:
@@ -125,7 +186,7 @@ def table(results: dict[str, list[Run]]) -> str:
     both = len(servers) == 2
     header = ["", *servers] + (["kemu/kafka"] if both else [])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for label, pick, digits in ROWS:
+    for label, pick, digits in rows(results):
         cells = [label]
         columns = {name: _values(results[name], pick) for name in servers}
         cells += [_summary(columns[name], digits) for name in servers]
@@ -135,22 +196,25 @@ def table(results: dict[str, list[Run]]) -> str:
     return "\n".join(lines)
 
 
-# The issue's targets, as kemu/Kafka ratios of medians: (row label, at least?, bound).
+# The issues' targets, as kemu/Kafka ratios of medians: (row label, at least?, bound).
 TARGETS: list[tuple[str, bool, float]] = [
     ("produce records/s", True, 1.0),
     ("consume records/s", True, 1.0),
     ("start-to-ready s", False, 0.1),
     ("RSS after run MiB", False, 0.1),
 ]
+SHARE_TARGET = 2.0  # issue 3: at least twice Kafka's share-consume rate, whatever the count
 
 
 def targets(results: dict[str, list[Run]]) -> list[str]:
-    """One line per target: the measured ratio and whether it is met."""
+    """One line per target whose row is in the table: the measured ratio and whether it is met."""
     if "kemu" not in results or "kafka" not in results:
         return []
-    picks = {label: pick for label, pick, _ in ROWS}
-    lines = []
-    for label, at_least, bound in TARGETS:
+    picks = {label: pick for label, pick, _ in rows(results)}
+    wanted = [goal for goal in TARGETS if goal[0] in picks]
+    wanted += [(label, True, SHARE_TARGET) for label in picks if label.startswith("share rec")]
+    lines: list[str] = []
+    for label, at_least, bound in wanted:
         kemu = _values(results["kemu"], picks[label])
         kafka = _values(results["kafka"], picks[label])
         if not kemu or not kafka or statistics.median(kafka) == 0:
@@ -158,9 +222,9 @@ def targets(results: dict[str, list[Run]]) -> list[str]:
             continue
         ratio = statistics.median(kemu) / statistics.median(kafka)
         met = ratio >= bound if at_least else ratio <= bound
-        wanted = f"{'>=' if at_least else '<='} {bound:g}x"
+        bound_text = f"{'>=' if at_least else '<='} {bound:g}x"
         lines.append(
-            f"{label}: kemu/kafka {ratio:.2f}x, target {wanted}: {'met' if met else 'NOT met'}"
+            f"{label}: kemu/kafka {ratio:.2f}x, target {bound_text}: {'met' if met else 'NOT met'}"
         )
     return lines
 
@@ -186,13 +250,25 @@ def write_doc(
     repeat: int,
     load_before: str,
     note: str | None = None,
+    extra: list[str] | None = None,
 ) -> Path:
+    """Append an entry; ``extra`` (Markdown lines) goes after the table and its note."""
     facts = machine_facts()
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     consumer = (
         "ConsumerPerformance"
         if workload.consumer == "perf"
         else "ConsoleConsumer (assigned partition 0, timed from JVM start)"
+    )
+    asked = {phase for runs in results.values() for run in runs for phase in run.phases}
+    if "consume" not in asked:
+        consumer = "none"
+    share = (
+        f"; share: ShareConsumerPerformance, {workload.share_target:,} records per run with "
+        + " and ".join(str(count) for count in workload.share_consumers)
+        + " consumer(s)"
+        if "share" in asked
+        else ""
     )
     lines = [
         "",
@@ -207,18 +283,47 @@ def write_doc(
         f"- Workload: {workload.records:,} records of {workload.record_size} bytes, "
         f"{workload.partitions} partition(s), acks=all"
         + (f" {' '.join(workload.producer_props)}" if workload.producer_props else "")
-        + f"; consumer: {consumer}; {repeat} repetition(s)",
+        + f"; consumer: {consumer}{share}; {repeat} repetition(s)",
         "",
         table(results),
     ]
     if note:
         lines += ["", note]
+    if extra:
+        lines += ["", *extra]
     goals = targets(results)
     if goals:
         lines += ["", "Targets:", "", *[f"- {goal}" for goal in goals]]
     notes = problems(results)
     if notes:
         lines += ["", "Notes:", "", *[f"- {note}" for note in notes]]
+    return _append(lines)
+
+
+def write_section(
+    title: str, command: str, sections: list[str], *, note: str | None = None
+) -> Path:
+    """Append a kemu-only entry (e.g. the share window scaling) with the machine it ran on."""
+    facts = machine_facts()
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "",
+        f"## {now}: {title}",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"- Machine: {facts['nproc']} CPUs ({facts['cpu']}), {facts['memory']}, {facts['os']}; "
+        f"load average {facts['load']} after the run",
+        f"- Python {facts['python']}",
+        "",
+        *sections,
+    ]
+    if note:
+        lines += ["", note]
+    return _append(lines)
+
+
+def _append(lines: list[str]) -> Path:
     DOC.parent.mkdir(parents=True, exist_ok=True)
     existing = DOC.read_text() if DOC.exists() else DOC_HEADER
     DOC.write_text(existing.rstrip("\n") + "\n" + "\n".join(lines) + "\n")

@@ -97,9 +97,21 @@ class KafkaServer(Server):
         )
         cluster_id = self._tool("kafka.tools.StorageTool", ["random-uuid"]).strip().splitlines()
         started = time.monotonic()
+        # share.version=1 is already the default of a 4.4 format (it is bound to 4.2-IV0); it is
+        # named so that share groups stay on whatever the default becomes. Kafka 4.4 has no
+        # group.share.enable any more: the feature level alone turns share groups on.
         self._tool(
             "kafka.tools.StorageTool",
-            ["format", "--standalone", "-t", cluster_id[-1], "-c", str(self.properties)],
+            [
+                "format",
+                "--standalone",
+                "-t",
+                cluster_id[-1],
+                "-c",
+                str(self.properties),
+                "--feature",
+                "share.version=1",
+            ],
         )
         self.format_s = time.monotonic() - started
         self.notes.append(f"storage format took {self.format_s:.2f}s before the timed start")
@@ -147,6 +159,10 @@ class KemuServer(Server):
     name = "kemu"
     in_memory = False  # bench.loadgen can measure without the disk
 
+    def __init__(self, workdir: Path, partitions: int, overrides: tuple[str, ...] = ()) -> None:
+        super().__init__(workdir, partitions)
+        self.overrides = overrides  # extra KEY=VALUE broker properties
+
     def _command(self) -> list[str]:
         # KEMU_COMMAND swaps the executable, e.g. to A/B an older checkout of kemu.
         launcher = os.environ.get("KEMU_COMMAND")
@@ -163,6 +179,8 @@ class KemuServer(Server):
             "--override",
             f"num.partitions={self.partitions}",
         ]
+        for override in self.overrides:
+            command += ["--override", override]
         if self.in_memory:
             pass
         elif on_disk_available():

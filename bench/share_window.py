@@ -9,12 +9,20 @@ batch). Two shapes:
   its own, so the window is one span per record (the worst case for the span list).
 
 Flat numbers across window sizes mean the cost per record does not grow with the window.
-Run: ``.venv/bin/python bench/share_window.py``. Not a test: nothing is asserted.
+``--wire`` measures the same through kemu's server (``bench.share_wire``: kemu's CPU per
+acquired+acknowledged record with ``group.share.partition.max.record.locks`` at the window);
+``bench.run`` does that as part of its share phase. ``--write`` appends the tables to
+docs/benchmarks.md. Run: ``.venv/bin/python -m bench.share_window [--wire]``. Not a test: nothing
+is asserted.
 """
 
 from __future__ import annotations
 
+import argparse
+import shlex
+import sys
 import time
+from pathlib import Path
 
 from kemu.broker.share.partition import (
     AckBatch,
@@ -75,14 +83,92 @@ def run(window: int, batch_records: int, steps: int) -> float:
     return elapsed / (steps * per_step) * 1e6
 
 
-def main() -> None:
-    print(f"{'window':>8}  {'shape':>6}  {'spans':>6}  {'us/record':>10}")
-    for window in (100, 1_000, 10_000):
-        for shape, batch_records, steps in (("batch", 10, 2_000), ("record", 1, 10_000)):
+WINDOWS = (100, 1_000, 10_000)
+SHAPES = (("batch", 10, 2_000), ("record", 1, 10_000))
+
+
+def core_table(windows: tuple[int, ...] = WINDOWS) -> str:
+    """The in-process figures as a Markdown table."""
+    lines = [
+        "| window | shape | spans | us/record |",
+        "|---|---|---|---|",
+    ]
+    for window in windows:
+        for shape, batch_records, steps in SHAPES:
             cost = run(window, batch_records, steps)
-            spans = window // batch_records
-            print(f"{window:>8}  {shape:>6}  {spans:>6}  {cost:>10.2f}")
+            lines.append(f"| {window:,} | {shape} | {window // batch_records:,} | {cost:.2f} |")
+            print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
+def wire_table(
+    windows: tuple[int, ...] = WINDOWS,
+    *,
+    steps: int = 500,
+    step: int = 100,
+    profile: Path | None = None,
+) -> str:
+    """kemu's server CPU per acquired+acknowledged record through the wire, as Markdown."""
+    from bench.share_wire import iterate_windows
+
+    lines = [
+        "| window | acks | server CPU us/record | records/s | requests |",
+        "|---|---|---|---|---|",
+    ]
+    for result in iterate_windows(windows, steps=steps, step=step, profile=profile):
+        lines.append(
+            f"| {result.window:,} | {result.shape} | {result.cpu_us_per_record:.1f} | "
+            f"{result.records_per_s:,.0f} | {result.requests:,} |"
+        )
+        print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
+WIRE_LEGEND = (
+    "Through the wire: one Python share consumer against `kemu serve` (on disk) with "
+    "`group.share.partition.max.record.locks` at the window; each ShareFetch ACCEPTs the oldest "
+    "{step} records (one AcknowledgementBatch, or one per record) and acquires {step} more, "
+    "{steps} times; server CPU from /proc (10 ms ticks: about +-{tick:.1f} us/record)."
+)
+
+
+def wire_legend(steps: int, step: int) -> str:
+    return WIRE_LEGEND.format(steps=steps, step=step, tick=0.01 / (steps * step) * 1e6)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.share_window", description=__doc__)
+    parser.add_argument("--wire", action="store_true", help="also measure through kemu's server")
+    parser.add_argument("--steps", type=int, default=500, help="wire: measured ShareFetches")
+    parser.add_argument("--step", type=int, default=100, help="wire: records per ShareFetch")
+    parser.add_argument("--profile", type=Path, default=None, help="wire: py-spy kemu into DIR")
+    parser.add_argument("--write", action="store_true", help="append to docs/benchmarks.md")
+    parser.add_argument("--note", default=None, help="a sentence to add to the docs entry")
+    args = parser.parse_args(argv)
+    sections = [
+        "In process (`SharePartitionCore` alone, no I/O): batch = 10-record batches acquired and "
+        "acknowledged whole; record = every record acquired and acknowledged on its own.",
+        "",
+        core_table(),
+    ]
+    if args.wire:
+        sections += [
+            "",
+            wire_legend(args.steps, args.step),
+            "",
+            wire_table(steps=args.steps, step=args.step, profile=args.profile),
+        ]
+    if args.write:
+        from bench import report
+
+        given = argv if argv is not None else sys.argv[1:]
+        command = ".venv/bin/python -m bench.share_window " + shlex.join(given)
+        written = report.write_section(
+            "share window scaling", command.strip(), sections, note=args.note
+        )
+        print(f"\nwritten to {written}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,4 +1,6 @@
-"""The workload both servers get: create a topic, ProducerPerformance, then a consumer run.
+"""The workload both servers get: create a topic, ProducerPerformance, then a consumer run and
+ShareConsumerPerformance runs (1 and 4 share consumers, each run in a fresh share group whose
+``share.auto.offset.reset`` is set to ``earliest`` with ConfigCommand first).
 
 The tools are Apache Kafka's own (org.apache.kafka.tools), run as separate JVMs; their printed
 summaries are parsed here, so the numbers are the ones Kafka's users quote.
@@ -31,6 +33,12 @@ class Workload:
     topic: str = "bench"
     consumer: str = "perf"  # "perf": ConsumerPerformance; "console": ConsoleConsumer, assigned
     producer_props: tuple[str, ...] = ()
+    share_consumers: tuple[int, ...] = (1, 4)  # one ShareConsumerPerformance run per count
+    share_records: int = 0  # records each share run reads; 0: all of ``records``
+
+    @property
+    def share_target(self) -> int:
+        return self.share_records or self.records
 
 
 @dataclass
@@ -83,6 +91,31 @@ def parse_consumer(output: str) -> Rate:
             except (KeyError, ValueError) as error:
                 raise ToolFailed(f"unreadable ConsumerPerformance line: {error}") from error
     raise ToolFailed("no ConsumerPerformance result in its output")
+
+
+def parse_share_consumer(output: str) -> Rate:
+    """ShareConsumerPerformance's header and its share-group totals line (which comes first:
+    the per-consumer lines of ``--show-consumer-stats`` are prefixed "Share consumer N")."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for index, line in enumerate(lines[:-1]):
+        if line.startswith("start.time"):
+            names = [name.strip() for name in line.split(",")]
+            totals = [text for text in lines[index + 1 :] if text[:1].isdigit()]
+            if not totals:
+                break
+            row = dict(zip(names, (value.strip() for value in totals[0].split(",")), strict=False))
+            try:
+                return Rate(
+                    float(row["nMsg.sec"]),
+                    float(row["MB.sec"]),
+                    {
+                        "records": float(row["data.consumed.in.nMsg"]),
+                        "fetch_time_ms": float(row["fetch.time.ms"]),
+                    },
+                )
+            except (KeyError, ValueError) as error:
+                raise ToolFailed(f"unreadable ShareConsumerPerformance line: {error}") from error
+    raise ToolFailed("no ShareConsumerPerformance result in its output")
 
 
 def parse_console(output: str, elapsed_s: float, record_size: int) -> Rate:
@@ -209,6 +242,63 @@ class Runner:
         if code != 0:
             raise ToolFailed(_tail("ConsumerPerformance", code, output))
         return parse_consumer(output)
+
+    def prepare_share_group(self, group: str) -> None:
+        """``share.auto.offset.reset=earliest`` on the group (a GROUP config, set before any
+        member joins), so that its first consumer starts at the records already produced."""
+        code, output, _ = self._run(
+            "org.apache.kafka.tools.ConfigCommand",
+            [
+                "--bootstrap-server",
+                self.bootstrap,
+                "--entity-type",
+                "groups",
+                "--entity-name",
+                group,
+                "--alter",
+                "--add-config",
+                "share.auto.offset.reset=earliest",
+            ],
+            timeout=120,
+        )
+        if code != 0:
+            raise ToolFailed(_tail("ConfigCommand", code, output))
+
+    def share_consume(self, group: str, consumers: int) -> Rate:
+        """ShareConsumerPerformance: ``consumers`` KafkaShareConsumers (threads of one JVM) in
+        ``group`` until they have read ``share_target`` records between them; records are
+        acknowledged implicitly (ACCEPT on the next poll) and committed at the end."""
+        w = self.workload
+        code, output, _ = self._run(
+            "org.apache.kafka.tools.ShareConsumerPerformance",
+            [
+                "--bootstrap-server",
+                self.bootstrap,
+                "--topic",
+                w.topic,
+                "--group",
+                group,
+                "--num-records",
+                str(w.share_target),
+                "--threads",
+                str(consumers),
+                "--timeout",
+                "30000",
+            ],
+            timeout=1800,
+        )
+        if code != 0:
+            raise ToolFailed(_tail("ShareConsumerPerformance", code, output))
+        if "Exiting before consuming the expected number of records" in output:
+            raise ToolFailed(
+                f"ShareConsumerPerformance with {consumers} consumer(s) timed out before "
+                f"{w.share_target} records"
+            )
+        return parse_share_consumer(output)
+
+
+def share_group_name(consumers: int) -> str:
+    return f"bench-share-{consumers}"
 
 
 def _tail(tool: str, code: int, output: str) -> str:

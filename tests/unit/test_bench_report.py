@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import sys
 from pathlib import Path
 
@@ -10,12 +11,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an installed package
 
 from bench.report import Run, table, targets
+from bench.share_wire import Member
 from bench.workload import (
     Rate,
     ToolFailed,
     parse_console,
     parse_consumer,
     parse_producer,
+    parse_share_consumer,
 )
 
 PRODUCER_OUTPUT = """\
@@ -111,3 +114,66 @@ def test_targets_compare_median_ratios() -> None:
         "RSS after run MiB: kemu/kafka 0.06x, target <= 0.1x: met",
     ]
     assert targets({"kemu": [run(1, 1, 1, 1)]}) == []
+
+
+SHARE_OUTPUT = """\
+start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg, fetch.time.ms
+Share consumer 1 having client id perf-1 consumption metrics- 2026-11-30 22:51:03:309, 2026-11-30 22:51:05:371, 50.4199, 24.4520, 25038.7973, 51630, 2062
+2026-11-30 22:51:03:309, 2026-11-30 22:51:05:373, 195.3125, 94.6281, 96899.2248, 200000, 2064
+"""  # noqa: E501
+
+
+def test_share_consumer_totals_by_column_name() -> None:
+    rate = parse_share_consumer(SHARE_OUTPUT)
+    assert rate.records_per_s == pytest.approx(96899.2248)
+    assert rate.mb_per_s == pytest.approx(94.6281)
+    assert rate.detail["records"] == 200000
+    assert rate.detail["fetch_time_ms"] == 2064
+
+
+def test_share_consumer_without_result_fails() -> None:
+    with pytest.raises(ToolFailed):
+        parse_share_consumer("start.time, end.time\n")
+
+
+def share_run(one: float, four: float | None) -> Run:
+    share = {1: Rate(one, one / 1024)}
+    if four is not None:
+        share[4] = Rate(four, four / 1024)
+    return Run(
+        start_to_ready_s=1.0,
+        share=share,
+        share_cpu_s={count: 1.0 for count in share},
+        phases=("share",),
+        share_consumers=(1, 4),
+    )
+
+
+def test_share_rows_per_consumer_count_and_only_for_the_phases_asked() -> None:
+    text = table({"kafka": [share_run(100, 200)], "kemu": [share_run(300, None)]})
+    labels = [line.split(" | ")[0].lstrip("| ") for line in text.splitlines()[2:]]
+    assert labels[:4] == [
+        "share records/s, 1 consumer",
+        "share records/s, 4 consumers",
+        "server CPU s, share 1 consumer",
+        "server CPU s, share 4 consumers",
+    ]
+    assert not any(label.startswith(("produce", "consume")) for label in labels)
+    four = next(line for line in text.splitlines() if "4 consumers |" in line)
+    assert "failed" in four  # asked for, not measured on kemu
+
+
+def test_share_targets_want_twice_kafka() -> None:
+    lines = targets({"kafka": [share_run(100, 200)], "kemu": [share_run(300, 300)]})
+    assert "share records/s, 1 consumer: kemu/kafka 3.00x, target >= 2x: met" in lines
+    assert "share records/s, 4 consumers: kemu/kafka 1.50x, target >= 2x: NOT met" in lines
+    assert not any(line.startswith(("produce", "consume")) for line in lines)
+
+
+def test_window_member_takes_the_oldest_records_across_ranges() -> None:
+    member = Member.__new__(Member)
+    member.held = collections.deque([[0, 9], [10, 19], [20, 29]])
+    member.in_flight = 30
+    assert member.oldest(15) == [(0, 9), (10, 14)]
+    assert list(member.held) == [[15, 19], [20, 29]]
+    assert member.in_flight == 15
