@@ -208,6 +208,54 @@ def test_confluent_admin_offsets_and_delete(kemu: KemuProcess) -> None:
         admin.delete_consumer_groups([group])[group].result(30)  # GROUP_ID_NOT_FOUND
 
 
+def test_confluent_cooperative_sticky_rebalance(kemu: KemuProcess) -> None:
+    """Incremental rebalancing over the classic protocol: several joins per rebalance."""
+    topic, group = unique("coop"), unique("coop-group")
+    create_topic(kemu.bootstrap, topic)
+    produce(kemu.bootstrap, topic, 0, 300)
+    settings = {"partition.assignment.strategy": "cooperative-sticky"}
+    first = confluent_consumer(kemu.bootstrap, group, **settings)
+    first.subscribe([topic])
+    second = confluent_consumer(kemu.bootstrap, group, **settings)
+    try:
+        before = drain([first], 100)
+        second.subscribe([topic])
+        after = drain([first, second], 200)
+        assert not set(before) & set(after)
+        assert set(before) | set(after) == {str(i) for i in range(300)}
+        wait_for(
+            lambda: all(c.poll(0.05) is None and len(c.assignment()) == 3 for c in (first, second)),
+            "three partitions each",
+        )
+    finally:
+        first.close()
+        second.close()
+
+
+def test_confluent_static_member_restart(kemu: KemuProcess) -> None:
+    """A static member (group.instance.id) that restarts takes its place back and resumes."""
+    topic, group = unique("static"), unique("static-group")
+    create_topic(kemu.bootstrap, topic)
+    produce(kemu.bootstrap, topic, 0, 100)
+    first = confluent_consumer(kemu.bootstrap, group, **{"group.instance.id": "instance-1"})
+    first.subscribe([topic])
+    seen = drain([first], 30)
+    first.close()  # a static member leaves no LeaveGroup behind
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(30)
+    assert [m.group_instance_id for m in described.members] == ["instance-1"]
+    again = confluent_consumer(kemu.bootstrap, group, **{"group.instance.id": "instance-1"})
+    again.subscribe([topic])
+    try:
+        rest = drain([again], 100 - sum(seen.values()))
+        assert not set(rest) & set(seen)
+        assert set(rest) | set(seen) == {str(i) for i in range(100)}
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        assert [m.group_instance_id for m in described.members] == ["instance-1"]
+    finally:
+        again.close()
+
+
 # --- kafka-python --------------------------------------------------------------------------------
 
 
