@@ -57,6 +57,7 @@ DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 OPEN_READERS = 4  # descriptors kept open per log for reading rolled segments
 BATCHES_READ_CHUNK = 1 << 20
+BATCHES_FIRST_READ = 64 << 10
 
 _datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
@@ -232,11 +233,15 @@ class SegmentLog(PartitionLog):
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def batches(self, offset: int, upper: int) -> Iterator[tuple[BatchHeader, bytes]]:
+        # Callers often stop after a few batches (a share fetch acquiring 100 records): the
+        # first read is small and each next one doubles, up to BATCHES_READ_CHUNK.
         number, start = self._locate(offset)
+        chunk = BATCHES_FIRST_READ
         while number < len(self._segments):
             segment = self._segments[number]
             index = segment.index
-            end, length = index.take(start, BATCHES_READ_CHUNK, upper, min_one=True)
+            end, length = index.take(start, chunk, upper, min_one=True)
+            chunk = min(chunk * 2, BATCHES_READ_CHUNK)
             if end == start:
                 return
             data = self._pread(segment, index.positions[start], length)
