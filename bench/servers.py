@@ -178,6 +178,9 @@ class KemuServer(Server):
             str(self.port),
             "--override",
             f"num.partitions={self.partitions}",
+            # As the Kafka server above: ConsumerPerformance's rate includes its first join.
+            "--override",
+            "group.initial.rebalance.delay.ms=0",
         ]
         for override in self.overrides:
             command += ["--override", override]
