@@ -12,9 +12,11 @@ by ``offsets.retention.minutes``); metadata longer than ``offset.metadata.max.by
 OFFSET_METADATA_TOO_LARGE; v6+ stores the leader epoch. v10 names topics by id
 (UNKNOWN_TOPIC_ID); unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION.
 
+For a KIP-848 consumer group the generation field is the member epoch: the member must be known
+(UNKNOWN_MEMBER_ID) and commit with its current epoch (STALE_MEMBER_EPOCH).
+
 Every broker answers (one group coordinator per process). Omissions: no authorizer; v0-v1
-(ZooKeeper-era) are not served, as Kafka 4 does not; KIP-848 member epochs are not checked (no
-consumer groups yet).
+(ZooKeeper-era) are not served, as Kafka 4 does not.
 """
 
 from __future__ import annotations

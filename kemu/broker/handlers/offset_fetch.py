@@ -5,11 +5,12 @@ leader epoch -1 and empty metadata. Null topics (v2+) ask for every committed of
 group. v8+ asks for several groups at once, each answered with its own error. v10 names topics
 by id: an unknown id answers UNKNOWN_TOPIC_ID per partition, and offsets of topics that no longer
 exist are left out of an all-offsets answer. A group of another type (share) gets
-GROUP_ID_NOT_FOUND; an empty group id INVALID_GROUP_ID. ``require_stable`` (v7+) never finds
-a pending transactional commit, as kemu has none.
+GROUP_ID_NOT_FOUND; an empty group id INVALID_GROUP_ID. A KIP-848 consumer group member (v9+,
+member epoch >= 0) must be known (UNKNOWN_MEMBER_ID) and name its current epoch
+(STALE_MEMBER_EPOCH). ``require_stable`` (v7+) never finds a pending transactional commit, as
+kemu has none.
 
-Every broker answers (one group coordinator per process). Omissions: no authorizer; KIP-848
-member epochs (v9+) are not checked (no consumer groups yet).
+Every broker answers (one group coordinator per process). Omissions: no authorizer.
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             ctx.make(
                 "OffsetFetchResponseGroup",
                 group_id=group.group_id,
-                **_group(ctx, group.group_id, group.topics, "OffsetFetchResponseTopics"),
+                **_group(
+                    ctx,
+                    group.group_id,
+                    group.topics,
+                    "OffsetFetchResponseTopics",
+                    getattr(group, "member_id", None),
+                    getattr(group, "member_epoch", -1),
+                ),
             )
             for group in request.groups
         )
@@ -48,7 +56,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(throttle_time=datetime.timedelta(0), **answer)
 
 
-def _group(ctx: RequestContext, group_id: str, topics: Any, topic_class: str) -> dict[str, Any]:
+def _group(
+    ctx: RequestContext,
+    group_id: str,
+    topics: Any,
+    topic_class: str,
+    member_id: str | None = None,
+    member_epoch: int = -1,
+) -> dict[str, Any]:
     by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
     coordinator = group_coordinator(ctx.runtime)
     unknown_ids: dict[uuid.UUID, list[int]] = {}
@@ -64,7 +79,7 @@ def _group(ctx: RequestContext, group_id: str, topics: Any, topic_class: str) ->
                 requested.append((found.name, list(topic.partition_indexes)))
             else:
                 requested.append((topic.name, list(topic.partition_indexes)))
-    error, fetched = coordinator.fetch_offsets(group_id, requested)
+    error, fetched = coordinator.fetch_offsets(group_id, requested, member_id, member_epoch)
     by_topic: dict[str, list[FetchedOffset]] = {}
     for entry in fetched:
         by_topic.setdefault(entry.topic, []).append(entry)

@@ -397,7 +397,9 @@ class ClassicGroupCoordinator:
             return answer(_join_error(ErrorCode.invalid_session_timeout, request.member_id))
         found = self.registry.get(request.group_id)
         if found is not None and not isinstance(found, ClassicGroup):
-            return answer(_join_error(ErrorCode.inconsistent_group_protocol))
+            if found.group_type != "consumer" or not found.is_empty():
+                return answer(_join_error(ErrorCode.inconsistent_group_protocol))
+            found = None  # an empty KIP-848 group becomes a classic one, as in Kafka
         unknown = request.member_id == UNKNOWN_MEMBER_ID
         group = found
         if group is None:

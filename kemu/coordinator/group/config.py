@@ -55,6 +55,7 @@ BROKER_FALLBACKS = {
     "group.share.max.partition.max.record.locks": "2000",
     "group.share.max.size": "200",
     "group.max.size": "2147483647",
+    "group.consumer.max.size": "2147483647",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",

@@ -19,6 +19,7 @@ from kemu.coordinator.group.classic_group import (
     ClassicMember,
     validate_offset_commit,
 )
+from kemu.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupCoordinator
 from kemu.coordinator.group.offsets import CommittedOffset, OffsetStore
 from kemu.coordinator.group.records import (
     NO_TIMESTAMP,
@@ -72,10 +73,15 @@ class DeleteResult:
 
 class OffsetManager:
     def __init__(
-        self, classic: ClassicGroupCoordinator, store: OffsetStore, metadata_max_bytes: int = 4096
+        self,
+        classic: ClassicGroupCoordinator,
+        store: OffsetStore,
+        consumer: ConsumerGroupCoordinator | None = None,
+        metadata_max_bytes: int = 4096,
     ) -> None:
         self.classic = classic
         self.store = store
+        self.consumer = consumer
         self.metadata_max_bytes = metadata_max_bytes
 
     # --- OffsetCommit --------------------------------------------------------------------------
@@ -102,12 +108,15 @@ class OffsetManager:
                 return CommitResult(ErrorCode.illegal_generation)
             # An assign()-only consumer or an admin: Kafka creates a "simple" group for it.
             found = self.classic.simple_group(group_id, now_ms)
-        if not isinstance(found, ClassicGroup):
+        if isinstance(found, ConsumerGroup):
+            error = ConsumerGroupCoordinator.validate_offset_commit(found, member_id, generation_id)
+        elif isinstance(found, ClassicGroup):
+            error = validate_offset_commit(found, member_id, group_instance_id, generation_id)
+            self.classic.keep_alive(found, member_id, now_ms)
+        else:
             return CommitResult(ErrorCode.group_id_not_found)
-        error = validate_offset_commit(found, member_id, group_instance_id, generation_id)
         if error is not None:
             return CommitResult(error)
-        self.classic.keep_alive(found, member_id, now_ms)
         expire = None if retention_ms == DEFAULT_RETENTION else now_ms + retention_ms
         answers: dict[tuple[str, int], ErrorCode] = {}
         records: list[Record] = []
@@ -130,14 +139,23 @@ class OffsetManager:
     # --- OffsetFetch ---------------------------------------------------------------------------
 
     def fetch(
-        self, group_id: str, requested: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        requested: list[tuple[str, list[int]]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
         """The committed offsets of the requested partitions (None: every committed one);
-        a partition without a commit answers offset -1."""
+        a partition without a commit answers offset -1. A consumer group's member (v9+) must
+        name its current epoch."""
         if not group_id:
             return ErrorCode.invalid_group_id, []
         found = self.classic.registry.get(group_id)
-        if found is not None and not isinstance(found, ClassicGroup):
+        if isinstance(found, ConsumerGroup):
+            error = ConsumerGroupCoordinator.validate_offset_fetch(found, member_id, member_epoch)
+            if error is not None:
+                return error, []
+        elif found is not None and not isinstance(found, ClassicGroup):
             return ErrorCode.group_id_not_found, []
         if requested is None:
             return ErrorCode.none, [
@@ -156,9 +174,11 @@ class OffsetManager:
         if not group_id:
             return DeleteResult(ErrorCode.invalid_group_id)
         group = self.classic.registry.get(group_id)
-        if not isinstance(group, ClassicGroup):
+        if not isinstance(group, ClassicGroup | ConsumerGroup):
             return DeleteResult(ErrorCode.group_id_not_found)
-        if group.state != EMPTY and not group.uses_consumer_protocol():
+        if isinstance(group, ClassicGroup) and (
+            group.state != EMPTY and not group.uses_consumer_protocol()
+        ):
             return DeleteResult(ErrorCode.non_empty_group)
         answers: dict[tuple[str, int], ErrorCode] = {}
         records: list[Record] = []

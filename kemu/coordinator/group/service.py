@@ -42,6 +42,12 @@ from kemu.coordinator.group.classic_group import (
     SyncResponse,
 )
 from kemu.coordinator.group.config import broker_int, group_config_store
+from kemu.coordinator.group.consumer_group import (
+    ConsumerGroupCoordinator,
+    ConsumerHeartbeat,
+    ConsumerHeartbeatResult,
+    ConsumerSettings,
+)
 from kemu.coordinator.group.offset_manager import (
     CommitPartition,
     CommitResult,
@@ -99,10 +105,14 @@ class GroupCoordinatorService:
         self.registry = GroupRegistry()
         self.share = ShareGroupCoordinator(self.registry, self.membership_settings)
         self.classic = ClassicGroupCoordinator(self.registry, self.classic_settings)
+        self.consumer = ConsumerGroupCoordinator(
+            self.registry, self.consumer_settings, lambda: list(runtime.cluster.topics)
+        )
         self.offsets = OffsetStore()
         self.offset_manager = OffsetManager(
             self.classic,
             self.offsets,
+            self.consumer,
             broker_int(runtime.cluster.config, "offset.metadata.max.bytes"),
         )
         self.offsets_log = OffsetsLog(runtime.cluster)
@@ -138,6 +148,21 @@ class GroupCoordinatorService:
             max_session_timeout_ms=broker_int(config, "group.max.session.timeout.ms"),
             max_size=broker_int(config, "group.max.size"),
         )
+
+    def consumer_settings(self, group_id: str) -> ConsumerSettings:
+        configs = group_config_store(self.runtime)
+        return ConsumerSettings(
+            session_timeout_ms=int(configs.value(group_id, "consumer.session.timeout.ms")),
+            heartbeat_interval_ms=int(configs.value(group_id, "consumer.heartbeat.interval.ms")),
+            max_size=broker_int(self.runtime.cluster.config, "group.consumer.max.size"),
+        )
+
+    def consumer_heartbeat(self, request: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
+        """KIP-848; raises ``GroupError`` with Kafka's error."""
+        try:
+            return self.consumer.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
+        finally:
+            self._rearm()
 
     def membership_settings(self, group_id: str) -> MembershipSettings:
         configs = group_config_store(self.runtime)
@@ -279,9 +304,13 @@ class GroupCoordinatorService:
         return result
 
     def fetch_offsets(
-        self, group_id: str, requested: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        requested: list[tuple[str, list[int]]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
-        return self.offset_manager.fetch(group_id, requested)
+        return self.offset_manager.fetch(group_id, requested, member_id, member_epoch)
 
     def delete_offsets(self, group_id: str, requested: list[tuple[str, list[int]]]) -> DeleteResult:
         result = self.offset_manager.delete(group_id, requested)
@@ -349,6 +378,7 @@ class GroupCoordinatorService:
             for d in (
                 self.share.next_deadline_ms(),
                 self.classic.next_deadline_ms(),
+                self.consumer.next_deadline_ms(),
                 self._next_retention_check_ms if self.offsets.has_any() else None,
             )
             if d is not None
@@ -368,6 +398,8 @@ class GroupCoordinatorService:
             task = asyncio.get_running_loop().create_task(self.apply(effects))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        for group_id, member_id in self.consumer.expire(now, self.topic_meta):
+            log.info("consumer_member_removed", group=group_id, member=member_id)
         self._expire_offsets(now)
         self._apply_classic(self.classic.tick(now))  # re-arms
 

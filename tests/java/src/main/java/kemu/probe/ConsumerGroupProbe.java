@@ -11,6 +11,7 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerArray;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
@@ -26,7 +27,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
- * KafkaConsumer with subscribe() in a classic consumer group ({@code group.protocol=classic}).
+ * KafkaConsumer with subscribe() in a consumer group: {@code --protocol classic} (the default:
+ * JoinGroup/SyncGroup) or {@code consumer} (KIP-848 ConsumerGroupHeartbeat).
  *
  * <p>Checks, in order (each one JSON line):
  * <ul>
@@ -63,7 +65,7 @@ public final class ConsumerGroupProbe {
                 consumer.subscribe(List.of(topic));
                 members.add(consumer);
             }
-            consumeAll(members, records, out);
+            consumeAll(members, records, partitions, out);
         });
 
         probe.check("admin_view", out -> {
@@ -121,7 +123,7 @@ public final class ConsumerGroupProbe {
     private static Properties consumerProps(Probe probe, String group) {
         Properties props = probe.clientConfig();
         props.put("group.id", group);
-        props.put("group.protocol", "classic");
+        props.put("group.protocol", probe.arg("protocol", "classic"));
         props.put("auto.offset.reset", "earliest");
         props.put("enable.auto.commit", "false");
         props.put("key.deserializer", StringDeserializer.class.getName());
@@ -142,24 +144,41 @@ public final class ConsumerGroupProbe {
     }
 
     /** Every consumer polls on its own thread until the group has read {@code total} records. */
+    private static boolean settled(int received, int total, AtomicIntegerArray owning,
+            int partitions) {
+        int sum = 0;
+        for (int i = 0; i < owning.length(); i++) {
+            if (owning.get(i) == 0) {
+                return false;
+            }
+            sum += owning.get(i);
+        }
+        return received >= total && sum == partitions;
+    }
+
     private static void consumeAll(List<KafkaConsumer<String, String>> members, int total,
-            Map<String, Object> out) throws Exception {
+            int partitions, Map<String, Object> out) throws Exception {
         Map<String, Integer> timesSeen = new ConcurrentHashMap<>();
         AtomicInteger received = new AtomicInteger();
         List<Map<String, Object>> perConsumer = new ArrayList<>();
         List<Thread> threads = new ArrayList<>();
         List<Throwable> failures = new ArrayList<>();
         long deadline = System.currentTimeMillis() + 90_000;
+        // How many partitions each consumer owns: everyone polls (which is what lets a
+        // rebalance complete) until all is read and the partitions are spread over all of them.
+        AtomicIntegerArray owning = new AtomicIntegerArray(members.size());
         for (KafkaConsumer<String, String> consumer : members) {
+            int slot = perConsumer.size();
             Map<String, Object> mine = new HashMap<>();
             perConsumer.add(mine);
             Thread thread = new Thread(() -> {
                 int count = 0;
                 int commitFailures = 0;
                 try {
-                    // Everyone keeps polling until all is read, so the group stays together.
-                    while (received.get() < total && System.currentTimeMillis() < deadline) {
+                    while (!settled(received.get(), total, owning, partitions)
+                            && System.currentTimeMillis() < deadline) {
                         ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(100));
+                        owning.set(slot, consumer.assignment().size());
                         for (ConsumerRecord<String, String> record : batch) {
                             timesSeen.merge(record.value(), 1, Integer::sum);
                             count++;

@@ -1,0 +1,113 @@
+"""ConsumerGroupDescribe (key 69), v0-v1.
+
+Each KIP-848 consumer group's epoch, assignment epoch, state (Empty, Assigning, Reconciling,
+Stable), assignor, and every member: id, instance and rack ids, epoch, client id and host,
+subscription (names and regex), current and target assignment with topic names resolved; v1
+also the member type (1: consumer protocol). Unknown ids, and groups of another type, get
+GROUP_ID_NOT_FOUND; an empty id INVALID_GROUP_ID.
+
+Omissions: no authorizer, so AuthorizedOperations reports everything allowed when asked for.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.consumer_group import ConsumerGroup
+from kemu.coordinator.group.service import group_coordinator
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 69
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+ALL_GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
+CONSUMER_MEMBER_TYPE = 1
+
+
+@handler(API_KEY, 0, 1)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    registry = group_coordinator(ctx.runtime).registry
+    operations = (
+        ALL_GROUP_OPERATIONS
+        if request.include_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
+    groups = []
+    for group_id in request.group_ids:
+        found = registry.get(group_id)
+        if not group_id:
+            groups.append(_error(ctx, group_id, ErrorCode.invalid_group_id, None))
+        elif isinstance(found, ConsumerGroup):
+            groups.append(_describe(ctx, found, operations))
+        else:
+            message = (
+                f"Group {group_id} not found."
+                if found is None
+                else f"Group {group_id} is not a consumer group."
+            )
+            groups.append(_error(ctx, group_id, ErrorCode.group_id_not_found, message))
+    return ctx.respond(throttle_time=datetime.timedelta(0), groups=tuple(groups))
+
+
+def _error(ctx: RequestContext, group_id: str, code: ErrorCode, message: str | None) -> Any:
+    return ctx.make(
+        "DescribedGroup",
+        error_code=code,
+        error_message=message,
+        group_id=group_id,
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _describe(ctx: RequestContext, group: ConsumerGroup, operations: int) -> Any:
+    return ctx.make(
+        "DescribedGroup",
+        error_code=ErrorCode.none,
+        error_message=None,
+        group_id=group.group_id,
+        group_state=group.state_name,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignor_name=group.assignor_name,
+        members=tuple(
+            ctx.make(
+                "Member",
+                member_id=member.member_id,
+                instance_id=member.instance_id,
+                rack_id=member.rack_id,
+                member_epoch=member.member_epoch,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                subscribed_topic_names=tuple(sorted(member.subscribed_topic_names)),
+                subscribed_topic_regex=member.subscribed_topic_regex,
+                assignment=_assignment(ctx, member.assigned),
+                target_assignment=_assignment(ctx, group.target.get(member.member_id, frozenset())),
+                member_type=CONSUMER_MEMBER_TYPE,
+            )
+            for member in group.members.values()
+        ),
+        authorized_operations=operations,
+    )
+
+
+def _assignment(ctx: RequestContext, partitions: frozenset[TopicPartition]) -> Any:
+    by_topic: dict[Any, list[int]] = {}
+    for topic_id, index in sorted(partitions):
+        by_topic.setdefault(topic_id, []).append(index)
+    topics = ctx.cluster.topics_by_id
+    return ctx.make(
+        "Assignment",
+        topic_partitions=tuple(
+            ctx.make(
+                "TopicPartitions",
+                topic_id=topic_id,
+                topic_name=topics[topic_id].name if topic_id in topics else "",
+                partitions=tuple(indexes),
+            )
+            for topic_id, indexes in by_topic.items()
+        ),
+    )

@@ -1,0 +1,101 @@
+"""ConsumerGroupHeartbeat (key 68), v0-v1.
+
+KIP-848 consumer groups (``kemu.coordinator.group.consumer_group``): epoch 0 joins (v1: with
+the member's own UUID as id; v0: the coordinator picks one), -1 leaves, -2 is a static member's
+leave; otherwise the member's epoch, or the one before if the answer with the new one was lost
+(else FENCED_MEMBER_EPOCH). The server-side assignor is "uniform" (default) or "range" (else
+UNSUPPORTED_ASSIGNOR); subscriptions are topic names or (v1) a regular expression (Python's
+``re`` full match, close to Kafka's RE2/J for ordinary patterns). Partitions a member must give up
+are withheld first and handed to their new owner only once the heartbeats show them released.
+The assignment is answered on a join, a full request, and whenever it changed. Sessions expire
+after ``consumer.session.timeout.ms`` (group config, else ``group.consumer.session.timeout.ms``);
+the interval answered is ``consumer.heartbeat.interval.ms``. Errors: INVALID_REQUEST,
+UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND (a non-empty classic or a share group of that id; an empty
+classic group is taken over), GROUP_MAX_SIZE_REACHED (``group.consumer.max.size``),
+INVALID_REGULAR_EXPRESSION.
+
+Every broker answers (one group coordinator per process). Omissions: no authorizer; consumer
+groups are not kept across a restart (a member then gets UNKNOWN_MEMBER_ID and rejoins; committed
+offsets are kept); classic members cannot join a consumer group (no online migration); rack-aware
+assignment is not done.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
+from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.consumer_group import ConsumerHeartbeat
+from kemu.coordinator.group.service import group_coordinator
+from kemu.coordinator.group.share_group import GroupError
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 68
+
+
+@handler(API_KEY, 0, 1)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    owned = None
+    if request.topic_partitions is not None:
+        owned = frozenset(
+            (tp.topic_id, index) for tp in request.topic_partitions for index in tp.partitions
+        )
+    rebalance = request.rebalance_timeout // datetime.timedelta(milliseconds=1)
+    heartbeat = ConsumerHeartbeat(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        rebalance_timeout_ms=rebalance,
+        subscribed_topic_names=(
+            tuple(request.subscribed_topic_names)
+            if request.subscribed_topic_names is not None
+            else None
+        ),
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+        server_assignor=request.server_assignor,
+        owned=owned,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        client_id=ctx.header.client_id or "",
+        client_host=f"/{ctx.client_host}",
+        generate_member_id=ctx.version == 0,
+    )
+    try:
+        result = group_coordinator(ctx.runtime).consumer_heartbeat(heartbeat)
+    except GroupError as error:
+        return ctx.respond(
+            throttle_time=datetime.timedelta(0),
+            error_code=error.code,
+            error_message=error.message,
+            member_id=None,
+            member_epoch=0,
+            heartbeat_interval=datetime.timedelta(0),
+            assignment=None,
+        )
+    return ctx.respond(
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        error_message=None,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
+        assignment=(_assignment(ctx, result.assignment) if result.assignment is not None else None),
+    )
+
+
+def _assignment(ctx: RequestContext, partitions: frozenset[TopicPartition]) -> Any:
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for topic_id, index in sorted(partitions):
+        by_topic.setdefault(topic_id, []).append(index)
+    return ctx.make(
+        "Assignment",
+        topic_partitions=tuple(
+            ctx.make("TopicPartitions", topic_id=topic_id, partitions=tuple(indexes))
+            for topic_id, indexes in by_topic.items()
+        ),
+    )

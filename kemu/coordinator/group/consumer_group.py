@@ -1,0 +1,519 @@
+"""KIP-848 consumer groups (ConsumerGroupHeartbeat): epochs, a server-side target assignment and
+the revocation handshake. Sans-IO.
+
+Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and its
+``CurrentAssignmentBuilder``:
+
+* A member joins with epoch 0 (v1: with the UUID it picked as member id), its subscription, its
+  rebalance timeout and its owned partitions; leaves with -1 (-2: a static member's temporary
+  leave); otherwise it echoes its epoch (or the one before, if the answer carrying the new one was
+  lost and it owns no more than its assignment: else FENCED_MEMBER_EPOCH).
+* The group epoch goes up when membership, a subscription or the subscribed topics change; the
+  target assignment (``consumer_assignor``) is then recomputed and stamped with it.
+* A member moves towards its target one heartbeat at a time: partitions it must give up are
+  first only taken away (it keeps its epoch, state UNREVOKED_PARTITIONS) until a heartbeat shows
+  it no longer owns them; then it gets the new epoch and the target partitions that nobody else
+  still owns (UNRELEASED_PARTITIONS until those are released too). So no partition is ever owned
+  by two members at once.
+* A member that does not heartbeat for ``group.consumer.session.timeout.ms``, or does not revoke
+  within its rebalance timeout, is removed.
+
+Groups are not written to ``__consumer_offsets`` (their committed offsets are): after a restart a
+member's heartbeat gets UNKNOWN_MEMBER_ID and the member rejoins with epoch 0.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from kemu.coordinator.group import consumer_assignor
+from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.classic_group import ClassicGroup
+from kemu.coordinator.group.registry import GroupRegistry
+from kemu.coordinator.group.share_group import GroupError, TopicLookup, TopicMeta
+from kemu.protocol.errors import ErrorCode
+
+GROUP_TYPE = "consumer"
+PROTOCOL_TYPE = "consumer"
+JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
+STABLE, UNREVOKED, UNRELEASED = "STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"
+
+Partitions = frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    max_size: int = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeat:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Partitions | None = None  # None: not sent (a heartbeat that is not a full request)
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    generate_member_id: bool = False  # v0: the coordinator picks the id on a join
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMember:
+    member_id: str
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: str = STABLE
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = 300_000
+    subscribed_topic_names: frozenset[str] = frozenset()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    assigned: Partitions = frozenset()
+    pending_revocation: Partitions = frozenset()
+    session_deadline_ms: int = 0
+    revocation_deadline_ms: int | None = None
+
+
+@dataclass(eq=False)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Partitions] = field(default_factory=dict)
+    subscribed_metadata: dict[str, TopicMeta] = field(default_factory=dict)
+    assignor_name: str = consumer_assignor.UNIFORM
+
+    group_type = GROUP_TYPE
+    protocol_type = PROTOCOL_TYPE
+
+    @property
+    def state_name(self) -> str:
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        if any(
+            m.member_epoch != self.assignment_epoch or m.state != STABLE
+            for m in self.members.values()
+        ):
+            return "Reconciling"
+        return "Stable"
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def owner_of(self, partition: TopicPartition) -> str | None:
+        for member in self.members.values():
+            if partition in member.assigned or partition in member.pending_revocation:
+                return member.member_id
+        return None
+
+    def subscribed_topic_names(self) -> set[str]:
+        names: set[str] = set()
+        for member in self.members.values():
+            names |= member.subscribed_topic_names
+        return names
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return topic in self.subscribed_metadata
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatResult:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: Partitions | None  # None: not in the response
+
+
+SettingsProvider = Callable[[str], ConsumerSettings]
+TopicNames = Callable[[], list[str]]
+
+
+class ConsumerGroupCoordinator:
+    def __init__(
+        self,
+        registry: GroupRegistry,
+        settings: SettingsProvider,
+        topic_names: TopicNames,
+        new_member_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+    ) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.topic_names = topic_names
+        self.new_member_id = new_member_id
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        found = self.registry.get(group_id)
+        return found if isinstance(found, ConsumerGroup) else None
+
+    def groups(self) -> list[ConsumerGroup]:
+        return [g for g in self.registry if isinstance(g, ConsumerGroup)]
+
+    # --- ConsumerGroupHeartbeat ----------------------------------------------------------------
+
+    def heartbeat(
+        self, request: ConsumerHeartbeat, topics: TopicLookup, now_ms: int
+    ) -> ConsumerHeartbeatResult:
+        _validate(request)
+        if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(request, topics)
+        joining = request.member_epoch == JOIN_EPOCH
+        group = self._group_for(request.group_id, create=joining)
+        settings = self.settings(request.group_id)
+        member_id = request.member_id
+        if joining and request.generate_member_id and not member_id:
+            member_id = self.new_member_id()
+        member = group.members.get(member_id)
+        if member is None:
+            if not joining:
+                raise GroupError(
+                    ErrorCode.unknown_member_id,
+                    f"Member {member_id} is not a member of group {group.group_id}.",
+                )
+            if len(group.members) >= settings.max_size:
+                raise GroupError(
+                    ErrorCode.group_max_size_reached,
+                    f"The consumer group has reached its maximum capacity of "
+                    f"{settings.max_size} members.",
+                )
+            member = ConsumerMember(member_id)
+        elif not joining:
+            _check_epoch(member, request)
+
+        assignor = request.server_assignor or member.server_assignor
+        if assignor is not None and assignor not in consumer_assignor.ASSIGNORS:
+            raise GroupError(
+                ErrorCode.unsupported_assignor,
+                f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                f"{', '.join(consumer_assignor.ASSIGNORS)}.",
+            )
+        updated = replace(
+            member,
+            instance_id=request.instance_id or member.instance_id,
+            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            rebalance_timeout_ms=(
+                request.rebalance_timeout_ms
+                if request.rebalance_timeout_ms > 0
+                else member.rebalance_timeout_ms
+            ),
+            subscribed_topic_names=(
+                frozenset(request.subscribed_topic_names)
+                if request.subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+            subscribed_topic_regex=(
+                (request.subscribed_topic_regex or None)
+                if request.subscribed_topic_regex is not None
+                else member.subscribed_topic_regex
+            ),
+            server_assignor=assignor,
+            session_deadline_ms=now_ms + settings.session_timeout_ms,
+        )
+        if joining and member.member_epoch != JOIN_EPOCH:
+            updated = replace(
+                updated, member_epoch=0, assigned=frozenset(), pending_revocation=frozenset()
+            )
+        bump = member_id not in group.members or (
+            updated.subscribed_topic_names,
+            updated.subscribed_topic_regex,
+            updated.server_assignor,
+        ) != (member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
+        group.members[member_id] = updated
+        if self.registry.get(group.group_id) is not group:
+            self.registry.put(group)
+        metadata = self._subscribed_metadata(group, topics)
+        if bump or metadata != group.subscribed_metadata:
+            group.subscribed_metadata = metadata
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target(group, assignor)
+        reconciled = self._reconcile(group, updated, request.owned, now_ms)
+        group.members[member_id] = reconciled
+        full = (
+            request.rebalance_timeout_ms != -1
+            and (
+                request.subscribed_topic_names is not None
+                or request.subscribed_topic_regex is not None
+            )
+            and request.owned is not None
+        )
+        send = joining or full or reconciled.assigned != member.assigned
+        return ConsumerHeartbeatResult(
+            member_id,
+            reconciled.member_epoch,
+            settings.heartbeat_interval_ms,
+            reconciled.assigned if send else None,
+        )
+
+    def _leave(self, request: ConsumerHeartbeat, topics: TopicLookup) -> ConsumerHeartbeatResult:
+        group = self._group_for(request.group_id, create=False)
+        member_id = request.member_id
+        if member_id not in group.members and request.instance_id is not None:
+            member_id = next(
+                (
+                    m.member_id
+                    for m in group.members.values()
+                    if m.instance_id == request.instance_id
+                ),
+                member_id,
+            )
+        if member_id not in group.members:
+            raise GroupError(
+                ErrorCode.unknown_member_id,
+                f"Member {member_id} is not a member of group {group.group_id}.",
+            )
+        self.remove_member(group, member_id, topics)
+        return ConsumerHeartbeatResult(request.member_id, request.member_epoch, 0, None)
+
+    def remove_member(self, group: ConsumerGroup, member_id: str, topics: TopicLookup) -> None:
+        del group.members[member_id]
+        group.target.pop(member_id, None)
+        group.subscribed_metadata = self._subscribed_metadata(group, topics)
+        group.group_epoch += 1
+        if group.members:
+            self._update_target(group, None)
+
+    # --- sessions and revocation deadlines -------------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [
+            d
+            for g in self.groups()
+            for m in g.members.values()
+            for d in (m.session_deadline_ms, m.revocation_deadline_ms)
+            if d is not None
+        ]
+        return min(deadlines) if deadlines else None
+
+    def expire(self, now_ms: int, topics: TopicLookup) -> list[tuple[str, str]]:
+        """Remove members whose session ran out or who did not revoke in time."""
+        removed = []
+        for group in self.groups():
+            for member in list(group.members.values()):
+                late = member.revocation_deadline_ms is not None and (
+                    member.revocation_deadline_ms <= now_ms
+                )
+                if member.session_deadline_ms <= now_ms or late:
+                    self.remove_member(group, member.member_id, topics)
+                    removed.append((group.group_id, member.member_id))
+        return removed
+
+    # --- offsets ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def validate_offset_commit(
+        group: ConsumerGroup, member_id: str, member_epoch: int
+    ) -> ErrorCode | None:
+        """Kafka's ``ConsumerGroup.validateOffsetCommit`` for the consumer protocol."""
+        if member_epoch < 0 and not group.members:
+            return None  # an admin or an assign()-only consumer
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    @staticmethod
+    def validate_offset_fetch(
+        group: ConsumerGroup, member_id: str | None, member_epoch: int
+    ) -> ErrorCode | None:
+        if member_epoch < 0:
+            return None
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _group_for(self, group_id: str, *, create: bool) -> ConsumerGroup:
+        found = self.registry.get(group_id)
+        if isinstance(found, ConsumerGroup):
+            return found
+        if isinstance(found, ClassicGroup) and found.is_empty() and create:
+            return ConsumerGroup(group_id)  # an empty classic group is taken over, as in Kafka
+        if found is None and create:
+            return ConsumerGroup(group_id)
+        if found is None or (isinstance(found, ClassicGroup) and found.is_empty()):
+            # kemu does not keep consumer groups across a restart: the member rejoins.
+            raise GroupError(ErrorCode.unknown_member_id, f"Group {group_id} has no such member.")
+        raise GroupError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+
+    def _subscribed_metadata(
+        self, group: ConsumerGroup, topics: TopicLookup
+    ) -> dict[str, TopicMeta]:
+        names = set(group.subscribed_topic_names())
+        patterns = {m.subscribed_topic_regex for m in group.members.values()}
+        patterns.discard(None)
+        if patterns:
+            for name in self.topic_names():
+                if any(_matches(pattern, name) for pattern in patterns if pattern):
+                    names.add(name)
+        metadata: dict[str, TopicMeta] = {}
+        for name in sorted(names):
+            meta = topics(name)
+            if meta is not None:
+                metadata[name] = meta
+        return metadata
+
+    def _update_target(self, group: ConsumerGroup, assignor: str | None) -> None:
+        names = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        group.assignor_name = assignor or (names[0] if names else consumer_assignor.UNIFORM)
+        metadata = group.subscribed_metadata
+        subscriptions = {}
+        for member in group.members.values():
+            wanted = {
+                meta.topic_id
+                for name, meta in metadata.items()
+                if name in member.subscribed_topic_names
+                or (member.subscribed_topic_regex and _matches(member.subscribed_topic_regex, name))
+            }
+            subscriptions[member.member_id] = frozenset(wanted)
+        counts = {meta.topic_id: meta.partitions for meta in metadata.values()}
+        group.target = consumer_assignor.assign(
+            group.assignor_name, subscriptions, counts, group.target
+        )
+        group.assignment_epoch = group.group_epoch
+
+    def _reconcile(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        owned: Partitions | None,
+        now_ms: int,
+    ) -> ConsumerMember:
+        if member.state == STABLE and member.member_epoch == group.assignment_epoch:
+            return member
+        if member.state == UNREVOKED:
+            if owned is None or owned & member.pending_revocation:
+                return member  # still holds what it must give up
+            return self._next(group, member, member.member_epoch + 1, owned, now_ms)
+        return self._next(group, member, member.member_epoch, owned, now_ms)
+
+    def _next(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        epoch: int,
+        owned: Partitions | None,
+        now_ms: int,
+    ) -> ConsumerMember:
+        target = group.target.get(member.member_id, frozenset())
+        keep = member.assigned & target
+        revoke = member.assigned - keep
+        wanted = target - keep
+        free = frozenset(p for p in wanted if group.owner_of(p) in (None, member.member_id))
+        unreleased = wanted != free
+        if revoke and (owned is None or owned & revoke):
+            return replace(
+                member,
+                state=UNREVOKED,
+                previous_member_epoch=member.member_epoch,
+                member_epoch=epoch,
+                assigned=keep,
+                pending_revocation=revoke,
+                revocation_deadline_ms=now_ms + member.rebalance_timeout_ms,
+            )
+        return replace(
+            member,
+            state=UNRELEASED if unreleased else STABLE,
+            previous_member_epoch=member.member_epoch,
+            member_epoch=group.assignment_epoch,
+            assigned=keep | free,
+            pending_revocation=frozenset(),
+            revocation_deadline_ms=None,
+        )
+
+
+def _validate(request: ConsumerHeartbeat) -> None:
+    """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``."""
+    if not request.group_id.strip():
+        raise GroupError(ErrorCode.invalid_request, "GroupId can't be empty.")
+    if not request.generate_member_id and not request.member_id.strip():
+        raise GroupError(ErrorCode.invalid_request, "MemberId can't be empty.")
+    if request.instance_id is not None and not request.instance_id.strip():
+        raise GroupError(ErrorCode.invalid_request, "InstanceId can't be empty.")
+    if request.rack_id is not None and not request.rack_id.strip():
+        raise GroupError(ErrorCode.invalid_request, "RackId can't be empty.")
+    if request.member_epoch == JOIN_EPOCH:
+        if request.rebalance_timeout_ms == -1:
+            raise GroupError(
+                ErrorCode.invalid_request, "RebalanceTimeoutMs must be provided in first request."
+            )
+        if request.owned is None:
+            raise GroupError(
+                ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining."
+            )
+        if request.owned:
+            raise GroupError(
+                ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining."
+            )
+        if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+            raise GroupError(
+                ErrorCode.invalid_request,
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                "(re-)joining.",
+            )
+    elif request.member_epoch < STATIC_LEAVE_EPOCH:
+        raise GroupError(
+            ErrorCode.invalid_request, f"MemberEpoch is invalid: {request.member_epoch}"
+        )
+    if request.subscribed_topic_regex:
+        try:
+            re.compile(request.subscribed_topic_regex)
+        except re.error as error:
+            raise GroupError(
+                ErrorCode.invalid_regular_expression,
+                f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid regular "
+                f"expression: {error}.",
+            ) from None
+
+
+def _check_epoch(member: ConsumerMember, request: ConsumerHeartbeat) -> None:
+    received = request.member_epoch
+    if received > member.member_epoch:
+        raise GroupError(
+            ErrorCode.fenced_member_epoch,
+            f"The consumer group member has a greater member epoch ({received}) than the one "
+            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+            "all its partitions and rejoin.",
+        )
+    if received < member.member_epoch:
+        # The answer with the new epoch may have been lost: the previous epoch is accepted if the
+        # member owns no more than its assignment.
+        owned_ok = request.owned is None or request.owned <= member.assigned
+        if received != member.previous_member_epoch or not owned_ok:
+            raise GroupError(
+                ErrorCode.fenced_member_epoch,
+                f"The consumer group member has a smaller member epoch ({received}) than the one "
+                f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+                "all its partitions and rejoin.",
+            )
+
+
+def _matches(pattern: str, topic: str) -> bool:
+    try:
+        return re.fullmatch(pattern, topic) is not None
+    except re.error:
+        return False
