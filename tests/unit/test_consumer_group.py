@@ -1,0 +1,307 @@
+"""KIP-848 consumer groups: the sans-IO state machine with a virtual clock (epochs, the
+revocation handshake, fencing, expiry), the uniform and range assignors, and
+ConsumerGroupHeartbeat/ConsumerGroupDescribe plus member-epoch offset checks through the wire."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+import pytest
+from test_classic_group_handlers import Broker
+
+from kemu.coordinator.group import consumer_assignor
+from kemu.coordinator.group.classic_group import ClassicGroup
+from kemu.coordinator.group.consumer_group import (
+    STABLE,
+    UNRELEASED,
+    UNREVOKED,
+    ConsumerGroup,
+    ConsumerGroupCoordinator,
+    ConsumerHeartbeat,
+    ConsumerHeartbeatResult,
+    ConsumerSettings,
+)
+from kemu.coordinator.group.registry import GroupRegistry
+from kemu.coordinator.group.service import group_coordinator
+from kemu.coordinator.group.share_group import GroupError, ShareGroup, TopicMeta
+from kemu.protocol.errors import ErrorCode
+
+T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
+SESSION_MS = 45_000
+REBALANCE_MS = 60_000
+
+
+def parts(*indexes: int, topic: uuid.UUID = T1) -> frozenset[tuple[uuid.UUID, int]]:
+    return frozenset((topic, index) for index in indexes)
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.registry = GroupRegistry()
+        self.topics = {"t": TopicMeta(T1, 6), "u": TopicMeta(T2, 2)}
+        self.coordinator = ConsumerGroupCoordinator(
+            self.registry,
+            lambda group_id: ConsumerSettings(SESSION_MS, 5_000, 3),
+            lambda: sorted(self.topics),
+        )
+        self.now = 0
+
+    def lookup(self, name: str) -> TopicMeta | None:
+        return self.topics.get(name)
+
+    def beat(
+        self,
+        member: str,
+        epoch: int,
+        owned: frozenset[tuple[uuid.UUID, int]] | None = None,
+        **fields: Any,
+    ) -> ConsumerHeartbeatResult:
+        request = ConsumerHeartbeat("g", member, epoch, owned=owned, **fields)
+        return self.coordinator.heartbeat(request, self.lookup, self.now)
+
+    def join(self, member: str, topics: tuple[str, ...] = ("t",), **fields: Any) -> Any:
+        return self.beat(
+            member,
+            0,
+            frozenset(),
+            rebalance_timeout_ms=REBALANCE_MS,
+            subscribed_topic_names=topics,
+            **fields,
+        )
+
+    @property
+    def group(self) -> ConsumerGroup:
+        group = self.coordinator.group("g")
+        assert group is not None
+        return group
+
+
+@pytest.fixture
+def harness() -> Harness:
+    return Harness()
+
+
+def test_a_second_member_waits_until_the_first_revokes(harness: Harness) -> None:
+    first = harness.join("a")
+    assert (first.member_epoch, first.assignment) == (1, parts(0, 1, 2, 3, 4, 5))
+    assert harness.group.state_name == "Stable"
+
+    second = harness.join("b")
+    assert second.member_epoch == 2 and second.assignment == frozenset()
+    assert harness.group.members["b"].state == UNRELEASED
+    assert harness.group.state_name == "Reconciling"
+
+    # a is told to give up three partitions, keeping its epoch until it has.
+    told = harness.beat("a", 1)
+    assert told.member_epoch == 1 and told.assignment == parts(0, 1, 2)
+    assert harness.group.members["a"].state == UNREVOKED
+    assert harness.beat("b", 2).assignment is None  # still held by a
+    still = harness.beat("a", 1, parts(0, 1, 2, 3, 4, 5))
+    assert still.member_epoch == 1
+    done = harness.beat("a", 1, parts(0, 1, 2))
+    assert done.member_epoch == 2 and harness.group.members["a"].state == STABLE
+    given = harness.beat("b", 2)
+    assert given.assignment == parts(3, 4, 5)
+    assert harness.group.state_name == "Stable"
+    assert harness.group.target == {"a": parts(0, 1, 2), "b": parts(3, 4, 5)}
+
+
+def test_epoch_fencing(harness: Harness) -> None:
+    harness.join("a")
+    with pytest.raises(GroupError) as ahead:
+        harness.beat("a", 5)
+    assert ahead.value.code == ErrorCode.fenced_member_epoch
+    harness.join("b")
+    harness.beat("a", 1)
+    harness.beat("a", 1, parts(0, 1, 2))  # now epoch 2, previous 1
+    # The previous epoch is accepted when the member owns no more than its assignment ...
+    assert harness.beat("a", 1, parts(0, 1)).member_epoch == 2
+    # ... and fenced when it still claims partitions it gave up.
+    with pytest.raises(GroupError) as behind:
+        harness.beat("a", 1, parts(0, 1, 2, 3))
+    assert behind.value.code == ErrorCode.fenced_member_epoch
+    with pytest.raises(GroupError) as unknown:
+        harness.beat("ghost", 3)
+    assert unknown.value.code == ErrorCode.unknown_member_id
+
+
+def test_invalid_requests(harness: Harness) -> None:
+    cases = [
+        ConsumerHeartbeat("", "m", 0, 1000, ("t",), owned=frozenset()),
+        ConsumerHeartbeat("g", "", 0, 1000, ("t",), owned=frozenset()),
+        ConsumerHeartbeat("g", "m", 0, -1, ("t",), owned=frozenset()),
+        ConsumerHeartbeat("g", "m", 0, 1000, None, owned=frozenset()),
+        ConsumerHeartbeat("g", "m", 0, 1000, ("t",), owned=None),
+        ConsumerHeartbeat("g", "m", 0, 1000, ("t",), owned=parts(1)),
+        ConsumerHeartbeat("g", "m", -3),
+    ]
+    for request in cases:
+        with pytest.raises(GroupError) as refused:
+            harness.coordinator.heartbeat(request, harness.lookup, 0)
+        assert refused.value.code == ErrorCode.invalid_request, request
+    with pytest.raises(GroupError) as assignor:
+        harness.join("m", server_assignor="sticky")
+    assert assignor.value.code == ErrorCode.unsupported_assignor
+    with pytest.raises(GroupError) as regex:
+        harness.beat("m", 0, frozenset(), rebalance_timeout_ms=1000, subscribed_topic_regex="(")
+    assert regex.value.code == ErrorCode.invalid_regular_expression
+
+
+def test_leave_and_group_max_size(harness: Harness) -> None:
+    for member in "abc":
+        harness.join(member)
+    with pytest.raises(GroupError) as full:
+        harness.join("d")
+    assert full.value.code == ErrorCode.group_max_size_reached
+    epoch = harness.group.group_epoch
+    left = harness.beat("c", -1)
+    assert left.member_epoch == -1
+    assert "c" not in harness.group.members and harness.group.group_epoch == epoch + 1
+
+
+def test_session_and_revocation_timeouts(harness: Harness) -> None:
+    harness.join("a")
+    harness.join("b")
+    harness.beat("a", 1)  # a must revoke three partitions ...
+    harness.now = REBALANCE_MS  # ... and does not in time, while still heartbeating
+    assert harness.coordinator.next_deadline_ms() == SESSION_MS
+    harness.beat("b", 2)
+    assert harness.coordinator.expire(harness.now, harness.lookup) == [("g", "a")]
+    assert harness.beat("b", 2).assignment == parts(0, 1, 2, 3, 4, 5)
+    harness.now += SESSION_MS
+    assert harness.coordinator.expire(harness.now, harness.lookup) == [("g", "b")]
+    assert harness.group.state_name == "Empty"
+
+
+def test_subscription_by_regex_and_new_partitions(harness: Harness) -> None:
+    joined = harness.beat(
+        "a", 0, frozenset(), rebalance_timeout_ms=1000, subscribed_topic_regex="t|u"
+    )
+    assert joined.assignment == parts(0, 1, 2, 3, 4, 5) | parts(0, 1, topic=T2)
+    epoch = harness.group.group_epoch
+    harness.topics["u"] = TopicMeta(T2, 3)  # partitions added
+    grown = harness.beat("a", joined.member_epoch)
+    assert harness.group.group_epoch == epoch + 1
+    assert grown.assignment is not None and (T2, 2) in grown.assignment
+
+
+def test_an_empty_classic_group_is_taken_over(harness: Harness) -> None:
+    harness.registry.put(ClassicGroup("g"))
+    harness.join("a")
+    assert isinstance(harness.registry.get("g"), ConsumerGroup)
+    harness.registry.put(ShareGroup("s"))
+    with pytest.raises(GroupError) as other:
+        harness.coordinator.heartbeat(
+            ConsumerHeartbeat("s", "m", 0, 1000, ("t",), owned=frozenset()), harness.lookup, 0
+        )
+    assert other.value.code == ErrorCode.group_id_not_found
+
+
+def test_offset_checks_use_the_member_epoch(harness: Harness) -> None:
+    harness.join("a")
+    group = harness.group
+    check = ConsumerGroupCoordinator.validate_offset_commit
+    assert check(group, "a", 1) is None
+    assert check(group, "a", 0) == ErrorCode.stale_member_epoch
+    assert check(group, "x", 1) == ErrorCode.unknown_member_id
+    assert check(group, "", -1) == ErrorCode.unknown_member_id  # the group has members
+    fetch = ConsumerGroupCoordinator.validate_offset_fetch
+    assert fetch(group, None, -1) is None
+    assert fetch(group, "a", 0) == ErrorCode.stale_member_epoch
+
+
+# --- assignors -----------------------------------------------------------------------------------
+
+
+def test_range_assignor() -> None:
+    subscriptions = {"a": frozenset({T1}), "b": frozenset({T1, T2}), "c": frozenset({T1})}
+    result = consumer_assignor.assign("range", subscriptions, {T1: 7, T2: 2}, {})
+    assert result == {
+        "a": parts(0, 1, 2),
+        "b": parts(3, 4) | parts(0, 1, topic=T2),
+        "c": parts(5, 6),
+    }
+
+
+def test_uniform_assignor_is_balanced_and_sticky() -> None:
+    one = {m: frozenset({T1}) for m in "ab"}
+    first = consumer_assignor.assign("uniform", one, {T1: 6}, {})
+    assert sorted(len(p) for p in first.values()) == [3, 3]
+    three = {m: frozenset({T1}) for m in "abc"}
+    second = consumer_assignor.assign("uniform", three, {T1: 6}, first)
+    assert sorted(len(p) for p in second.values()) == [2, 2, 2]
+    assert second["a"] <= first["a"] and second["b"] <= first["b"]  # nothing moved needlessly
+    many = {m: frozenset({T1}) for m in "abcdefgh"}
+    spread = consumer_assignor.assign("uniform", many, {T1: 6}, {})
+    assert sorted(len(p) for p in spread.values()) == [0, 0, 1, 1, 1, 1, 1, 1]
+    assert frozenset().union(*spread.values()) == parts(0, 1, 2, 3, 4, 5)
+
+
+# --- through the wire ----------------------------------------------------------------------------
+
+HEARTBEAT, DESCRIBE, OFFSET_COMMIT = 68, 69, 8
+
+
+async def consumer_beat(broker: Broker, version: int, **fields: Any) -> Any:
+    values: dict[str, Any] = {
+        "group_id": "kip848",
+        "member_id": "",
+        "member_epoch": 0,
+        "rebalance_timeout": datetime.timedelta(seconds=30),
+        "subscribed_topic_names": ("t",),
+        "topic_partitions": (),
+    }
+    values.update(fields)
+    return await broker.send(broker.request(HEARTBEAT, version, **values))
+
+
+async def test_heartbeat_and_describe_through_the_wire() -> None:
+    broker = Broker()
+    member = str(uuid.uuid4())
+    joined = await consumer_beat(broker, 1, member_id=member, server_assignor="range")
+    assert (joined.error_code, joined.member_id, joined.member_epoch) == (ErrorCode.none, member, 1)
+    topic_id = broker.cluster.topics["t"].topic_id
+    assert [(tp.topic_id, tp.partitions) for tp in joined.assignment.topic_partitions] == [
+        (topic_id, (0, 1, 2))
+    ]
+    assert joined.heartbeat_interval == datetime.timedelta(seconds=5)
+    v0 = await consumer_beat(broker, 0, group_id="kip848-v0")
+    assert v0.error_code == ErrorCode.none and v0.member_id  # the coordinator picked the id
+    empty_id = await consumer_beat(broker, 1, group_id="other")
+    assert empty_id.error_code == ErrorCode.invalid_request
+
+    described = await broker.send(broker.request(DESCRIBE, 1, group_ids=("kip848", "nope", "")))
+    group, missing, invalid = described.groups
+    assert (group.group_state, group.group_epoch, group.assignor_name) == ("Stable", 1, "range")
+    (only,) = group.members
+    assert (only.member_id, only.member_epoch, only.subscribed_topic_names) == (member, 1, ("t",))
+    assert only.assignment.topic_partitions[0].topic_name == "t"
+    assert only.member_type == 1
+    assert missing.error_code == ErrorCode.group_id_not_found
+    assert invalid.error_code == ErrorCode.invalid_group_id
+
+    partition = broker.nested(
+        OFFSET_COMMIT, 9, "OffsetCommitRequestPartition", partition_index=0, committed_offset=3
+    )
+    topic = broker.nested(
+        OFFSET_COMMIT, 9, "OffsetCommitRequestTopic", name="t", partitions=(partition,)
+    )
+    stale = await broker.commit(
+        9, "kip848", 3, generation_id_or_member_epoch=0, member_id=member, topics=(topic,)
+    )
+    assert stale.topics[0].partitions[0].error_code == ErrorCode.stale_member_epoch
+    ok = await broker.commit(
+        9, "kip848", 3, generation_id_or_member_epoch=1, member_id=member, topics=(topic,)
+    )
+    assert ok.topics[0].partitions[0].error_code == ErrorCode.none
+
+    listed = group_coordinator(broker.runtime).registry.get("kip848")
+    assert listed is not None and (listed.group_type, listed.protocol_type) == (
+        "consumer",
+        "consumer",
+    )
+    left = await consumer_beat(broker, 1, member_id=member, member_epoch=-1)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
+    assert listed.state_name == "Empty"
