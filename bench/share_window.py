@@ -125,7 +125,8 @@ def wire_table(
 
 
 WIRE_LEGEND = (
-    "Share window scaling (kemu only), through the wire: one Python share consumer against `kemu serve` (on disk) with "
+    "Share window scaling (kemu only), through the wire: one Python share consumer against "
+    "`kemu serve` (on disk) with "
     "`group.share.partition.max.record.locks` at the window; each ShareFetch ACCEPTs the oldest "
     "{step} records (one AcknowledgementBatch, or one per record) and acquires {step} more, "
     "{steps} times; server CPU from /proc (10 ms ticks: about +-{tick:.1f} us/record)."
