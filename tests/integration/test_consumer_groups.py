@@ -3,7 +3,8 @@
 - confluent-kafka: three ``Consumer``s with ``subscribe()`` share a 6-partition topic; every
   record is read exactly once across the group, offsets are committed, and a consumer that
   restarts resumes from the committed offsets. Admin lists, describes and deletes the group,
-  and alters offsets (a generation -1 commit).
+  and alters offsets (a generation -1 commit). cooperative-sticky and static membership over
+  the classic protocol, and ``group.protocol=consumer`` (KIP-848).
 - kafka-python: ``KafkaConsumer`` subscribe + commit in a group of two.
 - aiokafka: ``AIOKafkaConsumer`` subscribe + commit in a group of two.
 - SIGKILL: committed offsets and the group survive a kill -9 of kemu (data dir), read back
@@ -33,7 +34,12 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 6
 RECORDS = 600
 TIMEOUT_S = 60.0
-OVERRIDES = ["group.initial.rebalance.delay.ms=200"]
+OVERRIDES = [
+    "group.initial.rebalance.delay.ms=200",
+    # KIP-848 groups reconcile one heartbeat at a time: beat often so the tests are quick.
+    "group.consumer.heartbeat.interval.ms=500",
+    "group.consumer.min.heartbeat.interval.ms=500",
+]
 
 
 @pytest.fixture(scope="module")
@@ -254,6 +260,48 @@ def test_confluent_static_member_restart(kemu: KemuProcess) -> None:
         assert [m.group_instance_id for m in described.members] == ["instance-1"]
     finally:
         again.close()
+
+
+def test_confluent_kip848_consumer_protocol(kemu: KemuProcess) -> None:
+    """librdkafka with group.protocol=consumer: ConsumerGroupHeartbeat, server-side assignor."""
+    topic, group = unique("kip848"), unique("kip848-group")
+    create_topic(kemu.bootstrap, topic)
+    produce(kemu.bootstrap, topic, 0, 300)
+
+    def member() -> Consumer:
+        made = Consumer(
+            {
+                "bootstrap.servers": kemu.bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        made.subscribe([topic])
+        return made
+
+    first = member()
+    second = None
+    try:
+        before = drain([first], 100)
+        second = member()
+        after = drain([first, second], 200)
+        assert not set(before) & set(after)
+        assert set(before) | set(after) == {str(i) for i in range(300)}
+        pair = (first, second)
+        wait_for(
+            lambda: all(c.poll(0.05) is None and len(c.assignment()) == 3 for c in pair),
+            "the uniform assignor to give each member three partitions",
+        )
+        assert committed(first, topic) == end_offsets(first, topic)
+        admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        assert len(described.members) == 2
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
 
 
 # --- kafka-python --------------------------------------------------------------------------------
