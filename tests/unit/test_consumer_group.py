@@ -305,3 +305,25 @@ async def test_heartbeat_and_describe_through_the_wire() -> None:
     left = await consumer_beat(broker, 1, member_id=member, member_epoch=-1)
     assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
     assert listed.state_name == "Empty"
+
+
+def test_a_consumer_group_keeps_the_offsets_of_its_topics(harness: Harness) -> None:
+    from kemu.coordinator.group.classic_group import ClassicGroupCoordinator, ClassicSettings
+    from kemu.coordinator.group.offset_manager import CommitPartition, OffsetManager
+    from kemu.coordinator.group.offsets import OffsetStore
+
+    harness.join("a")
+    classic = ClassicGroupCoordinator(harness.registry, lambda group_id: ClassicSettings())
+    manager = OffsetManager(classic, OffsetStore(), harness.coordinator)
+    result = manager.commit(
+        "g",
+        "a",
+        None,
+        1,
+        [CommitPartition("t", 0, 5), CommitPartition("gone", 0, 5)],
+        0,
+        api_version=9,
+    )
+    manager.replay(result.records)
+    expired = manager.expired_offsets(10_000, 1_000)
+    assert [key.topic for key, _ in expired["g"]] == ["gone"]  # type: ignore[union-attr]

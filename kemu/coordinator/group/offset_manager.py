@@ -209,6 +209,10 @@ class OffsetManager:
         """Tombstones for every offset past its retention, by group."""
 
         def base(group_id: str, topic: str, value: CommittedOffset) -> int | None:
+            found = self.classic.registry.get(group_id)
+            if isinstance(found, ConsumerGroup):
+                # Kafka keeps the offsets of the topics a consumer group subscribes to.
+                return None if found.is_subscribed_to(topic) else value.commit_timestamp_ms
             group = self.classic.group(group_id)
             if group is None or not group.protocol_type:
                 return value.commit_timestamp_ms  # a simple group
