@@ -23,7 +23,6 @@ MAGIC_OFFSET = 16  # the same place in every message format
 LEGACY_MIN_MESSAGE_SIZE = 14  # a v0 message: crc, magic, attributes, null key and value
 
 
-
 def _first_crc32c(data: bytes | bytearray | memoryview) -> int:
     # crc32c's package __init__ (importlib.metadata, argparse) is ~15 ms of kemu's start; a
     # broker with empty logs needs no CRC before its first produce. The first call swaps the C
