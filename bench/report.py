@@ -314,13 +314,19 @@ def write_section(
         "",
         f"- Machine: {facts['nproc']} CPUs ({facts['cpu']}), {facts['memory']}, {facts['os']}; "
         f"load average {facts['load']} after the run",
-        f"- Python {facts['python']}",
+        f"- Versions: kemu {_kemu_version()}, Python {facts['python']}",
         "",
         *sections,
     ]
     if note:
         lines += ["", note]
     return _append(lines)
+
+
+def _kemu_version() -> str:
+    from bench.servers import kemu_version
+
+    return kemu_version()
 
 
 def _append(lines: list[str]) -> Path:
