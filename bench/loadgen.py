@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--in-flight", type=int, default=5)
     parser.add_argument("--memory", action="store_true", help="kemu without --data-dir")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy both phases into DIR")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
 
     from bench.probe import cpu_split
@@ -173,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         memory = server.memory()
     finally:
         server.stop()
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)  # ~500 MiB of log per run
     produce_cpu, produce_wall = phases[0][1], phases[0][2]
     fetch_cpu, fetch_wall, fetched_bytes = phases[1][1], phases[1][2], phases[1][3]
     mib = fetched_bytes / (1 << 20)
