@@ -8,7 +8,8 @@ per group protocol (one JVM launch each):
 
 Two consumers share a 6-partition topic and read every record exactly once with commitSync;
 Admin sees the group, its type, members, assignments and committed offsets; after both leave, a
-new consumer reads only the records produced since.
+new consumer reads only the records produced since; then Admin deletes and alters offsets of the
+empty group and deletes it.
 """
 
 from __future__ import annotations
@@ -112,6 +113,15 @@ def test_a_new_consumer_resumes_from_the_committed_offsets(
     assert line["count"] == MORE
     assert line["values"] == list(range(RECORDS, RECORDS + MORE))
     assert line["generation"] > 1
+
+
+def test_admin_deletes_and_alters_offsets_then_the_group(
+    group_run: tuple[str, ProbeRun],
+) -> None:
+    protocol, run = group_run
+    line = run.one("admin_offsets")
+    assert (line["has_first"], line["second"], line["second_metadata"]) == (False, 7, "by-admin")
+    assert f"java-group-{protocol}-members" not in line["listed_after_delete"]
 
 
 def test_probe_exit_status(group_run: tuple[str, ProbeRun]) -> None:

@@ -40,6 +40,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       (the committed offsets equal the end offsets).</li>
  *   <li>{@code resume}: after every consumer closed (LeaveGroup), {@code --more} records more are
  *       produced and a new consumer in the group must read exactly those.</li>
+ *   <li>{@code admin_offsets}: on the now empty group, Admin deleteConsumerGroupOffsets
+ *       (partition 0), alterConsumerGroupOffsets (partition 1 to 7), listConsumerGroupOffsets,
+ *       then deleteConsumerGroups and listConsumerGroups.</li>
  * </ul>
  */
 public final class ConsumerGroupProbe {
@@ -115,6 +118,26 @@ public final class ConsumerGroupProbe {
                 out.put("values", new TreeSet<>(values.stream().map(Integer::valueOf).toList()));
                 out.put("count", values.size());
                 out.put("generation", consumer.groupMetadata().generationId());
+            }
+        });
+        probe.check("admin_offsets", out -> {
+            try (Admin admin = Admin.create(probe.clientConfig())) {
+                TopicPartition first = new TopicPartition(topic, 0);
+                TopicPartition second = new TopicPartition(topic, 1);
+                admin.deleteConsumerGroupOffsets(group, Set.of(first)).all().get();
+                admin.alterConsumerGroupOffsets(group, Map.of(second, new OffsetAndMetadata(7, "by-admin")))
+                        .all().get();
+                Map<TopicPartition, OffsetAndMetadata> offsets =
+                        admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+                out.put("has_first", offsets.containsKey(first));
+                out.put("second", offsets.get(second).offset());
+                out.put("second_metadata", offsets.get(second).metadata());
+                admin.deleteConsumerGroups(List.of(group)).all().get();
+                List<String> listed = new ArrayList<>();
+                for (ConsumerGroupListing listing : admin.listConsumerGroups().all().get()) {
+                    listed.add(listing.groupId());
+                }
+                out.put("listed_after_delete", listed);
             }
         });
         System.exit(probe.exitCode());
