@@ -449,3 +449,35 @@ def test_committed_offsets_survive_sigkill(kemu_factory: type[KemuProcess], tmp_
         assert set(resumed) == {str(i) for i in range(120, 132)}
     finally:
         checker.close()
+
+
+def test_kip848_member_carries_on_after_sigkill(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    """kemu keeps no KIP-848 group across a restart: the running member is told
+    UNKNOWN_MEMBER_ID, rejoins, and resumes from its committed offsets (which are kept)."""
+    server = kemu_factory(brokers=3, data_dir=tmp_path / "data", overrides=OVERRIDES).start()
+    topic, group = unique("kip848-kill"), unique("kip848-kill-group")
+    create_topic(server.bootstrap, topic)
+    produce(server.bootstrap, topic, 0, 100)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    try:
+        before = drain([consumer], 100)
+        assert sum(before.values()) == 100
+        server.kill()
+        server.start()  # same ports: the consumer reconnects by itself
+        produce(server.bootstrap, topic, 100, 50)
+        after = drain([consumer], 50)
+        assert set(after) == {str(i) for i in range(100, 150)}
+        assert max(after.values()) == 1
+    finally:
+        consumer.close()
