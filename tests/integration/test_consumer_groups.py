@@ -451,20 +451,23 @@ def test_committed_offsets_survive_sigkill(kemu_factory: type[KemuProcess], tmp_
         checker.close()
 
 
-def test_kip848_member_carries_on_after_sigkill(
-    kemu_factory: type[KemuProcess], tmp_path: Path
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_running_member_carries_on_after_sigkill(
+    kemu_factory: type[KemuProcess], tmp_path: Path, protocol: str
 ) -> None:
-    """kemu keeps no KIP-848 group across a restart: the running member is told
-    UNKNOWN_MEMBER_ID, rejoins, and resumes from its committed offsets (which are kept)."""
+    """A member that keeps running while kemu is SIGKILLed and restarted goes on from its
+    committed offsets: a classic group comes back Stable from its GroupMetadata record (same
+    member id and generation); a KIP-848 group is not kept, so its member is told
+    UNKNOWN_MEMBER_ID and rejoins."""
     server = kemu_factory(brokers=3, data_dir=tmp_path / "data", overrides=OVERRIDES).start()
-    topic, group = unique("kip848-kill"), unique("kip848-kill-group")
+    topic, group = unique(f"kill-{protocol}"), unique(f"kill-{protocol}-group")
     create_topic(server.bootstrap, topic)
     produce(server.bootstrap, topic, 0, 100)
     consumer = Consumer(
         {
             "bootstrap.servers": server.bootstrap,
             "group.id": group,
-            "group.protocol": "consumer",
+            "group.protocol": protocol,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
         }
