@@ -456,9 +456,8 @@ def test_a_running_member_carries_on_after_sigkill(
     kemu_factory: type[KemuProcess], tmp_path: Path, protocol: str
 ) -> None:
     """A member that keeps running while kemu is SIGKILLed and restarted goes on from its
-    committed offsets: a classic group comes back Stable from its GroupMetadata record (same
-    member id and generation); a KIP-848 group is not kept, so its member is told
-    UNKNOWN_MEMBER_ID and rejoins."""
+    committed offsets: a classic group comes back Stable from its GroupMetadata record, a
+    KIP-848 group from its consumer-group records (same member id and generation/epoch)."""
     server = kemu_factory(brokers=3, data_dir=tmp_path / "data", overrides=OVERRIDES).start()
     topic, group = unique(f"kill-{protocol}"), unique(f"kill-{protocol}-group")
     create_topic(server.bootstrap, topic)

@@ -327,3 +327,111 @@ def test_a_consumer_group_keeps_the_offsets_of_its_topics(harness: Harness) -> N
     manager.replay(result.records)
     expired = manager.expired_offsets(10_000, 1_000)
     assert [key.topic for key, _ in expired["g"]] == ["gone"]  # type: ignore[union-attr]
+
+
+# --- __consumer_offsets records -----------------------------------------------------------------
+
+
+def test_consumer_group_records_bytes() -> None:
+    from kemu.coordinator.group.consumer_records import (
+        ConsumerRecordKey,
+        CurrentAssignmentValue,
+        GroupEpochValue,
+        MemberMetadataValue,
+    )
+    from kemu.coordinator.group.records import decode_record, encode_key, encode_value
+
+    key = ConsumerRecordKey(3, "g")
+    assert encode_key(key) == b"\x00\x03\x00\x01g"
+    assert encode_value(GroupEpochValue(7)) == b"\x00\x00\x00\x00\x00\x07\x00"
+    member_key = ConsumerRecordKey(8, "g", "m")
+    assert encode_key(member_key) == b"\x00\x08\x00\x01g\x00\x01m"
+    current = CurrentAssignmentValue(5, 4, UNREVOKED, parts(0, 2), parts(1))
+    assert encode_value(current) == (
+        b"\x00\x00"  # version 0
+        + b"\x00\x00\x00\x05\x00\x00\x00\x04\x01"  # epochs, state 1 = unrevoked
+        + b"\x02"
+        + T1.bytes
+        + b"\x03\x00\x00\x00\x00\x00\x00\x00\x02\x00"  # assigned
+        + b"\x02"
+        + T1.bytes
+        + b"\x02\x00\x00\x00\x01\x00"  # pending revocation
+        + b"\x00"  # tagged fields
+    )
+    metadata = MemberMetadataValue(None, "r", "c", "/h", ("a", "b"), None, 300, "uniform")
+    meta_key = ConsumerRecordKey(5, "g", "m")
+    for record_key, value in (
+        (key, GroupEpochValue(7)),
+        (member_key, current),
+        (meta_key, metadata),
+    ):
+        assert decode_record(encode_key(record_key), encode_value(value)) == (record_key, value)
+    assert decode_record(encode_key(meta_key), None) == (meta_key, None)
+
+
+def test_groups_are_rebuilt_from_their_records(harness: Harness) -> None:
+    from kemu.coordinator.group.consumer_persistence import ImageBuilder, diff, image_of
+
+    harness.join("a")
+    harness.join("b")
+    harness.beat("a", 1)  # a is now revoking
+    group = harness.group
+    records = diff("g", None, image_of(group))
+    builder = ImageBuilder()
+    for key, value in records:
+        builder.apply(key, value)
+    ((rebuilt, image),) = builder.groups(now_ms=1_000, session_timeout_ms=SESSION_MS)
+    assert image == image_of(group)
+    assert (rebuilt.group_epoch, rebuilt.assignment_epoch) == (2, 2)
+    assert rebuilt.target == group.target
+    for member_id, member in group.members.items():
+        again = rebuilt.members[member_id]
+        assert (again.member_epoch, again.state, again.assigned, again.pending_revocation) == (
+            member.member_epoch,
+            member.state,
+            member.assigned,
+            member.pending_revocation,
+        )
+        assert again.subscribed_topic_names == member.subscribed_topic_names
+        assert again.session_deadline_ms == 1_000 + SESSION_MS
+    assert rebuilt.members["a"].revocation_deadline_ms == 1_000 + REBALANCE_MS
+
+    # Only what changed is written again; a departure writes tombstones.
+    assert diff("g", image_of(group), image_of(group)) == []
+    harness.beat("b", -1)
+    changes = diff("g", image, image_of(harness.group))
+    assert [(k.record_type, k.member) for k, v in changes if v is None] == [
+        (8, "b"),
+        (7, "b"),
+        (5, "b"),
+    ]
+    gone = diff("g", image_of(harness.group), None)
+    for key, value in gone:
+        builder.apply(key, value)
+    assert builder.groups(0, SESSION_MS) == []
+
+
+async def test_consumer_groups_survive_a_restart_through_the_wire() -> None:
+    broker = Broker()
+    member = str(uuid.uuid4())
+    joined = await consumer_beat(broker, 1, member_id=member)
+    assert joined.member_epoch == 1
+    broker.restart()  # a fresh coordinator replays __consumer_offsets
+    beat = await consumer_beat(
+        broker,
+        1,
+        member_id=member,
+        member_epoch=1,
+        rebalance_timeout=datetime.timedelta(milliseconds=-1),
+        subscribed_topic_names=None,
+        topic_partitions=None,
+    )
+    assert (beat.error_code, beat.member_epoch) == (ErrorCode.none, 1)
+    group = group_coordinator(broker.runtime).registry.get("kip848")
+    assert isinstance(group, ConsumerGroup) and group.state_name == "Stable"
+    # Deleted groups stay deleted.
+    await consumer_beat(broker, 1, member_id=member, member_epoch=-1)
+    answer = await broker.send(broker.request(42, 2, groups_names=("kip848",)))
+    assert answer.results[0].error_code == ErrorCode.none
+    broker.restart()
+    assert group_coordinator(broker.runtime).registry.get("kip848") is None

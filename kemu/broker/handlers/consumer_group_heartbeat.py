@@ -14,10 +14,12 @@ UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND (a non-empty classic or a share group of t
 classic group is taken over), GROUP_MAX_SIZE_REACHED (``group.consumer.max.size``),
 INVALID_REGULAR_EXPRESSION.
 
-Every broker answers (one group coordinator per process). Omissions: no authorizer; consumer
-groups are not kept across a restart (a member then gets UNKNOWN_MEMBER_ID and rejoins; committed
-offsets are kept); classic members cannot join a consumer group (no online migration); rack-aware
-assignment is not done.
+Groups are written to ``__consumer_offsets`` as Kafka's records (types 3, 5-8) and read back at
+start, so members carry on across a restart with their ids, epochs and assignments.
+
+Every broker answers (one group coordinator per process). Omissions: no authorizer; classic
+members cannot join a consumer group (no online migration); rack-aware assignment is not done;
+KIP-1101's metadata hash is not written (Kafka recomputes it).
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
 * A member that does not heartbeat for ``group.consumer.session.timeout.ms``, or does not revoke
   within its rebalance timeout, is removed.
 
-Groups are not written to ``__consumer_offsets`` (their committed offsets are): after a restart a
-member's heartbeat gets UNKNOWN_MEMBER_ID and the member rejoins with epoch 0.
+The coordinator writes groups to ``__consumer_offsets`` as Kafka does (``consumer_persistence``),
+so members keep their ids, epochs and assignments across a restart. A member whose group is
+unknown (e.g. written by nothing) gets UNKNOWN_MEMBER_ID and rejoins with epoch 0.
 """
 
 from __future__ import annotations
@@ -239,7 +240,7 @@ class ConsumerGroupCoordinator:
         group.members[member_id] = updated
         if self.registry.get(group.group_id) is not group:
             self.registry.put(group)
-        metadata = self._subscribed_metadata(group, topics)
+        metadata = self.subscribed_metadata(group, topics)
         if bump or metadata != group.subscribed_metadata:
             group.subscribed_metadata = metadata
             group.group_epoch += 1
@@ -286,7 +287,7 @@ class ConsumerGroupCoordinator:
     def remove_member(self, group: ConsumerGroup, member_id: str, topics: TopicLookup) -> None:
         del group.members[member_id]
         group.target.pop(member_id, None)
-        group.subscribed_metadata = self._subscribed_metadata(group, topics)
+        group.subscribed_metadata = self.subscribed_metadata(group, topics)
         group.group_epoch += 1
         if group.members:
             self._update_target(group, None)
@@ -360,7 +361,7 @@ class ConsumerGroupCoordinator:
             raise GroupError(ErrorCode.unknown_member_id, f"Group {group_id} has no such member.")
         raise GroupError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
 
-    def _subscribed_metadata(
+    def subscribed_metadata(
         self, group: ConsumerGroup, topics: TopicLookup
     ) -> dict[str, TopicMeta]:
         names = set(group.subscribed_topic_names())

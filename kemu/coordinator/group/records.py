@@ -6,7 +6,8 @@ Kafka's coordinator record serde frames a record as
 * value = int16 value version + value body, or a null value for a tombstone.
 
 Record types kept here: 0 and 1 OffsetCommit (0 is the pre-2.0 key version, same layout),
-2 GroupMetadata. Keys are not flexible: strings are an int16 length and UTF-8 bytes.
+2 GroupMetadata; the KIP-848 consumer-group types (3, 5-8) are in ``consumer_records``. Keys
+are not flexible: strings are an int16 length and UTF-8 bytes.
 
 OffsetCommitKey: group string, topic string, partition int32.
 OffsetCommitValue: v0 offset int64, metadata string, commitTimestamp int64; v1 adds
@@ -26,6 +27,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+
+from kemu.coordinator.group import consumer_records
+from kemu.coordinator.group.consumer_records import (
+    ConsumerRecordError,
+    ConsumerRecordKey,
+    ConsumerRecordValue,
+)
 
 OFFSET_COMMIT_LEGACY = 0
 OFFSET_COMMIT = 1
@@ -91,8 +99,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
-RecordValue = OffsetCommitValue | GroupMetadataValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -112,6 +120,8 @@ def _bytes(data: bytes) -> bytes:
 
 
 def encode_key(key: RecordKey) -> bytes:
+    if isinstance(key, ConsumerRecordKey):
+        return consumer_records.encode_key(key)
     if isinstance(key, OffsetCommitKey):
         return (
             _INT16.pack(OFFSET_COMMIT)
@@ -126,6 +136,8 @@ def encode_value(value: RecordValue | None) -> bytes | None:
     """The value bytes (Kafka 4's versions), or None for a tombstone."""
     if value is None:
         return None
+    if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
+        return consumer_records.encode_value(value)
     if isinstance(value, OffsetCommitValue):
         if value.expire_timestamp != NO_TIMESTAMP:
             return (
@@ -247,6 +259,11 @@ class _Reader:
 def decode_key(data: bytes) -> RecordKey:
     reader = _Reader(data)
     record_type = reader.int16()
+    if record_type in consumer_records.RECORD_TYPES:
+        try:
+            return consumer_records.decode_key(data)
+        except ConsumerRecordError as error:
+            raise RecordDecodeError(str(error)) from None
     key: RecordKey
     if record_type in (OFFSET_COMMIT_LEGACY, OFFSET_COMMIT):
         key = OffsetCommitKey(reader.string(), reader.string(), reader.int32())
@@ -262,6 +279,11 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     """The value of the record keyed ``key``; None for a tombstone."""
     if data is None:
         return None
+    if isinstance(key, ConsumerRecordKey):
+        try:
+            return consumer_records.decode_value(key, data)
+        except ConsumerRecordError as error:
+            raise RecordDecodeError(str(error)) from None
     version = _INT16.unpack(data[:2])[0] if len(data) >= 2 else -1
     if not 0 <= version <= FLEXIBLE_VERSION:
         raise RecordDecodeError(f"value version {version} is not one of 0-{FLEXIBLE_VERSION}")

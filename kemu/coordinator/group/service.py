@@ -43,11 +43,14 @@ from kemu.coordinator.group.classic_group import (
 )
 from kemu.coordinator.group.config import broker_int, group_config_store
 from kemu.coordinator.group.consumer_group import (
+    ConsumerGroup,
     ConsumerGroupCoordinator,
     ConsumerHeartbeat,
     ConsumerHeartbeatResult,
     ConsumerSettings,
 )
+from kemu.coordinator.group.consumer_persistence import Image, ImageBuilder, diff, image_of
+from kemu.coordinator.group.consumer_records import ConsumerRecordKey
 from kemu.coordinator.group.offset_manager import (
     CommitPartition,
     CommitResult,
@@ -119,6 +122,7 @@ class GroupCoordinatorService:
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_retention_check_ms = 0
+        self._consumer_written: dict[str, Image] = {}  # what the log holds of each group
         self._load_consumer_offsets(runtime.clock_ms())
         self.registry.deletion_listeners.append(self._on_group_deleted)
         data_dir = runtime.cluster.data_dir
@@ -158,11 +162,40 @@ class GroupCoordinatorService:
         )
 
     def consumer_heartbeat(self, request: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
-        """KIP-848; raises ``GroupError`` with Kafka's error."""
+        """KIP-848; raises ``GroupError`` with Kafka's error. The group's changed records are
+        written before the answer."""
+        before = self.registry.get(request.group_id)
         try:
             return self.consumer.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
         finally:
+            if (
+                isinstance(before, ClassicGroup)
+                and self.registry.get(request.group_id) is not before
+            ):
+                # An empty classic group was taken over: its metadata goes, its offsets stay.
+                self._append(
+                    request.group_id,
+                    [(GroupMetadataKey(request.group_id), None)],
+                    self.runtime.clock_ms(),
+                )
+            self._sync_consumer_group(request.group_id)
             self._rearm()
+
+    def _sync_consumer_group(self, group_id: str) -> None:
+        """Write what changed in a consumer group since the log last saw it (tombstones when
+        it is gone, e.g. deleted or turned into a classic group)."""
+        found = self.registry.get(group_id)
+        new = image_of(found) if isinstance(found, ConsumerGroup) else None
+        old = self._consumer_written.get(group_id)
+        if old is None and new is None:
+            return
+        records: list[Record] = list(diff(group_id, old, new))
+        if records and self._append(group_id, records, self.runtime.clock_ms()) != ErrorCode.none:
+            return
+        if new is None:
+            self._consumer_written.pop(group_id, None)
+        else:
+            self._consumer_written[group_id] = new
 
     def membership_settings(self, group_id: str) -> MembershipSettings:
         configs = group_config_store(self.runtime)
@@ -238,6 +271,7 @@ class GroupCoordinatorService:
     async def join_group(self, request: JoinRequest) -> JoinResponse:
         waiter: asyncio.Future[JoinResponse] = asyncio.get_running_loop().create_future()
         self._apply_classic(self.classic.join(request, waiter, self.runtime.clock_ms()))
+        self._sync_consumer_group(request.group_id)  # an empty consumer group may be gone
         return await waiter
 
     async def sync_group(self, request: SyncRequest) -> SyncResponse:
@@ -334,10 +368,16 @@ class GroupCoordinatorService:
         )
         self._append(group.group_id, records, self.runtime.clock_ms())
         self.offsets.drop_group(group.group_id)
+        self._sync_consumer_group(group.group_id)
 
     def _load_consumer_offsets(self, now_ms: int) -> None:
         groups = offsets = 0
+        consumer_groups = ImageBuilder()
         for key, value in self.offsets_log.replay():
+            if isinstance(key, ConsumerRecordKey):
+                groups += 1
+                consumer_groups.apply(key, value)  # type: ignore[arg-type]
+                continue
             if isinstance(key, GroupMetadataKey):
                 groups += 1
                 if value is None:
@@ -350,6 +390,13 @@ class GroupCoordinatorService:
             if value is not None and self.registry.get(key.group) is None:
                 self.classic.simple_group(key.group, now_ms)
             self.offset_manager.replay([(key, value)])
+        for group, image in consumer_groups.groups(now_ms, 0):
+            session_ms = self.consumer_settings(group.group_id).session_timeout_ms
+            for member_id, member in group.members.items():
+                group.members[member_id] = replace(member, session_deadline_ms=now_ms + session_ms)
+            group.subscribed_metadata = self.consumer.subscribed_metadata(group, self.topic_meta)
+            self.registry.put(group)
+            self._consumer_written[group.group_id] = image
         if groups or offsets:
             log.info("consumer_offsets_loaded", group_records=groups, offset_records=offsets)
 
@@ -400,6 +447,7 @@ class GroupCoordinatorService:
             task.add_done_callback(self._tasks.discard)
         for group_id, member_id in self.consumer.expire(now, self.topic_meta):
             log.info("consumer_member_removed", group=group_id, member=member_id)
+            self._sync_consumer_group(group_id)
         self._expire_offsets(now)
         self._apply_classic(self.classic.tick(now))  # re-arms
 

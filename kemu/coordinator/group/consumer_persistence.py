@@ -1,0 +1,203 @@
+"""What of a KIP-848 consumer group is written to ``__consumer_offsets``, and reading it back.
+
+A group's durable state is an ``Image``: its epoch, its target assignment (epoch and per
+member), and per member its metadata and current assignment (epochs, state, partitions). After
+each change the coordinator writes only the records whose value differs from what the log
+already holds (``diff``), tombstones for members that left, and tombstones for everything when
+the group goes away. Replaying the records rebuilds the images (``ImageBuilder``) and from them
+the groups, each member with a fresh session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from kemu.coordinator.group.consumer_group import (
+    STABLE,
+    UNRELEASED,
+    UNREVOKED,
+    ConsumerGroup,
+    ConsumerMember,
+)
+from kemu.coordinator.group.consumer_records import (
+    CURRENT_ASSIGNMENT,
+    GROUP_METADATA,
+    MEMBER_METADATA,
+    TARGET_MEMBER,
+    TARGET_METADATA,
+    ConsumerRecordKey,
+    ConsumerRecordValue,
+    CurrentAssignmentValue,
+    GroupEpochValue,
+    MemberMetadataValue,
+    Partitions,
+    TargetEpochValue,
+    TargetMemberValue,
+)
+
+Record = tuple[ConsumerRecordKey, ConsumerRecordValue | None]
+STATES = (STABLE, UNREVOKED, UNRELEASED)
+
+
+@dataclass
+class Image:
+    epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, MemberMetadataValue] = field(default_factory=dict)
+    targets: dict[str, Partitions] = field(default_factory=dict)
+    current: dict[str, CurrentAssignmentValue] = field(default_factory=dict)
+    has_metadata: bool = False
+
+
+def image_of(group: ConsumerGroup) -> Image:
+    return Image(
+        epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        members={m.member_id: _member_value(m) for m in group.members.values()},
+        targets=dict(group.target),
+        current={
+            m.member_id: CurrentAssignmentValue(
+                m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation
+            )
+            for m in group.members.values()
+        },
+        has_metadata=True,
+    )
+
+
+def _member_value(member: ConsumerMember) -> MemberMetadataValue:
+    return MemberMetadataValue(
+        instance_id=member.instance_id,
+        rack_id=member.rack_id,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        subscribed_topic_names=tuple(sorted(member.subscribed_topic_names)),
+        subscribed_topic_regex=member.subscribed_topic_regex,
+        rebalance_timeout_ms=member.rebalance_timeout_ms,
+        server_assignor=member.server_assignor,
+    )
+
+
+def diff(group_id: str, old: Image | None, new: Image | None) -> list[Record]:
+    """The records that turn what the log holds (``old``) into ``new`` (None: no group)."""
+    old = old or Image()
+    records: list[Record] = []
+    target = new or Image()
+
+    def key(record_type: int, member: str | None = None) -> ConsumerRecordKey:
+        return ConsumerRecordKey(record_type, group_id, member)
+
+    # Departures first, in Kafka's order: current assignment, target, member.
+    for member in sorted(set(old.current) - set(target.current)):
+        records.append((key(CURRENT_ASSIGNMENT, member), None))
+    for member in sorted(set(old.targets) - set(target.targets)):
+        records.append((key(TARGET_MEMBER, member), None))
+    for member in sorted(set(old.members) - set(target.members)):
+        records.append((key(MEMBER_METADATA, member), None))
+    if new is None:
+        if old.has_metadata:
+            records.append((key(TARGET_METADATA), None))
+            records.append((key(GROUP_METADATA), None))
+        return records
+    for member, value in sorted(new.members.items()):
+        if old.members.get(member) != value:
+            records.append((key(MEMBER_METADATA, member), value))
+    if not old.has_metadata or old.epoch != new.epoch:
+        records.append((key(GROUP_METADATA), GroupEpochValue(new.epoch)))
+    for member, partitions in sorted(new.targets.items()):
+        if old.targets.get(member) != partitions:
+            records.append((key(TARGET_MEMBER, member), TargetMemberValue(partitions)))
+    if not old.has_metadata or old.assignment_epoch != new.assignment_epoch:
+        records.append((key(TARGET_METADATA), TargetEpochValue(new.assignment_epoch)))
+    for member, current in sorted(new.current.items()):
+        if old.current.get(member) != current:
+            records.append((key(CURRENT_ASSIGNMENT, member), current))
+    return records
+
+
+class ImageBuilder:
+    """Images rebuilt from replayed records, as Kafka's replay applies them."""
+
+    def __init__(self) -> None:
+        self.images: dict[str, Image] = {}
+
+    def apply(self, key: ConsumerRecordKey, value: ConsumerRecordValue | None) -> None:
+        image = self.images.setdefault(key.group, Image())
+        member = key.member or ""
+        if key.record_type == GROUP_METADATA:
+            if value is None:
+                self.images.pop(key.group, None)
+            elif isinstance(value, GroupEpochValue):
+                image.epoch, image.has_metadata = value.epoch, True
+        elif key.record_type == TARGET_METADATA:
+            if isinstance(value, TargetEpochValue):
+                image.assignment_epoch = value.assignment_epoch
+        elif key.record_type == MEMBER_METADATA:
+            _set(image.members, member, value, MemberMetadataValue)
+        elif key.record_type == TARGET_MEMBER:
+            if value is None:
+                image.targets.pop(member, None)
+            elif isinstance(value, TargetMemberValue):
+                image.targets[member] = value.partitions
+        elif key.record_type == CURRENT_ASSIGNMENT:
+            _set(image.current, member, value, CurrentAssignmentValue)
+
+    def groups(self, now_ms: int, session_timeout_ms: int) -> list[tuple[ConsumerGroup, Image]]:
+        """The groups, each member with a fresh session (and, if it was revoking, a fresh
+        rebalance timeout)."""
+        built = []
+        for group_id, image in self.images.items():
+            if not image.has_metadata:
+                continue
+            group = ConsumerGroup(
+                group_id, group_epoch=image.epoch, assignment_epoch=image.assignment_epoch
+            )
+            for member_id, meta in image.members.items():
+                current = image.current.get(member_id)
+                member = ConsumerMember(
+                    member_id,
+                    instance_id=meta.instance_id,
+                    rack_id=meta.rack_id,
+                    client_id=meta.client_id,
+                    client_host=meta.client_host,
+                    rebalance_timeout_ms=meta.rebalance_timeout_ms,
+                    subscribed_topic_names=frozenset(meta.subscribed_topic_names),
+                    subscribed_topic_regex=meta.subscribed_topic_regex,
+                    server_assignor=meta.server_assignor,
+                    session_deadline_ms=now_ms + session_timeout_ms,
+                )
+                if current is not None:
+                    member = _with_assignment(member, current, now_ms)
+                group.members[member_id] = member
+            group.target = {m: p for m, p in image.targets.items() if m in group.members}
+            assignors = [m.server_assignor for m in group.members.values() if m.server_assignor]
+            if assignors:
+                group.assignor_name = assignors[0]
+            built.append((group, image))
+        return built
+
+
+def _with_assignment(
+    member: ConsumerMember, current: CurrentAssignmentValue, now_ms: int
+) -> ConsumerMember:
+    revoking = current.state == UNREVOKED
+    return replace(
+        member,
+        member_epoch=current.member_epoch,
+        previous_member_epoch=current.previous_member_epoch,
+        state=current.state if current.state in STATES else STABLE,
+        assigned=current.assigned,
+        pending_revocation=current.pending_revocation,
+        revocation_deadline_ms=now_ms + member.rebalance_timeout_ms if revoking else None,
+    )
+
+
+V = TypeVar("V")
+
+
+def _set(table: dict[str, V], member: str, value: object, kind: type[V]) -> None:
+    if value is None:
+        table.pop(member, None)
+    elif isinstance(value, kind):
+        table[member] = value

@@ -1,0 +1,289 @@
+"""KIP-848 consumer-group records in ``__consumer_offsets``, byte for byte as Kafka writes them,
+and the records that bring the log up to date with a group (``diff``).
+
+Framing as for every coordinator record (``records``): key = int16 record type + key body
+(not flexible: int16-length strings); value = int16 version (0) + body, flexible: compact
+strings and arrays (unsigned varint length + 1, 0 for null), 16-byte uuids, and a tagged-field
+section after every struct (kemu writes none and skips those it reads).
+
+====  ==========================================  ==========================================
+type  key                                         value v0
+====  ==========================================  ==========================================
+3     ConsumerGroupMetadata: group                Epoch int32
+5     ConsumerGroupMemberMetadata: group, member  InstanceId?, RackId?, ClientId, ClientHost,
+                                                  SubscribedTopicNames []string,
+                                                  SubscribedTopicRegex?, RebalanceTimeoutMs int32,
+                                                  ServerAssignor?
+6     ConsumerGroupTargetAssignmentMetadata: group  AssignmentEpoch int32
+7     ConsumerGroupTargetAssignmentMember:        TopicPartitions [] {TopicId uuid,
+      group, member                                 Partitions []int32}
+8     ConsumerGroupCurrentMemberAssignment:       MemberEpoch int32, PreviousMemberEpoch int32,
+      group, member                               State int8 (0 stable, 1 unrevoked, 2
+                                                  unreleased), AssignedPartitions [],
+                                                  PartitionsPendingRevocation []
+====  ==========================================  ==========================================
+
+(type 4, the partition metadata Kafka 4.0 wrote, is ignored; 4.1 replaced it by a hash.)
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass
+
+from kemu.coordinator.group.assignor import TopicPartition
+from kemu.protocol.records import uvarint
+
+GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 5, 6, 7, 8
+RECORD_TYPES = (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+STATE_CODES = {"STABLE": 0, "UNREVOKED_PARTITIONS": 1, "UNRELEASED_PARTITIONS": 2}
+STATE_NAMES = {code: name for name, code in STATE_CODES.items()}
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+
+Partitions = frozenset[TopicPartition]
+
+
+class ConsumerRecordError(ValueError):
+    """Bytes that are not a consumer-group record kemu reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecordKey:
+    record_type: int
+    group: str
+    member: str | None = None  # for the per-member record types
+
+
+@dataclass(frozen=True, slots=True)
+class GroupEpochValue:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetEpochValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TargetMemberValue:
+    partitions: Partitions
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: str
+    assigned: Partitions
+    pending_revocation: Partitions
+
+
+ConsumerRecordValue = (
+    GroupEpochValue
+    | MemberMetadataValue
+    | TargetEpochValue
+    | TargetMemberValue
+    | CurrentAssignmentValue
+)
+PER_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+
+
+# --- encoding ---------------------------------------------------------------------------------
+
+
+def _key_string(text: str) -> bytes:
+    data = text.encode()
+    return _INT16.pack(len(data)) + data
+
+
+def _compact_string(text: str | None) -> bytes:
+    if text is None:
+        return uvarint(0)
+    data = text.encode()
+    return uvarint(len(data) + 1) + data
+
+
+def _partitions(partitions: Partitions) -> bytes:
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for topic_id, index in sorted(partitions):
+        by_topic.setdefault(topic_id, []).append(index)
+    parts = [uvarint(len(by_topic) + 1)]
+    for topic_id, indexes in by_topic.items():
+        parts.append(topic_id.bytes + uvarint(len(indexes) + 1))
+        parts += [_INT32.pack(index) for index in indexes]
+        parts.append(uvarint(0))  # the struct's tagged fields
+    return b"".join(parts)
+
+
+def encode_key(key: ConsumerRecordKey) -> bytes:
+    body = _INT16.pack(key.record_type) + _key_string(key.group)
+    if key.record_type in PER_MEMBER:
+        body += _key_string(key.member or "")
+    return body
+
+
+def encode_value(value: ConsumerRecordValue) -> bytes:
+    if isinstance(value, GroupEpochValue):
+        body = _INT32.pack(value.epoch)
+    elif isinstance(value, TargetEpochValue):
+        body = _INT32.pack(value.assignment_epoch)
+    elif isinstance(value, MemberMetadataValue):
+        names = value.subscribed_topic_names
+        body = (
+            _compact_string(value.instance_id)
+            + _compact_string(value.rack_id)
+            + _compact_string(value.client_id)
+            + _compact_string(value.client_host)
+            + uvarint(len(names) + 1)
+            + b"".join(_compact_string(name) for name in names)
+            + _compact_string(value.subscribed_topic_regex)
+            + _INT32.pack(value.rebalance_timeout_ms)
+            + _compact_string(value.server_assignor)
+        )
+    elif isinstance(value, TargetMemberValue):
+        body = _partitions(value.partitions)
+    else:
+        body = (
+            _INT32.pack(value.member_epoch)
+            + _INT32.pack(value.previous_member_epoch)
+            + struct.pack(">b", STATE_CODES[value.state])
+            + _partitions(value.assigned)
+            + _partitions(value.pending_revocation)
+        )
+    return _INT16.pack(0) + body + uvarint(0)
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+class _Reader:
+    __slots__ = ("data", "position")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.position = 0
+
+    def take(self, size: int) -> bytes:
+        end = self.position + size
+        if size < 0 or end > len(self.data):
+            raise ConsumerRecordError(f"need {size} bytes at {self.position} of {len(self.data)}")
+        chunk = self.data[self.position : end]
+        self.position = end
+        return chunk
+
+    def int32(self) -> int:
+        return int(_INT32.unpack(self.take(4))[0])
+
+    def uvarint(self) -> int:
+        result = shift = 0
+        while True:
+            byte = self.take(1)[0]
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+            if shift > 28:
+                raise ConsumerRecordError("unsigned varint longer than 5 bytes")
+
+    def key_string(self) -> str:
+        (length,) = _INT16.unpack(self.take(2))
+        return self.take(length).decode()
+
+    def compact_string(self) -> str | None:
+        length = self.uvarint() - 1
+        return None if length < 0 else self.take(length).decode()
+
+    def tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.take(self.uvarint())
+
+    def partitions(self) -> Partitions:
+        found: set[TopicPartition] = set()
+        for _ in range(max(self.uvarint() - 1, 0)):
+            topic_id = uuid.UUID(bytes=self.take(16))
+            for _ in range(max(self.uvarint() - 1, 0)):
+                found.add((topic_id, self.int32()))
+            self.tags()
+        return frozenset(found)
+
+    def done(self) -> None:
+        if self.position != len(self.data):
+            raise ConsumerRecordError(f"{len(self.data) - self.position} trailing bytes")
+
+
+def decode_key(data: bytes) -> ConsumerRecordKey:
+    reader = _Reader(data)
+    (record_type,) = _INT16.unpack(reader.take(2))
+    if record_type not in RECORD_TYPES:
+        raise ConsumerRecordError(f"record type {record_type} is not a consumer group record")
+    try:
+        group = reader.key_string()
+        member = reader.key_string() if record_type in PER_MEMBER else None
+    except UnicodeDecodeError as error:
+        raise ConsumerRecordError(str(error)) from None
+    reader.done()
+    return ConsumerRecordKey(record_type, group, member)
+
+
+def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordValue | None:
+    if data is None:
+        return None
+    reader = _Reader(data)
+    (version,) = _INT16.unpack(reader.take(2))
+    if version != 0:
+        raise ConsumerRecordError(f"value version {version} is not 0")
+    value: ConsumerRecordValue
+    try:
+        if key.record_type == GROUP_METADATA:
+            value = GroupEpochValue(reader.int32())
+        elif key.record_type == TARGET_METADATA:
+            value = TargetEpochValue(reader.int32())
+        elif key.record_type == MEMBER_METADATA:
+            instance_id, rack_id = reader.compact_string(), reader.compact_string()
+            client_id, client_host = reader.compact_string() or "", reader.compact_string() or ""
+            names = tuple(
+                reader.compact_string() or "" for _ in range(max(reader.uvarint() - 1, 0))
+            )
+            value = MemberMetadataValue(
+                instance_id,
+                rack_id,
+                client_id,
+                client_host,
+                names,
+                reader.compact_string(),
+                reader.int32(),
+                reader.compact_string(),
+            )
+        elif key.record_type == TARGET_MEMBER:
+            value = TargetMemberValue(reader.partitions())
+        else:
+            epoch, previous = reader.int32(), reader.int32()
+            (state,) = struct.unpack(">b", reader.take(1))
+            value = CurrentAssignmentValue(
+                epoch,
+                previous,
+                STATE_NAMES.get(state, "UNKNOWN"),
+                reader.partitions(),
+                reader.partitions(),
+            )
+    except UnicodeDecodeError as error:
+        raise ConsumerRecordError(str(error)) from None
+    reader.tags()
+    reader.done()
+    return value
