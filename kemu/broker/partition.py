@@ -10,8 +10,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kemu.broker.transactions import PartitionTransactions
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.records import BatchHeader, with_log_append_time, with_offset
+from kemu.protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    BatchHeader,
+    control_batch,
+    read_header,
+    with_log_append_time,
+    with_offset,
+)
 from kemu.storage.log import PartitionLog
 
 Listener = Callable[[], None]
@@ -49,6 +58,7 @@ class Partition:
         "replicas",
         "topic_id",
         "topic_name",
+        "transactions",
     )
 
     def __init__(
@@ -72,6 +82,9 @@ class Partition:
             for producer_id, state in log.recovered_producers().items()
         }  # a reopened log knows which batches its idempotent producers last wrote
         self.listeners: set[Listener] = set()
+        self.transactions = PartitionTransactions()
+        if self.producers:  # only producers with sequences write transactional batches
+            self.transactions.rebuild(log.batches(log.log_start_offset, log.log_end_offset))
 
     @property
     def high_watermark(self) -> int:
@@ -79,7 +92,8 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        unstable = self.transactions.first_unstable_offset()
+        return self.high_watermark if unstable is None else unstable
 
     @property
     def log_start_offset(self) -> int:
@@ -120,6 +134,8 @@ class Partition:
                 header.record_count,
             )
             self.log.append(assigned, stored, now_ms=now_ms)
+            if header.is_transactional:
+                self.transactions.on_append(header, offset)
             if header.producer_id >= 0 and header.base_sequence >= 0:
                 self._remember(header, offset)
         self.notify()
@@ -156,6 +172,38 @@ class Partition:
         )
         if len(entry.recent) > MAX_REMEMBERED_BATCHES:
             del entry.recent[0]
+
+    def write_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        coordinator_epoch: int = 0,
+        now_ms: int,
+    ) -> int:
+        """Append a COMMIT/ABORT control batch ending ``producer_id``'s transaction here; the
+        marker's epoch becomes the producer's (a bumped epoch restarts its sequences)."""
+        batch = control_batch(
+            CONTROL_COMMIT if commit else CONTROL_ABORT,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp_ms=now_ms,
+        )
+        offset = self.log.log_end_offset
+        stored = with_offset(batch, offset, self.leader_epoch)
+        self.log.append(read_header(stored), stored, now_ms=now_ms)
+        self.transactions.on_marker(producer_id, commit, offset)
+        entry = self.producers.get(producer_id)
+        if entry is None or entry.epoch != producer_epoch:
+            self.producers[producer_id] = ProducerEntry(producer_epoch)
+        self.notify()
+        return offset
+
+    def aborted_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Offset ranges [first, last] of aborted transactions overlapping [start, end)."""
+        return self.transactions.aborted_ranges(start, end)
 
     def notify(self) -> None:
         for listener in list(self.listeners):

@@ -104,6 +104,9 @@ class KemuServer:
         from kemu.broker.housekeeping import start_housekeeping
 
         self._background.extend(start_housekeeping(self.runtime))
+        from kemu.coordinator.transaction.service import start_transactions
+
+        start_transactions(self.runtime)  # finishes or times out transactions a restart left
         self._warm_handlers()
         log.info(
             "started",

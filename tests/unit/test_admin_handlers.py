@@ -1298,7 +1298,9 @@ def test_init_producer_id_request_checks(broker: Broker) -> None:
     empty = init_producer(broker, transactional_id="")
     assert empty.error_code == ErrorCode.invalid_request
     transactional = init_producer(broker, transactional_id="tx-1")
-    assert transactional.error_code == ErrorCode.unsupported_version
+    assert (transactional.error_code, transactional.producer_epoch) == (ErrorCode.none, 0)
+    again = init_producer(broker, transactional_id="tx-1")  # bumps the epoch, same id
+    assert (again.producer_id, again.producer_epoch) == (transactional.producer_id, 1)
 
 
 def test_producer_id_blocks_never_repeat_after_restart(tmp_path: Path) -> None:

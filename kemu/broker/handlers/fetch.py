@@ -4,10 +4,11 @@ Whole batches from the one holding the fetch offset, bounded by PartitionMaxByte
 (the first batch of the first partition with data is always returned, KIP-74). Long poll: waits
 up to MaxWaitMs until MinBytes are there, woken by appends. Incremental fetch sessions
 (KIP-227, v7+) with forgotten topics; topics by id from v13 (UNKNOWN_TOPIC_ID). READ_COMMITTED
-reads stop at the last stable offset. A fetch offset outside [log start, high watermark] gets
-OFFSET_OUT_OF_RANGE; a stale or future CurrentLeaderEpoch gets FENCED_LEADER_EPOCH /
-UNKNOWN_LEADER_EPOCH; a partition led elsewhere gets NOT_LEADER_OR_FOLLOWER with the leader
-(v12+) and its endpoint (v16+).
+reads stop at the last stable offset (the first offset of the earliest open transaction) and carry
+the aborted transactions (producer id, first offset) overlapping what they may read. A fetch
+offset outside [log start, high watermark] gets OFFSET_OUT_OF_RANGE; a stale or future
+CurrentLeaderEpoch gets FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH; a partition led elsewhere gets
+NOT_LEADER_OR_FOLLOWER with the leader (v12+) and its endpoint (v16+).
 
 Omissions: follower fetching (replica ids >= 0 are served like consumers), preferred read
 replicas (always -1), diverging epochs and snapshots (one copy, nothing diverges).
@@ -211,13 +212,25 @@ def _read_all(
             high_watermark=high_watermark,
             last_stable_offset=partition.last_stable_offset,
             log_start_offset=partition.log_start_offset,
-            aborted_transactions=() if read_committed else None,
+            aborted_transactions=(
+                _aborted(ctx, partition, offset, upper) if read_committed else None
+            ),
             preferred_read_replica=-1,
             records=records,
             **_neutral_leader(ctx),
         )
         results.append((target, data, None))
     return results, total, errors, live
+
+
+def _aborted(ctx: RequestContext, partition: Partition, start: int, end: int) -> tuple[Any, ...]:
+    """The aborted transactions a READ_COMMITTED consumer must drop from [start, end)."""
+    if start >= end or not partition.transactions.aborted:
+        return ()
+    return tuple(
+        ctx.make("AbortedTransaction", producer_id=producer_id, first_offset=first)
+        for producer_id, first in partition.transactions.aborted_between(start, end)
+    )
 
 
 def _epoch_error(requested: int, current: int) -> ErrorCode | None:

@@ -1,18 +1,18 @@
-"""InitProducerId (key 22), v0-v5, for idempotent (non-transactional) producers.
+"""InitProducerId (key 22), v0-v5.
 
-A null transactional id gets a fresh producer id with epoch 0, from the process-wide allocator
-in ``kemu.broker.producer_ids`` (increasing, persisted in blocks to the data dir so that ids
-never repeat after a restart). As in Kafka, a given ProducerId/ProducerEpoch (v3+, KIP-360) is
-only checked for consistency (exactly one of them -1 is INVALID_REQUEST) and otherwise ignored:
-a non-transactional producer that wants a new epoch simply gets a new producer id (Java's
-producer bumps idempotent epochs itself and only asks for a new id). Any broker answers; an empty
-transactional id is INVALID_REQUEST.
+A null transactional id (an idempotent producer) gets a fresh producer id with epoch 0, from the
+process-wide allocator in ``kemu.broker.producer_ids`` (increasing, persisted in blocks to the
+data dir so that ids never repeat after a restart). As in Kafka, a given ProducerId/ProducerEpoch
+(v3+, KIP-360) is then only checked for consistency (exactly one of them -1 is INVALID_REQUEST):
+a non-transactional producer that wants a new epoch simply gets a new producer id.
 
-Deliberate omission until the transaction coordinator lands: a non-null transactional id is
-answered with UNSUPPORTED_VERSION. It is not retriable, so Java's ``initTransactions()`` fails at
-once with "Unexpected error in InitProducerIdResponse; The version of API is not supported."
-(and librdkafka / kafka-python raise likewise) instead of retrying until a timeout as
-COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR would make them do.
+A transactional id goes to the transaction coordinator (``kemu.coordinator.transaction``): a new
+id gets a producer id with epoch 0; a known one gets its epoch bumped, fencing the previous
+producer, whose Ongoing transaction is aborted first. A timeout above
+``transaction.max.timeout.ms`` is INVALID_TRANSACTION_TIMEOUT; a given id/epoch (v3+) that is not
+the current one is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4); a transaction still being
+completed is CONCURRENT_TRANSACTIONS; an empty transactional id is INVALID_REQUEST. Any broker
+answers (one coordinator per process).
 """
 
 from __future__ import annotations
@@ -21,16 +21,19 @@ from typing import Any
 
 from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.broker.handlers._transactions import for_version, millis
 from kemu.broker.producer_ids import producer_ids
+from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 22
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+FIRST_FENCED_VERSION = 4
 
 
 @handler(API_KEY, 0, 5)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     given_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     given_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (given_id == NO_PRODUCER_ID) != (given_epoch == NO_PRODUCER_EPOCH):
@@ -38,7 +41,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
         if not request.transactional_id:
             return _error(ctx, ErrorCode.invalid_request)
-        return _error(ctx, ErrorCode.unsupported_version)
+        outcome = transaction_coordinator(ctx.runtime).init_producer_id(
+            request.transactional_id,
+            millis(request.transaction_timeout),
+            given_id,
+            given_epoch,
+        )
+        if outcome.error is not ErrorCode.none:
+            return _error(ctx, for_version(outcome.error, ctx.version, FIRST_FENCED_VERSION))
+        return ctx.respond(
+            error_code=ErrorCode.none,
+            producer_id=outcome.producer_id,
+            producer_epoch=outcome.producer_epoch,
+        )
     return ctx.respond(
         error_code=ErrorCode.none,
         producer_id=producer_ids(ctx.runtime).allocate(),

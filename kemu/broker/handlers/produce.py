@@ -11,8 +11,13 @@ broker's time. acks=0 gets no response at all; acks=1 and acks=-1 both answer on
 the log (one copy is the whole ISR), after an fsync when ``kemu.log.flush=always``. The handler
 is a plain function: it never waits, so the connection answers it without a task.
 
-Omissions: transactional batches are appended as ordinary data until the transaction
-coordinator lands; compression is passed through, never recompressed
+A transactional batch joins its partition to the producer's transaction first (KIP-890: the
+partition leader adds it; kemu does so for clients of any transaction version, so a partition a
+client forgot to add cannot slip out of the transaction), failing with the coordinator's error
+(PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS); the partition then counts
+the transaction as open until its marker (last stable offset).
+
+Omissions: compression is passed through, never recompressed
 (``compression.type`` is reported but not applied).
 """
 
@@ -26,6 +31,7 @@ from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.leadership import leader_fields, node_endpoints
 from kemu.broker.partition import Partition
+from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import BatchHeader, CorruptBatch, InvalidBatch, split_batches
 
@@ -71,7 +77,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         )
                     )
                 else:
-                    results.append(_append(ctx, partition, data.records, now))
+                    results.append(
+                        _append(ctx, partition, data.records, now, request.transactional_id)
+                    )
         topics.append(
             ctx.make(
                 "TopicProduceResponse",
@@ -104,7 +112,13 @@ def _result(ctx: RequestContext, index: int, error: ErrorCode, **extra: Any) -> 
     return ctx.make("PartitionProduceResponse", **values)
 
 
-def _append(ctx: RequestContext, partition: Partition, records: bytes | None, now: int) -> Any:
+def _append(
+    ctx: RequestContext,
+    partition: Partition,
+    records: bytes | None,
+    now: int,
+    transactional_id: str | None,
+) -> Any:
     try:
         batches = split_batches(records or b"")
     except InvalidBatch as invalid:
@@ -132,6 +146,16 @@ def _append(ctx: RequestContext, partition: Partition, records: bytes | None, no
         )
         if problem is not None:
             return _result(ctx, partition.index, ErrorCode.invalid_timestamp, error_message=problem)
+    first = batches[0][0]
+    if first.is_transactional and transactional_id is not None:
+        joined = transaction_coordinator(ctx.runtime).on_transactional_produce(
+            transactional_id,
+            first.producer_id,
+            first.producer_epoch,
+            (partition.topic_name, partition.index),
+        )
+        if joined is not ErrorCode.none:
+            return _result(ctx, partition.index, joined)
     try:
         result = partition.append(batches, now_ms=now, log_append_time=log_append_time)
     except OSError as error:

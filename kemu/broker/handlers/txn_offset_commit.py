@@ -1,0 +1,119 @@
+"""TxnOffsetCommit (key 28), v0-v5.
+
+Offsets a transactional producer commits for a consumer group. They are checked now and staged
+with the transaction; the transaction coordinator hands them to the group coordinator's offset
+store when the transaction commits and drops them when it aborts, so OffsetFetch never sees
+offsets of an open or aborted transaction.
+
+Checks, as Kafka's group coordinator makes them for a transactional commit: the producer must
+hold the transactional id's current epoch (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED;
+INVALID_PRODUCER_EPOCH before v3); with a generation or member id (v3+), a classic group's member
+must be known (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) and in that generation (ILLEGAL_GENERATION),
+a KIP-848 group's member known and at that epoch (STALE_MEMBER_EPOCH); an unknown group with a
+generation is ILLEGAL_GENERATION; unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION;
+metadata above ``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE.
+
+Omission: staged offsets are kept in memory until the commit (see the transaction service).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.broker.handlers._transactions import for_version
+from kemu.coordinator.group.classic_group import DEAD, EMPTY, ClassicGroup
+from kemu.coordinator.group.config import broker_int
+from kemu.coordinator.group.consumer_group import ConsumerGroup
+from kemu.coordinator.group.offset_manager import CommitPartition
+from kemu.coordinator.group.service import group_coordinator
+from kemu.coordinator.transaction.service import PendingOffsets, transaction_coordinator
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 28
+FIRST_FENCED_VERSION = 3
+OFFSET_COMMIT_VERSION = 8  # how the group coordinator is asked to commit them at the marker
+
+
+@handler(API_KEY, 0, 5)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    member_id = getattr(request, "member_id", "")
+    instance_id = getattr(request, "group_instance_id", None)
+    generation = getattr(request, "generation_id", -1)
+    transactions = transaction_coordinator(ctx.runtime)
+    error = transactions.check_producer(
+        request.transactional_id, request.producer_id, request.producer_epoch
+    )
+    if error is ErrorCode.none:
+        error = _check_group(ctx, request.group_id, member_id, instance_id, generation)
+    error = for_version(error, ctx.version, FIRST_FENCED_VERSION)
+    max_metadata = broker_int(ctx.cluster.config, "offset.metadata.max.bytes")
+    pending = PendingOffsets(member_id, instance_id, generation, OFFSET_COMMIT_VERSION)
+    answers = []
+    for topic in request.topics:
+        partitions = []
+        for entry in topic.partitions:
+            code = error
+            if code is ErrorCode.none:
+                metadata = entry.committed_metadata
+                if ctx.cluster.partition(topic.name, entry.partition_index) is None:
+                    code = ErrorCode.unknown_topic_or_partition
+                elif metadata is not None and len(metadata) > max_metadata:
+                    code = ErrorCode.offset_metadata_too_large
+                else:
+                    pending.offsets[(topic.name, entry.partition_index)] = CommitPartition(
+                        topic=topic.name,
+                        partition=entry.partition_index,
+                        offset=entry.committed_offset,
+                        leader_epoch=getattr(entry, "committed_leader_epoch", -1),
+                        metadata=metadata,
+                    )
+            partitions.append(
+                ctx.make(
+                    "TxnOffsetCommitResponsePartition",
+                    partition_index=entry.partition_index,
+                    error_code=code,
+                )
+            )
+        answers.append(
+            ctx.make("TxnOffsetCommitResponseTopic", name=topic.name, partitions=tuple(partitions))
+        )
+    if pending.offsets:
+        transactions.stage_offsets(request.transactional_id, request.group_id, pending)
+    return ctx.respond(topics=tuple(answers))
+
+
+def _check_group(
+    ctx: RequestContext,
+    group_id: str,
+    member_id: str,
+    instance_id: str | None,
+    generation: int,
+) -> ErrorCode:
+    if not group_id:
+        return ErrorCode.invalid_group_id
+    group = group_coordinator(ctx.runtime).registry.get(group_id)
+    identified = generation >= 0 or bool(member_id) or instance_id is not None
+    if group is None:
+        return ErrorCode.illegal_generation if generation >= 0 else ErrorCode.none
+    if isinstance(group, ConsumerGroup):
+        if generation < 0 and not member_id:
+            return ErrorCode.none
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if generation != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+    if isinstance(group, ClassicGroup):
+        if group.state == DEAD:
+            return ErrorCode.coordinator_not_available
+        if (generation < 0 and group.state == EMPTY) or not identified:
+            return ErrorCode.none
+        error = group.validate_member(member_id, instance_id)
+        if error is not None:
+            return error
+        if generation != group.generation_id:
+            return ErrorCode.illegal_generation
+    return ErrorCode.none

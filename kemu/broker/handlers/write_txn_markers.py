@@ -1,0 +1,62 @@
+"""WriteTxnMarkers (key 27), v1-v2, for tools.
+
+Kafka's coordinator sends it to partition leaders; kemu's coordinator writes its markers in
+process, so this serves only tools that complete a hanging transaction by hand: each marker is
+written as a COMMIT/ABORT control batch to every listed partition this broker leads (others get
+NOT_LEADER_OR_FOLLOWER, unknown ones UNKNOWN_TOPIC_OR_PARTITION). The coordinator epoch is
+written into the marker and not checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 27
+
+
+@handler(API_KEY, 1, 2)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    now = ctx.now_ms()
+    results = []
+    for marker in request.markers:
+        topics = []
+        for topic in marker.topics:
+            partitions = []
+            for index in topic.partition_indexes:
+                partition = ctx.cluster.partition(topic.name, index)
+                if partition is None:
+                    code = ErrorCode.unknown_topic_or_partition
+                elif partition.leader_id != ctx.node.node_id:
+                    code = ErrorCode.not_leader_or_follower
+                else:
+                    try:
+                        partition.write_marker(
+                            marker.producer_id,
+                            marker.producer_epoch,
+                            bool(marker.transaction_result),
+                            coordinator_epoch=marker.coordinator_epoch,
+                            now_ms=now,
+                        )
+                        code = ErrorCode.none
+                    except OSError:
+                        code = ErrorCode.kafka_storage_error
+                partitions.append(
+                    ctx.make(
+                        "WritableTxnMarkerPartitionResult", partition_index=index, error_code=code
+                    )
+                )
+            topics.append(
+                ctx.make(
+                    "WritableTxnMarkerTopicResult", name=topic.name, partitions=tuple(partitions)
+                )
+            )
+        results.append(
+            ctx.make(
+                "WritableTxnMarkerResult", producer_id=marker.producer_id, topics=tuple(topics)
+            )
+        )
+    return ctx.respond(markers=tuple(results))

@@ -1,0 +1,80 @@
+"""What one partition knows about transactions: which producers have one open (from the first
+offset of their first transactional batch), and which were aborted (first offset to marker offset).
+
+The last stable offset is the first offset of the earliest open transaction (else the high
+watermark); READ_COMMITTED fetches get the aborted transactions overlapping what they read, and
+share partitions the aborted offset ranges. Sans-IO; ``Partition`` feeds it appends and markers,
+and after a restart ``rebuild`` replays the log's transactional batches and markers.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left
+from collections.abc import Iterable
+
+from kemu.protocol.record_reader import iter_records
+from kemu.protocol.records import CONTROL_COMMIT, BatchHeader, CorruptBatch
+
+_CONTROL_KEY = struct.Struct(">hh")
+
+
+class PartitionTransactions:
+    __slots__ = ("aborted", "ongoing")
+
+    def __init__(self) -> None:
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        # (last offset = the ABORT marker's offset, first offset, producer id), by last offset
+        self.aborted: list[tuple[int, int, int]] = []
+
+    def on_append(self, header: BatchHeader, base_offset: int) -> None:
+        if header.is_transactional and not header.is_control:
+            self.ongoing.setdefault(header.producer_id, base_offset)
+
+    def on_marker(self, producer_id: int, commit: bool, marker_offset: int) -> None:
+        first = self.ongoing.pop(producer_id, None)
+        if not commit and first is not None:
+            self.aborted.append((marker_offset, first, producer_id))
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping [start, end)."""
+        at = bisect_left(self.aborted, (start, -1, -1))
+        return [
+            (producer_id, first) for _last, first, producer_id in self.aborted[at:] if first < end
+        ]
+
+    def aborted_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Offset ranges [first, last] of aborted transactions overlapping [start, end)."""
+        at = bisect_left(self.aborted, (start, -1, -1))
+        return [(first, last) for last, first, _ in self.aborted[at:] if first < end]
+
+    def forget_below(self, log_start: int) -> None:
+        at = bisect_left(self.aborted, (log_start, -1, -1))
+        if at:
+            del self.aborted[:at]
+
+    def rebuild(self, batches: Iterable[tuple[BatchHeader, bytes]]) -> None:
+        for header, batch in batches:
+            if not header.is_transactional:
+                continue
+            if not header.is_control:
+                self.on_append(header, header.base_offset)
+                continue
+            commit = marker_is_commit(batch)
+            if commit is not None:
+                self.on_marker(header.producer_id, commit, header.base_offset)
+
+
+def marker_is_commit(batch: bytes) -> bool | None:
+    """Whether a control batch is a COMMIT (True) or ABORT (False) marker; None if neither."""
+    try:
+        for record in iter_records(batch):
+            if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
+                _version, marker = _CONTROL_KEY.unpack_from(record.key)
+                return bool(marker == CONTROL_COMMIT)
+    except CorruptBatch:
+        return None
+    return None

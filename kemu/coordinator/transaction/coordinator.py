@@ -1,0 +1,350 @@
+"""Transactions as Kafka's ``TransactionCoordinator`` runs them, sans-IO.
+
+One ``TransactionMetadata`` per transactional id. Every operation validates against it and returns
+an ``Outcome``: the error (or the producer id and epoch to answer), the ``__transaction_state``
+records to write first, and for a commit or abort the ``Markers`` to write to the transaction's
+partitions; once they are written the caller calls ``complete`` and writes its record too. kemu
+holds every partition in one process, so markers are written at once and the Prepare states only
+outlive a call after a crash (``recover`` returns them to finish on load).
+
+States and their status bytes: Empty 0, Ongoing 1, PrepareCommit 2, PrepareAbort 3, CompleteCommit
+4, CompleteAbort 5, Dead 6, PrepareEpochFence 7 (kemu fences and aborts in one step, so it never
+stays in PrepareEpochFence).
+
+Epochs: InitProducerId bumps the epoch (fencing the previous producer; an Ongoing transaction of
+that producer is aborted with the bumped epoch first); an exhausted epoch gets a new producer id.
+With transaction version 2 (EndTxn v5) every EndTxn bumps the epoch too and answers the new one; a
+retry with the previous epoch of a completed EndTxn gets the same answer. An Ongoing transaction
+older than its timeout is aborted with a bumped epoch (the producer is fenced, as in Kafka).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from kemu.coordinator.transaction.records import TransactionLogValue
+from kemu.protocol.errors import ErrorCode
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+MAX_EPOCH = 32767  # Short.MAX_VALUE; Kafka gives a new producer id before reaching it
+
+TopicPartition = tuple[str, int]
+
+
+class TxnState(IntEnum):
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+
+PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
+COMPLETE = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+STATE_NAMES = {
+    TxnState.EMPTY: "Empty",
+    TxnState.ONGOING: "Ongoing",
+    TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort",
+    TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort",
+    TxnState.DEAD: "Dead",
+    TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+
+
+@dataclass(slots=True)
+class TransactionMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = -1
+    last_producer_epoch: int = NO_PRODUCER_EPOCH  # the epoch before the last bump (retries)
+    previous_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
+
+    def record(self) -> TransactionLogValue:
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in sorted(self.partitions):
+            by_topic.setdefault(topic, []).append(index)
+        return TransactionLogValue(
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            timeout_ms=self.timeout_ms,
+            status=int(self.state),
+            partitions=tuple((topic, tuple(ids)) for topic, ids in by_topic.items()),
+            last_update_ms=self.last_update_ms,
+            start_ms=self.start_ms,
+            previous_producer_id=self.previous_producer_id,
+            client_transaction_version=self.client_transaction_version,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Markers:
+    """COMMIT or ABORT control batches to write, one per partition."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    partitions: frozenset[TopicPartition]
+
+
+Record = tuple[str, TransactionLogValue]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    records: list[Record] = field(default_factory=list)
+    markers: Markers | None = None
+
+
+class TransactionCoordinator:
+    def __init__(self, allocate_producer_id: Callable[[], int], max_timeout_ms: int) -> None:
+        self.allocate_producer_id = allocate_producer_id
+        self.max_timeout_ms = max_timeout_ms
+        self.transactions: dict[str, TransactionMetadata] = {}
+
+    # --- InitProducerId --------------------------------------------------------------------
+
+    def init_producer_id(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        now_ms: int,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> Outcome:
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            return Outcome(ErrorCode.invalid_transaction_timeout)
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            meta = TransactionMetadata(
+                transactional_id, self.allocate_producer_id(), 0, timeout_ms, last_update_ms=now_ms
+            )
+            self.transactions[transactional_id] = meta
+            return self._answer(meta, [self._record(meta)])
+        if meta.state in PREPARING:
+            return Outcome(ErrorCode.concurrent_transactions)
+        if producer_id != NO_PRODUCER_ID:
+            if producer_id == meta.producer_id and producer_epoch == meta.last_producer_epoch:
+                if meta.state == TxnState.EMPTY:
+                    return self._answer(meta, [])  # a retry of the bump we already made
+            elif producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
+                return Outcome(ErrorCode.producer_fenced)
+        meta.timeout_ms = timeout_ms
+        if meta.state == TxnState.ONGOING:
+            # Fence the previous producer and abort its transaction with the bumped epoch; the
+            # new producer continues with that epoch once the markers are written.
+            self._bump(meta)
+            return self._prepare(meta, commit=False, now_ms=now_ms)
+        self._bump(meta)
+        meta.state = TxnState.EMPTY
+        meta.partitions.clear()
+        meta.start_ms = -1
+        meta.last_update_ms = now_ms
+        return self._answer(meta, [self._record(meta)])
+
+    def _bump(self, meta: TransactionMetadata) -> None:
+        meta.last_producer_epoch = meta.producer_epoch
+        if meta.producer_epoch >= MAX_EPOCH - 1:
+            meta.previous_producer_id = meta.producer_id
+            meta.producer_id = self.allocate_producer_id()
+            meta.producer_epoch = 0
+            meta.last_producer_epoch = NO_PRODUCER_EPOCH
+        else:
+            meta.producer_epoch += 1
+
+    # --- AddPartitionsToTxn / AddOffsetsToTxn / implicit adds (TV2) --------------------------
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        now_ms: int,
+    ) -> Outcome:
+        meta = self.transactions.get(transactional_id)
+        error = self._check_producer(meta, producer_id, producer_epoch)
+        if error is not None:
+            return Outcome(error)
+        assert meta is not None
+        if meta.state in PREPARING:
+            return Outcome(ErrorCode.concurrent_transactions)
+        wanted = set(partitions)
+        if meta.state == TxnState.ONGOING and wanted <= meta.partitions:
+            return self._answer(meta, [])
+        if meta.state != TxnState.ONGOING:
+            meta.partitions.clear()
+            meta.start_ms = now_ms
+            meta.state = TxnState.ONGOING
+        meta.partitions |= wanted
+        meta.last_update_ms = now_ms
+        return self._answer(meta, [self._record(meta)])
+
+    def _check_producer(
+        self, meta: TransactionMetadata | None, producer_id: int, producer_epoch: int
+    ) -> ErrorCode | None:
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.producer_fenced
+        return None
+
+    # --- EndTxn ------------------------------------------------------------------------------
+
+    def end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        now_ms: int,
+        *,
+        bump_epoch: bool = False,
+    ) -> Outcome:
+        """``bump_epoch``: transaction version 2 (EndTxn v5)."""
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            return Outcome(ErrorCode.invalid_producer_id_mapping)
+        wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        retried = (
+            bump_epoch
+            and producer_epoch == meta.last_producer_epoch
+            and producer_id in (meta.producer_id, meta.previous_producer_id)
+        )
+        if retried:
+            if meta.state == wanted:
+                return self._answer(meta, [])
+            if meta.state in PREPARING:
+                return Outcome(ErrorCode.concurrent_transactions)
+            return Outcome(ErrorCode.producer_fenced)
+        error = self._check_producer(meta, producer_id, producer_epoch)
+        if error is not None:
+            return Outcome(error)
+        if bump_epoch:
+            meta.client_transaction_version = 2
+        if meta.state == TxnState.ONGOING:
+            if bump_epoch:
+                self._bump(meta)
+            return self._prepare(meta, commit=commit, now_ms=now_ms)
+        if meta.state in PREPARING:
+            return Outcome(ErrorCode.concurrent_transactions)
+        if meta.state == wanted and not bump_epoch:
+            return self._answer(meta, [])  # a retry of an EndTxn that completed
+        if bump_epoch and not commit and meta.state in (TxnState.EMPTY, *COMPLETE):
+            self._bump(meta)  # TV2 lets a producer abort a transaction it never started
+            return self._prepare(meta, commit=False, now_ms=now_ms)
+        return Outcome(ErrorCode.invalid_txn_state)
+
+    def _prepare(self, meta: TransactionMetadata, *, commit: bool, now_ms: int) -> Outcome:
+        meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        meta.last_update_ms = now_ms
+        if meta.start_ms < 0:
+            meta.start_ms = now_ms
+        markers = Markers(
+            meta.transactional_id,
+            meta.producer_id,
+            meta.producer_epoch,
+            commit,
+            frozenset(meta.partitions),
+        )
+        return Outcome(
+            ErrorCode.none,
+            meta.producer_id,
+            meta.producer_epoch,
+            [self._record(meta)],
+            markers,
+        )
+
+    def complete(self, transactional_id: str, now_ms: int) -> list[Record]:
+        """Finish a prepared commit or abort once its markers are written."""
+        meta = self.transactions[transactional_id]
+        if meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return []
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        meta.partitions.clear()
+        meta.last_update_ms = now_ms
+        return [self._record(meta)]
+
+    # --- timeouts, load ----------------------------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [
+            meta.start_ms + meta.timeout_ms
+            for meta in self.transactions.values()
+            if meta.state == TxnState.ONGOING
+        ]
+        return min(deadlines) if deadlines else None
+
+    def expire(self, now_ms: int) -> list[Outcome]:
+        """Abort every Ongoing transaction past its timeout, fencing its producer."""
+        outcomes = []
+        for meta in self.transactions.values():
+            if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms <= now_ms:
+                self._bump(meta)
+                outcomes.append(self._prepare(meta, commit=False, now_ms=now_ms))
+        return outcomes
+
+    def replay(self, transactional_id: str, value: TransactionLogValue | None) -> None:
+        if value is None:
+            self.transactions.pop(transactional_id, None)
+            return
+        previous = self.transactions.get(transactional_id)
+        last_epoch = NO_PRODUCER_EPOCH
+        if previous is not None and previous.producer_id == value.producer_id:
+            if previous.producer_epoch != value.producer_epoch:
+                last_epoch = previous.producer_epoch
+            else:
+                last_epoch = previous.last_producer_epoch
+        self.transactions[transactional_id] = TransactionMetadata(
+            transactional_id,
+            value.producer_id,
+            value.producer_epoch,
+            value.timeout_ms,
+            TxnState(value.status),
+            {(topic, index) for topic, ids in value.partitions for index in ids},
+            value.start_ms,
+            value.last_update_ms,
+            last_epoch,
+            value.previous_producer_id,
+            value.client_transaction_version,
+        )
+
+    def recover(self) -> list[Markers]:
+        """After a load: the markers of transactions left prepared, to write and ``complete``."""
+        return [
+            Markers(
+                meta.transactional_id,
+                meta.producer_id,
+                meta.producer_epoch,
+                meta.state == TxnState.PREPARE_COMMIT,
+                frozenset(meta.partitions),
+            )
+            for meta in self.transactions.values()
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+        ]
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _record(self, meta: TransactionMetadata) -> Record:
+        return (meta.transactional_id, meta.record())
+
+    def _answer(self, meta: TransactionMetadata, records: list[Record]) -> Outcome:
+        return Outcome(ErrorCode.none, meta.producer_id, meta.producer_epoch, records)

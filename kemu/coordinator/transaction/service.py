@@ -1,0 +1,330 @@
+"""The asyncio side of the transaction coordinator: one per process, shared by every broker.
+
+It writes the coordinator's records to ``__transaction_state`` (partition
+``abs(hashCode(transactionalId)) % transaction.state.log.num.partitions``, one batch per
+operation) before answering, writes COMMIT/ABORT markers straight into the transaction's
+partitions (kemu holds them all in this process) and completes the transaction, hands the
+transaction's ``TxnOffsetCommit`` offsets to the group coordinator on commit (drops them on
+abort), and aborts transactions past their timeout from a timer. At start it replays
+``__transaction_state`` and finishes transactions a crash left prepared; Ongoing ones resume
+and time out as in Kafka.
+
+Known gap: pending transactional offsets live in memory until the commit, so a crash between
+TxnOffsetCommit and EndTxn loses them (the transaction is then aborted anyway unless it was
+already prepared).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import structlog
+
+from kemu.broker.context import Runtime
+from kemu.broker.producer_ids import producer_ids
+from kemu.coordinator.group.hashing import partition_for
+from kemu.coordinator.group.offset_manager import CommitPartition
+from kemu.coordinator.group.placement import (
+    GROUP,
+    INTERNAL_TOPICS,
+    TRANSACTION,
+    coordinator_partition,
+    internal_topic,
+)
+from kemu.coordinator.group.records import NO_TIMESTAMP, OffsetCommitKey, OffsetCommitValue
+from kemu.coordinator.transaction.coordinator import (
+    Markers,
+    Outcome,
+    Record,
+    TopicPartition,
+    TransactionCoordinator,
+    TxnState,
+)
+from kemu.coordinator.transaction.records import (
+    RecordDecodeError,
+    TransactionLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from kemu.protocol.errors import ErrorCode
+from kemu.protocol.record_reader import iter_records
+from kemu.protocol.records import CorruptBatch, build_batch, read_header
+
+log = structlog.get_logger("kemu.transaction")
+
+SERVICE = "transaction_coordinator"
+TOPIC = INTERNAL_TOPICS[TRANSACTION].name
+OFFSETS_TOPIC = INTERNAL_TOPICS[GROUP].name
+
+
+@dataclass(slots=True)
+class PendingOffsets:
+    """One group's offsets of an open transaction, with the member that committed them."""
+
+    member_id: str
+    group_instance_id: str | None
+    generation_id: int
+    api_version: int
+    offsets: dict[TopicPartition, CommitPartition] = field(default_factory=dict)
+
+
+class TransactionService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        config = runtime.cluster.config
+        self.coordinator = TransactionCoordinator(
+            producer_ids(runtime).allocate, config.get_int("transaction.max.timeout.ms")
+        )
+        self.pending_offsets: dict[str, dict[str, PendingOffsets]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        loaded = 0
+        for transactional_id, value in self._replay():
+            self.coordinator.replay(transactional_id, value)
+            loaded += 1
+        if loaded:
+            log.info("transaction_state_loaded", records=loaded)
+        now = runtime.clock_ms()
+        for markers in self.coordinator.recover():
+            self._write_markers(markers, now)
+            self._write(self.coordinator.complete(markers.transactional_id, now), now)
+        self.rearm()
+
+    # --- operations (each writes its records before it returns) -----------------------------
+
+    def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+    ) -> Outcome:
+        now = self.runtime.clock_ms()
+        outcome = self.coordinator.init_producer_id(
+            transactional_id, timeout_ms, now, producer_id, producer_epoch
+        )
+        return self._carry_out(outcome, now)
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> Outcome:
+        now = self.runtime.clock_ms()
+        outcome = self.coordinator.add_partitions(
+            transactional_id, producer_id, producer_epoch, partitions, now
+        )
+        return self._carry_out(outcome, now)
+
+    def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> Outcome:
+        offsets = internal_topic(self.runtime.cluster, GROUP)
+        partition = (OFFSETS_TOPIC, partition_for(group_id, len(offsets.partitions)))
+        return self.add_partitions(transactional_id, producer_id, producer_epoch, [partition])
+
+    def end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        bump_epoch: bool,
+    ) -> Outcome:
+        now = self.runtime.clock_ms()
+        outcome = self.coordinator.end_transaction(
+            transactional_id, producer_id, producer_epoch, commit, now, bump_epoch=bump_epoch
+        )
+        return self._carry_out(outcome, now)
+
+    def check_producer(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> ErrorCode:
+        """For TxnOffsetCommit: the producer must hold the transactional id's current epoch."""
+        meta = self.coordinator.transactions.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.producer_fenced
+        return ErrorCode.none
+
+    def stage_offsets(self, transactional_id: str, group_id: str, pending: PendingOffsets) -> None:
+        groups = self.pending_offsets.setdefault(transactional_id, {})
+        known = groups.get(group_id)
+        if known is None:
+            groups[group_id] = pending
+        else:
+            known.offsets.update(pending.offsets)
+            known.member_id = pending.member_id
+            known.group_instance_id = pending.group_instance_id
+            known.generation_id = pending.generation_id
+
+    def on_transactional_produce(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> ErrorCode:
+        """A transactional batch reached ``tp``'s leader: the partition joins the transaction
+        (KIP-890: implicitly with transaction version 2; kemu does so for every client)."""
+        meta = self.coordinator.transactions.get(transactional_id)
+        if (
+            meta is not None
+            and meta.state == TxnState.ONGOING
+            and tp in meta.partitions
+            and meta.producer_id == producer_id
+            and meta.producer_epoch == producer_epoch
+        ):
+            return ErrorCode.none  # the hot path: nothing to write
+        return self.add_partitions(transactional_id, producer_id, producer_epoch, [tp]).error
+
+    # --- effects -------------------------------------------------------------------------------
+
+    def _carry_out(self, outcome: Outcome, now: int) -> Outcome:
+        if outcome.records:
+            error = self._write(outcome.records, now)
+            if error is not ErrorCode.none:
+                return Outcome(error)
+        markers = outcome.markers
+        if markers is not None:
+            self._write_markers(markers, now)
+            self._write(self.coordinator.complete(markers.transactional_id, now), now)
+        self.rearm()
+        return outcome
+
+    def _write(self, records: list[Record], now: int) -> ErrorCode:
+        if not records:
+            return ErrorCode.none
+        transactional_id = records[0][0]
+        partition = coordinator_partition(self.runtime.cluster, TRANSACTION, transactional_id)
+        batch = build_batch(
+            [
+                (encode_key(txn_id), encode_value(value, empty=value.status == TxnState.EMPTY))
+                for txn_id, value in records
+            ],
+            timestamp_ms=now,
+        )
+        try:
+            appended = partition.append([(read_header(batch), batch)], now_ms=now)
+        except OSError as error:
+            log.error("transaction_state_append_failed", error=str(error))
+            return ErrorCode.coordinator_not_available
+        if appended.error is not ErrorCode.none:
+            return ErrorCode.coordinator_not_available
+        return ErrorCode.none
+
+    def _write_markers(self, markers: Markers, now: int) -> None:
+        cluster = self.runtime.cluster
+        for topic_name, index in sorted(markers.partitions):
+            topic = cluster.topics.get(topic_name)
+            if topic is None or not 0 <= index < len(topic.partitions):
+                continue  # deleted since it joined the transaction
+            try:
+                topic.partitions[index].write_marker(
+                    markers.producer_id, markers.producer_epoch, markers.commit, now_ms=now
+                )
+            except OSError as error:
+                log.error(
+                    "transaction_marker_failed",
+                    topic=topic_name,
+                    partition=index,
+                    error=str(error),
+                )
+        groups = self.pending_offsets.pop(markers.transactional_id, {})
+        if markers.commit:
+            for group_id, pending in groups.items():
+                self._commit_offsets(group_id, pending)
+
+    def _commit_offsets(self, group_id: str, pending: PendingOffsets) -> None:
+        from kemu.coordinator.group.service import group_coordinator
+
+        groups = group_coordinator(self.runtime)
+        partitions = list(pending.offsets.values())
+        result = groups.commit_offsets(
+            group_id,
+            pending.member_id,
+            pending.group_instance_id,
+            pending.generation_id,
+            partitions,
+            api_version=pending.api_version,
+        )
+        if result.error is ErrorCode.none:
+            return
+        # The group moved on (a rebalance) between TxnOffsetCommit and the commit: Kafka does not
+        # validate again at the marker, so the offsets are written as they were accepted.
+        now = self.runtime.clock_ms()
+        records: list[tuple[OffsetCommitKey, OffsetCommitValue | None]] = [
+            (
+                OffsetCommitKey(group_id, entry.topic, entry.partition),
+                OffsetCommitValue(
+                    offset=entry.offset,
+                    metadata=entry.metadata or "",
+                    commit_timestamp=now,
+                    leader_epoch=entry.leader_epoch,
+                    expire_timestamp=NO_TIMESTAMP,
+                ),
+            )
+            for entry in partitions
+        ]
+        groups._append(group_id, list(records), now)
+
+    # --- timer, load ---------------------------------------------------------------------------
+
+    def rearm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.coordinator.next_deadline_ms()
+        if deadline is None:
+            return
+        delay = max(0, deadline - self.runtime.clock_ms()) / 1000
+        with contextlib.suppress(RuntimeError):  # no loop yet: the next operation arms it
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        now = self.runtime.clock_ms()
+        for outcome in self.coordinator.expire(now):
+            if outcome.markers is not None:
+                log.info(
+                    "transaction_timed_out",
+                    transactional_id=outcome.markers.transactional_id,
+                    producer_id=outcome.producer_id,
+                )
+            self._carry_out(outcome, now)
+        self.rearm()
+
+    def _replay(self) -> Iterator[tuple[str, TransactionLogValue | None]]:
+        topic = self.runtime.cluster.topics.get(TOPIC)
+        if topic is None:
+            return
+        for partition in topic.partitions:
+            for header, batch in partition.log.batches(
+                partition.log_start_offset, partition.high_watermark
+            ):
+                if header.is_control:
+                    continue
+                try:
+                    for record in iter_records(batch):
+                        if record.key is None:
+                            continue
+                        yield decode_key(record.key), decode_value(record.value)
+                except (CorruptBatch, RecordDecodeError) as error:
+                    log.warning(
+                        "transaction_state_batch_skipped",
+                        partition=partition.index,
+                        offset=header.base_offset,
+                        reason=str(error),
+                    )
+
+
+def transaction_coordinator(runtime: Runtime) -> TransactionService:
+    service: TransactionService = runtime.service(SERVICE, TransactionService)
+    return service
+
+
+def start_transactions(runtime: Runtime) -> None:
+    """At process start: load ``__transaction_state`` when it exists, so that transactions a
+    restart interrupted are finished or time out without waiting for a client."""
+    if TOPIC in runtime.cluster.topics:
+        transaction_coordinator(runtime).rearm()

@@ -1,0 +1,192 @@
+"""The sans-IO transaction coordinator on a virtual clock, its ``__transaction_state`` records,
+and a partition's transaction index (last stable offset, aborted transactions)."""
+
+from __future__ import annotations
+
+import itertools
+
+from kemu.broker.partition import Partition
+from kemu.coordinator.transaction.coordinator import TransactionCoordinator, TxnState
+from kemu.coordinator.transaction.records import (
+    TransactionLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from kemu.protocol.errors import ErrorCode
+from kemu.protocol.records import build_batch, read_header
+from kemu.storage.log import MemoryLog
+
+TXN = "my-txn"
+TP = ("orders", 0)
+
+
+def make() -> TransactionCoordinator:
+    ids = itertools.count(1000)
+    return TransactionCoordinator(lambda: next(ids), max_timeout_ms=60_000)
+
+
+def replayed(coordinator: TransactionCoordinator, *outcomes: object) -> TransactionCoordinator:
+    """A fresh coordinator fed the records of ``coordinator``'s operations through the codec."""
+    del outcomes
+    fresh = make()
+    for txn_id, meta in coordinator.transactions.items():
+        value = meta.record()
+        raw = encode_value(value, empty=meta.state == TxnState.EMPTY)
+        fresh.replay(decode_key(encode_key(txn_id)), decode_value(raw))
+    return fresh
+
+
+def test_init_allocates_then_bumps_and_fences() -> None:
+    c = make()
+    first = c.init_producer_id(TXN, 10_000, now_ms=0)
+    assert (first.error, first.producer_id, first.producer_epoch) == (ErrorCode.none, 1000, 0)
+    assert first.records and first.records[0][1].status == TxnState.EMPTY
+    second = c.init_producer_id(TXN, 10_000, now_ms=1)
+    assert (second.producer_id, second.producer_epoch) == (1000, 1)
+    stale = c.add_partitions(TXN, 1000, 0, [TP], now_ms=2)
+    assert stale.error is ErrorCode.producer_fenced
+    assert c.end_transaction(TXN, 1000, 0, True, now_ms=2).error is ErrorCode.producer_fenced
+    assert (
+        c.add_partitions(TXN, 7, 1, [TP], now_ms=2).error is ErrorCode.invalid_producer_id_mapping
+    )
+    retry = c.init_producer_id(TXN, 10_000, 3, 1000, 0)  # a retry of the bump to epoch 1
+    assert (retry.error, retry.producer_epoch, retry.records) == (ErrorCode.none, 1, [])
+    assert c.init_producer_id(TXN, 10_000, 4, 1000, 1).producer_epoch == 2  # KIP-360 bump
+    assert c.init_producer_id(TXN, 10_000, 5, 1000, 0).error is ErrorCode.producer_fenced
+
+
+def test_timeout_above_the_maximum_is_refused() -> None:
+    assert make().init_producer_id(TXN, 60_001, 0).error is ErrorCode.invalid_transaction_timeout
+
+
+def test_commit_goes_through_prepare_to_complete() -> None:
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    added = c.add_partitions(TXN, 1000, 0, [TP, ("orders", 1)], now_ms=5)
+    assert added.error is ErrorCode.none and added.records[0][1].status == TxnState.ONGOING
+    assert c.add_partitions(TXN, 1000, 0, [TP], now_ms=6).records == []  # already in
+    ended = c.end_transaction(TXN, 1000, 0, True, now_ms=7)
+    assert ended.markers is not None and ended.markers.commit
+    assert ended.markers.partitions == {TP, ("orders", 1)}
+    assert c.transactions[TXN].state == TxnState.PREPARE_COMMIT
+    # a crash here: the loaded coordinator finishes the commit
+    assert [m.commit for m in replayed(c).recover()] == [True]
+    assert c.add_partitions(TXN, 1000, 0, [TP], 8).error is ErrorCode.concurrent_transactions
+    done = c.complete(TXN, now_ms=8)
+    assert done[0][1].status == TxnState.COMPLETE_COMMIT and done[0][1].partitions == ()
+    assert c.end_transaction(TXN, 1000, 0, True, 9).error is ErrorCode.none  # a retry
+    assert c.end_transaction(TXN, 1000, 0, False, 9).error is ErrorCode.invalid_txn_state
+
+
+def test_commit_of_an_empty_transaction_is_invalid() -> None:
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    assert c.end_transaction(TXN, 1000, 0, True, 1).error is ErrorCode.invalid_txn_state
+
+
+def test_init_aborts_the_ongoing_transaction_of_the_previous_producer() -> None:
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    c.add_partitions(TXN, 1000, 0, [TP], 1)
+    fenced = c.init_producer_id(TXN, 10_000, 2)
+    assert fenced.markers is not None and not fenced.markers.commit
+    assert (fenced.markers.producer_epoch, fenced.producer_epoch) == (1, 1)
+    c.complete(TXN, 3)
+    assert c.transactions[TXN].state == TxnState.COMPLETE_ABORT
+
+
+def test_tv2_end_bumps_the_epoch_and_a_retry_gets_the_same_answer() -> None:
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    c.add_partitions(TXN, 1000, 0, [TP], 1)
+    ended = c.end_transaction(TXN, 1000, 0, True, 2, bump_epoch=True)
+    assert ended.markers is not None and ended.markers.producer_epoch == 1
+    c.complete(TXN, 3)
+    retry = c.end_transaction(TXN, 1000, 0, True, 4, bump_epoch=True)
+    assert (retry.error, retry.producer_epoch) == (ErrorCode.none, 1)
+    aborted_empty = c.end_transaction(TXN, 1000, 1, False, 5, bump_epoch=True)
+    assert aborted_empty.error is ErrorCode.none and aborted_empty.producer_epoch == 2
+
+
+def test_epoch_exhaustion_gives_a_new_producer_id() -> None:
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    c.transactions[TXN].producer_epoch = 32766
+    bumped = c.init_producer_id(TXN, 10_000, 1)
+    assert (bumped.producer_id, bumped.producer_epoch) == (1001, 0)
+
+
+def test_timeout_aborts_with_a_fencing_epoch() -> None:
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    c.add_partitions(TXN, 1000, 0, [TP], now_ms=100)
+    assert c.next_deadline_ms() == 10_100
+    assert c.expire(10_099) == []
+    (expired,) = c.expire(10_100)
+    assert expired.markers is not None and not expired.markers.commit
+    assert expired.markers.producer_epoch == 1
+    c.complete(TXN, 10_100)
+    assert c.next_deadline_ms() is None
+    assert c.add_partitions(TXN, 1000, 0, [TP], 10_200).error is ErrorCode.producer_fenced
+
+
+def test_replay_keeps_an_ongoing_transaction_which_then_times_out() -> None:
+    c = make()
+    c.init_producer_id(TXN, 5_000, 0)
+    c.add_partitions(TXN, 1000, 0, [TP], now_ms=50)
+    loaded = replayed(c)
+    meta = loaded.transactions[TXN]
+    assert (meta.state, meta.partitions, meta.start_ms) == (TxnState.ONGOING, {TP}, 50)
+    assert loaded.recover() == []
+    assert len(loaded.expire(5_050)) == 1
+
+
+def test_records_round_trip_and_layout() -> None:
+    value = TransactionLogValue(5, 2, 60_000, 1, (("a", (0, 2)),), 11, 10)
+    raw = encode_value(value)
+    assert raw is not None and raw[:2] == b"\x00\x01"  # version 1, flexible
+    assert decode_value(raw) == value
+    assert encode_key("t") == b"\x00\x00\x00\x01t"
+    empty = encode_value(TransactionLogValue(5, 2, 60_000, 0, (), 11, -1), empty=True)
+    assert empty is not None and decode_value(empty) == TransactionLogValue(
+        5, 2, 60_000, 0, (), 11, -1
+    )
+
+
+def _partition() -> Partition:
+    import uuid
+
+    return Partition("orders", uuid.uuid4(), 0, 1, [1], MemoryLog())
+
+
+def _append(partition: Partition, producer_id: int, transactional: bool, seq: int) -> None:
+    batch = build_batch(
+        [(None, b"v")],
+        timestamp_ms=0,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=seq,
+        transactional=transactional,
+    )
+    assert partition.append([(read_header(batch), batch)], now_ms=0).error is ErrorCode.none
+
+
+def test_partition_lso_and_aborted_index() -> None:
+    p = _partition()
+    _append(p, 1, False, 0)  # 0: plain idempotent
+    _append(p, 2, True, 0)  # 1: txn of producer 2
+    _append(p, 3, True, 0)  # 2: txn of producer 3
+    assert (p.high_watermark, p.last_stable_offset) == (3, 1)
+    assert p.write_marker(2, 0, False, now_ms=0) == 3  # abort producer 2
+    assert p.last_stable_offset == 2
+    p.write_marker(3, 0, True, now_ms=0)
+    assert p.last_stable_offset == p.high_watermark == 5
+    assert p.transactions.aborted_between(0, 5) == [(2, 1)]
+    assert p.aborted_ranges(0, 5) == [(1, 3)]
+    assert p.aborted_ranges(4, 5) == []
+    rebuilt = Partition("orders", p.topic_id, 0, 1, [1], p.log)
+    rebuilt.transactions.rebuild(p.log.batches(0, 5))
+    assert rebuilt.transactions.aborted == p.transactions.aborted
+    assert rebuilt.transactions.ongoing == {}
