@@ -1,0 +1,57 @@
+"""Java kafka-clients 4.4.0 transactions against a 3-broker kemu through
+``kemu.probe.TransactionProbe`` (see its javadoc): with transaction version 2 finalized (kemu
+serves EndTxn v5), the producer adds partitions by producing and every EndTxn bumps its epoch.
+
+A committed, an aborted and a committed-with-offsets transaction; read_committed sees only the
+committed records, read_uncommitted all of them, and the group's offset is the one sent with the
+transaction; a second producer with the same transactional id fences the first
+(ProducerFencedException) and its own commit is the only record read_committed sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
+
+from kemu.testing.plugin import KemuProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.java]
+
+RECORDS = 30
+
+
+@pytest.fixture(scope="module")
+def txn_run(
+    java_probes: Path,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ProbeRun]:
+    log_path = tmp_path_factory.mktemp("kemu-txn-java") / "kemu.log"
+    kemu = KemuProcess(brokers=3, log_path=log_path).start()
+    try:
+        yield run_probe(
+            "TransactionProbe", kemu.bootstrap, "--topic", "java-txn", "--records", str(RECORDS)
+        )
+    finally:
+        kemu.stop()
+
+
+def test_read_committed_sees_only_committed_records(txn_run: ProbeRun) -> None:
+    line = txn_run.one("commit_abort")
+    assert line["committed_count"] == RECORDS + 1
+    assert line["committed_aborted_seen"] == 0
+    assert line["committed_has_last"] is True
+    assert line["uncommitted_count"] == 2 * RECORDS + 1
+    assert line["group_offset"] == 7
+
+
+def test_second_producer_fences_the_first(txn_run: ProbeRun) -> None:
+    line = txn_run.one("fencing")
+    assert line["first_outcome"] == "ProducerFencedException"
+    assert line["committed"] == ["fresh"]
+
+
+def test_probe_exit_status(txn_run: ProbeRun) -> None:
+    assert txn_run.returncode == 0, txn_run.stderr[-3000:]
