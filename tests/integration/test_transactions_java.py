@@ -5,7 +5,8 @@ serves EndTxn v5), the producer adds partitions by producing and every EndTxn bu
 A committed, an aborted and a committed-with-offsets transaction; read_committed sees only the
 committed records, read_uncommitted all of them, and the group's offset is the one sent with the
 transaction; a second producer with the same transactional id fences the first
-(ProducerFencedException) and its own commit is the only record read_committed sees.
+(ProducerFencedException) and its own commit is the only record read_committed sees; Admin
+lists and describes an open transaction and sees it CompleteAbort after the abort.
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ def test_second_producer_fences_the_first(txn_run: ProbeRun) -> None:
     line = txn_run.one("fencing")
     assert line["first_outcome"] == "ProducerFencedException"
     assert line["committed"] == ["fresh"]
+
+
+def test_admin_lists_and_describes_transactions(txn_run: ProbeRun) -> None:
+    line = txn_run.one("admin_view")
+    assert line["listed"] == ["Ongoing"]  # once: only its coordinator's broker lists it
+    assert (line["state"], line["has_start"]) == ("Ongoing", True)
+    assert line["partitions"] == ["java-txn-admin-0"]
+    assert line["timeout_ms"] == 60000
+    assert line["after_abort"] == "CompleteAbort"
 
 
 def test_probe_exit_status(txn_run: ProbeRun) -> None:

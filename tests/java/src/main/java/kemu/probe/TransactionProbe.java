@@ -30,6 +30,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>{@code fencing}: a second producer with the same transactional id calls
  *       initTransactions while the first has a transaction open; the first's commit must throw
  *       ProducerFencedException, the second commits, and read_committed sees only its record.</li>
+ *   <li>{@code admin_view}: with a transaction open on {@code --topic}-admin partition 0, Admin
+ *       listTransactions and describeTransactions report it (state, producer, partitions);
+ *       after the abort describeTransactions reports CompleteAbort.</li>
  * </ul>
  */
 public final class TransactionProbe {
@@ -48,7 +51,43 @@ public final class TransactionProbe {
             createTopic(probe, topic + "-fence", 1);
             fencing(probe, topic + "-fence", out);
         });
+        probe.check("admin_view", out -> {
+            createTopic(probe, topic + "-admin", 1);
+            adminView(probe, topic + "-admin", out);
+        });
         System.exit(probe.exitCode());
+    }
+
+    private static void adminView(Probe probe, String topic, Map<String, Object> out)
+            throws Exception {
+        String transactionalId = topic + "-tid";
+        try (KafkaProducer<String, String> producer = producer(probe, transactionalId);
+                Admin admin = Admin.create(probe.clientConfig())) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, "open")).get();
+            List<String> listed = new ArrayList<>();
+            for (var listing : admin.listTransactions().all().get()) {
+                if (listing.transactionalId().equals(transactionalId)) {
+                    listed.add(listing.state().toString());
+                }
+            }
+            out.put("listed", listed);
+            var open = admin.describeTransactions(List.of(transactionalId)).all().get()
+                    .get(transactionalId);
+            out.put("state", open.state().toString());
+            out.put("producer_epoch", open.producerEpoch());
+            out.put("timeout_ms", open.transactionTimeoutMs());
+            out.put("has_start", open.transactionStartTimeMs().isPresent());
+            List<String> partitions = new ArrayList<>();
+            for (TopicPartition tp : open.topicPartitions()) {
+                partitions.add(tp.toString());
+            }
+            out.put("partitions", partitions);
+            producer.abortTransaction();
+            out.put("after_abort", admin.describeTransactions(List.of(transactionalId)).all().get()
+                    .get(transactionalId).state().toString());
+        }
     }
 
     private static void createTopic(Probe probe, String topic, int partitions) throws Exception {

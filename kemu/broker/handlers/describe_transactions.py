@@ -1,0 +1,67 @@
+"""DescribeTransactions (key 65), v0.
+
+The coordinator's view of each transactional id: state (Kafka's names: Empty, Ongoing,
+PrepareCommit, ...), timeout, start time (-1 when none is open), producer id and epoch, and the
+partitions of the open transaction by topic. An unknown id gets TRANSACTIONAL_ID_NOT_FOUND. Any
+broker answers (one coordinator per process). Omission: no authorizer.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.transaction.coordinator import STATE_NAMES, TransactionMetadata
+from kemu.coordinator.transaction.service import transaction_coordinator
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 65
+
+
+@handler(API_KEY, 0, 0)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    transactions = transaction_coordinator(ctx.runtime).coordinator.transactions
+    return ctx.respond(
+        transaction_states=tuple(
+            _state(ctx, transactional_id, transactions.get(transactional_id))
+            for transactional_id in request.transactional_ids
+        )
+    )
+
+
+def _state(ctx: RequestContext, transactional_id: str, meta: TransactionMetadata | None) -> Any:
+    if meta is None:
+        return ctx.make(
+            "TransactionState",
+            error_code=ErrorCode.transactional_id_not_found,
+            transactional_id=transactional_id,
+            transaction_state="",
+            transaction_timeout=datetime.timedelta(0),
+            transaction_start_time=None,
+            producer_id=-1,
+            producer_epoch=-1,
+            topics=(),
+        )
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in sorted(meta.partitions):
+        by_topic.setdefault(topic, []).append(index)
+    return ctx.make(
+        "TransactionState",
+        error_code=ErrorCode.none,
+        transactional_id=transactional_id,
+        transaction_state=STATE_NAMES[meta.state],
+        transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms),
+        transaction_start_time=(
+            datetime.datetime.fromtimestamp(meta.start_ms / 1000, tz=datetime.UTC)
+            if meta.start_ms >= 0
+            else None
+        ),
+        producer_id=meta.producer_id,
+        producer_epoch=meta.producer_epoch,
+        topics=tuple(
+            ctx.make("TopicData", topic=topic, partitions=tuple(ids))
+            for topic, ids in by_topic.items()
+        ),
+    )

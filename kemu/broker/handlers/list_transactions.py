@@ -1,0 +1,71 @@
+"""ListTransactions (key 66), v0-v2.
+
+Every transactional id whose ``__transaction_state`` partition this broker leads (as in Kafka,
+where each broker lists its own coordinator's), with its producer id and state, filtered by state
+names (unknown names are echoed in ``unknown_state_filters``), producer ids, v1+ a minimum
+time since the transaction started (ms), v2+ a transactional id regular expression (matched as a
+whole; a bad pattern is INVALID_REQUEST). Any broker answers. Omission: no authorizer.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
+from kemu.coordinator.transaction.coordinator import STATE_NAMES
+from kemu.coordinator.transaction.service import transaction_coordinator
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 66
+
+
+@handler(API_KEY, 0, 2)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    known_names = set(STATE_NAMES.values())
+    states = set(request.state_filters)
+    producer_ids = set(request.producer_id_filters)
+    duration = getattr(request, "duration_filter", -1)
+    pattern_text = getattr(request, "transactional_id_pattern", None)
+    pattern = None
+    if pattern_text:
+        try:
+            pattern = re.compile(pattern_text)
+        except re.error:
+            return ctx.respond(
+                error_code=ErrorCode.invalid_request,
+                unknown_state_filters=(),
+                transaction_states=(),
+            )
+    now = ctx.now_ms()
+    node = ctx.node.node_id
+    found = []
+    for transactional_id, meta in transaction_coordinator(
+        ctx.runtime
+    ).coordinator.transactions.items():
+        name = STATE_NAMES[meta.state]
+        if states and name not in states:
+            continue
+        if producer_ids and meta.producer_id not in producer_ids:
+            continue
+        if duration >= 0 and now - meta.start_ms < duration:
+            continue  # as Kafka: the time since the transaction started (start -1 when none)
+        if pattern is not None and pattern.fullmatch(transactional_id) is None:
+            continue
+        if coordinator_partition(ctx.cluster, TRANSACTION, transactional_id).leader_id != node:
+            continue  # Admin asks every broker and concatenates: each lists the ids it leads
+        found.append(
+            ctx.make(
+                "TransactionState",
+                transactional_id=transactional_id,
+                producer_id=meta.producer_id,
+                transaction_state=name,
+            )
+        )
+    return ctx.respond(
+        error_code=ErrorCode.none,
+        unknown_state_filters=tuple(sorted(states - known_names)),
+        transaction_states=tuple(found),
+    )
