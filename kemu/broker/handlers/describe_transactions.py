@@ -39,7 +39,7 @@ def _state(ctx: RequestContext, transactional_id: str, meta: TransactionMetadata
             transactional_id=transactional_id,
             transaction_state="",
             transaction_timeout=datetime.timedelta(0),
-            transaction_start_time=None,
+            transaction_start_time=_timestamp(0),  # the schema default, as Kafka leaves it
             producer_id=-1,
             producer_epoch=-1,
             topics=(),
@@ -53,11 +53,7 @@ def _state(ctx: RequestContext, transactional_id: str, meta: TransactionMetadata
         transactional_id=transactional_id,
         transaction_state=STATE_NAMES[meta.state],
         transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms),
-        transaction_start_time=(
-            datetime.datetime.fromtimestamp(meta.start_ms / 1000, tz=datetime.UTC)
-            if meta.start_ms >= 0
-            else None
-        ),
+        transaction_start_time=_timestamp(meta.start_ms),
         producer_id=meta.producer_id,
         producer_epoch=meta.producer_epoch,
         topics=tuple(
@@ -65,3 +61,8 @@ def _state(ctx: RequestContext, transactional_id: str, meta: TransactionMetadata
             for topic, ids in by_topic.items()
         ),
     )
+
+
+def _timestamp(millis: int) -> datetime.datetime:
+    """A timestamp field; -1 (no open transaction) encodes as -1, as Kafka answers."""
+    return datetime.datetime.fromtimestamp(millis / 1000, tz=datetime.UTC)

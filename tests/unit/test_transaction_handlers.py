@@ -1,0 +1,263 @@
+"""The transaction APIs through encoded frames on an in-process 3-node model: InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, WriteTxnMarkers, Fetch
+READ_COMMITTED, List/DescribeTransactions, and a coordinator reloaded from
+``__transaction_state``."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+import pytest
+from test_admin_handlers import Broker
+
+from kemu.broker.context import Runtime
+from kemu.coordinator.transaction.service import TransactionService
+from kemu.protocol.errors import ErrorCode
+from kemu.protocol.records import build_batch, read_header
+
+INIT, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, MARKERS, TXN_COMMIT = 22, 24, 25, 26, 27, 28
+FETCH, DESCRIBE, LIST = 1, 65, 66
+TXN = "unit-txn"
+NOW = 1_700_000_000_000
+
+
+@pytest.fixture
+def broker() -> Broker:
+    b = Broker()
+    b.cluster.create_topic("orders", 2, 3)
+    return b
+
+
+def init(broker: Broker, version: int = 5, **fields: Any) -> Any:
+    fields.setdefault("transactional_id", TXN)
+    fields.setdefault("transaction_timeout", datetime.timedelta(milliseconds=60_000))
+    return broker.send(broker.request(INIT, version, **fields))
+
+
+def add_partitions(broker: Broker, pid: int, epoch: int, *indexes: int, version: int = 3) -> Any:
+    topic = broker.nested(ADD_PARTITIONS, version, "AddPartitionsToTxnTopic", name="orders",
+                          partitions=indexes)  # fmt: skip
+    return broker.send(
+        broker.request(
+            ADD_PARTITIONS,
+            version,
+            v3_and_below_transactional_id=TXN,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=(topic,),
+        )
+    )
+
+
+def end(broker: Broker, pid: int, epoch: int, commit: bool, version: int = 4) -> Any:
+    return broker.send(
+        broker.request(
+            END_TXN,
+            version,
+            transactional_id=TXN,
+            producer_id=pid,
+            producer_epoch=epoch,
+            committed=commit,
+        )
+    )
+
+
+def produce_transactional(broker: Broker, index: int, pid: int, epoch: int, seq: int) -> None:
+    batch = build_batch(
+        [(None, b"t")] * 2,
+        timestamp_ms=NOW,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        transactional=True,
+    )
+    partition = broker.cluster.topics["orders"].partitions[index]
+    assert partition.append([(read_header(batch), batch)], now_ms=NOW).error is ErrorCode.none
+
+
+def fetch_committed(broker: Broker, index: int) -> Any:
+    partition = broker.cluster.topics["orders"].partitions[index]
+    fetch_partition = broker.nested(FETCH, 12, "FetchPartition", partition=index, fetch_offset=0,
+                                    partition_max_bytes=1 << 20)  # fmt: skip
+    topic = broker.nested(FETCH, 12, "FetchTopic", topic="orders", partitions=(fetch_partition,))
+    response = broker.send(
+        broker.request(
+            FETCH,
+            12,
+            max_wait=datetime.timedelta(0),
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=1,
+            session_id=0,
+            session_epoch=-1,
+            topics=(topic,),
+            forgotten_topics_data=(),
+            rack_id="",
+        ),
+        node_id=partition.leader_id,
+    )
+    return response.responses[0].partitions[0]
+
+
+def test_abort_writes_markers_and_read_committed_gets_the_aborted_transaction(
+    broker: Broker,
+) -> None:
+    first = init(broker)
+    assert first.error_code == ErrorCode.none
+    pid, epoch = first.producer_id, first.producer_epoch
+    added = add_partitions(broker, pid, epoch, 0, 1)
+    assert [r.partition_error_code for r in added.results_by_topic_v3_and_below[0]
+            .results_by_partition] == [ErrorCode.none] * 2  # fmt: skip
+    produce_transactional(broker, 0, pid, epoch, 0)
+    open_data = fetch_committed(broker, 0)
+    assert (open_data.high_watermark, open_data.last_stable_offset) == (2, 0)
+    assert open_data.records in (b"", None)
+    assert end(broker, pid, epoch, False).error_code == ErrorCode.none
+    data = fetch_committed(broker, 0)
+    assert (data.high_watermark, data.last_stable_offset) == (3, 3)
+    assert [(a.producer_id, a.first_offset) for a in data.aborted_transactions] == [(pid, 0)]
+    other = broker.cluster.topics["orders"].partitions[1]
+    assert other.high_watermark == 1  # the ABORT marker alone
+
+
+def test_fencing_and_old_version_errors(broker: Broker) -> None:
+    first = init(broker)
+    second = init(broker)
+    assert second.producer_epoch == first.producer_epoch + 1
+    stale = add_partitions(broker, first.producer_id, first.producer_epoch, 0, version=1)
+    assert stale.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == (
+        ErrorCode.invalid_producer_epoch
+    )
+    fenced = end(broker, first.producer_id, first.producer_epoch, True, version=3)
+    assert fenced.error_code == ErrorCode.producer_fenced
+    too_long = init(broker, transaction_timeout=datetime.timedelta(minutes=16))
+    assert too_long.error_code == ErrorCode.invalid_transaction_timeout
+    unknown = add_partitions(broker, second.producer_id, second.producer_epoch, 7)
+    assert unknown.results_by_topic_v3_and_below[0].results_by_partition[
+        0
+    ].partition_error_code == (ErrorCode.unknown_topic_or_partition)
+
+
+def test_end_txn_v5_bumps_the_epoch(broker: Broker) -> None:
+    first = init(broker)
+    add_partitions(broker, first.producer_id, first.producer_epoch, 0)
+    ended = end(broker, first.producer_id, first.producer_epoch, True, version=5)
+    assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (
+        ErrorCode.none,
+        first.producer_id,
+        first.producer_epoch + 1,
+    )
+
+
+def txn_offset_commit(broker: Broker, version: int, pid: int, epoch: int, **fields: Any) -> Any:
+    partition = broker.nested(TXN_COMMIT, version, "TxnOffsetCommitRequestPartition",
+                              partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+                              committed_metadata="")  # fmt: skip
+    topic = broker.nested(TXN_COMMIT, version, "TxnOffsetCommitRequestTopic", name="orders",
+                          partitions=(partition,))  # fmt: skip
+    fields.setdefault("generation_id", -1)
+    fields.setdefault("member_id", "")
+    fields.setdefault("group_instance_id", None)
+    response = broker.send(
+        broker.request(
+            TXN_COMMIT,
+            version,
+            transactional_id=TXN,
+            group_id="g",
+            producer_id=pid,
+            producer_epoch=epoch,
+            topics=(topic,),
+            **fields,
+        )
+    )
+    return response.topics[0].partitions[0].error_code
+
+
+def test_txn_offset_commit_checks(broker: Broker) -> None:
+    first = init(broker)
+    pid, epoch = first.producer_id, first.producer_epoch
+    offsets = broker.send(
+        broker.request(
+            ADD_OFFSETS, 4, transactional_id=TXN, producer_id=pid, producer_epoch=epoch,
+            group_id="g",
+        )
+    )  # fmt: skip
+    assert offsets.error_code == ErrorCode.none
+    assert txn_offset_commit(broker, 3, pid, epoch + 1) == ErrorCode.producer_fenced
+    assert txn_offset_commit(broker, 2, pid, epoch + 1) == ErrorCode.invalid_producer_epoch
+    assert txn_offset_commit(broker, 3, pid, epoch, generation_id=4) == (
+        ErrorCode.illegal_generation
+    )
+    assert txn_offset_commit(broker, 3, pid, epoch) == ErrorCode.none
+    from kemu.coordinator.group.service import group_coordinator
+
+    groups = group_coordinator(broker.runtime)
+    assert groups.fetch_offsets("g", [("orders", [0])])[1][0].offset == -1  # not yet
+
+    async def commit() -> Any:  # the group coordinator arms its timers on the running loop
+        return end(broker, pid, epoch, True)
+
+    assert asyncio.run(commit()).error_code == ErrorCode.none
+    assert groups.fetch_offsets("g", [("orders", [0])])[1][0].offset == 5
+
+
+def test_write_txn_markers_for_tools(broker: Broker) -> None:
+    partition = broker.cluster.topics["orders"].partitions[0]
+    produce_transactional(broker, 0, 77, 0, 0)
+    assert partition.last_stable_offset == 0
+    topic = broker.nested(MARKERS, 1, "WritableTxnMarkerTopic", name="orders",
+                          partition_indexes=(0,))  # fmt: skip
+    marker = broker.nested(
+        MARKERS,
+        1,
+        "WritableTxnMarker",
+        producer_id=77,
+        producer_epoch=0,
+        transaction_result=False,
+        topics=(topic,),
+        coordinator_epoch=0,
+    )
+    response = broker.send(broker.request(MARKERS, 1, markers=(marker,)), partition.leader_id)
+    assert response.markers[0].topics[0].partitions[0].error_code == ErrorCode.none
+    assert partition.last_stable_offset == partition.high_watermark == 3
+    assert partition.aborted_ranges(0, 3) == [(0, 2)]
+
+
+def test_list_and_describe_transactions(broker: Broker) -> None:
+    first = init(broker)
+    add_partitions(broker, first.producer_id, first.producer_epoch, 1)
+    described = broker.send(broker.request(DESCRIBE, 0, transactional_ids=(TXN, "nope")))
+    known, unknown = described.transaction_states
+    assert (known.transaction_state, known.producer_id) == ("Ongoing", first.producer_id)
+    assert [(t.topic, tuple(t.partitions)) for t in known.topics] == [("orders", (1,))]
+    assert unknown.error_code == ErrorCode.transactional_id_not_found
+    listed = [
+        state.transactional_id
+        for node in (1, 2, 3)
+        for state in broker.send(
+            broker.request(
+                LIST,
+                1,
+                state_filters=("Ongoing", "Bogus"),
+                producer_id_filters=(),
+                duration_filter=-1,
+            ),
+            node,
+        ).transaction_states
+    ]
+    assert listed == [TXN]  # listed once, by the broker that coordinates it
+
+
+def test_a_reloaded_coordinator_resumes_from_the_transaction_log(broker: Broker) -> None:
+    first = init(broker)
+    add_partitions(broker, first.producer_id, first.producer_epoch, 0)
+    reloaded = TransactionService(Runtime(cluster=broker.cluster, clock_ms=lambda: NOW))
+    meta = reloaded.coordinator.transactions[TXN]
+    assert (meta.producer_id, meta.producer_epoch, meta.partitions) == (
+        first.producer_id,
+        first.producer_epoch,
+        {("orders", 0)},
+    )
+    assert reloaded.coordinator.next_deadline_ms() == NOW + 60_000
