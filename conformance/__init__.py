@@ -1,0 +1,1 @@
+"""Third-party client test suites run against kemu (see docs/conformance.md)."""

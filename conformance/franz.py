@@ -1,0 +1,222 @@
+"""``python -m conformance.franz``: franz-go's own kgo tests against a kemu this starts and stops.
+
+franz-go's test helpers (``pkg/kgo/helpers_test.go``) can aim the suite at any broker through
+``KGO_SEEDS``; the share-group tests run once ShareFetch and ShareAcknowledge v2 are advertised.
+The module comes from the Go module proxy: ``go mod download`` unpacks the release zip, test
+files included, into the module cache, and the tests are built and run from there, so a
+machine needs Go (>= 1.25, franz-go's go.mod) and the proxy, but no git clone. Nothing of
+franz-go lands in this repository.
+
+The test binary is built before kemu starts, so compile time is not test time. Prints one line
+per test result as it comes, then a table of the top-level results; the ``go test -v`` output and
+kemu's log are kept in ``--log-dir``. Exits with the test binary's status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from kemu.testing.plugin import KemuProcess
+
+MODULE = "github.com/twmb/franz-go"
+DEFAULT_VERSION = "v1.21.5"
+DEFAULT_RUN = "TestShareGroup"
+TIMEOUT_PREFIX = "panic: test timed out after"
+RUNNING_LINE = re.compile(r"^\t\t(?P<name>\S+) \(")
+RESULT_LINE = re.compile(
+    r"^(?P<indent>\s*)--- (?P<verdict>PASS|FAIL|SKIP): (?P<name>\S+) \((?P<secs>[\d.]+)s\)"
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    verdict: str  # PASS, FAIL, SKIP, or TIMEOUT when go test's alarm fired while it ran
+    seconds: float
+
+
+class ResultParser:
+    """Top-level test results from ``go test -v`` output, one line at a time."""
+
+    def __init__(self) -> None:
+        self._timed_out = False
+
+    def feed(self, line: str) -> Outcome | None:
+        if line.startswith(TIMEOUT_PREFIX):
+            self._timed_out = True
+            return None
+        if self._timed_out:
+            # After the alarm Go lists the tests still running, one per line: "\t\tName (5m0s)".
+            running = RUNNING_LINE.match(line)
+            if running is not None and "/" not in running["name"]:
+                return Outcome(running["name"], "TIMEOUT", 0.0)
+            return None
+        match = RESULT_LINE.match(line)
+        if match is None or match["indent"]:
+            return None
+        return Outcome(match["name"], match["verdict"], float(match["secs"]))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m conformance.franz", description=__doc__)
+    parser.add_argument(
+        "--version", default=DEFAULT_VERSION, help=f"franz-go module version ({DEFAULT_VERSION})"
+    )
+    parser.add_argument("--run", default=DEFAULT_RUN, help=f"go test -run pattern ({DEFAULT_RUN})")
+    parser.add_argument("--skip", help="go test -skip pattern (Go >= 1.20)")
+    parser.add_argument(
+        "--records", type=int, default=20_000, help="KGO_TEST_RECORDS for the ETL tests"
+    )
+    parser.add_argument("--count", type=int, default=1, help="go test -count")
+    parser.add_argument("--timeout", default="20m", help="go test -timeout")
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument(
+        "--chaos", action="store_true", help="KGO_TEST_CHAOS=1: connections die every 0.5-1.5 s"
+    )
+    parser.add_argument(
+        "--race", action="store_true", help="build the tests with the race detector"
+    )
+    parser.add_argument(
+        "--restart-after",
+        type=float,
+        metavar="SECONDS",
+        help="SIGKILL kemu this long into the run and start it again on the same data dir",
+    )
+    parser.add_argument("--client-log", default="none", help="KGO_LOG_LEVEL: none, info or debug")
+    parser.add_argument(
+        "--log-dir", type=Path, help="keep go test output and kemu's log here (default: a temp dir)"
+    )
+    parser.add_argument("--go", default="go", help="the go command")
+    return parser
+
+
+def download_module(go: str, version: str) -> Path:
+    """The unpacked module in the Go module cache (read-only; go test builds elsewhere)."""
+    listing = subprocess.run(
+        [go, "mod", "download", "-json", f"{MODULE}@{version}"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),  # outside any go.mod, so no main module is consulted
+    )
+    return Path(json.loads(listing.stdout)["Dir"])
+
+
+def build_tests(go: str, package_dir: Path, binary: Path, race: bool) -> None:
+    command = [go, "test", "-c", "-o", str(binary)] + (["-race"] if race else []) + ["."]
+    subprocess.run(command, check=True, cwd=package_dir)
+
+
+def test_environment(bootstrap: str, args: argparse.Namespace) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "KGO_SEEDS": bootstrap,
+        "KGO_TEST_RF": "1",
+        "KGO_TEST_RECORDS": str(args.records),
+        "KGO_LOG_LEVEL": args.client_log,
+    }
+    if args.chaos:
+        env["KGO_TEST_CHAOS"] = "1"
+    return env
+
+
+def run_tests(
+    binary: Path, package_dir: Path, env: dict[str, str], args: argparse.Namespace, log: Path
+) -> tuple[int, list[Outcome]]:
+    command = [
+        str(binary),
+        f"-test.run={args.run}",
+        f"-test.count={args.count}",
+        f"-test.timeout={args.timeout}",
+        "-test.v",
+    ] + ([f"-test.skip={args.skip}"] if args.skip else [])
+    results: list[Outcome] = []
+    parser = ResultParser()
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            command,
+            cwd=package_dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            out.write(line)
+            if RESULT_LINE.match(line) or line.startswith(TIMEOUT_PREFIX):
+                print(line.rstrip(), flush=True)
+            result = parser.feed(line)
+            if result is not None:
+                results.append(result)
+        return process.wait(), results
+
+
+def summary_table(results: list[Outcome]) -> str:
+    """One row per test, in first-finished order; with -count N the verdicts are tallied."""
+    by_name: dict[str, list[Outcome]] = {}
+    for result in results:
+        by_name.setdefault(result.name, []).append(result)
+    rows = ["| test | runs | result | slowest run (s) |", "|---|---|---|---|"]
+    for name, runs in by_name.items():
+        verdicts = [r.verdict for r in runs]
+        tally = ", ".join(f"{v} {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
+        slowest = max(r.seconds for r in runs)
+        rows.append(f"| {name} | {len(runs)} | {tally} | {slowest:.2f} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if shutil.which(args.go) is None:
+        print(f"{args.go!r} not found: franz-go's tests need Go >= 1.25", file=sys.stderr)
+        return 2
+    log_dir: Path = args.log_dir or Path(tempfile.mkdtemp(prefix="kemu-franz-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+
+    module_dir = download_module(args.go, args.version)
+    package_dir = module_dir / "pkg" / "kgo"
+    binary = log_dir / "kgo.test"
+    print(f"franz-go {args.version} from {module_dir}; building the kgo tests", flush=True)
+    build_tests(args.go, package_dir, binary, args.race)
+
+    data_dir = log_dir / "data" if args.restart_after else None
+    kemu = KemuProcess(brokers=args.brokers, data_dir=data_dir, log_path=log_dir / "kemu.log")
+    kemu.start()
+    print(f"kemu ready at {kemu.bootstrap}; running go test -run '{args.run}'", flush=True)
+    restart = None
+    if args.restart_after:
+        restart = threading.Timer(args.restart_after, kemu.restart)
+        restart.start()
+    try:
+        status, results = run_tests(
+            binary,
+            package_dir,
+            test_environment(kemu.bootstrap, args),
+            args,
+            log_dir / "go-test.log",
+        )
+    finally:
+        if restart is not None:
+            restart.cancel()
+            restart.join()
+        kemu.stop()
+
+    print()
+    print(summary_table(results))
+    print(f"\ngo test exit status {status}; logs in {log_dir}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

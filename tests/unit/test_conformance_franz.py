@@ -1,0 +1,60 @@
+"""conformance.franz: reading go test -v output into the results table."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/ is not installed
+
+from conformance.franz import Outcome, ResultParser, summary_table
+
+PASSING_RUN = """\
+=== RUN   TestShareGroupETL
+=== PAUSE TestShareGroupETL
+    share_test.go:377: level 1: 19921 unique keys
+--- PASS: TestShareGroupETL (1.98s)
+--- FAIL: TestGroupETL (5.02s)
+    --- FAIL: TestGroupETL/range (5.01s)
+--- SKIP: TestSCRAMAuth (0.00s)
+--- PASS: TestShareGroupETL (2.50s)
+FAIL
+"""
+
+TIMED_OUT_RUN = """\
+=== RUN   TestTxnEtl
+--- PASS: TestShareGroup (0.02s)
+panic: test timed out after 5m0s
+\trunning tests:
+\t\tTestTxnEtl (5m0s)
+\t\tTestTxnEtl/range (5m0s)
+
+goroutine 1 [chan receive, 4 minutes]:
+testing.tRunner.func1()
+\t\t/usr/local/go/src/testing/testing.go:1993 +0x445
+"""
+
+
+def results_of(output: str) -> list[Outcome]:
+    parser = ResultParser()
+    return [r for line in output.splitlines(keepends=True) if (r := parser.feed(line))]
+
+
+def test_top_level_results_only() -> None:
+    assert results_of(PASSING_RUN) == [
+        Outcome("TestShareGroupETL", "PASS", 1.98),
+        Outcome("TestGroupETL", "FAIL", 5.02),
+        Outcome("TestSCRAMAuth", "SKIP", 0.0),
+        Outcome("TestShareGroupETL", "PASS", 2.5),
+    ]
+
+
+def test_tests_running_at_the_alarm_are_timeouts() -> None:
+    assert results_of(TIMED_OUT_RUN) == [
+        Outcome("TestShareGroup", "PASS", 0.02),
+        Outcome("TestTxnEtl", "TIMEOUT", 0.0),
+    ]
+
+
+def test_repeated_runs_are_tallied() -> None:
+    table = summary_table(results_of(PASSING_RUN)).splitlines()
+    assert table[2] == "| TestShareGroupETL | 2 | PASS 2 | 2.50 |"
+    assert table[3] == "| TestGroupETL | 1 | FAIL 1 | 5.02 |"
