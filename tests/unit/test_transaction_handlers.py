@@ -261,3 +261,54 @@ def test_a_reloaded_coordinator_resumes_from_the_transaction_log(broker: Broker)
         {("orders", 0)},
     )
     assert reloaded.coordinator.next_deadline_ms() == NOW + 60_000
+
+
+def test_add_partitions_v4_verifies_and_adds_in_batches(broker: Broker) -> None:
+    first = init(broker)
+    pid, epoch = first.producer_id, first.producer_epoch
+
+    def transaction(verify_only: bool, *indexes: int) -> Any:
+        topic = broker.nested(ADD_PARTITIONS, 5, "AddPartitionsToTxnTopic", name="orders",
+                              partitions=indexes)  # fmt: skip
+        return broker.nested(
+            ADD_PARTITIONS,
+            5,
+            "AddPartitionsToTxnTransaction",
+            transactional_id=TXN,
+            producer_id=pid,
+            producer_epoch=epoch,
+            verify_only=verify_only,
+            topics=(topic,),
+        )
+
+    def errors(*transactions: Any) -> list[list[ErrorCode]]:
+        response = broker.send(broker.request(ADD_PARTITIONS, 5, transactions=transactions))
+        return [
+            [p.partition_error_code for p in result.topic_results[0].results_by_partition]
+            for result in response.results_by_transaction
+        ]
+
+    assert errors(transaction(True, 0)) == [[ErrorCode.invalid_txn_state]]
+    assert errors(transaction(False, 0), transaction(True, 0, 1)) == [
+        [ErrorCode.none],
+        [ErrorCode.none, ErrorCode.invalid_txn_state],
+    ]
+
+
+def test_an_ongoing_transaction_with_offsets_is_aborted_on_load(broker: Broker) -> None:
+    first = init(broker)
+    pid, epoch = first.producer_id, first.producer_epoch
+    add_partitions(broker, pid, epoch, 0)
+    produce_transactional(broker, 0, pid, epoch, 0)
+    broker.send(
+        broker.request(
+            ADD_OFFSETS, 4, transactional_id=TXN, producer_id=pid, producer_epoch=epoch,
+            group_id="g",
+        )
+    )  # fmt: skip
+    partition = broker.cluster.topics["orders"].partitions[0]
+    assert partition.last_stable_offset == 0
+    reloaded = TransactionService(Runtime(cluster=broker.cluster, clock_ms=lambda: NOW))
+    meta = reloaded.coordinator.transactions[TXN]
+    assert (meta.state.name, meta.producer_epoch) == ("COMPLETE_ABORT", epoch + 1)
+    assert partition.last_stable_offset == partition.high_watermark == 3

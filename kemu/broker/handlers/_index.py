@@ -34,7 +34,7 @@ HANDLERS: dict[int, tuple[str, int, int]] = {
     21: ("kemu.broker.handlers.delete_records", 0, 2),
     22: ("kemu.broker.handlers.init_producer_id", 0, 5),
     23: ("kemu.broker.handlers.offset_for_leader_epoch", 2, 4),
-    24: ("kemu.broker.handlers.add_partitions_to_txn", 0, 3),
+    24: ("kemu.broker.handlers.add_partitions_to_txn", 0, 5),
     25: ("kemu.broker.handlers.add_offsets_to_txn", 0, 4),
     26: ("kemu.broker.handlers.end_txn", 0, 5),
     27: ("kemu.broker.handlers.write_txn_markers", 1, 2),

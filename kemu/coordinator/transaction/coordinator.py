@@ -197,6 +197,28 @@ class TransactionCoordinator:
         meta.last_update_ms = now_ms
         return self._answer(meta, [self._record(meta)])
 
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn with VerifyOnly: is each partition in the Ongoing transaction?"""
+        meta = self.transactions.get(transactional_id)
+        wanted = list(partitions)
+        error = self._check_producer(meta, producer_id, producer_epoch)
+        if error is None and meta is not None and meta.state in PREPARING:
+            error = ErrorCode.concurrent_transactions
+        if error is not None:
+            return dict.fromkeys(wanted, error)
+        assert meta is not None
+        ongoing = meta.state == TxnState.ONGOING
+        return {
+            tp: ErrorCode.none if ongoing and tp in meta.partitions else ErrorCode.invalid_txn_state
+            for tp in wanted
+        }
+
     def _check_producer(
         self, meta: TransactionMetadata | None, producer_id: int, producer_epoch: int
     ) -> ErrorCode | None:
@@ -326,6 +348,14 @@ class TransactionCoordinator:
             value.previous_producer_id,
             value.client_transaction_version,
         )
+
+    def fence_and_abort(self, transactional_id: str, now_ms: int) -> Outcome | None:
+        """Abort an Ongoing transaction at once, fencing its producer (None if not Ongoing)."""
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.state != TxnState.ONGOING:
+            return None
+        self._bump(meta)
+        return self._prepare(meta, commit=False, now_ms=now_ms)
 
     def recover(self) -> list[Markers]:
         """After a load: the markers of transactions left prepared, to write and ``complete``."""

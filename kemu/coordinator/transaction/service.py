@@ -9,9 +9,11 @@ abort), and aborts transactions past their timeout from a timer. At start it rep
 ``__transaction_state`` and finishes transactions a crash left prepared; Ongoing ones resume
 and time out as in Kafka.
 
-Known gap: pending transactional offsets live in memory until the commit, so a crash between
-TxnOffsetCommit and EndTxn loses them (the transaction is then aborted anyway unless it was
-already prepared).
+TxnOffsetCommit offsets wait in memory until the commit (Kafka writes them to
+``__consumer_offsets`` as transactional records): a transaction that had added a
+``__consumer_offsets`` partition and is still Ongoing at load is therefore aborted (its producer
+fenced) instead of left to commit without its offsets. The one window left is a kill between the
+PrepareCommit record and the group coordinator's write, both within one call.
 """
 
 from __future__ import annotations
@@ -92,6 +94,14 @@ class TransactionService:
         for markers in self.coordinator.recover():
             self._write_markers(markers, now)
             self._write(self.coordinator.complete(markers.transactional_id, now), now)
+        for transactional_id, meta in list(self.coordinator.transactions.items()):
+            if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):
+                # Its TxnOffsetCommit offsets were in memory: committing it now would commit the
+                # records without them, so it is aborted and its producer fenced.
+                outcome = self.coordinator.fence_and_abort(transactional_id, now)
+                if outcome is not None:
+                    log.info("transaction_aborted_on_load", transactional_id=transactional_id)
+                    self._carry_out(outcome, now)
         self.rearm()
 
     # --- operations (each writes its records before it returns) -----------------------------
@@ -139,6 +149,17 @@ class TransactionService:
             transactional_id, producer_id, producer_epoch, commit, now, bump_epoch=bump_epoch
         )
         return self._carry_out(outcome, now)
+
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        return self.coordinator.verify_partitions(
+            transactional_id, producer_id, producer_epoch, partitions
+        )
 
     def check_producer(
         self, transactional_id: str, producer_id: int, producer_epoch: int
