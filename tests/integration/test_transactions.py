@@ -5,7 +5,8 @@
   ``read_uncommitted`` one sees all; ``send_offsets_to_transaction`` commits a consumer group's
   offsets with the transaction (and an abort drops them); a second producer with the same
   transactional id fences the first.
-- kafka-python and aiokafka transactional producers commit and abort.
+- kafka-python and aiokafka transactional producers commit and abort, with offsets sent to the
+  transaction (committed with it, dropped by an abort).
 - SIGKILL: committed transactions survive a kill -9 of kemu, an open one is aborted after the
   restart once its timeout passes, and the last stable offset moves on.
 """
@@ -236,8 +237,10 @@ def test_confluent_second_producer_fences_the_first(kemu: KemuProcess) -> None:
 
 def test_kafka_python_transactions(kemu: KemuProcess) -> None:
     from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KafkaTopicPartition
 
-    topic = unique("kp")
+    topic, group = unique("kp"), unique("kp-group")
     create_topic(kemu.bootstrap, topic)
     producer = KafkaProducer(
         bootstrap_servers=kemu.bootstrap, transactional_id=unique("kp-tid"), acks="all"
@@ -246,13 +249,19 @@ def test_kafka_python_transactions(kemu: KemuProcess) -> None:
     producer.begin_transaction()
     for i in range(10):
         producer.send(topic, f"commit-{i}".encode(), partition=i % 3)
+    offsets = {KafkaTopicPartition(topic, 1): OffsetAndMetadata(4, "", -1)}
+    producer.send_offsets_to_transaction(offsets, group)
     producer.commit_transaction()
     producer.begin_transaction()
     for i in range(5):
         producer.send(topic, f"abort-{i}".encode(), partition=i % 3)
+    producer.send_offsets_to_transaction(
+        {KafkaTopicPartition(topic, 1): OffsetAndMetadata(9, "", -1)}, group
+    )
     producer.flush()
     producer.abort_transaction()
     producer.close()
+    assert committed_offsets(kemu.bootstrap, group, topic, 3) == [-1001, 4, -1001]
     committed = read_all(kemu.bootstrap, topic, "read_committed", 10)
     assert sorted(committed) == sorted(f"commit-{i}".encode() for i in range(10))
     assert len(read_all(kemu.bootstrap, topic, "read_uncommitted", 15)) == 15
@@ -260,8 +269,9 @@ def test_kafka_python_transactions(kemu: KemuProcess) -> None:
 
 def test_aiokafka_transactions(kemu: KemuProcess) -> None:
     from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
 
-    topic = unique("aio")
+    topic, group = unique("aio"), unique("aio-group")
     create_topic(kemu.bootstrap, topic)
 
     async def run() -> None:
@@ -273,6 +283,7 @@ def test_aiokafka_transactions(kemu: KemuProcess) -> None:
             async with producer.transaction():
                 for i in range(10):
                     await producer.send(topic, f"commit-{i}".encode(), partition=i % 3)
+                await producer.send_offsets_to_transaction({AioTopicPartition(topic, 2): 6}, group)
             await producer.begin_transaction()
             for i in range(5):
                 await producer.send_and_wait(topic, f"abort-{i}".encode(), partition=i % 3)
@@ -281,6 +292,7 @@ def test_aiokafka_transactions(kemu: KemuProcess) -> None:
             await producer.stop()
 
     asyncio.run(run())
+    assert committed_offsets(kemu.bootstrap, group, topic, 3) == [-1001, -1001, 6]
     committed = read_all(kemu.bootstrap, topic, "read_committed", 10)
     assert sorted(committed) == sorted(f"commit-{i}".encode() for i in range(10))
     assert len(read_all(kemu.bootstrap, topic, "read_uncommitted", 15)) == 15
