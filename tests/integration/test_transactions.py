@@ -7,6 +7,8 @@
   transactional id fences the first.
 - kafka-python and aiokafka transactional producers commit and abort, with offsets sent to the
   transaction (committed with it, dropped by an abort).
+- a share group with ``share.isolation.level=read_committed`` gets only the committed records (the
+  aborted transaction and the open one are skipped), a read_uncommitted one every record.
 - SIGKILL: committed transactions survive a kill -9 of kemu, an open one is aborted after the
   restart once its timeout passes, and the last stable offset moves on.
 """
@@ -328,3 +330,65 @@ def test_sigkill_keeps_commits_and_aborts_the_open_transaction(
     committed = read_all(process.bootstrap, topic, "read_committed", 5)
     assert sorted(committed) == sorted(f"kept-{i}".encode() for i in range(5))
     assert len(read_all(process.bootstrap, topic, "read_uncommitted", 10)) == 10
+
+
+def test_share_consumer_read_committed_skips_aborted_and_open_transactions(
+    kemu: KemuProcess,
+) -> None:
+    from confluent_kafka import ShareConsumer
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    topic = unique("share-txn")
+    create_topic(kemu.bootstrap, topic, partitions=1)
+    producer = transactional_producer(kemu.bootstrap, unique("tid"))
+    for outcome in ("commit", "abort", "commit", "open"):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, f"{outcome}-{i}".encode(), partition=0)
+        producer.flush(30)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        elif outcome == "abort":
+            producer.abort_transaction(30)
+
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+
+    def share_values(isolation: str, expected: int) -> list[bytes]:
+        group = unique("sg")
+        resource = ConfigResource(
+            ResourceType.GROUP,
+            group,
+            incremental_configs=[
+                ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+                for name, value in (
+                    ("share.auto.offset.reset", "earliest"),
+                    ("share.isolation.level", isolation),
+                )
+            ],
+        )
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        share = ShareConsumer({"bootstrap.servers": kemu.bootstrap, "group.id": group})
+        share.subscribe([topic])
+        values: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        quiet_until = None
+        try:
+            while time.monotonic() < deadline:
+                batch = share.poll(0.2)
+                for message in batch:
+                    assert message.error() is None, message.error()
+                    value = message.value()
+                    assert value is not None
+                    values.append(value)
+                if not batch and len(values) >= expected:
+                    quiet_until = quiet_until or time.monotonic() + 2.0
+                    if time.monotonic() > quiet_until:
+                        break
+        finally:
+            share.close()
+        return values
+
+    committed = share_values("read_committed", 10)
+    assert sorted(committed) == sorted([f"commit-{i}".encode() for i in range(5)] * 2)
+    assert len(share_values("read_uncommitted", 20)) == 20
+    producer.abort_transaction(30)
