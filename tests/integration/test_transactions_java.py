@@ -46,6 +46,7 @@ def test_read_committed_sees_only_committed_records(txn_run: ProbeRun) -> None:
     assert line["committed_has_last"] is True
     assert line["uncommitted_count"] == 2 * RECORDS + 1
     assert line["group_offset"] == 7
+    assert line["epoch_after"] == 3  # TV2: EndTxn v5 bumped the epoch three times
 
 
 def test_second_producer_fences_the_first(txn_run: ProbeRun) -> None:

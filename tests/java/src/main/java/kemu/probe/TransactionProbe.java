@@ -26,7 +26,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       {@code --records} records is committed, one of as many aborted, one more committed with
  *       {@code sendOffsetsToTransaction} for group {@code --topic}-group; a read_committed
  *       consumer (assign, from the beginning) reports what it saw, a read_uncommitted one its
- *       count, and the group's committed offsets are reported.</li>
+ *       count, and the group's committed offsets are reported, and the producer epoch
+ *       afterwards (transaction version 2 bumps it with every EndTxn).</li>
  *   <li>{@code fencing}: a second producer with the same transactional id calls
  *       initTransactions while the first has a transaction open; the first's commit must throw
  *       ProducerFencedException, the second commits, and read_committed sees only its record.</li>
@@ -168,6 +169,11 @@ public final class TransactionProbe {
                         groupConsumer.groupMetadata());
             }
             producer.commitTransaction();
+        }
+        try (Admin admin = Admin.create(probe.clientConfig())) {
+            // Transaction version 2 bumps the epoch with every EndTxn: 3 after three transactions.
+            out.put("epoch_after", admin.describeTransactions(List.of(topic + "-tid")).all().get()
+                    .get(topic + "-tid").producerEpoch());
         }
         List<String> committed = readAll(probe, topic, partitions, "read_committed", count + 1);
         out.put("committed_count", committed.size());
