@@ -62,6 +62,8 @@ def test_admin_lists_and_describes_transactions(txn_run: ProbeRun) -> None:
     assert line["partitions"] == ["java-txn-admin-0"]
     assert line["timeout_ms"] == 60000
     assert line["after_abort"] == "CompleteAbort"
+    (producer,) = line["producers"]
+    assert producer["txn_start"] == 0
 
 
 def test_probe_exit_status(txn_run: ProbeRun) -> None:

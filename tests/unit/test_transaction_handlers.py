@@ -312,3 +312,19 @@ def test_an_ongoing_transaction_with_offsets_is_aborted_on_load(broker: Broker) 
     meta = reloaded.coordinator.transactions[TXN]
     assert (meta.state.name, meta.producer_epoch) == ("COMPLETE_ABORT", epoch + 1)
     assert partition.last_stable_offset == partition.high_watermark == 3
+
+
+def test_describe_producers_shows_the_open_transaction(broker: Broker) -> None:
+    first = init(broker)
+    pid, epoch = first.producer_id, first.producer_epoch
+    add_partitions(broker, pid, epoch, 0)
+    produce_transactional(broker, 0, pid, epoch, 0)
+    partition = broker.cluster.topics["orders"].partitions[0]
+    topic = broker.nested(61, 0, "TopicRequest", name="orders", partition_indexes=(0,))
+    answer = broker.send(broker.request(61, 0, topics=(topic,)), partition.leader_id)
+    (state,) = answer.topics[0].partitions[0].active_producers
+    assert (state.producer_id, state.producer_epoch, state.last_sequence) == (pid, epoch, 1)
+    assert state.current_txn_start_offset == 0
+    other = 1 + partition.leader_id % 3
+    elsewhere = broker.send(broker.request(61, 0, topics=(topic,)), other)
+    assert elsewhere.topics[0].partitions[0].error_code == ErrorCode.not_leader_or_follower

@@ -46,6 +46,7 @@ HANDLERS: dict[int, tuple[str, int, int]] = {
     44: ("kemu.broker.handlers.incremental_alter_configs", 0, 1),
     47: ("kemu.broker.handlers.offset_delete", 0, 0),
     60: ("kemu.broker.handlers.describe_cluster", 0, 2),
+    61: ("kemu.broker.handlers.describe_producers", 0, 0),
     65: ("kemu.broker.handlers.describe_transactions", 0, 0),
     66: ("kemu.broker.handlers.list_transactions", 0, 2),
     68: ("kemu.broker.handlers.consumer_group_heartbeat", 0, 1),

@@ -32,7 +32,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       initTransactions while the first has a transaction open; the first's commit must throw
  *       ProducerFencedException, the second commits, and read_committed sees only its record.</li>
  *   <li>{@code admin_view}: with a transaction open on {@code --topic}-admin partition 0, Admin
- *       listTransactions and describeTransactions report it (state, producer, partitions);
+ *       listTransactions, describeTransactions and describeProducers report it (state,
+ *       producer, partitions, the open transaction's first offset);
  *       after the abort describeTransactions reports CompleteAbort.</li>
  * </ul>
  */
@@ -85,6 +86,15 @@ public final class TransactionProbe {
                 partitions.add(tp.toString());
             }
             out.put("partitions", partitions);
+            TopicPartition tp = new TopicPartition(topic, 0);
+            List<Object> producers = new ArrayList<>();
+            for (var state : admin.describeProducers(List.of(tp)).partitionResult(tp).get()
+                    .activeProducers()) {
+                producers.add(Probe.map("producer_id", state.producerId(),
+                        "epoch", state.producerEpoch(),
+                        "txn_start", state.currentTransactionStartOffset().orElse(-1)));
+            }
+            out.put("producers", producers);
             producer.abortTransaction();
             out.put("after_abort", admin.describeTransactions(List.of(transactionalId)).all().get()
                     .get(transactionalId).state().toString());

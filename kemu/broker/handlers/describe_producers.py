@@ -1,0 +1,75 @@
+"""DescribeProducers (key 61), v0.
+
+The producers a partition's leader knows (``kafka-transactions.sh describe-producers`` and
+``find-hanging`` use it): producer id, epoch, last sequence, and the first offset of its open
+transaction here (-1 when none). A partition led by another broker gets NOT_LEADER_OR_FOLLOWER,
+an unknown one UNKNOWN_TOPIC_OR_PARTITION.
+
+Omissions: kemu does not keep a producer's last write time (``last_timestamp`` -1) and writes its
+markers with coordinator epoch 0 (``coordinator_epoch`` -1, unknown, as Kafka reports it before
+any marker); producers that only wrote markers here are listed with last sequence -1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.broker.partition import Partition
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 61
+
+
+@handler(API_KEY, 0, 0)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    return ctx.respond(
+        topics=tuple(
+            ctx.make(
+                "TopicResponse",
+                name=topic.name,
+                partitions=tuple(
+                    _partition(ctx, ctx.cluster.partition(topic.name, index), index)
+                    for index in topic.partition_indexes
+                ),
+            )
+            for topic in request.topics
+        )
+    )
+
+
+def _partition(ctx: RequestContext, partition: Partition | None, index: int) -> Any:
+    if partition is None or partition.leader_id != ctx.node.node_id:
+        code = (
+            ErrorCode.unknown_topic_or_partition
+            if partition is None
+            else ErrorCode.not_leader_or_follower
+        )
+        return ctx.make(
+            "PartitionResponse",
+            partition_index=index,
+            error_code=code,
+            error_message=None,
+            active_producers=(),
+        )
+    ongoing = partition.transactions.ongoing
+    producers = tuple(
+        ctx.make(
+            "ProducerState",
+            producer_id=producer_id,
+            producer_epoch=entry.epoch,
+            last_sequence=entry.last_sequence,
+            last_timestamp=-1,
+            coordinator_epoch=-1,
+            current_txn_start_offset=ongoing.get(producer_id, -1),
+        )
+        for producer_id, entry in sorted(partition.producers.items())
+    )
+    return ctx.make(
+        "PartitionResponse",
+        partition_index=index,
+        error_code=ErrorCode.none,
+        error_message=None,
+        active_producers=producers,
+    )
