@@ -190,3 +190,13 @@ def test_partition_lso_and_aborted_index() -> None:
     rebuilt.transactions.rebuild(p.log.batches(0, 5))
     assert rebuilt.transactions.aborted == p.transactions.aborted
     assert rebuilt.transactions.ongoing == {}
+
+
+def test_aborted_transactions_below_the_log_start_are_forgotten() -> None:
+    p = _partition()
+    _append(p, 2, True, 0)
+    p.write_marker(2, 0, False, now_ms=0)  # aborted [0, 1]
+    _append(p, 3, True, 0)
+    p.write_marker(3, 0, False, now_ms=0)  # aborted [2, 3]
+    p.transactions.forget_below(2)
+    assert p.aborted_ranges(0, 4) == [(2, 3)]

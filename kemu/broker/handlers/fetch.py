@@ -227,6 +227,7 @@ def _aborted(ctx: RequestContext, partition: Partition, start: int, end: int) ->
     """The aborted transactions a READ_COMMITTED consumer must drop from [start, end)."""
     if start >= end or not partition.transactions.aborted:
         return ()
+    partition.transactions.forget_below(partition.log_start_offset)  # retention, DeleteRecords
     return tuple(
         ctx.make("AbortedTransaction", producer_id=producer_id, first_offset=first)
         for producer_id, first in partition.transactions.aborted_between(start, end)
