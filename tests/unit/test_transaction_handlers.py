@@ -328,3 +328,23 @@ def test_describe_producers_shows_the_open_transaction(broker: Broker) -> None:
     other = 1 + partition.leader_id % 3
     elsewhere = broker.send(broker.request(61, 0, topics=(topic,)), other)
     assert elsewhere.topics[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
+
+
+def test_marker_listeners_hear_of_every_transaction_end(broker: Broker) -> None:
+    from kemu.coordinator.transaction.coordinator import Markers
+    from kemu.coordinator.transaction.service import transaction_coordinator
+
+    heard: list[Markers] = []
+    service = transaction_coordinator(broker.runtime)
+    service.add_marker_listener(heard.append)
+    broker.cluster.create_topic("__share_group_state", 3, 3)
+    first = init(broker)
+    pid, epoch = first.producer_id, first.producer_epoch
+    added = service.add_partitions(TXN, pid, epoch, [("__share_group_state", 2)])
+    assert added.error is ErrorCode.none
+    assert end(broker, pid, epoch, False).error_code == ErrorCode.none
+    (markers,) = heard
+    assert (markers.producer_id, markers.commit) == (pid, False)
+    assert markers.partitions == {("__share_group_state", 2)}
+    state = broker.cluster.topics["__share_group_state"].partitions[2]
+    assert state.high_watermark == 1  # the ABORT marker

@@ -3,8 +3,9 @@
 Kafka's coordinator sends it to partition leaders; kemu's coordinator writes its markers in
 process, so this serves only tools that complete a hanging transaction by hand: each marker is
 written as a COMMIT/ABORT control batch to every listed partition this broker leads (others get
-NOT_LEADER_OR_FOLLOWER, unknown ones UNKNOWN_TOPIC_OR_PARTITION). The coordinator epoch is
-written into the marker and not checked.
+NOT_LEADER_OR_FOLLOWER, unknown ones UNKNOWN_TOPIC_OR_PARTITION), and the transaction
+coordinator's marker listeners hear of them (with an empty transactional id). The coordinator
+epoch is written into the marker and not checked.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.coordinator.transaction.coordinator import Markers
+from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 27
@@ -23,6 +26,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     now = ctx.now_ms()
     results = []
     for marker in request.markers:
+        written: set[tuple[str, int]] = set()
         topics = []
         for topic in marker.topics:
             partitions = []
@@ -42,6 +46,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                             now_ms=now,
                         )
                         code = ErrorCode.none
+                        written.add((topic.name, index))
                     except OSError:
                         code = ErrorCode.kafka_storage_error
                 partitions.append(
@@ -52,6 +57,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             topics.append(
                 ctx.make(
                     "WritableTxnMarkerTopicResult", name=topic.name, partitions=tuple(partitions)
+                )
+            )
+        if written:
+            transaction_coordinator(ctx.runtime).notify_markers(
+                Markers(
+                    "",
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    bool(marker.transaction_result),
+                    frozenset(written),
                 )
             )
         results.append(

@@ -5,7 +5,9 @@ It writes the coordinator's records to ``__transaction_state`` (partition
 operation) before answering, writes COMMIT/ABORT markers straight into the transaction's
 partitions (kemu holds them all in this process) and completes the transaction, hands the
 transaction's ``TxnOffsetCommit`` offsets to the group coordinator on commit (drops them on
-abort), and aborts transactions past their timeout from a timer. At start it replays
+abort), tells its marker listeners (``add_marker_listener``: KIP-1289 share acknowledgements staged
+in a transaction complete on its markers), and aborts transactions past their timeout from a
+timer. At start it replays
 ``__transaction_state`` and finishes transactions a crash left prepared; Ongoing ones resume
 and time out as in Kafka.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import structlog
@@ -64,6 +66,9 @@ TOPIC = INTERNAL_TOPICS[TRANSACTION].name
 OFFSETS_TOPIC = INTERNAL_TOPICS[GROUP].name
 
 
+MarkerListener = Callable[[Markers], None]
+
+
 @dataclass(slots=True)
 class PendingOffsets:
     """One group's offsets of an open transaction, with the member that committed them."""
@@ -83,6 +88,7 @@ class TransactionService:
             producer_ids(runtime).allocate, config.get_int("transaction.max.timeout.ms")
         )
         self.pending_offsets: dict[str, dict[str, PendingOffsets]] = {}
+        self.marker_listeners: list[MarkerListener] = []
         self._timer: asyncio.TimerHandle | None = None
         loaded = 0
         for transactional_id, value in self._replay():
@@ -255,6 +261,19 @@ class TransactionService:
         if markers.commit:
             for group_id, pending in groups.items():
                 self._commit_offsets(group_id, pending)
+        self.notify_markers(markers)
+
+    def add_marker_listener(self, listener: MarkerListener) -> None:
+        """Call ``listener`` with every transaction's markers once they are written (KIP-1289:
+        the share side completes acknowledgements staged under the producer id and epoch)."""
+        self.marker_listeners.append(listener)
+
+    def notify_markers(self, markers: Markers) -> None:
+        for listener in list(self.marker_listeners):
+            try:
+                listener(markers)
+            except Exception:
+                log.exception("transaction_marker_listener_failed", listener=repr(listener))
 
     def _commit_offsets(self, group_id: str, pending: PendingOffsets) -> None:
         from kemu.coordinator.group.service import group_coordinator
