@@ -9,6 +9,8 @@
   transaction (committed with it, dropped by an abort).
 - a share group with ``share.isolation.level=read_committed`` gets only the committed records (the
   aborted transaction and the open one are skipped), a read_uncommitted one every record.
+- a transaction past `transaction.timeout.ms` is aborted by the coordinator (the LSO moves on,
+  the producer's commit fails).
 - SIGKILL: committed transactions survive a kill -9 of kemu, an open one is aborted after the
   restart once its timeout passes, and the last stable offset moves on.
 """
@@ -392,3 +394,25 @@ def test_share_consumer_read_committed_skips_aborted_and_open_transactions(
     assert sorted(committed) == sorted([f"commit-{i}".encode() for i in range(5)] * 2)
     assert len(share_values("read_uncommitted", 20)) == 20
     producer.abort_transaction(30)
+
+
+def test_confluent_transaction_past_its_timeout_is_aborted(kemu: KemuProcess) -> None:
+    topic = unique("timeout")
+    create_topic(kemu.bootstrap, topic, partitions=1)
+    producer = transactional_producer(
+        kemu.bootstrap, unique("tid"), **{"transaction.timeout.ms": 1000}
+    )
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, f"late-{i}".encode(), partition=0)
+    producer.flush(30)
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        high, stable = watermarks_and_lso(kemu.bootstrap, topic, 0)
+        if stable == high:
+            break
+        time.sleep(0.2)
+    assert (high, stable) == (4, 4)  # three records and the coordinator's ABORT marker
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(30)
+    assert read_all(kemu.bootstrap, topic, "read_committed", 0, idle_s=1.0) == []
