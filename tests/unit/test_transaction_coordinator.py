@@ -128,7 +128,7 @@ def test_timeout_aborts_with_a_fencing_epoch() -> None:
     assert expired.markers is not None and not expired.markers.commit
     assert expired.markers.producer_epoch == 1
     c.complete(TXN, 10_100)
-    assert c.next_deadline_ms() is None
+    assert c.next_deadline_ms() == 10_100 + 604_800_000  # now only the id's expiration
     assert c.add_partitions(TXN, 1000, 0, [TP], 10_200).error is ErrorCode.producer_fenced
 
 
@@ -200,3 +200,18 @@ def test_aborted_transactions_below_the_log_start_are_forgotten() -> None:
     p.write_marker(3, 0, False, now_ms=0)  # aborted [2, 3]
     p.transactions.forget_below(2)
     assert p.aborted_ranges(0, 4) == [(2, 3)]
+
+
+def test_unused_transactional_ids_expire_with_a_tombstone() -> None:
+    ids = itertools.count(1000)
+    c = TransactionCoordinator(lambda: next(ids), max_timeout_ms=60_000, id_expiration_ms=1_000)
+    c.init_producer_id(TXN, 10_000, 0)
+    c.init_producer_id("busy", 10_000, 0)
+    c.add_partitions("busy", 1001, 0, [TP], now_ms=0)
+    assert c.next_deadline_ms() == 1_000
+    assert c.expire_ids(999) == []
+    assert c.expire_ids(1_000) == [(TXN, None)]  # the Ongoing one keeps its id
+    assert set(c.transactions) == {"busy"}
+    assert encode_value(None) is None
+    c.replay("busy", None)
+    assert c.transactions == {}

@@ -101,7 +101,7 @@ class Markers:
     partitions: frozenset[TopicPartition]
 
 
-Record = tuple[str, TransactionLogValue]
+Record = tuple[str, TransactionLogValue | None]  # None: a tombstone (the id expired)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +114,15 @@ class Outcome:
 
 
 class TransactionCoordinator:
-    def __init__(self, allocate_producer_id: Callable[[], int], max_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        allocate_producer_id: Callable[[], int],
+        max_timeout_ms: int,
+        id_expiration_ms: int = 604_800_000,
+    ) -> None:
         self.allocate_producer_id = allocate_producer_id
         self.max_timeout_ms = max_timeout_ms
+        self.id_expiration_ms = id_expiration_ms  # transactional.id.expiration.ms
         self.transactions: dict[str, TransactionMetadata] = {}
 
     # --- InitProducerId --------------------------------------------------------------------
@@ -308,12 +314,29 @@ class TransactionCoordinator:
     # --- timeouts, load ----------------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:
-        deadlines = [
-            meta.start_ms + meta.timeout_ms
+        deadlines = [self._deadline(meta) for meta in self.transactions.values()]
+        found = [deadline for deadline in deadlines if deadline is not None]
+        return min(found) if found else None
+
+    def _deadline(self, meta: TransactionMetadata) -> int | None:
+        if meta.state == TxnState.ONGOING:
+            return meta.start_ms + meta.timeout_ms
+        if meta.state == TxnState.EMPTY or meta.state in COMPLETE:
+            return meta.last_update_ms + self.id_expiration_ms
+        return None
+
+    def expire_ids(self, now_ms: int) -> list[Record]:
+        """Tombstones for transactional ids unused for ``transactional.id.expiration.ms``
+        (Empty or completed ones; as in Kafka, an open transaction keeps its id)."""
+        expired = [
+            meta.transactional_id
             for meta in self.transactions.values()
-            if meta.state == TxnState.ONGOING
+            if (meta.state == TxnState.EMPTY or meta.state in COMPLETE)
+            and meta.last_update_ms + self.id_expiration_ms <= now_ms
         ]
-        return min(deadlines) if deadlines else None
+        for transactional_id in expired:
+            del self.transactions[transactional_id]
+        return [(transactional_id, None) for transactional_id in expired]
 
     def expire(self, now_ms: int) -> list[Outcome]:
         """Abort every Ongoing transaction past its timeout, fencing its producer."""

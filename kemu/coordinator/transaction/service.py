@@ -5,11 +5,11 @@ It writes the coordinator's records to ``__transaction_state`` (partition
 operation) before answering, writes COMMIT/ABORT markers straight into the transaction's
 partitions (kemu holds them all in this process) and completes the transaction, hands the
 transaction's ``TxnOffsetCommit`` offsets to the group coordinator on commit (drops them on
-abort), tells its marker listeners (``add_marker_listener``: KIP-1289 share acknowledgements staged
-in a transaction complete on its markers), and aborts transactions past their timeout from a
-timer. At start it replays
-``__transaction_state`` and finishes transactions a crash left prepared; Ongoing ones resume
-and time out as in Kafka.
+abort) and tells its marker listeners (``add_marker_listener``: KIP-1289 share acknowledgements
+staged in a transaction complete on its markers). A timer aborts transactions past their timeout
+and writes tombstones for ids unused for ``transactional.id.expiration.ms``. At start it replays
+``__transaction_state`` and finishes transactions a crash left prepared; Ongoing ones resume and
+time out as in Kafka.
 
 TxnOffsetCommit offsets wait in memory until the commit (Kafka writes them to
 ``__consumer_offsets`` as transactional records): a transaction that had added a
@@ -85,7 +85,9 @@ class TransactionService:
         self.runtime = runtime
         config = runtime.cluster.config
         self.coordinator = TransactionCoordinator(
-            producer_ids(runtime).allocate, config.get_int("transaction.max.timeout.ms")
+            producer_ids(runtime).allocate,
+            config.get_int("transaction.max.timeout.ms"),
+            config.get_int("transactional.id.expiration.ms"),
         )
         self.pending_offsets: dict[str, dict[str, PendingOffsets]] = {}
         self.marker_listeners: list[MarkerListener] = []
@@ -226,7 +228,10 @@ class TransactionService:
         partition = coordinator_partition(self.runtime.cluster, TRANSACTION, transactional_id)
         batch = build_batch(
             [
-                (encode_key(txn_id), encode_value(value, empty=value.status == TxnState.EMPTY))
+                (
+                    encode_key(txn_id),
+                    encode_value(value, empty=value is not None and value.status == TxnState.EMPTY),
+                )
                 for txn_id, value in records
             ],
             timestamp_ms=now,
@@ -332,6 +337,9 @@ class TransactionService:
                     producer_id=outcome.producer_id,
                 )
             self._carry_out(outcome, now)
+        for record in self.coordinator.expire_ids(now):
+            log.info("transactional_id_expired", transactional_id=record[0])
+            self._write([record], now)
         self.rearm()
 
     def _replay(self) -> Iterator[tuple[str, TransactionLogValue | None]]:
