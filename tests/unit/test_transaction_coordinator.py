@@ -215,3 +215,22 @@ def test_unused_transactional_ids_expire_with_a_tombstone() -> None:
     assert encode_value(None) is None
     c.replay("busy", None)
     assert c.transactions == {}
+
+
+def test_an_exhausted_epoch_ends_the_transaction_under_the_producer_that_wrote_it() -> None:
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    c.add_partitions(TXN, 1000, 0, [TP], 1)
+    c.transactions[TXN].producer_epoch = 32766
+    fenced = c.init_producer_id(TXN, 10_000, 2)
+    assert fenced.markers is not None
+    assert (fenced.markers.producer_id, fenced.markers.producer_epoch) == (1000, 32767)
+    assert (fenced.producer_id, fenced.producer_epoch) == (1001, 0)
+
+
+def test_a_zombie_with_the_previous_epoch_is_fenced_while_a_transaction_is_open() -> None:
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    c.init_producer_id(TXN, 10_000, 1)  # epoch 1
+    c.add_partitions(TXN, 1000, 1, [TP], 2)
+    assert c.init_producer_id(TXN, 10_000, 3, 1000, 0).error is ErrorCode.producer_fenced

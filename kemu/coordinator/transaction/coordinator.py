@@ -147,17 +147,17 @@ class TransactionCoordinator:
         if meta.state in PREPARING:
             return Outcome(ErrorCode.concurrent_transactions)
         if producer_id != NO_PRODUCER_ID:
-            if producer_id == meta.producer_id and producer_epoch == meta.last_producer_epoch:
-                if meta.state == TxnState.EMPTY:
-                    return self._answer(meta, [])  # a retry of the bump we already made
-            elif producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
+            retried = producer_id == meta.producer_id and producer_epoch == meta.last_producer_epoch
+            if retried and meta.state == TxnState.EMPTY:
+                return self._answer(meta, [])  # a retry of the bump we already made
+            if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
                 return Outcome(ErrorCode.producer_fenced)
         meta.timeout_ms = timeout_ms
         if meta.state == TxnState.ONGOING:
             # Fence the previous producer and abort its transaction with the bumped epoch; the
             # new producer continues with that epoch once the markers are written.
-            self._bump(meta)
-            return self._prepare(meta, commit=False, now_ms=now_ms)
+            marker = self._bump(meta)
+            return self._prepare(meta, commit=False, now_ms=now_ms, marker=marker)
         self._bump(meta)
         meta.state = TxnState.EMPTY
         meta.partitions.clear()
@@ -165,15 +165,20 @@ class TransactionCoordinator:
         meta.last_update_ms = now_ms
         return self._answer(meta, [self._record(meta)])
 
-    def _bump(self, meta: TransactionMetadata) -> None:
+    def _bump(self, meta: TransactionMetadata) -> tuple[int, int]:
+        """Bump the epoch (an exhausted one gets a new producer id); returns the producer id and
+        epoch the markers of a transaction ended by this bump carry: the producer that wrote its
+        records, at the bumped epoch (the last one, 32767, when the id was exhausted)."""
         meta.last_producer_epoch = meta.producer_epoch
         if meta.producer_epoch >= MAX_EPOCH - 1:
+            marker = (meta.producer_id, MAX_EPOCH)
             meta.previous_producer_id = meta.producer_id
             meta.producer_id = self.allocate_producer_id()
             meta.producer_epoch = 0
             meta.last_producer_epoch = NO_PRODUCER_EPOCH
-        else:
-            meta.producer_epoch += 1
+            return marker
+        meta.producer_epoch += 1
+        return meta.producer_id, meta.producer_epoch
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn / implicit adds (TV2) --------------------------
 
@@ -268,27 +273,34 @@ class TransactionCoordinator:
         if bump_epoch:
             meta.client_transaction_version = 2
         if meta.state == TxnState.ONGOING:
-            if bump_epoch:
-                self._bump(meta)
-            return self._prepare(meta, commit=commit, now_ms=now_ms)
+            marker = self._bump(meta) if bump_epoch else None
+            return self._prepare(meta, commit=commit, now_ms=now_ms, marker=marker)
         if meta.state in PREPARING:
             return Outcome(ErrorCode.concurrent_transactions)
         if meta.state == wanted and not bump_epoch:
             return self._answer(meta, [])  # a retry of an EndTxn that completed
         if bump_epoch and not commit and meta.state in (TxnState.EMPTY, *COMPLETE):
-            self._bump(meta)  # TV2 lets a producer abort a transaction it never started
-            return self._prepare(meta, commit=False, now_ms=now_ms)
+            marker = self._bump(meta)  # TV2 lets a producer abort a transaction it never started
+            return self._prepare(meta, commit=False, now_ms=now_ms, marker=marker)
         return Outcome(ErrorCode.invalid_txn_state)
 
-    def _prepare(self, meta: TransactionMetadata, *, commit: bool, now_ms: int) -> Outcome:
+    def _prepare(
+        self,
+        meta: TransactionMetadata,
+        *,
+        commit: bool,
+        now_ms: int,
+        marker: tuple[int, int] | None = None,
+    ) -> Outcome:
         meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         meta.last_update_ms = now_ms
         if meta.start_ms < 0:
             meta.start_ms = now_ms
+        marker_id, marker_epoch = marker or (meta.producer_id, meta.producer_epoch)
         markers = Markers(
             meta.transactional_id,
-            meta.producer_id,
-            meta.producer_epoch,
+            marker_id,
+            marker_epoch,
             commit,
             frozenset(meta.partitions),
         )
@@ -343,8 +355,8 @@ class TransactionCoordinator:
         outcomes = []
         for meta in self.transactions.values():
             if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms <= now_ms:
-                self._bump(meta)
-                outcomes.append(self._prepare(meta, commit=False, now_ms=now_ms))
+                marker = self._bump(meta)
+                outcomes.append(self._prepare(meta, commit=False, now_ms=now_ms, marker=marker))
         return outcomes
 
     def replay(self, transactional_id: str, value: TransactionLogValue | None) -> None:
@@ -377,8 +389,8 @@ class TransactionCoordinator:
         meta = self.transactions.get(transactional_id)
         if meta is None or meta.state != TxnState.ONGOING:
             return None
-        self._bump(meta)
-        return self._prepare(meta, commit=False, now_ms=now_ms)
+        marker = self._bump(meta)
+        return self._prepare(meta, commit=False, now_ms=now_ms, marker=marker)
 
     def recover(self) -> list[Markers]:
         """After a load: the markers of transactions left prepared, to write and ``complete``."""
