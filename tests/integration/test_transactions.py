@@ -6,7 +6,8 @@
   offsets with the transaction (and an abort drops them); a second producer with the same
   transactional id fences the first.
 - kafka-python and aiokafka transactional producers commit and abort, with offsets sent to the
-  transaction (committed with it, dropped by an abort).
+  transaction (committed with it, dropped by an abort); their read_committed consumers drop
+  aborted records (Fetch aborted_transactions).
 - a share group with ``share.isolation.level=read_committed`` gets only the committed records (the
   aborted transaction and the open one are skipped), a read_uncommitted one every record.
 - a transaction past `transaction.timeout.ms` is aborted by the coordinator (the LSO moves on,
@@ -416,3 +417,56 @@ def test_confluent_transaction_past_its_timeout_is_aborted(kemu: KemuProcess) ->
     with pytest.raises(KafkaException):
         producer.commit_transaction(30)
     assert read_all(kemu.bootstrap, topic, "read_committed", 0, idle_s=1.0) == []
+
+
+def test_kafka_python_and_aiokafka_read_committed_consumers(kemu: KemuProcess) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from kafka import KafkaConsumer
+
+    topic = unique("rc")
+    create_topic(kemu.bootstrap, topic, partitions=1)
+    producer = transactional_producer(kemu.bootstrap, unique("tid"))
+    for outcome in ("commit", "abort", "commit"):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, f"{outcome}-{i}".encode(), partition=0)
+        producer.flush(30)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    wanted = sorted([f"commit-{i}".encode() for i in range(4)] * 2)
+
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=kemu.bootstrap,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        consumer_timeout_ms=3000,
+    )
+    try:
+        assert sorted(message.value for message in consumer) == wanted
+    finally:
+        consumer.close()
+
+    async def read_aiokafka() -> list[bytes]:
+        aio = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=kemu.bootstrap,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+        )
+        await aio.start()
+        values: list[bytes] = []
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(values) < len(wanted) and time.monotonic() < deadline:
+                batches = await aio.getmany(timeout_ms=500)
+                values.extend(m.value for records in batches.values() for m in records if m.value)
+            batches = await aio.getmany(timeout_ms=1000)  # nothing more may come
+            values.extend(m.value for records in batches.values() for m in records if m.value)
+        finally:
+            await aio.stop()
+        return values
+
+    assert sorted(asyncio.run(read_aiokafka())) == wanted
