@@ -6,7 +6,9 @@ A committed, an aborted and a committed-with-offsets transaction; read_committed
 committed records, read_uncommitted all of them, and the group's offset is the one sent with the
 transaction; a second producer with the same transactional id fences the first
 (ProducerFencedException) and its own commit is the only record read_committed sees; Admin
-lists and describes an open transaction and sees it CompleteAbort after the abort.
+lists and describes an open transaction and sees it CompleteAbort after the abort. A
+consume-transform-produce loop copies a topic exactly once with a subscribed read_committed
+consumer, over the classic and the KIP-848 consumer group protocol.
 """
 
 from __future__ import annotations
@@ -30,7 +32,16 @@ def txn_run(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ProbeRun]:
     log_path = tmp_path_factory.mktemp("kemu-txn-java") / "kemu.log"
-    kemu = KemuProcess(brokers=3, log_path=log_path).start()
+    kemu = KemuProcess(
+        brokers=3,
+        log_path=log_path,
+        overrides=[
+            "group.initial.rebalance.delay.ms=300",
+            # KIP-848 reconciles one heartbeat at a time: beat often so the test is quick.
+            "group.consumer.heartbeat.interval.ms=500",
+            "group.consumer.min.heartbeat.interval.ms=500",
+        ],
+    ).start()
     try:
         yield run_probe(
             "TransactionProbe", kemu.bootstrap, "--topic", "java-txn", "--records", str(RECORDS)
@@ -53,6 +64,13 @@ def test_second_producer_fences_the_first(txn_run: ProbeRun) -> None:
     line = txn_run.one("fencing")
     assert line["first_outcome"] == "ProducerFencedException"
     assert line["committed"] == ["fresh"]
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_consume_transform_produce_exactly_once(txn_run: ProbeRun, protocol: str) -> None:
+    line = txn_run.one("eos_loop", protocol=protocol)
+    assert line["generation"] >= 1  # the group's generation / member epoch went with the offsets
+    assert (line["copied"], line["committed"], line["sink_committed"]) == (60, 60, 60)
 
 
 def test_admin_lists_and_describes_transactions(txn_run: ProbeRun) -> None:

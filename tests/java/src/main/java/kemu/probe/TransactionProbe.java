@@ -31,6 +31,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>{@code fencing}: a second producer with the same transactional id calls
  *       initTransactions while the first has a transaction open; the first's commit must throw
  *       ProducerFencedException, the second commits, and read_committed sees only its record.</li>
+ *   <li>{@code eos_loop} (once per group protocol in {@code --protocols}, default
+ *       classic,consumer): a read_committed consumer subscribed in a group reads 60 records of a
+ *       3-partition source topic and a transactional producer copies each poll to a sink topic,
+ *       sending the consumer's positions with {@code groupMetadata()} (generation or member
+ *       epoch checked by TxnOffsetCommit); reports records copied, the group's committed offsets
+ *       and what read_committed sees in the sink.</li>
  *   <li>{@code admin_view}: with a transaction open on {@code --topic}-admin partition 0, Admin
  *       listTransactions, describeTransactions and describeProducers report it (state,
  *       producer, partitions, the open transaction's first offset);
@@ -53,11 +59,78 @@ public final class TransactionProbe {
             createTopic(probe, topic + "-fence", 1);
             fencing(probe, topic + "-fence", out);
         });
+        for (String protocol : probe.arg("protocols", "classic,consumer").split(",")) {
+            probe.check("eos_loop", out -> {
+                out.put("protocol", protocol);
+                eosLoop(probe, topic + "-eos-" + protocol, protocol, 60, out);
+            });
+        }
         probe.check("admin_view", out -> {
             createTopic(probe, topic + "-admin", 1);
             adminView(probe, topic + "-admin", out);
         });
         System.exit(probe.exitCode());
+    }
+
+    private static void eosLoop(Probe probe, String source, String protocol, int count,
+            Map<String, Object> out) throws Exception {
+        String sink = source + "-sink";
+        String group = source + "-group";
+        createTopic(probe, source, 3);
+        createTopic(probe, sink, 3);
+        Properties plainProps = probe.clientConfig();
+        plainProps.put("key.serializer", StringSerializer.class.getName());
+        plainProps.put("value.serializer", StringSerializer.class.getName());
+        try (KafkaProducer<String, String> plain = new KafkaProducer<>(plainProps)) {
+            for (int i = 0; i < count; i++) {
+                plain.send(new ProducerRecord<>(source, i % 3, null, "in-" + i));
+            }
+        }
+        int copied = 0;
+        int generation = -1;
+        Properties consumerProps = probe.clientConfig();
+        consumerProps.put("group.id", group);
+        consumerProps.put("group.protocol", protocol);
+        consumerProps.put("isolation.level", "read_committed");
+        consumerProps.put("enable.auto.commit", "false");
+        consumerProps.put("auto.offset.reset", "earliest");
+        consumerProps.put("key.deserializer", StringDeserializer.class.getName());
+        consumerProps.put("value.deserializer", StringDeserializer.class.getName());
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(consumerProps);
+                KafkaProducer<String, String> producer = producer(probe, source + "-tid")) {
+            producer.initTransactions();
+            consumer.subscribe(List.of(source));
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (copied < count && System.currentTimeMillis() < deadline) {
+                var records = consumer.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) {
+                    continue;
+                }
+                producer.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new java.util.HashMap<>();
+                for (ConsumerRecord<String, String> record : records) {
+                    producer.send(new ProducerRecord<>(sink, record.partition(), null,
+                            record.value()));
+                    offsets.put(new TopicPartition(record.topic(), record.partition()),
+                            new OffsetAndMetadata(record.offset() + 1));
+                    copied++;
+                }
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                producer.commitTransaction();
+                generation = consumer.groupMetadata().generationId();
+            }
+        }
+        out.put("copied", copied);
+        out.put("generation", generation);
+        try (Admin admin = Admin.create(probe.clientConfig())) {
+            long committed = 0;
+            for (OffsetAndMetadata offset : admin.listConsumerGroupOffsets(group)
+                    .partitionsToOffsetAndMetadata().get().values()) {
+                committed += offset.offset();
+            }
+            out.put("committed", committed);
+        }
+        out.put("sink_committed", readAll(probe, sink, 3, "read_committed", count).size());
     }
 
     private static void adminView(Probe probe, String topic, Map<String, Object> out)
