@@ -348,3 +348,46 @@ def test_marker_listeners_hear_of_every_transaction_end(broker: Broker) -> None:
     assert markers.partitions == {("__share_group_state", 2)}
     state = broker.cluster.topics["__share_group_state"].partitions[2]
     assert state.high_watermark == 1  # the ABORT marker
+
+
+def produce_request(
+    broker: Broker, transactional_id: str | None, pid: int, epoch: int, seq: int
+) -> Any:
+    batch = build_batch(
+        [(None, b"p")],
+        timestamp_ms=NOW,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        transactional=True,
+    )
+    data = broker.nested(0, 12, "PartitionProduceData", index=0, records=batch)
+    topic = broker.nested(0, 12, "TopicProduceData", name="orders", partition_data=(data,))
+    request = broker.request(
+        0,
+        12,
+        transactional_id=transactional_id,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=30),
+        topic_data=(topic,),
+    )
+    leader = broker.cluster.topics["orders"].partitions[0].leader_id
+    (answer,) = broker.send(request, leader).responses
+    return answer.partition_responses[0]
+
+
+def test_transactional_produce_joins_the_transaction_or_is_refused(broker: Broker) -> None:
+    first = init(broker)
+    pid, epoch = first.producer_id, first.producer_epoch
+    assert produce_request(broker, TXN, pid, epoch, 0).error_code == ErrorCode.none
+    from kemu.coordinator.transaction.service import transaction_coordinator
+
+    meta = transaction_coordinator(broker.runtime).coordinator.transactions[TXN]
+    assert (meta.state.name, meta.partitions) == ("ONGOING", {("orders", 0)})  # implicit add
+    assert produce_request(broker, None, pid, epoch, 1).error_code == (
+        ErrorCode.transactional_id_authorization_failed
+    )
+    init(broker)  # a new producer: the open transaction is aborted, the old epoch fenced
+    assert produce_request(broker, TXN, pid, epoch, 1).error_code == ErrorCode.producer_fenced
+    partition = broker.cluster.topics["orders"].partitions[0]
+    assert partition.last_stable_offset == partition.high_watermark == 2

@@ -15,7 +15,8 @@ A transactional batch joins its partition to the producer's transaction first (K
 partition leader adds it; kemu does so for clients of any transaction version, so a partition a
 client forgot to add cannot slip out of the transaction), failing with the coordinator's error
 (PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS); the partition then counts
-the transaction as open until its marker (last stable offset).
+the transaction as open until its marker (last stable offset). Transactional records in a request
+without a transactional id get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka.
 
 Omissions: compression is passed through, never recompressed
 (``compression.type`` is reported but not applied).
@@ -147,6 +148,10 @@ def _append(
         if problem is not None:
             return _result(ctx, partition.index, ErrorCode.invalid_timestamp, error_message=problem)
     first = batches[0][0]
+    if first.is_transactional and transactional_id is None:
+        # As Kafka: transactional records need the request's transactional id (its check is an
+        # authorization one); appended untracked they would hold the LSO back for ever.
+        return _result(ctx, partition.index, ErrorCode.transactional_id_authorization_failed)
     if first.is_transactional and transactional_id is not None:
         joined = transaction_coordinator(ctx.runtime).on_transactional_produce(
             transactional_id,
