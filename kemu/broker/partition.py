@@ -83,7 +83,8 @@ class Partition:
         }  # a reopened log knows which batches its idempotent producers last wrote
         self.listeners: set[Listener] = set()
         self.transactions = PartitionTransactions()
-        if self.producers:  # only producers with sequences write transactional batches
+        if any(state.transactional for state in log.recovered_producers().values()):
+            # open and aborted transactions: read back from the log's batches and markers
             self.transactions.rebuild(log.batches(log.log_start_offset, log.log_end_offset))
 
     @property

@@ -30,6 +30,7 @@ class RecoveredProducer:
     epoch: int
     # (first sequence, last sequence, base offset) of its most recent batches, oldest first
     recent: list[tuple[int, int, int]]
+    transactional: bool = False  # it wrote transactional batches (Partition then replays them)
 
 
 class PartitionLog(ABC):

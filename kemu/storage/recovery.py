@@ -94,8 +94,12 @@ class ProducerTracker:
             return
         entry = self.producers.get(header.producer_id)
         if entry is None or entry.epoch != header.producer_epoch:
-            entry = RecoveredProducer(header.producer_epoch, [])
+            entry = RecoveredProducer(
+                header.producer_epoch, [], entry is not None and entry.transactional
+            )
             self.producers[header.producer_id] = entry
+        if header.is_transactional:
+            entry.transactional = True
         last_sequence = header.base_sequence + header.last_offset_delta
         entry.recent.append((header.base_sequence, last_sequence, header.base_offset))
         if len(entry.recent) > RECENT_BATCHES_PER_PRODUCER:

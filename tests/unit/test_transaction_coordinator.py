@@ -4,6 +4,7 @@ and a partition's transaction index (last stable offset, aborted transactions)."
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 from kemu.broker.partition import Partition
 from kemu.coordinator.transaction.coordinator import TransactionCoordinator, TxnState
@@ -234,3 +235,23 @@ def test_a_zombie_with_the_previous_epoch_is_fenced_while_a_transaction_is_open(
     c.init_producer_id(TXN, 10_000, 1)  # epoch 1
     c.add_partitions(TXN, 1000, 1, [TP], 2)
     assert c.init_producer_id(TXN, 10_000, 3, 1000, 0).error is ErrorCode.producer_fenced
+
+
+def test_a_reopened_segment_log_restores_open_and_aborted_transactions(tmp_path: Path) -> None:
+    import uuid
+
+    from kemu.storage.segments import SegmentLog
+
+    topic_id = uuid.uuid4()
+    first = Partition("orders", topic_id, 0, 1, [1], SegmentLog(tmp_path / "txn"))
+    _append(first, 2, True, 0)
+    first.write_marker(2, 0, False, now_ms=0)  # aborted [0, 1]
+    _append(first, 3, True, 0)  # open from offset 2
+    first.log.close()
+    reopened = Partition("orders", topic_id, 0, 1, [1], SegmentLog(tmp_path / "txn"))
+    assert reopened.last_stable_offset == 2
+    assert reopened.aborted_ranges(0, 3) == [(0, 1)]
+    plain = Partition("plain", topic_id, 0, 1, [1], SegmentLog(tmp_path / "plain"))
+    _append(plain, 4, False, 0)
+    plain.log.close()
+    assert not SegmentLog(tmp_path / "plain").recovered_producers()[4].transactional
