@@ -202,8 +202,8 @@ class Partition:
         self.notify()
         return offset
 
-    def aborted_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
-        """Offset ranges [first, last] of aborted transactions overlapping [start, end)."""
+    def aborted_ranges(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """(producer id, first, last) of aborted transactions overlapping [start, end)."""
         return self.transactions.aborted_ranges(start, end)
 
     def notify(self) -> None:

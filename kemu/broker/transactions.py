@@ -46,10 +46,15 @@ class PartitionTransactions:
             (producer_id, first) for _last, first, producer_id in self.aborted[at:] if first < end
         ]
 
-    def aborted_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
-        """Offset ranges [first, last] of aborted transactions overlapping [start, end)."""
+    def aborted_ranges(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """(producer id, first, last) of aborted transactions overlapping [start, end): a batch is
+        aborted only if its own producer's transaction was (transactions interleave)."""
         at = bisect_left(self.aborted, (start, -1, -1))
-        return [(first, last) for last, first, _ in self.aborted[at:] if first < end]
+        return [
+            (producer_id, first, last)
+            for last, first, producer_id in self.aborted[at:]
+            if first < end
+        ]
 
     def forget_below(self, log_start: int) -> None:
         at = bisect_left(self.aborted, (log_start, -1, -1))

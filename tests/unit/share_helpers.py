@@ -29,7 +29,7 @@ class FakeLog:
 
     batches: list[tuple[BatchHeader, bytes]] = field(default_factory=list)
     end: int = 0
-    aborted: list[tuple[int, int]] = field(default_factory=list)
+    aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (producer, first, last)
 
     def append(self, count: int, *, transactional: bool = False, producer_id: int = -1) -> int:
         """Append a batch of ``count`` records; return its base offset."""

@@ -14,6 +14,7 @@ from kemu.broker.share.partition import (
 from kemu.broker.share.states import AckType, RecordState
 from kemu.coordinator.share.persister import PersistedBatch, PersistedState
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.records import CONTROL_COMMIT
 
 A, Q, K, G, R, T = (
     RecordState.AVAILABLE,
@@ -408,12 +409,26 @@ def test_read_committed_archives_aborted_and_control_batches() -> None:
     control = log.append_control(7)  # 5
     log.append(2)  # 6-7
     core = new_core()
-    result = acquire(core, log, "m1", now=0, read_committed=True, aborted=[(aborted_base, 5)])
+    result = acquire(core, log, "m1", now=0, read_committed=True, aborted=[(7, aborted_base, 5)])
     assert ranges(result) == [(0, 1, 1), (6, 7, 1)]
     assert result.records == (log.batches[0][1], log.batches[3][1])
     assert core.state_of(aborted_base) is R and core.state_of(control) is R
     core.acknowledge("m1", [ack(0, 1, ACCEPT), ack(6, 7, ACCEPT)], 1)
     assert core.start == 8
+
+
+def test_read_committed_keeps_another_producers_committed_batch_inside_an_aborted_range() -> None:
+    log = FakeLog()
+    aborted_first = log.append(2, transactional=True, producer_id=7)  # 0-1, aborted later
+    committed = log.append(2, transactional=True, producer_id=8)  # 2-3, committed
+    log.append(1, transactional=True, producer_id=7)  # 4, still producer 7's aborted txn
+    log.append_control(8, marker=CONTROL_COMMIT)  # 5
+    log.append_control(7)  # 6: producer 7 aborts [0, 6]
+    core = new_core()
+    result = acquire(core, log, "m1", now=0, read_committed=True, aborted=[(7, aborted_first, 6)])
+    assert ranges(result) == [(committed, committed + 1, 1)]
+    assert core.start == committed  # the aborted records before it are archived and gone
+    assert core.state_of(4) is R
 
 
 def test_read_uncommitted_hands_control_batches_out_for_the_client_to_skip() -> None:

@@ -66,7 +66,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         for size in sizes:
             if kind == "aborted":
                 base = self.log.append(size, transactional=True, producer_id=9)
-                self.log.aborted.append((base, base + size - 1))
+                self.log.aborted.append((9, base, base + size - 1))
             elif kind == "control":
                 self.log.append_control(9)
             else:

@@ -185,7 +185,7 @@ def test_partition_lso_and_aborted_index() -> None:
     p.write_marker(3, 0, True, now_ms=0)
     assert p.last_stable_offset == p.high_watermark == 5
     assert p.transactions.aborted_between(0, 5) == [(2, 1)]
-    assert p.aborted_ranges(0, 5) == [(1, 3)]
+    assert p.aborted_ranges(0, 5) == [(2, 1, 3)]
     assert p.aborted_ranges(4, 5) == []
     rebuilt = Partition("orders", p.topic_id, 0, 1, [1], p.log)
     rebuilt.transactions.rebuild(p.log.batches(0, 5))
@@ -200,7 +200,7 @@ def test_aborted_transactions_below_the_log_start_are_forgotten() -> None:
     _append(p, 3, True, 0)
     p.write_marker(3, 0, False, now_ms=0)  # aborted [2, 3]
     p.transactions.forget_below(2)
-    assert p.aborted_ranges(0, 4) == [(2, 3)]
+    assert p.aborted_ranges(0, 4) == [(3, 2, 3)]
 
 
 def test_unused_transactional_ids_expire_with_a_tombstone() -> None:
@@ -250,7 +250,7 @@ def test_a_reopened_segment_log_restores_open_and_aborted_transactions(tmp_path:
     first.log.close()
     reopened = Partition("orders", topic_id, 0, 1, [1], SegmentLog(tmp_path / "txn"))
     assert reopened.last_stable_offset == 2
-    assert reopened.aborted_ranges(0, 3) == [(0, 1)]
+    assert reopened.aborted_ranges(0, 3) == [(2, 0, 1)]
     plain = Partition("plain", topic_id, 0, 1, [1], SegmentLog(tmp_path / "plain"))
     _append(plain, 4, False, 0)
     plain.log.close()

@@ -222,7 +222,7 @@ def test_write_txn_markers_for_tools(broker: Broker) -> None:
     response = broker.send(broker.request(MARKERS, 1, markers=(marker,)), partition.leader_id)
     assert response.markers[0].topics[0].partitions[0].error_code == ErrorCode.none
     assert partition.last_stable_offset == partition.high_watermark == 3
-    assert partition.aborted_ranges(0, 3) == [(0, 2)]
+    assert partition.aborted_ranges(0, 3) == [(77, 0, 2)]
 
 
 def test_list_and_describe_transactions(broker: Broker) -> None:

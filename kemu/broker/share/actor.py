@@ -324,10 +324,6 @@ def _upper(partition: Partition, settings: ShareSettings) -> int:
     return partition.last_stable_offset if settings.read_committed else partition.high_watermark
 
 
-def _aborted_ranges(partition: Partition, start: int, end: int) -> Sequence[tuple[int, int]]:
-    """Offset ranges of aborted transactions in [start, end), if the partition tracks them."""
-    lookup = getattr(partition, "aborted_ranges", None)
-    if lookup is None:
-        return ()
-    ranges: Sequence[tuple[int, int]] = lookup(start, end)
-    return ranges
+def _aborted_ranges(partition: Partition, start: int, end: int) -> Sequence[tuple[int, int, int]]:
+    """(producer id, first, last) of aborted transactions in [start, end)."""
+    return partition.aborted_ranges(start, end)

@@ -289,11 +289,12 @@ class SharePartitionCore:
         max_bytes: int = MAX_BYTES,
         min_one: bool = True,
         read_committed: bool = False,
-        aborted: Sequence[tuple[int, int]] = (),
+        aborted: Sequence[tuple[int, int, int]] = (),
     ) -> AcquireResult:
         """Acquire for ``member`` from ``batches`` read from the log at ``next_fetch_offset()``.
 
-        ``aborted`` are the offset ranges of aborted transactions (read_committed only).
+        ``aborted`` are (producer id, first, last) of aborted transactions (read_committed
+        only); a transactional batch is aborted when its producer's range covers it.
         Returns the acquired ranges, the whole batches to send and the effects.
         """
         self._begin()
@@ -327,7 +328,7 @@ class SharePartitionCore:
             if low > top:
                 continue
             if read_committed and (
-                header.is_control or (header.is_transactional and _overlaps(base, aborted))
+                header.is_control or (header.is_transactional and _aborted(header, aborted))
             ):
                 self._archive_undeliverable(low, top)
                 continue
@@ -854,8 +855,11 @@ def _runs(batch: AckBatch) -> Iterator[tuple[int, int, int]]:
             run_start = index
 
 
-def _overlaps(base: int, ranges: Sequence[tuple[int, int]]) -> bool:
-    return any(first <= base <= last for first, last in ranges)
+def _aborted(header: BatchHeader, ranges: Sequence[tuple[int, int, int]]) -> bool:
+    return any(
+        producer_id == header.producer_id and first <= header.base_offset <= last
+        for producer_id, first, last in ranges
+    )
 
 
 def _split_by_batch_size(
