@@ -33,6 +33,7 @@ import uuid
 from dataclasses import dataclass
 
 from kemu.coordinator.group.assignor import TopicPartition
+from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader
 from kemu.protocol.records import uvarint
 
 GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 5, 6, 7, 8
@@ -46,8 +47,7 @@ _INT32 = struct.Struct(">i")
 Partitions = frozenset[TopicPartition]
 
 
-class ConsumerRecordError(ValueError):
-    """Bytes that are not a consumer-group record kemu reads."""
+ConsumerRecordError = RecordDecodeError  # bytes that are not a consumer-group record
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,64 +171,18 @@ def encode_value(value: ConsumerRecordValue) -> bytes:
 # --- decoding ---------------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("data", "position")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.position = 0
-
-    def take(self, size: int) -> bytes:
-        end = self.position + size
-        if size < 0 or end > len(self.data):
-            raise ConsumerRecordError(f"need {size} bytes at {self.position} of {len(self.data)}")
-        chunk = self.data[self.position : end]
-        self.position = end
-        return chunk
-
-    def int32(self) -> int:
-        return int(_INT32.unpack(self.take(4))[0])
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise ConsumerRecordError("unsigned varint longer than 5 bytes")
-
-    def key_string(self) -> str:
-        (length,) = _INT16.unpack(self.take(2))
-        return self.take(length).decode()
-
-    def compact_string(self) -> str | None:
-        length = self.uvarint() - 1
-        return None if length < 0 else self.take(length).decode()
-
-    def tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
-
-    def partitions(self) -> Partitions:
-        found: set[TopicPartition] = set()
-        for _ in range(max(self.uvarint() - 1, 0)):
-            topic_id = uuid.UUID(bytes=self.take(16))
-            for _ in range(max(self.uvarint() - 1, 0)):
-                found.add((topic_id, self.int32()))
-            self.tags()
-        return frozenset(found)
-
-    def done(self) -> None:
-        if self.position != len(self.data):
-            raise ConsumerRecordError(f"{len(self.data) - self.position} trailing bytes")
+def _read_partitions(reader: RecordReader) -> Partitions:
+    found: set[TopicPartition] = set()
+    for _ in range(max(reader.uvarint() - 1, 0)):
+        topic_id = uuid.UUID(bytes=reader.take(16))
+        for _ in range(max(reader.uvarint() - 1, 0)):
+            found.add((topic_id, reader.int32()))
+        reader.tags()
+    return frozenset(found)
 
 
 def decode_key(data: bytes) -> ConsumerRecordKey:
-    reader = _Reader(data)
+    reader = RecordReader(data)
     (record_type,) = _INT16.unpack(reader.take(2))
     if record_type not in RECORD_TYPES:
         raise ConsumerRecordError(f"record type {record_type} is not a consumer group record")
@@ -244,7 +198,7 @@ def decode_key(data: bytes) -> ConsumerRecordKey:
 def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordValue | None:
     if data is None:
         return None
-    reader = _Reader(data)
+    reader = RecordReader(data)
     (version,) = _INT16.unpack(reader.take(2))
     if version != 0:
         raise ConsumerRecordError(f"value version {version} is not 0")
@@ -271,7 +225,7 @@ def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordVa
                 reader.compact_string(),
             )
         elif key.record_type == TARGET_MEMBER:
-            value = TargetMemberValue(reader.partitions())
+            value = TargetMemberValue(_read_partitions(reader))
         else:
             epoch, previous = reader.int32(), reader.int32()
             (state,) = struct.unpack(">b", reader.take(1))
@@ -279,8 +233,8 @@ def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordVa
                 epoch,
                 previous,
                 STATE_NAMES.get(state, "UNKNOWN"),
-                reader.partitions(),
-                reader.partitions(),
+                _read_partitions(reader),
+                _read_partitions(reader),
             )
     except UnicodeDecodeError as error:
         raise ConsumerRecordError(str(error)) from None

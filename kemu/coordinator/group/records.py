@@ -34,6 +34,8 @@ from kemu.coordinator.group.consumer_records import (
     ConsumerRecordKey,
     ConsumerRecordValue,
 )
+from kemu.protocol.coordinator_records import RecordDecodeError as RecordDecodeError
+from kemu.protocol.coordinator_records import RecordReader
 
 OFFSET_COMMIT_LEGACY = 0
 OFFSET_COMMIT = 1
@@ -50,10 +52,6 @@ NO_LEADER_EPOCH = -1
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
-
-
-class RecordDecodeError(ValueError):
-    """Bytes that are not a group-coordinator record kemu reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,84 +178,8 @@ def encode_value(value: RecordValue | None) -> bytes | None:
 # --- decoding ---------------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("data", "flexible", "position")
-
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = data
-        self.position = 0
-        self.flexible = flexible
-
-    def take(self, size: int) -> bytes:
-        end = self.position + size
-        if size < 0 or end > len(self.data):
-            raise RecordDecodeError(
-                f"need {size} bytes at position {self.position} of a {len(self.data)}-byte record"
-            )
-        chunk = self.data[self.position : end]
-        self.position = end
-        return chunk
-
-    def int16(self) -> int:
-        return int(_INT16.unpack(self.take(2))[0])
-
-    def int32(self) -> int:
-        return int(_INT32.unpack(self.take(4))[0])
-
-    def int64(self) -> int:
-        return int(_INT64.unpack(self.take(8))[0])
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise RecordDecodeError("unsigned varint longer than 5 bytes")
-
-    def _length(self, wide: bool) -> int:
-        if self.flexible:
-            return self.uvarint() - 1
-        return self.int32() if wide else self.int16()
-
-    def nullable_string(self) -> str | None:
-        length = self._length(wide=False)
-        if length < 0:
-            return None
-        try:
-            return self.take(length).decode()
-        except UnicodeDecodeError as error:
-            raise RecordDecodeError(f"string is not UTF-8: {error}") from None
-
-    def string(self) -> str:
-        text = self.nullable_string()
-        if text is None:
-            raise RecordDecodeError("null where a string is required")
-        return text
-
-    def bytes(self) -> bytes:
-        length = self._length(wide=True)
-        return b"" if length < 0 else self.take(length)
-
-    def array_length(self) -> int:
-        return max(self._length(wide=True), 0)
-
-    def skip_tags(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self.take(self.uvarint())
-
-    def done(self) -> None:
-        if self.position != len(self.data):
-            raise RecordDecodeError(f"{len(self.data) - self.position} trailing bytes")
-
-
 def decode_key(data: bytes) -> RecordKey:
-    reader = _Reader(data)
+    reader = RecordReader(data)
     record_type = reader.int16()
     if record_type in consumer_records.RECORD_TYPES:
         try:
@@ -287,7 +209,7 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     version = _INT16.unpack(data[:2])[0] if len(data) >= 2 else -1
     if not 0 <= version <= FLEXIBLE_VERSION:
         raise RecordDecodeError(f"value version {version} is not one of 0-{FLEXIBLE_VERSION}")
-    reader = _Reader(data[2:], flexible=version >= FLEXIBLE_VERSION)
+    reader = RecordReader(data[2:], flexible=version >= FLEXIBLE_VERSION)
     value: RecordValue
     if isinstance(key, OffsetCommitKey):
         offset = reader.int64()
@@ -305,7 +227,7 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     return value
 
 
-def _decode_group_value(reader: _Reader, version: int) -> GroupMetadataValue:
+def _decode_group_value(reader: RecordReader, version: int) -> GroupMetadataValue:
     protocol_type = reader.string()
     generation = reader.int32()
     protocol = reader.nullable_string()

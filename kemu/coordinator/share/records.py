@@ -36,6 +36,8 @@ import uuid
 from dataclasses import dataclass
 
 from kemu.coordinator.share.persister import PersistedBatch
+from kemu.protocol.coordinator_records import RecordDecodeError as RecordDecodeError
+from kemu.protocol.coordinator_records import RecordReader, encode_tags
 from kemu.protocol.records import uvarint
 
 SHARE_SNAPSHOT = 0
@@ -55,10 +57,6 @@ _BATCH = struct.Struct(">qqbh")
 _SNAPSHOT_HEAD = struct.Struct(">iiiq")
 _UPDATE_HEAD = struct.Struct(">iiq")
 _TIMESTAMPS = struct.Struct(">qq")
-
-
-class RecordDecodeError(ValueError):
-    """Bytes that are not a share-state record kemu (or Kafka) can read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +126,7 @@ def encode_value(value: StateValue | None) -> bytes | None:
     tags = []
     if value.delivery_complete_count != -1:
         tags.append((DELIVERY_COMPLETE_COUNT_TAG, _INT32.pack(value.delivery_complete_count)))
-    return _INT16.pack(VALUE_VERSION) + body + _encode_tags(tags)
+    return _INT16.pack(VALUE_VERSION) + body + encode_tags(tags)
 
 
 def _encode_batches(batches: tuple[PersistedBatch, ...]) -> bytes:
@@ -146,69 +144,15 @@ def _encode_batches(batches: tuple[PersistedBatch, ...]) -> bytes:
             tags.append((STAGED_PRODUCER_EPOCH_TAG, _INT16.pack(batch.staged_producer_epoch)))
         if batch.staged_ack_type != -1:
             tags.append((STAGED_ACK_TYPE_TAG, struct.pack(">b", batch.staged_ack_type)))
-        parts.append(_encode_tags(tags))
-    return b"".join(parts)
-
-
-def _encode_tags(tags: list[tuple[int, bytes]]) -> bytes:
-    parts = [uvarint(len(tags))]
-    for tag, data in tags:  # callers list them in ascending tag order, as Kafka requires
-        parts.append(uvarint(tag) + uvarint(len(data)) + data)
+        parts.append(encode_tags(tags))
     return b"".join(parts)
 
 
 # --- decoding ---------------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("data", "position")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.position = 0
-
-    def take(self, size: int) -> bytes:
-        end = self.position + size
-        if size < 0 or end > len(self.data):
-            raise RecordDecodeError(
-                f"need {size} bytes at position {self.position} of a {len(self.data)}-byte record"
-            )
-        chunk = self.data[self.position : end]
-        self.position = end
-        return chunk
-
-    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
-        return tuple(layout.unpack(self.take(layout.size)))
-
-    def int16(self) -> int:
-        return int(_INT16.unpack(self.take(2))[0])
-
-    def uvarint(self) -> int:
-        result = 0
-        shift = 0
-        while True:
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise RecordDecodeError("unsigned varint longer than 5 bytes")
-
-    def tags(self) -> dict[int, bytes]:
-        found: dict[int, bytes] = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            found[tag] = self.take(self.uvarint())
-        return found
-
-    def done(self) -> None:
-        if self.position != len(self.data):
-            raise RecordDecodeError(f"{len(self.data) - self.position} trailing bytes")
-
-
 def decode_key(data: bytes) -> StateRecordKey:
-    reader = _Reader(data)
+    reader = RecordReader(data)
     record_type = reader.int16()
     if record_type not in RECORD_TYPE_NAMES:
         raise RecordDecodeError(f"unknown share-state record type {record_type}")
@@ -229,7 +173,7 @@ def decode_value(record_type: int, data: bytes | None) -> StateValue | None:
     """The value of a record of ``record_type``; None for a tombstone."""
     if data is None:
         return None
-    reader = _Reader(data)
+    reader = RecordReader(data)
     version = reader.int16()
     if version != VALUE_VERSION:
         raise RecordDecodeError(
@@ -263,7 +207,7 @@ def decode_value(record_type: int, data: bytes | None) -> StateValue | None:
     return value
 
 
-def _decode_batches(reader: _Reader) -> tuple[PersistedBatch, ...]:
+def _decode_batches(reader: RecordReader) -> tuple[PersistedBatch, ...]:
     length = reader.uvarint() - 1
     if length < 0:
         raise RecordDecodeError("null StateBatches array")

@@ -16,6 +16,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from kemu.protocol.coordinator_records import RecordDecodeError as RecordDecodeError
+from kemu.protocol.coordinator_records import RecordReader, encode_tags
 from kemu.protocol.records import uvarint
 
 KEY_TYPE = 0
@@ -31,10 +33,6 @@ _TIMES = struct.Struct(">qq")
 PREVIOUS_PRODUCER_ID_TAG = 0
 NEXT_PRODUCER_ID_TAG = 1
 CLIENT_TRANSACTION_VERSION_TAG = 2
-
-
-class RecordDecodeError(ValueError):
-    """Bytes that are not a transaction-log record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,47 +79,12 @@ def encode_value(value: TransactionLogValue | None, *, empty: bool = False) -> b
         tags.append((NEXT_PRODUCER_ID_TAG, _INT64.pack(value.next_producer_id)))
     if value.client_transaction_version != 0:
         tags.append((CLIENT_TRANSACTION_VERSION_TAG, _INT16.pack(value.client_transaction_version)))
-    parts.append(uvarint(len(tags)))
-    for tag, data in tags:
-        parts.append(uvarint(tag) + uvarint(len(data)) + data)
+    parts.append(encode_tags(tags))
     return b"".join(parts)
 
 
-class _Reader:
-    __slots__ = ("data", "position")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.position = 0
-
-    def take(self, size: int) -> bytes:
-        end = self.position + size
-        if size < 0 or end > len(self.data):
-            raise RecordDecodeError(f"need {size} bytes at {self.position} of {len(self.data)}")
-        chunk = self.data[self.position : end]
-        self.position = end
-        return chunk
-
-    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
-        return tuple(layout.unpack(self.take(layout.size)))
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise RecordDecodeError("unsigned varint longer than 5 bytes")
-
-    def tags(self) -> dict[int, bytes]:
-        return {self.uvarint(): self.take(self.uvarint()) for _ in range(self.uvarint())}
-
-
 def decode_key(data: bytes) -> str:
-    reader = _Reader(data)
+    reader = RecordReader(data)
     (record_type, length) = reader.unpack(struct.Struct(">hh"))
     if record_type != KEY_TYPE:
         raise RecordDecodeError(f"unknown transaction-log record type {record_type}")
@@ -137,7 +100,7 @@ def decode_key(data: bytes) -> str:
 def decode_value(data: bytes | None) -> TransactionLogValue | None:
     if data is None:
         return None
-    reader = _Reader(data)
+    reader = RecordReader(data)
     (version,) = reader.unpack(_INT16)
     if version not in (0, 1):
         raise RecordDecodeError(f"TransactionLogValue version {version}")
