@@ -30,6 +30,8 @@ from kio.serial import entity_reader, entity_writer
 from kemu.protocol import fastwrite
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.guard import check_request
+from kemu.protocol.kip1289 import NAMES as KEMU_NAMES
+from kemu.protocol.kip1289 import SCHEMAS as KEMU_SCHEMAS
 
 SIZE = struct.Struct(">i")
 HEADER_PREFIX = struct.Struct(">hhi")
@@ -67,26 +69,30 @@ class DecodedRequest:
 
 
 def api_name(api_key: int) -> str:
-    return api_key_map.get(api_key, f"unknown_{api_key}")
+    return api_key_map.get(api_key) or KEMU_NAMES.get(api_key, f"unknown_{api_key}")
 
 
 def known_versions(api_key: int) -> tuple[int, int] | None:
     """The version range kio has schemas for, or None for an unknown key."""
     name = api_key_map.get(api_key)
     if name is None:
-        return None
+        ours = [version for key, version in KEMU_SCHEMAS if key == api_key]
+        return (min(ours), max(ours)) if ours else None
     versions = schema_name_map[name].keys()
     return min(versions), max(versions)
 
 
+# kemu's own schemas (KIP-1289) are consulted before kio's.
 @cache
 def request_schema(api_key: int, api_version: int) -> type[Any]:
-    return load_request_schema(api_key, api_version)
+    ours = KEMU_SCHEMAS.get((api_key, api_version))
+    return ours[0] if ours else load_request_schema(api_key, api_version)
 
 
 @cache
 def response_schema(api_key: int, api_version: int) -> type[Any]:
-    return load_response_schema(api_key, api_version)
+    ours = KEMU_SCHEMAS.get((api_key, api_version))
+    return ours[1] if ours else load_response_schema(api_key, api_version)
 
 
 def request_module(api_key: int, api_version: int) -> ModuleType:
