@@ -258,6 +258,13 @@ BROKER_CONFIGS = _defs(
     ConfigDef("transactional.id.expiration.ms", I, "604800000", read_only=True),
     ConfigDef("producer.id.expiration.ms", I, "86400000"),
     ConfigDef(
+        "kemu.kip1289.enable",
+        B,
+        "false",
+        read_only=True,
+        doc="kemu: serve TxnShareAcknowledge (KIP-1289 draft, api key 95)",
+    ),
+    ConfigDef(
         "kemu.log.flush",
         T,
         "interval",

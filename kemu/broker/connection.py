@@ -21,7 +21,7 @@ import structlog
 
 from kemu.broker.cluster import BrokerNode
 from kemu.broker.context import ConnectionHooks, RequestContext, Runtime
-from kemu.broker.handlers import REGISTRY, HandlerSpec
+from kemu.broker.handlers import REGISTRY, HandlerSpec, is_enabled
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.wire import DecodedRequest, MalformedFrame, UnsupportedRequest
@@ -134,7 +134,11 @@ class Connection(asyncio.Protocol):
             # What is not served is refused before its body is decoded, as Kafka does.
             api_key, api_version, correlation_id = wire.peek_header(frame)
             spec = REGISTRY.get(api_key)
-            if spec is None or not spec.min_version <= api_version <= self._max(spec):
+            if (
+                spec is None
+                or not spec.min_version <= api_version <= self._max(spec)
+                or not is_enabled(self.runtime, api_key)
+            ):
                 return self._unsupported(api_key, api_version, correlation_id)
             request = wire.decode_request(frame)
         except UnsupportedRequest as unsupported:

@@ -107,6 +107,10 @@ class KemuServer:
         from kemu.coordinator.transaction.service import start_transactions
 
         start_transactions(self.runtime)  # finishes or times out transactions a restart left
+        if self.cluster.config.get_bool("kemu.kip1289.enable"):
+            from kemu.broker.share.txn_acks import txn_share_acks
+
+            txn_share_acks(self.runtime)  # staged share acks complete on their markers
         self._warm_handlers()
         log.info(
             "started",

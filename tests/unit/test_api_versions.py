@@ -13,7 +13,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kemu.broker.cluster import BrokerNode, Cluster
 from kemu.broker.config import BrokerConfig
 from kemu.broker.context import RequestContext, Runtime
-from kemu.broker.handlers import REGISTRY, HandlerSpec, api_versions, load_handlers
+from kemu.broker.handlers import ENABLED_BY, REGISTRY, HandlerSpec, api_versions, load_handlers
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.versions import KAFKA_RELEASES, caps_for_release
@@ -61,7 +61,11 @@ def ranges(response: ApiVersionsResponse) -> dict[int, tuple[int, int]]:
 
 def served() -> dict[int, tuple[int, int]]:
     load_handlers()
-    return {key: (spec.min_version, spec.max_version) for key, spec in REGISTRY.items()}
+    return {
+        key: (spec.min_version, spec.max_version)
+        for key, spec in REGISTRY.items()
+        if key not in ENABLED_BY  # off by default
+    }
 
 
 @pytest.mark.parametrize("version", range(0, 5))

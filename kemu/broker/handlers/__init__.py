@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kemu.broker.context import RequestContext
+    from kemu.broker.context import RequestContext, Runtime
 
 # A handler returns the response body, or a coroutine of it when it must wait (a long poll, a
 # coordinator); one that can answer at once is cheaper as a plain function.
@@ -31,6 +31,15 @@ class HandlerSpec:
 
 
 REGISTRY: dict[int, HandlerSpec] = {}
+
+# API keys served (and advertised) only when a boolean broker config turns them on: drafts of
+# KIPs that no released Kafka has.
+ENABLED_BY: dict[int, str] = {95: "kemu.kip1289.enable"}
+
+
+def is_enabled(runtime: Runtime, api_key: int) -> bool:
+    name = ENABLED_BY.get(api_key)
+    return name is None or runtime.cluster.config.get_bool(name)
 
 
 def handler(

@@ -66,6 +66,7 @@ HANDLERS: dict[int, tuple[str, int, int]] = {
     90: ("kemu.broker.handlers.describe_share_group_offsets", 0, 1),
     91: ("kemu.broker.handlers.alter_share_group_offsets", 0, 0),
     92: ("kemu.broker.handlers.delete_share_group_offsets", 0, 0),
+    95: ("kemu.broker.handlers.txn_share_acknowledge", 0, 0),
     # generated: end
 }
 # fmt: on

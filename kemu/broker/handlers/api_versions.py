@@ -18,7 +18,7 @@ import struct
 from typing import Any
 
 from kemu.broker.context import RequestContext, Runtime
-from kemu.broker.handlers import REGISTRY, handler
+from kemu.broker.handlers import REGISTRY, handler, is_enabled
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 
@@ -33,6 +33,8 @@ def advertised(runtime: Runtime) -> list[tuple[int, int, int]]:
     caps = runtime.max_versions
     result = []
     for api_key, spec in sorted(REGISTRY.items()):
+        if not is_enabled(runtime, api_key):
+            continue
         top = spec.max_version if caps is None else min(spec.max_version, caps.get(api_key, -1))
         if top >= spec.min_version:
             result.append((api_key, spec.min_version, top))

@@ -1,0 +1,141 @@
+"""TxnShareAcknowledge (key 95, KIP-1289 draft PR's final revision), v0.
+
+Stages a share-group member's acknowledgements in a producer transaction, the share-group
+analogue of TxnOffsetCommit. Served only when the broker config ``kemu.kip1289.enable`` is
+true (otherwise the key is neither advertised nor served, as an unknown key).
+
+Order (spec §5.3): a null TransactionalId, an empty GroupId or MemberId is INVALID_REQUEST; an
+unknown member UNKNOWN_MEMBER_ID and a member epoch other than the member's current one
+ILLEGAL_GENERATION (what Java maps to CommitFailedException, spec Q7). Every source
+partition's ``__share_group_state`` partition is then added to the transaction through the
+transaction coordinator before anything is staged; its error (PRODUCER_FENCED,
+INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS, ...) answers the whole
+request. Then per partition: UNKNOWN_TOPIC_ID / NOT_LEADER_OR_FOLLOWER as for
+ShareAcknowledge, UNKNOWN_TOPIC_OR_PARTITION when the group has no share partition there yet,
+else the share partition stages the records ACQUIRED -> TX_PENDING durably, all or nothing:
+INVALID_RECORD_STATE for records that member does not hold ACQUIRED, INVALID_REQUEST for
+types other than ACCEPT, REJECT and gap (gap offsets are archived at once) or malformed
+batches. The markers of the transaction resolve the staged records (``share/txn_acks.py``).
+
+Omissions: authorization; the two-RPC variant (AddShareAcknowledgementsToTxn); the
+``share.version`` 3 feature level is not advertised.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kemu.broker.context import RequestContext
+from kemu.broker.handlers import handler
+from kemu.broker.share.manager import share_partitions
+from kemu.broker.share.routing import ack_batches, route
+from kemu.broker.share.sessions import SharePartitionRef
+from kemu.broker.share.settings import share_settings
+from kemu.broker.share.txn_acks import txn_share_acks
+from kemu.coordinator.group.share_group import GroupError
+from kemu.coordinator.share.persister import SharePartitionKey
+from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_persister
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 95
+RENEW_CAPABLE_VERSION = 2  # parse every ack type; the share partition refuses the wrong ones
+
+
+@handler(API_KEY, 0, 0)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    group_id = request.group_id or ""
+    member_id = request.member_id or ""
+    transactional_id = request.transactional_id
+    if transactional_id is None or not group_id or not member_id:
+        return ctx.respond(error_code=ErrorCode.invalid_request, responses=())
+    error = _check_member(ctx, group_id, member_id, request.member_epoch)
+    if error is not ErrorCode.none:
+        return ctx.respond(error_code=error, responses=())
+
+    refs = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
+    error = _enlist_state_partitions(ctx, request, group_id, refs)
+    if error is not ErrorCode.none:
+        return ctx.respond(error_code=error, responses=())
+
+    txn_share_acks(ctx.runtime)  # the markers must find the staged records
+    manager = share_partitions(ctx.runtime)
+    settings = share_settings(ctx.runtime, group_id)
+    answers: dict[SharePartitionRef, tuple[ErrorCode, str | None]] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            ref = (topic.topic_id, p.partition_index)
+            where = route(ctx, *ref)
+            actor = manager.existing(group_id, *ref)
+            if where.error is not ErrorCode.none or where.partition is None:
+                answers[ref] = (where.error, None)
+            elif actor is None:
+                answers[ref] = (ErrorCode.unknown_topic_or_partition, "No share partition")
+            else:
+                batches = ack_batches(p.acknowledgement_batches, RENEW_CAPABLE_VERSION)
+                assert batches is not None  # only None below v2
+                answers[ref] = await actor.stage(
+                    where.partition,
+                    member_id,
+                    request.producer_id,
+                    request.producer_epoch,
+                    batches,
+                    settings,
+                )
+    by_topic: dict[uuid.UUID, list[Any]] = {}
+    for (topic_id, index), (code, message) in answers.items():
+        by_topic.setdefault(topic_id, []).append(
+            ctx.make(
+                "TxnShareAcknowledgePartitionResponse",
+                partition_index=index,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    topics = tuple(
+        ctx.make("TxnShareAcknowledgeTopicResponse", topic_id=topic_id, partitions=tuple(entries))
+        for topic_id, entries in by_topic.items()
+    )
+    return ctx.respond(error_code=ErrorCode.none, responses=topics)
+
+
+def _check_member(ctx: RequestContext, group_id: str, member_id: str, epoch: int) -> ErrorCode:
+    from kemu.coordinator.group.service import group_coordinator
+
+    try:
+        group = group_coordinator(ctx.runtime).share.describe(group_id)
+    except GroupError:
+        return ErrorCode.unknown_member_id
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.unknown_member_id
+    if member.member_epoch != epoch:
+        return ErrorCode.illegal_generation
+    return ErrorCode.none
+
+
+def _enlist_state_partitions(
+    ctx: RequestContext, request: Any, group_id: str, refs: list[tuple[uuid.UUID, int]]
+) -> ErrorCode:
+    """Add the ``__share_group_state`` partitions of every source partition to the
+    transaction (several may share one), before anything is staged."""
+    from kemu.coordinator.transaction.service import transaction_coordinator
+
+    persister = share_persister(ctx.runtime)
+    persister.topic()  # the markers go to its partitions: it must exist
+    state_partitions = sorted(
+        {
+            (SHARE_STATE_TOPIC, persister.partition_for(SharePartitionKey(group_id, *ref)))
+            for ref in refs
+            if ref[0] is not None
+        }
+    )
+    if not state_partitions:
+        return ErrorCode.none
+    outcome = transaction_coordinator(ctx.runtime).add_partitions(
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        state_partitions,
+    )
+    return outcome.error
