@@ -292,6 +292,7 @@ async def test_commit_applies_staged_accept_and_reject(kemu: Harness) -> None:
     # ... and are not acquired by anyone while pending
     again = await client.call(share_fetch(tid, {0: []}, epoch=2))
     assert acquired(again) == [(2, 2, 2)]
+    assert actor.core is not None and actor.core.start == 0  # TX_PENDING holds the start offset
     assert (await end_txn(client, pid, epoch, commit=True)).error_code == ErrorCode.none
     await txn_share_acks(kemu.runtime).drain()
     # 0 ACKNOWLEDGED and 1 ARCHIVED: the start offset moved past both
