@@ -11,6 +11,8 @@ INVALID_REQUEST). Then records are acquired
 from every session partition, taking turns: whole log batches, AcquiredRecords with delivery
 counts, MaxRecords and MaxBytes shared by the partitions (the first batch always goes, KIP-74),
 BatchSize splitting acquired ranges, ShareAcquireMode (v2: 0 batch_optimized, 1 record_limit).
+Records delivered often are throttled as in Kafka (fewer per fetch, the last attempt alone; see
+``kemu.broker.share.partition``).
 Long poll: up to MaxWaitMs until MinBytes look acquirable, woken by appends and by records
 becoming available again (releases, lock expiry, aborts). v2 IsRenewAck: the acknowledgements
 (RENEW among them) are applied and nothing is fetched. AcquisitionLockTimeoutMs is the group's

@@ -25,7 +25,12 @@ Deliberate choices, all following Kafka's SharePartition unless noted:
 * Offsets missing from the log (compaction, retention) are archived without a transition.
 * A failed persister write is not rolled back here: the caller drops this core and reloads
   the durable state.
-Omissions: Kafka's delivery throttling of records near the delivery limit.
+* Throttled delivery (Kafka's SharePartition): once an AVAILABLE record of a log batch has been
+  delivered ``max(2, ceil(limit / 2))`` times, that batch goes out on its own (a fetch that
+  already acquired something stops before it, and stops after it), and from its first such
+  record only the batch's record count halved once per delivery past the threshold; a record on
+  its last attempt goes alone. So a burst of short-lived consumers releasing what they were
+  given exhausts one record at a time, not whole batches.
 """
 
 from __future__ import annotations
@@ -338,14 +343,21 @@ class SharePartitionCore:
                 and self._any_available(low, top)
             ):
                 break
-            taken = self._acquire_range(
-                member, low, top, remaining if limit_exact else None, deadline, pieces
-            )
+            limit = remaining if limit_exact else None
+            throttled = self._most_delivered(low, top) >= self._throttle_from
+            if throttled:
+                if pieces:
+                    break  # often-delivered records go out in a fetch of their own
+                allowed = self._throttled_count(low, top, last - base + 1)
+                limit = allowed if limit is None else min(limit, allowed)
+            taken = self._acquire_range(member, low, top, limit, deadline, pieces)
             if taken:
                 records.append(data)
                 bounds.append(base)
                 sent_bytes += len(data)
                 remaining -= taken
+                if throttled:
+                    break
         for first, last, _ in pieces:
             heapq.heappush(self._locks, (deadline, first, last))
         acquired = _split_by_batch_size(pieces, bounds, batch_size, limit_exact)
@@ -404,6 +416,53 @@ class SharePartitionCore:
                 self._mark(span.first, span.last)
             index += 1
         spans.coalesce(start, stop)
+        return taken
+
+    @property
+    def _throttle_from(self) -> int:
+        """The delivery count from which Kafka throttles delivery: half the limit, at least 2."""
+        return max(2, -(-self.config.delivery_count_limit // 2))
+
+    def _most_delivered(self, low: int, high: int) -> int:
+        """The highest delivery count of the AVAILABLE records in [low, high] (0: none)."""
+        spans = self._spans.spans
+        index = self._spans.first_index_at_or_after(low)
+        most = 0
+        while index < len(spans) and spans[index].first <= high:
+            span = spans[index]
+            if span.state is RecordState.AVAILABLE:
+                most = max(most, span.delivery_count)
+            index += 1
+        return most
+
+    def _throttled_count(self, low: int, high: int, batch_records: int) -> int:
+        """How many of the AVAILABLE records in [low, high] (in offset order) one fetch may take
+        from a throttled batch of ``batch_records`` records: all up to the first record at the
+        throttle threshold, then up to the batch's count halved once per delivery past the
+        threshold (at least that record); a record on its last attempt goes alone."""
+        spans = self._spans.spans
+        index = self._spans.first_index_at_or_after(low)
+        last_attempt = self.config.delivery_count_limit - 1
+        isolate_last = self.config.delivery_count_limit > 2
+        taken = 0
+        cap: int | None = None
+        while index < len(spans) and spans[index].first <= high:
+            span = spans[index]
+            index += 1
+            if span.state is not RecordState.AVAILABLE:
+                continue
+            size = min(span.last, high) - max(span.first, low) + 1
+            count = span.delivery_count
+            if isolate_last and count == last_attempt:
+                return taken or 1
+            if cap is None and count >= self._throttle_from:
+                cap = max(1, batch_records >> (count - self._throttle_from + 1))
+                size = max(1, min(size, cap - taken))
+            elif cap is not None:
+                size = min(size, cap - taken)
+            taken += size
+            if cap is not None and taken >= cap:
+                break
         return taken
 
     def _any_available(self, low: int, high: int) -> bool:
