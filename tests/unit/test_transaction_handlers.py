@@ -203,6 +203,24 @@ def test_txn_offset_commit_checks(broker: Broker) -> None:
     assert groups.fetch_offsets("g", [("orders", [0])])[1][0].offset == 5
 
 
+def test_txn_offset_commit_v5_joins_the_offsets_partition_without_add_offsets(
+    broker: Broker,
+) -> None:
+    # Transaction version 2 clients (franz-go, Java 4.x) send no AddOffsetsToTxn: a transaction
+    # that only commits consumed offsets must still end, and commit them.
+    first = init(broker)
+    pid, epoch = first.producer_id, first.producer_epoch
+    assert txn_offset_commit(broker, 5, pid, epoch) == ErrorCode.none
+    from kemu.coordinator.group.service import group_coordinator
+
+    async def commit() -> Any:
+        return end(broker, pid, epoch, True, version=5)
+
+    assert asyncio.run(commit()).error_code == ErrorCode.none
+    groups = group_coordinator(broker.runtime)
+    assert groups.fetch_offsets("g", [("orders", [0])])[1][0].offset == 5
+
+
 def test_write_txn_markers_for_tools(broker: Broker) -> None:
     partition = broker.cluster.topics["orders"].partitions[0]
     produce_transactional(broker, 0, 77, 0, 0)

@@ -13,6 +13,9 @@ a KIP-848 group's member known and at that epoch (STALE_MEMBER_EPOCH); an unknow
 generation is ILLEGAL_GENERATION; unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION;
 metadata above ``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE.
 
+v5 (transaction version 2) adds the group's ``__consumer_offsets`` partition to the transaction
+itself, as the client sends no AddOffsetsToTxn first.
+
 Omission: staged offsets are kept in memory until the commit (see the transaction service).
 """
 
@@ -33,6 +36,7 @@ from kemu.protocol.errors import ErrorCode
 
 API_KEY = 28
 FIRST_FENCED_VERSION = 3
+IMPLICIT_ADD_VERSION = 5  # KIP-890 part 2: no AddOffsetsToTxn before it
 OFFSET_COMMIT_VERSION = 8  # how the group coordinator is asked to commit them at the marker
 
 
@@ -47,6 +51,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     if error is ErrorCode.none:
         error = _check_group(ctx, request.group_id, member_id, instance_id, generation)
+    if error is ErrorCode.none and ctx.version >= IMPLICIT_ADD_VERSION:
+        # Transaction version 2 clients send no AddOffsetsToTxn: the group's offsets partition
+        # joins the transaction here, or EndTxn would find a transaction with nothing in it.
+        error = transactions.add_offsets(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.group_id,
+        ).error
     error = for_version(error, ctx.version, FIRST_FENCED_VERSION)
     max_metadata = broker_int(ctx.cluster.config, "offset.metadata.max.bytes")
     pending = PendingOffsets(member_id, instance_id, generation, OFFSET_COMMIT_VERSION)
