@@ -7,7 +7,10 @@ SHARE_SESSION_LIMIT_REACHED past ``group.share.max.share.sessions``); ForgottenT
 leaves the session. When the connection that opened a session closes, the session ends and
 the member's records in it are released (as -1 does). Piggy-backed acknowledgements are
 applied first, per partition all or nothing (AcknowledgeErrorCode: INVALID_RECORD_STATE,
-INVALID_REQUEST). Then records are acquired
+INVALID_REQUEST), except that their RELEASEs take effect right after the first acquisition: in
+Kafka the released records are still being written to the share coordinator while the fetch
+acquires, so a consumer does not get back in the same response what it just released unless
+there was nothing else. Then records are acquired
 from every session partition, taking turns: whole log batches, AcquiredRecords with delivery
 counts, MaxRecords and MaxBytes shared by the partitions (the first batch always goes, KIP-74),
 BatchSize splitting acquired ranges, ShareAcquireMode (v2: 0 batch_optimized, 1 record_limit).
@@ -35,7 +38,7 @@ from kemu.broker.handlers import handler
 from kemu.broker.partition import Partition
 from kemu.broker.share.actor import SharePartitionActor
 from kemu.broker.share.manager import SharePartitionManager, share_partitions
-from kemu.broker.share.partition import AcquireMode
+from kemu.broker.share.partition import AckBatch, AcquireMode
 from kemu.broker.share.routing import (
     PartitionAnswer,
     ack_batches,
@@ -46,7 +49,7 @@ from kemu.broker.share.routing import (
     refused,
     route,
 )
-from kemu.broker.share.sessions import INITIAL_EPOCH, SharePartitionRef
+from kemu.broker.share.sessions import INITIAL_EPOCH, SharePartitionRef, ShareSession
 from kemu.broker.share.settings import ShareSettings, share_settings
 from kemu.protocol.errors import ErrorCode
 
@@ -93,19 +96,46 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.share_session_epoch == INITIAL_EPOCH and hooks is not None:
         hooks.on_close(key, lambda: manager.connection_closed(key, hooks))
 
+    fetching = not (
+        decision.final or getattr(request, "is_renew_ack", False) or request.max_records <= 0
+    )
     answers: dict[SharePartitionRef, PartitionAnswer] = {}
+    releases: list[Deferred] = []
     for ref, raw in acknowledgements.items():
-        answers[ref] = await _acknowledge(ctx, manager, settings, group_id, member_id, ref, raw)
+        answers[ref] = await _acknowledge(
+            ctx, manager, settings, group_id, member_id, ref, raw, releases if fetching else None
+        )
     if decision.final:
         await manager.close_session(decision.session)
+    if not fetching:
         return _respond(ctx, answers, lock_ms)
-    if getattr(request, "is_renew_ack", False) or request.max_records <= 0:
-        return _respond(ctx, answers, lock_ms)
+    try:
+        await _fetch_with_wait(ctx, request, manager, settings, decision.session, answers, releases)
+    finally:
+        await _release(member_id, releases)
+    return _respond(ctx, answers, lock_ms)
 
-    order = decision.session.fetch_order()
+
+Deferred = tuple[SharePartitionActor, tuple[AckBatch, ...]]
+
+
+async def _fetch_with_wait(
+    ctx: RequestContext,
+    request: Any,
+    manager: SharePartitionManager,
+    settings: ShareSettings,
+    session: ShareSession,
+    answers: dict[SharePartitionRef, PartitionAnswer],
+    releases: list[Deferred],
+) -> None:
+    """Acquire, long-polling up to MaxWaitMs for MinBytes. The request's own RELEASEs take effect
+    after the first attempt, and before any wait: they are handed out (to this request too) only
+    when the first attempt found nothing."""
+    group_id, member_id = request.group_id, request.member_id
+    order = session.fetch_order()
     deadline = ctx.now_ms() + max(millis(request.max_wait), 0)
     min_bytes = max(int(request.min_bytes), 1)
-    mode = AcquireMode(mode_id)
+    mode = AcquireMode(int(getattr(request, "share_acquire_mode", 0)))
     while True:
         remaining = deadline - ctx.now_ms()
         targets = _targets(ctx, manager, group_id, order, answers)
@@ -113,10 +143,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             acquired, failed = await _fetch(
                 ctx, request, settings, member_id, mode, targets, answers
             )
-            if acquired or failed or remaining <= 0 or not targets:
-                break
+            if acquired or failed or not targets or (remaining <= 0 and not releases):
+                return
+        if releases:
+            await _release(member_id, releases)
+            continue  # what the request released may be what there is to hand out
         await _wait_for_records(targets, remaining / 1000)
-    return _respond(ctx, answers, lock_ms)
+
+
+async def _release(member_id: str, releases: list[Deferred]) -> None:
+    """Apply (once) the RELEASE acknowledgements the request's fetch went without."""
+    pending = list(releases)
+    releases.clear()
+    for actor, batches in pending:
+        await actor.release_deferred(member_id, batches)
 
 
 Target = tuple[SharePartitionRef, Partition, SharePartitionActor]
@@ -200,7 +240,10 @@ async def _acknowledge(
     member_id: str,
     ref: SharePartitionRef,
     raw: Iterable[Any],
+    releases: list[Deferred] | None,
 ) -> PartitionAnswer:
+    """Apply one partition's acknowledgements; with ``releases`` its RELEASEs are held back and
+    appended there."""
     answer = PartitionAnswer()
     where = route(ctx, *ref)
     if where.error is not ErrorCode.none or where.partition is None:
@@ -215,9 +258,11 @@ async def _acknowledge(
         answer.ack_message = "RENEW needs ShareFetch v2"
         return answer
     actor = manager.actor(group_id, *ref)
-    answer.ack_error, answer.ack_message = await actor.acknowledge(
-        where.partition, member_id, batches, settings
+    answer.ack_error, answer.ack_message, held = await actor.acknowledge_deferring(
+        where.partition, member_id, batches, settings, defer_release=releases is not None
     )
+    if held and releases is not None:
+        releases.append((actor, held))
     return answer
 
 

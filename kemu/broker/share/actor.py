@@ -156,15 +156,39 @@ class SharePartitionActor:
         batches: Sequence[AckBatch],
         settings: ShareSettings,
     ) -> tuple[ErrorCode, str | None]:
+        code, message, _ = await self.acknowledge_deferring(
+            partition, member, batches, settings, defer_release=False
+        )
+        return code, message
+
+    async def acknowledge_deferring(
+        self,
+        partition: Partition,
+        member: str,
+        batches: Sequence[AckBatch],
+        settings: ShareSettings,
+        *,
+        defer_release: bool = True,
+    ) -> tuple[ErrorCode, str | None, tuple[AckBatch, ...]]:
+        """Acknowledge; with ``defer_release`` the RELEASE runs are only checked and come back
+        for ``release_deferred`` (see ``SharePartitionCore.acknowledge``)."""
         async with self._mailbox:
             code = await self._load(partition, settings)
             if code is not ErrorCode.none:
-                return code, None
-            result = self._core().acknowledge(member, batches, self.runtime.clock_ms())
+                return code, None, ()
+            result = self._core().acknowledge(
+                member, batches, self.runtime.clock_ms(), defer_release=defer_release
+            )
             code = await self._commit(result.effects)
             if code is not ErrorCode.none:
-                return code, None
-            return result.error, result.message
+                return code, None, ()
+            return result.error, result.message, result.deferred
+
+    async def release_deferred(self, member: str, batches: Sequence[AckBatch]) -> ErrorCode:
+        async with self._mailbox:
+            if self.core is None:
+                return ErrorCode.none  # reloaded from the durable state: the locks went with it
+            return await self._commit(self.core.release_deferred(member, batches))
 
     async def stage(
         self,

@@ -111,6 +111,7 @@ class AckResult:
     error: ErrorCode
     message: str | None
     effects: Effects
+    deferred: tuple[AckBatch, ...] = ()  # RELEASE runs held back (``defer_release``)
 
 
 _ALL_ACKS = frozenset(int(t) for t in AckType)
@@ -493,18 +494,52 @@ class SharePartitionCore:
 
     # --- acknowledge ------------------------------------------------------------------------
 
-    def acknowledge(self, member: str, batches: Sequence[AckBatch], now_ms: int) -> AckResult:
-        """Apply ``member``'s acknowledgements, all or nothing: any invalid batch fails the lot."""
+    def acknowledge(
+        self,
+        member: str,
+        batches: Sequence[AckBatch],
+        now_ms: int,
+        *,
+        defer_release: bool = False,
+    ) -> AckResult:
+        """Apply ``member``'s acknowledgements, all or nothing: any invalid batch fails the lot.
+
+        ``defer_release``: the RELEASE runs are checked but not applied; they come back in
+        ``deferred`` for ``release_deferred`` once the caller's fetch has acquired.
+        """
         self._begin()
         problem = self._check_acks(member, batches, _ALL_ACKS)
         if problem is not None:
             return AckResult(problem[0], problem[1], self._finish())
+        deferred: list[AckBatch] = []
         for batch in batches:
             for low, high, ack in _runs(batch):
                 low = max(low, self.start)
-                if low <= high:
+                if low > high:
+                    continue
+                if defer_release and ack == AckType.RELEASE:
+                    deferred.append(AckBatch(low, high, (ack,)))
+                else:
                     self._apply_ack(low, high, AckType(ack), now_ms)
-        return AckResult(ErrorCode.none, None, self._finish())
+        return AckResult(ErrorCode.none, None, self._finish(), tuple(deferred))
+
+    def release_deferred(self, member: str, batches: Sequence[AckBatch]) -> Effects:
+        """Apply the RELEASE runs ``acknowledge(defer_release=True)`` held back, to the records
+        ``member`` still holds (a lock that expired in between released them already)."""
+        self._begin()
+        spans = self._spans
+        for batch in batches:
+            low, high = max(batch.first_offset, self.start), min(batch.last_offset, self.end - 1)
+            if low > high:
+                continue
+            start, stop = spans.isolate(low, high)
+            for span in spans.spans[start:stop]:
+                if span.state is RecordState.ACQUIRED and span.member == member:
+                    self._move(span, self._release_target(span), AckType.RELEASE.name)
+                    _disown(span)
+                    self._mark(span.first, span.last)
+            spans.coalesce(start, stop)
+        return self._finish()
 
     def _check_acks(
         self, member: str, batches: Sequence[AckBatch], allowed: frozenset[int]
