@@ -23,6 +23,7 @@ serve: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check kemu tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The Java probes (tests/java): offline first, since after one online build ~/.m2 has it all;
 # target/lib is emptied so that a changed dependency leaves no stale jar on the classpath.

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from kemu.broker.config import BrokerConfig, InvalidConfig
+from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.protocol.versions import KAFKA_RELEASES, caps_for_release
 
 if TYPE_CHECKING:

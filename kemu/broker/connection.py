@@ -19,9 +19,9 @@ from typing import Any, cast
 
 import structlog
 
-from kemu.broker.cluster import BrokerNode
-from kemu.broker.context import ConnectionHooks, RequestContext, Runtime
 from kemu.broker.handlers import REGISTRY, HandlerSpec, is_enabled
+from kemu.cluster.context import ConnectionHooks, RequestContext, Runtime
+from kemu.cluster.model import BrokerNode
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.wire import DecodedRequest, MalformedFrame, UnsupportedRequest

@@ -6,7 +6,7 @@ import asyncio
 
 import structlog
 
-from kemu.broker.context import Runtime
+from kemu.cluster.context import Runtime
 
 log = structlog.get_logger("kemu.housekeeping")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kemu.broker.context import RequestContext
-from kemu.broker.partition import Partition
+from kemu.cluster.context import RequestContext
+from kemu.cluster.partition import Partition
 
 
 def leader_fields(ctx: RequestContext, partition: Partition) -> Any:

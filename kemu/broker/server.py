@@ -11,11 +11,11 @@ from pathlib import Path
 
 import structlog
 
-from kemu.broker.cluster import BrokerNode, Cluster
-from kemu.broker.config import BrokerConfig
 from kemu.broker.connection import Connection
-from kemu.broker.context import Runtime
 from kemu.broker.handlers import handler_module_names, register_placeholders
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.context import Runtime
+from kemu.cluster.model import BrokerNode, Cluster
 from kemu.storage.log import MemoryLog, PartitionLog
 
 log = structlog.get_logger("kemu.server")

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from kemu.broker.cluster import BrokerNode, Cluster
-from kemu.broker.config import BrokerConfig, ConfigSource, ConfigType
-from kemu.broker.context import RequestContext, Runtime
 from kemu.broker.fetch_session import SessionPartition
 from kemu.broker.handlers import REGISTRY, load_handlers
 from kemu.broker.handlers.fetch import fetch_sessions
-from kemu.broker.producer_ids import ProducerIdBlocks, ProducerIds
+from kemu.cluster.config import BrokerConfig, ConfigSource, ConfigType
+from kemu.cluster.context import RequestContext, Runtime
+from kemu.cluster.model import BrokerNode, Cluster
+from kemu.coordinator.transaction.producer_ids import ProducerIdBlocks, ProducerIds
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, split_batches

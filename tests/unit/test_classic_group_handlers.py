@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from kemu.broker.cluster import BrokerNode, Cluster
-from kemu.broker.config import BrokerConfig
-from kemu.broker.context import RequestContext, Runtime
 from kemu.broker.handlers import REGISTRY, load_handlers
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.context import RequestContext, Runtime
+from kemu.cluster.model import BrokerNode, Cluster
 from kemu.coordinator.group.consumer_protocol import encode_subscription
 from kemu.coordinator.group.offsets_log import OffsetsLog
 from kemu.coordinator.group.placement import GROUP, coordinator_partition

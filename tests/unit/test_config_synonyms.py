@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 from test_admin_handlers import BROKER, Broker, configs_by_name
 
-from kemu.broker.config import BrokerConfig, ConfigSource, TopicConfig
-from kemu.broker.config_resources import topic_config_entries
+from kemu.cluster.config import BrokerConfig, ConfigSource, TopicConfig
+from kemu.cluster.config_resources import topic_config_entries
 
 LONG_MAX = "9223372036854775807"
 STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from kemu.broker.cluster import BrokerNode, Cluster
-from kemu.broker.config import BrokerConfig
 from kemu.broker.connection import Connection
-from kemu.broker.context import RequestContext, Runtime
 from kemu.broker.handlers import REGISTRY, HandlerSpec, load_handlers
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.context import RequestContext, Runtime
+from kemu.cluster.model import BrokerNode, Cluster
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import MemoryLog

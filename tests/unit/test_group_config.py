@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kemu.broker.cluster import BrokerNode, Cluster
-from kemu.broker.config import BrokerConfig, ConfigSource, InvalidConfig
-from kemu.broker.context import Runtime
+from kemu.cluster.config import BrokerConfig, ConfigSource, InvalidConfig
+from kemu.cluster.context import Runtime
+from kemu.cluster.model import BrokerNode, Cluster
 from kemu.coordinator.group.config import (
     AutoOffsetReset,
     GroupConfigStore,

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from kemu.broker.config import BrokerConfig
-from kemu.broker.partition import Partition
 from kemu.broker.server import KemuServer, ServerOptions
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import AckType, RecordState
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.partition import Partition
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, read_header, split_batches

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kemu.broker.cluster import BrokerNode, Cluster
-from kemu.broker.config import BrokerConfig
-from kemu.broker.context import Runtime
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.context import Runtime
+from kemu.cluster.model import BrokerNode, Cluster
 from kemu.coordinator.share.decode import (
     LogRecord,
     ShareStateDecoder,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from kemu.broker.config import BrokerConfig
-from kemu.broker.partition import Partition
 from kemu.broker.share.settings import ShareSettings, broker_defaults, resolve_start_offset
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.partition import Partition
 from kemu.protocol.records import build_batch, split_batches
 from kemu.storage.log import MemoryLog
 

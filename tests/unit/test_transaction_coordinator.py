@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from kemu.broker.partition import Partition
+from kemu.cluster.partition import Partition
 from kemu.coordinator.transaction.coordinator import TransactionCoordinator, TxnState
 from kemu.coordinator.transaction.records import (
     TransactionLogValue,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from test_admin_handlers import Broker
 
-from kemu.broker.context import Runtime
+from kemu.cluster.context import Runtime
 from kemu.coordinator.transaction.service import TransactionService
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, read_header

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kemu.broker.context import RequestContext, Runtime
+    from kemu.cluster.context import RequestContext, Runtime
 
 # A handler returns the response body, or a coroutine of it when it must wait (a long poll, a
 # coordinator); one that can answer at once is cheaper as a plain function.

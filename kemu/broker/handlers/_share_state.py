@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kemu.broker.context import RequestContext
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import NOT_COORDINATOR_MESSAGE, share_persister
 from kemu.protocol.errors import ErrorCode

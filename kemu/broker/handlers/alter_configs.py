@@ -1,7 +1,7 @@
 """AlterConfigs (key 33), v0-v2: the legacy, replace-everything form.
 
 Each resource's explicit configs become exactly the ones given (those left out are deleted),
-through the resource types registered in ``kemu.broker.config_resources`` (TOPIC and BROKER;
+through the resource types registered in ``kemu.cluster.config_resources`` (TOPIC and BROKER;
 GROUP can be registered there). Kafka's checks: a resource named twice is INVALID_REQUEST
 ("Each resource must appear at most once."), as are duplicate keys and null values; topic
 values Kafka would refuse are INVALID_CONFIG with its message, an unknown topic
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.config_resources import alter_response
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.config_resources import alter_response
+from kemu.cluster.context import RequestContext
 
 API_KEY = 33
 

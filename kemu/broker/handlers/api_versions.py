@@ -17,8 +17,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kemu.broker.context import RequestContext, Runtime
 from kemu.broker.handlers import REGISTRY, handler, is_enabled
+from kemu.cluster.context import RequestContext, Runtime
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.consumer_group import ConsumerGroup
 from kemu.coordinator.group.service import group_coordinator

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kemu.broker.cluster import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP, Topic
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
-from kemu.broker.replica_assignment import AssignmentError, check_manual_assignment
+from kemu.cluster.context import RequestContext
+from kemu.cluster.model import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP, Topic
+from kemu.cluster.replica_assignment import AssignmentError, check_manual_assignment
 from kemu.protocol.errors import ErrorCode, default_message
 
 API_KEY = 37

@@ -25,17 +25,17 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from kemu.broker.cluster import (
+from kemu.broker.handlers import handler
+from kemu.cluster.config_resources import topic_config_entries, topic_config_problem
+from kemu.cluster.context import RequestContext
+from kemu.cluster.model import (
     EXCESSIVE_BATCH_MESSAGE,
     MAX_RECORDS_PER_USER_OP,
     Cluster,
     TopicError,
     topic_name_problem,
 )
-from kemu.broker.config_resources import topic_config_entries, topic_config_problem
-from kemu.broker.context import RequestContext
-from kemu.broker.handlers import handler
-from kemu.broker.replica_assignment import AssignmentError, check_manual_assignment
+from kemu.cluster.replica_assignment import AssignmentError, check_manual_assignment
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 19

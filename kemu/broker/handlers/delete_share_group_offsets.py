@@ -14,8 +14,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator, share_persister
 from kemu.coordinator.group.share_group import GroupError
 from kemu.coordinator.share.persister import SharePartitionKey

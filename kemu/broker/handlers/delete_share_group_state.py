@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._share_state import share_state_response
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import share_persister
 

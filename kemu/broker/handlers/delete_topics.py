@@ -17,11 +17,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kemu.broker.cluster import INTERNAL_TOPICS
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.handlers.fetch import fetch_sessions
 from kemu.broker.share.manager import share_partitions
+from kemu.cluster.context import RequestContext
+from kemu.cluster.model import INTERNAL_TOPICS
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
 

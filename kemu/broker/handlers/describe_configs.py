@@ -1,6 +1,6 @@
 """DescribeConfigs (key 32), v1-v4.
 
-For each resource, the configs of its type as registered in ``kemu.broker.config_resources``
+For each resource, the configs of its type as registered in ``kemu.cluster.config_resources``
 (TOPIC and BROKER here; GROUP can be registered there): Kafka's names, effective values,
 ``config_source``, read-only and sensitive flags, synonyms (v1+, with ``include_synonyms``),
 config types and documentation (v3+, with ``include_documentation``). ``configuration_keys``
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker import config_resources
-from kemu.broker.config_resources import ConfigEntry, ConfigResourceError
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster import config_resources
+from kemu.cluster.config_resources import ConfigEntry, ConfigResourceError
+from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 32

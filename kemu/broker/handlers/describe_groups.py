@@ -12,8 +12,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import DEAD, STABLE, ClassicGroup
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode

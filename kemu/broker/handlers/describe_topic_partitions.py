@@ -16,10 +16,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kemu.broker.cluster import INTERNAL_TOPICS, Topic, topic_name_problem
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.handlers.metadata import ALL_TOPIC_OPERATIONS
+from kemu.cluster.context import RequestContext
+from kemu.cluster.model import INTERNAL_TOPICS, Topic, topic_name_problem
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 75

@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.transaction.coordinator import STATE_NAMES, TransactionMetadata
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode

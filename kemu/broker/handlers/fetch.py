@@ -21,7 +21,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from kemu.broker.context import RequestContext, Runtime
 from kemu.broker.fetch_session import (
     FetchSession,
     FetchSessionCache,
@@ -30,7 +29,8 @@ from kemu.broker.fetch_session import (
 )
 from kemu.broker.handlers import handler
 from kemu.broker.leadership import leader_fields, node_endpoints
-from kemu.broker.partition import Partition
+from kemu.cluster.context import RequestContext, Runtime
+from kemu.cluster.partition import Partition
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 1

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
-from kemu.broker.partition import Partition
+from kemu.cluster.context import RequestContext
+from kemu.cluster.partition import Partition
 from kemu.coordinator.group.placement import (
     GROUP,
     SHARE,

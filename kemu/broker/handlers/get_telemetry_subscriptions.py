@@ -15,8 +15,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 71

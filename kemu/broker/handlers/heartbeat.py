@@ -13,8 +13,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
 
 API_KEY = 12

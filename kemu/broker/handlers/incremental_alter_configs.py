@@ -3,7 +3,7 @@
 Per config: SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) to a LIST config (starting from
 its default when it has no explicit value; INVALID_CONFIG "Can't APPEND to key ... because its
 type is not LIST." otherwise), through the resource types registered in
-``kemu.broker.config_resources`` (TOPIC and BROKER; GROUP can be registered there). Kafka's
+``kemu.cluster.config_resources`` (TOPIC and BROKER; GROUP can be registered there). Kafka's
 checks and messages as for AlterConfigs: duplicate resources or keys and null values for
 anything but DELETE are INVALID_REQUEST, bad topic values INVALID_CONFIG, unknown topics
 UNKNOWN_TOPIC_OR_PARTITION, non-dynamic broker configs INVALID_REQUEST. Changes apply at once
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.config_resources import alter_response
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.config_resources import alter_response
+from kemu.cluster.context import RequestContext
 
 API_KEY = 44
 

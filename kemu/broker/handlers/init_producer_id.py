@@ -1,10 +1,11 @@
 """InitProducerId (key 22), v0-v5.
 
 A null transactional id (an idempotent producer) gets a fresh producer id with epoch 0, from the
-process-wide allocator in ``kemu.broker.producer_ids`` (increasing, persisted in blocks to the
-data dir so that ids never repeat after a restart). As in Kafka, a given ProducerId/ProducerEpoch
-(v3+, KIP-360) is then only checked for consistency (exactly one of them -1 is INVALID_REQUEST):
-a non-transactional producer that wants a new epoch simply gets a new producer id.
+process-wide allocator in ``kemu.coordinator.transaction.producer_ids`` (increasing, persisted in
+blocks to the data dir so that ids never repeat after a restart). As in Kafka, a given
+ProducerId/ProducerEpoch (v3+, KIP-360) is then only checked for consistency (exactly one of them
+-1 is INVALID_REQUEST): a non-transactional producer that wants a new epoch simply gets a new
+producer id.
 
 A transactional id goes to the transaction coordinator (``kemu.coordinator.transaction``): a new
 id gets a producer id with epoch 0; a known one gets its epoch bumped, fencing the previous
@@ -19,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version, millis
-from kemu.broker.producer_ids import producer_ids
+from kemu.cluster.context import RequestContext
+from kemu.coordinator.transaction.producer_ids import producer_ids
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 

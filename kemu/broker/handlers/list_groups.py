@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.placement import GROUP, coordinator_partition
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import CorruptBatch
 from kemu.storage.timestamps import (

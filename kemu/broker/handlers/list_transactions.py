@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
 from kemu.coordinator.transaction.coordinator import STATE_NAMES
 from kemu.coordinator.transaction.service import transaction_coordinator

@@ -14,9 +14,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kemu.broker.cluster import INTERNAL_TOPICS, Cluster, Topic, TopicError, validate_topic_name
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
+from kemu.cluster.model import INTERNAL_TOPICS, Cluster, Topic, TopicError, validate_topic_name
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 3

@@ -24,8 +24,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.offset_manager import DEFAULT_RETENTION, CommitPartition
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode

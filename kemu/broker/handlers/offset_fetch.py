@@ -19,8 +19,8 @@ import datetime
 import uuid
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.offset_manager import FetchedOffset
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode

@@ -28,10 +28,10 @@ from typing import Any
 
 import structlog
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.leadership import leader_fields, node_endpoints
-from kemu.broker.partition import Partition
+from kemu.cluster.context import RequestContext
+from kemu.cluster.partition import Partition
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import BatchHeader, CorruptBatch, InvalidBatch, split_batches

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.routing import (
@@ -32,6 +31,7 @@ from kemu.broker.share.routing import (
 )
 from kemu.broker.share.sessions import SharePartitionRef
 from kemu.broker.share.settings import share_settings
+from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 79

@@ -33,9 +33,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
-from kemu.broker.partition import Partition
 from kemu.broker.share.actor import SharePartitionActor
 from kemu.broker.share.manager import SharePartitionManager, share_partitions
 from kemu.broker.share.partition import AckBatch, AcquireMode
@@ -51,6 +49,8 @@ from kemu.broker.share.routing import (
 )
 from kemu.broker.share.sessions import INITIAL_EPOCH, SharePartitionRef, ShareSession
 from kemu.broker.share.settings import ShareSettings, share_settings
+from kemu.cluster.context import RequestContext
+from kemu.cluster.partition import Partition
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 78

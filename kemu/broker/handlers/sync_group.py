@@ -16,8 +16,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import SyncRequest
 from kemu.coordinator.group.service import group_coordinator
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import DEAD, EMPTY, ClassicGroup
 from kemu.coordinator.group.config import broker_int
 from kemu.coordinator.group.consumer_group import ConsumerGroup

@@ -26,13 +26,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.routing import ack_batches, route
 from kemu.broker.share.sessions import SharePartitionRef
 from kemu.broker.share.settings import share_settings
 from kemu.broker.share.txn_acks import txn_share_acks
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.share_group import GroupError
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_persister

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._share_state import share_state_response
+from kemu.cluster.context import RequestContext
 from kemu.coordinator.share.persister import PersistedBatch, SharePartitionKey
 from kemu.coordinator.share.service import share_persister
 

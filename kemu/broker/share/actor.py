@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from kemu.broker.partition import Partition
 from kemu.broker.share.partition import (
     AckBatch,
     AcquiredRange,
@@ -27,6 +26,7 @@ from kemu.broker.share.partition import (
     SharePartitionCore,
 )
 from kemu.broker.share.settings import ShareSettings, resolve_start_offset
+from kemu.cluster.partition import Partition
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
     SharePartitionKey,
@@ -35,7 +35,7 @@ from kemu.coordinator.share.persister import (
 from kemu.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from kemu.broker.context import Runtime
+    from kemu.cluster.context import Runtime
 
 log = structlog.get_logger("kemu.share")
 

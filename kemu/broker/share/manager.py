@@ -32,7 +32,7 @@ from kemu.coordinator.share.persister import (
 )
 
 if TYPE_CHECKING:
-    from kemu.broker.context import Runtime
+    from kemu.cluster.context import Runtime
 
 SERVICE = "share_partitions"
 DEPARTURE_GRACE_S = 5.0

@@ -9,12 +9,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kemu.broker.context import RequestContext
 from kemu.broker.leadership import leader_fields, node_endpoints
-from kemu.broker.partition import Partition
 from kemu.broker.share.partition import AckBatch
 from kemu.broker.share.sessions import SharePartitionRef
 from kemu.broker.share.states import AckType
+from kemu.cluster.context import RequestContext
+from kemu.cluster.partition import Partition
 from kemu.protocol.errors import ErrorCode
 
 

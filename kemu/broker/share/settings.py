@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kemu.broker.config import BrokerConfig
-from kemu.broker.partition import Partition
 from kemu.broker.share.partition import SharePartitionConfig
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.partition import Partition
 
 if TYPE_CHECKING:
-    from kemu.broker.context import Runtime
+    from kemu.cluster.context import Runtime
 
 
 @dataclass(frozen=True, slots=True)

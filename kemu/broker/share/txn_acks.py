@@ -26,7 +26,7 @@ from kemu.coordinator.transaction.coordinator import Markers
 from kemu.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from kemu.broker.context import Runtime
+    from kemu.cluster.context import Runtime
 
 log = structlog.get_logger("kemu.share")
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kemu.broker.config import BrokerConfig, ConfigSource, ConfigType, InvalidConfig
+from kemu.cluster.config import BrokerConfig, ConfigSource, ConfigType, InvalidConfig
 
 if TYPE_CHECKING:
-    from kemu.broker.context import Runtime
+    from kemu.cluster.context import Runtime
 
 SERVICE = "group_configs"
 STORE_FILE = "kemu-group-configs.json"

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kemu.broker.config import ConfigSource, InvalidConfig
-from kemu.broker.config_resources import (
+from kemu.cluster.config import ConfigSource, InvalidConfig
+from kemu.cluster.config_resources import (
     GROUP,
     ConfigEntry,
     ConfigResourceError,
@@ -25,7 +25,7 @@ from kemu.coordinator.group.config import GROUP_CONFIGS, group_config_store
 from kemu.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from kemu.broker.context import RequestContext
+    from kemu.cluster.context import RequestContext
 
 
 class GroupConfigs(ConfigResourceType):

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import structlog
 
-from kemu.broker.cluster import Cluster
+from kemu.cluster.model import Cluster
 from kemu.coordinator.group.placement import GROUP, INTERNAL_TOPICS, coordinator_partition
 from kemu.coordinator.group.records import (
     RecordDecodeError,

@@ -13,8 +13,8 @@ import binascii
 import uuid
 from dataclasses import dataclass
 
-from kemu.broker.cluster import Cluster, Topic, TopicError
-from kemu.broker.partition import Partition
+from kemu.cluster.model import Cluster, Topic, TopicError
+from kemu.cluster.partition import Partition
 from kemu.coordinator.group.hashing import partition_for
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2

@@ -25,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from kemu.broker.context import Runtime
+from kemu.cluster.context import Runtime
 from kemu.coordinator.group import classic_group as classic
 from kemu.coordinator.group.classic_group import (
     ClassicGroup,

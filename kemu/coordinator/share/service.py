@@ -29,8 +29,8 @@ from collections.abc import Callable
 
 import structlog
 
-from kemu.broker.cluster import BrokerNode, Topic, TopicError
-from kemu.broker.context import Runtime
+from kemu.cluster.context import Runtime
+from kemu.cluster.model import BrokerNode, Topic, TopicError
 from kemu.coordinator.share.decode import batch_records
 from kemu.coordinator.share.keys import coordinator_key, partition_for_key_string
 from kemu.coordinator.share.persister import (

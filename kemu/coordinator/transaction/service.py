@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from kemu.broker.context import Runtime
-from kemu.broker.producer_ids import producer_ids
+from kemu.cluster.context import Runtime
 from kemu.coordinator.group.hashing import partition_for
 from kemu.coordinator.group.offset_manager import CommitPartition
 from kemu.coordinator.group.placement import (
@@ -47,6 +46,7 @@ from kemu.coordinator.transaction.coordinator import (
     TransactionCoordinator,
     TxnState,
 )
+from kemu.coordinator.transaction.producer_ids import producer_ids
 from kemu.coordinator.transaction.records import (
     RecordDecodeError,
     TransactionLogValue,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kemu.broker.context import Runtime
+    from kemu.cluster.context import Runtime
 
 BLOCK_SIZE = 1000
 FILE_NAME = "kemu-producer-ids"

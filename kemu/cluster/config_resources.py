@@ -30,8 +30,7 @@ from enum import IntEnum
 from itertools import dropwhile
 from typing import TYPE_CHECKING, Any
 
-from kemu.broker.cluster import topic_name_problem
-from kemu.broker.config import (
+from kemu.cluster.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -44,11 +43,12 @@ from kemu.broker.config import (
     validate_topic_configs,
     validate_value,
 )
-from kemu.broker.config_docs import BROKER_DOCS, TOPIC_DOCS
+from kemu.cluster.config_docs import BROKER_DOCS, TOPIC_DOCS
+from kemu.cluster.model import topic_name_problem
 from kemu.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from kemu.broker.context import RequestContext
+    from kemu.cluster.context import RequestContext
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 

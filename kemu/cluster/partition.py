@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kemu.broker.transactions import PartitionTransactions
+from kemu.cluster.partition_transactions import PartitionTransactions
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import (
     CONTROL_ABORT,

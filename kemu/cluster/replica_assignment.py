@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kemu.broker.cluster import Cluster
+from kemu.cluster.model import Cluster
 
 
 class AssignmentError(ValueError):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from kemu.broker.cluster import BrokerNode, Cluster
+from kemu.cluster.model import BrokerNode, Cluster
 from kemu.protocol import wire
 from kemu.protocol.wire import RequestHeader
 
