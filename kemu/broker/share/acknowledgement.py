@@ -1,0 +1,232 @@
+"""Acknowledgement, lock expiry and member departure: how acquired records are settled, sans IO.
+
+A member acknowledges what it holds (ACCEPT, RELEASE, REJECT, GAP, RENEW; all or nothing), its
+locks expire, or it leaves: each returns ACQUIRED records to AVAILABLE (or ARCHIVED/ARCHIVING
+past the delivery limit) or settles them for good.
+
+A member leaving (or closing its share session) releases its records with their delivery count
+decremented, as they were never handed to the application (Kafka's SharePartition does so too).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from kemu.broker.share.acquisition import Acquisition
+from kemu.broker.share.spans import Span
+from kemu.broker.share.states import AckType, RecordState
+from kemu.broker.share.window import Effects, disown
+from kemu.protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class AckBatch:
+    """One acknowledgement batch: a single type for the range, or one type per offset."""
+
+    first_offset: int
+    last_offset: int
+    types: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    error: ErrorCode
+    message: str | None
+    effects: Effects
+    deferred: tuple[AckBatch, ...] = ()  # RELEASE runs held back (``defer_release``)
+
+
+_ALL_ACKS = frozenset(int(t) for t in AckType)
+
+
+class Acknowledgement(Acquisition):
+    """Settling acquired records: acknowledgements, lock expiry, member release."""
+
+    def acknowledge(
+        self,
+        member: str,
+        batches: Sequence[AckBatch],
+        now_ms: int,
+        *,
+        defer_release: bool = False,
+    ) -> AckResult:
+        """Apply ``member``'s acknowledgements, all or nothing: any invalid batch fails the lot.
+
+        ``defer_release``: the RELEASE runs are checked but not applied; they come back in
+        ``deferred`` for ``release_deferred`` once the caller's fetch has acquired.
+        """
+        self._begin()
+        problem = self._check_acks(member, batches, _ALL_ACKS)
+        if problem is not None:
+            return AckResult(problem[0], problem[1], self._finish())
+        deferred: list[AckBatch] = []
+        for batch in batches:
+            for low, high, ack in ack_runs(batch):
+                low = max(low, self.start)
+                if low > high:
+                    continue
+                if defer_release and ack == AckType.RELEASE:
+                    deferred.append(AckBatch(low, high, (ack,)))
+                else:
+                    self._apply_ack(low, high, AckType(ack), now_ms)
+        return AckResult(ErrorCode.none, None, self._finish(), tuple(deferred))
+
+    def release_deferred(self, member: str, batches: Sequence[AckBatch]) -> Effects:
+        """Apply the RELEASE runs ``acknowledge(defer_release=True)`` held back, to the records
+        ``member`` still holds (a lock that expired in between released them already)."""
+        self._begin()
+        spans = self._spans
+        for batch in batches:
+            low, high = max(batch.first_offset, self.start), min(batch.last_offset, self.end - 1)
+            if low > high:
+                continue
+            start, stop = spans.isolate(low, high)
+            for span in spans.spans[start:stop]:
+                if span.state is RecordState.ACQUIRED and span.member == member:
+                    self._move(span, self._release_target(span), AckType.RELEASE.name)
+                    disown(span)
+                    self._mark(span.first, span.last)
+            spans.coalesce(start, stop)
+        return self._finish()
+
+    def _check_acks(
+        self, member: str, batches: Sequence[AckBatch], allowed: frozenset[int]
+    ) -> tuple[ErrorCode, str] | None:
+        previous_last = -1
+        for batch in batches:
+            if batch.first_offset < 0 or batch.first_offset > batch.last_offset:
+                return ErrorCode.invalid_request, "Acknowledgement batch first offset is invalid"
+            if batch.first_offset <= previous_last:
+                return ErrorCode.invalid_request, "Acknowledgement batches overlap or are unordered"
+            previous_last = batch.last_offset
+            size = batch.last_offset - batch.first_offset + 1
+            if len(batch.types) not in (1, size):
+                return (
+                    ErrorCode.invalid_request,
+                    "Acknowledge types must be one type or one per offset",
+                )
+            if not allowed.issuperset(batch.types):
+                return ErrorCode.invalid_request, f"Invalid acknowledge type: {list(batch.types)}"
+        spans = self._spans.spans
+        for batch in batches:
+            if batch.last_offset < self.start:
+                # Complete records (acknowledged, archived, or delivered to another member after
+                # this one's lock expired) are no longer held by anyone; Kafka no longer caches
+                # them and refuses the batch.
+                return (
+                    ErrorCode.invalid_record_state,
+                    "Batch record not found. The request batch offsets are not found in the cache.",
+                )
+            if batch.last_offset >= self.end:
+                if not spans:
+                    return ErrorCode.invalid_record_state, "Batch record not found"
+                return (
+                    ErrorCode.invalid_request,
+                    "The last offset in request is past acquired records",
+                )
+            index = self._spans.index_of(max(batch.first_offset, self.start))
+            while index < len(spans) and spans[index].first <= batch.last_offset:
+                span = spans[index]
+                if span.state is not RecordState.ACQUIRED:
+                    return (
+                        ErrorCode.invalid_record_state,
+                        f"The offset cannot be acknowledged: records {span.first}-{span.last} "
+                        f"are {span.state.name}",
+                    )
+                if span.member != member:
+                    return ErrorCode.invalid_record_state, "Member is not the owner of the records"
+                index += 1
+        return None
+
+    def _apply_ack(self, low: int, high: int, ack: AckType, now_ms: int) -> None:
+        if ack is AckType.RENEW:
+            deadline = now_ms + self.config.record_lock_duration_ms
+            # a renewal changes nothing durable
+            self._update(
+                low, high, RecordState.ACQUIRED, lambda span: _renew(span, deadline), durable=False
+            )
+            heapq.heappush(self._locks, (deadline, low, high))
+            return
+        if ack is AckType.ACCEPT:
+            target: RecordState | None = RecordState.ACKNOWLEDGED
+        elif ack is AckType.REJECT:
+            target = RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
+        elif ack is AckType.GAP:
+            target = RecordState.ARCHIVED
+        else:
+            target = None  # RELEASE: decided per span (delivery limit)
+
+        def settle(span: Span) -> None:
+            self._move(span, target if target is not None else self._release_target(span), ack.name)
+            disown(span)
+
+        self._update(low, high, RecordState.ACQUIRED, settle)
+
+    def _release_target(self, span: Span) -> RecordState:
+        if span.last < self._log_start:
+            return RecordState.ARCHIVED
+        if span.delivery_count >= self.config.delivery_count_limit:
+            return RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
+        return RecordState.AVAILABLE
+
+    # --- lock expiry and member departure ---------------------------------------------------
+
+    def expire_locks(self, now_ms: int) -> Effects:
+        """Release every record whose acquisition lock has passed its deadline."""
+        self._begin()
+        spans = self._spans
+        while self._locks and self._locks[0][0] <= now_ms:
+            _, low, high = heapq.heappop(self._locks)
+            low, high = max(low, self.start), min(high, self.end - 1)
+            if low > high:
+                continue
+            start = index = spans.index_of(low)
+            while index < len(spans.spans) and spans.spans[index].first <= high:
+                span = spans.spans[index]
+                # a span's records share one deadline, so the whole span expires together
+                if span.state is RecordState.ACQUIRED and span.deadline <= now_ms:
+                    self._move(span, self._release_target(span), "lock expiry")
+                    disown(span)
+                    self._mark(span.first, span.last)
+                index += 1
+            spans.coalesce(start, index)
+        return self._finish()
+
+    def release_member(self, member: str, now_ms: int) -> Effects:
+        """Release everything ``member`` holds (session closed, member left the group)."""
+        del now_ms  # kept for symmetry; releases are immediate
+        self._begin()
+        spans = self._spans.spans
+        touched = False
+        for span in spans:
+            if span.state is RecordState.ACQUIRED and span.member == member:
+                # never handed to the application, so this delivery does not count
+                span.delivery_count = max(span.delivery_count - 1, 0)
+                below = span.last < self._log_start
+                target = RecordState.ARCHIVED if below else RecordState.AVAILABLE
+                self._move(span, target, "member release")
+                disown(span)
+                self._mark(span.first, span.last)
+                touched = True
+        if touched:
+            self._spans.coalesce(0, len(spans))
+        return self._finish()
+
+
+def _renew(span: Span, deadline: int) -> None:
+    span.deadline = deadline
+
+
+def ack_runs(batch: AckBatch) -> Iterator[tuple[int, int, int]]:
+    """(first, last, type) runs of one acknowledgement batch."""
+    types = batch.types
+    if len(types) == 1:
+        yield batch.first_offset, batch.last_offset, types[0]
+        return
+    run_start = 0
+    for index in range(1, len(types) + 1):
+        if index == len(types) or types[index] != types[run_start]:
+            yield batch.first_offset + run_start, batch.first_offset + index - 1, types[run_start]
+            run_start = index
