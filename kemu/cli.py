@@ -15,11 +15,18 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from kemu.cluster.config import BrokerConfig, InvalidConfig
+from kemu.cluster.config import (
+    SHIPPED_SERVER_PROPERTIES,
+    BrokerConfig,
+    InvalidConfig,
+    unknown_broker_keys,
+)
 from kemu.protocol.versions import KAFKA_RELEASES, caps_for_release
 
 if TYPE_CHECKING:
     from kemu.broker.server import ServerOptions
+
+log = structlog.get_logger("kemu.cli")
 
 
 def _configure_logging(level: str, json_logs: bool) -> None:
@@ -65,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="set a Kafka broker property (repeatable)",
+    )
+    serve.add_argument(
+        "--strict-config",
+        action="store_true",
+        help="refuse to start when --config or --override names a config kemu does not know",
     )
     serve.add_argument(
         "--as-version",
@@ -127,10 +139,22 @@ def main(argv: list[str] | None = None) -> int:
         return _decode_share_state(args)
     _configure_logging(args.log_level, args.json_logs)
     try:
-        config = BrokerConfig.load(args.config, args.override)
+        config = BrokerConfig.load(args.config, args.override, base=SHIPPED_SERVER_PROPERTIES)
     except (InvalidConfig, OSError) as error:
         print(f"kemu: {error}", file=sys.stderr)
         return 2
+    unknown = _unknown_configs(config)
+    if unknown and args.strict_config:
+        names = ", ".join(f"'{name}'" for name in unknown)
+        print(
+            f"kemu: --strict-config: not a known config: {names} "
+            "(drop --strict-config to start anyway)",
+            file=sys.stderr,
+        )
+        return 2
+    for name in unknown:
+        # Kafka's wording for a property no ConfigDef defines.
+        log.warning(f"The configuration '{name}' was supplied but isn't a known config.")
     options = ServerOptions(
         brokers=args.brokers,
         host=args.host,
@@ -141,13 +165,26 @@ def main(argv: list[str] | None = None) -> int:
         max_versions=caps_for_release(args.as_version) if args.as_version else None,
         cluster_id=args.cluster_id,
     )
+    from kemu.broker.server import ListenError
+    from kemu.storage.lock import DataDirLocked
+
     try:
         import uvloop
 
         uvloop.run(_serve(options))
     except KeyboardInterrupt:
         pass
+    except (DataDirLocked, ListenError) as error:
+        print(f"kemu: {error}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _unknown_configs(config: BrokerConfig) -> list[str]:
+    """Supplied broker properties no config definition knows (the group coordinator's included)."""
+    from kemu.coordinator.group.config import BROKER_FALLBACKS
+
+    return unknown_broker_keys(config.static, BROKER_FALLBACKS)
 
 
 if __name__ == "__main__":

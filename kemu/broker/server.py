@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,11 +17,16 @@ from kemu.broker.handlers import handler_module_names, register_placeholders
 from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.storage.lock import DataDirLock
 from kemu.storage.log import MemoryLog, PartitionLog
 
 log = structlog.get_logger("kemu.server")
 
 HANDLER_WARM_DELAY_S = 0.05  # lets a client's first ApiVersions and Metadata through first
+
+
+class ListenError(Exception):
+    """A broker's listener could not bind (the port is in use, the address is not local, ...)."""
 
 
 @dataclass
@@ -59,8 +65,11 @@ class KemuServer:
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
         register_placeholders()  # handler modules are imported after the listeners are up
+        self._lock: DataDirLock | None = None
         if options.data_dir is not None:
             options.data_dir.mkdir(parents=True, exist_ok=True)
+            # Before anything is read: a second process on the same directory is refused here.
+            self._lock = DataDirLock.acquire(options.data_dir)
         host = options.advertised_host or options.host
         nodes = {
             node_id: BrokerNode(node_id, host, options.port + node_id - 1)
@@ -94,12 +103,21 @@ class KemuServer:
 
     async def start(self) -> None:
         for node in self.cluster.nodes.values():
-            server = await asyncio.get_running_loop().create_server(
-                self._connection_factory(node),
-                self.options.host,
-                node.port,
-                reuse_address=True,
-            )
+            try:
+                server = await asyncio.get_running_loop().create_server(
+                    self._connection_factory(node),
+                    self.options.host,
+                    node.port,
+                    reuse_address=True,
+                )
+            except OSError as error:
+                for opened in self.servers:
+                    opened.close()
+                reason = os.strerror(error.errno) if error.errno else str(error)
+                # Kafka's SocketServer words it the same way.
+                raise ListenError(
+                    f"Socket server failed to bind to {self.options.host}:{node.port}: {reason}."
+                ) from None
             self.servers.append(server)
         from kemu.broker.housekeeping import start_housekeeping
 
@@ -149,6 +167,8 @@ class KemuServer:
         for partition in self.cluster.all_partitions():
             partition.log.flush()
             partition.log.close()
+        if self._lock is not None:
+            self._lock.release()
 
 
 def _cluster_id() -> str:

@@ -9,7 +9,7 @@ wins, and the last one's default applies when none is. Types follow Kafka's Conf
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -292,6 +292,32 @@ MILLIS_PER_UNIT = {
 }
 
 
+# What ``kemu serve`` starts with before ``--config`` and ``--override``: the values Kafka's shipped
+# config/server.properties (and its container images) set where they differ from the code
+# defaults above, so that kemu behaves like the Kafka people run in tests. DescribeConfigs reports
+# them as STATIC_BROKER_CONFIG, with the code default as the DEFAULT_CONFIG synonym, as Kafka does.
+SHIPPED_SERVER_PROPERTIES: dict[str, str] = {
+    # No 3 s wait before a new classic group's first rebalance.
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def unknown_broker_keys(names: Iterable[str], *also_known: Collection[str]) -> list[str]:
+    """The names, in order and once each, that no broker config definition knows.
+
+    Known are every ``BROKER_CONFIGS`` entry and synonym, plus the names in ``also_known`` (broker
+    properties a higher layer reads with its own defaults, such as the group coordinator's).
+    """
+    unknown: list[str] = []
+    for name in names:
+        if name in BROKER_CONFIGS or name in BROKER_SYNONYMS or name in unknown:
+            continue
+        if any(name in table for table in also_known):
+            continue
+        unknown.append(name)
+    return unknown
+
+
 def broker_synonyms(name: str) -> tuple[str, ...]:
     """Every broker property that can supply ``name``'s value, strongest first."""
     return BROKER_SYNONYMS.get(name, (name,))
@@ -358,8 +384,15 @@ class BrokerConfig:
         self.node_dynamic: dict[int, dict[str, str]] = {}
 
     @classmethod
-    def load(cls, path: Path | None, overrides: Iterable[str]) -> BrokerConfig:
-        static: dict[str, str] = {}
+    def load(
+        cls,
+        path: Path | None,
+        overrides: Iterable[str],
+        base: Mapping[str, str] | None = None,
+    ) -> BrokerConfig:
+        """``base`` (e.g. SHIPPED_SERVER_PROPERTIES), then the file's properties, then overrides;
+        a bad value of a known config raises InvalidConfig with Kafka's message."""
+        static: dict[str, str] = dict(base or {})
         if path is not None:
             static.update(parse_properties(path.read_text()))
         for override in overrides:

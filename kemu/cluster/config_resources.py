@@ -546,7 +546,8 @@ class BrokerConfigs(ConfigResourceType):
         if fixed:
             raise ConfigResourceError(
                 ErrorCode.invalid_request,
-                f"Cannot update these configs dynamically: Set({', '.join(fixed)})",
+                # Kafka 4.4's (Java) DynamicBrokerConfig prints the set as [a, b].
+                f"Cannot update these configs dynamically: [{', '.join(fixed)}]",
             )
         for key, value in values.items():
             definition = BROKER_CONFIGS.get(key)

@@ -984,7 +984,7 @@ def test_incremental_topic_changes_take_effect_and_persist(tmp_path: Path) -> No
         (
             (BROKER, "", [("delete.topic.enable", 0, "false")]),
             ErrorCode.invalid_request,
-            "Cannot update these configs dynamically: Set(delete.topic.enable)",
+            "Cannot update these configs dynamically: [delete.topic.enable]",
         ),
         (
             (BROKER, "", [("message.max.bytes", 0, "big")]),
@@ -1092,7 +1092,7 @@ def test_legacy_alter_replaces_the_whole_set(broker: Broker) -> None:
     assert broker.cluster.topics["legacy"].config.overrides == {"retention.bytes": "4096"}
     read_only = broker.alter(BROKER, "1", {"log.dirs": "/tmp"})
     assert read_only.error_code == ErrorCode.invalid_request
-    assert read_only.error_message == "Cannot update these configs dynamically: Set(log.dirs)"
+    assert read_only.error_message == "Cannot update these configs dynamically: [log.dirs]"
 
 
 # --- DescribeCluster -------------------------------------------------------------------------

@@ -1,0 +1,151 @@
+"""Start-up as a user meets it (``kemu serve`` in a subprocess): a data directory in use, a port in
+use and bad or unknown configs each end in one clear line on stderr and a non-zero exit, never a
+traceback; unknown configs are only warned about unless ``--strict-config`` is given."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from kemu.testing.plugin import KemuProcess, free_port_block
+
+LOCK_REFUSAL = "Failed to acquire lock on file .lock in {}."
+
+
+def serve(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``kemu serve`` expecting it to refuse to start."""
+    command = [sys.executable, "-m", "kemu.cli", "serve", "--brokers", "1", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_a_locked_data_dir_refuses_a_second_process_until_the_first_is_killed(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    first = kemu_factory(brokers=1, data_dir=data_dir).start()
+
+    refused = serve("--port", str(free_port_block(1)), "--data-dir", str(data_dir))
+    assert refused.returncode != 0
+    line = one_line(refused.stderr)
+    assert line.startswith("kemu: " + LOCK_REFUSAL.format(data_dir.resolve())), line
+    assert "another process" in line
+    assert "kemu ready" not in refused.stdout
+
+    first.kill()  # SIGKILL: the kernel drops the flock with the process
+    second = kemu_factory(brokers=1, data_dir=data_dir).start()
+    assert second.bootstrap
+    assert (data_dir / ".lock").read_text().strip() == str(second.process.pid)  # type: ignore[union-attr]
+
+
+def test_a_data_dir_is_free_again_after_a_clean_stop(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    first = kemu_factory(brokers=1, data_dir=data_dir).start()
+    first.stop()  # SIGTERM
+    assert first.process is not None and first.process.returncode == 0
+    assert kemu_factory(brokers=1, data_dir=data_dir).start().bootstrap
+
+
+def test_a_port_in_use_is_named_in_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = serve("--port", str(port))
+    assert refused.returncode != 0
+    line = one_line(refused.stderr)
+    assert line == (
+        f"kemu: Socket server failed to bind to 127.0.0.1:{port}: Address already in use."
+    )
+
+
+def test_a_port_in_use_by_a_later_broker_is_named_too() -> None:
+    first = free_port_block(3)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", first + 2))
+        taken.listen()
+        command = [sys.executable, "-m", "kemu.cli", "serve", "--brokers", "3"]
+        refused = subprocess.run(
+            [*command, "--port", str(first)], capture_output=True, text=True, timeout=60
+        )
+    assert refused.returncode != 0
+    assert f"127.0.0.1:{first + 2}: Address already in use." in one_line(refused.stderr)
+
+
+def test_unknown_configs_are_warned_about_once_each(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    properties = tmp_path / "server.properties"
+    properties.write_text("num.partitions=2\nlog.retention.hour=1\n")
+    process = kemu_factory(
+        brokers=1,
+        overrides=[
+            "group.share.record.lock.duration=5000",  # a typo of ...duration.ms
+            "group.share.record.lock.duration=6000",
+            "group.max.size=10",  # read by the group coordinator: known
+            "log.retention.minutes=5",  # a synonym: known
+            "kemu.log.flush=always",  # kemu's own: known
+        ],
+        extra_args=["--config", str(properties)],
+    ).start()
+    process.stop()
+    assert process.log_path is not None
+    log = process.log_path.read_text()
+    warned = [line for line in log.splitlines() if "isn't a known config" in line]
+    assert len(warned) == 2, log
+    assert any(
+        "The configuration 'group.share.record.lock.duration' was supplied but isn't a known "
+        "config." in line
+        for line in warned
+    )
+    assert any("'log.retention.hour'" in line for line in warned)
+
+
+def test_strict_config_refuses_unknown_configs_in_one_line(tmp_path: Path) -> None:
+    properties = tmp_path / "server.properties"
+    properties.write_text("log.retention.hour=1\n")
+    refused = serve(
+        "--port",
+        str(free_port_block(1)),
+        "--strict-config",
+        "--config",
+        str(properties),
+        "--override",
+        "group.share.record.lock.duration=5000",
+        "--override",
+        "num.partitions=3",
+    )
+    assert refused.returncode != 0
+    line = one_line(refused.stderr)
+    assert line.startswith("kemu: --strict-config: "), line
+    assert "'log.retention.hour'" in line and "'group.share.record.lock.duration'" in line
+    assert "num.partitions" not in line
+
+
+def test_strict_config_starts_with_known_configs(kemu_factory: type[KemuProcess]) -> None:
+    process = kemu_factory(
+        brokers=1,
+        overrides=["num.partitions=3", "group.max.size=10", "kemu.log.flush=always"],
+        extra_args=["--strict-config"],
+    ).start()
+    assert process.bootstrap
+
+
+def test_a_bad_value_of_a_known_config_fails_with_kafkas_message() -> None:
+    refused = serve(
+        "--port", str(free_port_block(1)), "--override", "num.partitions=many", "--strict-config"
+    )
+    assert refused.returncode != 0
+    assert one_line(refused.stderr) == (
+        "kemu: Invalid value many for configuration num.partitions: Not a number of type INT"
+    )
