@@ -406,6 +406,8 @@ def test_transactional_produce_joins_the_transaction_or_is_refused(broker: Broke
         ErrorCode.transactional_id_authorization_failed
     )
     init(broker)  # a new producer: the open transaction is aborted, the old epoch fenced
-    assert produce_request(broker, TXN, pid, epoch, 1).error_code == ErrorCode.producer_fenced
+    # Kafka's partition leader turns the coordinator's PRODUCER_FENCED into INVALID_PRODUCER_EPOCH
+    fenced = produce_request(broker, TXN, pid, epoch, 1)
+    assert fenced.error_code == ErrorCode.invalid_producer_epoch
     partition = broker.cluster.topics["orders"].partitions[0]
     assert partition.last_stable_offset == partition.high_watermark == 2

@@ -14,9 +14,11 @@ is a plain function: it never waits, so the connection answers it without a task
 A transactional batch joins its partition to the producer's transaction first (KIP-890: the
 partition leader adds it; kemu does so for clients of any transaction version, so a partition a
 client forgot to add cannot slip out of the transaction), failing with the coordinator's error
-(PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS); the partition then counts
-the transaction as open until its marker (last stable offset). Transactional records in a request
-without a transactional id get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka.
+(INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS); the partition then counts
+the transaction as open until its marker (last stable offset). A producer fenced by a newer epoch
+of its transactional id gets INVALID_PRODUCER_EPOCH, as Kafka's partition leader translates the
+coordinator's PRODUCER_FENCED. Transactional records in a request without a transactional id get
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka.
 
 Omissions: compression is passed through, never recompressed
 (``compression.type`` is reported but not applied).
@@ -131,12 +133,8 @@ def _append(
     max_bytes = config.get_int("max.message.bytes")
     for _header, batch in batches:
         if len(batch) > max_bytes:
-            return _result(
-                ctx,
-                partition.index,
-                ErrorCode.message_too_large,
-                error_message=f"The batch size {len(batch)} exceeds max.message.bytes {max_bytes}",
-            )
+            # No error message: Kafka only sends the text of record validation failures.
+            return _result(ctx, partition.index, ErrorCode.message_too_large)
     log_append_time = config.get("message.timestamp.type") == "LogAppendTime"
     if not log_append_time:
         problem = _timestamp_problem(
@@ -159,6 +157,10 @@ def _append(
             first.producer_epoch,
             (partition.topic_name, partition.index),
         )
+        if joined is ErrorCode.producer_fenced:
+            # As Kafka's AddPartitionsToTxnManager: the partition leader answers a producer fenced
+            # by a newer epoch with INVALID_PRODUCER_EPOCH, which producers treat as fatal.
+            return _result(ctx, partition.index, ErrorCode.invalid_producer_epoch)
         if joined is not ErrorCode.none:
             return _result(ctx, partition.index, joined)
     try:
