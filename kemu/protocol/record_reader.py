@@ -77,6 +77,28 @@ def record_timestamps(batch: bytes | memoryview) -> Iterator[tuple[int, int]]:
             yield header.base_offset + offset_delta, header.base_timestamp + timestamp_delta
 
 
+def keyless_record_indexes(batch: bytes | memoryview) -> list[int]:
+    """Indexes (within the batch) of the records that have a null key.
+
+    Only each record's length, header fields and key length are read; values and headers are
+    stepped over. Raises CorruptBatch as ``iter_records`` does.
+    """
+    header, data = _records_data(batch)
+    keyless = []
+    position = 0
+    for index in range(header.record_count):
+        length, start = _varint(data, position)
+        position = start + length
+        if length < 0 or position > len(data):
+            raise CorruptBatch(f"record of {length} bytes runs past the end of the batch")
+        _timestamp_delta, cursor = _varint(data, start + 1)  # after the attributes
+        _offset_delta, cursor = _varint(data, cursor)
+        key_length, _ = _varint(data, cursor)
+        if key_length < 0:
+            keyless.append(index)
+    return keyless
+
+
 def _records_data(batch: bytes | memoryview) -> tuple[BatchHeader, memoryview]:
     """The batch's header and its records' bytes, decompressed."""
     header = read_header(batch)

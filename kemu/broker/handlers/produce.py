@@ -4,12 +4,16 @@ Topics by name, or by topic id from v13. Each partition's records must be exactl
 v2 batch (else INVALID_RECORD, as for a legacy v0/v1 message set) with a valid CRC (else
 CORRUPT_MESSAGE), and nothing is appended otherwise; a batch above the topic's
 ``max.message.bytes`` gets MESSAGE_TOO_LARGE; CreateTime timestamps outside
-``message.timestamp.before/after.max.ms`` get INVALID_TIMESTAMP. A partition led by another
-broker gets NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint (v10+). Idempotent
-producers are deduplicated against their last five batches; ``LogAppendTime`` topics get the
-broker's time. acks=0 gets no response at all; acks=1 and acks=-1 both answer once the batch is in
-the log (one copy is the whole ISR), after an fsync when ``kemu.log.flush=always``. The handler
-is a plain function: it never waits, so the connection answers it without a task.
+``message.timestamp.before/after.max.ms`` get INVALID_TIMESTAMP; on a compacted topic
+(``cleanup.policy`` with ``compact``) a record without a key fails the batch with
+INVALID_RECORD, Kafka's per-record ``RecordErrors`` (index in the batch and LogValidator's
+message) and the summary of its RecordValidationException as the error message. A partition
+led by another broker gets NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint
+(v10+). Idempotent producers are deduplicated against their last five batches;
+``LogAppendTime`` topics get the broker's time. acks=0 gets no response at all; acks=1 and
+acks=-1 both answer once the batch is in the log (one copy is the whole ISR), after an fsync
+when ``kemu.log.flush=always``. The handler is a plain function: it never waits, so the
+connection answers it without a task.
 
 A transactional batch joins its partition to the producer's transaction first (KIP-890: the
 partition leader adds it; kemu does so for clients of any transaction version, so a partition a
@@ -36,6 +40,7 @@ from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.record_reader import keyless_record_indexes
 from kemu.protocol.records import BatchHeader, CorruptBatch, InvalidBatch, split_batches
 
 API_KEY = 0
@@ -163,6 +168,10 @@ def _append(
             return _result(ctx, partition.index, ErrorCode.invalid_producer_epoch)
         if joined is not ErrorCode.none:
             return _result(ctx, partition.index, joined)
+    if "compact" in (config.get("cleanup.policy") or ""):
+        refused = _keyless_records(ctx, partition, batches)
+        if refused is not None:
+            return refused
     try:
         result = partition.append(batches, now_ms=now, log_append_time=log_append_time)
     except OSError as error:
@@ -183,6 +192,45 @@ def _append(
         log_append_time=_as_datetime(result.log_append_time),
         log_start_offset=partition.log_start_offset,
     )
+
+
+def _keyless_records(
+    ctx: RequestContext, partition: Partition, batches: list[tuple[BatchHeader, bytes]]
+) -> Any | None:
+    """Kafka's LogValidator on a compacted topic: every record needs a key, else the batch is
+    refused with INVALID_RECORD, a RecordError per keyless record (its index in the batch) and
+    the summary Kafka's RecordValidationException carries as the error message."""
+    where = f"{partition.topic_name}-{partition.index}"
+    message = f"Compacted topic cannot accept message without key in topic partition {where}"
+    for _header, batch in batches:
+        try:
+            keyless = keyless_record_indexes(batch)
+        except CorruptBatch as corrupt:
+            return _result(
+                ctx, partition.index, ErrorCode.corrupt_message, error_message=str(corrupt)
+            )
+        if not keyless:
+            continue
+        shown = ", ".join(
+            f"RecordError(batchIndex={index}, message='{message}')" for index in keyless[:3]
+        )
+        return _result(
+            ctx,
+            partition.index,
+            ErrorCode.invalid_record,
+            log_start_offset=partition.log_start_offset,
+            record_errors=tuple(
+                ctx.make(
+                    "BatchIndexAndErrorMessage",
+                    batch_index=index,
+                    batch_index_error_message=message,
+                )
+                for index in keyless
+            ),
+            error_message=f"One or more records have been rejected due to {len(keyless)} "
+            f"record errors in total, and only showing the first three errors at most: [{shown}]",
+        )
+    return None
 
 
 def _report_storage_error(ctx: RequestContext, partition: Partition, error: OSError) -> None:
