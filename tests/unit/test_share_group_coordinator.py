@@ -304,3 +304,21 @@ def test_plain_heartbeats_change_nothing_durable() -> None:
     assert h.beat("a", 1).changed  # a moves to epoch 2
     assert not h.beat("a", 2, ("t",)).changed  # the same subscription again
     assert h.beat("a", -1).changed
+
+
+def test_not_found_texts_are_kafkas() -> None:
+    """A heartbeat names a share group, as Kafka's getOrMaybeCreateShareGroup; describe, leave
+    and the offsets admin APIs say "Group X not found.", as Kafka's group() lookup does."""
+    h = Harness()
+    with pytest.raises(GroupError) as heartbeat:
+        h.beat("a", 1, group="ghost")
+    assert heartbeat.value.message == "Share group ghost not found."
+    with pytest.raises(GroupError) as leave:
+        h.beat("a", -1, group="ghost")
+    with pytest.raises(GroupError) as described:
+        h.coordinator.describe("ghost")
+    with pytest.raises(GroupError) as offsets:
+        h.coordinator.empty_group_for_offsets("ghost", create=False)
+    for raised in (leave, described, offsets):
+        assert raised.value.code == ErrorCode.group_id_not_found
+        assert raised.value.message == "Group ghost not found."

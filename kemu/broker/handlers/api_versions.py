@@ -7,7 +7,9 @@ needs the share handlers, ``transaction.version`` 2 needs EndTxn v5, ``group.ver
 ConsumerGroupHeartbeat).
 
 A request at a version newer than v4 is answered with a v0-encoded UNSUPPORTED_VERSION body
-that still lists every API, which is how clients learn the range to retry with.
+that still lists every API, which is how clients learn the range to retry with. Below v4 the
+supported features whose range starts at 0 are left out, as Kafka 4.4 does (older clients could
+not parse a 0 minimum, KAFKA-17011); finalized levels are listed at v3 and v4 alike.
 
 Omissions: ``ZkMigrationReady`` is always false (kemu is "KRaft" only).
 """
@@ -88,6 +90,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "supported_features": tuple(
                 wire.build(module.SupportedFeatureKey, name=name, min_version=low, max_version=high)
                 for name, low, high in supported_features()
+                # As Kafka 4.4: below v4, features whose range starts at 0 are left out, since
+                # older clients cannot parse them (KAFKA-17011, fixed by v4).
+                if low > 0 or ctx.version >= 4
             ),
             "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
             "finalized_features": tuple(

@@ -158,7 +158,9 @@ class ShareGroupCoordinator:
         if request.member_epoch == LEAVE_EPOCH:
             return self._leave(request)
         joining = request.member_epoch == JOIN_EPOCH
-        group = self._share_group(request.group_id, create=joining)
+        # Kafka's getOrMaybeCreateShareGroup says "Share group X not found."; every other
+        # lookup goes through group(), whose text is "Group X not found.".
+        group = self._share_group(request.group_id, create=joining, kind="Share group")
         settings = self.settings(request.group_id)
         if len(group.members) >= settings.max_size and request.member_id not in group.members:
             raise GroupError(
@@ -265,11 +267,11 @@ class ShareGroupCoordinator:
     def _share_groups(self) -> Iterable[ShareGroup]:
         return [g for g in self.registry if isinstance(g, ShareGroup)]
 
-    def _share_group(self, group_id: str, *, create: bool) -> ShareGroup:
+    def _share_group(self, group_id: str, *, create: bool, kind: str = "Group") -> ShareGroup:
         found = self.registry.get(group_id)
         if found is None:
             if not create:
-                raise GroupError(ErrorCode.group_id_not_found, f"Share group {group_id} not found.")
+                raise GroupError(ErrorCode.group_id_not_found, f"{kind} {group_id} not found.")
             return ShareGroup(group_id)
         if not isinstance(found, ShareGroup):
             raise GroupError(
