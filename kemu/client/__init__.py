@@ -1,0 +1,50 @@
+"""kemu.client: an asyncio Kafka client for share groups (KIP-932) and transactions, including
+KIP-1289's transactional share acknowledgements, built on ``kemu.protocol`` alone.
+
+See docs/client.md for a share -> transform -> transactional produce loop.
+"""
+
+from __future__ import annotations
+
+from kemu.client.admin import Admin, SharePartitionOffset
+from kemu.client.cluster import TopicIdPartition
+from kemu.client.consumer import Consumer, ConsumerRecord
+from kemu.client.errors import (
+    CommitFailedError,
+    IllegalStateError,
+    KafkaError,
+    ProducerFencedError,
+    TransactionAbortableError,
+)
+from kemu.client.producer import ONE_RPC, TWO_RPC, RecordMetadata, TransactionalProducer
+from kemu.client.share_consumer import (
+    AcknowledgeType,
+    ShareAcknowledgementBatch,
+    ShareAcknowledgements,
+    ShareConsumer,
+    ShareGroupMetadata,
+    ShareRecord,
+)
+
+__all__ = [
+    "ONE_RPC",
+    "TWO_RPC",
+    "AcknowledgeType",
+    "Admin",
+    "CommitFailedError",
+    "Consumer",
+    "ConsumerRecord",
+    "IllegalStateError",
+    "KafkaError",
+    "ProducerFencedError",
+    "RecordMetadata",
+    "ShareAcknowledgementBatch",
+    "ShareAcknowledgements",
+    "ShareConsumer",
+    "ShareGroupMetadata",
+    "SharePartitionOffset",
+    "ShareRecord",
+    "TopicIdPartition",
+    "TransactionAbortableError",
+    "TransactionalProducer",
+]

@@ -1,0 +1,266 @@
+"""What every client role shares: bootstrap, per-broker connections, metadata (topic ids and
+partition leaders), coordinator discovery and the retry policy for errors that heal by waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kemu.client.connection import BrokerConnection, BrokerFeatures, ConnectionClosed
+from kemu.client.errors import COORDINATOR_MOVED, KafkaError
+from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
+
+METADATA, FIND_COORDINATOR = 3, 10
+GROUP_COORDINATOR, TRANSACTION_COORDINATOR = 0, 1
+RETRY_BACKOFF_S = 0.05
+RETRY_BACKOFF_MAX_S = 1.0
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicIdPartition:
+    """A partition named both ways: share-group APIs speak topic ids, produce speaks names."""
+
+    topic_id: uuid.UUID
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    leaders: dict[int, int] = field(default_factory=dict)  # partition -> leader node id
+
+
+class RetriableError(Exception):
+    """Raised inside a retried operation to ask for another attempt after a backoff."""
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    addresses = []
+    for entry in bootstrap.split(","):
+        host, _, port = entry.strip().rpartition(":")
+        addresses.append((host or "localhost", int(port)))
+    return addresses
+
+
+class ClusterClient:
+    """Connections to the brokers of one cluster, made on first use and remade after a failure."""
+
+    def __init__(self, bootstrap: str, client_id: str = "kemu-client") -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.client_id = client_id
+        self.nodes: dict[int, tuple[str, int]] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.topic_names: dict[uuid.UUID, str] = {}
+        self._connections: dict[int, BrokerConnection] = {}
+        self._bootstrap_connection: BrokerConnection | None = None
+        self._coordinators: dict[tuple[int, str], int] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}
+
+    # --- connections ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to a bootstrap server and learn the brokers."""
+        await self.refresh_metadata(())
+
+    async def _any_connection(self) -> BrokerConnection:
+        for connection in self._connections.values():
+            if connection.connected:
+                return connection
+        if self._bootstrap_connection is not None and self._bootstrap_connection.connected:
+            return self._bootstrap_connection
+        errors = []
+        for host, port in self.bootstrap:
+            connection = BrokerConnection(host, port, self.client_id)
+            try:
+                await connection.connect()
+            except (ConnectionClosed, KafkaError) as exc:
+                errors.append(str(exc))
+                continue
+            self._bootstrap_connection = connection
+            return connection
+        raise ConnectionClosed(f"no bootstrap server answered: {errors}")
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        existing = self._connections.get(node_id)
+        if existing is not None and existing.connected:
+            return existing
+        lock = self._connecting.setdefault(node_id, asyncio.Lock())
+        async with lock:
+            existing = self._connections.get(node_id)
+            if existing is not None and existing.connected:
+                return existing
+            if node_id not in self.nodes:
+                await self.refresh_metadata(())
+            if node_id not in self.nodes:
+                raise RetriableError(f"broker {node_id} is not in the cluster metadata")
+            host, port = self.nodes[node_id]
+            connection = BrokerConnection(host, port, self.client_id)
+            await connection.connect()
+            self._connections[node_id] = connection
+            return connection
+
+    async def features(self) -> BrokerFeatures:
+        return (await self._any_connection()).features
+
+    async def version(self, api_key: int, wanted: int, node_id: int | None = None) -> int:
+        """The version to send ``api_key`` at: the highest both sides speak, at most ``wanted``."""
+        connection = (
+            await self._any_connection() if node_id is None else await self.connection(node_id)
+        )
+        found = connection.features.highest(api_key, wanted)
+        if found is None:
+            raise KafkaError(
+                ErrorCode.unsupported_version,
+                f"the broker does not serve {wire.api_name(api_key)} (key {api_key})",
+            )
+        return found
+
+    async def call(
+        self,
+        node_id: int,
+        api_key: int,
+        version: int,
+        *,
+        wire_key: int | None = None,
+        **fields: Any,
+    ) -> Any:
+        """One request to one broker; a broken connection becomes a RetriableError."""
+        try:
+            connection = await self.connection(node_id)
+            return await connection.call(api_key, version, wire_key=wire_key, **fields)
+        except (ConnectionClosed, OSError) as exc:
+            self._connections.pop(node_id, None)
+            raise RetriableError(str(exc)) from exc
+
+    def request_class(self, api_key: int, version: int, name: str) -> Any:
+        """A nested request class (a topic or partition entry) of one message version."""
+        return getattr(wire.request_module(api_key, version), name)
+
+    def nested(self, api_key: int, version: int, name: str, /, **fields: Any) -> Any:
+        return wire.build(self.request_class(api_key, version, name), **fields)
+
+    async def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        if self._bootstrap_connection is not None:
+            self._bootstrap_connection.close()
+        self._connections.clear()
+
+    # --- metadata ------------------------------------------------------------------------------
+
+    async def refresh_metadata(self, topics: Iterable[str]) -> None:
+        """Brokers, and topic ids and leaders of ``topics`` (an unknown topic is left out)."""
+        names = sorted(set(topics))
+        connection = await self._any_connection()
+        version = connection.features.highest(METADATA, 12)
+        if version is None or version < 10:
+            raise KafkaError(ErrorCode.unsupported_version, "Metadata v10+ (topic ids) is needed")
+        wanted = tuple(
+            self.nested(METADATA, version, "MetadataRequestTopic", name=n) for n in names
+        )
+        try:
+            response = await connection.call(
+                METADATA, version, topics=wanted, allow_auto_topic_creation=False
+            )
+        except (ConnectionClosed, OSError) as exc:
+            raise RetriableError(str(exc)) from exc
+        self.nodes = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
+        for topic in response.topics:
+            if topic.error_code != ErrorCode.none or topic.name is None:
+                continue
+            info = TopicInfo(str(topic.name), uuid.UUID(str(topic.topic_id)))
+            for partition in topic.partitions:
+                info.leaders[int(partition.partition_index)] = int(partition.leader_id)
+            self.topics[info.name] = info
+            self.topic_names[info.topic_id] = info.name
+
+    async def topic(self, name: str, *, timeout: float = 30.0) -> TopicInfo:
+        """Metadata of one topic, waiting for it to exist and have leaders."""
+
+        async def attempt() -> TopicInfo:
+            info = self.topics.get(name)
+            if info is None or any(leader < 0 for leader in info.leaders.values()):
+                await self.refresh_metadata([name, *self.topics])
+                info = self.topics.get(name)
+            if info is None or not info.leaders or min(info.leaders.values()) < 0:
+                raise RetriableError(f"topic {name} has no metadata yet")
+            return info
+
+        return await self.retry(attempt, timeout=timeout)
+
+    async def leader(self, name: str, partition: int) -> int:
+        info = await self.topic(name)
+        if partition not in info.leaders:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{name}-{partition}")
+        return info.leaders[partition]
+
+    async def forget_leaders(self) -> None:
+        """Leadership moved: reread every known topic."""
+        await self.refresh_metadata(list(self.topics))
+
+    def learn_nodes(self, endpoints: Iterable[Any]) -> None:
+        """Endpoints a response carries for brokers named as new leaders (NodeEndpoints)."""
+        for endpoint in endpoints:
+            self.nodes[int(endpoint.node_id)] = (str(endpoint.host), int(endpoint.port))
+
+    # --- coordinators --------------------------------------------------------------------------
+
+    async def coordinator(self, key_type: int, key: str, *, timeout: float = 30.0) -> int:
+        cached = self._coordinators.get((key_type, key))
+        if cached is not None:
+            return cached
+
+        async def attempt() -> int:
+            connection = await self._any_connection()
+            version = connection.features.highest(FIND_COORDINATOR, 6)
+            if version is None or version < 4:
+                raise KafkaError(ErrorCode.unsupported_version, "FindCoordinator v4+ is needed")
+            try:
+                response = await connection.call(
+                    FIND_COORDINATOR, version, key_type=key_type, coordinator_keys=(key,)
+                )
+            except (ConnectionClosed, OSError) as exc:
+                raise RetriableError(str(exc)) from exc
+            [found] = response.coordinators
+            if found.error_code in COORDINATOR_MOVED:
+                raise RetriableError(f"no coordinator for {key} yet: {found.error_code.name}")
+            if found.error_code != ErrorCode.none:
+                raise KafkaError(found.error_code, found.error_message)
+            self.nodes[int(found.node_id)] = (str(found.host), int(found.port))
+            return int(found.node_id)
+
+        node_id = await self.retry(attempt, timeout=timeout)
+        self._coordinators[(key_type, key)] = node_id
+        return node_id
+
+    def forget_coordinator(self, key_type: int, key: str) -> None:
+        self._coordinators.pop((key_type, key), None)
+
+    # --- retries -------------------------------------------------------------------------------
+
+    async def retry(self, attempt: Callable[[], Awaitable[T]], *, timeout: float = 30.0) -> T:
+        """Run ``attempt`` until it returns, backing off exponentially while it raises
+        RetriableError; its last RetriableError becomes a KafkaError(REQUEST_TIMED_OUT)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        backoff = RETRY_BACKOFF_S
+        while True:
+            try:
+                return await attempt()
+            except RetriableError as exc:
+                if loop.time() + backoff > deadline:
+                    raise KafkaError(ErrorCode.request_timed_out, f"gave up: {exc}") from exc
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)

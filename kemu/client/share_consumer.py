@@ -1,0 +1,677 @@
+"""ShareConsumer: a member of a share group (KIP-932), with KIP-1289's hand-over of
+acknowledgements to a transactional producer.
+
+Membership: ShareGroupHeartbeat to the group coordinator, with a member id the client makes up
+once and keeps (KIP-1082), every ``heartbeat_interval`` the coordinator answers; a fenced or
+forgotten member rejoins with epoch 0 under the same id. Fetching: one share session per
+partition leader (ShareFetch epoch 0 opens it, each request increments it, -1 closes it),
+acknowledgements piggy-backed on the next ShareFetch to that leader, or sent by ``commit()`` with
+ShareAcknowledge. Only offsets inside a response's AcquiredRecords are handed out; acquired
+offsets without a record (transaction markers, compacted-away records) are acknowledged as GAP.
+
+Acknowledgement modes, as Java's ``share.acknowledgement.mode``:
+- ``implicit``: every record a poll handed out is accepted by the next ``poll()``/``commit()``
+  /``close()``.
+- ``explicit``: the application calls ``acknowledge(record, type)`` for each record before the
+  next poll; ``acknowledgements_for_transaction()`` takes what it acknowledged away from the
+  consumer so that a ``TransactionalProducer`` sends it inside a transaction instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime
+import enum
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kemu.client.cluster import (
+    GROUP_COORDINATOR,
+    ClusterClient,
+    RetriableError,
+    TopicIdPartition,
+)
+from kemu.client.codec import batch_records, whole_batches
+from kemu.client.errors import (
+    COORDINATOR_MOVED,
+    LEADER_MOVED,
+    IllegalStateError,
+    KafkaError,
+)
+from kemu.protocol.errors import ErrorCode
+
+SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
+OPEN_SESSION, CLOSE_SESSION = 0, -1
+MAX_SESSION_EPOCH = 0x7FFFFFFF
+LEAVE_EPOCH = -1
+
+log = logging.getLogger("kemu.client.share")
+
+
+class AcknowledgeType(enum.IntEnum):
+    """Kafka's acknowledge types (ShareFetch/ShareAcknowledge ``AcknowledgeTypes``)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+TRANSACTIONAL_TYPES = frozenset(
+    {AcknowledgeType.GAP, AcknowledgeType.ACCEPT, AcknowledgeType.REJECT}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: tuple[tuple[str, bytes | None], ...]
+    delivery_count: int
+    topic_id: uuid.UUID
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadata:
+    """Who acknowledges: what TxnShareAcknowledge carries for the broker's member check."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAcknowledgementBatch:
+    """Offsets first..last (inclusive) and their types: one for the range, or one per offset."""
+
+    first_offset: int
+    last_offset: int
+    acknowledge_types: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ShareAcknowledgements:
+    """Acknowledgements per partition, as ``acknowledgements_for_transaction()`` hands them over."""
+
+    acknowledgements: dict[TopicIdPartition, list[ShareAcknowledgementBatch]] = field(
+        default_factory=dict
+    )
+
+    def is_empty(self) -> bool:
+        return not any(self.acknowledgements.values())
+
+    @staticmethod
+    def from_offsets(
+        by_partition: dict[TopicIdPartition, dict[int, int]],
+    ) -> ShareAcknowledgements:
+        return ShareAcknowledgements(
+            {tp: to_batches(types) for tp, types in by_partition.items() if types}
+        )
+
+
+def to_batches(types_by_offset: dict[int, int]) -> list[ShareAcknowledgementBatch]:
+    """Contiguous runs of offsets, each one batch; a run of one type sends that type once."""
+    batches: list[ShareAcknowledgementBatch] = []
+    run: list[tuple[int, int]] = []
+    for offset in sorted(types_by_offset):
+        if run and offset != run[-1][0] + 1:
+            batches.append(_batch(run))
+            run = []
+        run.append((offset, types_by_offset[offset]))
+    if run:
+        batches.append(_batch(run))
+    return batches
+
+
+def _batch(run: list[tuple[int, int]]) -> ShareAcknowledgementBatch:
+    types = tuple(kind for _, kind in run)
+    if len(set(types)) == 1:
+        types = types[:1]
+    return ShareAcknowledgementBatch(run[0][0], run[-1][0], types)
+
+
+def new_member_id() -> str:
+    """A random member id the way Java's client makes one (a UUID, URL-safe base64)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass
+class _Session:
+    """A share session with one leader: its next epoch and the partitions it holds."""
+
+    epoch: int = OPEN_SESSION
+    partitions: set[TopicIdPartition] = field(default_factory=set)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    fetch: asyncio.Task[list[ShareRecord]] | None = None
+
+    def advance(self) -> None:
+        self.epoch = 1 if self.epoch >= MAX_SESSION_EPOCH else self.epoch + 1
+
+
+class ShareConsumer:
+    def __init__(
+        self,
+        bootstrap: str,
+        group_id: str,
+        *,
+        acknowledgement_mode: str = "implicit",
+        max_poll_records: int = 500,
+        client_id: str = "kemu-share-consumer",
+        max_wait_ms: int = 500,
+    ) -> None:
+        if acknowledgement_mode not in ("implicit", "explicit"):
+            raise ValueError("acknowledgement_mode is 'implicit' or 'explicit'")
+        self.group_id = group_id
+        self.member_id = new_member_id()
+        self.member_epoch = 0
+        self.explicit = acknowledgement_mode == "explicit"
+        self.max_poll_records = max_poll_records
+        self.max_wait_ms = max_wait_ms
+        self.cluster = ClusterClient(bootstrap, client_id)
+        self.acknowledgement_errors: dict[TopicIdPartition, KafkaError] = {}
+        self._subscription: tuple[str, ...] = ()
+        self._subscription_sent = False
+        self._assignment: set[tuple[uuid.UUID, int]] = set()
+        self._sessions: dict[int, _Session] = {}
+        self._buffer: list[ShareRecord] = []
+        self._delivered: dict[tuple[TopicIdPartition, int], ShareRecord] = {}
+        self._pending: dict[TopicIdPartition, dict[int, int]] = {}
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._heartbeat_interval = 5.0
+        self._joined = asyncio.Event()
+        self._closed = False
+
+    async def __aenter__(self) -> ShareConsumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- membership ----------------------------------------------------------------------------
+
+    async def subscribe(self, topics: Iterable[str]) -> None:
+        """Join the group (or change the subscription) and keep heartbeating in the background."""
+        self._subscription = tuple(sorted(set(topics)))
+        self._subscription_sent = False
+        await self.cluster.start()
+        await self.cluster.refresh_metadata(self._subscription)
+        await self._heartbeat()
+        if self._heartbeat_task is None:
+            self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+
+    def share_group_metadata(self) -> ShareGroupMetadata:
+        return ShareGroupMetadata(self.group_id, self.member_id, self.member_epoch)
+
+    async def _heartbeat_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self._heartbeat_interval)
+            try:
+                await self._heartbeat()
+            except (KafkaError, RetriableError) as exc:
+                log.warning("share group heartbeat failed: %s", exc)
+                self._heartbeat_interval = min(self._heartbeat_interval, 1.0)
+
+    async def _heartbeat(self, *, leave: bool = False) -> None:
+        async def attempt() -> None:
+            node = await self.cluster.coordinator(GROUP_COORDINATOR, self.group_id)
+            full = not self._subscription_sent or self.member_epoch == 0
+            response = await self.cluster.call(
+                node,
+                SHARE_GROUP_HEARTBEAT,
+                1,
+                group_id=self.group_id,
+                member_id=self.member_id,
+                member_epoch=LEAVE_EPOCH if leave else self.member_epoch,
+                subscribed_topic_names=None if leave or not full else self._subscription,
+            )
+            error = response.error_code
+            if error in COORDINATOR_MOVED:
+                self.cluster.forget_coordinator(GROUP_COORDINATOR, self.group_id)
+                raise RetriableError(error.name)
+            if leave:
+                return
+            if error in (ErrorCode.fenced_member_epoch, ErrorCode.unknown_member_id):
+                # Rejoin under the same member id: acquired records stay ours until released.
+                self.member_epoch = 0
+                self._subscription_sent = False
+                raise RetriableError(error.name)
+            if error != ErrorCode.none:
+                raise KafkaError(error, response.error_message)
+            self.member_epoch = int(response.member_epoch)
+            self._subscription_sent = True
+            interval = response.heartbeat_interval
+            seconds = interval.total_seconds() if hasattr(interval, "total_seconds") else interval
+            if seconds > 0:
+                self._heartbeat_interval = float(seconds)
+            if response.assignment is not None:
+                await self._assign(response.assignment.topic_partitions)
+            self._joined.set()
+
+        await self.cluster.retry(attempt)
+
+    async def _assign(self, topic_partitions: Iterable[Any]) -> None:
+        assignment = {
+            (uuid.UUID(str(entry.topic_id)), int(partition))
+            for entry in topic_partitions
+            for partition in entry.partitions
+        }
+        unknown = {topic_id for topic_id, _ in assignment} - set(self.cluster.topic_names)
+        if unknown:
+            await self.cluster.refresh_metadata(self._subscription)
+        self._assignment = assignment
+
+    # --- fetching ------------------------------------------------------------------------------
+
+    async def poll(self, timeout: float = 1.0) -> list[ShareRecord]:
+        """Records acquired for this member, at most ``max_poll_records``; empty after
+        ``timeout`` seconds without any."""
+        if self._closed:
+            raise IllegalStateError("the consumer is closed")
+        self._settle_previous_poll()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self._buffer:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            await self._fetch_round(remaining)
+        handed, self._buffer = (
+            self._buffer[: self.max_poll_records],
+            self._buffer[self.max_poll_records :],
+        )
+        for record in handed:
+            self._delivered[(record.topic_id_partition, record.offset)] = record
+        return handed
+
+    def _settle_previous_poll(self) -> None:
+        if not self._delivered:
+            return
+        if self.explicit:
+            raise IllegalStateError(
+                f"{len(self._delivered)} records of the previous poll are not acknowledged "
+                "(explicit acknowledgement mode)"
+            )
+        for tp, offset in list(self._delivered):
+            self._pending.setdefault(tp, {})[offset] = AcknowledgeType.ACCEPT
+        self._delivered.clear()
+
+    async def _fetch_round(self, remaining: float) -> None:
+        # A fetch left in flight by an earlier poll may have acquired records since.
+        await self._harvest(
+            [s.fetch for s in self._sessions.values() if s.fetch and s.fetch.done()]
+        )
+        if self._buffer:
+            return
+        by_leader = await self._partitions_by_leader()
+        if not by_leader:
+            # Nothing assigned yet: wait for the heartbeat that brings the assignment.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._joined.wait(), min(remaining, 0.1))
+            await asyncio.sleep(min(remaining, 0.05))
+            return
+        wait_ms = max(0, min(int(remaining * 1000), self.max_wait_ms))
+        loop = asyncio.get_running_loop()
+        tasks = []
+        for node, partitions in by_leader.items():
+            session = self._sessions.setdefault(node, _Session())
+            if session.fetch is None:
+                session.fetch = loop.create_task(
+                    self._share_fetch(node, session, partitions, wait_ms)
+                )
+            tasks.append(session.fetch)
+        for node in set(self._sessions) - set(by_leader):
+            session = self._sessions[node]
+            if session.partitions and session.fetch is None:
+                # Leadership moved away: the next request to this leader forgets the partitions.
+                session.fetch = loop.create_task(self._share_fetch(node, session, set(), 0))
+        done, _ = await asyncio.wait(tasks, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        await self._harvest(list(done))
+
+    async def _harvest(self, done: list[asyncio.Task[list[ShareRecord]]]) -> None:
+        """Take the records of finished fetches into the buffer."""
+        for task in done:
+            for session in self._sessions.values():
+                if session.fetch is task:
+                    session.fetch = None
+            try:
+                self._buffer.extend(task.result())
+            except (KafkaError, RetriableError) as exc:
+                log.info("share fetch failed, retrying: %s", exc)
+                await asyncio.sleep(0.05)
+
+    async def _partitions_by_leader(self) -> dict[int, set[TopicIdPartition]]:
+        by_leader: dict[int, set[TopicIdPartition]] = {}
+        for topic_id, partition in sorted(self._assignment):
+            name = self.cluster.topic_names.get(topic_id)
+            if name is None:
+                continue
+            leader = self.cluster.topics[name].leaders.get(partition, -1)
+            if leader < 0:
+                await self.cluster.refresh_metadata(self._subscription)
+                continue
+            by_leader.setdefault(leader, set()).add(TopicIdPartition(topic_id, name, partition))
+        return by_leader
+
+    def _take_pending(
+        self, partitions: Iterable[TopicIdPartition]
+    ) -> dict[TopicIdPartition, dict[int, int]]:
+        return {tp: self._pending.pop(tp) for tp in list(partitions) if self._pending.get(tp)}
+
+    async def _share_fetch(
+        self, node: int, session: _Session, wanted: set[TopicIdPartition], wait_ms: int
+    ) -> list[ShareRecord]:
+        async with session.lock:
+            version = await self.cluster.version(SHARE_FETCH, 2, node)
+            # Acknowledgements ride on an open session only (epoch 0 with acks is INVALID_REQUEST).
+            acks = (
+                {}
+                if session.epoch == OPEN_SESSION
+                else self._take_pending(tp for tp in self._pending if tp in session.partitions)
+            )
+            listed = (wanted - session.partitions) | set(acks)
+            if session.epoch == OPEN_SESSION:
+                listed = set(wanted)
+            forgotten = session.partitions - wanted if session.epoch != OPEN_SESSION else set()
+            topics = self._ack_topics(
+                SHARE_FETCH, version, "FetchTopic", "FetchPartition", listed, acks
+            )
+            forgotten_topics = tuple(
+                self.cluster.nested(
+                    SHARE_FETCH,
+                    version,
+                    "ForgottenTopic",
+                    topic_id=topic_id,
+                    partitions=tuple(
+                        sorted(p.partition for p in forgotten if p.topic_id == topic_id)
+                    ),
+                )
+                for topic_id in {p.topic_id for p in forgotten}
+            )
+            try:
+                response = await self.cluster.call(
+                    node,
+                    SHARE_FETCH,
+                    version,
+                    group_id=self.group_id,
+                    member_id=self.member_id,
+                    share_session_epoch=session.epoch,
+                    max_wait=datetime.timedelta(milliseconds=wait_ms),
+                    min_bytes=1,
+                    max_bytes=0x7FFFFFFF,
+                    max_records=self.max_poll_records,
+                    batch_size=self.max_poll_records,
+                    topics=topics,
+                    forgotten_topics_data=forgotten_topics,
+                )
+            except RetriableError:
+                self._restore(acks)
+                self._sessions.pop(node, None)  # the broker ended the session with the connection
+                raise
+            if response.error_code in (
+                ErrorCode.share_session_not_found,
+                ErrorCode.invalid_share_session_epoch,
+            ):
+                self._restore(acks)
+                session.epoch, session.partitions = OPEN_SESSION, set()
+                raise RetriableError(response.error_code.name)
+            if response.error_code != ErrorCode.none:
+                self._restore(acks)
+                raise KafkaError(response.error_code, response.error_message)
+            session.advance()
+            session.partitions = (session.partitions | listed) - forgotten
+            self.cluster.learn_nodes(response.node_endpoints)
+            return self._acquired(response, session)
+
+    def _restore(self, acks: dict[TopicIdPartition, dict[int, int]]) -> None:
+        for tp, types in acks.items():
+            self._pending.setdefault(tp, {}).update(types)
+
+    def _ack_topics(
+        self,
+        api_key: int,
+        version: int,
+        topic_class: str,
+        partition_class: str,
+        partitions: Iterable[TopicIdPartition],
+        acks: dict[TopicIdPartition, dict[int, int]],
+    ) -> tuple[Any, ...]:
+        by_topic: dict[uuid.UUID, list[TopicIdPartition]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic_id, []).append(tp)
+        topics = []
+        for topic_id, tps in by_topic.items():
+            entries = tuple(
+                self.cluster.nested(
+                    api_key,
+                    version,
+                    partition_class,
+                    partition_index=tp.partition,
+                    acknowledgement_batches=tuple(
+                        self.cluster.nested(
+                            api_key,
+                            version,
+                            "AcknowledgementBatch",
+                            first_offset=batch.first_offset,
+                            last_offset=batch.last_offset,
+                            acknowledge_types=batch.acknowledge_types,
+                        )
+                        for batch in to_batches(acks.get(tp, {}))
+                    ),
+                )
+                for tp in sorted(tps, key=lambda tp: tp.partition)
+            )
+            topics.append(
+                self.cluster.nested(
+                    api_key, version, topic_class, topic_id=topic_id, partitions=entries
+                )
+            )
+        return tuple(topics)
+
+    def _acquired(self, response: Any, session: _Session) -> list[ShareRecord]:
+        out: list[ShareRecord] = []
+        moved = False
+        for topic in response.responses:
+            topic_id = uuid.UUID(str(topic.topic_id))
+            name = self.cluster.topic_names.get(topic_id, "")
+            for partition in topic.partitions:
+                tp = TopicIdPartition(topic_id, name, int(partition.partition_index))
+                if partition.acknowledge_error_code != ErrorCode.none:
+                    self.acknowledgement_errors[tp] = KafkaError(
+                        partition.acknowledge_error_code, partition.acknowledge_error_message
+                    )
+                if partition.error_code in LEADER_MOVED:
+                    moved = True
+                    session.partitions.discard(tp)
+                    continue
+                if partition.error_code != ErrorCode.none:
+                    log.warning("share fetch of %s: %s", tp, partition.error_code.name)
+                    continue
+                out.extend(self._records_in(tp, partition))
+        if moved:
+            asyncio.get_running_loop().create_task(self._refresh_leaders())
+        return out
+
+    async def _refresh_leaders(self) -> None:
+        with contextlib.suppress(KafkaError, RetriableError):
+            await self.cluster.refresh_metadata(self._subscription)
+
+    def _records_in(self, tp: TopicIdPartition, partition: Any) -> list[ShareRecord]:
+        acquired: dict[int, int] = {}
+        for entry in partition.acquired_records:
+            for offset in range(int(entry.first_offset), int(entry.last_offset) + 1):
+                acquired[offset] = int(entry.delivery_count)
+        if not acquired:
+            return []
+        out = []
+        for header, batch in whole_batches(partition.records):
+            if header.last_offset < min(acquired) or header.base_offset > max(acquired):
+                continue
+            if header.is_control:
+                continue
+            for record in batch_records(batch):
+                count = acquired.pop(record.offset, None)
+                if count is None:
+                    continue
+                out.append(
+                    ShareRecord(
+                        tp.topic,
+                        tp.partition,
+                        record.offset,
+                        record.key,
+                        record.value,
+                        record.timestamp,
+                        record.headers,
+                        count,
+                        tp.topic_id,
+                    )
+                )
+        # Acquired offsets with no record to hand out (markers, compaction) are gaps.
+        for offset in acquired:
+            self._pending.setdefault(tp, {})[offset] = AcknowledgeType.GAP
+        return out
+
+    # --- acknowledging -------------------------------------------------------------------------
+
+    def acknowledge(
+        self, record: ShareRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT
+    ) -> None:
+        """Record how ``record`` was processed; sent with the next fetch, ``commit()``, or by a
+        transactional producer after ``acknowledgements_for_transaction()``."""
+        key = (record.topic_id_partition, record.offset)
+        if key not in self._delivered:
+            raise IllegalStateError(
+                f"{record.topic_id_partition}@{record.offset} is not awaiting an acknowledgement"
+            )
+        del self._delivered[key]
+        self._pending.setdefault(record.topic_id_partition, {})[record.offset] = int(type)
+
+    def acknowledgements_for_transaction(self) -> ShareAcknowledgements:
+        """Take every ACCEPT, REJECT and GAP recorded so far away from the consumer (it will not
+        send them itself) for ``TransactionalProducer.send_share_acknowledgements_to_transaction``.
+        RELEASE and RENEW cannot be transactional and stay with the consumer."""
+        if not self.explicit:
+            raise IllegalStateError("transactional acknowledgements need explicit mode")
+        taken: dict[TopicIdPartition, dict[int, int]] = {}
+        for tp, types in list(self._pending.items()):
+            moved = {o: t for o, t in types.items() if t in TRANSACTIONAL_TYPES}
+            if moved:
+                taken[tp] = moved
+                rest = {o: t for o, t in types.items() if o not in moved}
+                if rest:
+                    self._pending[tp] = rest
+                else:
+                    del self._pending[tp]
+        return ShareAcknowledgements.from_offsets(taken)
+
+    async def commit(self) -> dict[TopicIdPartition, KafkaError | None]:
+        """Send every pending acknowledgement now (ShareAcknowledge to each leader) and wait for
+        the answers: per partition None, or the error it got."""
+        self._settle_if_implicit()
+        results: dict[TopicIdPartition, KafkaError | None] = {}
+        by_node: dict[int, _Session] = {
+            node: session
+            for node, session in self._sessions.items()
+            if any(tp in session.partitions for tp in self._pending)
+        }
+        for node, session in by_node.items():
+            results.update(await self._share_acknowledge(node, session, session.epoch))
+        return results
+
+    def _settle_if_implicit(self) -> None:
+        if not self.explicit:
+            self._settle_previous_poll()
+
+    async def _share_acknowledge(
+        self, node: int, session: _Session, epoch: int
+    ) -> dict[TopicIdPartition, KafkaError | None]:
+        async with session.lock:
+            if epoch != CLOSE_SESSION:
+                epoch = session.epoch
+            if epoch == OPEN_SESSION:
+                return {}
+            acks = self._take_pending(tp for tp in self._pending if tp in session.partitions)
+            if not acks and epoch != CLOSE_SESSION:
+                return {}
+            version = await self.cluster.version(SHARE_ACKNOWLEDGE, 2, node)
+            topics = self._ack_topics(
+                SHARE_ACKNOWLEDGE, version, "AcknowledgeTopic", "AcknowledgePartition", acks, acks
+            )
+            try:
+                response = await self.cluster.call(
+                    node,
+                    SHARE_ACKNOWLEDGE,
+                    version,
+                    group_id=self.group_id,
+                    member_id=self.member_id,
+                    share_session_epoch=epoch,
+                    topics=topics,
+                )
+            except RetriableError as exc:
+                return {tp: KafkaError(ErrorCode.network_exception, str(exc)) for tp in acks}
+            if epoch != CLOSE_SESSION:
+                session.advance()
+            results: dict[TopicIdPartition, KafkaError | None] = {}
+            if response.error_code != ErrorCode.none:
+                error = KafkaError(response.error_code, response.error_message)
+                return {tp: error for tp in acks}
+            for topic in response.responses:
+                topic_id = uuid.UUID(str(topic.topic_id))
+                for partition in topic.partitions:
+                    tp = TopicIdPartition(
+                        topic_id,
+                        self.cluster.topic_names.get(topic_id, ""),
+                        int(partition.partition_index),
+                    )
+                    results[tp] = (
+                        None
+                        if partition.error_code == ErrorCode.none
+                        else KafkaError(partition.error_code, partition.error_message)
+                    )
+            return results
+
+    # --- closing -------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Send what is acknowledged, release what was fetched but not handed out, close the
+        share sessions and leave the group."""
+        if self._closed:
+            return
+        self._settle_if_implicit()
+        for record in self._buffer:
+            self._pending.setdefault(record.topic_id_partition, {})[record.offset] = (
+                AcknowledgeType.RELEASE
+            )
+        self._buffer.clear()
+        self._closed = True
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat_task
+        for node, session in list(self._sessions.items()):
+            if session.fetch is not None:
+                with contextlib.suppress(Exception):
+                    self._buffer.extend(await session.fetch)
+            for record in self._buffer:  # fetched while closing: give them back
+                self._pending.setdefault(record.topic_id_partition, {})[record.offset] = (
+                    AcknowledgeType.RELEASE
+                )
+            self._buffer.clear()
+            with contextlib.suppress(KafkaError, RetriableError):
+                await self._share_acknowledge(node, session, CLOSE_SESSION)
+        with contextlib.suppress(KafkaError, RetriableError):
+            await asyncio.wait_for(self._heartbeat(leave=True), 5)
+        await self.cluster.close()
