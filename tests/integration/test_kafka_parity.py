@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol import wire
@@ -176,3 +176,54 @@ def test_fenced_transactional_producer_is_fatal_for_librdkafka(kemu: KemuProcess
     second.begin_transaction()
     second.produce(topic, b"fresh", partition=0)
     second.commit_transaction(TIMEOUT_S)
+
+
+# --- 2. authorized operations without an authorizer --------------------------------------------
+
+CLUSTER_OPERATIONS = {
+    "CREATE",
+    "CLUSTER_ACTION",
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+    "IDEMPOTENT_WRITE",
+    "ALTER",
+    "DESCRIBE",
+}
+TOPIC_OPERATIONS = {
+    "READ",
+    "WRITE",
+    "CREATE",
+    "DELETE",
+    "ALTER",
+    "DESCRIBE",
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+}
+
+
+def test_admin_client_sees_every_cluster_and_topic_operation(kemu: KemuProcess) -> None:
+    topic = unique("ops")
+    create_topic(kemu.bootstrap, topic)
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(TIMEOUT_S)
+    assert {op.name for op in cluster.authorized_operations} == CLUSTER_OPERATIONS
+    described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[
+        topic
+    ].result(TIMEOUT_S)
+    assert {op.name for op in described.authorized_operations} == TOPIC_OPERATIONS
+
+
+@pytest.mark.parametrize("version", [8, 10])
+def test_metadata_reports_cluster_operations_up_to_v10(kemu: KemuProcess, version: int) -> None:
+    response = call(
+        kemu.bootstrap.split(",")[0],
+        3,
+        version,
+        topics=(),
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=True,
+        include_topic_authorized_operations=False,
+    )
+    assert response.cluster_authorized_operations == sum(
+        1 << code for code in (5, 9, 10, 11, 12, 7, 8)
+    )

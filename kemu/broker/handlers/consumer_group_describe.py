@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import OMITTED, ResourceType, operations_if
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.assignor import TopicPartition
@@ -22,20 +23,13 @@ from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 69
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
-ALL_GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 CONSUMER_MEMBER_TYPE = 1
 
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
     registry = group_coordinator(ctx.runtime).registry
-    operations = (
-        ALL_GROUP_OPERATIONS
-        if request.include_authorized_operations
-        else AUTHORIZED_OPERATIONS_OMITTED
-    )
+    operations = bool(request.include_authorized_operations)
     groups = []
     for group_id in request.group_ids:
         found = registry.get(group_id)
@@ -59,11 +53,11 @@ def _error(ctx: RequestContext, group_id: str, code: ErrorCode, message: str | N
         error_code=code,
         error_message=message,
         group_id=group_id,
-        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        authorized_operations=OMITTED,
     )
 
 
-def _describe(ctx: RequestContext, group: ConsumerGroup, operations: int) -> Any:
+def _describe(ctx: RequestContext, group: ConsumerGroup, operations: bool) -> Any:
     return ctx.make(
         "DescribedGroup",
         error_code=ErrorCode.none,
@@ -90,7 +84,7 @@ def _describe(ctx: RequestContext, group: ConsumerGroup, operations: int) -> Any
             )
             for member in group.members.values()
         ),
-        authorized_operations=operations,
+        authorized_operations=operations_if(operations, ctx, ResourceType.GROUP, group.group_id),
     )
 
 

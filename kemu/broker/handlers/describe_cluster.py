@@ -4,7 +4,8 @@ Cluster id, controller id (the lowest node id, as Metadata reports it) and every
 brokers are unfenced. Brokers answer for endpoint type 1 (BROKER, the only one before v1); a
 request for controllers (2) gets MISMATCHED_ENDPOINT_TYPE and an unknown type
 UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at v0), with Kafka's messages. With
-``include_cluster_authorized_operations`` every cluster operation is reported allowed.
+``include_cluster_authorized_operations`` every cluster operation is reported allowed (as Kafka
+without an authorizer: ``kemu.broker.authorization``).
 
 Omissions: no authorizer, no controller endpoints (kemu has no separate controller quorum).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import CLUSTER_NAME, OMITTED, ResourceType, operations_if
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
@@ -20,9 +22,6 @@ from kemu.protocol.errors import ErrorCode
 API_KEY = 60
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE
-ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 9, 10, 11, 12, 7, 8))
 
 
 @handler(API_KEY, 0, 2)
@@ -38,7 +37,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             cluster_id="",
             controller_id=-1,
             brokers=(),
-            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            cluster_authorized_operations=OMITTED,
         )
     if endpoint_type != BROKER_ENDPOINT:
         return ctx.respond(
@@ -51,7 +50,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             cluster_id="",
             controller_id=-1,
             brokers=(),
-            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            cluster_authorized_operations=OMITTED,
         )
     cluster = ctx.cluster
     brokers = tuple(
@@ -72,7 +71,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,
         brokers=brokers,
-        cluster_authorized_operations=ALL_CLUSTER_OPERATIONS
-        if request.include_cluster_authorized_operations
-        else AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=operations_if(
+            request.include_cluster_authorized_operations,
+            ctx,
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
+        ),
     )

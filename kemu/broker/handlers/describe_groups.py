@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import OMITTED, ResourceType, operations_if
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import DEAD, STABLE, ClassicGroup
@@ -20,19 +21,12 @@ from kemu.protocol.errors import ErrorCode
 
 API_KEY = 15
 FIRST_VERSION_WITH_NOT_FOUND = 6
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
-ALL_GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 
 
 @handler(API_KEY, 0, 6)
 def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = group_coordinator(ctx.runtime)
-    operations = (
-        ALL_GROUP_OPERATIONS
-        if getattr(request, "include_authorized_operations", False)
-        else AUTHORIZED_OPERATIONS_OMITTED
-    )
+    operations = bool(getattr(request, "include_authorized_operations", False))
     described = []
     for group_id in request.groups:
         found = coordinator.registry.get(group_id)
@@ -55,13 +49,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 protocol_type="",
                 protocol_data="",
                 members=(),
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                authorized_operations=OMITTED,
             )
         )
     return ctx.respond(throttle_time=datetime.timedelta(0), groups=tuple(described))
 
 
-def _describe(ctx: RequestContext, group: ClassicGroup, operations: int) -> Any:
+def _describe(ctx: RequestContext, group: ClassicGroup, operations: bool) -> Any:
     stable = group.state == STABLE
     return ctx.make(
         "DescribedGroup",
@@ -83,5 +77,5 @@ def _describe(ctx: RequestContext, group: ClassicGroup, operations: int) -> Any:
             )
             for member in group.members.values()
         ),
-        authorized_operations=operations,
+        authorized_operations=operations_if(operations, ctx, ResourceType.GROUP, group.group_id),
     )

@@ -8,7 +8,8 @@ partition must not be negative, else every topic gets INVALID_REQUEST). Named to
 exist get UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name). Every replica
 is in sync; eligible leader replicas are empty.
 
-Omissions: no authorizer, so every topic operation is reported allowed.
+Omissions: no authorizer, so every topic operation is reported allowed
+(``kemu.broker.authorization``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kemu.broker.authorization import OMITTED, ResourceType, authorized_operations
 from kemu.broker.handlers import handler
-from kemu.broker.handlers.metadata import ALL_TOPIC_OPERATIONS
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, Topic, topic_name_problem
 from kemu.protocol.errors import ErrorCode
@@ -92,7 +93,7 @@ def _topic(ctx: RequestContext, topic: Topic, start: int, end: int) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
         partitions=partitions,
-        topic_authorized_operations=ALL_TOPIC_OPERATIONS,
+        topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, topic.name),
     )
 
 
@@ -104,5 +105,5 @@ def _missing(ctx: RequestContext, name: str, code: ErrorCode) -> Any:
         topic_id=ZERO_UUID,
         is_internal=name in INTERNAL_TOPICS,
         partitions=(),
-        topic_authorized_operations=-(2**31),
+        topic_authorized_operations=OMITTED,
     )

@@ -4,9 +4,13 @@ Brokers, cluster id, controller and topics by name or (v12+) topic id. A null to
 an empty one at v0) means every topic. Unknown topics are created on the spot when the request
 allows it (v4+, always before) and ``auto.create.topics.enable`` is true, with ``num.partitions``
 and ``default.replication.factor``; otherwise UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for
-ids). Every replica is reported in sync: kemu keeps one copy.
+ids). Every replica is reported in sync: kemu keeps one copy. Authorized operations, when asked
+(cluster operations at v8-v10, topic operations from v8), come from ``kemu.broker.authorization``:
+as Kafka without an authorizer, every operation of the resource type (7 cluster operations,
+8 topic operations), for topics found and for names that get an error; topics asked for by an
+unknown id get none.
 
-Omissions: no authorizer, so authorized operations report everything allowed.
+Omissions: no authorizer.
 """
 
 from __future__ import annotations
@@ -14,15 +18,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kemu.broker.authorization import CLUSTER_NAME, OMITTED, ResourceType, authorized_operations
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, Cluster, Topic, TopicError, validate_topic_name
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 3
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
-ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 NULL_TOPIC_ID = uuid.UUID(int=0)
 
 
@@ -39,8 +41,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.version == 0 and not wanted:
         wanted = None
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
-    include_ops = getattr(request, "include_topic_authorized_operations", False)
-    operations = ALL_TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+    operations = bool(getattr(request, "include_topic_authorized_operations", False))
+    cluster_operations = OMITTED
+    if 8 <= ctx.version <= 10 and request.include_cluster_authorized_operations:
+        cluster_operations = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
     topics = []
     if wanted is None:
@@ -58,11 +62,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,
         topics=tuple(topics),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=cluster_operations,
     )
 
 
-def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: int) -> Any:
+def _topic_operations(ctx: RequestContext, name: str | None, wanted: bool) -> int:
+    if not wanted or name is None:
+        return OMITTED
+    return authorized_operations(ctx, ResourceType.TOPIC, name)
+
+
+def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: bool) -> Any:
     cluster = ctx.cluster
     name = entry.name
     topic_id = getattr(entry, "topic_id", None)
@@ -70,10 +80,10 @@ def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: int) 
     if not name and topic_id is not None and topic_id != NULL_TOPIC_ID:
         found = cluster.topics_by_id.get(topic_id)
         if found is None:
-            return _error(ctx, None, topic_id, ErrorCode.unknown_topic_id)
+            return _error(ctx, None, topic_id, ErrorCode.unknown_topic_id, False)
         return _topic(ctx, found, operations)
     if name is None:
-        return _error(ctx, None, NULL_TOPIC_ID, ErrorCode.invalid_request)
+        return _error(ctx, None, NULL_TOPIC_ID, ErrorCode.invalid_request, False)
     assert isinstance(name, str)
     found = cluster.topics.get(name)
     if found is not None:
@@ -81,7 +91,7 @@ def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: int) 
     try:
         validate_topic_name(name)
     except TopicError:
-        return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.invalid_topic_exception)
+        return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.invalid_topic_exception, operations)
     if (
         allow_auto
         and cluster.config.get_bool("auto.create.topics.enable")
@@ -90,11 +100,13 @@ def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: int) 
         try:
             return _topic(ctx, auto_create(cluster, name), operations)
         except TopicError as error:
-            return _error(ctx, name, NULL_TOPIC_ID, error.code)
-    return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.unknown_topic_or_partition)
+            return _error(ctx, name, NULL_TOPIC_ID, error.code, operations)
+    return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.unknown_topic_or_partition, operations)
 
 
-def _error(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Any:
+def _error(
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID, code: ErrorCode, operations: bool
+) -> Any:
     return ctx.make(
         "MetadataResponseTopic",
         error_code=code,
@@ -102,11 +114,11 @@ def _error(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, code: Err
         topic_id=topic_id,
         is_internal=False,
         partitions=(),
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=_topic_operations(ctx, name, operations),
     )
 
 
-def _topic(ctx: RequestContext, topic: Topic, operations: int) -> Any:
+def _topic(ctx: RequestContext, topic: Topic, operations: bool) -> Any:
     partitions = tuple(
         ctx.make(
             "MetadataResponsePartition",
@@ -127,5 +139,5 @@ def _topic(ctx: RequestContext, topic: Topic, operations: int) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
         partitions=partitions,
-        topic_authorized_operations=operations,
+        topic_authorized_operations=_topic_operations(ctx, topic.name, operations),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import OMITTED, ResourceType, operations_if
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
@@ -19,19 +20,12 @@ from kemu.coordinator.group.share_group import ASSIGNOR_NAME, GroupError, ShareG
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 77
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
-ALL_GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 
 
 @handler(API_KEY, 1, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = group_coordinator(ctx.runtime)
-    operations = (
-        ALL_GROUP_OPERATIONS
-        if request.include_authorized_operations
-        else AUTHORIZED_OPERATIONS_OMITTED
-    )
+    operations = bool(request.include_authorized_operations)
     groups = []
     for group_id in request.group_ids:
         if not group_id:
@@ -57,11 +51,11 @@ def _error(ctx: RequestContext, group_id: str, code: ErrorCode, message: str | N
         assignment_epoch=0,
         assignor_name="",
         members=(),
-        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        authorized_operations=OMITTED,
     )
 
 
-def _described(ctx: RequestContext, group: ShareGroup, operations: int) -> Any:
+def _described(ctx: RequestContext, group: ShareGroup, operations: bool) -> Any:
     return ctx.make(
         "DescribedGroup",
         error_code=ErrorCode.none,
@@ -72,7 +66,7 @@ def _described(ctx: RequestContext, group: ShareGroup, operations: int) -> Any:
         assignment_epoch=group.assignment_epoch,
         assignor_name=ASSIGNOR_NAME,
         members=tuple(_member(ctx, m) for m in group.members.values()),
-        authorized_operations=operations,
+        authorized_operations=operations_if(operations, ctx, ResourceType.GROUP, group.group_id),
     )
 
 
