@@ -21,6 +21,7 @@ from kemu.protocol.records import (
     with_log_append_time,
     with_offset,
 )
+from kemu.storage.compaction import CleanResult, CompactionPolicy
 from kemu.storage.log import PartitionLog
 
 Listener = Callable[[], None]
@@ -201,6 +202,21 @@ class Partition:
             self.producers[producer_id] = ProducerEntry(producer_epoch)
         self.notify()
         return offset
+
+    def clean(self, *, now_ms: int, policy: CompactionPolicy) -> CleanResult | None:
+        """Compact the log if it is due: never at or past the last stable offset, aborted
+        transactions as this partition knows them. ABORT markers the cleaner removed take their
+        transactions out of what READ_COMMITTED fetches are told (as Kafka's cleaned
+        transaction index drops them): no batch of theirs is left."""
+        result = self.log.clean(
+            now_ms=now_ms,
+            policy=policy,
+            last_stable_offset=self.last_stable_offset,
+            aborted=self.transactions.aborted_ranges(self.log.log_start_offset, 2**63 - 1),
+        )
+        if result is not None and result.removed_abort_markers:
+            self.transactions.forget_markers(result.removed_abort_markers)
+        return result
 
     def aborted_ranges(self, start: int, end: int) -> list[tuple[int, int, int]]:
         """(producer id, first, last) of aborted transactions overlapping [start, end)."""

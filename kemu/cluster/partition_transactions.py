@@ -61,6 +61,11 @@ class PartitionTransactions:
         if at:
             del self.aborted[:at]
 
+    def forget_markers(self, marker_offsets: Iterable[int]) -> None:
+        """Drop the aborted transactions whose ABORT markers compaction removed."""
+        gone = set(marker_offsets)
+        self.aborted = [entry for entry in self.aborted if entry[0] not in gone]
+
     def rebuild(self, batches: Iterable[tuple[BatchHeader, bytes]]) -> None:
         for header, batch in batches:
             if not header.is_transactional:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kemu.protocol.records import BatchHeader
+from kemu.storage.compaction import CleanResult, CompactionPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,22 @@ class PartitionLog(ABC):
     def recovered_producers(self) -> dict[int, RecoveredProducer]:
         """Idempotent-producer state found in the log when it was opened (none in memory)."""
         return {}
+
+    def clean(
+        self,
+        *,
+        now_ms: int,
+        policy: CompactionPolicy,
+        last_stable_offset: int,
+        aborted: list[tuple[int, int, int]],
+    ) -> CleanResult | None:
+        """Compact the log when it is due (``kemu.storage.compaction``); None when it was not.
+
+        ``aborted`` lists the aborted transactions (producer id, first offset, marker offset)
+        the partition knows of; nothing at or past ``last_stable_offset`` is cleaned.
+        """
+        del now_ms, policy, last_stable_offset, aborted
+        return None
 
     def flush(self) -> None:  # noqa: B027 - memory logs have nothing to flush
         """Make appended batches durable (a no-op in memory)."""

@@ -3,8 +3,9 @@
 A process killed mid-write leaves a torn batch at the tail of the active segment; a disk can
 hand back garbage or zeroes. Recovery walks the batches from the start of the file and stops
 at the first one that is short, has a bad length or magic, fails its CRC32C, or does not carry
-on from the offset the previous batch ended at. Everything before that point is kept; the
-caller cuts the rest. Pure functions over a buffer: the file handling is in ``segments``.
+on from the offset the previous batch ended at (in a rolled segment, which compaction may have
+rewritten with gaps, at or after it). Everything before that point is kept; the caller cuts
+the rest. Pure functions over a buffer: the file handling is in ``segments``.
 """
 
 from __future__ import annotations
@@ -37,17 +38,20 @@ def scan_batches(
     data: bytes | memoryview,
     expected_offset: int,
     on_batch: Callable[[BatchHeader, int], None],
+    *,
+    gaps: bool = False,
 ) -> ScanOutcome:
     """Walk v2 batches from position 0, calling ``on_batch(header, position)`` for good ones.
 
-    The first batch must start at ``expected_offset``, each later one where the previous ended.
+    The first batch must start at ``expected_offset``, each later one where the previous ended;
+    with ``gaps`` (a rolled segment: the log cleaner removes whole batches) at or after it.
     """
     view = memoryview(data)
     position = 0
     offset = expected_offset
     problem = None
     while position < len(view):
-        checked = _check_batch(view, position, offset)
+        checked = _check_batch(view, position, offset, gaps)
         if isinstance(checked, str):
             problem = checked
             break
@@ -57,7 +61,9 @@ def scan_batches(
     return ScanOutcome(position, offset, problem)
 
 
-def _check_batch(view: memoryview, position: int, expected_offset: int) -> BatchHeader | str:
+def _check_batch(
+    view: memoryview, position: int, expected_offset: int, gaps: bool
+) -> BatchHeader | str:
     """The batch's header when it is whole and valid, else what is wrong with it."""
     left = len(view) - position
     if left < BATCH_HEADER_SIZE:
@@ -69,7 +75,7 @@ def _check_batch(view: memoryview, position: int, expected_offset: int) -> Batch
         return f"torn batch ({left} of {header.size} bytes)"
     if header.magic != MAGIC_V2:
         return f"unsupported magic {header.magic}"
-    if header.base_offset != expected_offset:
+    if header.base_offset < expected_offset or (not gaps and header.base_offset > expected_offset):
         return f"batch at offset {header.base_offset} where {expected_offset} was expected"
     if header.last_offset_delta < 0:
         return f"negative last offset delta {header.last_offset_delta}"

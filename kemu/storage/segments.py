@@ -15,6 +15,17 @@ A partition directory (``<data-dir>/<topic>-<partition>``) is laid out as Kafka 
   until the next open rebuilds it.
 - ``log-start-offset``: the log start offset once DeleteRecords has moved it inside a segment
   (Kafka keeps the same number in ``log-start-offset-checkpoint``).
+- ``cleaner-offset``: on compacted topics, where the dirty (not yet cleaned) section starts (Kafka
+  keeps it in ``cleaner-offset-checkpoint``).
+
+Compaction (``clean``, decisions in ``kemu.storage.compaction``) rewrites runs of rolled segments
+into one segment each, named after the first one's base offset. A run is written to
+``<base>.log.cleaned`` and fsynced, then renamed ``<base>.<end>.swap`` (the commit point: ``end``
+is the base offset of the segment after the run), then the run's segments are deleted and the
+swap file renamed over ``<base>.log``. Opening a directory deletes ``.cleaned`` files (a cleaning
+cut short: the old segments are whole) and completes any ``.swap`` (deletes the segments with
+base offsets in [base, end), renames it), so a SIGKILL at any point leaves a readable log. A
+compacted segment has gaps in its offsets, and may begin after its base offset.
 
 Durability: ``append`` writes the batch with ``os.pwrite`` before returning, so it is in the page
 cache and survives a SIGKILL of the broker; ``flush`` (once a second from housekeeping, or after
@@ -40,6 +51,18 @@ from pathlib import Path
 import structlog
 
 from kemu.protocol.records import BatchHeader, read_header
+from kemu.storage.compaction import (
+    AbortedIndex,
+    BatchFilter,
+    CleanResult,
+    CompactionPolicy,
+    OffsetMap,
+    ProducerLast,
+    SegmentSummary,
+    group_segments,
+    plan_cleaning,
+    track_producer,
+)
 from kemu.storage.log import BatchIndex, PartitionLog, RecoveredProducer, TimestampMatch
 from kemu.storage.recovery import ProducerTracker, scan_batches
 
@@ -48,6 +71,10 @@ log = structlog.get_logger("kemu.storage")
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 START_CHECKPOINT = "log-start-offset"
+CLEANER_CHECKPOINT = "cleaner-offset"
+CLEANED_SUFFIX = ".log.cleaned"
+SWAP_SUFFIX = ".swap"
+CLEANER_WRITE_CHUNK = 1 << 20
 CHECKPOINT_VERSION = 0
 INDEX_ENTRY = struct.Struct(">ii")
 MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -64,6 +91,18 @@ _datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+def _swap_range(name: str) -> tuple[int, int] | None:
+    """(base, end) of a ``<base>.<end>.swap`` file name."""
+    parts = name.split(".")
+    if (
+        len(parts) == 3
+        and "." + parts[2] == SWAP_SUFFIX
+        and all(len(part) == 20 and part.isdigit() for part in parts[:2])
+    ):
+        return int(parts[0]), int(parts[1])
+    return None
 
 
 def _segment_base(name: str) -> int | None:
@@ -181,6 +220,8 @@ class SegmentLog(PartitionLog):
         self._dirty = False
         self._directory_dirty = False
         self._recovered: dict[int, RecoveredProducer] = {}
+        self._producers: dict[int, ProducerLast] = {}  # what compaction must keep of each
+        self._first_dirty = 0  # the cleaner checkpoint
         self.directory.mkdir(parents=True, exist_ok=True)
         self._open()
 
@@ -210,6 +251,8 @@ class SegmentLog(PartitionLog):
         segment.note_batch(header, position, self.index_interval_bytes)
         segment.last_modified_ms = now_ms
         self._size += len(batch)
+        if header.producer_id >= 0:
+            track_producer(self._producers, header)
         if self.flush_every_append:
             segment.write_pending_index()
             _datasync(self._active_fd)
@@ -335,6 +378,179 @@ class SegmentLog(PartitionLog):
 
     def recovered_producers(self) -> dict[int, RecoveredProducer]:
         return self._recovered
+
+    # --- compaction -------------------------------------------------------------------------
+
+    def clean(
+        self,
+        *,
+        now_ms: int,
+        policy: CompactionPolicy,
+        last_stable_offset: int,
+        aborted: list[tuple[int, int, int]],
+    ) -> CleanResult | None:
+        summaries = [
+            SegmentSummary(
+                segment.base_offset,
+                segment.next_offset,
+                segment.size,
+                segment.first_timestamp,
+                segment.retention_timestamp(),
+            )
+            for segment in self._segments
+        ]
+        first_dirty = self._first_dirty
+        if not self.log_start_offset <= first_dirty <= self.log_end_offset:
+            first_dirty = self.log_start_offset  # Kafka resets an invalid checkpoint so too
+        plan = plan_cleaning(
+            summaries,
+            first_dirty_offset=first_dirty,
+            last_stable_offset=last_stable_offset,
+            now_ms=now_ms,
+            policy=policy,
+        )
+        if plan is None:
+            return None
+        index = AbortedIndex(aborted)
+        offset_map = OffsetMap()
+        for segment in self._segments[plan.first_dirty : plan.first_uncleanable]:
+            for header, batch in self._segment_batches(segment):
+                offset_map.add_batch(header, batch, index)
+        last_cleaned = self._segments[plan.first_uncleanable - 1]
+        checkpoint = self._segments[plan.first_uncleanable].base_offset
+        batch_filter = BatchFilter(
+            offset_map=offset_map,
+            aborted=index,
+            producers=self._producers,
+            round_end=last_cleaned.next_offset,
+            now_ms=now_ms,
+            policy=policy,
+        )
+        groups = [
+            (
+                [self._segments[number] for number in group],
+                self._segments[group[-1] + 1].base_offset,
+            )
+            for group in group_segments(summaries, plan.first_uncleanable, policy.segment_bytes)
+        ]
+        bytes_before = sum(summary.size for summary in summaries[: plan.first_uncleanable])
+        for group, end in groups:
+            self._clean_group(group, end, batch_filter)
+        self._first_dirty = checkpoint
+        self._write_checkpoint(CLEANER_CHECKPOINT, checkpoint)
+        number = self._bases.index(checkpoint)
+        result = CleanResult(
+            segments_before=plan.first_uncleanable,
+            segments_after=number,
+            bytes_before=bytes_before,
+            bytes_after=sum(segment.size for segment in self._segments[:number]),
+            dirty_ratio=plan.dirty_ratio,
+            first_uncleanable_offset=checkpoint,
+            removed_abort_markers=tuple(batch_filter.removed_abort_markers),
+            stats=batch_filter.stats,
+        )
+        log.info(
+            "log_cleaned",
+            directory=str(self.directory),
+            dirty_ratio=round(plan.dirty_ratio, 3),
+            overdue=plan.must_clean,
+            segments=f"{result.segments_before}->{result.segments_after}",
+            bytes=f"{result.bytes_before}->{result.bytes_after}",
+            records=f"{batch_filter.stats.records_read}->{batch_filter.stats.records_kept}",
+            cleaned_up_to=checkpoint,
+        )
+        return result
+
+    def _segment_batches(self, segment: _Segment) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every batch of a rolled segment at or past the log start, read a chunk at a time."""
+        index = segment.index
+        start = 0
+        while start < len(index):
+            end, length = index.take(start, BATCHES_READ_CHUNK, 2**63 - 1, min_one=True)
+            data = self._pread(segment, index.positions[start], length)
+            position = 0
+            for _ in range(start, end):
+                header = read_header(data, position)
+                yield header, data[position : position + header.size]
+                position += header.size
+            start = end
+
+    def _clean_group(self, group: list[_Segment], end: int, batch_filter: BatchFilter) -> None:
+        """Rewrite ``group`` (consecutive rolled segments) as one segment, atomically."""
+        base = group[0].base_offset
+        cleaned_path = self.directory / (f"{base:020d}" + CLEANED_SUFFIX)
+        replacement = _Segment(self.directory, base)
+        descriptor = os.open(cleaned_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            pending = bytearray()
+            written = 0
+            for segment in group:
+                for header, batch in self._segment_batches(segment):
+                    kept = batch_filter.filter(header, batch)
+                    if kept is None:
+                        continue
+                    kept_header = header if kept is batch else read_header(kept)
+                    replacement.note_batch(
+                        kept_header, written + len(pending), self.index_interval_bytes
+                    )
+                    pending += kept
+                    if len(pending) >= CLEANER_WRITE_CHUNK:
+                        _write_fully(descriptor, bytes(pending), written)
+                        written += len(pending)
+                        pending.clear()
+            if pending:
+                _write_fully(descriptor, bytes(pending), written)
+            _datasync(descriptor)
+        except BaseException:
+            os.close(descriptor)
+            cleaned_path.unlink(missing_ok=True)
+            raise
+        os.close(descriptor)
+        modified = group[-1].last_modified_ms
+        if modified >= 0:  # the cleaned segment keeps the age of what it replaces, as in Kafka
+            os.utime(cleaned_path, ns=(modified * 1_000_000, modified * 1_000_000))
+        swap_path = self.directory / f"{base:020d}.{end:020d}{SWAP_SUFFIX}"
+        os.replace(cleaned_path, swap_path)
+        _fsync_directory(self.directory)  # the commit point: from here on the swap wins
+        for segment in group:
+            reader = self._readers.pop(segment.base_offset, None)
+            if reader is not None:
+                os.close(reader)
+        for segment in group[1:]:
+            segment.path.unlink(missing_ok=True)
+            segment.index_path.unlink(missing_ok=True)
+        os.replace(swap_path, replacement.path)
+        self._rewrite_index(replacement, bytes(replacement.pending_index))
+        replacement.pending_index.clear()
+        _fsync_directory(self.directory)
+        replacement.last_modified_ms = replacement.created_ms = modified
+        first = self._segments.index(group[0])
+        self._segments[first : first + len(group)] = [replacement]
+        self._bases[first : first + len(group)] = [base]
+        self._size += replacement.size - sum(segment.size for segment in group)
+
+    def _finish_interrupted_cleaning(self) -> None:
+        """Undo a cleaning cut short before its commit point, complete one cut short after it."""
+        touched = False
+        for path in self.directory.glob("*" + CLEANED_SUFFIX):
+            path.unlink()
+            touched = True
+        for path in sorted(self.directory.glob("*" + SWAP_SUFFIX)):
+            span = _swap_range(path.name)
+            touched = True
+            if span is None:
+                path.unlink()
+                continue
+            base, end = span
+            for other in list(self.directory.iterdir()):
+                other_base = _segment_base(other.name)
+                if other_base is not None and base <= other_base < end:
+                    other.unlink()
+                    other.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
+            os.replace(path, self.directory / segment_file_name(base))
+            log.warning("log_cleaning_completed_at_open", directory=str(self.directory), base=base)
+        if touched:
+            _fsync_directory(self.directory)
 
     def flush(self) -> None:
         if self._segments:
@@ -464,6 +680,7 @@ class SegmentLog(PartitionLog):
     # --- opening and recovery ---------------------------------------------------------------
 
     def _open(self) -> None:
+        self._finish_interrupted_cleaning()
         bases = sorted(
             base
             for path in self.directory.iterdir()
@@ -473,15 +690,16 @@ class SegmentLog(PartitionLog):
             if _segment_base(path.stem + LOG_SUFFIX) not in bases:
                 path.unlink()
         (self.directory / (START_CHECKPOINT + ".tmp")).unlink(missing_ok=True)
+        (self.directory / (CLEANER_CHECKPOINT + ".tmp")).unlink(missing_ok=True)
         tracker = ProducerTracker()
         for number, base in enumerate(bases):
-            if number and base != self._segments[-1].next_offset:
+            if number and base < self._segments[-1].next_offset:
                 self._drop_files_from(
                     bases[number:],
                     f"segment starts at {base}, the log ends at {self._segments[-1].next_offset}",
                 )
                 break
-            segment, whole = self._recover_segment(base, tracker)
+            segment, whole = self._recover_segment(base, tracker, rolled=number + 1 < len(bases))
             self._segments.append(segment)
             self._bases.append(base)
             self._size += segment.size
@@ -489,6 +707,7 @@ class SegmentLog(PartitionLog):
                 self._drop_files_from(bases[number + 1 :], "an earlier segment was cut")
                 break
         self._recovered = tracker.producers
+        self._first_dirty = self._read_checkpoint(CLEANER_CHECKPOINT)
         checkpoint = self._read_start_checkpoint()
         if not self._segments:
             self.log_start_offset = checkpoint
@@ -509,8 +728,11 @@ class SegmentLog(PartitionLog):
         self._activate(self._segments[-1])
         self._forget_below_start()
 
-    def _recover_segment(self, base: int, tracker: ProducerTracker) -> tuple[_Segment, bool]:
-        """Load one segment file, cutting any invalid tail; True when nothing was cut."""
+    def _recover_segment(
+        self, base: int, tracker: ProducerTracker, *, rolled: bool
+    ) -> tuple[_Segment, bool]:
+        """Load one segment file, cutting any invalid tail; True when nothing was cut. Only a
+        rolled segment may have gaps between its batches (compaction removed some)."""
         segment = _Segment(self.directory, base)
         stat = segment.path.stat()
         segment.last_modified_ms = segment.created_ms = stat.st_mtime_ns // 1_000_000
@@ -518,6 +740,8 @@ class SegmentLog(PartitionLog):
         def on_batch(header: BatchHeader, position: int) -> None:
             segment.note_batch(header, position, self.index_interval_bytes)
             tracker.observe(header)
+            if header.producer_id >= 0:
+                track_producer(self._producers, header)
 
         if stat.st_size:
             with (
@@ -525,7 +749,7 @@ class SegmentLog(PartitionLog):
                 mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
                 memoryview(mapped) as view,
             ):
-                outcome = scan_batches(view, base, on_batch)
+                outcome = scan_batches(view, base, on_batch, gaps=rolled)
         else:
             outcome = scan_batches(b"", base, on_batch)
         cut = stat.st_size - outcome.valid_bytes
@@ -567,7 +791,10 @@ class SegmentLog(PartitionLog):
     # --- the log start offset checkpoint ----------------------------------------------------
 
     def _read_start_checkpoint(self) -> int:
-        path = self.directory / START_CHECKPOINT
+        return self._read_checkpoint(START_CHECKPOINT)
+
+    def _read_checkpoint(self, name: str) -> int:
+        path = self.directory / name
         try:
             lines = path.read_text().split()
         except FileNotFoundError:
@@ -578,11 +805,14 @@ class SegmentLog(PartitionLog):
         return 0
 
     def _write_start_checkpoint(self) -> None:
-        path = self.directory / START_CHECKPOINT
-        temporary = path.with_name(START_CHECKPOINT + ".tmp")
+        self._write_checkpoint(START_CHECKPOINT, self.log_start_offset)
+
+    def _write_checkpoint(self, name: str, offset: int) -> None:
+        path = self.directory / name
+        temporary = path.with_name(name + ".tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write_fully(descriptor, f"{CHECKPOINT_VERSION}\n{self.log_start_offset}\n".encode(), 0)
+            _write_fully(descriptor, f"{CHECKPOINT_VERSION}\n{offset}\n".encode(), 0)
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
