@@ -1,0 +1,168 @@
+"""kemu.client's non-KIP parts against a real Apache Kafka 4.4.0 (single-node KRaft, started
+from the benchmark's jars in bench/.cache/lib; skipped when Java or the jars are not there):
+share consumption with explicit acknowledgements, transactional produce read back
+read_committed (commit visible, abort hidden), and a fenced producer. The same tests run
+against kemu in test_client.py, so where Kafka is the reference the client is known right.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kemu.client import (
+    AcknowledgeType,
+    Admin,
+    Consumer,
+    ProducerFencedError,
+    ShareConsumer,
+    ShareRecord,
+    TransactionalProducer,
+)
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if shutil.which("java") is None or not BROKER_JAR.exists():
+        pytest.skip("needs java and Kafka's jars in bench/.cache/lib (make bench fetches them)")
+    sys.path.insert(0, str(ROOT))
+    from bench.servers import KafkaServer
+
+    class FastHeartbeatKafka(KafkaServer):
+        """Share-group heartbeats every 500 ms (Kafka's default 5 s makes the first assignment,
+        which waits for the share-partition state to be initialised, slow to arrive)."""
+
+        def _server_properties(self) -> str:
+            return super()._server_properties() + (
+                "group.share.min.heartbeat.interval.ms=500\n"
+                "group.share.heartbeat.interval.ms=500\n"
+                "transaction.state.log.num.partitions=3\n"
+                "share.coordinator.state.topic.num.partitions=3\n"
+            )
+
+    workdir = tmp_path_factory.mktemp("kafka")
+    server = FastHeartbeatKafka(workdir, partitions=1)
+    server.start()
+    yield server.bootstrap
+    server.stop()
+
+
+def create_topics(bootstrap: str, *topics: tuple[str, int]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1) for name, partitions in topics])
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value in values:
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(30) == 0
+
+
+async def joined(bootstrap: str, group: str, topic: str) -> ShareConsumer:
+    """A member holding its assignment (whose state Kafka initialised at the latest offset)."""
+    consumer = ShareConsumer(bootstrap, group, acknowledgement_mode="explicit")
+    await consumer.subscribe([topic])
+    for _ in range(100):
+        assert await consumer.poll(0.2) == []
+        if consumer._assignment and any(s.partitions for s in consumer._sessions.values()):
+            break
+    return consumer
+
+
+async def poll_until(consumer: ShareConsumer, count: int) -> list[ShareRecord]:
+    records: list[ShareRecord] = []
+    for _ in range(60):
+        records += await consumer.poll(0.5)
+        if len(records) >= count:
+            break
+    return records
+
+
+async def committed_values(bootstrap: str, topic: str) -> list[Any]:
+    async with Consumer(bootstrap) as reader:
+        await reader.assign_topic(topic)
+        return [r.value for r in await reader.poll(2.0)]
+
+
+async def test_share_consumption_with_explicit_acknowledgements(kafka: str) -> None:
+    create_topics(kafka, ("explicit", 1))
+    consumer = await joined(kafka, "explicit", "explicit")
+    try:
+        produce(kafka, "explicit", [b"a", b"b", b"c"])
+        records = await poll_until(consumer, 3)
+        assert [(r.offset, r.value, r.delivery_count) for r in records] == [
+            (0, b"a", 1),
+            (1, b"b", 1),
+            (2, b"c", 1),
+        ]
+        consumer.acknowledge(records[0], AcknowledgeType.ACCEPT)
+        consumer.acknowledge(records[1], AcknowledgeType.RELEASE)
+        consumer.acknowledge(records[2], AcknowledgeType.REJECT)
+        assert list((await consumer.commit()).values()) == [None]
+        [again] = await poll_until(consumer, 1)
+        assert (again.offset, again.value, again.delivery_count) == (1, b"b", 2)
+        consumer.acknowledge(again)
+        assert list((await consumer.commit()).values()) == [None]
+        async with Admin(kafka) as admin:
+            for _ in range(100):
+                if await admin.share_group_lag("explicit", "explicit") == 0:
+                    break
+                await asyncio.sleep(0.1)
+            assert await admin.share_group_lag("explicit", "explicit") == 0
+    finally:
+        await consumer.close()
+
+
+async def test_transactions_read_committed(kafka: str) -> None:
+    create_topics(kafka, ("txn-out", 3))
+    producer = TransactionalProducer(kafka, "tx-read-committed")
+    try:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        await producer.send("txn-out", b"aborted", key=b"k1")
+        await producer.abort_transaction()
+        producer.begin_transaction()
+        for index in range(5):
+            await producer.send("txn-out", f"committed-{index}".encode(), key=f"k{index}".encode())
+        await producer.commit_transaction()
+        values = await committed_values(kafka, "txn-out")
+        assert sorted(values) == [f"committed-{index}".encode() for index in range(5)]
+    finally:
+        await producer.close()
+
+
+async def test_a_fenced_producer_is_told_so(kafka: str) -> None:
+    create_topics(kafka, ("fenced-out", 1))
+    zombie = TransactionalProducer(kafka, "tx-fenced")
+    successor = TransactionalProducer(kafka, "tx-fenced")
+    try:
+        await zombie.init_transactions()
+        zombie.begin_transaction()
+        await zombie.send("fenced-out", b"zombie")
+        await successor.init_transactions()
+        with pytest.raises(ProducerFencedError):
+            await zombie.send("fenced-out", b"again")
+            await zombie.commit_transaction()
+        successor.begin_transaction()
+        await successor.send("fenced-out", b"successor")
+        await successor.commit_transaction()
+        assert await committed_values(kafka, "fenced-out") == [b"successor"]
+    finally:
+        await zombie.close()
+        await successor.close()
