@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -287,3 +289,24 @@ async def test_acknowledgements_across_polls_and_partitions_in_one_transaction(
     finally:
         await consumer.close()
         await producer.close()
+
+
+async def test_the_documented_pipeline_runs(kemu: KemuProcess) -> None:
+    """docs/client.md's share -> transform -> transactional produce loop, as written there."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "client.md").read_text()
+    source = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {"__name__": "documented_pipeline"}
+    exec(compile(source, "docs/client.md", "exec"), namespace)
+    create_topics(kemu, ("doc-input", 3), ("doc-output", 3))
+    consumer = await joined(kemu, "doc", "doc-input", "explicit")
+    await consumer.close()  # the group's share partitions now start before the input
+    writer = Producer({"bootstrap.servers": kemu.bootstrap})
+    for index in range(30):
+        writer.produce("doc-input", value=f"value-{index}".encode(), key=str(index).encode())
+    assert writer.flush(15) == 0
+    await asyncio.wait_for(
+        namespace["run_pipeline"](kemu.bootstrap, "doc-input", "doc-output", "doc", 30), 60
+    )
+    output = await committed_values(kemu, "doc-output")
+    assert sorted(output) == sorted(f"VALUE-{index}".encode() for index in range(30))
+    assert await wait_for_lag(kemu, "doc", "doc-input", 0) == 0
