@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     from kemu.broker.allocator import keep_freed_memory
 
     keep_freed_memory()
+    from kemu.broker.handlers import check_wire_keys
     from kemu.broker.server import ServerOptions
 
     args = _parser().parse_args(argv)
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(args.log_level, args.json_logs)
     try:
         config = BrokerConfig.load(args.config, args.override, base=SHIPPED_SERVER_PROPERTIES)
+        check_wire_keys(config)  # the KIP-1289 api keys, before anything listens
     except (InvalidConfig, OSError) as error:
         print(f"kemu: {error}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import structlog
 
-from kemu.broker.handlers import REGISTRY, HandlerSpec, is_enabled
+from kemu.broker.handlers import REGISTRY, HandlerSpec, is_enabled, moved_keys
 from kemu.cluster.context import ConnectionHooks, RequestContext, Runtime
 from kemu.cluster.model import BrokerNode
 from kemu.protocol import wire
@@ -48,6 +48,8 @@ class Connection(asyncio.Protocol):
         self._closing = False
         self._flush_scheduled = False
         self.hooks = ConnectionHooks()  # e.g. share sessions opened here end with it
+        # KIP-1289 APIs configured to other keys: wire key -> registered key (None: not served)
+        self.moved_keys = moved_keys(runtime.cluster.config)
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -133,14 +135,17 @@ class Connection(asyncio.Protocol):
         try:
             # What is not served is refused before its body is decoded, as Kafka does.
             api_key, api_version, correlation_id = wire.peek_header(frame)
-            spec = REGISTRY.get(api_key)
+            served_key: int | None = api_key
+            if api_key in self.moved_keys:
+                served_key = self.moved_keys[api_key]
+            spec = None if served_key is None else REGISTRY.get(served_key)
             if (
                 spec is None
                 or not spec.min_version <= api_version <= self._max(spec)
-                or not is_enabled(self.runtime, api_key)
+                or not is_enabled(self.runtime, spec.api_key)
             ):
                 return self._unsupported(api_key, api_version, correlation_id)
-            request = wire.decode_request(frame)
+            request = wire.decode_request(frame, spec.api_key)
         except UnsupportedRequest as unsupported:
             return self._unsupported(
                 unsupported.api_key, unsupported.api_version, unsupported.correlation_id

@@ -262,7 +262,32 @@ BROKER_CONFIGS = _defs(
         B,
         "false",
         read_only=True,
-        doc="kemu: serve TxnShareAcknowledge (KIP-1289 draft, api key 95)",
+        doc="kemu: serve KIP-1289 (TxnShareAcknowledge, AddShareAcknowledgementsToTxn)",
+    ),
+    ConfigDef(
+        "kemu.kip1289.txn.share.ack.api.key",
+        S,
+        "95",
+        read_only=True,
+        minimum=0,
+        doc="kemu: the api key TxnShareAcknowledge is served at (KIP-1289, read at start-up)",
+    ),
+    ConfigDef(
+        "kemu.kip1289.add.api.key",
+        S,
+        "96",
+        read_only=True,
+        minimum=0,
+        doc="kemu: the api key AddShareAcknowledgementsToTxn is served at (KIP-1289)",
+    ),
+    ConfigDef(
+        "kemu.kip1289.enlist",
+        T,
+        "implicit",
+        read_only=True,
+        valid=("implicit", "explicit"),
+        doc="kemu: 'implicit': TxnShareAcknowledge enlists its share-state partitions in the "
+        "transaction; 'explicit': only partitions a prior AddShareAcknowledgementsToTxn enlisted",
     ),
     ConfigDef(
         "kemu.log.flush",

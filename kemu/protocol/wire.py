@@ -132,14 +132,18 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
     return int(key), int(version), int(correlation_id)
 
 
-def decode_request(frame: bytes) -> DecodedRequest:
+def decode_request(frame: bytes, api_key: int | None = None) -> DecodedRequest:
     """Decode one request frame (without its size prefix).
 
-    Raises UnsupportedRequest for a key/version kio has no schema for, and MalformedFrame when
-    the bytes do not decode. Bytes after the body are ignored, as Kafka's parser does:
-    librdkafka 2.16 sends three of them after an all-topics Metadata v13 request.
+    ``api_key`` decodes the frame as that API whatever key it carries (a KIP-1289 API a broker
+    serves at a configured key); the decoded header then names that API. Raises
+    UnsupportedRequest for a key/version kio has no schema for, and MalformedFrame when the
+    bytes do not decode. Bytes after the body are ignored, as Kafka's parser does: librdkafka
+    2.16 sends three of them after an all-topics Metadata v13 request.
     """
-    api_key, api_version, correlation_id = peek_header(frame)
+    wire_key, api_version, correlation_id = peek_header(frame)
+    if api_key is None:
+        api_key = wire_key
     try:
         schema = request_schema(api_key, api_version)
     except Exception:

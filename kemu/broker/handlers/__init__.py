@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kemu.cluster.config import BrokerConfig
     from kemu.cluster.context import RequestContext, Runtime
 
 # A handler returns the response body, or a coroutine of it when it must wait (a long poll, a
@@ -34,12 +35,65 @@ REGISTRY: dict[int, HandlerSpec] = {}
 
 # API keys served (and advertised) only when a boolean broker config turns them on: drafts of
 # KIPs that no released Kafka has.
-ENABLED_BY: dict[int, str] = {95: "kemu.kip1289.enable"}
+ENABLED_BY: dict[int, str] = {95: "kemu.kip1289.enable", 96: "kemu.kip1289.enable"}
+
+# Draft APIs whose key on the wire is a broker config (their key moved between drafts, spec Q1):
+# the key they are registered under here (their default) -> the config naming the wire key.
+WIRE_KEY_CONFIGS: dict[int, str] = {
+    95: "kemu.kip1289.txn.share.ack.api.key",
+    96: "kemu.kip1289.add.api.key",
+}
+MAX_API_KEY = 32767  # an int16 on the wire
 
 
 def is_enabled(runtime: Runtime, api_key: int) -> bool:
     name = ENABLED_BY.get(api_key)
     return name is None or runtime.cluster.config.get_bool(name)
+
+
+def wire_keys(config: BrokerConfig) -> dict[int, int]:
+    """Registered api key -> the key it is served at, for the APIs of ``WIRE_KEY_CONFIGS``."""
+    return {api_key: config.get_int(name) for api_key, name in WIRE_KEY_CONFIGS.items()}
+
+
+def moved_keys(config: BrokerConfig) -> dict[int, int | None]:
+    """Wire key -> the registered api key served there, only where the two differ: a configured
+    key maps to its API, a default key no API took over to None (not served)."""
+    keys = wire_keys(config)
+    moved: dict[int, int | None] = {
+        wire: api_key for api_key, wire in keys.items() if wire != api_key
+    }
+    for api_key in keys:
+        if api_key not in keys.values():
+            moved[api_key] = None
+    return moved
+
+
+def check_wire_keys(config: BrokerConfig) -> None:
+    """Refuse, at start-up, configured wire keys that are out of range, equal, or a key kemu
+    serves a Kafka API at (the draft APIs' own default keys excepted)."""
+    from kemu.broker.handlers._index import HANDLERS
+    from kemu.cluster.config import InvalidConfig
+
+    taken: dict[int, str] = {}
+    for name in WIRE_KEY_CONFIGS.values():
+        wire = config.get_int(name)
+        if wire > MAX_API_KEY:
+            raise InvalidConfig(
+                f"Invalid value {wire} for configuration {name}: Value must be no more than "
+                f"{MAX_API_KEY}"
+            )
+        if wire in HANDLERS and wire not in WIRE_KEY_CONFIGS:
+            served = HANDLERS[wire][0].rpartition(".")[2]
+            raise InvalidConfig(
+                f"Invalid value {wire} for configuration {name}: api key {wire} is {served}, "
+                "which kemu serves"
+            )
+        if wire in taken:
+            raise InvalidConfig(
+                f"Invalid value {wire} for configuration {name}: {taken[wire]} has the same api key"
+            )
+        taken[wire] = name
 
 
 def handler(

@@ -67,6 +67,7 @@ HANDLERS: dict[int, tuple[str, int, int]] = {
     91: ("kemu.broker.handlers.alter_share_group_offsets", 0, 0),
     92: ("kemu.broker.handlers.delete_share_group_offsets", 0, 0),
     95: ("kemu.broker.handlers.txn_share_acknowledge", 0, 0),
+    96: ("kemu.broker.handlers.add_share_acknowledgements_to_txn", 0, 0),
     # generated: end
 }
 # fmt: on

@@ -4,14 +4,19 @@ Advertises exactly the handlers registered in ``kemu.broker.handlers`` (capped b
 ``--as-version``), plus feature levels the way a Kafka 4.2 KRaft broker reports them: supported
 ranges for every feature, finalized levels only for what kemu really serves (``share.version``
 needs the share handlers, ``transaction.version`` 2 needs EndTxn v5, ``group.version`` needs
-ConsumerGroupHeartbeat).
+ConsumerGroupHeartbeat). With ``kemu.kip1289.enable`` ``share.version`` is supported up to 3 and
+finalized at 3 (SV_3, KIP-1289) as long as TxnShareAcknowledge and
+AddShareAcknowledgementsToTxn are advertised (at their configured keys) with transaction version
+2; without it both keys are absent and share.version stays at 1 (spec §8).
 
 A request at a version newer than v4 is answered with a v0-encoded UNSUPPORTED_VERSION body
 that still lists every API, which is how clients learn the range to retry with. Below v4 the
 supported features whose range starts at 0 are left out, as Kafka 4.4 does (older clients could
 not parse a 0 minimum, KAFKA-17011); finalized levels are listed at v3 and v4 alike.
 
-Omissions: ``ZkMigrationReady`` is always false (kemu is "KRaft" only).
+Omissions: ``ZkMigrationReady`` is always false (kemu is "KRaft" only). kemu serves no
+UpdateFeatures: finalized levels follow what is served and configured, a client cannot change
+them (``share.version`` below 3 is ``kemu.kip1289.enable=false``).
 """
 
 from __future__ import annotations
@@ -19,41 +24,50 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kemu.broker.handlers import REGISTRY, handler, is_enabled
+from kemu.broker.handlers import REGISTRY, handler, is_enabled, wire_keys
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.kip1289 import (
+    ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN_KEY,
+    TXN_SHARE_ACKNOWLEDGE_KEY,
+)
 
 API_KEY = 18
 METADATA_VERSION_MIN = 7  # 3.3-IV3, the oldest level a 4.x broker accepts
 METADATA_VERSION = 29  # 4.2-IV1: kio's schemas are the 4.2 message set
 FINALIZED_FEATURES_EPOCH = 1
+# share.version 3 (SV_3): transactional share acknowledgements, KIP-1289 (spec §8)
+SHARE_VERSION_TXN_ACKS = 3
+KIP1289_KEYS = (TXN_SHARE_ACKNOWLEDGE_KEY, ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN_KEY)
 
 
 def advertised(runtime: Runtime) -> list[tuple[int, int, int]]:
-    """(api key, min version, max version) for every API this process serves."""
+    """(api key, min version, max version) for every API this process serves, at the key it
+    is served at (the KIP-1289 keys are configurable)."""
     caps = runtime.max_versions
+    at = wire_keys(runtime.cluster.config)
     result = []
-    for api_key, spec in sorted(REGISTRY.items()):
+    for api_key, spec in REGISTRY.items():
         if not is_enabled(runtime, api_key):
             continue
         top = spec.max_version if caps is None else min(spec.max_version, caps.get(api_key, -1))
         if top >= spec.min_version:
-            result.append((api_key, spec.min_version, top))
-    return result
+            result.append((at.get(api_key, api_key), spec.min_version, top))
+    return sorted(result)
 
 
 def _served(runtime: Runtime, api_key: int, version: int = 0) -> bool:
     return any(key == api_key and top >= version for key, _, top in advertised(runtime))
 
 
-def supported_features() -> list[tuple[str, int, int]]:
+def supported_features(runtime: Runtime) -> list[tuple[str, int, int]]:
     return [
         ("eligible.leader.replicas.version", 0, 1),
         ("group.version", 0, 1),
         ("kraft.version", 0, 1),
         ("metadata.version", METADATA_VERSION_MIN, METADATA_VERSION),
-        ("share.version", 0, 1),
+        ("share.version", 0, SHARE_VERSION_TXN_ACKS if _kip1289_enabled(runtime) else 1),
         ("streams.version", 0, 1),
         ("transaction.version", 0, 2),
     ]
@@ -64,10 +78,22 @@ def finalized_features(runtime: Runtime) -> list[tuple[str, int]]:
     if _served(runtime, 68):
         features.append(("group.version", 1))
     if _served(runtime, 76):
-        features.append(("share.version", 1))
+        share_version = SHARE_VERSION_TXN_ACKS if _kip1289_served(runtime) else 1
+        features.append(("share.version", share_version))
     if _served(runtime, 26, 5):
         features.append(("transaction.version", 2))
     return features
+
+
+def _kip1289_enabled(runtime: Runtime) -> bool:
+    return all(is_enabled(runtime, api_key) for api_key in KIP1289_KEYS)
+
+
+def _kip1289_served(runtime: Runtime) -> bool:
+    """Both KIP-1289 APIs are advertised (at their configured keys) and transaction version 2
+    is: share.version 3 is finalized exactly then (spec §8)."""
+    at = wire_keys(runtime.cluster.config)
+    return _served(runtime, 26, 5) and all(_served(runtime, at[key]) for key in KIP1289_KEYS)
 
 
 @handler(API_KEY, 0, 4)
@@ -89,7 +115,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         extras = {
             "supported_features": tuple(
                 wire.build(module.SupportedFeatureKey, name=name, min_version=low, max_version=high)
-                for name, low, high in supported_features()
+                for name, low, high in supported_features(runtime)
                 # As Kafka 4.4: below v4, features whose range starts at 0 are left out, since
                 # older clients cannot parse them (KAFKA-17011, fixed by v4).
                 if low > 0 or ctx.version >= 4

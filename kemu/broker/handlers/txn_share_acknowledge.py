@@ -1,24 +1,32 @@
-"""TxnShareAcknowledge (key 95, KIP-1289 draft PR's final revision), v0.
+"""TxnShareAcknowledge (KIP-1289 draft PR's final revision), v0.
 
 Stages a share-group member's acknowledgements in a producer transaction, the share-group
-analogue of TxnOffsetCommit. Served only when the broker config ``kemu.kip1289.enable`` is
-true (otherwise the key is neither advertised nor served, as an unknown key).
+analogue of TxnOffsetCommit. Served at api key 95 unless ``kemu.kip1289.txn.share.ack.api.key``
+says otherwise, and only when the broker config ``kemu.kip1289.enable`` is true (otherwise the
+key is neither advertised nor served, as an unknown key).
 
 Order (spec §5.3): a null TransactionalId, an empty GroupId or MemberId is INVALID_REQUEST; an
 unknown member UNKNOWN_MEMBER_ID and a member epoch other than the member's current one
-ILLEGAL_GENERATION (what Java maps to CommitFailedException, spec Q7). Every source
-partition's ``__share_group_state`` partition is then added to the transaction through the
-transaction coordinator before anything is staged; its error (PRODUCER_FENCED,
-INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS, ...) answers the whole
-request. Then per partition: UNKNOWN_TOPIC_ID / NOT_LEADER_OR_FOLLOWER as for
-ShareAcknowledge, UNKNOWN_TOPIC_OR_PARTITION when the group has no share partition there yet,
-else the share partition stages the records ACQUIRED -> TX_PENDING durably, all or nothing:
-INVALID_RECORD_STATE for records that member does not hold ACQUIRED, INVALID_REQUEST for
-types other than ACCEPT, REJECT and gap (gap offsets are archived at once) or malformed
-batches. The markers of the transaction resolve the staged records (``share/txn_acks.py``).
+ILLEGAL_GENERATION (what Java maps to CommitFailedException, spec Q7).
 
-Omissions: authorization; the two-RPC variant (AddShareAcknowledgementsToTxn); the
-``share.version`` 3 feature level is not advertised.
+Enlistment (spec §2.7), ``kemu.kip1289.enlist``: ``implicit`` (default, the PR's flow) adds
+every source partition's ``__share_group_state`` partition to the transaction through the
+enlistment AddShareAcknowledgementsToTxn uses (``kemu.coordinator.transaction.
+share_enlistment``) before anything is staged; ``explicit`` adds nothing, and a partition that
+no AddShareAcknowledgementsToTxn of the same producer id and epoch enlisted is refused with
+INVALID_TXN_STATE, nothing staged. Either way the transaction coordinator's error
+(PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, ...) answers the whole
+request. Then per partition: UNKNOWN_TOPIC_ID / NOT_LEADER_OR_FOLLOWER as for
+ShareAcknowledge, INVALID_TXN_STATE when not enlisted (explicit), UNKNOWN_TOPIC_OR_PARTITION
+when the group has no share partition there yet, else the share partition stages the records
+ACQUIRED -> TX_PENDING durably, all or nothing: INVALID_RECORD_STATE for records that member
+does not hold ACQUIRED, INVALID_REQUEST for types other than ACCEPT, REJECT and gap (gap
+offsets are archived at once) or malformed batches. The markers of the transaction resolve the
+staged records (``share/txn_acks.py``). ApiVersions advertises ``share.version`` 3 while it is
+served.
+
+Omissions: authorization; no legacy layouts of keys 93/94 (spec §4.2, §4.3), only the final
+revision, at whatever key is configured.
 """
 
 from __future__ import annotations
@@ -34,11 +42,17 @@ from kemu.broker.share.settings import share_settings
 from kemu.broker.share.txn_acks import txn_share_acks
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.share_group import GroupError
-from kemu.coordinator.share.persister import SharePartitionKey
-from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_persister
+from kemu.coordinator.transaction.share_enlistment import (
+    TxnProducer,
+    enlist_share_state,
+    enlisted_share_partitions,
+    explicit_enlistment,
+)
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.kip1289 import TXN_SHARE_ACKNOWLEDGE_KEY
 
-API_KEY = 95
+API_KEY = TXN_SHARE_ACKNOWLEDGE_KEY
+NOT_ENLISTED = "Not enlisted by AddShareAcknowledgementsToTxn of this producer id and epoch"
 RENEW_CAPABLE_VERSION = 2  # parse every ack type; the share partition refuses the wrong ones
 
 
@@ -54,7 +68,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond(error_code=error, responses=())
 
     refs = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
-    error = _enlist_state_partitions(ctx, request, group_id, refs)
+    txn = TxnProducer(transactional_id, request.producer_id, request.producer_epoch)
+    not_enlisted: set[SharePartitionRef] = set()
+    if explicit_enlistment(ctx.runtime):
+        error, enlisted = enlisted_share_partitions(ctx.runtime, txn)
+        not_enlisted = {ref for ref in refs if (group_id, *ref) not in enlisted}
+    else:
+        error = enlist_share_state(
+            ctx.runtime, txn, group_id, [ref for ref in refs if ref[0] is not None]
+        )
     if error is not ErrorCode.none:
         return ctx.respond(error_code=error, responses=())
 
@@ -69,6 +91,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             actor = manager.existing(group_id, *ref)
             if where.error is not ErrorCode.none or where.partition is None:
                 answers[ref] = (where.error, None)
+            elif ref in not_enlisted:
+                answers[ref] = (ErrorCode.invalid_txn_state, NOT_ENLISTED)
             elif actor is None:
                 answers[ref] = (ErrorCode.unknown_topic_or_partition, "No share partition")
             else:
@@ -112,30 +136,3 @@ def _check_member(ctx: RequestContext, group_id: str, member_id: str, epoch: int
     if member.member_epoch != epoch:
         return ErrorCode.illegal_generation
     return ErrorCode.none
-
-
-def _enlist_state_partitions(
-    ctx: RequestContext, request: Any, group_id: str, refs: list[tuple[uuid.UUID, int]]
-) -> ErrorCode:
-    """Add the ``__share_group_state`` partitions of every source partition to the
-    transaction (several may share one), before anything is staged."""
-    from kemu.coordinator.transaction.service import transaction_coordinator
-
-    persister = share_persister(ctx.runtime)
-    persister.topic()  # the markers go to its partitions: it must exist
-    state_partitions = sorted(
-        {
-            (SHARE_STATE_TOPIC, persister.partition_for(SharePartitionKey(group_id, *ref)))
-            for ref in refs
-            if ref[0] is not None
-        }
-    )
-    if not state_partitions:
-        return ErrorCode.none
-    outcome = transaction_coordinator(ctx.runtime).add_partitions(
-        request.transactional_id,
-        request.producer_id,
-        request.producer_epoch,
-        state_partitions,
-    )
-    return outcome.error

@@ -20,6 +20,7 @@ older than its timeout is aborted with a bumped epoch (the producer is fenced, a
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -32,6 +33,9 @@ NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Short.MAX_VALUE; Kafka gives a new producer id before reaching it
 
 TopicPartition = tuple[str, int]
+# (group id, topic id, partition): a share partition whose acknowledgements a transaction
+# carries (KIP-1289); its __share_group_state partition is among the transaction's partitions.
+SharePartition = tuple[str, uuid.UUID, int]
 
 
 class TxnState(IntEnum):
@@ -72,6 +76,8 @@ class TransactionMetadata:
     last_producer_epoch: int = NO_PRODUCER_EPOCH  # the epoch before the last bump (retries)
     previous_producer_id: int = NO_PRODUCER_ID
     client_transaction_version: int = 0
+    # enlisted in the current transaction; in memory only (__transaction_state has no field)
+    share_partitions: set[SharePartition] = field(default_factory=set)
 
     def record(self) -> TransactionLogValue:
         by_topic: dict[str, list[int]] = {}
@@ -161,6 +167,7 @@ class TransactionCoordinator:
         self._bump(meta)
         meta.state = TxnState.EMPTY
         meta.partitions.clear()
+        meta.share_partitions.clear()
         meta.start_ms = -1
         meta.last_update_ms = now_ms
         return self._answer(meta, [self._record(meta)])
@@ -202,11 +209,49 @@ class TransactionCoordinator:
             return self._answer(meta, [])
         if meta.state != TxnState.ONGOING:
             meta.partitions.clear()
+            meta.share_partitions.clear()
             meta.start_ms = now_ms
             meta.state = TxnState.ONGOING
         meta.partitions |= wanted
         meta.last_update_ms = now_ms
         return self._answer(meta, [self._record(meta)])
+
+    def add_share_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        share_partitions: Iterable[SharePartition],
+        state_partitions: Iterable[TopicPartition],
+        now_ms: int,
+    ) -> Outcome:
+        """KIP-1289 enlistment: ``state_partitions`` (the ``__share_group_state`` partitions of
+        ``share_partitions``) join the transaction as AddPartitionsToTxn would add them, which
+        makes it non-empty and starts its timeout if it is the first; the share partitions are
+        remembered as enlisted by this producer id and epoch. Idempotent."""
+        wanted = set(share_partitions)
+        outcome = self.add_partitions(
+            transactional_id, producer_id, producer_epoch, state_partitions, now_ms
+        )
+        if outcome.error is ErrorCode.none:
+            self.transactions[transactional_id].share_partitions |= wanted
+        return outcome
+
+    def enlisted_share_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, frozenset[SharePartition]]:
+        """The share partitions enlisted in the producer's Ongoing transaction (none when it has
+        no Ongoing transaction), or the error that producer gets from the coordinator."""
+        meta = self.transactions.get(transactional_id)
+        error = self._check_producer(meta, producer_id, producer_epoch)
+        if error is not None:
+            return error, frozenset()
+        assert meta is not None
+        if meta.state in PREPARING:
+            return ErrorCode.concurrent_transactions, frozenset()
+        if meta.state != TxnState.ONGOING:
+            return ErrorCode.none, frozenset()
+        return ErrorCode.none, frozenset(meta.share_partitions)
 
     def verify_partitions(
         self,
@@ -320,6 +365,7 @@ class TransactionCoordinator:
         commit = meta.state == TxnState.PREPARE_COMMIT
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         meta.partitions.clear()
+        meta.share_partitions.clear()
         meta.last_update_ms = now_ms
         return [self._record(meta)]
 

@@ -42,6 +42,7 @@ from kemu.coordinator.transaction.coordinator import (
     Markers,
     Outcome,
     Record,
+    SharePartition,
     TopicPartition,
     TransactionCoordinator,
     TxnState,
@@ -155,6 +156,20 @@ class TransactionService:
         now = self.runtime.clock_ms()
         outcome = self.coordinator.end_transaction(
             transactional_id, producer_id, producer_epoch, commit, now, bump_epoch=bump_epoch
+        )
+        return self._carry_out(outcome, now)
+
+    def add_share_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        share_partitions: list[SharePartition],
+        state_partitions: list[TopicPartition],
+    ) -> Outcome:
+        now = self.runtime.clock_ms()
+        outcome = self.coordinator.add_share_partitions(
+            transactional_id, producer_id, producer_epoch, share_partitions, state_partitions, now
         )
         return self._carry_out(outcome, now)
 
