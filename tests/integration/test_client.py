@@ -28,6 +28,7 @@ from kemu.client import (
     CommitFailedError,
     Consumer,
     IllegalStateError,
+    KafkaError,
     ProducerFencedError,
     ShareConsumer,
     ShareRecord,
@@ -35,6 +36,7 @@ from kemu.client import (
 )
 from kemu.client.producer import ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN
 from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.integration
@@ -310,3 +312,56 @@ async def test_the_documented_pipeline_runs(kemu: KemuProcess) -> None:
     output = await committed_values(kemu, "doc-output")
     assert sorted(output) == sorted(f"VALUE-{index}".encode() for index in range(30))
     assert await wait_for_lag(kemu, "doc", "doc-input", 0) == 0
+
+
+@pytest.fixture(scope="module")
+def kemu_moved_keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+    """KIP-1289's RPCs at other api keys, and TxnShareAcknowledge requiring the two-RPC form."""
+    process = KemuProcess(
+        brokers=3,
+        overrides=[
+            "kemu.kip1289.enable=true",
+            "kemu.kip1289.txn.share.ack.api.key=97",
+            "kemu.kip1289.add.api.key=98",
+            "kemu.kip1289.enlist=explicit",
+        ],
+        log_path=tmp_path_factory.mktemp("kemu-client-keys") / "kemu.log",
+    ).start()
+    yield process
+    process.stop()
+
+
+async def test_moved_api_keys_and_explicit_enlistment(kemu_moved_keys: KemuProcess) -> None:
+    kemu = kemu_moved_keys
+    create_topics(kemu, ("keys", 1))
+    consumer = await joined(kemu, "keys", "keys", "explicit")
+    keys = {"txn_share_acknowledge_api_key": 97, "add_share_acknowledgements_api_key": 98}
+    one_rpc = TransactionalProducer(kemu.bootstrap, "tx-keys-1", **keys)
+    two_rpc = TransactionalProducer(
+        kemu.bootstrap, "tx-keys-2", share_acknowledgement_form=TWO_RPC, **keys
+    )
+    try:
+        produce(kemu, "keys", [b"first"])
+        [record] = await poll_until(consumer, 1)
+        consumer.acknowledge(record)
+        acknowledgements = consumer.acknowledgements_for_transaction()
+        # Without AddShareAcknowledgementsToTxn first, explicit enlistment refuses the staging.
+        await one_rpc.init_transactions()
+        one_rpc.begin_transaction()
+        with pytest.raises(KafkaError) as refused:
+            await one_rpc.send_share_acknowledgements_to_transaction(
+                acknowledgements, consumer.share_group_metadata()
+            )
+        assert refused.value.error == ErrorCode.invalid_txn_state
+        await one_rpc.abort_transaction()
+        await two_rpc.init_transactions()
+        two_rpc.begin_transaction()
+        await two_rpc.send_share_acknowledgements_to_transaction(
+            acknowledgements, consumer.share_group_metadata()
+        )
+        await two_rpc.commit_transaction()  # a transaction of share acknowledgements alone
+        assert await wait_for_lag(kemu, "keys", "keys", 0) == 0
+    finally:
+        await consumer.close()
+        await one_rpc.close()
+        await two_rpc.close()
