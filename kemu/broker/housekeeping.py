@@ -1,4 +1,10 @@
-"""Background duties of the broker process: log retention and interval flushing."""
+"""Background duties of the broker process: log retention, log compaction and interval flushing.
+
+The cleaner (``log.cleaner.enable``) goes over the partitions of every topic whose
+``cleanup.policy`` has ``compact`` every ``log.cleaner.backoff.ms`` and compacts each one that is
+due (``kemu.storage.compaction`` decides which and what stays), yielding to requests between
+partitions. Kafka runs it in cleaner threads; here it runs on the event loop.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,10 @@ import asyncio
 
 import structlog
 
+from kemu.cluster.config import TopicConfig
 from kemu.cluster.context import Runtime
+from kemu.cluster.model import Topic
+from kemu.storage.compaction import CleanResult, CompactionPolicy
 
 log = structlog.get_logger("kemu.housekeeping")
 
@@ -16,6 +25,7 @@ def start_housekeeping(runtime: Runtime) -> list[asyncio.Task[None]]:
     return [
         loop.create_task(_retention_loop(runtime)),
         loop.create_task(_flush_loop(runtime)),
+        loop.create_task(_cleaner_loop(runtime)),
     ]
 
 
@@ -31,6 +41,56 @@ def apply_retention(runtime: Runtime) -> None:
             partition.log.enforce_retention(
                 now_ms=now, retention_ms=retention_ms, retention_bytes=retention_bytes
             )
+
+
+def compaction_policy(config: TopicConfig) -> CompactionPolicy:
+    """A topic's cleaner settings from its configs (and their broker synonyms)."""
+    return CompactionPolicy(
+        delete_retention_ms=config.get_int("delete.retention.ms"),
+        min_compaction_lag_ms=config.get_int("min.compaction.lag.ms"),
+        max_compaction_lag_ms=config.get_int("max.compaction.lag.ms"),
+        min_cleanable_dirty_ratio=float(config.get("min.cleanable.dirty.ratio") or 0.5),
+        producer_expiration_ms=config.broker.get_int("producer.id.expiration.ms"),
+        segment_bytes=config.get_int("segment.bytes"),
+    )
+
+
+def _compacted(topic: Topic) -> bool:
+    return "compact" in (topic.config.get("cleanup.policy") or "")
+
+
+async def clean_logs(runtime: Runtime) -> list[CleanResult]:
+    """One pass of the cleaner over every compacted partition."""
+    results: list[CleanResult] = []
+    cluster = runtime.cluster
+    for name, topic in list(cluster.topics.items()):
+        if not _compacted(topic):
+            continue
+        policy = compaction_policy(topic.config)
+        for partition in list(topic.partitions):
+            if cluster.topics.get(name) is not topic:
+                break  # deleted (or re-created) meanwhile
+            try:
+                result = partition.clean(now_ms=runtime.clock_ms(), policy=policy)
+            except Exception:
+                log.exception("log_cleaning_failed", topic=name, partition=partition.index)
+                continue
+            if result is not None:
+                results.append(result)
+            await asyncio.sleep(0)
+    return results
+
+
+async def _cleaner_loop(runtime: Runtime) -> None:
+    config = runtime.cluster.config
+    if not config.get_bool("log.cleaner.enable"):
+        return
+    while True:
+        await asyncio.sleep(config.get_int("log.cleaner.backoff.ms") / 1000)
+        try:
+            await clean_logs(runtime)
+        except Exception:
+            log.exception("log_cleaner_failed")
 
 
 async def _retention_loop(runtime: Runtime) -> None:

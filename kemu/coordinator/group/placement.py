@@ -2,8 +2,9 @@
 
 Kafka creates the internal topic on the first lookup (``__consumer_offsets`` for groups,
 ``__transaction_state`` for transactional ids) with its configured partition count and a
-replication factor capped by the broker count; so does kemu. The partition is
-``Utils.abs(key.hashCode()) % partitions`` as in Kafka.
+replication factor capped by the broker count, compacted, with the topic's own segment size
+(``offsets.topic.segment.bytes``, ``transaction.state.log.segment.bytes``); so does kemu. The
+partition is ``Utils.abs(key.hashCode()) % partitions`` as in Kafka.
 """
 
 from __future__ import annotations
@@ -26,17 +27,23 @@ class InternalTopic:
     partitions_config: str
     replication_config: str
     default_partitions: int
+    segment_config: str
 
 
 INTERNAL_TOPICS = {
     GROUP: InternalTopic(
-        "__consumer_offsets", "offsets.topic.num.partitions", "offsets.topic.replication.factor", 50
+        "__consumer_offsets",
+        "offsets.topic.num.partitions",
+        "offsets.topic.replication.factor",
+        50,
+        "offsets.topic.segment.bytes",
     ),
     TRANSACTION: InternalTopic(
         "__transaction_state",
         "transaction.state.log.num.partitions",
         "transaction.state.log.replication.factor",
         50,
+        "transaction.state.log.segment.bytes",
     ),
 }
 # SHARE keys are placed by the share coordinator (kemu.coordinator.share.service), which owns
@@ -52,10 +59,12 @@ def internal_topic(cluster: Cluster, key_type: int) -> Topic:
     config = cluster.config
     partitions = int(config.get(spec.partitions_config) or spec.default_partitions)
     replication = min(int(config.get(spec.replication_config) or 3), len(cluster.nodes))
+    configs = {"cleanup.policy": "compact"}
+    segment_bytes = config.get(spec.segment_config)
+    if segment_bytes is not None:
+        configs["segment.bytes"] = segment_bytes
     try:
-        return cluster.create_topic(
-            spec.name, partitions, replication, {"cleanup.policy": "compact"}
-        )
+        return cluster.create_topic(spec.name, partitions, replication, configs)
     except TopicError:
         return cluster.topics[spec.name]  # created concurrently by another lookup
 

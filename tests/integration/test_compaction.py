@@ -1,0 +1,245 @@
+"""Log compaction over the wire: a compacted topic read from the start shows the latest value per
+key at its original offset, with gaps, as Kafka shows it, before and after a SIGKILL and restart;
+__consumer_offsets stops growing with the number of commits and still restores them on restart;
+read_committed consumers see the same thing once the cleaner has removed aborted transactions.
+
+The cleaner runs every ``log.cleaner.backoff.ms`` (100 ms here); small segments
+(``log.segment.bytes``, ``offsets.topic.segment.bytes``) roll so that data becomes cleanable. The
+tests poll for the effect, never for a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kemu.testing.plugin import KemuProcess
+
+pytestmark = pytest.mark.integration
+
+FAST_CLEANER = ["log.cleaner.backoff.ms=100"]
+KEYS = 10
+VERSIONS = 30
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def create(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(30)
+
+
+def read_all(
+    bootstrap: str, topic: str, *, isolation: str = "read_uncommitted"
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record of partition 0 from the start, as a fresh consumer sees it."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        found: list[tuple[int, bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        position = low
+        while position < high and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                position = consumer.position([TopicPartition(topic, 0)])[0].offset
+                continue
+            assert message.error() is None, message.error()
+            found.append((message.offset(), message.key(), message.value()))
+            position = message.offset() + 1
+        return found
+    finally:
+        consumer.close()
+
+
+def log_bytes(data_dir: Path, directory: str) -> int:
+    return sum(path.stat().st_size for path in (data_dir / directory).glob("*.log"))
+
+
+def test_compacted_topic_keeps_the_latest_value_per_key_with_gaps(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    kemu = kemu_factory(
+        brokers=1, data_dir=data_dir, overrides=[*FAST_CLEANER, "log.segment.bytes=2048"]
+    ).start()
+    topic = "compacted"
+    create(
+        kemu.bootstrap,
+        topic,
+        {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"},
+    )
+    producer = Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 0})
+    latest: dict[bytes, bytes | None] = {}
+    produced = 0
+    for version in range(VERSIONS):
+        for key in range(KEYS):
+            if version % 3 == 2 and key % 2 == 0:
+                continue  # every third round writes odd keys only: gaps between latest values
+            name = f"key-{key}".encode()
+            value: bytes | None = f"value-{key}-{version}".encode()
+            if key == 1 and version == VERSIONS - 1:
+                value = None  # a tombstone: kept delete.retention.ms (a day) after cleaning
+            producer.produce(topic, value, name)
+            latest[name] = value
+            produced += 1
+        producer.flush(10)
+    low, high = Consumer(
+        {"bootstrap.servers": kemu.bootstrap, "group.id": "watermarks"}
+    ).get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    assert (low, high) == (0, produced)
+
+    wait_until(
+        lambda: len(read_all(kemu.bootstrap, topic)) < produced / 2, "the cleaner to compact"
+    )
+    seen = read_all(kemu.bootstrap, topic)
+    offsets = [offset for offset, _, _ in seen]
+    assert offsets == sorted(set(offsets))
+    assert offsets[-1] == produced - 1
+    assert offsets[0] > 0
+    assert any(b - a > 1 for a, b in itertools.pairwise(offsets)), offsets
+    last: dict[bytes | None, bytes | None] = {}
+    for _, key, value in seen:
+        last[key] = value
+    assert last == latest
+    assert last[b"key-1"] is None  # the tombstone
+    # a key appears once in the cleaned part: only versions in the active segment repeat
+    first_offsets = {offset: key for offset, key, _ in seen}
+    assert len(first_offsets) == len(seen)
+    # ListOffsets is unchanged by compaction
+    watermark_consumer = Consumer({"bootstrap.servers": kemu.bootstrap, "group.id": "wm2"})
+    assert watermark_consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (
+        0,
+        produced,
+    )
+    # a fetch from an offset the cleaner removed starts at the next record kept
+    removed = next(o for o in range(produced) if o not in set(offsets))
+    consumer = Consumer(
+        {"bootstrap.servers": kemu.bootstrap, "group.id": "from-gap", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, removed)])
+    message = None
+    while message is None:
+        message = consumer.poll(1)
+    assert message.offset() == min(o for o in offsets if o > removed)
+    consumer.close()
+    watermark_consumer.close()
+
+    kemu.kill()
+    kemu.start()
+    assert read_all(kemu.bootstrap, topic) == seen
+
+
+def test_consumer_offsets_stops_growing_and_restores_commits_after_restart(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    kemu = kemu_factory(
+        brokers=1,
+        data_dir=data_dir,
+        overrides=[
+            *FAST_CLEANER,
+            "offsets.topic.num.partitions=1",
+            "offsets.topic.segment.bytes=16384",
+        ],
+    ).start()
+    topic = "events"
+    create(kemu.bootstrap, topic, {})
+    consumer = Consumer(
+        {"bootstrap.servers": kemu.bootstrap, "group.id": "committer", "enable.auto.commit": False}
+    )
+    commits = 10_000
+    for offset in range(1, commits + 1):
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    consumer.close()
+    # every commit is a record of ~100 bytes: a megabyte before cleaning
+    wait_until(
+        lambda: log_bytes(data_dir, "__consumer_offsets-0") < 3 * 16384,
+        "__consumer_offsets to be compacted",
+    )
+    kemu.kill()
+    kemu.start()
+    fresh = Consumer(
+        {"bootstrap.servers": kemu.bootstrap, "group.id": "committer", "enable.auto.commit": False}
+    )
+    committed = fresh.committed([TopicPartition(topic, 0)], timeout=10)
+    fresh.close()
+    assert committed[0].offset == commits
+
+
+def test_read_committed_after_aborted_transactions_are_cleaned(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    kemu = kemu_factory(
+        brokers=1, data_dir=data_dir, overrides=[*FAST_CLEANER, "log.segment.bytes=1024"]
+    ).start()
+    topic = "txn-compacted"
+    create(
+        kemu.bootstrap,
+        topic,
+        {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"},
+    )
+    producer = Producer({"bootstrap.servers": kemu.bootstrap, "transactional.id": "cleaner-txn"})
+    producer.init_transactions(30)
+    expected: dict[bytes, bytes] = {}
+    for round_number in range(20):
+        producer.begin_transaction()
+        for key in range(4):
+            producer.produce(topic, f"aborted-{round_number}".encode(), f"k{key}".encode())
+        producer.abort_transaction(30)
+        producer.begin_transaction()
+        for key in range(4):
+            value = f"committed-{round_number}".encode()
+            producer.produce(topic, value, f"k{key}".encode())
+            expected[f"k{key}".encode()] = value
+        producer.commit_transaction(30)
+    plain = Producer({"bootstrap.servers": kemu.bootstrap})
+    for filler in range(40):  # rolls the last transactional segment
+        plain.produce(topic, b"x" * 40, f"filler-{filler}".encode())
+    plain.flush(10)
+
+    def committed_view() -> dict[bytes | None, bytes | None]:
+        view: dict[bytes | None, bytes | None] = {}
+        for _, key, value in read_all(kemu.bootstrap, topic, isolation="read_committed"):
+            if key is not None and key.startswith(b"k"):
+                view[key] = value
+        return view
+
+    wait_until(
+        lambda: (
+            not any(
+                value is not None and value.startswith(b"aborted")
+                for _, _, value in read_all(kemu.bootstrap, topic)
+            )
+        ),
+        "the cleaner to remove aborted records",
+    )
+    assert committed_view() == expected
+    after = read_all(kemu.bootstrap, topic, isolation="read_committed")
+    assert len([key for _, key, _ in after if key is not None and key.startswith(b"k")]) < 20 * 4
+    kemu.kill()
+    kemu.start()
+    assert committed_view() == expected
+    assert read_all(kemu.bootstrap, topic, isolation="read_committed") == after
