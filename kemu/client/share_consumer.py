@@ -385,7 +385,10 @@ class ShareConsumer:
             listed = (wanted - session.partitions) | set(acks)
             if session.epoch == OPEN_SESSION:
                 listed = set(wanted)
-            forgotten = session.partitions - wanted if session.epoch != OPEN_SESSION else set()
+            # A partition with acknowledgements still to deliver is forgotten by the next request.
+            forgotten = (
+                session.partitions - wanted - set(acks) if session.epoch != OPEN_SESSION else set()
+            )
             topics = self._ack_topics(
                 SHARE_FETCH, version, "FetchTopic", "FetchPartition", listed, acks
             )
