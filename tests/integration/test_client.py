@@ -365,3 +365,47 @@ async def test_moved_api_keys_and_explicit_enlistment(kemu_moved_keys: KemuProce
         await consumer.close()
         await one_rpc.close()
         await two_rpc.close()
+
+
+async def test_a_restarted_instance_aborts_the_crashed_attempt(kemu: KemuProcess) -> None:
+    """The Flink-style recovery: an instance dies with output and acknowledgements staged in
+    its transaction; its successor's init_transactions() aborts them, so the output never shows
+    and the record comes back to the group."""
+    name = "restart"
+    create_topics(kemu, (name, 1), (f"{name}-out", 1))
+    crashed = await joined(kemu, name, name, "explicit")
+    produce(kemu, name, [b"first"])
+    attempt = TransactionalProducer(kemu.bootstrap, f"tx-{name}")
+    await attempt.init_transactions()
+    [record] = await poll_until(crashed, 1)
+    attempt.begin_transaction()
+    await attempt.send(f"{name}-out", b"derived-first")
+    crashed.acknowledge(record)
+    await attempt.send_share_acknowledgements_to_transaction(
+        crashed.acknowledgements_for_transaction(), crashed.share_group_metadata()
+    )
+    # The instance dies here: its connections drop, nothing is committed or aborted.
+    await attempt.cluster.close()
+    assert crashed._heartbeat_task is not None
+    crashed._heartbeat_task.cancel()
+    await crashed.cluster.close()
+    restarted = TransactionalProducer(kemu.bootstrap, f"tx-{name}")
+    consumer = ShareConsumer(kemu.bootstrap, name, acknowledgement_mode="explicit")
+    try:
+        await restarted.init_transactions()
+        await consumer.subscribe([name])
+        [again] = await poll_until(consumer, 1)
+        assert (again.offset, again.value, again.delivery_count) == (0, b"first", 2)
+        assert await committed_values(kemu, f"{name}-out", wait=0.5) == []
+        restarted.begin_transaction()
+        await restarted.send(f"{name}-out", b"derived-first")
+        consumer.acknowledge(again)
+        await restarted.send_share_acknowledgements_to_transaction(
+            consumer.acknowledgements_for_transaction(), consumer.share_group_metadata()
+        )
+        await restarted.commit_transaction()
+        assert await committed_values(kemu, f"{name}-out") == [b"derived-first"]
+        assert await wait_for_lag(kemu, name, name, 0) == 0
+    finally:
+        await consumer.close()
+        await restarted.close()
