@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol import wire
@@ -227,3 +227,69 @@ def test_metadata_reports_cluster_operations_up_to_v10(kemu: KemuProcess, versio
     assert response.cluster_authorized_operations == sum(
         1 << code for code in (5, 9, 10, 11, 12, 7, 8)
     )
+
+
+# --- 4. KIP-848: an instance id held by an active member is not released -----------------------
+
+
+def kip848_consumer(kemu: KemuProcess, group: str, **extra: Any) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": kemu.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **extra,
+        }
+    )
+
+
+def wait_for_assignment(consumer: Consumer, deadline_s: float = TIMEOUT_S) -> list[Any]:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        consumer.poll(0.2)
+        if consumer.assignment():
+            return list(consumer.assignment())
+    raise AssertionError("no assignment")
+
+
+def fatal(error: KafkaError) -> bool:
+    return bool(error.fatal()) or error.code() == KafkaError._FATAL
+
+
+def test_second_static_member_with_a_held_instance_id_is_refused(kemu: KemuProcess) -> None:
+    topic, group = unique("static"), unique("static-group")
+    create_topic(kemu.bootstrap, topic, partitions=2)
+    first = kip848_consumer(kemu, group, **{"group.instance.id": "instance-1"})
+    errors: list[KafkaError] = []
+    second = kip848_consumer(
+        kemu, group, **{"group.instance.id": "instance-1", "error_cb": errors.append}
+    )
+    try:
+        first.subscribe([topic])
+        assert len(wait_for_assignment(first)) == 2
+        second.subscribe([topic])
+        seen: list[KafkaError] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while not any(fatal(e) for e in seen) and time.monotonic() < deadline:
+            try:
+                message = second.poll(0.2)
+            except KafkaException as raised:
+                seen.append(raised.args[0])
+                continue
+            if message is not None and message.error() is not None:
+                seen.append(message.error())
+            seen += errors
+        # librdkafka makes UNRELEASED_INSTANCE_ID on ConsumerGroupHeartbeat a fatal error
+        (text,) = {e.str() for e in seen if fatal(e)}
+        assert "ConsumerGroupHeartbeat fatal error" in text
+        assert "The instance ID is still used by another member in the consumer group" in text
+        assert not second.assignment()
+        admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S)
+        assert [m.group_instance_id for m in described.members] == ["instance-1"]
+        assert len(first.assignment()) == 2
+    finally:
+        second.close()
+        first.close()

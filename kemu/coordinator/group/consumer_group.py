@@ -7,7 +7,10 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
 * A member joins with epoch 0 (v1: with the UUID it picked as member id), its subscription, its
   rebalance timeout and its owned partitions; leaves with -1 (-2: a static member's temporary
   leave); otherwise it echoes its epoch (or the one before, if the answer carrying the new one was
-  lost and it owns no more than its assignment: else FENCED_MEMBER_EPOCH).
+  lost and it owns no more than its assignment: else FENCED_MEMBER_EPOCH). A static member's
+  instance id (``group.instance.id``) belongs to one member: another joining with it gets
+  UNRELEASED_INSTANCE_ID while the holder is in the group, a heartbeat for it from another member
+  id FENCED_INSTANCE_ID, and one for an instance id the group does not know UNKNOWN_MEMBER_ID.
 * The group epoch goes up when membership, a subscription or the subscribed topics change; the
   target assignment (``consumer_assignor``) is then recomputed and stamped with it.
 * A member moves towards its target one heartbeat at a time: partitions it must give up are
@@ -180,6 +183,8 @@ class ConsumerGroupCoordinator:
         member_id = request.member_id
         if joining and request.generate_member_id and not member_id:
             member_id = self.new_member_id()
+        if request.instance_id is not None:
+            _check_static_member(group, member_id, request.instance_id, joining)
         member = group.members.get(member_id)
         if member is None:
             if not joining:
@@ -489,6 +494,31 @@ def _validate(request: ConsumerHeartbeat) -> None:
                 f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid regular "
                 f"expression: {error}.",
             ) from None
+
+
+def _check_static_member(
+    group: ConsumerGroup, member_id: str, instance_id: str, joining: bool
+) -> None:
+    """Kafka's ``getOrMaybeSubscribeStaticConsumerGroupMember`` checks: a join may take an
+    instance id only once its holder left with the static-leave epoch (kemu removes such a member
+    at once, so any holder is active); a heartbeat must come from the instance id's holder."""
+    holder = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+    if joining:
+        if holder is not None and holder.member_epoch != STATIC_LEAVE_EPOCH:
+            raise GroupError(
+                ErrorCode.unreleased_instance_id,
+                f"Static member {member_id} with instance id {instance_id} cannot join the group "
+                f"because the instance id is owned by {holder.member_id} member.",
+            )
+        return
+    if holder is None:
+        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+    if holder.member_id != member_id:
+        raise GroupError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+            f"{holder.member_id}.",
+        )
 
 
 def _check_epoch(member: ConsumerMember, request: ConsumerHeartbeat) -> None:
