@@ -602,10 +602,10 @@ class ShareConsumer:
         self, node: int, session: _Session, epoch: int
     ) -> dict[TopicIdPartition, KafkaError | None]:
         async with session.lock:
+            if session.epoch == OPEN_SESSION:
+                return {}  # no session at this leader (never opened, or lost): nothing to end
             if epoch != CLOSE_SESSION:
                 epoch = session.epoch
-            if epoch == OPEN_SESSION:
-                return {}
             acks = self._take_pending(tp for tp in self._pending if tp in session.partitions)
             if not acks and epoch != CLOSE_SESSION:
                 return {}
