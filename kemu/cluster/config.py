@@ -294,6 +294,14 @@ BROKER_CONFIGS = _defs(
         "transaction; 'explicit': only partitions a prior AddShareAcknowledgementsToTxn enlisted",
     ),
     ConfigDef(
+        "kemu.kip1289.abort.respects.delivery.limit",
+        B,
+        "true",
+        read_only=True,
+        doc="kemu: an aborted transaction archives a staged record whose delivery was its last "
+        "(KIP-1289 spec Q6); false makes it AVAILABLE again, as the draft PR does",
+    ),
+    ConfigDef(
         "kemu.log.flush",
         T,
         "interval",

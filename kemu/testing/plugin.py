@@ -59,6 +59,7 @@ class KemuProcess:
     process: subprocess.Popen[str] | None = None
     bootstrap: str = ""
     log_path: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)  # e.g. KEMU_CRASH_AT for crash tests
 
     def start(self, timeout: float = 30.0) -> KemuProcess:
         if not self.port:
@@ -84,7 +85,7 @@ class KemuProcess:
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         ready = threading.Event()
         lines: list[str] = []

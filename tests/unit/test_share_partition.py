@@ -549,8 +549,9 @@ def test_stage_accepts_only_accept_reject_and_gap() -> None:
     assert core.stage("m2", 100, 1, [ack(0, 1, ACCEPT)], 10).error == ErrorCode.invalid_record_state
     gap = core.stage("m1", 100, 1, [ack(0, 1, GAP, ACCEPT)], 10)
     assert gap.error == ErrorCode.none
-    assert core.spans()[0] == (1, 1, T, 1, "m1")  # offset 0 (gap) archived, start moved
-    assert core.start == 1
+    assert core.spans()[:2] == [(0, 0, T, 1, "m1"), (1, 1, T, 1, "m1")]  # the gap too (Q8)
+    core.apply_marker(100, 1, commit=True, now_ms=11)
+    assert core.start == 2  # offset 0 archived, offset 1 acknowledged
 
 
 def test_staged_state_survives_a_reload() -> None:

@@ -155,9 +155,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
         if result.error != ErrorCode.none:
             return
         for batch in batches:
-            for offset, kind in _offsets(batch):
-                if self.held.pop(offset, None) is not None and kind != AckType.GAP:
-                    self.staged[offset] = producer
+            for offset, _kind in _offsets(batch):
+                if self.held.pop(offset, None) is not None:
+                    self.staged[offset] = producer  # gaps too (spec Q8)
         self._apply(result.effects)
 
     @precondition(lambda self: bool(self.staged))

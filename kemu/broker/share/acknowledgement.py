@@ -11,7 +11,7 @@ decremented, as they were never handed to the application (Kafka's SharePartitio
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kemu.broker.share.acquisition import Acquisition
@@ -92,8 +92,14 @@ class Acknowledgement(Acquisition):
         return self._finish()
 
     def _check_acks(
-        self, member: str, batches: Sequence[AckBatch], allowed: frozenset[int]
+        self,
+        member: str,
+        batches: Sequence[AckBatch],
+        allowed: frozenset[int],
+        settled: Callable[[Span], bool] | None = None,
     ) -> tuple[ErrorCode, str] | None:
+        """The first problem of ``batches``, or None. Every record must be ACQUIRED by
+        ``member``, except spans ``settled`` says the request already applied (a retry)."""
         previous_last = -1
         for batch in batches:
             if batch.first_offset < 0 or batch.first_offset > batch.last_offset:
@@ -129,6 +135,9 @@ class Acknowledgement(Acquisition):
             index = self._spans.index_of(max(batch.first_offset, self.start))
             while index < len(spans) and spans[index].first <= batch.last_offset:
                 span = spans[index]
+                if settled is not None and settled(span):
+                    index += 1
+                    continue
                 if span.state is not RecordState.ACQUIRED:
                     return (
                         ErrorCode.invalid_record_state,

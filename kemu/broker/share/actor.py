@@ -26,6 +26,7 @@ from kemu.broker.share.partition import (
     SharePartitionCore,
 )
 from kemu.broker.share.settings import ShareSettings, resolve_start_offset
+from kemu.cluster.crash_points import crash_point
 from kemu.cluster.partition import Partition
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
@@ -210,6 +211,7 @@ class SharePartitionActor:
             code = await self._commit(result.effects)
             if code is not ErrorCode.none:
                 return code, None
+            crash_point("share.staged")
             return result.error, result.message
 
     async def apply_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:

@@ -38,6 +38,7 @@ def share_settings(runtime: Runtime, group_id: str) -> ShareSettings:
             record_lock_duration_ms=config.record_lock_duration_ms,
             delivery_count_limit=config.delivery_count_limit,
             max_in_flight_records=config.partition_max_record_locks,
+            abort_respects_delivery_limit=_abort_respects_limit(runtime.cluster.config),
         ),
         auto_offset_reset=config.auto_offset_reset.strategy,
         reset_duration_ms=config.auto_offset_reset.duration_ms or 0,
@@ -51,8 +52,13 @@ def broker_defaults(config: BrokerConfig) -> ShareSettings:
             record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
             delivery_count_limit=config.get_int("group.share.delivery.count.limit"),
             max_in_flight_records=config.get_int("group.share.partition.max.record.locks"),
+            abort_respects_delivery_limit=_abort_respects_limit(config),
         )
     )
+
+
+def _abort_respects_limit(config: BrokerConfig) -> bool:
+    return config.get_bool("kemu.kip1289.abort.respects.delivery.limit")
 
 
 def resolve_start_offset(settings: ShareSettings, partition: Partition, now_ms: int) -> int:

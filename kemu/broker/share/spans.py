@@ -30,7 +30,9 @@ class Span:
         "first",
         "last",
         "member",
+        "staged_abort",
         "staged_ack",
+        "staged_commit",
         "staged_epoch",
         "staged_pid",
         "state",
@@ -47,6 +49,8 @@ class Span:
         staged_pid: int = NOT_STAGED,
         staged_epoch: int = NOT_STAGED,
         staged_ack: int = NOT_STAGED,
+        staged_commit: int = NOT_STAGED,
+        staged_abort: int = NOT_STAGED,
     ) -> None:
         self.first = first
         self.last = last
@@ -57,6 +61,9 @@ class Span:
         self.staged_pid = staged_pid
         self.staged_epoch = staged_epoch
         self.staged_ack = staged_ack
+        # KIP-1289: the states the transaction's commit and abort give (fixed when staged)
+        self.staged_commit = staged_commit
+        self.staged_abort = staged_abort
 
     @property
     def size(self) -> int:
@@ -72,6 +79,8 @@ class Span:
             and self.staged_pid == other.staged_pid
             and self.staged_epoch == other.staged_epoch
             and self.staged_ack == other.staged_ack
+            and self.staged_commit == other.staged_commit
+            and self.staged_abort == other.staged_abort
         )
 
     def clone(self, first: int, last: int) -> Span:
@@ -85,10 +94,13 @@ class Span:
             self.staged_pid,
             self.staged_epoch,
             self.staged_ack,
+            self.staged_commit,
+            self.staged_abort,
         )
 
     def clear_stage(self) -> None:
         self.staged_pid = self.staged_epoch = self.staged_ack = NOT_STAGED
+        self.staged_commit = self.staged_abort = NOT_STAGED
 
     def __repr__(self) -> str:
         owner = f" {self.member}" if self.member else ""

@@ -1,9 +1,23 @@
 """KIP-1289 transactional staging: acknowledgements that wait for a producer transaction, sans IO.
 
 ``stage`` moves a member's ACCEPT/REJECT acknowledgements ACQUIRED -> TX_PENDING under a
-producer id and epoch (gaps are archived at once); ``apply_marker`` applies them when the
+producer id and epoch; ``apply_marker`` applies them when the
 transaction commits (ACKNOWLEDGED, or ARCHIVED/ARCHIVING for REJECT) or returns them to
 AVAILABLE when it aborts, their delivery count kept.
+
+Decided in the spec (§12):
+* Q8: gap offsets are staged like records and archived by the commit.
+* Q5: staging again what the same producer id/epoch and member already staged with the same
+  type (a client retrying after a lost response) is NONE and changes nothing; a different owner,
+  producer or type is INVALID_RECORD_STATE.
+* Q6: an abort archives (ARCHIVING with a dead-letter queue) a record whose staged delivery was
+  its last (delivery count at ``share.delivery.count.limit``), as a release would;
+  ``abort_respects_delivery_limit=False`` (``kemu.kip1289.abort.respects.delivery.limit``)
+  makes it AVAILABLE as the draft PR does.
+
+Both outcomes are fixed when the records are staged and persisted with them
+(``staged_commit``/``staged_abort``), so the share coordinator resolving the marker from the
+log (``kemu.coordinator.share.txn_markers``) and this leader agree.
 """
 
 from __future__ import annotations
@@ -11,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kemu.broker.share.acknowledgement import AckBatch, Acknowledgement, AckResult, ack_runs
-from kemu.broker.share.spans import NO_DEADLINE, Span
+from kemu.broker.share.spans import NO_DEADLINE, NOT_STAGED, Span
 from kemu.broker.share.states import AckType, RecordState
 from kemu.broker.share.window import Effects, SpanChange, disown
 from kemu.protocol.errors import ErrorCode
@@ -33,11 +47,13 @@ class TransactionalStaging(Acknowledgement):
         """Stage ``member``'s ACCEPT/REJECT acknowledgements in a producer transaction.
 
         Records move ACQUIRED -> TX_PENDING, lose their lock timer and keep their owner until
-        the transaction ends. Gap offsets hold no record and are archived at once.
+        the transaction ends. Gap offsets (no record there) are staged too, as part of the
+        transaction's unit (spec Q8): archived by a commit, AVAILABLE again after an abort.
         """
         del now_ms
         self._begin()
-        problem = self._check_acks(member, batches, _TXN_ACKS)
+        already = self._staged_before(member, producer_id, producer_epoch, batches)
+        problem = self._check_acks(member, batches, _TXN_ACKS, lambda span: id(span) in already)
         if problem is not None:
             code, message = problem
             if code is ErrorCode.invalid_request and message.startswith("Invalid acknowledge"):
@@ -46,11 +62,7 @@ class TransactionalStaging(Acknowledgement):
         for batch in batches:
             for low, high, ack in ack_runs(batch):
                 low = max(low, self.start)
-                if low > high:
-                    continue
-                if ack == AckType.GAP:
-                    self._update(low, high, RecordState.ACQUIRED, self._archive_gap)
-                else:
+                if low <= high:
                     self._update(
                         low,
                         high,
@@ -59,9 +71,36 @@ class TransactionalStaging(Acknowledgement):
                     )
         return AckResult(ErrorCode.none, None, self._finish())
 
-    def _archive_gap(self, span: Span) -> None:
-        self._move(span, RecordState.ARCHIVED, "staged GAP")
-        disown(span)
+    def _staged_before(
+        self, member: str, producer_id: int, producer_epoch: int, batches: Sequence[AckBatch]
+    ) -> set[int]:
+        """The spans (by identity) a retry of this very stage finds done: TX_PENDING under the
+        same producer id/epoch and member with the same type."""
+        done: set[int] = set()
+        differs: set[int] = set()  # a span two runs of different types cover
+        spans = self._spans.spans
+        for batch in batches:
+            if batch.first_offset < 0 or batch.first_offset > batch.last_offset:
+                continue  # _check_acks refuses it
+            for low, high, ack in ack_runs(batch):
+                low, high = max(low, self.start), min(high, self.end - 1)
+                if low > high:
+                    continue
+                index = self._spans.index_of(low)
+                while index < len(spans) and spans[index].first <= high:
+                    span = spans[index]
+                    if (
+                        span.state is RecordState.TX_PENDING
+                        and span.member == member
+                        and span.staged_pid == producer_id
+                        and span.staged_epoch == producer_epoch
+                        and span.staged_ack == ack
+                    ):
+                        done.add(id(span))
+                    else:
+                        differs.add(id(span))
+                    index += 1
+        return done - differs
 
     def _stage_span(self, span: Span, producer_id: int, producer_epoch: int, ack: int) -> None:
         self._move(span, RecordState.TX_PENDING, "stage")
@@ -69,6 +108,24 @@ class TransactionalStaging(Acknowledgement):
         span.staged_pid = producer_id
         span.staged_epoch = producer_epoch
         span.staged_ack = ack
+        span.staged_commit = int(self._commit_target(ack))
+        span.staged_abort = int(self._abort_target(span))
+
+    def _commit_target(self, ack: int) -> RecordState:
+        if ack == AckType.ACCEPT:
+            return RecordState.ACKNOWLEDGED
+        if ack == AckType.GAP:
+            return RecordState.ARCHIVED  # no record: nothing for a dead-letter queue
+        return RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
+
+    def _abort_target(self, span: Span) -> RecordState:
+        """Q6: the acquisition being staged counted as a delivery; at the limit it was the last."""
+        if (
+            self.config.abort_respects_delivery_limit
+            and span.delivery_count >= self.config.delivery_count_limit
+        ):
+            return RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
+        return RecordState.AVAILABLE
 
     def apply_marker(
         self, producer_id: int, producer_epoch: int, commit: bool, now_ms: int
@@ -96,12 +153,18 @@ class TransactionalStaging(Acknowledgement):
         return self._finish()
 
     def _marker_target(self, span: Span, commit: bool) -> RecordState:
-        if not commit:
-            # the delivery count is kept: the acquisition that led here counted already
-            return RecordState.ARCHIVED if span.last < self._log_start else RecordState.AVAILABLE
-        if span.staged_ack == AckType.ACCEPT:
-            return RecordState.ACKNOWLEDGED
-        return RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
+        """The outcome fixed when the span was staged (records persisted by a version that did
+        not record it fall back to the same rules)."""
+        if commit:
+            if span.staged_commit != NOT_STAGED:
+                return RecordState(span.staged_commit)
+            return self._commit_target(span.staged_ack)
+        # the delivery count is kept: the acquisition that led here counted already
+        if span.last < self._log_start:
+            return RecordState.ARCHIVED
+        if span.staged_abort != NOT_STAGED:
+            return RecordState(span.staged_abort)
+        return RecordState.AVAILABLE
 
 
 def _stager(

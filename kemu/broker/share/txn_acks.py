@@ -1,17 +1,22 @@
 """KIP-1289: share acknowledgements staged in producer transactions complete on their markers.
 
+Two places hold staged records, and a marker reaches both:
+
+* The share coordinator's state (``__share_group_state``). The transaction enlisted the state
+  partitions of its share partitions, so the transaction coordinator writes its COMMIT/ABORT
+  markers there, and the share coordinator resolves the staged records as it replays them
+  (``kemu.coordinator.share.txn_markers``) — whether the marker was written now, before a
+  crash, or by recovery at start-up; whether the share partition is loaded or not.
+* The loaded share-partition leaders (their in-memory windows).
+
 The runtime service ``txn_share_acks`` listens to the transaction coordinator's markers (EndTxn,
-a transaction timeout, a producer fenced by a new epoch, WriteTxnMarkers, recovery at load) and
-applies the outcome to every loaded share partition holding TX_PENDING records of that
-producer: commit applies the staged ACCEPT/REJECT, abort makes them AVAILABLE again. The actors
-persist the result through the share coordinator before anyone sees it.
+a transaction timeout, a producer fenced by a new epoch, WriteTxnMarkers) and first has the
+share coordinator replay them at once (``follow_markers``), then applies the outcome to every
+loaded share partition holding TX_PENDING records of that producer; each actor persists what it
+changed. A share partition loaded later reads the resolved state.
 
 Markers are matched by producer id and an epoch at least the staged one: under transaction
 version 2 EndTxn bumps the epoch and the markers carry the bumped one (spec Q4).
-
-Omission: a share partition not loaded in memory when the marker passes (its actor dropped the
-core after a failed write) keeps its persisted TX_PENDING records; the share coordinator does
-not resolve them by itself yet.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from kemu.broker.share.manager import share_partitions
+from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_persister
 from kemu.coordinator.transaction.coordinator import Markers
 from kemu.protocol.errors import ErrorCode
 
@@ -47,6 +53,9 @@ class TxnShareAcks:
         transaction_coordinator(runtime).add_marker_listener(self.on_markers)
 
     def on_markers(self, markers: Markers) -> None:
+        state_partitions = [i for topic, i in markers.partitions if topic == SHARE_STATE_TOPIC]
+        if state_partitions:
+            share_persister(self.runtime).follow_markers(state_partitions)
         task = asyncio.get_running_loop().create_task(self.apply(markers))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

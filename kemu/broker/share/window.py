@@ -33,6 +33,9 @@ class SharePartitionConfig:
     delivery_count_limit: int = 5
     max_in_flight_records: int = 2_000
     dlq_enabled: bool = False  # KIP-1191: REJECT and exhausted records go to ARCHIVING
+    # KIP-1289 (spec Q6, kemu.kip1289.abort.respects.delivery.limit): an aborted transaction
+    # archives a record whose staged delivery was its last; False makes it AVAILABLE (the PR)
+    abort_respects_delivery_limit: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,8 @@ class RecordWindow:
                 span.staged_pid = batch.staged_producer_id
                 span.staged_epoch = batch.staged_producer_epoch
                 span.staged_ack = batch.staged_ack_type
+                span.staged_commit = batch.staged_commit_state
+                span.staged_abort = batch.staged_abort_state
                 self._tx_pending += span.size
             if state.is_terminal:
                 self._terminal += span.size
@@ -328,6 +333,8 @@ def _persisted(span: Span, first: int, last: int) -> PersistedBatch:
         span.staged_pid,
         span.staged_epoch,
         span.staged_ack,
+        span.staged_commit,
+        span.staged_abort,
     )
 
 
@@ -335,9 +342,7 @@ def _same_persisted(a: PersistedBatch, b: PersistedBatch) -> bool:
     return (
         a.delivery_state == b.delivery_state
         and a.delivery_count == b.delivery_count
-        and a.staged_producer_id == b.staged_producer_id
-        and a.staged_producer_epoch == b.staged_producer_epoch
-        and a.staged_ack_type == b.staged_ack_type
+        and a.staging == b.staging
     )
 
 
@@ -349,16 +354,7 @@ def _coalesced(pieces: Iterable[PersistedBatch]) -> tuple[PersistedBatch, ...]:
             and out[-1].last_offset + 1 == piece.first_offset
             and _same_persisted(out[-1], piece)
         ):
-            previous = out[-1]
-            out[-1] = PersistedBatch(
-                previous.first_offset,
-                piece.last_offset,
-                previous.delivery_state,
-                previous.delivery_count,
-                previous.staged_producer_id,
-                previous.staged_producer_epoch,
-                previous.staged_ack_type,
-            )
+            out[-1] = out[-1].with_range(out[-1].first_offset, piece.last_offset)
         else:
             out.append(piece)
     return tuple(out)

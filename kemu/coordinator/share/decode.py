@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kemu.coordinator.share.keys import kafka_uuid
-from kemu.coordinator.share.persister import PersistedBatch
+from kemu.coordinator.share.persister import PersistedBatch, SharePartitionKey
 from kemu.coordinator.share.records import (
     RECORD_TYPE_NAMES,
     RecordDecodeError,
@@ -37,11 +37,23 @@ from kemu.protocol.errors import ErrorCode
 from kemu.protocol.record_reader import iter_records
 from kemu.protocol.records import (
     BATCH_HEADER_SIZE,
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
     BatchHeader,
     read_header,
 )
 
 SHARE_STATE_TOPIC = "__share_group_state"
+_CONTROL_KEY = struct.Struct(">hh")  # version, type (0 ABORT, 1 COMMIT)
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A transaction's COMMIT or ABORT control record (KIP-1289 resolves staged records)."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +62,7 @@ class LogRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    marker: Marker | None = None
 
 
 # --- record batches -----------------------------------------------------------------------------
@@ -62,6 +75,32 @@ def batch_records(
     if header.is_control:
         return []
     return [(record.offset, record.key, record.value) for record in iter_records(batch)]
+
+
+def control_marker(batch: bytes) -> bool | None:
+    """A control batch's marker: True for COMMIT, False for ABORT, None for anything else."""
+    for record in iter_records(batch):
+        if record.key is None or len(record.key) < _CONTROL_KEY.size:
+            return None
+        _version, kind = _CONTROL_KEY.unpack_from(record.key)
+        if kind == CONTROL_COMMIT:
+            return True
+        if kind == CONTROL_ABORT:
+            return False
+        return None
+    return None
+
+
+def log_records(partition: int, header: BatchHeader, batch: bytes) -> Iterator[LogRecord]:
+    """The records of one batch of ``__share_group_state``, a control batch as its marker."""
+    if header.is_control:
+        commit = control_marker(batch)
+        if commit is not None:
+            marker = Marker(header.producer_id, header.producer_epoch, commit)
+            yield LogRecord(partition, header.base_offset, None, None, marker)
+        return
+    for offset, key, value in batch_records(header, batch):
+        yield LogRecord(partition, offset, key, value)
 
 
 def split_fetched(data: bytes) -> Iterator[tuple[BatchHeader, bytes]]:
@@ -91,7 +130,19 @@ def _batch_json(batch: PersistedBatch) -> dict[str, Any]:
         found["stagedProducerEpoch"] = batch.staged_producer_epoch
     if batch.staged_ack_type != -1:
         found["stagedAckType"] = batch.staged_ack_type
+    if batch.staged_commit_state != -1:
+        found["stagedCommitState"] = batch.staged_commit_state
+    if batch.staged_abort_state != -1:
+        found["stagedAbortState"] = batch.staged_abort_state
     return found
+
+
+def share_key_json(key: SharePartitionKey) -> dict[str, Any]:
+    return {
+        "groupId": key.group_id,
+        "topicId": kafka_uuid(key.topic_id),
+        "partition": key.partition,
+    }
 
 
 def key_json(key: StateRecordKey) -> dict[str, Any]:
@@ -145,6 +196,19 @@ class ShareStateDecoder:
     def add(self, record: LogRecord) -> dict[str, Any]:
         """Decode and replay one record; returns its JSON line."""
         line: dict[str, Any] = {"partition": record.partition, "offset": record.offset}
+        shard = self.shards.get(record.partition)
+        if shard is None:
+            shard = self.shards[record.partition] = ShareCoordinatorShard(lambda _: None)
+        if record.marker is not None:
+            marker = record.marker
+            resolved = shard.replay_marker(marker.producer_id, marker.producer_epoch, marker.commit)
+            line["marker"] = {
+                "type": "COMMIT" if marker.commit else "ABORT",
+                "producerId": marker.producer_id,
+                "producerEpoch": marker.producer_epoch,
+                "resolved": [share_key_json(k) for k in resolved],
+            }
+            return line
         if record.key is None:
             line["error"] = "record without a key"
             return line
@@ -153,9 +217,6 @@ class ShareStateDecoder:
         except RecordDecodeError as error:
             line["error"] = str(error)
             return line
-        shard = self.shards.get(record.partition)
-        if shard is None:
-            shard = self.shards[record.partition] = ShareCoordinatorShard(lambda _: None)
         shard.replay(key, value)
         line["recordType"] = RECORD_TYPE_NAMES[key.record_type]
         line["key"] = key_json(key)
@@ -206,8 +267,7 @@ def read_data_dir(data_dir: Path) -> Iterator[LogRecord]:
             scan_batches(data, int(segment.stem), _collector(found))
             for header, position in found:
                 batch = data[position : position + header.size]
-                for offset, key, value in batch_records(header, batch):
-                    yield LogRecord(partition, offset, key, value)
+                yield from log_records(partition, header, batch)
 
 
 def _collector(into: list[tuple[BatchHeader, int]]) -> Callable[[BatchHeader, int], None]:
@@ -317,9 +377,9 @@ def _fetch_partition(client: _Client, partition: int) -> Iterator[LogRecord]:
             raise ConnectionError(f"fetch of partition {partition}: {data.error_code.name}")
         progressed = False
         for header, batch in split_fetched(data.records or b""):
-            for record_offset, key, value in batch_records(header, batch):
-                if record_offset >= offset:
-                    yield LogRecord(partition, record_offset, key, value)
+            for record in log_records(partition, header, batch):
+                if record.offset >= offset:
+                    yield record
             offset = max(offset, header.next_offset)
             progressed = True
         if not progressed or offset >= data.high_watermark:

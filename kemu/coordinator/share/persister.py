@@ -14,7 +14,7 @@ with its delivery count.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from kemu.protocol.errors import ErrorCode
@@ -39,6 +39,24 @@ class PersistedBatch:
     staged_producer_id: int = -1
     staged_producer_epoch: int = -1
     staged_ack_type: int = -1
+    # the delivery states the transaction's commit and abort give (decided when staged, so the
+    # share coordinator resolves a marker exactly as the leader would); -1: from the ack type
+    staged_commit_state: int = -1
+    staged_abort_state: int = -1
+
+    @property
+    def staging(self) -> tuple[int, int, int, int, int]:
+        """Everything KIP-1289 staging adds to a batch, for comparisons."""
+        return (
+            self.staged_producer_id,
+            self.staged_producer_epoch,
+            self.staged_ack_type,
+            self.staged_commit_state,
+            self.staged_abort_state,
+        )
+
+    def with_range(self, first_offset: int, last_offset: int) -> PersistedBatch:
+        return replace(self, first_offset=first_offset, last_offset=last_offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,28 +196,12 @@ def _subtract(batch: PersistedBatch, updates: tuple[PersistedBatch, ...]) -> lis
 
 
 def _with_range(batch: PersistedBatch, first: int, last: int) -> PersistedBatch:
-    return PersistedBatch(
-        first,
-        last,
-        batch.delivery_state,
-        batch.delivery_count,
-        batch.staged_producer_id,
-        batch.staged_producer_epoch,
-        batch.staged_ack_type,
-    )
+    return batch.with_range(first, last)
 
 
 def _same_state(a: PersistedBatch, b: PersistedBatch) -> bool:
-    return (
-        a.delivery_state,
-        a.delivery_count,
-        a.staged_producer_id,
-        a.staged_producer_epoch,
-        a.staged_ack_type,
-    ) == (
+    return (a.delivery_state, a.delivery_count, a.staging) == (
         b.delivery_state,
         b.delivery_count,
-        b.staged_producer_id,
-        b.staged_producer_epoch,
-        b.staged_ack_type,
+        b.staging,
     )

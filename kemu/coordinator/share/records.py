@@ -25,8 +25,13 @@ these records and ignores the tags it does not know::
     { "name": "StagedProducerId", "type": "int64", "tag": 0, "default": -1, ... }
     { "name": "StagedProducerEpoch", "type": "int16", "tag": 1, "default": -1, ... }
     { "name": "StagedAckType", "type": "int8", "tag": 2, "default": -1, ... }
+    { "name": "StagedCommitState", "type": "int8", "tag": 3, "default": -1, ... }
+    { "name": "StagedAbortState", "type": "int8", "tag": 4, "default": -1, ... }
 
-(each with ``"versions": "0+", "taggedVersions": "0+"``).
+(each with ``"versions": "0+", "taggedVersions": "0+"``). The last two are the delivery states
+the transaction's commit and abort give these records (the draft PR's ``stagedDeliveryState``, and
+its counterpart for an abort, which kemu archives at the delivery-count limit), fixed when the
+records are staged so that whoever resolves a marker resolves it the same way.
 """
 
 from __future__ import annotations
@@ -49,7 +54,10 @@ DELIVERY_COMPLETE_COUNT_TAG = 0
 STAGED_PRODUCER_ID_TAG = 0
 STAGED_PRODUCER_EPOCH_TAG = 1
 STAGED_ACK_TYPE_TAG = 2
+STAGED_COMMIT_STATE_TAG = 3
+STAGED_ABORT_STATE_TAG = 4
 
+_INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -143,7 +151,11 @@ def _encode_batches(batches: tuple[PersistedBatch, ...]) -> bytes:
         if batch.staged_producer_epoch != -1:
             tags.append((STAGED_PRODUCER_EPOCH_TAG, _INT16.pack(batch.staged_producer_epoch)))
         if batch.staged_ack_type != -1:
-            tags.append((STAGED_ACK_TYPE_TAG, struct.pack(">b", batch.staged_ack_type)))
+            tags.append((STAGED_ACK_TYPE_TAG, _INT8.pack(batch.staged_ack_type)))
+        if batch.staged_commit_state != -1:
+            tags.append((STAGED_COMMIT_STATE_TAG, _INT8.pack(batch.staged_commit_state)))
+        if batch.staged_abort_state != -1:
+            tags.append((STAGED_ABORT_STATE_TAG, _INT8.pack(batch.staged_abort_state)))
         parts.append(encode_tags(tags))
     return b"".join(parts)
 
@@ -223,7 +235,9 @@ def _decode_batches(reader: RecordReader) -> tuple[PersistedBatch, ...]:
                 count,
                 _tag_int(tags, STAGED_PRODUCER_ID_TAG, _INT64),
                 _tag_int(tags, STAGED_PRODUCER_EPOCH_TAG, _INT16),
-                _tag_int(tags, STAGED_ACK_TYPE_TAG, struct.Struct(">b")),
+                _tag_int(tags, STAGED_ACK_TYPE_TAG, _INT8),
+                _tag_int(tags, STAGED_COMMIT_STATE_TAG, _INT8),
+                _tag_int(tags, STAGED_ABORT_STATE_TAG, _INT8),
             )
         )
     return tuple(batches)

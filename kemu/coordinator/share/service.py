@@ -20,18 +20,25 @@ The topic is created on first use, as Kafka creates it, with Kafka's configs for
 copy), ``share.coordinator.state.topic.num.partitions`` partitions and a replication factor capped
 by the broker count. When the service starts (at server start) every partition of an existing
 topic is replayed from its log start to rebuild the shards.
+
+KIP-1289: the transaction coordinator writes the COMMIT/ABORT markers of a transaction that
+staged share acknowledgements into the state partitions it enlisted. Before each operation on
+a partition the service replays whatever was appended there since (``_catch_up``), so a marker
+resolves its TX_PENDING records (``txn_markers``) before anyone reads the state, whether it was
+written a moment ago, before a crash, or by recovery at start-up; the outcome is then written out
+as ShareUpdates. ``follow_markers`` does the same at once when markers are written.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import structlog
 
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Topic, TopicError
-from kemu.coordinator.share.decode import batch_records
+from kemu.coordinator.share.decode import batch_records, control_marker
 from kemu.coordinator.share.keys import coordinator_key, partition_for_key_string
 from kemu.coordinator.share.persister import (
     PersistedBatch,
@@ -84,6 +91,7 @@ class ShareCoordinatorService:
         self.runtime = runtime
         self.cluster = runtime.cluster
         self.shards: dict[int, ShareCoordinatorShard] = {}
+        self.replayed: dict[int, int] = {}  # per state partition: the next offset to replay
         existing = self.cluster.topics.get(SHARE_STATE_TOPIC)
         if existing is not None:
             self._load(existing)
@@ -160,43 +168,85 @@ class ShareCoordinatorService:
     # --- loading ------------------------------------------------------------------------------
 
     def _load(self, topic: Topic) -> None:
-        records = 0
+        records = markers = 0
         for partition in topic.partitions:
-            shard = self.shard(partition.index)
-            for header, batch in partition.log.batches(
-                partition.log_start_offset, partition.high_watermark
-            ):
-                try:
-                    entries = batch_records(header, batch)
-                except CorruptBatch as error:
-                    log.warning(
-                        "share_state_batch_skipped",
-                        partition=partition.index,
-                        offset=header.base_offset,
-                        reason=str(error),
-                    )
-                    continue
-                for offset, key, value in entries:
-                    if key is None:
-                        continue
-                    try:
-                        shard.replay(*decode_record(key, value))
-                    except RecordDecodeError as error:
-                        # Kafka's loader skips record types it does not know, too.
-                        log.warning(
-                            "share_state_record_skipped",
-                            partition=partition.index,
-                            offset=offset,
-                            reason=str(error),
-                        )
-                        continue
-                    records += 1
+            replayed, resolved = self._catch_up(partition.index)
+            records += replayed
+            markers += resolved
         log.info(
             "share_state_loaded",
             partitions=len(topic.partitions),
             records=records,
+            markers=markers,
             keys=sum(len(s.states) for s in self.shards.values()),
         )
+        for partition in topic.partitions:
+            self._settle_markers(partition.index)
+
+    def _catch_up(self, index: int) -> tuple[int, int]:
+        """Replay what was appended to a state partition since it was last replayed: all of it
+        at start-up, later the transaction markers the transaction coordinator writes there
+        (the coordinator's own appends are replayed as they are made). Returns how many records
+        were replayed and how many markers resolved staged records."""
+        partition = self.topic().partitions[index]
+        start = max(self.replayed.get(index, 0), partition.log_start_offset)
+        end = partition.high_watermark
+        if start >= end:
+            return 0, 0
+        shard = self.shard(index)
+        records = markers = 0
+        for header, batch in partition.log.batches(start, end):
+            if header.last_offset < start:
+                continue
+            if header.is_control:
+                commit = control_marker(batch)
+                if commit is not None and shard.replay_marker(
+                    header.producer_id, header.producer_epoch, commit
+                ):
+                    markers += 1
+                continue
+            try:
+                entries = batch_records(header, batch)
+            except CorruptBatch as error:
+                log.warning(
+                    "share_state_batch_skipped",
+                    partition=index,
+                    offset=header.base_offset,
+                    reason=str(error),
+                )
+                continue
+            for offset, key, value in entries:
+                if key is None or offset < start:
+                    continue
+                try:
+                    shard.replay(*decode_record(key, value))
+                except RecordDecodeError as error:
+                    # Kafka's loader skips record types it does not know, too.
+                    log.warning(
+                        "share_state_record_skipped",
+                        partition=index,
+                        offset=offset,
+                        reason=str(error),
+                    )
+                    continue
+                records += 1
+        self.replayed[index] = end
+        return records, markers
+
+    def _settle_markers(self, index: int) -> None:
+        """Write out, as ShareUpdates, what transaction markers resolved in a state partition."""
+        if self.shard(index).marker_resolved:
+            result = self._append(index, self.shard(index).settle_markers())
+            if result.error is not ErrorCode.none:
+                log.warning("share_state_marker_settle_failed", partition=index)
+
+    def follow_markers(self, indexes: Iterable[int]) -> None:
+        """Transaction markers were just written to these state partitions: replay them now
+        (they would be at the next operation anyway) so that reads see their outcome."""
+        for index in sorted(set(indexes)):
+            if 0 <= index < len(self.topic().partitions):
+                self._catch_up(index)
+                self._settle_markers(index)
 
     # --- running operations -------------------------------------------------------------------
 
@@ -209,11 +259,16 @@ class ShareCoordinatorService:
     def _run_on(
         self, index: int, operation: Callable[[ShareCoordinatorShard], ShardResult]
     ) -> ShardResult:
-        partition = self.topic().partitions[index]
-        shard = self.shard(index)
-        result = operation(shard)
+        self._catch_up(index)
+        self._settle_markers(index)
+        return self._append(index, operation(self.shard(index)))
+
+    def _append(self, index: int, result: ShardResult) -> ShardResult:
+        """Append an operation's records, then replay them into the shard."""
         if not result.records:
             return result
+        partition = self.topic().partitions[index]
+        shard = self.shard(index)
         now = self.runtime.clock_ms()
         batch = build_batch(
             [(encode_key(r.key), encode_value(r.value)) for r in result.records], timestamp_ms=now
@@ -228,6 +283,7 @@ class ShareCoordinatorService:
             return ShardResult(ErrorCode.not_coordinator, NOT_COORDINATOR_MESSAGE)
         for record in result.records:
             shard.replay(record.key, record.value)
+        self.replayed[index] = partition.high_watermark
         return result
 
     def initialize_sync(

@@ -20,6 +20,10 @@ epoch seen, and how many ShareUpdates followed the last snapshot.
 * read: the merged state; a read with a new leader epoch also appends a record carrying it.
 * read summary: start offset, delivery complete count and epochs (start offset -1 when unknown).
 * delete: a tombstone (ShareSnapshot key, null value) when the key exists.
+* a transaction marker (KIP-1289, ``txn_markers``): the COMMIT/ABORT control batch a transaction
+  wrote to this partition resolves the TX_PENDING records it staged in every key here, as it is
+  replayed; ``settle_markers`` then gives the ShareUpdates that write the outcome out explicitly
+  (for readers of the log that do not interpret markers), which change nothing on replay.
 * Every operation answers UNKNOWN_TOPIC_OR_PARTITION when the topic id or partition is not in the
   cluster.
 
@@ -53,6 +57,7 @@ from kemu.coordinator.share.records import (
     StateRecordKey,
     StateValue,
 )
+from kemu.coordinator.share.txn_markers import resolve
 from kemu.protocol.errors import ErrorCode
 
 # Kafka's Errors messages, so that clients and logs read the same.
@@ -121,6 +126,8 @@ class ShareCoordinatorShard:
         self.leader_epochs: dict[SharePartitionKey, int] = {}
         self.state_epochs: dict[SharePartitionKey, int] = {}
         self.updates_since_snapshot: dict[SharePartitionKey, int] = {}
+        # keys a marker resolved since their last record: the batches it resolved
+        self.marker_resolved: dict[SharePartitionKey, tuple[PersistedBatch, ...]] = {}
 
     def __iter__(self) -> Iterator[tuple[SharePartitionKey, ShareState]]:
         return iter(sorted(self.states.items()))
@@ -267,6 +274,7 @@ class ShareCoordinatorShard:
     def replay(self, key: StateRecordKey, value: StateValue | None) -> None:
         """Apply one record of the log: a snapshot replaces the state, an update merges."""
         share_key = SharePartitionKey(key.group_id, key.topic_id, key.partition)
+        self.marker_resolved.pop(share_key, None)
         if key.record_type == SHARE_SNAPSHOT:
             if value is None:
                 self.states.pop(share_key, None)
@@ -319,6 +327,48 @@ class ShareCoordinatorShard:
                 batches=combine(current.batches, value.state_batches, start),
             )
         self.updates_since_snapshot[key] = self.updates_since_snapshot.get(key, 0) + 1
+
+    def replay_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool
+    ) -> list[SharePartitionKey]:
+        """Apply a transaction's COMMIT or ABORT marker of this partition's log (KIP-1289):
+        resolve what it staged in every key here. Returns the keys it changed."""
+        changed = []
+        for key, current in list(self.states.items()):
+            if current.start_offset < 0:
+                continue
+            resolution = resolve(
+                current.start_offset, current.batches, producer_id, producer_epoch, commit
+            )
+            if resolution is None:
+                continue
+            self.states[key] = replace(
+                current,
+                start_offset=resolution.start_offset,
+                delivery_complete_count=resolution.delivery_complete_count,
+                batches=resolution.batches,
+            )
+            earlier = self.marker_resolved.get(key, ())
+            self.marker_resolved[key] = (*earlier, *resolution.resolved)
+            changed.append(key)
+        return changed
+
+    def settle_markers(self) -> ShardResult:
+        """ShareUpdates stating what markers resolved since each key's last record."""
+        records = []
+        for key in sorted(self.marker_resolved):
+            current = self.states.get(key)
+            if current is None:
+                continue
+            update = ShareUpdateValue(
+                snapshot_epoch=current.snapshot_epoch,
+                leader_epoch=current.leader_epoch,
+                start_offset=current.start_offset,
+                state_batches=combine((), self.marker_resolved[key], current.start_offset),
+                delivery_complete_count=current.delivery_complete_count,
+            )
+            records.append(StateRecord(_key(SHARE_UPDATE, key), update))
+        return ShardResult(records=tuple(records))
 
     @staticmethod
     def _raise_epoch(

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from kemu.cluster.context import Runtime
+from kemu.cluster.crash_points import crash_point
 from kemu.coordinator.group.hashing import partition_for
 from kemu.coordinator.group.offset_manager import CommitPartition
 from kemu.coordinator.group.placement import (
@@ -231,7 +232,9 @@ class TransactionService:
                 return Outcome(error)
         markers = outcome.markers
         if markers is not None:
+            crash_point("txn.prepared")
             self._write_markers(markers, now)
+            crash_point("txn.markers_written")
             self._write(self.coordinator.complete(markers.transactional_id, now), now)
         self.rearm()
         return outcome

@@ -1,0 +1,31 @@
+"""Named places where a test can make kemu die as if SIGKILLed, to test recovery from there.
+
+``KEMU_CRASH_AT`` (environment) names one or more points, comma-separated; reaching one of them
+sends the process SIGKILL at once: nothing is flushed or closed, exactly like ``kill -9`` at
+that instant. Unset (always, outside tests), ``crash_point`` is a set lookup and nothing more.
+
+Points (each where a crash leaves durable state that recovery must finish):
+* ``txn.prepared``: a transaction's PREPARE_COMMIT/PREPARE_ABORT is in ``__transaction_state``,
+  no marker is written yet.
+* ``txn.markers_written``: every marker is written, the COMPLETE_* record is not.
+* ``share.staged``: KIP-1289 records are durably TX_PENDING, the client has no answer yet.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENVIRONMENT = "KEMU_CRASH_AT"
+POINTS = frozenset({"txn.prepared", "txn.markers_written", "share.staged"})
+
+_armed = frozenset(
+    name.strip() for name in os.environ.get(ENVIRONMENT, "").split(",") if name.strip()
+)
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process here if ``KEMU_CRASH_AT`` names ``name``."""
+    assert name in POINTS, name
+    if name in _armed:
+        os.kill(os.getpid(), signal.SIGKILL)
