@@ -21,9 +21,11 @@ ShareAcknowledge, INVALID_TXN_STATE when not enlisted (explicit), UNKNOWN_TOPIC_
 when the group has no share partition there yet, else the share partition stages the records
 ACQUIRED -> TX_PENDING durably, all or nothing: INVALID_RECORD_STATE for records that member
 does not hold ACQUIRED, INVALID_REQUEST for types other than ACCEPT, REJECT and gap (gap
-offsets are archived at once) or malformed batches. The markers of the transaction resolve the
-staged records (``share/txn_acks.py``). ApiVersions advertises ``share.version`` 3 while it is
-served.
+offsets are staged too, spec Q8) or malformed batches. Staging again exactly what this producer
+id/epoch and member staged (a retry after a lost response) is NONE and changes nothing (Q5).
+The markers of the transaction resolve the staged records, at the share coordinator from the
+state log and at a loaded leader (``share/txn_acks.py``), also after any restart.
+ApiVersions advertises ``share.version`` 3 while it is served.
 
 Omissions: authorization; no legacy layouts of keys 93/94 (spec §4.2, §4.3), only the final
 revision, at whatever key is configured.
