@@ -1,7 +1,9 @@
 """Log compaction over the wire: a compacted topic read from the start shows the latest value per
 key at its original offset, with gaps, as Kafka shows it, before and after a SIGKILL and restart;
 __consumer_offsets stops growing with the number of commits and still restores them on restart;
-read_committed consumers see the same thing once the cleaner has removed aborted transactions.
+read_committed consumers see the same thing once the cleaner has removed aborted transactions; an
+idempotent producer's last batch stays as an empty batch that librdkafka, kafka-python and
+aiokafka all read past.
 
 The cleaner runs every ``log.cleaner.backoff.ms`` (100 ms here); small segments
 (``log.segment.bytes``, ``offsets.topic.segment.bytes``) roll so that data becomes cleanable. The
@@ -10,6 +12,7 @@ tests poll for the effect, never for a time.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 import uuid
@@ -17,9 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
 
+from kemu.protocol.records import BATCH_HEADER_SIZE, BatchHeader, read_header
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.integration
@@ -243,3 +251,94 @@ def test_read_committed_after_aborted_transactions_are_cleaned(
     kemu.start()
     assert committed_view() == expected
     assert read_all(kemu.bootstrap, topic, isolation="read_committed") == after
+
+
+def batch_headers(directory: Path) -> list[BatchHeader]:
+    """Every batch header in a partition directory's segment files, read without opening the
+    log (kemu owns it meanwhile)."""
+    found = []
+    for path in sorted(directory.glob("*.log")):
+        data = path.read_bytes()
+        position = 0
+        while position + BATCH_HEADER_SIZE <= len(data):
+            header = read_header(data, position)
+            if position + header.size > len(data):
+                break
+            found.append(header)
+            position += header.size
+    return found
+
+
+def read_with_kafka_python(bootstrap: str, topic: str, end: int) -> list[tuple[int, bytes, bytes]]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    partition = KafkaTopicPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    found: list[tuple[int, bytes, bytes]] = []
+    deadline = time.monotonic() + 30
+    while consumer.position(partition) < end and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            found.extend((r.offset, r.key, r.value) for r in records)
+    consumer.close()
+    return found
+
+
+async def read_with_aiokafka(
+    bootstrap: str, topic: str, end: int
+) -> list[tuple[int, bytes, bytes]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partition = AioTopicPartition(topic, 0)
+        consumer.assign([partition])
+        await consumer.seek_to_beginning(partition)
+        found: list[tuple[int, bytes, bytes]] = []
+        deadline = time.monotonic() + 30
+        while await consumer.position(partition) < end and time.monotonic() < deadline:
+            fetched = await consumer.getmany(timeout_ms=500)
+            for records in fetched.values():
+                found.extend((r.offset, r.key, r.value) for r in records)
+        return found
+    finally:
+        await consumer.stop()
+
+
+def test_an_idempotent_producers_last_batch_stays_empty_and_every_client_reads_past_it(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    kemu = kemu_factory(
+        brokers=1, data_dir=data_dir, overrides=[*FAST_CLEANER, "log.segment.bytes=1024"]
+    ).start()
+    topic = "idempotent-compacted"
+    create(
+        kemu.bootstrap, topic, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
+    )
+    idempotent = Producer({"bootstrap.servers": kemu.bootstrap, "enable.idempotence": True})
+    idempotent.produce(topic, b"from the idempotent producer", b"shared")
+    idempotent.flush(10)
+    plain = Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 0})
+    for version in range(40):
+        plain.produce(topic, f"plain-{version}".encode(), b"shared")
+        plain.produce(topic, f"other-{version}".encode(), f"other-{version % 4}".encode())
+        plain.flush(10)
+    end = 81
+
+    def emptied() -> list[BatchHeader]:
+        return [
+            h
+            for h in batch_headers(data_dir / f"{topic}-0")
+            if h.producer_id >= 0 and h.record_count == 0
+        ]
+
+    wait_until(lambda: bool(emptied()), "the idempotent producer's batch to be emptied")
+    header = emptied()[0]
+    assert (header.base_offset, header.last_offset_delta, header.base_sequence) == (0, 0, 0)
+    expected = read_all(kemu.bootstrap, topic)
+    assert expected[0][0] > 0 and expected[-1][0] == end - 1
+    assert read_with_kafka_python(kemu.bootstrap, topic, end) == expected
+    assert asyncio.run(read_with_aiokafka(kemu.bootstrap, topic, end)) == expected
+    kemu.kill()
+    kemu.start()
+    assert emptied()  # still there after a restart: it carries the producer's sequence
+    assert read_all(kemu.bootstrap, topic) == expected
