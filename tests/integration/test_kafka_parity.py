@@ -35,12 +35,17 @@ from kemu.testing.plugin import KemuProcess
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 30.0
+OVERRIDES = [
+    # KIP-848 groups reconcile one heartbeat at a time: beat often so the tests are quick.
+    "group.consumer.heartbeat.interval.ms=500",
+    "group.consumer.min.heartbeat.interval.ms=500",
+]
 
 
 @pytest.fixture(scope="module")
 def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
     log_path = tmp_path_factory.mktemp("parity") / "kemu.log"
-    process = KemuProcess(brokers=3, log_path=log_path).start()
+    process = KemuProcess(brokers=3, log_path=log_path, overrides=OVERRIDES).start()
     yield process
     process.stop()
 
@@ -293,3 +298,29 @@ def test_second_static_member_with_a_held_instance_id_is_refused(kemu: KemuProce
     finally:
         second.close()
         first.close()
+
+
+# --- 6. KIP-848 regex subscriptions: explicit topics first, the regex's after its resolution ----
+
+
+def test_regex_topics_are_assigned_after_the_explicit_ones(kemu: KemuProcess) -> None:
+    prefix = unique("rx")
+    explicit, matched = f"{prefix}-explicit", f"{prefix}-matched"
+    create_topic(kemu.bootstrap, explicit, partitions=2)
+    create_topic(kemu.bootstrap, matched, partitions=2)
+    consumer = kip848_consumer(kemu, unique("regex-group"))
+    assigned: list[set[str]] = []  # the topics of each incremental assignment, in order
+    try:
+        consumer.subscribe(
+            [explicit, f"^{prefix}-mat.*"],
+            on_assign=lambda _, partitions: assigned.append({p.topic for p in partitions}),
+        )
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(consumer.assignment()) < 4 and time.monotonic() < deadline:
+            consumer.poll(0.1)
+        # As Kafka: the first assignment has the explicit topic only; the regex's topic follows
+        # once the coordinator resolved the regex and bumped the group epoch.
+        assert [topics for topics in assigned if topics] == [{explicit}, {matched}]
+        assert len(consumer.assignment()) == 4
+    finally:
+        consumer.close()

@@ -179,6 +179,9 @@ def test_subscription_by_regex_and_new_partitions(harness: Harness) -> None:
     joined = harness.beat(
         "a", 0, frozenset(), rebalance_timeout_ms=1000, subscribed_topic_regex="t|u"
     )
+    assert joined.assignment == frozenset()  # the regex is resolved after the heartbeat
+    assert harness.coordinator.resolve_regexes("g", harness.lookup, harness.now)
+    joined = harness.beat("a", joined.member_epoch)
     assert joined.assignment == parts(0, 1, 2, 3, 4, 5) | parts(0, 1, topic=T2)
     epoch = harness.group.group_epoch
     harness.topics["u"] = TopicMeta(T2, 3)  # partitions added

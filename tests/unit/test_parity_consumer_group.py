@@ -3,11 +3,13 @@ static membership's instance-id checks and asynchronous regex resolution."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
-from test_consumer_group import REBALANCE_MS, Harness, parts
+from test_consumer_group import REBALANCE_MS, T2, Harness, parts
 
 from kemu.coordinator.group.consumer_group import STATIC_LEAVE_EPOCH
-from kemu.coordinator.group.share_group import GroupError
+from kemu.coordinator.group.share_group import GroupError, TopicMeta
 from kemu.protocol.errors import ErrorCode
 
 
@@ -62,3 +64,69 @@ def test_static_heartbeats_must_come_from_the_instance_ids_holder(harness: Harne
         ).member_epoch
         >= first.member_epoch
     )
+
+
+# --- regular expressions: resolved after the heartbeat, assigned on a later one ----------------
+
+
+def test_explicit_topics_first_then_the_regex_after_its_resolution(harness: Harness) -> None:
+    joined = harness.join("a", topics=("u",), subscribed_topic_regex="t")
+    assert joined.assignment == parts(0, 1, topic=T2)  # the explicit topic only
+    assert harness.coordinator.pending_regexes == {"g": frozenset({"t"})}
+    epoch = harness.group.group_epoch
+    assert harness.coordinator.resolve_regexes("g", harness.lookup, harness.now)
+    assert harness.group.group_epoch == epoch + 1
+    assert harness.group.resolved_regexes == {"t": frozenset({"t"})}
+    later = harness.beat("a", joined.member_epoch)
+    assert later.member_epoch == epoch + 1
+    assert later.assignment == parts(0, 1, 2, 3, 4, 5) | parts(0, 1, topic=T2)
+    assert not harness.coordinator.pending_regexes
+
+
+def test_a_new_regex_does_not_bump_the_epoch_until_resolved(harness: Harness) -> None:
+    first = harness.join("a", topics=("u",))
+    epoch = harness.group.group_epoch
+    joined = harness.join("b", topics=(), subscribed_topic_regex="t")
+    assert harness.group.group_epoch == epoch  # nothing to reassign yet
+    assert (joined.member_epoch, joined.assignment) == (epoch, frozenset())
+    assert harness.beat("a", first.member_epoch).assignment is None
+    assert harness.coordinator.resolve_regexes("g", harness.lookup, harness.now)
+    assert harness.beat("b", joined.member_epoch).assignment == parts(0, 1, 2, 3, 4, 5)
+
+
+def test_a_regex_already_resolved_is_assigned_in_the_same_heartbeat(harness: Harness) -> None:
+    first = harness.join("a", topics=(), subscribed_topic_regex="t")
+    harness.coordinator.resolve_regexes("g", harness.lookup, harness.now)
+    harness.beat("a", first.member_epoch)
+    epoch = harness.group.group_epoch
+    second = harness.join("b", topics=(), subscribed_topic_regex="t")
+    assert harness.group.group_epoch == epoch + 1
+    assert not harness.coordinator.pending_regexes
+    assert second.member_epoch == epoch + 1
+    assert len(harness.group.target["b"]) == 3  # in its target at once (a still owns them)
+
+
+def test_new_topics_are_matched_at_most_every_ten_seconds(harness: Harness) -> None:
+    joined = harness.join("a", topics=(), subscribed_topic_regex="t.*")
+    harness.coordinator.resolve_regexes("g", harness.lookup, harness.now)
+    epoch = harness.beat("a", joined.member_epoch).member_epoch
+    harness.topics["t2"] = TopicMeta(uuid.UUID(int=3), 1)
+    harness.now += 5_000
+    harness.beat("a", epoch)
+    assert not harness.coordinator.pending_regexes  # resolved less than 10 s ago
+    harness.now += 5_001
+    harness.beat("a", epoch)
+    assert harness.coordinator.pending_regexes == {"g": frozenset({"t.*"})}
+    assert harness.coordinator.resolve_regexes("g", harness.lookup, harness.now)
+    assert harness.group.resolved_regexes == {"t.*": frozenset({"t", "t2"})}
+
+
+def test_the_last_member_of_a_regex_leaving_drops_its_resolution(harness: Harness) -> None:
+    joined = harness.join("a", topics=("u",), subscribed_topic_regex="t")
+    harness.coordinator.resolve_regexes("g", harness.lookup, harness.now)
+    harness.beat("a", joined.member_epoch, subscribed_topic_regex="")
+    assert harness.group.resolved_regexes == {}
+    harness.join("b", topics=(), subscribed_topic_regex="u")
+    harness.coordinator.resolve_regexes("g", harness.lookup, harness.now)
+    harness.beat("b", -1)
+    assert harness.group.resolved_regexes == {}

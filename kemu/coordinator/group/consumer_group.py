@@ -18,6 +18,12 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
   it no longer owns them; then it gets the new epoch and the target partitions that nobody else
   still owns (UNRELEASED_PARTITIONS until those are released too). So no partition is ever owned
   by two members at once.
+* Regex subscriptions are resolved asynchronously, as in Kafka's ``maybeUpdateRegularExpressions``:
+  a heartbeat bringing a regex the group has not resolved does not bump the group epoch (its
+  explicit topics are assigned at once) but queues a resolution (``pending_regexes``) that the
+  owner runs after answering (``resolve_regexes``); the resolution bumps the epoch if what the
+  regexes match changed, and the regex's topics come with a later heartbeat. Resolutions are
+  redone, at most every 10 s, when topics were created since, and every 10 minutes.
 * A member that does not heartbeat for ``group.consumer.session.timeout.ms``, or does not revoke
   within its rebalance timeout, is removed.
 
@@ -44,6 +50,11 @@ GROUP_TYPE = "consumer"
 PROTOCOL_TYPE = "consumer"
 JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
 STABLE, UNREVOKED, UNRELEASED = "STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"
+# Kafka's GroupMetadataManager.REGEX_BATCH_REFRESH_MIN_INTERVAL_MS and the default of
+# group.consumer.regex.refresh.interval.ms.
+REGEX_REFRESH_MIN_INTERVAL_MS = 10_000
+REGEX_REFRESH_INTERVAL_MS = 600_000
+NO_CHANGE, REGEX_UPDATED, REGEX_UPDATED_AND_RESOLVED = "NO_CHANGE", "UPDATED", "RESOLVED"
 
 Partitions = frozenset[TopicPartition]
 
@@ -101,6 +112,11 @@ class ConsumerGroup:
     target: dict[str, Partitions] = field(default_factory=dict)
     subscribed_metadata: dict[str, TopicMeta] = field(default_factory=dict)
     assignor_name: str = consumer_assignor.UNIFORM
+    # regex -> the topic names it matched when last resolved (Kafka's resolved regular
+    # expressions); when, and against which topics, they were last resolved.
+    resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
+    regex_resolved_ms: int | None = None
+    regex_resolved_topics: frozenset[str] = frozenset()
 
     group_type = GROUP_TYPE
     protocol_type = PROTOCOL_TYPE
@@ -128,10 +144,26 @@ class ConsumerGroup:
         return None
 
     def subscribed_topic_names(self) -> set[str]:
+        """Topics the members subscribe to by name or through a resolved regex."""
         names: set[str] = set()
         for member in self.members.values():
-            names |= member.subscribed_topic_names
+            names |= self.member_topics(member)
         return names
+
+    def member_topics(self, member: ConsumerMember) -> frozenset[str]:
+        regex = member.subscribed_topic_regex
+        if not regex:
+            return member.subscribed_topic_names
+        return member.subscribed_topic_names | self.resolved_regexes.get(regex, frozenset())
+
+    def subscribed_regexes(self) -> dict[str, int]:
+        """Each regex the members subscribe with, and how many members do."""
+        counts: dict[str, int] = {}
+        for member in self.members.values():
+            if member.subscribed_topic_regex:
+                regex = member.subscribed_topic_regex
+                counts[regex] = counts.get(regex, 0) + 1
+        return counts
 
     def is_subscribed_to(self, topic: str) -> bool:
         return topic in self.subscribed_metadata
@@ -161,6 +193,9 @@ class ConsumerGroupCoordinator:
         self.settings = settings
         self.topic_names = topic_names
         self.new_member_id = new_member_id
+        # Regex resolutions due, per group (Kafka's "<group>-regex" task on its executor): the
+        # owner runs ``resolve_regexes`` for each, after the heartbeat that asked for it.
+        self.pending_regexes: dict[str, frozenset[str]] = {}
 
     def group(self, group_id: str) -> ConsumerGroup | None:
         found = self.registry.get(group_id)
@@ -237,11 +272,16 @@ class ConsumerGroupCoordinator:
             updated = replace(
                 updated, member_epoch=0, assigned=frozenset(), pending_revocation=frozenset()
             )
-        bump = member_id not in group.members or (
-            updated.subscribed_topic_names,
-            updated.subscribed_topic_regex,
-            updated.server_assignor,
-        ) != (member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
+        regex_status = self._update_regexes(group, member, updated, now_ms)
+        # As Kafka: a new group leaves epoch 0 at once; the epoch goes up when subscribed topic
+        # names change, or a regex changes to one already resolved. A new regex does not bump it:
+        # its resolution does, later (``resolve_regexes``).
+        bump = (
+            group.group_epoch == 0
+            or updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.server_assignor != member.server_assignor
+            or regex_status == REGEX_UPDATED_AND_RESOLVED
+        )
         group.members[member_id] = updated
         if self.registry.get(group.group_id) is not group:
             self.registry.put(group)
@@ -290,7 +330,9 @@ class ConsumerGroupCoordinator:
         return ConsumerHeartbeatResult(request.member_id, request.member_epoch, 0, None)
 
     def remove_member(self, group: ConsumerGroup, member_id: str, topics: TopicLookup) -> None:
-        del group.members[member_id]
+        regex = group.members.pop(member_id).subscribed_topic_regex
+        if regex and regex not in group.subscribed_regexes():
+            group.resolved_regexes.pop(regex, None)  # its last subscriber left
         group.target.pop(member_id, None)
         group.subscribed_metadata = self.subscribed_metadata(group, topics)
         group.group_epoch += 1
@@ -366,16 +408,94 @@ class ConsumerGroupCoordinator:
             raise GroupError(ErrorCode.unknown_member_id, f"Group {group_id} has no such member.")
         raise GroupError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
 
+    # --- regular expressions (Kafka's asynchronous resolution) ---------------------------------
+
+    def _update_regexes(
+        self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember, now_ms: int
+    ) -> str:
+        """Kafka's ``maybeUpdateRegularExpressions``: whether the member changed its regex
+        (and to one the group has resolved already), and whether to resolve the group's regexes
+        again, which is then queued in ``pending_regexes``."""
+        old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
+        counts = group.subscribed_regexes()
+        resolved_count = len(group.resolved_regexes)
+        status = NO_CHANGE
+        required = False
+        if old != new:
+            status = REGEX_UPDATED
+            if old and counts.get(old, 0) == 1:
+                group.resolved_regexes.pop(old, None)  # the member was its last subscriber
+            if new:
+                if counts.get(new, 0) == 0:
+                    required = True
+                elif new in group.resolved_regexes:
+                    status = REGEX_UPDATED_AND_RESOLVED
+            elif old:
+                status = REGEX_UPDATED_AND_RESOLVED
+        if not required and not counts:
+            return status
+        if group.group_id in self.pending_regexes:
+            return status  # a resolution is already due
+        last = group.regex_resolved_ms if group.resolved_regexes else None
+        if last is not None and now_ms <= last + REGEX_REFRESH_MIN_INTERVAL_MS:
+            return status
+        future = dict(counts)
+        if old:
+            future[old] = future.get(old, 0) - 1
+        if new:
+            future[new] = future.get(new, 0) + 1
+        regexes = frozenset(regex for regex, count in future.items() if count > 0)
+        required = (
+            required
+            or len(regexes) != resolved_count
+            or not set(self.topic_names()) <= group.regex_resolved_topics
+            or last is None
+            or now_ms > last + REGEX_REFRESH_INTERVAL_MS
+        )
+        if required and regexes:
+            self.pending_regexes[group.group_id] = regexes
+        return status
+
+    def resolve_regexes(self, group_id: str, topics: TopicLookup, now_ms: int) -> bool:
+        """Run the group's due regex resolution (Kafka's ``handleRegularExpressionsResult``):
+        store what each regex matches; if that changed, or the subscribed topics' metadata did,
+        bump the group epoch so the next heartbeat computes a new target assignment. Returns
+        whether the epoch went up."""
+        regexes = self.pending_regexes.pop(group_id, None)
+        group = self.group(group_id)
+        if regexes is None or group is None:
+            return False
+        bump = self._resolve(group, regexes, now_ms)
+        metadata = self.subscribed_metadata(group, topics)
+        if bump or metadata != group.subscribed_metadata:
+            group.subscribed_metadata = metadata
+            group.group_epoch += 1
+            return True
+        return False
+
+    def resolve_loaded(self, group: ConsumerGroup, now_ms: int) -> None:
+        """Resolve a group's regexes as it is loaded (Kafka replays their resolutions)."""
+        self._resolve(group, frozenset(group.subscribed_regexes()), now_ms)
+
+    def _resolve(self, group: ConsumerGroup, regexes: frozenset[str], now_ms: int) -> bool:
+        names = self.topic_names()
+        subscribed = group.subscribed_regexes()
+        changed = False
+        for regex in sorted(regexes):
+            if regex not in subscribed:
+                continue  # no member subscribes with it any more
+            matched = frozenset(name for name in names if _matches(regex, name))
+            if group.resolved_regexes.get(regex, frozenset()) != matched:
+                changed = True
+            group.resolved_regexes[regex] = matched
+        group.regex_resolved_ms = now_ms
+        group.regex_resolved_topics = frozenset(names)
+        return changed
+
     def subscribed_metadata(
         self, group: ConsumerGroup, topics: TopicLookup
     ) -> dict[str, TopicMeta]:
-        names = set(group.subscribed_topic_names())
-        patterns = {m.subscribed_topic_regex for m in group.members.values()}
-        patterns.discard(None)
-        if patterns:
-            for name in self.topic_names():
-                if any(_matches(pattern, name) for pattern in patterns if pattern):
-                    names.add(name)
+        names = group.subscribed_topic_names()
         metadata: dict[str, TopicMeta] = {}
         for name in sorted(names):
             meta = topics(name)
@@ -389,12 +509,8 @@ class ConsumerGroupCoordinator:
         metadata = group.subscribed_metadata
         subscriptions = {}
         for member in group.members.values():
-            wanted = {
-                meta.topic_id
-                for name, meta in metadata.items()
-                if name in member.subscribed_topic_names
-                or (member.subscribed_topic_regex and _matches(member.subscribed_topic_regex, name))
-            }
+            member_names = group.member_topics(member)
+            wanted = {meta.topic_id for name, meta in metadata.items() if name in member_names}
             subscriptions[member.member_id] = frozenset(wanted)
         counts = {meta.topic_id: meta.partitions for meta in metadata.values()}
         group.target = consumer_assignor.assign(

@@ -9,7 +9,9 @@ member's acquired records are released through the ``share_partitions`` service 
 Classic groups and committed offsets (``classic_group``, ``offset_manager``) live in
 ``__consumer_offsets`` as Kafka's records (``offsets_log``), replayed when the service starts. A
 parked JoinGroup or SyncGroup is an asyncio future the state machine holds as its waiter; the
-service resolves it when an effect answers it. Records are appended before any answer that
+service resolves it when an effect answers it. A KIP-848 group's regexes are resolved just after
+the heartbeat that asked for it (``resolve_pending_regexes``, on the next loop tick), as Kafka's
+coordinator resolves them on its executor. Records are appended before any answer that
 depends on them is given, with no ``await`` in between, so operations never interleave.
 """
 
@@ -180,6 +182,18 @@ class GroupCoordinatorService:
                 )
             self._sync_consumer_group(request.group_id)
             self._rearm()
+            if self.consumer.pending_regexes:
+                with contextlib.suppress(RuntimeError):  # no loop: resolve_pending_regexes later
+                    asyncio.get_running_loop().call_soon(self.resolve_pending_regexes)
+
+    def resolve_pending_regexes(self) -> None:
+        """Resolve the regexes a heartbeat asked for, after answering it, as Kafka's coordinator
+        does on its executor; a group whose epoch goes up writes it, and its members get the
+        regex's topics on their next heartbeat."""
+        now = self.runtime.clock_ms()
+        for group_id in list(self.consumer.pending_regexes):
+            if self.consumer.resolve_regexes(group_id, self.topic_meta, now):
+                self._sync_consumer_group(group_id)
 
     def _sync_consumer_group(self, group_id: str) -> None:
         """Write what changed in a consumer group since the log last saw it (tombstones when
@@ -394,6 +408,7 @@ class GroupCoordinatorService:
             session_ms = self.consumer_settings(group.group_id).session_timeout_ms
             for member_id, member in group.members.items():
                 group.members[member_id] = replace(member, session_deadline_ms=now_ms + session_ms)
+            self.consumer.resolve_loaded(group, now_ms)
             group.subscribed_metadata = self.consumer.subscribed_metadata(group, self.topic_meta)
             self.registry.put(group)
             self._consumer_written[group.group_id] = image
