@@ -16,6 +16,7 @@ from kemu.broker.connection import Connection
 from kemu.broker.handlers import handler_module_names, register_placeholders
 from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
+from kemu.cluster.crash_points import crash_point
 from kemu.cluster.model import BrokerNode, Cluster
 from kemu.storage.lock import DataDirLock
 from kemu.storage.log import MemoryLog, PartitionLog
@@ -56,6 +57,7 @@ def _log_factory(options: ServerOptions) -> Callable[[str, int], PartitionLog]:
             data_dir / f"{topic}-{index}",
             segment_bytes=segment_bytes,
             flush_every_append=flush_always,
+            crash_point=crash_point,
         )
 
     return make

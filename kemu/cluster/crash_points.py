@@ -9,6 +9,10 @@ Points (each where a crash leaves durable state that recovery must finish):
   no marker is written yet.
 * ``txn.markers_written``: every marker is written, the COMPLETE_* record is not.
 * ``share.staged``: KIP-1289 records are durably TX_PENDING, the client has no answer yet.
+* ``clean.cleaned_written``: the log cleaner wrote and synced ``<base>.log.cleaned`` (not yet
+  committed: the old segments stand).
+* ``clean.swap_committed``: it renamed it ``<base>.<end>.swap`` (committed: opening finishes it).
+* ``clean.old_segments_deleted``: the run's later segments are deleted, the swap not renamed yet.
 """
 
 from __future__ import annotations
@@ -17,7 +21,16 @@ import os
 import signal
 
 ENVIRONMENT = "KEMU_CRASH_AT"
-POINTS = frozenset({"txn.prepared", "txn.markers_written", "share.staged"})
+POINTS = frozenset(
+    {
+        "txn.prepared",
+        "txn.markers_written",
+        "share.staged",
+        "clean.cleaned_written",
+        "clean.swap_committed",
+        "clean.old_segments_deleted",
+    }
+)
 
 _armed = frozenset(
     name.strip() for name in os.environ.get(ENVIRONMENT, "").split(",") if name.strip()

@@ -45,7 +45,7 @@ import os
 import struct
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import structlog
@@ -204,8 +204,11 @@ class SegmentLog(PartitionLog):
         segment_ms: int = DEFAULT_SEGMENT_MS,
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         flush_every_append: bool = False,
+        crash_point: Callable[[str], None] | None = None,
     ) -> None:
         self.directory = Path(directory)
+        # crash tests: called at each step of a cleaning (kemu.cluster.crash_points)
+        self._crash_point = crash_point or _no_crash
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
@@ -506,12 +509,14 @@ class SegmentLog(PartitionLog):
             cleaned_path.unlink(missing_ok=True)
             raise
         os.close(descriptor)
+        self._crash_point("clean.cleaned_written")
         modified = group[-1].last_modified_ms
         if modified >= 0:  # the cleaned segment keeps the age of what it replaces, as in Kafka
             os.utime(cleaned_path, ns=(modified * 1_000_000, modified * 1_000_000))
         swap_path = self.directory / f"{base:020d}.{end:020d}{SWAP_SUFFIX}"
         os.replace(cleaned_path, swap_path)
         _fsync_directory(self.directory)  # the commit point: from here on the swap wins
+        self._crash_point("clean.swap_committed")
         for segment in group:
             reader = self._readers.pop(segment.base_offset, None)
             if reader is not None:
@@ -519,6 +524,7 @@ class SegmentLog(PartitionLog):
         for segment in group[1:]:
             segment.path.unlink(missing_ok=True)
             segment.index_path.unlink(missing_ok=True)
+        self._crash_point("clean.old_segments_deleted")
         os.replace(swap_path, replacement.path)
         self._rewrite_index(replacement, bytes(replacement.pending_index))
         replacement.pending_index.clear()
@@ -818,6 +824,10 @@ class SegmentLog(PartitionLog):
             os.close(descriptor)
         os.replace(temporary, path)
         _fsync_directory(self.directory)
+
+
+def _no_crash(point: str) -> None:
+    del point
 
 
 def _write_fully(descriptor: int, data: bytes, position: int) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -342,3 +342,58 @@ def test_an_idempotent_producers_last_batch_stays_empty_and_every_client_reads_p
     kemu.start()
     assert emptied()  # still there after a restart: it carries the producer's sequence
     assert read_all(kemu.bootstrap, topic) == expected
+
+
+@pytest.mark.parametrize(
+    "point", ["clean.cleaned_written", "clean.swap_committed", "clean.old_segments_deleted"]
+)
+def test_sigkill_in_the_middle_of_a_cleaning_leaves_a_readable_log(
+    kemu_factory: type[KemuProcess], tmp_path: Path, point: str
+) -> None:
+    data_dir = tmp_path / "data"
+    topic = "crashy"
+    kemu = kemu_factory(
+        brokers=1,
+        data_dir=data_dir,
+        overrides=["log.cleaner.backoff.ms=500", "log.segment.bytes=1024"],
+        env={"KEMU_CRASH_AT": point},
+    ).start()
+    # the default dirty ratio (0.5): the first cleaning starts once segments have rolled
+    create(kemu.bootstrap, topic, {"cleanup.policy": "compact"})
+    # the cleaner may crash kemu while records are still being produced: only what was
+    # acknowledged counts (in order: one record in flight at a time)
+    producer = Producer(
+        {"bootstrap.servers": kemu.bootstrap, "linger.ms": 0, "message.timeout.ms": 5000}
+    )
+    latest: dict[bytes, bytes] = {}
+    acked: list[int] = []
+    failed: list[KafkaError] = []
+
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            latest[message.key()] = message.value()
+            acked.append(message.offset())
+        else:
+            failed.append(error)
+
+    for version in range(25):
+        for key in range(6):
+            if not failed:  # kemu is gone: stop producing
+                producer.produce(
+                    topic, f"v{version}".encode(), f"k{key}".encode(), on_delivery=on_delivery
+                )
+                producer.flush(10)
+    sent = max(acked) + 1
+    assert kemu.process is not None
+    kemu.process.wait(60)  # the cleaner reached the crash point: SIGKILL
+    kemu.env = {}
+    kemu.start()
+    seen = read_all(kemu.bootstrap, topic)
+    assert {key: value for _, key, value in seen} == latest
+    assert seen[-1][0] == sent - 1
+    offsets = [offset for offset, _, _ in seen]
+    assert offsets == sorted(set(offsets))
+    assert not list((data_dir / f"{topic}-0").glob("*.cleaned"))
+    assert not list((data_dir / f"{topic}-0").glob("*.swap"))
+    wait_until(lambda: len(read_all(kemu.bootstrap, topic)) < sent / 2, "the next cleaning")
+    assert {key: value for _, key, value in read_all(kemu.bootstrap, topic)} == latest
