@@ -52,6 +52,11 @@ def compaction_policy(config: TopicConfig) -> CompactionPolicy:
         min_cleanable_dirty_ratio=float(config.get("min.cleanable.dirty.ratio") or 0.5),
         producer_expiration_ms=config.broker.get_int("producer.id.expiration.ms"),
         segment_bytes=config.get_int("segment.bytes"),
+        max_map_keys=int(
+            config.broker.get_int("log.cleaner.dedupe.buffer.size")
+            / 24  # Kafka's entry: a 16-byte MD5 of the key and an 8-byte offset
+            * float(config.broker.get("log.cleaner.io.buffer.load.factor") or 0.9)
+        ),
     )
 
 

@@ -224,6 +224,8 @@ BROKER_CONFIGS = _defs(
     ConfigDef("log.message.timestamp.before.max.ms", L, "9223372036854775807"),
     ConfigDef("log.cleaner.enable", B, "true", read_only=True),
     ConfigDef("log.cleaner.backoff.ms", L, "15000", minimum=0),
+    ConfigDef("log.cleaner.dedupe.buffer.size", L, "134217728", minimum=0),
+    ConfigDef("log.cleaner.io.buffer.load.factor", D, "0.9"),
     ConfigDef("log.cleaner.delete.retention.ms", L, "86400000"),
     ConfigDef("log.cleaner.min.cleanable.ratio", D, "0.5"),
     ConfigDef("log.cleaner.min.compaction.lag.ms", L, "0"),

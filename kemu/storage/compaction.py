@@ -9,7 +9,8 @@ segment: the active segment, the segment holding the last stable offset (kemu st
 segment, Kafka at the offset), or the first segment whose largest timestamp is younger than
 ``min.compaction.lag.ms``. A log is cleaned when the dirty share of its bytes exceeds
 ``min.cleanable.dirty.ratio``, or when a dirty segment's first batch is older than
-``max.compaction.lag.ms``.
+``max.compaction.lag.ms``. The dirty section indexed in one cleaning ends at the segment where
+the offset map is full (``max_map_keys``); the next cleaning carries on from there.
 
 What is kept (Kafka's ``Cleaner.cleanInto`` over ``MemoryRecords.filterTo``): an offset map of
 the latest offset of every key in the dirty section, built from non-control, non-aborted
@@ -72,6 +73,9 @@ class CompactionPolicy:
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
     producer_expiration_ms: int = 86_400_000  # producer.id.expiration.ms
     segment_bytes: int = 1 << 30  # segment.bytes: cleaned segments are grouped up to it
+    # keys one cleaning may index (Kafka: log.cleaner.dedupe.buffer.size over 24 bytes a key,
+    # times log.cleaner.io.buffer.load.factor); a longer dirty section is cleaned in rounds
+    max_map_keys: int = 5_033_164
 
 
 @dataclass(frozen=True, slots=True)

@@ -416,11 +416,15 @@ class SegmentLog(PartitionLog):
             return None
         index = AbortedIndex(aborted)
         offset_map = OffsetMap()
-        for segment in self._segments[plan.first_dirty : plan.first_uncleanable]:
-            for header, batch in self._segment_batches(segment):
+        uncleanable = plan.first_uncleanable
+        for number in range(plan.first_dirty, plan.first_uncleanable):
+            if number > plan.first_dirty and len(offset_map.latest) >= policy.max_map_keys:
+                uncleanable = number  # the map is full: the rest waits for the next round
+                break
+            for header, batch in self._segment_batches(self._segments[number]):
                 offset_map.add_batch(header, batch, index)
-        last_cleaned = self._segments[plan.first_uncleanable - 1]
-        checkpoint = self._segments[plan.first_uncleanable].base_offset
+        last_cleaned = self._segments[uncleanable - 1]
+        checkpoint = self._segments[uncleanable].base_offset
         batch_filter = BatchFilter(
             offset_map=offset_map,
             aborted=index,
@@ -434,16 +438,16 @@ class SegmentLog(PartitionLog):
                 [self._segments[number] for number in group],
                 self._segments[group[-1] + 1].base_offset,
             )
-            for group in group_segments(summaries, plan.first_uncleanable, policy.segment_bytes)
+            for group in group_segments(summaries, uncleanable, policy.segment_bytes)
         ]
-        bytes_before = sum(summary.size for summary in summaries[: plan.first_uncleanable])
+        bytes_before = sum(summary.size for summary in summaries[:uncleanable])
         for group, end in groups:
             self._clean_group(group, end, batch_filter)
         self._first_dirty = checkpoint
         self._write_checkpoint(CLEANER_CHECKPOINT, checkpoint)
         number = self._bases.index(checkpoint)
         result = CleanResult(
-            segments_before=plan.first_uncleanable,
+            segments_before=uncleanable,
             segments_after=number,
             bytes_before=bytes_before,
             bytes_after=sum(segment.size for segment in self._segments[:number]),

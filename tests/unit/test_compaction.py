@@ -575,3 +575,25 @@ def test_a_crash_at_any_step_of_a_cleaning_leaves_a_readable_log(
     reopened.close()
     final = content(SegmentLog(tmp_path, segment_bytes=600))
     assert {key: value for _, key, value in final} == latest
+
+
+def test_a_full_offset_map_cleans_the_dirty_section_in_rounds(tmp_path: Path) -> None:
+    log = fill(tmp_path, versions=10)  # five keys, five batches of ~70 bytes a segment
+    active = log.segment_base_offsets[-1]
+    latest = {key: value for _, key, value in content(log)}
+    small = CompactionPolicy(delete_retention_ms=1000, segment_bytes=600, max_map_keys=5)
+    first = log.clean(
+        now_ms=T0 + 100, policy=small, last_stable_offset=log.log_end_offset, aborted=[]
+    )
+    assert first is not None
+    # the map filled up with the first segment's five keys: only it was cleaned
+    assert first.first_uncleanable_offset == log.segment_base_offsets[1] < active
+    rounds = 1
+    while log.clean(
+        now_ms=T0 + 100, policy=small, last_stable_offset=log.log_end_offset, aborted=[]
+    ):
+        rounds += 1
+    assert rounds > 2
+    assert {key: value for _, key, value in content(log)} == latest
+    keys_before_active = [key for offset, key, _ in content(log) if offset < active]
+    assert len(keys_before_active) == len(set(keys_before_active))
