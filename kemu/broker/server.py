@@ -86,9 +86,8 @@ class KemuServer:
         )
         cluster.load_metadata()
         self.runtime = Runtime(cluster=cluster, max_versions=options.max_versions)
-        # Always, even before __share_group_state exists: the group coordinator and the share
-        # partitions fall back to an in-memory persister when no "share_persister" service is
-        # registered yet, and state written there would not survive a restart.
+        # Always, before any request: the share coordinator replays __share_group_state
+        # (including the transaction markers that resolve KIP-1289 staged records).
         from kemu.coordinator.share.service import share_persister
 
         share_persister(self.runtime)  # replays __share_group_state before any request

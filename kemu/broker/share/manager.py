@@ -14,8 +14,8 @@ with epoch -1) after its leave heartbeat was handled: librdkafka does. So while 
 still has share sessions, its records are released when those close, or after
 ``departure_grace_s`` at the latest (a crashed member never closes them).
 
-The persister is the runtime service ``share_persister`` (the share coordinator's, or an
-in-memory one when nothing else registered it).
+The persister is the runtime service ``share_persister``: the share coordinator over
+``__share_group_state`` (unit tests may register an in-memory one first).
 """
 
 from __future__ import annotations
