@@ -24,8 +24,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    ShareConsumer,
+    TopicCollection,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
@@ -324,3 +338,46 @@ def test_regex_topics_are_assigned_after_the_explicit_ones(kemu: KemuProcess) ->
         assert len(consumer.assignment()) == 4
     finally:
         consumer.close()
+
+
+# --- 5. ShareFetch with MaxBytes 0 returns no records ------------------------------------------
+
+
+def test_share_consumer_with_fetch_max_bytes_zero_gets_nothing(kemu: KemuProcess) -> None:
+    topic, group = unique("share-zero"), unique("share-zero-group")
+    create_topic(kemu.bootstrap, topic)
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(
+                "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+            )
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(TIMEOUT_S)
+    producer = Producer({"bootstrap.servers": kemu.bootstrap})
+    for index in range(5):
+        producer.produce(topic, value=b"v%d" % index, partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+    config = {"bootstrap.servers": kemu.bootstrap, "group.id": group}
+    starved = ShareConsumer({**config, "fetch.max.bytes": 0})
+    fed = ShareConsumer(config)
+    try:
+        starved.subscribe([topic])
+        got = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            got += [m for m in starved.poll(0.2) if m.error() is None]
+        assert got == []
+        # nothing was acquired (acquired records would stay locked for 30 s): another
+        # consumer of the group gets all five at once
+        fed.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += [m for m in fed.poll(0.2) if m.error() is None]
+        assert sorted(m.offset() for m in got) == [0, 1, 2, 3, 4]
+    finally:
+        fed.close()
+        starved.close()

@@ -20,7 +20,10 @@ Long poll: up to MaxWaitMs until MinBytes look acquirable, woken by appends and 
 becoming available again (releases, lock expiry, aborts). v2 IsRenewAck: the acknowledgements
 (RENEW among them) are applied and nothing is fetched. AcquisitionLockTimeoutMs is the group's
 ``share.record.lock.duration.ms``. Partitions led elsewhere get NOT_LEADER_OR_FOLLOWER with
-CurrentLeader and NodeEndpoints; unknown topic ids UNKNOWN_TOPIC_ID.
+CurrentLeader and NodeEndpoints; unknown topic ids UNKNOWN_TOPIC_ID. MaxBytes 0 (or less) fetches
+nothing: as in Kafka, whose PartitionMaxBytesStrategy throws on it, each partition this broker
+leads gets UNKNOWN_SERVER_ERROR "Requested max bytes must be greater than 0", at once
+(acknowledgements are still applied).
 
 Omissions: authorization; Kafka's broker-side rejection of non-zero fetch limits in an
 IsRenewAck request and of partitions named in a closing (-1) request; share fetch purgatory
@@ -54,7 +57,7 @@ from kemu.cluster.partition import Partition
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 78
-MAX_BYTES = 2**31 - 1
+NO_MAX_BYTES = "Requested max bytes must be greater than 0"
 
 
 @handler(API_KEY, 1, 2)
@@ -108,6 +111,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if decision.final:
         await manager.close_session(decision.session)
     if not fetching:
+        return _respond(ctx, answers, lock_ms)
+    if request.max_bytes <= 0:
+        # Kafka's PartitionMaxBytesStrategy refuses a request max bytes of 0 and the delayed
+        # share fetch completes every partition it holds with that exception: no records.
+        targets = _targets(ctx, manager, group_id, list(decision.session.partitions), answers)
+        for ref, _partition, _actor in targets:
+            answer = answers.setdefault(ref, PartitionAnswer())
+            answer.error = ErrorCode.unknown_server_error
+            answer.message = NO_MAX_BYTES
         return _respond(ctx, answers, lock_ms)
     try:
         await _fetch_with_wait(ctx, request, manager, settings, decision.session, answers, releases)
@@ -202,7 +214,7 @@ async def _fetch(
     answers: dict[SharePartitionRef, PartitionAnswer],
 ) -> tuple[int, bool]:
     """Acquire from each target in turn: how many records were acquired, whether any failed."""
-    bytes_left = int(request.max_bytes) if request.max_bytes > 0 else MAX_BYTES
+    bytes_left = int(request.max_bytes)
     records_left = int(request.max_records)
     total = 0
     failed = False
