@@ -4,8 +4,9 @@ serves EndTxn v5), the producer adds partitions by producing and every EndTxn bu
 
 A committed, an aborted and a committed-with-offsets transaction; read_committed sees only the
 committed records, read_uncommitted all of them, and the group's offset is the one sent with the
-transaction; a second producer with the same transactional id fences the first
-(ProducerFencedException) and its own commit is the only record read_committed sees; Admin
+transaction; a second producer with the same transactional id fences the first (its late
+record gets INVALID_PRODUCER_EPOCH, as from Kafka's partition leader, so its commit fails with
+InvalidProducerEpochException) and its own commit is the only record read_committed sees; Admin
 lists and describes an open transaction and sees it CompleteAbort after the abort. A
 consume-transform-produce loop copies a topic exactly once with a subscribed read_committed
 consumer, over the classic and the KIP-848 consumer group protocol.
@@ -62,7 +63,11 @@ def test_read_committed_sees_only_committed_records(txn_run: ProbeRun) -> None:
 
 def test_second_producer_fences_the_first(txn_run: ProbeRun) -> None:
     line = txn_run.one("fencing")
-    assert line["first_outcome"] == "ProducerFencedException"
+    # Kafka's partition leader answers the fenced producer's Produce with INVALID_PRODUCER_EPOCH
+    # (not the coordinator's PRODUCER_FENCED): the Java client's commit fails with it.
+    assert line["first_outcome"] == (
+        "InvalidProducerEpochException: Producer attempted to produce with an old epoch."
+    )
     assert line["committed"] == ["fresh"]
 
 

@@ -29,8 +29,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       count, and the group's committed offsets are reported, and the producer epoch
  *       afterwards (transaction version 2 bumps it with every EndTxn).</li>
  *   <li>{@code fencing}: a second producer with the same transactional id calls
- *       initTransactions while the first has a transaction open; the first's commit must throw
- *       ProducerFencedException, the second commits, and read_committed sees only its record.</li>
+ *       initTransactions while the first has a transaction open; the first's late record gets
+ *       INVALID_PRODUCER_EPOCH (as from Kafka's partition leader), so its commit throws
+ *       InvalidProducerEpochException; the second commits, and read_committed sees only its
+ *       record.</li>
  *   <li>{@code eos_loop} (once per group protocol in {@code --protocols}, default
  *       classic,consumer): a read_committed consumer subscribed in a group reads 60 records of a
  *       3-partition source topic and a transactional producer copies each poll to a sink topic,
