@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from kemu.cluster.clock import Clock, RealClock, wall_clock_ms
 from kemu.cluster.model import BrokerNode, Cluster
 from kemu.protocol import wire
 from kemu.protocol.wire import RequestHeader
 
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+__all__ = ["ConnectionHooks", "RequestContext", "Runtime", "wall_clock_ms"]
 
 
 @dataclass
@@ -23,12 +21,22 @@ class Runtime:
 
     Feature services (fetch sessions, producer ids, group and share coordinators, ...) hang off
     ``services`` under their module's name so that adding one does not touch this class.
+
+    ``clock`` gives the time and runs every timer (``kemu/cluster/clock.py``); ``clock_ms`` is its
+    ``now_ms``. Given only ``clock_ms`` (tests), the clock is a real one reading that function.
     """
 
     cluster: Cluster
     clock_ms: Callable[[], int] = wall_clock_ms
     max_versions: dict[int, int] | None = None  # --as-version caps, api key -> max version
     services: dict[str, Any] = field(default_factory=dict)
+    clock: Clock = field(default=None)  # type: ignore[assignment]  # set in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.clock is None:
+            self.clock = RealClock(self.clock_ms)
+        else:
+            self.clock_ms = self.clock.now_ms
 
     def service(self, name: str, factory: Callable[[Runtime], Any]) -> Any:
         """The named service, created on first use."""
@@ -66,6 +74,9 @@ class RequestContext:
     header: RequestHeader
     client_host: str = "127.0.0.1"
     connection: ConnectionHooks | None = None  # None when not called from a client connection
+    # The connection's authentication (kemu.broker.security.session.SecuritySession) on a
+    # listener configured with ``listeners``; None on the default PLAINTEXT listener.
+    session: Any = None
 
     @property
     def cluster(self) -> Cluster:

@@ -26,6 +26,7 @@ from kemu.broker.share.partition import (
     SharePartitionCore,
 )
 from kemu.broker.share.settings import ShareSettings, resolve_start_offset
+from kemu.cluster.clock import TimerHandle
 from kemu.cluster.crash_points import crash_point
 from kemu.cluster.partition import Partition
 from kemu.coordinator.share.persister import (
@@ -79,7 +80,7 @@ class SharePartitionActor:
         self._persister = persister
         self.core: SharePartitionCore | None = None
         self._mailbox = asyncio.Lock()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.waiters: set[Waiter] = set()
         self.retired = False
@@ -327,8 +328,7 @@ class SharePartitionActor:
         deadline = core.next_deadline() if core is not None else None
         if deadline is None:
             return
-        delay = max(0, deadline - self.runtime.clock_ms()) / 1000
-        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+        self._timer = self.runtime.clock.call_at(deadline, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None

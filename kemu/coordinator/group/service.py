@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.coordinator.group import classic_group as classic
 from kemu.coordinator.group.classic_group import (
@@ -121,7 +122,7 @@ class GroupCoordinatorService:
             broker_int(runtime.cluster.config, "offset.metadata.max.bytes"),
         )
         self.offsets_log = OffsetsLog(runtime.cluster)
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_retention_check_ms = 0
         self._consumer_written: dict[str, Image] = {}  # what the log holds of each group
@@ -447,8 +448,7 @@ class GroupCoordinatorService:
         ]
         if not deadlines:
             return
-        delay = max(0, min(deadlines) - self.runtime.clock_ms()) / 1000
-        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+        self._timer = self.runtime.clock.call_at(min(deadlines), self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -20,13 +20,13 @@ PrepareCommit record and the group coordinator's write, both within one call.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import structlog
 
+from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.cluster.crash_points import crash_point
 from kemu.coordinator.group.hashing import partition_for
@@ -93,7 +93,7 @@ class TransactionService:
         )
         self.pending_offsets: dict[str, dict[str, PendingOffsets]] = {}
         self.marker_listeners: list[MarkerListener] = []
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: TimerHandle | None = None
         loaded = 0
         for transactional_id, value in self._replay():
             self.coordinator.replay(transactional_id, value)
@@ -340,9 +340,8 @@ class TransactionService:
         deadline = self.coordinator.next_deadline_ms()
         if deadline is None:
             return
-        delay = max(0, deadline - self.runtime.clock_ms()) / 1000
         with contextlib.suppress(RuntimeError):  # no loop yet: the next operation arms it
-            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+            self._timer = self.runtime.clock.call_at(deadline, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
