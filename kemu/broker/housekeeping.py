@@ -75,13 +75,16 @@ async def clean_logs(runtime: Runtime) -> list[CleanResult]:
         for partition in list(topic.partitions):
             if cluster.topics.get(name) is not topic:
                 break  # deleted (or re-created) meanwhile
+            steps = partition.cleaning(now_ms=runtime.clock_ms(), policy=policy)
             try:
-                result = partition.clean(now_ms=runtime.clock_ms(), policy=policy)
+                while True:
+                    next(steps)
+                    await asyncio.sleep(0)  # requests go on between the steps of a cleaning
+            except StopIteration as done:
+                if done.value is not None:
+                    results.append(done.value)
             except Exception:
                 log.exception("log_cleaning_failed", topic=name, partition=partition.index)
-                continue
-            if result is not None:
-                results.append(result)
             await asyncio.sleep(0)
     return results
 

@@ -7,7 +7,7 @@ construction, so the high watermark is the log end offset.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from kemu.cluster.partition_transactions import PartitionTransactions
@@ -22,7 +22,7 @@ from kemu.protocol.records import (
     with_offset,
 )
 from kemu.storage.compaction import CleanResult, CompactionPolicy
-from kemu.storage.log import PartitionLog
+from kemu.storage.log import PartitionLog, drain
 
 Listener = Callable[[], None]
 
@@ -204,11 +204,17 @@ class Partition:
         return offset
 
     def clean(self, *, now_ms: int, policy: CompactionPolicy) -> CleanResult | None:
-        """Compact the log if it is due: never at or past the last stable offset, aborted
-        transactions as this partition knows them. ABORT markers the cleaner removed take their
-        transactions out of what READ_COMMITTED fetches are told (as Kafka's cleaned
-        transaction index drops them): no batch of theirs is left."""
-        result = self.log.clean(
+        """Compact the log if it is due, at once (``cleaning`` in steps)."""
+        return drain(self.cleaning(now_ms=now_ms, policy=policy))
+
+    def cleaning(
+        self, *, now_ms: int, policy: CompactionPolicy
+    ) -> Generator[None, None, CleanResult | None]:
+        """Compact the log if it is due, yielding between steps: never at or past the last
+        stable offset, aborted transactions as this partition knows them. ABORT markers the
+        cleaner removed take their transactions out of what READ_COMMITTED fetches are told (as
+        Kafka's cleaned transaction index drops them): no batch of theirs is left."""
+        result = yield from self.log.cleaning(
             now_ms=now_ms,
             policy=policy,
             last_stable_offset=self.last_stable_offset,

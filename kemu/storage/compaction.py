@@ -622,3 +622,4 @@ class CleanResult:
     first_uncleanable_offset: int  # the cleaner checkpoint: where the next dirty section starts
     removed_abort_markers: tuple[int, ...]  # offsets of ABORT markers no longer in the log
     stats: CleanStats
+    completed: bool = True  # False: aborted part way (the log changed), some runs swapped in

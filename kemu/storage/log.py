@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 from kemu.protocol.records import BatchHeader
@@ -32,6 +32,16 @@ class RecoveredProducer:
     # (first sequence, last sequence, base offset) of its most recent batches, oldest first
     recent: list[tuple[int, int, int]]
     transactional: bool = False  # it wrote transactional batches (Partition then replays them)
+
+
+def drain(steps: Generator[None, None, CleanResult | None]) -> CleanResult | None:
+    """Run a stepwise cleaning to its end at once."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: CleanResult | None = done.value
+            return result
 
 
 class PartitionLog(ABC):
@@ -110,8 +120,27 @@ class PartitionLog(ABC):
         ``aborted`` lists the aborted transactions (producer id, first offset, marker offset)
         the partition knows of; nothing at or past ``last_stable_offset`` is cleaned.
         """
+        return drain(
+            self.cleaning(
+                now_ms=now_ms,
+                policy=policy,
+                last_stable_offset=last_stable_offset,
+                aborted=aborted,
+            )
+        )
+
+    def cleaning(
+        self,
+        *,
+        now_ms: int,
+        policy: CompactionPolicy,
+        last_stable_offset: int,
+        aborted: list[tuple[int, int, int]],
+    ) -> Generator[None, None, CleanResult | None]:
+        """``clean`` in steps, yielding between them (memory logs are not compacted)."""
         del now_ms, policy, last_stable_offset, aborted
         return None
+        yield  # makes this a generator
 
     def flush(self) -> None:  # noqa: B027 - memory logs have nothing to flush
         """Make appended batches durable (a no-op in memory)."""

@@ -45,7 +45,7 @@ import os
 import struct
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import structlog
@@ -75,6 +75,7 @@ CLEANER_CHECKPOINT = "cleaner-offset"
 CLEANED_SUFFIX = ".log.cleaned"
 SWAP_SUFFIX = ".swap"
 CLEANER_WRITE_CHUNK = 1 << 20
+CLEANER_STEP_BYTES = 256 << 10  # read between two yields of a cleaning
 CHECKPOINT_VERSION = 0
 INDEX_ENTRY = struct.Struct(">ii")
 MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -225,6 +226,7 @@ class SegmentLog(PartitionLog):
         self._recovered: dict[int, RecoveredProducer] = {}
         self._producers: dict[int, ProducerLast] = {}  # what compaction must keep of each
         self._first_dirty = 0  # the cleaner checkpoint
+        self._cleaning_aborted = False
         self.directory.mkdir(parents=True, exist_ok=True)
         self._open()
 
@@ -321,6 +323,7 @@ class SegmentLog(PartitionLog):
     def advance_start(self, new_start: int) -> None:
         if new_start <= self.log_start_offset:
             return
+        self._abort_cleaning()
         self.log_start_offset = min(new_start, self.log_end_offset)
         self._write_start_checkpoint()
         self._forget_below_start()
@@ -329,6 +332,7 @@ class SegmentLog(PartitionLog):
         target = max(end_offset, self.log_start_offset)
         if target >= self.log_end_offset:
             return
+        self._abort_cleaning()
         if target <= self._segments[0].base_offset:
             self._restart_at(target)
             return
@@ -367,6 +371,7 @@ class SegmentLog(PartitionLog):
             doomed += 1
         if not doomed:
             return
+        self._abort_cleaning()
         for segment in self._segments[:doomed]:
             self._delete_segment(segment)
         if self._segments[0].base_offset > self.log_start_offset:
@@ -384,14 +389,18 @@ class SegmentLog(PartitionLog):
 
     # --- compaction -------------------------------------------------------------------------
 
-    def clean(
+    def cleaning(
         self,
         *,
         now_ms: int,
         policy: CompactionPolicy,
         last_stable_offset: int,
         aborted: list[tuple[int, int, int]],
-    ) -> CleanResult | None:
+    ) -> Generator[None, None, CleanResult | None]:
+        """``clean`` in steps: it yields after every ``CLEANER_STEP_BYTES`` read so that an event
+        loop can serve requests in between. Appends may go on meanwhile; retention, DeleteRecords,
+        truncation or closing abort it (as they abort a cleaning in Kafka): the runs already
+        swapped in stay, the rest is left for the next cleaning."""
         summaries = [
             SegmentSummary(
                 segment.base_offset,
@@ -414,15 +423,23 @@ class SegmentLog(PartitionLog):
         )
         if plan is None:
             return None
+        self._cleaning_aborted = False
         index = AbortedIndex(aborted)
         offset_map = OffsetMap()
         uncleanable = plan.first_uncleanable
+        budget = CLEANER_STEP_BYTES
         for number in range(plan.first_dirty, plan.first_uncleanable):
             if number > plan.first_dirty and len(offset_map.latest) >= policy.max_map_keys:
                 uncleanable = number  # the map is full: the rest waits for the next round
                 break
             for header, batch in self._segment_batches(self._segments[number]):
                 offset_map.add_batch(header, batch, index)
+                budget -= header.size
+                if budget <= 0:
+                    yield
+                    budget = CLEANER_STEP_BYTES
+                    if self._cleaning_aborted:
+                        return None
         last_cleaned = self._segments[uncleanable - 1]
         checkpoint = self._segments[uncleanable].base_offset
         batch_filter = BatchFilter(
@@ -441,10 +458,18 @@ class SegmentLog(PartitionLog):
             for group in group_segments(summaries, uncleanable, policy.segment_bytes)
         ]
         bytes_before = sum(summary.size for summary in summaries[:uncleanable])
+        completed = True
         for group, end in groups:
-            self._clean_group(group, end, batch_filter)
-        self._first_dirty = checkpoint
-        self._write_checkpoint(CLEANER_CHECKPOINT, checkpoint)
+            removed_so_far = len(batch_filter.removed_abort_markers)
+            written = yield from self._write_cleaned(group, batch_filter)
+            if written is None:
+                del batch_filter.removed_abort_markers[removed_so_far:]  # not swapped in
+                completed = False
+                break
+            self._swap_in(group, end, *written)
+        if completed:
+            self._first_dirty = checkpoint
+            self._write_checkpoint(CLEANER_CHECKPOINT, checkpoint)
         number = self._bases.index(checkpoint)
         result = CleanResult(
             segments_before=uncleanable,
@@ -452,21 +477,26 @@ class SegmentLog(PartitionLog):
             bytes_before=bytes_before,
             bytes_after=sum(segment.size for segment in self._segments[:number]),
             dirty_ratio=plan.dirty_ratio,
-            first_uncleanable_offset=checkpoint,
+            first_uncleanable_offset=checkpoint if completed else self._first_dirty,
             removed_abort_markers=tuple(batch_filter.removed_abort_markers),
             stats=batch_filter.stats,
+            completed=completed,
         )
         log.info(
-            "log_cleaned",
+            "log_cleaned" if completed else "log_cleaning_aborted",
             directory=str(self.directory),
             dirty_ratio=round(plan.dirty_ratio, 3),
             overdue=plan.must_clean,
             segments=f"{result.segments_before}->{result.segments_after}",
             bytes=f"{result.bytes_before}->{result.bytes_after}",
             records=f"{batch_filter.stats.records_read}->{batch_filter.stats.records_kept}",
-            cleaned_up_to=checkpoint,
+            cleaned_up_to=result.first_uncleanable_offset,
         )
         return result
+
+    def _abort_cleaning(self) -> None:
+        """The log changed under a cleaning in progress (see ``cleaning``)."""
+        self._cleaning_aborted = True
 
     def _segment_batches(self, segment: _Segment) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every batch of a rolled segment at or past the log start, read a chunk at a time."""
@@ -482,8 +512,11 @@ class SegmentLog(PartitionLog):
                 position += header.size
             start = end
 
-    def _clean_group(self, group: list[_Segment], end: int, batch_filter: BatchFilter) -> None:
-        """Rewrite ``group`` (consecutive rolled segments) as one segment, atomically."""
+    def _write_cleaned(
+        self, group: list[_Segment], batch_filter: BatchFilter
+    ) -> Generator[None, None, tuple[_Segment, Path] | None]:
+        """Write what ``group`` keeps to ``<base>.log.cleaned`` and sync it: the replacement
+        segment and the file, or None when the cleaning was aborted meanwhile (file removed)."""
         base = group[0].base_offset
         cleaned_path = self.directory / (f"{base:020d}" + CLEANED_SUFFIX)
         replacement = _Segment(self.directory, base)
@@ -491,29 +524,46 @@ class SegmentLog(PartitionLog):
         try:
             pending = bytearray()
             written = 0
+            budget = CLEANER_STEP_BYTES
             for segment in group:
                 for header, batch in self._segment_batches(segment):
                     kept = batch_filter.filter(header, batch)
-                    if kept is None:
-                        continue
-                    kept_header = header if kept is batch else read_header(kept)
-                    replacement.note_batch(
-                        kept_header, written + len(pending), self.index_interval_bytes
-                    )
-                    pending += kept
-                    if len(pending) >= CLEANER_WRITE_CHUNK:
-                        _write_fully(descriptor, bytes(pending), written)
-                        written += len(pending)
-                        pending.clear()
+                    budget -= header.size
+                    if kept is not None:
+                        kept_header = header if kept is batch else read_header(kept)
+                        replacement.note_batch(
+                            kept_header, written + len(pending), self.index_interval_bytes
+                        )
+                        pending += kept
+                        if len(pending) >= CLEANER_WRITE_CHUNK:
+                            _write_fully(descriptor, bytes(pending), written)
+                            written += len(pending)
+                            pending.clear()
+                    if budget <= 0:
+                        yield
+                        budget = CLEANER_STEP_BYTES
+                        if self._cleaning_aborted:
+                            os.close(descriptor)
+                            descriptor = -1
+                            cleaned_path.unlink(missing_ok=True)
+                            return None
             if pending:
                 _write_fully(descriptor, bytes(pending), written)
             _datasync(descriptor)
         except BaseException:
-            os.close(descriptor)
+            if descriptor >= 0:
+                os.close(descriptor)
             cleaned_path.unlink(missing_ok=True)
             raise
         os.close(descriptor)
         self._crash_point("clean.cleaned_written")
+        return replacement, cleaned_path
+
+    def _swap_in(
+        self, group: list[_Segment], end: int, replacement: _Segment, cleaned_path: Path
+    ) -> None:
+        """Replace ``group`` by its cleaned segment, on disk (crash-safe) and in memory."""
+        base = replacement.base_offset
         modified = group[-1].last_modified_ms
         if modified >= 0:  # the cleaned segment keeps the age of what it replaces, as in Kafka
             os.utime(cleaned_path, ns=(modified * 1_000_000, modified * 1_000_000))
@@ -577,6 +627,7 @@ class SegmentLog(PartitionLog):
             self._directory_dirty = False
 
     def close(self) -> None:
+        self._abort_cleaning()
         if self._active_fd < 0:
             return
         self.flush()

@@ -4,6 +4,7 @@ of segment files by SegmentLog.clean, including a crash at every step of a swap.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from kemu.storage.compaction import (
     DELETE_HORIZON_FLAG,
     AbortedIndex,
     BatchFilter,
+    CleanResult,
     CompactionPolicy,
     OffsetMap,
     ProducerLast,
@@ -597,3 +599,42 @@ def test_a_full_offset_map_cleans_the_dirty_section_in_rounds(tmp_path: Path) ->
     assert {key: value for _, key, value in content(log)} == latest
     keys_before_active = [key for offset, key, _ in content(log) if offset < active]
     assert len(keys_before_active) == len(set(keys_before_active))
+
+
+def test_a_stepwise_cleaning_lets_appends_in_and_is_aborted_by_a_start_offset_move(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(segments_module, "CLEANER_STEP_BYTES", 100)  # a yield every batch or so
+    log = fill(tmp_path, versions=10)
+    policy = CompactionPolicy(delete_retention_ms=1000, segment_bytes=600)
+
+    def run(steps_before_change: int, change: Callable[[], None]) -> object:
+        steps = log.cleaning(
+            now_ms=T0 + 100, policy=policy, last_stable_offset=log.log_end_offset, aborted=[]
+        )
+        for _ in range(steps_before_change):
+            next(steps)
+        change()
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def append() -> None:
+        header, raw = batch(log.log_end_offset, [(b"k1", b"during")])
+        log.append(header, raw, now_ms=T0 + 100)
+
+    result = run(5, append)
+    assert isinstance(result, CleanResult) and result.completed
+    assert {key: value for _, key, value in content(log)}[b"k1"] == b"during"
+    for _ in range(40):
+        append()
+    start = log.segment_base_offsets[1]
+    result = run(3, lambda: log.advance_start(start))
+    assert result is None  # aborted while indexing: nothing was swapped in
+    assert not list(tmp_path.glob("*.cleaned"))
+    assert log.log_start_offset == start
+    kept = content(log)
+    log.close()
+    assert content(SegmentLog(tmp_path, segment_bytes=600)) == kept
