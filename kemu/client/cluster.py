@@ -70,9 +70,10 @@ class ClusterClient:
 
     # --- connections ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Connect to a bootstrap server and learn the brokers."""
-        await self.refresh_metadata(())
+    async def start(self, timeout: float = 30.0) -> None:
+        """Connect to a bootstrap server and learn the brokers, retrying while none answers (a
+        cluster restarting) for up to ``timeout`` seconds."""
+        await self.retry(lambda: self.refresh_metadata(()), timeout=timeout)
 
     async def _any_connection(self) -> BrokerConnection:
         for connection in self._connections.values():
@@ -107,7 +108,10 @@ class ClusterClient:
                 raise RetriableError(f"broker {node_id} is not in the cluster metadata")
             host, port = self.nodes[node_id]
             connection = BrokerConnection(host, port, self.client_id)
-            await connection.connect()
+            try:
+                await connection.connect()
+            except ConnectionClosed as exc:
+                raise RetriableError(str(exc)) from exc  # the broker is restarting, or moved
             self._connections[node_id] = connection
             return connection
 
@@ -252,14 +256,15 @@ class ClusterClient:
 
     async def retry(self, attempt: Callable[[], Awaitable[T]], *, timeout: float = 30.0) -> T:
         """Run ``attempt`` until it returns, backing off exponentially while it raises
-        RetriableError; its last RetriableError becomes a KafkaError(REQUEST_TIMED_OUT)."""
+        RetriableError or ConnectionClosed (no broker reachable: a cluster restarting); the last
+        one becomes a KafkaError(REQUEST_TIMED_OUT)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         backoff = RETRY_BACKOFF_S
         while True:
             try:
                 return await attempt()
-            except RetriableError as exc:
+            except (RetriableError, ConnectionClosed) as exc:
                 if loop.time() + backoff > deadline:
                     raise KafkaError(ErrorCode.request_timed_out, f"gave up: {exc}") from exc
                 await asyncio.sleep(backoff)

@@ -37,6 +37,7 @@ from kemu.client.cluster import (
     TopicIdPartition,
 )
 from kemu.client.codec import batch_records, whole_batches
+from kemu.client.connection import ConnectionClosed
 from kemu.client.errors import (
     COORDINATOR_MOVED,
     LEADER_MOVED,
@@ -349,7 +350,7 @@ class ShareConsumer:
                     session.fetch = None
             try:
                 self._buffer.extend(task.result())
-            except (KafkaError, RetriableError) as exc:
+            except (KafkaError, RetriableError, ConnectionClosed) as exc:
                 log.info("share fetch failed, retrying: %s", exc)
                 await asyncio.sleep(0.05)
 
