@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from batch_builders import client_batch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
 
 from kemu.cluster.partition_transactions import PartitionTransactions
@@ -638,3 +640,54 @@ def test_a_stepwise_cleaning_lets_appends_in_and_is_aborted_by_a_start_offset_mo
     kept = content(log)
     log.close()
     assert content(SegmentLog(tmp_path, segment_bytes=600)) == kept
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    writes=st.lists(
+        st.tuples(st.integers(0, 6), st.one_of(st.none(), st.binary(min_size=0, max_size=30))),
+        min_size=1,
+        max_size=120,
+    ),
+    per_batch=st.integers(1, 4),
+    cleanings=st.lists(st.integers(0, 3000), min_size=1, max_size=4),
+)
+def test_any_log_reads_back_the_latest_value_per_key_after_cleanings(
+    tmp_path_factory: pytest.TempPathFactory,
+    writes: list[tuple[int, bytes | None]],
+    per_batch: int,
+    cleanings: list[int],
+) -> None:
+    directory = tmp_path_factory.mktemp("prop")
+    log = SegmentLog(directory, segment_bytes=400)
+    for start in range(0, len(writes), per_batch):
+        chunk = writes[start : start + per_batch]
+        header, raw = batch(
+            log.log_end_offset,
+            [(f"k{key}".encode(), value) for key, value in chunk],
+            timestamp=T0 + start,
+        )
+        log.append(header, raw, now_ms=T0 + start)
+    original = {offset: (key, value) for offset, key, value in content(log)}
+    latest = {key: value for _, key, value in content(log)}
+    eager = CompactionPolicy(
+        delete_retention_ms=1000, min_cleanable_dirty_ratio=0.0, segment_bytes=400
+    )
+    now = T0
+    for step in sorted(cleanings):
+        now = T0 + step
+        log.clean(now_ms=now, policy=eager, last_stable_offset=log.log_end_offset, aborted=[])
+        after = content(log)
+        # every record kept is the one written at that offset
+        assert all(original[offset] == (key, value) for offset, key, value in after)
+        seen = {key: value for _, key, value in after}
+        for key, value in latest.items():
+            if value is not None:
+                assert seen.get(key) == value  # a live key keeps its latest value
+            else:
+                assert seen.get(key) is None  # a deleted key stays deleted
+        assert log.log_end_offset == len(writes)
+    log.close()
+    assert content(SegmentLog(directory, segment_bytes=400)) == after
