@@ -7,7 +7,8 @@ PORT ?= 9092
 BROKERS ?= 3
 ARGS ?=
 
-.PHONY: install serve test test-unit test-integration test-java lint bench java clean conformance-franz
+.PHONY: install serve test test-unit test-integration test-java lint bench java clean conformance-franz \
+	conformance-kafka-tools
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +55,12 @@ FRANZ_GO_VERSION ?= v1.21.5
 FRANZ_RUN ?= TestShareGroup
 conformance-franz: $(STAMP)
 	$(BIN)/python -m conformance.franz --version $(FRANZ_GO_VERSION) --run '$(FRANZ_RUN)' $(ARGS)
+
+# Kafka 4.4.0's own CLI tools (kafka-topics, kafka-configs, kafka-log-dirs, ...) against kemu and a
+# real Kafka 4.4.0 side by side, one check per invocation; needs java and javac, and fetches the
+# jars as `make bench` does. Not part of `make test`. Results: docs/conformance.md.
+conformance-kafka-tools: $(STAMP)
+	$(BIN)/python -m conformance.kafka_tools $(ARGS)
 
 clean:
 	rm -rf $(VENV) tests/java/target .pytest_cache .mypy_cache
