@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kemu.client.cluster import ClusterClient, RetriableError
 from kemu.client.codec import batch_records, control_marker, whole_batches
+from kemu.client.connection import ConnectionClosed
 from kemu.client.errors import LEADER_MOVED, KafkaError
 from kemu.protocol.errors import ErrorCode
 
@@ -84,7 +85,7 @@ class Consumer:
             )
             records: list[ConsumerRecord] = []
             for outcome in fetched:
-                if isinstance(outcome, RetriableError):
+                if isinstance(outcome, (RetriableError, ConnectionClosed)):
                     await asyncio.sleep(0.05)
                 elif isinstance(outcome, BaseException):
                     raise outcome

@@ -209,7 +209,7 @@ class ShareConsumer:
         self._subscription = tuple(sorted(set(topics)))
         self._subscription_sent = False
         await self.cluster.start()
-        await self.cluster.refresh_metadata(self._subscription)
+        await self.cluster.retry(lambda: self.cluster.refresh_metadata(self._subscription))
         await self._heartbeat()
         if self._heartbeat_task is None:
             self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
@@ -362,7 +362,9 @@ class ShareConsumer:
                 continue
             leader = self.cluster.topics[name].leaders.get(partition, -1)
             if leader < 0:
-                await self.cluster.refresh_metadata(self._subscription)
+                # No leader known (yet): ask again; a failure here is retried by the next round.
+                with contextlib.suppress(RetriableError, ConnectionClosed):
+                    await self.cluster.refresh_metadata(self._subscription)
                 continue
             by_leader.setdefault(leader, set()).add(TopicIdPartition(topic_id, name, partition))
         return by_leader
@@ -510,7 +512,7 @@ class ShareConsumer:
         return out
 
     async def _refresh_leaders(self) -> None:
-        with contextlib.suppress(KafkaError, RetriableError):
+        with contextlib.suppress(KafkaError, RetriableError, ConnectionClosed):
             await self.cluster.refresh_metadata(self._subscription)
 
     def _records_in(self, tp: TopicIdPartition, partition: Any) -> list[ShareRecord]:
