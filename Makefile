@@ -7,7 +7,7 @@ PORT ?= 9092
 BROKERS ?= 3
 ARGS ?=
 
-.PHONY: install serve test test-unit test-integration test-java lint bench java clean conformance-franz \
+.PHONY: install serve test test-unit test-integration test-java lint bench eos-crash java clean conformance-franz \
 	conformance-kafka-tools
 
 $(STAMP): pyproject.toml
@@ -47,6 +47,12 @@ test-integration: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(ARGS)
+
+# The exactly-once crash harness (docs/eos-crash.md): share group -> transform -> transactional
+# produce while kemu and the workers are SIGKILLed; e.g. make eos-crash ARGS="--seed 1". Not part
+# of `make test`, which runs its short mode (tests/integration/test_eos_crash_short.py).
+eos-crash: $(STAMP)
+	$(BIN)/python -m bench.eos_crash $(ARGS)
 
 # franz-go's own kgo tests (share groups by default) against a kemu the runner starts and stops.
 # Needs Go >= 1.25 and the Go module proxy (the module zip carries the _test.go files); not part

@@ -1,0 +1,633 @@
+"""The exactly-once crash harness: share group -> transform -> transactional produce, while kemu
+and the pipeline's workers are SIGKILLed at random points and restarted.
+
+    .venv/bin/python -m bench.eos_crash --seed 1 --records 20000 --workers 3
+    make eos-crash ARGS="--seed 1"          # the full run
+    .venv/bin/python -m bench.eos_crash --short --seed 7   # what make test runs
+
+kemu runs as a user starts it (``kemu serve --brokers 3 --data-dir DIR --override
+kemu.kip1289.enable=true``). A feeder thread writes ``--records`` input records, each with a
+unique id as its key, into a source topic in chunks, one chunk per chaos event. Each worker is
+its own OS process (``python -m bench.eos_crash worker``) using ``kemu.client``: a ShareConsumer
+in explicit mode and a TransactionalProducer whose transactional id belongs to the worker's slot
+(so a restarted worker fences its predecessor and aborts what it left open); it polls,
+transforms, produces to the sink topic and stages the share acknowledgements in the same
+transaction, then commits. Even slots use the one-RPC form, odd slots the two-RPC form.
+
+A seeded chaos driver plays a schedule of events: SIGKILL a worker (restarted after a short
+delay, sometimes after the transaction timeout), SIGKILL kemu (restarted from the same data dir
+and ports), or restart kemu with ``KEMU_CRASH_AT=<point>`` so that it SIGKILLs itself inside a
+transaction or a staging (then restarted without it). Workers that exit by themselves (fenced,
+or an error they do not handle) are restarted and counted.
+
+At the end the chaos stops, the workers drain until the share group's lag is 0 on every
+partition, they are stopped, kemu is SIGKILLed and restarted once more, and a read_committed
+reader checks that the sink holds every input id exactly once and the lag is still 0. The
+seed decides the schedule (events, victims, delays), so a failing seed replays the same chaos;
+the processes' own timing still varies from run to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SOURCE, SINK, GROUP = "eos-source", "eos-sink", "eos-pipeline"
+CRASH_POINTS = ("txn.prepared", "txn.markers_written", "share.staged")
+REPO = Path(__file__).resolve().parents[1]
+
+# Worker exit codes.
+EXIT_STOPPED, EXIT_FENCED, EXIT_ERROR = 0, 3, 4
+
+
+# --- the worker ---------------------------------------------------------------------------------
+
+
+def transform(key: bytes, value: bytes, slot: int, delivery_count: int) -> bytes:
+    return b"out:" + value.upper() + f"|slot={slot}|dc={delivery_count}".encode()
+
+
+async def worker(args: argparse.Namespace) -> int:
+    from kemu.client import (
+        AcknowledgeType,
+        IllegalStateError,
+        KafkaError,
+        ProducerFencedError,
+        ShareConsumer,
+        TransactionalProducer,
+    )
+
+    slot: int = args.slot
+    form = "two-rpc" if slot % 2 else "one-rpc"
+    rng = random.Random(f"{args.seed}-{slot}-{os.getpid()}")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    consumer = ShareConsumer(
+        args.bootstrap,
+        GROUP,
+        acknowledgement_mode="explicit",
+        max_poll_records=args.max_poll_records,
+        client_id=f"eos-worker-{slot}",
+    )
+    producer = TransactionalProducer(
+        args.bootstrap,
+        f"eos-worker-{slot}",
+        transaction_timeout_ms=args.transaction_timeout_ms,
+        share_acknowledgement_form=form,
+        client_id=f"eos-worker-{slot}",
+    )
+
+    def say(text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} worker {slot} pid {os.getpid()}: {text}", flush=True)
+
+    committed = aborted = 0
+    try:
+        await consumer.subscribe([SOURCE])
+        await producer.init_transactions()
+        say(f"ready ({form}, producer id {producer.producer_id} epoch {producer.producer_epoch})")
+        while not stop.is_set():
+            batch = await consumer.poll(timeout=1.0)
+            if not batch:
+                continue
+            producer.begin_transaction()
+            try:
+                await producer.send_many(
+                    SINK,
+                    [
+                        (r.key, transform(r.key or b"", r.value or b"", slot, r.delivery_count))
+                        for r in batch
+                    ],
+                )
+                for record in batch:
+                    consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+                await producer.send_share_acknowledgements_to_transaction(
+                    consumer.acknowledgements_for_transaction(), consumer.share_group_metadata()
+                )
+                if args.pause_ms:
+                    await asyncio.sleep(rng.uniform(0, args.pause_ms / 1000))
+                await producer.commit_transaction()
+                committed += 1
+            except ProducerFencedError as exc:
+                say(f"fenced: {exc}")
+                return EXIT_FENCED
+            except KafkaError as exc:
+                say(f"aborting a transaction of {len(batch)} records: {exc}")
+                try:
+                    await producer.abort_transaction()
+                except ProducerFencedError:
+                    raise
+                except KafkaError as failed:
+                    say(f"abort failed, exiting (a successor fences and aborts): {failed}")
+                    return EXIT_ERROR
+                aborted += 1
+                for record in batch:
+                    with contextlib.suppress(IllegalStateError):
+                        consumer.acknowledge(record, AcknowledgeType.RELEASE)
+                consumer.acknowledgements_for_transaction()  # drop the aborted ACCEPTs
+        say(f"stopping: {committed} transactions committed, {aborted} aborted")
+        return EXIT_STOPPED
+    except ProducerFencedError as exc:
+        say(f"fenced: {exc}")
+        return EXIT_FENCED
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(consumer.close(), 10)
+        with contextlib.suppress(Exception):
+            await producer.close()
+
+
+# --- the driver ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    seed: int
+    records: int
+    workers: int
+    source_partitions: int
+    kemu_kills: int = 0
+    kemu_crash_points: dict[str, int] = field(default_factory=dict)
+    crash_points_not_reached: int = 0
+    worker_kills: int = 0
+    worker_exits: dict[str, int] = field(default_factory=dict)
+    output_records: int = 0
+    distinct_ids: int = 0
+    lost: int = -1
+    duplicated: int = -1
+    input_duplicated: int = -1
+    final_lag: dict[int, int] = field(default_factory=dict)
+    drain_seconds: float = 0.0
+    seconds: float = 0.0
+    ok: bool = False
+
+
+class Harness:
+    def __init__(self, args: argparse.Namespace) -> None:
+        from kemu.testing.plugin import KemuProcess
+
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="eos-crash-"))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.figures = Figures(args.seed, args.records, args.workers, args.partitions)
+        self.kemu = KemuProcess(
+            brokers=3,
+            data_dir=self.run_dir / "data",
+            overrides=[
+                "kemu.kip1289.enable=true",
+                "share.coordinator.state.topic.num.partitions=3",
+                "group.share.record.lock.duration.ms=15000",
+                "group.share.delivery.count.limit=10",
+            ],
+            log_path=self.run_dir / "kemu.log",
+        )
+        self.procs: dict[int, subprocess.Popen[bytes] | None] = {}
+        self.restart_at: dict[int, float] = {}
+        self.expected_exit: set[int] = set()
+        self.armed: tuple[str, float] | None = None
+        self.chunks: collections.deque[int] = collections.deque()
+        self.feeder_done = threading.Event()
+        self.feeder_error: list[BaseException] = []
+        self.fed = 0
+
+    def log(self, text: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {text}"
+        print(line, flush=True)
+        with open(self.run_dir / "driver.log", "a") as out:
+            out.write(line + "\n")
+
+    # --- kemu --------------------------------------------------------------------------------
+
+    def start_kemu(self, crash_at: str | None = None) -> None:
+        self.kemu.env = {"KEMU_CRASH_AT": crash_at} if crash_at else {}
+        for _ in range(5):
+            try:
+                self.kemu.start(timeout=120)
+                return
+            except RuntimeError as exc:
+                if crash_at:  # it reached the point during start-up recovery
+                    self.count_crash_point(crash_at, "during start-up")
+                    self.kemu.env = {}
+                    crash_at = None
+                    self.armed = None
+                    continue
+                self.log(f"kemu did not start, again: {str(exc)[-300:]}")
+                time.sleep(1)
+        raise RuntimeError("kemu does not start; see kemu.log")
+
+    def count_crash_point(self, point: str, when: str) -> None:
+        self.figures.kemu_crash_points[point] = self.figures.kemu_crash_points.get(point, 0) + 1
+        self.log(f"kemu SIGKILLed itself at {point} {when}")
+
+    def kill_kemu(self) -> None:
+        self.kemu.kill()
+        self.figures.kemu_kills += 1
+        self.log(f"SIGKILL kemu (#{self.figures.kemu_kills})")
+
+    def check_kemu(self) -> None:
+        process = self.kemu.process
+        if process is not None and process.poll() is not None:
+            if self.armed is not None:
+                self.count_crash_point(self.armed[0], "")
+            else:
+                self.log(f"kemu exited by itself with {process.returncode}")
+                self.figures.worker_exits["kemu-unexpected"] = (
+                    self.figures.worker_exits.get("kemu-unexpected", 0) + 1
+                )
+            self.armed = None
+            self.start_kemu()
+        elif self.armed is not None and time.monotonic() > self.armed[1]:
+            self.log(f"{self.armed[0]} not reached in time")
+            self.figures.crash_points_not_reached += 1
+            self.armed = None
+            self.kill_kemu()
+            self.start_kemu()
+
+    # --- workers -----------------------------------------------------------------------------
+
+    def start_worker(self, slot: int) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "bench.eos_crash",
+            "worker",
+            "--bootstrap",
+            self.kemu.bootstrap,
+            "--slot",
+            str(slot),
+            "--seed",
+            str(self.args.seed),
+            "--max-poll-records",
+            str(self.args.max_poll_records),
+            "--transaction-timeout-ms",
+            str(self.args.transaction_timeout_ms),
+            "--pause-ms",
+            str(self.args.pause_ms),
+        ]
+        out = open(self.run_dir / f"worker-{slot}.log", "ab")  # noqa: SIM115
+        self.procs[slot] = subprocess.Popen(
+            command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env={**os.environ}
+        )
+        out.close()
+        self.restart_at.pop(slot, None)
+
+    def kill_worker(self, slot: int, restart_after: float) -> None:
+        proc = self.procs.get(slot)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+            self.figures.worker_kills += 1
+            self.log(
+                f"SIGKILL worker {slot} (#{self.figures.worker_kills}), back in "
+                f"{restart_after:.1f} s"
+            )
+        self.procs[slot] = None
+        self.restart_at[slot] = time.monotonic() + restart_after
+
+    def check_workers(self) -> None:
+        now = time.monotonic()
+        for slot in range(self.args.workers):
+            proc = self.procs.get(slot)
+            if proc is not None and proc.poll() is not None:
+                code = proc.returncode
+                reason = {
+                    EXIT_FENCED: "fenced",
+                    EXIT_STOPPED: "stopped",
+                    EXIT_ERROR: "abort failed",
+                }.get(code, f"exit {code}")
+                self.figures.worker_exits[reason] = self.figures.worker_exits.get(reason, 0) + 1
+                self.log(f"worker {slot} exited by itself ({reason}); restarting")
+                self.procs[slot] = None
+                self.restart_at[slot] = now + 0.5
+            if self.procs.get(slot) is None and now >= self.restart_at.get(slot, 0):
+                self.start_worker(slot)
+
+    def stop_workers(self) -> None:
+        for proc in self.procs.values():
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for slot, proc in self.procs.items():
+            if proc is None:
+                continue
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+                self.log(f"worker {slot} did not stop on SIGTERM: killed")
+
+    # --- input -------------------------------------------------------------------------------
+
+    def feeder(self) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer(
+            {
+                "bootstrap.servers": self.kemu.bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 600_000,
+                "log_level": 0,  # kemu restarting is expected: no connection-refused noise
+            }
+        )
+        try:
+            while True:
+                if not self.chunks:
+                    if self.feeder_done.is_set():
+                        break
+                    time.sleep(0.05)
+                    continue
+                count = self.chunks.popleft()
+                for _ in range(count):
+                    key = f"{self.fed:08d}".encode()
+                    while True:
+                        try:
+                            producer.produce(SOURCE, value=b"record-" + key, key=key)
+                            break
+                        except BufferError:
+                            producer.poll(0.1)
+                    self.fed += 1
+                    producer.poll(0)
+                producer.flush(0.1)
+            left = producer.flush(600)
+            if left:
+                raise RuntimeError(f"{left} input records not delivered")
+        except BaseException as exc:
+            self.feeder_error.append(exc)
+            raise
+
+    # --- the run -----------------------------------------------------------------------------
+
+    def schedule(self) -> list[str]:
+        a = self.args
+        crash = [self.rng.choice(CRASH_POINTS) for _ in range(a.crash_point_kills)]
+        events = ["kemu"] * a.kemu_kills + [f"crash:{p}" for p in crash]
+        events += ["worker"] * a.worker_kills
+        self.rng.shuffle(events)
+        return events
+
+    def setup(self) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+        admin = AdminClient({"bootstrap.servers": self.kemu.bootstrap})
+        futures = admin.create_topics(
+            [NewTopic(SOURCE, self.args.partitions, 3), NewTopic(SINK, 3, 3)]
+        )
+        for future in futures.values():
+            future.result(timeout=60)
+        asyncio.run(self.join_group())
+
+    async def join_group(self) -> None:
+        """Initialise the group's share partitions before any input exists (the group's
+        share.auto.offset.reset is latest)."""
+        from kemu.client import ShareConsumer
+
+        consumer = ShareConsumer(self.kemu.bootstrap, GROUP, acknowledgement_mode="explicit")
+        await consumer.subscribe([SOURCE])
+        assert await consumer.poll(0.5) == []
+        await consumer.close()
+
+    def run(self) -> Figures:
+        a = self.args
+        started = time.monotonic()
+        self.log(
+            f"eos-crash seed={a.seed} records={a.records} workers={a.workers} "
+            f"partitions={a.partitions} run dir {self.run_dir}"
+        )
+        self.start_kemu()
+        self.setup()
+        events = self.schedule()
+        per_chunk = max(1, a.records // (len(events) + 1))
+        planned = 0
+        feeder = threading.Thread(target=self.feeder, daemon=True)
+        feeder.start()
+        for slot in range(a.workers):
+            self.start_worker(slot)
+        for event in events:
+            chunk = min(per_chunk, a.records - planned)
+            self.chunks.append(chunk)
+            planned += chunk
+            self.wait(self.rng.uniform(a.min_gap, a.max_gap))
+            while self.armed is not None:
+                self.wait(0.2)
+            if event == "kemu":
+                self.kill_kemu()
+                self.start_kemu()
+            elif event.startswith("crash:"):
+                point = event.split(":", 1)[1]
+                self.kill_kemu()
+                self.log(f"restart kemu with KEMU_CRASH_AT={point}")
+                self.armed = (point, time.monotonic() + a.crash_point_timeout)
+                self.start_kemu(point)
+            else:
+                slot = self.rng.randrange(a.workers)
+                late = self.rng.random() < 0.15
+                delay = a.transaction_timeout_ms / 1000 + 2 if late else self.rng.uniform(0.2, 3.0)
+                self.kill_worker(slot, delay)
+        self.chunks.append(a.records - planned)
+        self.feeder_done.set()
+        while self.armed is not None:
+            self.wait(0.2)
+        self.log("chaos over: draining")
+        drain_started = time.monotonic()
+        while feeder.is_alive():
+            self.wait(0.5)
+        if self.feeder_error:
+            raise RuntimeError(f"feeder failed: {self.feeder_error[0]}")
+        self.log(f"all {self.fed} input records written")
+        lag = self.wait_for_lag(drain_started + a.drain_timeout)
+        self.figures.drain_seconds = round(time.monotonic() - drain_started, 1)
+        self.log(f"drained: lag {lag}; stopping workers, then a last SIGKILL of kemu")
+        self.stop_workers()
+        self.kill_kemu()
+        self.start_kemu()
+        self.verify()
+        self.figures.seconds = round(time.monotonic() - started, 1)
+        self.kemu.stop()
+        return self.figures
+
+    def wait(self, seconds: float) -> None:
+        """Sleep, restarting whatever died meanwhile."""
+        deadline = time.monotonic() + seconds
+        while True:
+            self.check_kemu()
+            self.check_workers()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(0.1, left))
+
+    def lag(self) -> dict[int, int]:
+        from kemu.client import Admin
+
+        async def ask() -> dict[int, int]:
+            async with Admin(self.kemu.bootstrap) as admin:
+                offsets = await admin.share_group_offsets(GROUP, SOURCE)
+                return {p: o.lag for p, o in offsets.items()}
+
+        return asyncio.run(asyncio.wait_for(ask(), 60))
+
+    def wait_for_lag(self, deadline: float) -> dict[int, int]:
+        lag: dict[int, int] = {}
+        while time.monotonic() < deadline:
+            try:
+                lag = self.lag()
+            except Exception as exc:  # kemu restarting, a timeout: ask again
+                self.log(f"lag not known yet: {exc}")
+            if lag and all(v == 0 for v in lag.values()):
+                return lag
+            self.wait(2.0)
+        self.log(f"drain timed out with lag {lag}")
+        return lag
+
+    def verify(self) -> None:
+        figures = self.figures
+        figures.final_lag = self.lag()
+        sink = asyncio.run(self.read_all(SINK, "read_committed", self.args.records))
+        source = asyncio.run(self.read_all(SOURCE, "read_uncommitted", self.args.records))
+        counts = collections.Counter(sink)
+        expected = {f"{i:08d}".encode() for i in range(self.args.records)}
+        figures.output_records = len(sink)
+        figures.distinct_ids = len(counts)
+        figures.lost = len(expected - set(counts))
+        figures.duplicated = sum(n - 1 for n in counts.values() if n > 1)
+        strays = set(counts) - expected
+        figures.input_duplicated = len(source) - len(set(source))
+        if strays:
+            self.log(f"{len(strays)} output ids not in the input, e.g. {sorted(strays)[:5]}")
+        if figures.lost:
+            self.log(f"lost ids, e.g. {sorted(expected - set(counts))[:10]}")
+        if figures.duplicated:
+            dups = sorted(k for k, n in counts.items() if n > 1)
+            self.log(f"duplicated ids, e.g. {dups[:10]}")
+        figures.ok = (
+            figures.lost == 0
+            and figures.duplicated == 0
+            and not strays
+            and figures.input_duplicated == 0
+            and len(set(source)) == self.args.records
+            and all(v == 0 for v in figures.final_lag.values())
+        )
+
+    async def read_all(self, topic: str, isolation: str, expected: int) -> list[bytes]:
+        """Every key of ``topic``: until all ``expected`` distinct keys were seen and two polls
+        in a row brought nothing, or nothing new came for a minute."""
+        from kemu.client import Consumer
+
+        keys: list[bytes] = []
+        seen: set[bytes] = set()
+        empty = 0
+        last_progress = time.monotonic()
+        async with Consumer(self.kemu.bootstrap, isolation_level=isolation) as reader:
+            await reader.assign_topic(topic)
+            while True:
+                records = await reader.poll(timeout=1.0)
+                if records:
+                    empty = 0
+                    last_progress = time.monotonic()
+                    for record in records:
+                        keys.append(record.key or b"")
+                        seen.add(record.key or b"")
+                else:
+                    empty += 1
+                if len(seen) >= expected and empty >= 2:
+                    return keys
+                if time.monotonic() - last_progress > 60:
+                    return keys
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.eos_crash",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("mode", nargs="?", default="run", choices=["run", "worker"])
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--short",
+        action="store_true",
+        help="make test's configuration: 600 records, 3 workers, 2 partitions, 4+3 kills",
+    )
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=4, help="source topic partitions")
+    parser.add_argument("--kemu-kills", type=int, default=14, help="plain SIGKILLs of kemu")
+    parser.add_argument(
+        "--crash-point-kills",
+        type=int,
+        default=9,
+        help="kemu restarts with KEMU_CRASH_AT at a transaction/share point",
+    )
+    parser.add_argument("--worker-kills", type=int, default=32)
+    parser.add_argument("--min-gap", type=float, default=1.0, help="seconds between events")
+    parser.add_argument("--max-gap", type=float, default=4.0)
+    parser.add_argument("--max-poll-records", type=int, default=50)
+    parser.add_argument("--transaction-timeout-ms", type=int, default=10_000)
+    parser.add_argument(
+        "--pause-ms", type=int, default=20, help="a worker waits up to this long before each commit"
+    )
+    parser.add_argument("--crash-point-timeout", type=float, default=30.0)
+    parser.add_argument("--drain-timeout", type=float, default=600.0)
+    parser.add_argument("--run-dir", default=None, help="data dir and logs (default: a tmp dir)")
+    parser.add_argument("--json", default=None, help="write the figures to this file")
+    # worker only
+    parser.add_argument("--bootstrap", default="")
+    parser.add_argument("--slot", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.short:
+        args.records, args.workers, args.partitions = 600, 3, 2
+        args.kemu_kills, args.crash_point_kills, args.worker_kills = 2, 2, 3
+        args.min_gap, args.max_gap = 0.5, 1.5
+        args.transaction_timeout_ms = 6_000
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1, 1 << 31)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.mode == "worker":
+        return asyncio.run(worker(args))
+    harness = Harness(args)
+    try:
+        figures = harness.run()
+    finally:
+        harness.stop_workers()
+        harness.kemu.stop()
+    summary: dict[str, Any] = asdict(figures)
+    text = json.dumps(summary)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    harness.log(
+        f"seed {figures.seed}: {figures.records} records, {figures.workers} workers, "
+        f"{figures.source_partitions} source partitions; kemu SIGKILLs {figures.kemu_kills} "
+        f"(self-kills at crash points {figures.kemu_crash_points}, not reached "
+        f"{figures.crash_points_not_reached}), worker SIGKILLs {figures.worker_kills}, worker "
+        f"exits {figures.worker_exits}; output {figures.output_records} records, "
+        f"{figures.distinct_ids} ids: lost {figures.lost}, duplicated {figures.duplicated}, "
+        f"input duplicated {figures.input_duplicated}, final lag {figures.final_lag}; "
+        f"drain {figures.drain_seconds} s, total {figures.seconds} s"
+    )
+    print("EOS-CRASH " + text, flush=True)
+    print(("PASS" if figures.ok else "FAIL") + f" (seed {figures.seed})", flush=True)
+    return 0 if figures.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
