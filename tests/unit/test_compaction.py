@@ -691,3 +691,29 @@ def test_any_log_reads_back_the_latest_value_per_key_after_cleanings(
         assert log.log_end_offset == len(writes)
     log.close()
     assert content(SegmentLog(directory, segment_bytes=400)) == after
+
+
+def test_the_cleaner_takes_topic_configs_and_their_broker_synonyms() -> None:
+    from kemu.broker.housekeeping import compaction_policy
+    from kemu.cluster.config import BrokerConfig, TopicConfig
+
+    broker = BrokerConfig(
+        {
+            "log.cleaner.min.cleanable.ratio": "0.2",
+            "log.cleaner.delete.retention.ms": "5000",
+            "log.segment.bytes": "4096",
+            "log.cleaner.dedupe.buffer.size": "2400",
+        }
+    )
+    policy = compaction_policy(TopicConfig(broker, {"min.compaction.lag.ms": "700"}))
+    assert policy.min_cleanable_dirty_ratio == 0.2
+    assert policy.delete_retention_ms == 5000
+    assert policy.min_compaction_lag_ms == 700
+    assert policy.max_compaction_lag_ms == 2**63 - 1
+    assert policy.segment_bytes == 4096
+    assert policy.max_map_keys == 90  # 2400 / 24 * 0.9
+    topic = TopicConfig(broker, {"delete.retention.ms": "1", "min.cleanable.dirty.ratio": "0.9"})
+    assert (
+        compaction_policy(topic).delete_retention_ms,
+        compaction_policy(topic).min_cleanable_dirty_ratio,
+    ) == (1, 0.9)
