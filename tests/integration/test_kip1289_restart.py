@@ -296,3 +296,38 @@ def test_a_stage_that_was_durable_when_kemu_died_commits_after_the_restart(
         assert member.fetch(wait_ms=300) == []
     finally:
         client.close()
+
+
+def test_an_explicit_enlistment_survives_a_restart(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    """``kemu.kip1289.enlist=explicit``: AddShareAcknowledgementsToTxn before the crash is
+    enough for a TxnShareAcknowledge after it (kemu's tag 100 in __transaction_state)."""
+    from test_kip1289_two_rpc import add_share_acks
+
+    group = "explicit-restart"
+    kemu = kemu_factory(
+        brokers=3,
+        data_dir=tmp_path / "data",
+        overrides=[*OVERRIDES, "kemu.kip1289.enlist=explicit"],
+    ).start()
+    create_topic(kemu, group)
+    client, member = joined(kemu, group, "m1")
+    assert member.fetch() == []
+    produce(kemu, group, 2)
+    txn = Transaction(client, f"{group}-txn")
+    txn.init()
+    assert add_share_acks(txn, member).error_code == ErrorCode.none
+    client.close()
+
+    restart(kemu, "sigkill")
+
+    client, member = joined(kemu, group, "m2")
+    try:
+        assert fetch_offsets(member, 2) == {0: 1, 1: 1}
+        txn.client = client
+        txn.stage(member, 0, 1, ACCEPT)  # enlisted before the restart: accepted
+        txn.end(commit=True)
+        wait_for_lag(member, 0)
+    finally:
+        client.close()

@@ -52,7 +52,10 @@ def test_another_share_partition_on_the_same_state_partition_is_remembered() -> 
     coordinator, pid, epoch = initialised()
     coordinator.add_share_partitions(TXN, pid, epoch, [SHARE], [STATE], now_ms=500)
     outcome = coordinator.add_share_partitions(TXN, pid, epoch, [OTHER_SHARE], [STATE], 600)
-    assert outcome.records == []  # the state partition was in already
+    # the state partition was in already; the record is written for the new share partition,
+    # so that the enlistment survives a restart
+    [(_, value)] = outcome.records
+    assert value is not None and set(value.share_partitions) == {SHARE, OTHER_SHARE}
     _, enlisted = coordinator.enlisted_share_partitions(TXN, pid, epoch)
     assert enlisted == {SHARE, OTHER_SHARE}
 
@@ -126,3 +129,25 @@ def test_timeout_forgets_the_enlistment() -> None:
     assert expired.markers is not None and expired.markers.partitions == {STATE}
     coordinator.complete(TXN, now_ms=500 + TIMEOUT_MS)
     assert not coordinator.transactions[TXN].share_partitions
+
+
+def test_explicit_enlistments_are_written_to_the_transaction_log_and_read_back() -> None:
+    from kemu.coordinator.transaction.coordinator import TransactionCoordinator
+    from kemu.coordinator.transaction.records import decode_value
+    from kemu.coordinator.transaction.records import encode_value as encode_txn_value
+
+    coordinator = TransactionCoordinator(lambda: 1000, 900_000)
+    init = coordinator.init_producer_id("tx", 60_000, 0, -1, -1)
+    enlisted = ("g", uuid.UUID(int=9), 0)
+    pid, epoch = init.producer_id, init.producer_epoch
+    outcome = coordinator.add_share_partitions("tx", pid, epoch, [enlisted], [STATE], 1)
+    [(_, value)] = outcome.records
+    assert value is not None and value.share_partitions == (enlisted,)
+    again = coordinator.add_share_partitions("tx", pid, epoch, [enlisted], [STATE], 2)
+    assert again.records == []  # idempotent: nothing new to write
+    data = encode_txn_value(value)
+    assert data is not None and decode_value(data) == value
+    restarted = TransactionCoordinator(lambda: 2000, 900_000)
+    restarted.replay("tx", decode_value(data))
+    error, found = restarted.enlisted_share_partitions("tx", pid, epoch)
+    assert (error, found) == (ErrorCode.none, frozenset({enlisted}))

@@ -76,7 +76,7 @@ class TransactionMetadata:
     last_producer_epoch: int = NO_PRODUCER_EPOCH  # the epoch before the last bump (retries)
     previous_producer_id: int = NO_PRODUCER_ID
     client_transaction_version: int = 0
-    # enlisted in the current transaction; in memory only (__transaction_state has no field)
+    # KIP-1289: enlisted in the current transaction (kemu's tag 100 in __transaction_state)
     share_partitions: set[SharePartition] = field(default_factory=set)
 
     def record(self) -> TransactionLogValue:
@@ -93,6 +93,7 @@ class TransactionMetadata:
             start_ms=self.start_ms,
             previous_producer_id=self.previous_producer_id,
             client_transaction_version=self.client_transaction_version,
+            share_partitions=tuple(sorted(self.share_partitions)),
         )
 
 
@@ -233,9 +234,14 @@ class TransactionCoordinator:
         outcome = self.add_partitions(
             transactional_id, producer_id, producer_epoch, state_partitions, now_ms
         )
-        if outcome.error is ErrorCode.none:
-            self.transactions[transactional_id].share_partitions |= wanted
-        return outcome
+        if outcome.error is not ErrorCode.none:
+            return outcome
+        meta = self.transactions[transactional_id]
+        if wanted <= meta.share_partitions:
+            return outcome
+        meta.share_partitions |= wanted
+        # the record add_partitions wrote (if any) is superseded by one naming them all
+        return self._answer(meta, [self._record(meta)])
 
     def enlisted_share_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int
@@ -428,6 +434,7 @@ class TransactionCoordinator:
             last_epoch,
             value.previous_producer_id,
             value.client_transaction_version,
+            set(value.share_partitions),
         )
 
     def fence_and_abort(self, transactional_id: str, now_ms: int) -> Outcome | None:

@@ -9,11 +9,18 @@ TransactionPartitions []{Topic string, PartitionIds []int32} (null when Empty),
 TransactionLastUpdateTimestampMs int64, TransactionStartTimestampMs int64; v1 tags:
 0 PreviousProducerId int64, 1 NextProducerId int64 (both default -1), 2 ClientTransactionVersion
 int16 (default 0), written only when not the default. kemu writes v1 and reads both.
+
+KIP-1289 (kemu's own tag, which Kafka's reader skips as it skips any unknown tag): tag 100
+ShareAcknowledgementPartitions, the share partitions AddShareAcknowledgementsToTxn enlisted in
+the transaction, written only when there are some: uvarint count + 1, then per entry GroupId
+(uvarint length + 1, UTF-8), TopicId (16 bytes), Partition int32. So an explicit enlistment
+(``kemu.kip1289.enlist=explicit``) survives a restart like the transaction's partitions do.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 from kemu.protocol.coordinator_records import RecordDecodeError as RecordDecodeError
@@ -33,6 +40,7 @@ _TIMES = struct.Struct(">qq")
 PREVIOUS_PRODUCER_ID_TAG = 0
 NEXT_PRODUCER_ID_TAG = 1
 CLIENT_TRANSACTION_VERSION_TAG = 2
+SHARE_PARTITIONS_TAG = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,8 @@ class TransactionLogValue:
     previous_producer_id: int = -1
     next_producer_id: int = -1
     client_transaction_version: int = 0
+    # (group id, topic id, partition), sorted: KIP-1289 share partitions enlisted (tag 100)
+    share_partitions: tuple[tuple[str, uuid.UUID, int], ...] = ()
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -79,6 +89,8 @@ def encode_value(value: TransactionLogValue | None, *, empty: bool = False) -> b
         tags.append((NEXT_PRODUCER_ID_TAG, _INT64.pack(value.next_producer_id)))
     if value.client_transaction_version != 0:
         tags.append((CLIENT_TRANSACTION_VERSION_TAG, _INT16.pack(value.client_transaction_version)))
+    if value.share_partitions:
+        tags.append((SHARE_PARTITIONS_TAG, _encode_share_partitions(value.share_partitions)))
     parts.append(encode_tags(tags))
     return b"".join(parts)
 
@@ -133,4 +145,29 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
         tag(PREVIOUS_PRODUCER_ID_TAG, _INT64, -1),
         tag(NEXT_PRODUCER_ID_TAG, _INT64, -1),
         tag(CLIENT_TRANSACTION_VERSION_TAG, _INT16, 0),
+        _decode_share_partitions(tags.get(SHARE_PARTITIONS_TAG)),
     )
+
+
+def _encode_share_partitions(entries: tuple[tuple[str, uuid.UUID, int], ...]) -> bytes:
+    parts = [uvarint(len(entries) + 1)]
+    for group_id, topic_id, partition in entries:
+        raw = group_id.encode()
+        parts += [uvarint(len(raw) + 1), raw, topic_id.bytes, _INT32.pack(partition)]
+    return b"".join(parts)
+
+
+def _decode_share_partitions(data: bytes | None) -> tuple[tuple[str, uuid.UUID, int], ...]:
+    if data is None:
+        return ()
+    reader = RecordReader(data)
+    entries = []
+    for _ in range(max(reader.uvarint() - 1, 0)):
+        length = reader.uvarint() - 1
+        if length < 0:
+            raise RecordDecodeError("null group id in a share-acknowledgement partition")
+        group_id = reader.take(length).decode()
+        topic_id = uuid.UUID(bytes=reader.take(16))
+        (partition,) = reader.unpack(_INT32)
+        entries.append((group_id, topic_id, partition))
+    return tuple(entries)
