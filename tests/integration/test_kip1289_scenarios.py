@@ -612,13 +612,14 @@ async def test_row11_commit_accept_with_remote_share_coordinator(
     kemu: KemuProcess, closing: list[Any]
 ) -> None:
     """Row 11, testTransactionalShareAckCommitAcceptWithRemoteShareCoordinator: the source
-    partition's leader is not its share-state partition's leader. After the commit kemu persists
-    the outcome by moving the start offset past offset 0 (nothing else is in flight), where
-    Kafka's IT reads an ACKNOWLEDGED batch."""
+    partition's leader is not its share-state partition's leader. After the commit the latest
+    record naming offset 0 says ACKNOWLEDGED, and the start offset moved past it."""
     name = "s11-remote-commit"
     group, consumer, record = await remote_coordinator_scenario(kemu, closing, name, commit=True)
     assert await wait_for_lag(kemu, group, name, 0) == 0
-    assert state_of(decode_share_state(kemu), group, record) == COMPLETE
+    decoded = decode_share_state(kemu)
+    assert latest_record_state(decoded, group, record) == ACKNOWLEDGED
+    assert state_of(decoded, group, record) == COMPLETE
     assert await consumer.poll(0.5) == []
 
 
@@ -662,7 +663,9 @@ async def failover_scenario(
     if commit:
         await producer.commit_transaction()
         assert await wait_for_lag(kemu, group, name, 0) == 0
-        assert state_of(decode_share_state(kemu), group, record) == COMPLETE
+        decoded = decode_share_state(kemu)
+        assert latest_record_state(decoded, group, record) == ACKNOWLEDGED
+        assert state_of(decoded, group, record) == COMPLETE
         assert await successor.poll(0.5) == []
     else:
         await producer.abort_transaction()

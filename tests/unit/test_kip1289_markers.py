@@ -247,6 +247,27 @@ def test_the_shard_resolves_a_marker_and_states_it_in_an_update_that_changes_not
     assert shard.replay_marker(7, 4, commit=True) == []  # again: nothing left to resolve
 
 
+def test_the_settling_update_states_the_outcome_of_offsets_the_start_offset_passed() -> None:
+    """Offset 0 alone, staged and committed: the start offset moves to 1, and the update still
+    names offset 0 as ACKNOWLEDGED, so the latest record naming it is not its TX_PENDING."""
+    shard = ShareCoordinatorShard(lambda _: 1)
+    shard.replay(
+        StateRecordKey(SHARE_UPDATE, "g", TOPIC_ID, 0),
+        ShareUpdateValue(0, 0, 0, (staged(0, 0, 7, 3, ACCEPT),), 0),
+    )
+    assert shard.replay_marker(7, 4, commit=True) == [KEY]
+    resolved = shard.states[KEY]
+    assert (resolved.start_offset, resolved.batches) == (1, ())
+    [record] = shard.settle_markers().records
+    assert isinstance(record.value, ShareUpdateValue)
+    assert record.value.start_offset == 1
+    assert [
+        (b.first_offset, b.last_offset, b.delivery_state) for b in record.value.state_batches
+    ] == [(0, 0, K)]
+    shard.replay(record.key, record.value)
+    assert shard.states[KEY] == resolved  # the replay drops what is below the start offset
+
+
 def make_cluster(logs: dict[tuple[str, int], PartitionLog]) -> Cluster:
     def log_factory(topic: str, index: int) -> PartitionLog:
         return logs.setdefault((topic, index), MemoryLog())
@@ -350,3 +371,4 @@ def test_replace_keeps_the_staging_tuple_in_step() -> None:
 
 def test_asyncio_is_not_needed_for_any_of_this() -> None:
     assert not asyncio.iscoroutinefunction(ShareCoordinatorService.follow_markers)
+

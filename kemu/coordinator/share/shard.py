@@ -75,6 +75,7 @@ FENCED_STATE_EPOCH_MESSAGE = (
 UNKNOWN_TOPIC_OR_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
 DEFAULT_UPDATES_PER_SNAPSHOT = 500
+NO_START = -1  # combine() with it drops no batch
 
 PartitionCount = Callable[[uuid.UUID], "int | None"]
 """How many partitions the topic with this id has; None when it does not exist."""
@@ -354,7 +355,12 @@ class ShareCoordinatorShard:
         return changed
 
     def settle_markers(self) -> ShardResult:
-        """ShareUpdates stating what markers resolved since each key's last record."""
+        """ShareUpdates stating what markers resolved since each key's last record.
+
+        The resolved batches are stated with their outcome even where the new start offset has
+        passed them (a replay drops those, so the state is the same): the latest record naming
+        an offset then gives its outcome, ACKNOWLEDGED or ARCHIVED, which is what Kafka's ITs
+        read back (``verifyLatestShareStateDeliveryState``), not the TX_PENDING of its stage."""
         records = []
         for key in sorted(self.marker_resolved):
             current = self.states.get(key)
@@ -364,7 +370,7 @@ class ShareCoordinatorShard:
                 snapshot_epoch=current.snapshot_epoch,
                 leader_epoch=current.leader_epoch,
                 start_offset=current.start_offset,
-                state_batches=combine((), self.marker_resolved[key], current.start_offset),
+                state_batches=combine((), self.marker_resolved[key], NO_START),
                 delivery_complete_count=current.delivery_complete_count,
             )
             records.append(StateRecord(_key(SHARE_UPDATE, key), update))
