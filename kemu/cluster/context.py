@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -88,6 +89,12 @@ class RequestContext:
 
     def now_ms(self) -> int:
         return self.runtime.clock_ms()
+
+    @staticmethod
+    def wait_ms() -> int:
+        """Monotonic real milliseconds, for a request's own wait (a long poll's MaxWaitMs): the
+        client times it in real time whatever the broker's clock (``--clock virtual``)."""
+        return time.monotonic_ns() // 1_000_000
 
     @property
     def response_module(self) -> ModuleType:

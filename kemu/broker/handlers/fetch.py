@@ -68,10 +68,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     targets = _targets(ctx, request, session, incremental, by_id)
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_wait_ms = _millis(request.max_wait)
-    deadline = now + max_wait_ms
+    deadline = ctx.wait_ms() + max_wait_ms
     while True:
         results, total, errors, partitions = _read_all(ctx, request, targets, read_committed)
-        remaining = deadline - ctx.now_ms()
+        remaining = deadline - ctx.wait_ms()
         if total >= request.min_bytes or errors or remaining <= 0 or not partitions:
             break
         await _wait_for_append(partitions, remaining / 1000)

@@ -145,11 +145,11 @@ async def _fetch_with_wait(
     when the first attempt found nothing."""
     group_id, member_id = request.group_id, request.member_id
     order = session.fetch_order()
-    deadline = ctx.now_ms() + max(millis(request.max_wait), 0)
+    deadline = ctx.wait_ms() + max(millis(request.max_wait), 0)
     min_bytes = max(int(request.min_bytes), 1)
     mode = AcquireMode(int(getattr(request, "share_acquire_mode", 0)))
     while True:
-        remaining = deadline - ctx.now_ms()
+        remaining = deadline - ctx.wait_ms()
         targets = _targets(ctx, manager, group_id, order, answers)
         if remaining <= 0 or not targets or _acquirable(targets, settings, min_bytes) >= min_bytes:
             acquired, failed = await _fetch(

@@ -234,6 +234,14 @@ class GroupCoordinatorService:
         await self.apply(result.effects)
         return result
 
+    async def remove_share_member(self, group_id: str, member_id: str, reason: str) -> None:
+        """Remove a share-group member now (raises GroupError for an unknown group or member);
+        what it held is released."""
+        effect = self.share.remove_member(group_id, member_id, reason)
+        self.persist(group_id)
+        self._rearm()
+        await self.apply((effect,))
+
     async def apply(self, effects: Iterable[Effect]) -> None:
         for effect in effects:
             try:

@@ -248,6 +248,14 @@ class ShareGroupCoordinator:
                     )
         return effects
 
+    def remove_member(self, group_id: str, member_id: str, reason: str) -> MemberRemoved:
+        """An operator removes a member (the control plane's kick): its next heartbeat gets
+        UNKNOWN_MEMBER_ID and it rejoins, as after a session expiry."""
+        group = self._share_group(group_id, create=False)
+        if member_id not in group.members:
+            raise _unknown_member(member_id, group_id)
+        return self._remove_member(group, member_id, reason)
+
     # --- lookups for the other share-group APIs ------------------------------------------------
 
     def describe(self, group_id: str) -> ShareGroup:

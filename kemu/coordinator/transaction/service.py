@@ -160,6 +160,32 @@ class TransactionService:
         )
         return self._carry_out(outcome, now)
 
+    def resolve_now(self, transactional_id: str, commit: bool) -> Outcome | None:
+        """The control plane ends an Ongoing transaction: abort fences the producer as the
+        timeout does; commit writes the markers as an EndTxn commit would. None when the id has
+        no Ongoing transaction."""
+        now = self.runtime.clock_ms()
+        if commit:
+            meta = self.coordinator.transactions.get(transactional_id)
+            if meta is None or meta.state != TxnState.ONGOING:
+                return None
+            outcome = self.coordinator.end_transaction(
+                transactional_id, meta.producer_id, meta.producer_epoch, True, now
+            )
+        else:
+            found = self.coordinator.fence_and_abort(transactional_id, now)
+            if found is None:
+                return None
+            outcome = found
+        if outcome.markers is not None:
+            log.info(
+                "transaction_resolved_by_control",
+                transactional_id=transactional_id,
+                commit=commit,
+                producer_id=outcome.producer_id,
+            )
+        return self._carry_out(outcome, now)
+
     def add_share_partitions(
         self,
         transactional_id: str,
