@@ -180,6 +180,13 @@ TOPIC_CONFIGS = _defs(
         "false",
         broker_synonym="unclean.leader.election.enable",
     ),
+    ConfigDef(
+        "errors.deadletterqueue.group.enable",
+        B,
+        "false",
+        doc="Whether share groups may use this topic as their dead-letter queue (KIP-1191); a "
+        "DLQ write to a topic without it is refused.",
+    ),
 )
 
 BROKER_CONFIGS = _defs(
@@ -260,6 +267,21 @@ BROKER_CONFIGS = _defs(
     ConfigDef("group.share.min.heartbeat.interval.ms", I, "5000", read_only=True),
     ConfigDef("group.share.max.heartbeat.interval.ms", I, "15000", read_only=True),
     ConfigDef("group.share.max.share.sessions", I, "2000", read_only=True),
+    ConfigDef(
+        "errors.deadletterqueue.auto.create.topics.enable",
+        B,
+        "false",
+        read_only=True,
+        doc="Whether a share group's DLQ topic that does not exist is created on its first "
+        "dead-letter write (KIP-1191).",
+    ),
+    ConfigDef(
+        "errors.deadletterqueue.topic.name.prefix",
+        T,
+        "dlq.",
+        read_only=True,
+        doc="The prefix every share group's DLQ topic name must have; empty for none (KIP-1191).",
+    ),
     ConfigDef("transaction.max.timeout.ms", I, "900000", read_only=True, minimum=1),
     ConfigDef("transactional.id.expiration.ms", I, "604800000", read_only=True),
     ConfigDef("producer.id.expiration.ms", I, "86400000"),

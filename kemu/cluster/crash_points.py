@@ -9,6 +9,9 @@ Points (each where a crash leaves durable state that recovery must finish):
   no marker is written yet.
 * ``txn.markers_written``: every marker is written, the COMPLETE_* record is not.
 * ``share.staged``: KIP-1289 records are durably TX_PENDING, the client has no answer yet.
+* ``share.archiving``: KIP-1191 records are durably ARCHIVING, not yet written to the DLQ topic.
+* ``share.dead_lettered``: KIP-1191 records are durably ARCHIVING and written to the DLQ topic,
+  ARCHIVED is not written yet.
 * ``clean.cleaned_written``: the log cleaner wrote and synced ``<base>.log.cleaned`` (not yet
   committed: the old segments stand).
 * ``clean.swap_committed``: it renamed it ``<base>.<end>.swap`` (committed: opening finishes it).
@@ -26,6 +29,8 @@ POINTS = frozenset(
         "txn.prepared",
         "txn.markers_written",
         "share.staged",
+        "share.archiving",
+        "share.dead_lettered",
         "clean.cleaned_written",
         "clean.swap_committed",
         "clean.old_segments_deleted",

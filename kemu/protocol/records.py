@@ -9,7 +9,7 @@ the CRC stays valid. Control batches (transaction markers) are the one thing kem
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -221,16 +221,27 @@ def _varbytes(value: bytes | None) -> bytes:
     return _varint(len(value)) + value
 
 
+RecordHeaders = Sequence[tuple[str, bytes | None]]
+
+
 def encode_record(
-    offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: RecordHeaders = (),
 ) -> bytes:
+    encoded_headers = b"".join(
+        _varbytes(name.encode()) + _varbytes(header_value) for name, header_value in headers
+    )
     body = (
         b"\x00"  # attributes
         + _varint(timestamp_delta)
         + _varint(offset_delta)
         + _varbytes(key)
         + _varbytes(value)
-        + _varint(0)  # no headers
+        + _varint(len(headers))
+        + encoded_headers
     )
     return _varint(len(body)) + body
 
@@ -246,10 +257,13 @@ def build_batch(
     transactional: bool = False,
     control: bool = False,
     leader_epoch: int = 0,
+    headers: Sequence[RecordHeaders] | None = None,
 ) -> bytes:
-    """An uncompressed v2 batch of (key, value) records, all with one timestamp."""
+    """An uncompressed v2 batch of (key, value) records, all with one timestamp; ``headers``,
+    when given, has each record's headers."""
     body = b"".join(
-        encode_record(index, 0, key, value) for index, (key, value) in enumerate(records)
+        encode_record(index, 0, key, value, headers[index] if headers is not None else ())
+        for index, (key, value) in enumerate(records)
     )
     attributes = (TRANSACTIONAL_FLAG if transactional else 0) | (CONTROL_FLAG if control else 0)
     after_crc = (

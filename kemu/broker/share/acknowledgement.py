@@ -180,6 +180,29 @@ class Acknowledgement(Acquisition):
             return RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
         return RecordState.AVAILABLE
 
+    # --- dead-letter queue (KIP-1191) -------------------------------------------------------
+
+    def complete_dead_letters(self, ranges: Sequence[tuple[int, int]]) -> Effects:
+        """The dead-letter writes of ``ranges`` are done (or given up, as Kafka does): their
+        ARCHIVING records become ARCHIVED and the start offset may move past them."""
+        self._begin()
+        for first, last in ranges:
+            low, high = max(first, self.start), min(last, self.end - 1)
+            if low <= high:
+                self._update(low, high, RecordState.ARCHIVING, self._dead_lettered)
+        return self._finish()
+
+    def _dead_lettered(self, span: Span) -> None:
+        self._move(span, RecordState.ARCHIVED, "dead-lettered")
+
+    def archiving(self) -> list[tuple[int, int, int]]:
+        """(first, last, delivery count) of the ARCHIVING spans: dead letters not yet done."""
+        return [
+            (s.first, s.last, s.delivery_count)
+            for s in self._spans.spans
+            if s.state is RecordState.ARCHIVING
+        ]
+
     # --- lock expiry and member departure ---------------------------------------------------
 
     def expire_locks(self, now_ms: int) -> Effects:

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from kemu.broker.share.dead_letter import write_dead_letters
 from kemu.broker.share.partition import (
     AckBatch,
     AcquiredRange,
     AcquireMode,
+    DeadLetter,
     Effects,
     SharePartitionCore,
 )
@@ -84,6 +86,9 @@ class SharePartitionActor:
         self._tasks: set[asyncio.Task[None]] = set()
         self.waiters: set[Waiter] = set()
         self.retired = False
+        # what the last _load saw: the source partition and group settings dead letters need
+        self._source: Partition | None = None
+        self._settings: ShareSettings | None = None
 
     # --- operations ---------------------------------------------------------------------------
 
@@ -269,6 +274,7 @@ class SharePartitionActor:
         return self.core
 
     async def _load(self, partition: Partition, settings: ShareSettings) -> ErrorCode:
+        self._source, self._settings = partition, settings
         if self.core is not None:
             self.core.config = settings.partition
             self.core.leader_epoch = partition.leader_epoch
@@ -311,10 +317,34 @@ class SharePartitionActor:
                 log.warning("share_state_write_failed", key=str(self.key), error=code.name)
                 self.close()  # the durable state is the truth: reload it on next use
                 return persister_error(code)
+        if effects.dead_letters:
+            code = await self._dead_letter(effects.dead_letters)
+            if code is not ErrorCode.none:
+                return code
         if effects.available or effects.start_moved:
             self._wake()  # records to hand out, or room under the in-flight limit
         self._rearm()
         return ErrorCode.none
+
+    async def _dead_letter(self, letters: tuple[DeadLetter, ...]) -> ErrorCode:
+        """KIP-1191: the ARCHIVING state of ``letters`` is durable; write them to the group's
+        DLQ topic (``dead_letter.py``), then make them ARCHIVED, durably. A write Kafka would
+        refuse is logged and archived all the same, as Kafka does."""
+        source, settings = self._source, self._settings
+        if source is None or settings is None:
+            return ErrorCode.none  # never loaded: nothing can be ARCHIVING
+        crash_point("share.archiving")
+        write_dead_letters(
+            self.runtime.cluster,
+            self.key.group_id,
+            source,
+            settings,
+            letters,
+            self.runtime.clock_ms(),
+        )
+        crash_point("share.dead_lettered")
+        done = [(letter.first_offset, letter.last_offset) for letter in letters]
+        return await self._commit(self._core().complete_dead_letters(done))
 
     def _wake(self) -> None:
         for waiter in list(self.waiters):

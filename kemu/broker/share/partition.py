@@ -23,16 +23,25 @@ from __future__ import annotations
 from kemu.broker.share.acknowledgement import AckBatch, AckResult
 from kemu.broker.share.acquisition import MAX_BYTES, AcquiredRange, AcquireMode, AcquireResult
 from kemu.broker.share.staging import TransactionalStaging
-from kemu.broker.share.window import Effects, SharePartitionConfig
+from kemu.broker.share.window import (
+    CAUSE_DELIVERY_LIMIT,
+    CAUSE_REJECTED,
+    DeadLetter,
+    Effects,
+    SharePartitionConfig,
+)
 from kemu.coordinator.share.persister import PersistedState
 
 __all__ = [
+    "CAUSE_DELIVERY_LIMIT",
+    "CAUSE_REJECTED",
     "MAX_BYTES",
     "AckBatch",
     "AckResult",
     "AcquireMode",
     "AcquireResult",
     "AcquiredRange",
+    "DeadLetter",
     "Effects",
     "SharePartitionConfig",
     "SharePartitionCore",

@@ -25,6 +25,10 @@ class ShareSettings:
     auto_offset_reset: str = "latest"  # earliest | latest | by_duration
     reset_duration_ms: int = 0  # by_duration only
     read_committed: bool = False
+    # KIP-1191: the group's errors.deadletterqueue.topic.name ("" = none) and
+    # errors.deadletterqueue.copy.record.enable
+    dlq_topic: str = ""
+    dlq_copy_record: bool = False
 
 
 def share_settings(runtime: Runtime, group_id: str) -> ShareSettings:
@@ -39,10 +43,13 @@ def share_settings(runtime: Runtime, group_id: str) -> ShareSettings:
             delivery_count_limit=config.delivery_count_limit,
             max_in_flight_records=config.partition_max_record_locks,
             abort_respects_delivery_limit=_abort_respects_limit(runtime.cluster.config),
+            dlq_enabled=bool(config.dlq_topic_name),
         ),
         auto_offset_reset=config.auto_offset_reset.strategy,
         reset_duration_ms=config.auto_offset_reset.duration_ms or 0,
         read_committed=config.read_committed,
+        dlq_topic=config.dlq_topic_name,
+        dlq_copy_record=config.dlq_copy_record_enable,
     )
 
 

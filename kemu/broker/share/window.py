@@ -38,6 +38,28 @@ class SharePartitionConfig:
     abort_respects_delivery_limit: bool = True
 
 
+# Why a record goes to the dead-letter queue (Kafka's ShareGroupDLQManager causes, written as
+# the __dlq.errors.message header).
+CAUSE_REJECTED = "Offset rejected by client."
+CAUSE_DELIVERY_LIMIT = "Offset delivery count exceeded the threshold."
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """ARCHIVING records [first_offset, last_offset] to write to the group's dead-letter queue
+    (KIP-1191) before ``complete_dead_letters`` makes them ARCHIVED.
+
+    ``recovered``: found ARCHIVING in the persisted state on load, so a write may already be in
+    the DLQ topic (a crash between the DLQ write and the ARCHIVED write): look before writing.
+    """
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+    cause: str
+    recovered: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Effects:
     """What the caller must do after an operation."""
@@ -46,6 +68,8 @@ class Effects:
     start_offset: int
     start_moved: bool
     available: bool  # records became acquirable: wake waiting fetches
+    # once ``batches`` is durable: write these to the dead-letter queue, then complete them
+    dead_letters: tuple[DeadLetter, ...] = ()
 
     @property
     def durable(self) -> bool:
@@ -79,6 +103,7 @@ class RecordWindow:
         self._dirty: list[tuple[int, int]] = []
         self._made_available = False
         self._start_before = start_offset
+        self._dead_letters: list[DeadLetter] = []
 
     def _load(self, batches: Iterable[PersistedBatch]) -> None:
         for batch in sorted(batches, key=lambda b: b.first_offset):
@@ -98,6 +123,12 @@ class RecordWindow:
                 self._tx_pending += span.size
             if state.is_terminal:
                 self._terminal += span.size
+            if state is RecordState.ARCHIVING:  # a dead-letter write still to do (KIP-1191)
+                limit = self.config.delivery_count_limit
+                cause = CAUSE_DELIVERY_LIMIT if span.delivery_count >= limit else CAUSE_REJECTED
+                self._dead_letters.append(
+                    DeadLetter(first, batch.last_offset, span.delivery_count, cause, True)
+                )
             self._spans.append(span)
             self.end = batch.last_offset + 1
         self._available_hint = self.start
@@ -250,6 +281,9 @@ class RecordWindow:
             self._tx_pending += size
         if target.is_terminal:
             self._terminal += size
+        elif target is RecordState.ARCHIVING:
+            cause = CAUSE_REJECTED if event in _REJECT_EVENTS else CAUSE_DELIVERY_LIMIT
+            self._dead_letters.append(DeadLetter(span.first, span.last, span.delivery_count, cause))
         elif target is RecordState.AVAILABLE:
             self._made_available = True
             self._available_hint = min(self._available_hint, span.first)
@@ -262,16 +296,20 @@ class RecordWindow:
         self._dirty = []
         self._made_available = False
         self._start_before = self.start
+        self._dead_letters = []
 
     def _finish(self, *, start_changed: bool = False) -> Effects:
         self._advance_start()
         batches = self._deltas()
         self._dirty = []
+        dead_letters = tuple(self._dead_letters)
+        self._dead_letters = []
         return Effects(
             batches=batches,
             start_offset=self.start,
             start_moved=start_changed or self.start != self._start_before,
             available=self._made_available,
+            dead_letters=dead_letters,
         )
 
     def _advance_start(self) -> None:
@@ -306,6 +344,10 @@ class RecordWindow:
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+# transitions to ARCHIVING a client's REJECT caused (directly, or committed in a transaction);
+# every other one (release, lock expiry, abort) is the delivery-count limit
+_REJECT_EVENTS = frozenset({"REJECT", "commit"})
 
 _LOADED_STATES = {
     0: RecordState.AVAILABLE,
