@@ -397,3 +397,43 @@ def test_sigkill_in_the_middle_of_a_cleaning_leaves_a_readable_log(
     assert not list((data_dir / f"{topic}-0").glob("*.swap"))
     wait_until(lambda: len(read_all(kemu.bootstrap, topic)) < sent / 2, "the next cleaning")
     assert {key: value for _, key, value in read_all(kemu.bootstrap, topic)} == latest
+
+
+def test_transaction_state_is_compacted_and_transactions_carry_on_after_restart(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    kemu = kemu_factory(
+        brokers=1,
+        data_dir=data_dir,
+        overrides=[
+            *FAST_CLEANER,
+            "transaction.state.log.num.partitions=1",
+            "transaction.state.log.segment.bytes=8192",
+        ],
+    ).start()
+    topic = "txn-target"
+    create(kemu.bootstrap, topic, {})
+    producer = Producer({"bootstrap.servers": kemu.bootstrap, "transactional.id": "long-lived"})
+    producer.init_transactions(30)
+    transactions = 150
+    for number in range(transactions):
+        producer.begin_transaction()
+        producer.produce(topic, f"txn-{number}".encode(), b"k")
+        producer.commit_transaction(30)
+    # several records per transaction (ongoing, prepare, complete): many 8 KiB segments, until
+    # the cleaner keeps about one record per transactional id
+    wait_until(
+        lambda: log_bytes(data_dir, "__transaction_state-0") < 2 * 8192,
+        "__transaction_state to be compacted",
+    )
+    kemu.kill()
+    kemu.start()
+    again = Producer({"bootstrap.servers": kemu.bootstrap, "transactional.id": "long-lived"})
+    again.init_transactions(30)
+    again.begin_transaction()
+    again.produce(topic, b"after restart", b"k")
+    again.commit_transaction(30)
+    seen = read_all(kemu.bootstrap, topic, isolation="read_committed")
+    assert [value for _, _, value in seen][-1] == b"after restart"
+    assert len(seen) == transactions + 1
