@@ -206,11 +206,19 @@ class Cluster:
         return self.log_factory(name, index)
 
     def apply_log_configs(self, topic: Topic) -> None:
-        """Hand a topic's segment settings to its logs (on creation and on config changes)."""
+        """Hand a topic's segment settings to its logs (on creation and on config changes).
+
+        A compacted topic rolls its active segment once ``max.compaction.lag.ms`` is reached if
+        that comes before ``segment.ms`` (Kafka's ``LogConfig.maxSegmentMs``), so that the
+        cleaner can reach its records in time.
+        """
+        segment_ms = topic.config.get_int("segment.ms")
+        if "compact" in (topic.config.get("cleanup.policy") or ""):
+            segment_ms = min(segment_ms, topic.config.get_int("max.compaction.lag.ms"))
         for partition in topic.partitions:
             partition.log.configure(
                 segment_bytes=topic.config.get_int("segment.bytes"),
-                segment_ms=topic.config.get_int("segment.ms"),
+                segment_ms=segment_ms,
                 index_interval_bytes=topic.config.get_int("index.interval.bytes"),
             )
 

@@ -717,3 +717,30 @@ def test_the_cleaner_takes_topic_configs_and_their_broker_synonyms() -> None:
         compaction_policy(topic).delete_retention_ms,
         compaction_policy(topic).min_cleanable_dirty_ratio,
     ) == (1, 0.9)
+
+
+def test_max_compaction_lag_rolls_a_compacted_topics_active_segment(tmp_path: Path) -> None:
+    from kemu.cluster.config import BrokerConfig
+    from kemu.cluster.model import BrokerNode, Cluster
+
+    def make(topic: str, index: int) -> SegmentLog:
+        return SegmentLog(tmp_path / f"{topic}-{index}")
+
+    nodes = {1: BrokerNode(1, "127.0.0.1", 9001)}
+    cluster = Cluster("cluster-c", nodes, BrokerConfig(), make, data_dir=tmp_path)
+    cluster.load_metadata()
+    lagged = cluster.create_topic(
+        "lagged", 1, 1, {"cleanup.policy": "compact", "max.compaction.lag.ms": "1000"}
+    )
+    plain = cluster.create_topic("plain", 1, 1, {"max.compaction.lag.ms": "1000"})
+    for topic in (lagged, plain):
+        partition = topic.partitions[0]
+        for step in range(3):
+            header, raw = batch(
+                partition.log.log_end_offset, [(b"k", b"v")], timestamp=T0 + step * 800
+            )
+            partition.append([(header, raw)], now_ms=T0 + step * 800)
+    lagged_log, plain_log = lagged.partitions[0].log, plain.partitions[0].log
+    assert isinstance(lagged_log, SegmentLog) and isinstance(plain_log, SegmentLog)
+    assert lagged_log.segment_base_offsets == [0, 2]  # 1600 ms after the first batch: rolled
+    assert plain_log.segment_base_offsets == [0]  # segment.ms (7 days) alone
