@@ -356,10 +356,11 @@ async def test_row3_rejects_fenced_member_epochs(
     epoch = metadata.member_epoch + 1 if which == "future" else metadata.member_epoch - 2
     wrong = dataclasses.replace(metadata, member_epoch=-1 if epoch == 0 else epoch)
     producer.begin_transaction()
-    with pytest.raises(CommitFailedError):
+    with pytest.raises(CommitFailedError) as refused:
         await producer.send_share_acknowledgements_to_transaction(
             consumer.acknowledgements_for_transaction(), wrong
         )
+    assert refused.value.error == ErrorCode.illegal_generation  # spec Q7
     await producer.abort_transaction()
     assert await wait_for_lag(kemu, name, name, 1) == 1
     assert state_of(decode_share_state(kemu), name, record) != TX_PENDING  # nothing was staged
