@@ -22,7 +22,9 @@ def leader_fields(ctx: RequestContext, partition: Partition) -> Any:
 def node_endpoints(ctx: RequestContext, node_ids: Iterable[int]) -> tuple[Any, ...]:
     if not ctx.has("NodeEndpoint"):
         return ()
-    nodes = ctx.cluster.nodes
+    from kemu.broker.endpoints import advertised_nodes
+
+    nodes = advertised_nodes(ctx)
     return tuple(
         ctx.make("NodeEndpoint", node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
         for n in (nodes[i] for i in sorted(set(node_ids)) if i in nodes)

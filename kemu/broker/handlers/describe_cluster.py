@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from kemu.broker.authorization import CLUSTER_NAME, OMITTED, ResourceType, operations_if
+from kemu.broker.endpoints import advertised_nodes
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
@@ -53,6 +54,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             cluster_authorized_operations=OMITTED,
         )
     cluster = ctx.cluster
+    nodes = advertised_nodes(ctx)
     brokers = tuple(
         ctx.make(
             "DescribeClusterBroker",
@@ -62,7 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             rack=node.rack,
             is_fenced=False,
         )
-        for node in (cluster.nodes[i] for i in cluster.node_ids)
+        for node in (nodes[i] for i in cluster.node_ids)
     )
     return ctx.respond(
         error_code=ErrorCode.none,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.endpoints import advertised_nodes
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
@@ -60,6 +61,8 @@ def _lookup(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     else:
         partition: Partition = coordinator_partition(ctx.cluster, key_type, key)
         node = ctx.cluster.nodes.get(partition.leader_id)
+    if node is not None:
+        node = advertised_nodes(ctx).get(node.node_id)
     if node is None:
         return _error(ErrorCode.coordinator_not_available, None)
     return {

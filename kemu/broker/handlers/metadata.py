@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from kemu.broker.authorization import CLUSTER_NAME, OMITTED, ResourceType, authorized_operations
+from kemu.broker.endpoints import advertised_nodes
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, Cluster, Topic, TopicError, validate_topic_name
@@ -55,7 +56,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     brokers = tuple(
         ctx.make("MetadataResponseBroker", node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
-        for n in cluster.nodes.values()
+        for n in advertised_nodes(ctx).values()
     )
     return ctx.respond(
         brokers=brokers,

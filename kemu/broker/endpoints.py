@@ -1,0 +1,22 @@
+"""The endpoints a client is told about: those of the listener it came in on.
+
+With ``listeners`` configured, ``KemuServer`` registers every listener's ``BrokerNode`` per node
+id as the ``listener_nodes`` service, and each connection's security session
+(``kemu/broker/security/session.py``) knows its listener; the cluster model's ``nodes`` are the
+first listener's. Metadata, DescribeCluster, FindCoordinator and the NodeEndpoints of
+Produce/Fetch/ShareFetch/ShareAcknowledge answer with ``advertised_nodes(ctx)``, as Kafka
+answers with the endpoints of the request's listener.
+"""
+
+from __future__ import annotations
+
+from kemu.cluster.context import RequestContext
+from kemu.cluster.model import BrokerNode
+
+
+def advertised_nodes(ctx: RequestContext) -> dict[int, BrokerNode]:
+    session = ctx.session
+    if session is None:
+        return ctx.cluster.nodes
+    by_listener: dict[str, dict[int, BrokerNode]] = ctx.runtime.services["listener_nodes"]
+    return by_listener.get(session.listener.name, ctx.cluster.nodes)

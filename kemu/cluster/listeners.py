@@ -1,0 +1,189 @@
+"""Listeners under Kafka's config names, mapped onto kemu's N virtual brokers.
+
+``listeners=NAME://host:port,...`` names one endpoint per listener; kemu runs N brokers in one
+process, so each listener gets a block of N consecutive ports: broker ``i`` (1..N) listens on
+``port + i - 1``. A listener written with port 0 (or none) takes the block after the previous
+listener's, counting from ``--port``: listener ``k`` (0-based) then starts at
+``--port + k * N``. ``advertised.listeners`` follows the same rule (port 0: the bound port).
+The first listener is the one ``kemu ready bootstrap=`` prints. The security protocol of a
+listener comes from ``listener.security.protocol.map`` (Kafka's default maps each protocol name
+to itself). Without ``listeners`` kemu has one PLAINTEXT listener on ``--host``/``--port``, as
+it always had.
+
+Per-listener settings use Kafka's prefix ``listener.name.<name in lower case>.<config>``
+(``listener_value``), falling back to the unprefixed config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kemu.cluster.config import BrokerConfig, InvalidConfig
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+# Security configs kemu reads (besides the listener.name.<l>.* forms of them).
+SECURITY_CONFIGS = frozenset(
+    {
+        "listeners",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "security.inter.broker.protocol",
+        "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
+        "sasl.jaas.config",
+        "connections.max.reauth.ms",
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "ssl.client.auth",
+        "kemu.sasl.users",
+    }
+)
+
+
+def is_security_config(name: str) -> bool:
+    """A config name kemu's listeners read (so not an unknown config)."""
+    if name in SECURITY_CONFIGS or name.endswith(".sasl.jaas.config"):
+        return True
+    if name.startswith("listener.name."):
+        rest = name[len("listener.name.") :].partition(".")[2]
+        if rest.endswith(".connections.max.reauth.ms"):
+            return True
+        return rest in SECURITY_CONFIGS
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    protocol: str
+    host: str  # bind address
+    port: int  # broker 1's port; broker i listens on port + i - 1
+    advertised_host: str
+    advertised_port: int
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _split_endpoint(text: str, config: str) -> tuple[str, str, int]:
+    name, sep, rest = text.strip().partition("://")
+    if not sep or not name:
+        raise InvalidConfig(
+            f"Invalid value {text} for configuration {config}: Error creating broker listeners "
+            f"from '{text}': Unable to parse {text} to a broker endpoint"
+        )
+    host, _, port_text = rest.rpartition(":")
+    if not _:
+        host, port_text = rest, "0"
+    host = host.strip("[]")
+    try:
+        port = int(port_text or "0")
+    except ValueError:
+        raise InvalidConfig(
+            f"Invalid value {text} for configuration {config}: Unable to parse {text} to a "
+            "broker endpoint"
+        ) from None
+    return name.upper(), host, port
+
+
+def _entries(value: str, config: str) -> list[tuple[str, str, int]]:
+    entries = [_split_endpoint(part, config) for part in value.split(",") if part.strip()]
+    names = [entry[0] for entry in entries]
+    if len(set(names)) != len(names):
+        raise InvalidConfig(f"Each listener must have a different name, {config}: {value}")
+    return entries
+
+
+def protocol_map(config: BrokerConfig) -> dict[str, str]:
+    text = config.get("listener.security.protocol.map") or DEFAULT_PROTOCOL_MAP
+    mapping: dict[str, str] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        name, sep, protocol = part.strip().partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or protocol not in PROTOCOLS:
+            raise InvalidConfig(
+                f"Invalid value {text} for configuration listener.security.protocol.map: "
+                f"No enum constant SecurityProtocol {protocol or part}"
+            )
+        mapping[name.strip().upper()] = protocol
+    return mapping
+
+
+def configured_listeners(
+    config: BrokerConfig,
+    host: str,
+    port: int,
+    brokers: int,
+    advertised_host: str | None = None,
+) -> list[Listener]:
+    """The listeners of ``config`` (one PLAINTEXT one on ``host:port`` when none is set)."""
+    value = config.get("listeners")
+    advertised_default = advertised_host or host
+    if not value:
+        return [Listener("PLAINTEXT", "PLAINTEXT", host, port, advertised_default, port)]
+    mapping = protocol_map(config)
+    advertised = {
+        name: (h, p)
+        for name, h, p in _entries(config.get("advertised.listeners") or "", "advertised.listeners")
+    }
+    listeners: list[Listener] = []
+    for index, (name, bind_host, bind_port) in enumerate(_entries(value, "listeners")):
+        protocol = mapping.get(name)
+        if protocol is None:
+            raise InvalidConfig(
+                f"Invalid value {value} for configuration listeners: No security protocol "
+                f"defined for listener {name}"
+            )
+        first = bind_port or port + index * brokers
+        ad_host, ad_port = advertised.get(name, ("", 0))
+        listeners.append(
+            Listener(
+                name=name,
+                protocol=protocol,
+                host=bind_host or host,
+                port=first,
+                advertised_host=ad_host or advertised_host or bind_host or host,
+                advertised_port=ad_port or first,
+            )
+        )
+    unknown = set(advertised) - {listener.name for listener in listeners}
+    if unknown:
+        raise InvalidConfig(
+            "advertised.listeners listener names must be equal to or a subset of the ones "
+            f"defined in listeners. Found {','.join(sorted(unknown))}."
+        )
+    return listeners
+
+
+def listener_value(config: BrokerConfig, listener: str, name: str) -> str | None:
+    """``listener.name.<listener>.<name>``, else ``name``, as Kafka resolves listener configs."""
+    prefixed = config.get(f"listener.name.{listener.lower()}.{name}")
+    return prefixed if prefixed is not None else config.get(name)
+
+
+def enabled_mechanisms(config: BrokerConfig, listener: str) -> list[str]:
+    """``sasl.enabled.mechanisms`` for a listener; kemu defaults to every mechanism it has
+    (Kafka's default, GSSAPI, is not one)."""
+    value = listener_value(config, listener, "sasl.enabled.mechanisms")
+    if value is None:
+        return list(SASL_MECHANISMS)
+    return [m.strip().upper() for m in value.split(",") if m.strip()]
