@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Callable
 from typing import Protocol
 
 from kemu.broker.security.credentials import MIN_ITERATIONS, SCRAM_HASHES, Credentials
@@ -99,7 +100,13 @@ def _attributes(text: str) -> dict[str, str]:
 
 
 class ScramServer:
-    def __init__(self, mechanism: str, credentials: Credentials) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        credentials: Credentials,
+        server_nonce: Callable[[], str] = lambda: secrets.token_urlsafe(24),
+    ) -> None:
+        self.server_nonce = server_nonce  # a test may fix it (RFC 7677's example)
         self.name = mechanism
         self.digest = SCRAM_HASHES[mechanism]
         self.credentials = credentials
@@ -157,7 +164,7 @@ class ScramServer:
         self._credential = credential
         self._gs2_header = f"{flag},{authorization},"
         self._client_first_bare = bare
-        self._nonce = client_nonce + secrets.token_urlsafe(24)
+        self._nonce = client_nonce + self.server_nonce()
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
         self._step = 1

@@ -71,9 +71,14 @@ class SecuritySession:
     def refusal(self, api_key: int, api_name: str, now_ms: int) -> str | None:
         """Why this request must close the connection, or None to serve it."""
         if not self.authenticated:
-            if api_key in ALWAYS_ALLOWED or (api_key == SASL_AUTHENTICATE and self._mechanism):
+            kafka_name = api_name.upper()  # Kafka prints its ApiKeys enum: METADATA
+            if self._mechanism is not None:  # after SaslHandshake v1: SaslAuthenticate only
+                if api_key == SASL_AUTHENTICATE:
+                    return None
+                return f"Unexpected Kafka request of type {kafka_name} during SASL authentication."
+            if api_key in ALWAYS_ALLOWED:
                 return None
-            return f"Unexpected Kafka request of type {api_name} during SASL handshake."
+            return f"Unexpected Kafka request of type {kafka_name} during SASL handshake."
         if self.reauthenticating and api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             return None
         if self.expires_at_ms is not None and now_ms > self.expires_at_ms:
@@ -132,8 +137,8 @@ class SecuritySession:
         principal = f"User:{mechanism.user}"
         if self.reauthenticating and principal != self.principal:
             message = (
-                f"Cannot change principals during re-authentication from {self.principal}: "
-                f"{principal}"
+                "Cannot change principals during re-authentication from "
+                f"{self.principal.replace(':', '.', 1)}: {principal.replace(':', '.', 1)}"
             )
             self._fail(message, user=mechanism.user)
             return ErrorCode.sasl_authentication_failed, message, b"", 0
