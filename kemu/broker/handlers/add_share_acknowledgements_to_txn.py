@@ -24,8 +24,8 @@ transaction is completing) or COORDINATOR_NOT_AVAILABLE (``__transaction_state``
 Omissions: authorization (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED are
 never answered); INVALID_TXN_STATE and COORDINATOR_LOAD_IN_PROGRESS are never answered (kemu
 holds no transaction in a state Kafka refuses with it, and loads its state before it listens);
-the group is not checked to exist; which partitions were enlisted explicitly is kept in memory
-only, so after a restart an explicit-mode client repeats this request (it is idempotent).
+the group is not checked to exist. What was enlisted is written to ``__transaction_state``
+(kemu's tagged field 100 of the transaction record), so explicit mode survives a restart.
 """
 
 from __future__ import annotations
