@@ -168,7 +168,7 @@ CHECKS: tuple[Check, ...] = (
     Check("configs alter user+client quota", "ConfigCommand",
           (*B, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type",
            "clients", "--entity-name", "c1", "--add-config", "producer_byte_rate=4096"),
-          r"Completed updating config for user alice, client c1\."),
+          r"Completed updating config for user alice\."),  # sic: the tool names the user only
     Check("configs describe user+client", "ConfigCommand",
           (*B, "--describe", "--entity-type", "users", "--entity-name", "alice",
            "--entity-type", "clients", "--entity-name", "c1"), r"producer_byte_rate=4096\.0"),
@@ -271,7 +271,8 @@ CHECKS: tuple[Check, ...] = (
           (*B, "--describe", "--entity-type", "client-metrics", "--entity-name", METRICS),
           r"metrics=org\.apache\.kafka\.producer\."),
     Check("client metrics delete", "ClientMetricsCommand",
-          (*B, "--delete", "--name", METRICS), rf"Altered client metrics config for {METRICS}\."),
+          (*B, "--delete", "--name", METRICS), rf"Deleted client metrics config for {METRICS}\."),
+    Check("client metrics list after delete", "ClientMetricsCommand", (*B, "--list"), r"^$"),
     # --- cluster, features, quorum, api versions ------------------------------------------
     Check("cluster id", "ClusterTool", ("cluster-id", *B), r"Cluster ID: \S+"),
     Check("features describe", "FeatureCommand", (*B, "describe"),

@@ -222,6 +222,27 @@ class Cluster:
                 index_interval_bytes=topic.config.get_int("index.interval.bytes"),
             )
 
+    def move_leader(self, partition: Partition, leader: int) -> None:
+        """Make ``leader`` (one of the partition's replicas) its leader, with a new leader epoch:
+        clients still on the old one get NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH and refresh
+        their metadata. kemu keeps one copy of each log, so nothing moves but the leadership."""
+        if leader == partition.leader_id:
+            return
+        partition.leader_id = leader
+        partition.leader_epoch += 1
+        partition.notify()
+        self.save_metadata()
+
+    def reassign(self, partition: Partition, replicas: list[int]) -> None:
+        """Give the partition a new replica set, completed at once (every replica is in sync by
+        construction); as Kafka's controller does when a reassignment completes, a leader that
+        is not among the new replicas hands over to the first of them."""
+        partition.replicas = list(replicas)
+        if partition.leader_id not in replicas:
+            self.move_leader(partition, replicas[0])
+        else:
+            self.save_metadata()
+
     def delete_topic(self, name: str) -> Topic:
         topic = self.topics.pop(name)
         del self.topics_by_id[topic.topic_id]
@@ -253,6 +274,7 @@ class Cluster:
                     "configs": topic.config.overrides,
                     "replicas": [p.replicas for p in topic.partitions],
                     "leader_epochs": [p.leader_epoch for p in topic.partitions],
+                    "leaders": [p.leader_id for p in topic.partitions],
                 }
                 for topic in self.topics.values()
             ],
@@ -293,6 +315,9 @@ class Cluster:
                 topic.partitions, entry.get("leader_epochs", []), strict=False
             ):
                 partition.leader_epoch = epoch
+            for partition, leader in zip(topic.partitions, entry.get("leaders", []), strict=False):
+                if leader in partition.replicas:
+                    partition.leader_id = leader
 
 
 def _remove_tree(path: Path) -> None:

@@ -1001,7 +1001,7 @@ def test_incremental_topic_changes_take_effect_and_persist(tmp_path: Path) -> No
             ErrorCode.invalid_request,
             "Node id must be an integer, but it is: x",
         ),
-        ((16, "metrics", [("a", 0, "b")]), ErrorCode.invalid_request, "Unknown resource type 16"),
+        ((64, "metrics", [("a", 0, "b")]), ErrorCode.invalid_request, "Unknown resource type 64"),
     ],
 )
 def test_incremental_refusals(
