@@ -42,7 +42,7 @@ from kemu.testing.plugin import KemuProcess
 pytestmark = pytest.mark.integration
 
 ACCEPT, REJECT = 1, 3
-ACKNOWLEDGED, ARCHIVED, TX_PENDING = 2, 4, 5
+AVAILABLE, ACKNOWLEDGED, ARCHIVED, TX_PENDING = 0, 2, 4, 5
 OVERRIDES = ["kemu.kip1289.enable=true", "share.coordinator.state.topic.num.partitions=3"]
 
 
@@ -161,7 +161,7 @@ def test_staged_records_resolve_after_a_restart_however_their_transaction_ends(
     assert fetch_offsets(member, 10) == {o: 1 for o in range(10)}
     committed = Transaction(client, f"{group}-commit")
     fenced = Transaction(client, f"{group}-fenced")
-    timed_out = Transaction(client, f"{group}-timeout", timeout_ms=6_000)
+    timed_out = Transaction(client, f"{group}-timeout", timeout_ms=10_000)
     for txn in (committed, fenced, timed_out):
         txn.init()
     committed.stage(member, 1, 3, ACCEPT, ACCEPT, REJECT)
@@ -175,9 +175,10 @@ def test_staged_records_resolve_after_a_restart_however_their_transaction_ends(
 
     client, member = joined(kemu, group, "m2")
     try:
-        assert [persisted_state_of(persisted(kemu, group), o) for o in (1, 4, 7)] == [
-            TX_PENDING
-        ] * 3
+        after = persisted(kemu, group)
+        assert [persisted_state_of(after, o) for o in (1, 4)] == [TX_PENDING] * 2
+        # (the third may have timed out already on a slow machine: then it is AVAILABLE)
+        assert persisted_state_of(after, 7) in (TX_PENDING, AVAILABLE)
         # the surviving producer commits (same producer id and epoch as before the restart)
         committed.client = client
         committed.end(commit=True)
