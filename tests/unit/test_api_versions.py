@@ -138,7 +138,7 @@ def spec(api_key: int, low: int, high: int) -> HandlerSpec:
 
 def test_features_are_finalized_only_for_what_is_served(monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = make_runtime()
-    for key in (68, 76, 26):
+    for key in (68, 76, 26, 88):
         monkeypatch.delitem(REGISTRY, key, raising=False)
     assert dict(api_versions.finalized_features(runtime)) == {"metadata.version": 29}
     monkeypatch.setitem(REGISTRY, 68, spec(68, 0, 1))
@@ -151,6 +151,8 @@ def test_features_are_finalized_only_for_what_is_served(monkeypatch: pytest.Monk
     }
     monkeypatch.setitem(REGISTRY, 26, spec(26, 0, 5))
     assert dict(api_versions.finalized_features(runtime))["transaction.version"] == 2
+    monkeypatch.setitem(REGISTRY, 88, spec(88, 0, 0))
+    assert dict(api_versions.finalized_features(runtime))["streams.version"] == 1
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,8 @@ HANDLERS: dict[int, tuple[str, int, int]] = {
     85: ("kemu.broker.handlers.write_share_group_state", 0, 1),
     86: ("kemu.broker.handlers.delete_share_group_state", 0, 0),
     87: ("kemu.broker.handlers.read_share_group_state_summary", 0, 1),
+    88: ("kemu.broker.handlers.streams_group_heartbeat", 0, 0),
+    89: ("kemu.broker.handlers.streams_group_describe", 0, 0),
     90: ("kemu.broker.handlers.describe_share_group_offsets", 0, 1),
     91: ("kemu.broker.handlers.alter_share_group_offsets", 0, 0),
     92: ("kemu.broker.handlers.delete_share_group_offsets", 0, 0),

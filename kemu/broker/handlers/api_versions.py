@@ -4,7 +4,8 @@ Advertises exactly the handlers registered in ``kemu.broker.handlers`` (capped b
 ``--as-version``), plus feature levels the way a Kafka 4.2 KRaft broker reports them: supported
 ranges for every feature, finalized levels only for what kemu really serves (``share.version``
 needs the share handlers, ``transaction.version`` 2 needs EndTxn v5, ``group.version`` needs
-ConsumerGroupHeartbeat). With ``kemu.kip1289.enable`` ``share.version`` is supported up to 3 and
+ConsumerGroupHeartbeat, ``streams.version`` 1 needs StreamsGroupHeartbeat).
+With ``kemu.kip1289.enable`` ``share.version`` is supported up to 3 and
 finalized at 3 (SV_3, KIP-1289) as long as TxnShareAcknowledge and
 AddShareAcknowledgementsToTxn are advertised (at their configured keys) with transaction version
 2; without it both keys are absent and share.version stays at 1 (spec §8).
@@ -77,6 +78,8 @@ def finalized_features(runtime: Runtime) -> list[tuple[str, int]]:
     features = [("metadata.version", METADATA_VERSION)]
     if _served(runtime, 68):
         features.append(("group.version", 1))
+    if _served(runtime, 88):
+        features.append(("streams.version", 1))
     if _served(runtime, 76):
         share_version = SHARE_VERSION_TXN_ACKS if _kip1289_served(runtime) else 1
         features.append(("share.version", share_version))

@@ -31,6 +31,7 @@ from kemu.coordinator.group.config import broker_int
 from kemu.coordinator.group.consumer_group import ConsumerGroup
 from kemu.coordinator.group.offset_manager import CommitPartition
 from kemu.coordinator.group.service import group_coordinator
+from kemu.coordinator.group.streams_group import StreamsGroup
 from kemu.coordinator.transaction.service import PendingOffsets, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 
@@ -119,6 +120,10 @@ def _check_group(
         if generation != member.member_epoch:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none
+    if isinstance(group, StreamsGroup):
+        if generation < 0 and not member_id:
+            return ErrorCode.none
+        return group.validate_offset_commit(member_id, generation) or ErrorCode.none
     if isinstance(group, ClassicGroup):
         if group.state == DEAD:
             return ErrorCode.coordinator_not_available

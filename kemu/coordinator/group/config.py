@@ -38,6 +38,17 @@ BROKER_FALLBACKS = {
     "group.consumer.heartbeat.interval.ms": "5000",
     "group.consumer.min.heartbeat.interval.ms": "5000",
     "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.streams.session.timeout.ms": "45000",
+    "group.streams.min.session.timeout.ms": "45000",
+    "group.streams.max.session.timeout.ms": "60000",
+    "group.streams.heartbeat.interval.ms": "5000",
+    "group.streams.min.heartbeat.interval.ms": "5000",
+    "group.streams.max.heartbeat.interval.ms": "15000",
+    "group.streams.num.standby.replicas": "0",
+    "group.streams.max.standby.replicas": "2",
+    "group.streams.max.size": "2147483647",
+    "group.streams.acceptable.recovery.lag": "10000",
+    "group.streams.task.offset.interval.ms": "60000",
     "group.share.session.timeout.ms": "45000",
     "group.share.min.session.timeout.ms": "45000",
     "group.share.max.session.timeout.ms": "60000",
@@ -200,6 +211,35 @@ GROUP_CONFIGS = _defs(
         ),
     ),
     GroupConfigDef(
+        "streams.session.timeout.ms",
+        INT,
+        "45000",
+        "The timeout to detect client failures when using the streams group protocol.",
+        broker_synonym="group.streams.session.timeout.ms",
+        minimum=1,
+        bounds=("group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
+    ),
+    GroupConfigDef(
+        "streams.heartbeat.interval.ms",
+        INT,
+        "5000",
+        "The heartbeat interval given to the members of a streams group.",
+        broker_synonym="group.streams.heartbeat.interval.ms",
+        minimum=1,
+        bounds=(
+            "group.streams.min.heartbeat.interval.ms",
+            "group.streams.max.heartbeat.interval.ms",
+        ),
+    ),
+    GroupConfigDef(
+        "streams.num.standby.replicas",
+        INT,
+        "0",
+        "The number of standby replicas for each task.",
+        broker_synonym="group.streams.num.standby.replicas",
+        minimum=0,
+    ),
+    GroupConfigDef(
         "share.session.timeout.ms",
         INT,
         "45000",
@@ -292,6 +332,7 @@ GROUP_CONFIGS = _defs(
 SESSION_HEARTBEAT_PAIRS = (
     ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
     ("share.session.timeout.ms", "share.heartbeat.interval.ms"),
+    ("streams.session.timeout.ms", "streams.heartbeat.interval.ms"),
 )
 
 

@@ -31,6 +31,7 @@ from kemu.coordinator.group.records import (
     RecordKey,
     RecordValue,
 )
+from kemu.coordinator.group.streams_group import StreamsGroup
 from kemu.protocol.errors import ErrorCode
 
 Record = tuple[RecordKey, RecordValue | None]
@@ -110,6 +111,8 @@ class OffsetManager:
             found = self.classic.simple_group(group_id, now_ms)
         if isinstance(found, ConsumerGroup):
             error = ConsumerGroupCoordinator.validate_offset_commit(found, member_id, generation_id)
+        elif isinstance(found, StreamsGroup):
+            error = found.validate_offset_commit(member_id, generation_id)
         elif isinstance(found, ClassicGroup):
             error = validate_offset_commit(found, member_id, group_instance_id, generation_id)
             self.classic.keep_alive(found, member_id, now_ms)
@@ -155,6 +158,10 @@ class OffsetManager:
             error = ConsumerGroupCoordinator.validate_offset_fetch(found, member_id, member_epoch)
             if error is not None:
                 return error, []
+        elif isinstance(found, StreamsGroup):
+            error = found.validate_offset_fetch(member_id, member_epoch)
+            if error is not None:
+                return error, []
         elif found is not None and not isinstance(found, ClassicGroup):
             return ErrorCode.group_id_not_found, []
         if requested is None:
@@ -174,7 +181,7 @@ class OffsetManager:
         if not group_id:
             return DeleteResult(ErrorCode.invalid_group_id)
         group = self.classic.registry.get(group_id)
-        if not isinstance(group, ClassicGroup | ConsumerGroup):
+        if not isinstance(group, ClassicGroup | ConsumerGroup | StreamsGroup):
             return DeleteResult(ErrorCode.group_id_not_found)
         if isinstance(group, ClassicGroup) and (
             group.state != EMPTY and not group.uses_consumer_protocol()
@@ -183,7 +190,11 @@ class OffsetManager:
         answers: dict[tuple[str, int], ErrorCode] = {}
         records: list[Record] = []
         for topic, partitions in requested:
-            subscribed = group.is_subscribed_to(topic)
+            if isinstance(group, StreamsGroup):
+                # Kafka: a non-empty streams group keeps the offsets of the topics it reads.
+                subscribed = bool(group.members) and topic in group.input_topics()
+            else:
+                subscribed = group.is_subscribed_to(topic)
             for partition in partitions:
                 if subscribed:
                     answers[(topic, partition)] = ErrorCode.group_subscribed_to_topic
@@ -213,6 +224,10 @@ class OffsetManager:
             if isinstance(found, ConsumerGroup):
                 # Kafka keeps the offsets of the topics a consumer group subscribes to.
                 return None if found.is_subscribed_to(topic) else value.commit_timestamp_ms
+            if isinstance(found, StreamsGroup):
+                if found.members and topic in found.input_topics():
+                    return None
+                return value.commit_timestamp_ms
             group = self.classic.group(group_id)
             if group is None or not group.protocol_type:
                 return value.commit_timestamp_ms  # a simple group

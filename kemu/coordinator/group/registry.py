@@ -29,6 +29,8 @@ WRONG_TYPE_ERRORS: dict[int, ErrorCode] = {
     69: ErrorCode.group_id_not_found,  # ConsumerGroupDescribe
     76: ErrorCode.group_id_not_found,  # ShareGroupHeartbeat
     77: ErrorCode.group_id_not_found,  # ShareGroupDescribe
+    88: ErrorCode.group_id_not_found,  # StreamsGroupHeartbeat
+    89: ErrorCode.group_id_not_found,  # StreamsGroupDescribe
 }
 
 

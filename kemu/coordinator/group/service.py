@@ -80,6 +80,8 @@ from kemu.coordinator.group.share_group import (
     ShareGroupCoordinator,
     TopicMeta,
 )
+from kemu.coordinator.group.streams_group import StreamsHeartbeat, StreamsHeartbeatResult
+from kemu.coordinator.group.streams_service import StreamsGroups
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
     PersistedState,
@@ -114,6 +116,7 @@ class GroupCoordinatorService:
         self.consumer = ConsumerGroupCoordinator(
             self.registry, self.consumer_settings, lambda: list(runtime.cluster.topics)
         )
+        self.streams = StreamsGroups(runtime, self.registry)
         self.offsets = OffsetStore()
         self.offset_manager = OffsetManager(
             self.classic,
@@ -211,6 +214,17 @@ class GroupCoordinatorService:
             self._consumer_written.pop(group_id, None)
         else:
             self._consumer_written[group_id] = new
+
+    def streams_heartbeat(self, request: StreamsHeartbeat) -> StreamsHeartbeatResult:
+        """KIP-1071; raises ``GroupError`` with Kafka's error. Missing internal topics are
+        created before the answer."""
+        try:
+            return self.streams.heartbeat(request)
+        finally:
+            self._rearm()
+
+    def streams_task_topics(self, group_id: str) -> dict[str, list[str]]:
+        return self.streams.task_topics(group_id)
 
     def membership_settings(self, group_id: str) -> MembershipSettings:
         configs = group_config_store(self.runtime)
@@ -450,6 +464,7 @@ class GroupCoordinatorService:
                 self.share.next_deadline_ms(),
                 self.classic.next_deadline_ms(),
                 self.consumer.next_deadline_ms(),
+                self.streams.next_deadline_ms(),
                 self._next_retention_check_ms if self.offsets.has_any() else None,
             )
             if d is not None
@@ -471,6 +486,7 @@ class GroupCoordinatorService:
         for group_id, member_id in self.consumer.expire(now, self.topic_meta):
             log.info("consumer_member_removed", group=group_id, member=member_id)
             self._sync_consumer_group(group_id)
+        self.streams.expire(now)
         self._expire_offsets(now)
         self._apply_classic(self.classic.tick(now))  # re-arms
 

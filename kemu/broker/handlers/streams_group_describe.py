@@ -1,0 +1,163 @@
+"""StreamsGroupDescribe (key 89), v0.
+
+Each KIP-1071 streams group's epoch, assignment epoch, state (Empty, NotReady, Assigning,
+Reconciling, Stable), its topology (epoch; the subtopologies with their source, repartition and
+changelog topics and the partition counts decided for them, null while the configuration failed
+for missing or wrongly partitioned topics) and every member: id, epoch, instance and rack ids,
+client id and host, topology epoch, process id, endpoint, client tags, current and target
+assignment (active, standby and warm-up tasks). Unknown ids and groups of another type get
+GROUP_ID_NOT_FOUND; an empty id INVALID_GROUP_ID.
+
+Omissions: v1 (KIP-1331 topology descriptions, which need Kafka's description plugin); task
+offsets are not tracked (answered empty); no authorizer, so AuthorizedOperations reports
+everything allowed when asked for.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kemu.broker.authorization import OMITTED, ResourceType, operations_if
+from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
+from kemu.coordinator.group.service import group_coordinator
+from kemu.coordinator.group.streams_assignor import EMPTY, Tasks, TaskTuple
+from kemu.coordinator.group.streams_group import StreamsGroup
+from kemu.coordinator.group.streams_topology import TopicInfo
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 89
+
+
+@handler(API_KEY, 0, 0)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    registry = group_coordinator(ctx.runtime).registry
+    operations = bool(request.include_authorized_operations)
+    groups = []
+    for group_id in request.group_ids:
+        found = registry.get(group_id)
+        if not group_id:
+            groups.append(_error(ctx, group_id, ErrorCode.invalid_group_id, None))
+        elif isinstance(found, StreamsGroup):
+            groups.append(_describe(ctx, found, operations))
+        else:
+            message = (
+                f"Group {group_id} not found."
+                if found is None
+                else f"Group {group_id} is not a streams group."
+            )
+            groups.append(_error(ctx, group_id, ErrorCode.group_id_not_found, message))
+    return ctx.respond(throttle_time=datetime.timedelta(0), groups=tuple(groups))
+
+
+def _error(ctx: RequestContext, group_id: str, code: ErrorCode, message: str | None) -> Any:
+    return ctx.make(
+        "DescribedGroup",
+        error_code=code,
+        error_message=message,
+        group_id=group_id,
+        group_state="",
+        group_epoch=-1,
+        assignment_epoch=-1,
+        topology=None,
+        members=(),
+        authorized_operations=OMITTED,
+    )
+
+
+def _describe(ctx: RequestContext, group: StreamsGroup, operations: bool) -> Any:
+    return ctx.make(
+        "DescribedGroup",
+        error_code=ErrorCode.none,
+        error_message=None,
+        group_id=group.group_id,
+        group_state=group.state_name,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        topology=_topology(ctx, group),
+        members=tuple(
+            ctx.make(
+                "Member",
+                member_id=member.member_id,
+                member_epoch=member.member_epoch,
+                instance_id=member.instance_id,
+                rack_id=member.rack_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                topology_epoch=member.topology_epoch,
+                process_id=member.process_id,
+                user_endpoint=(
+                    ctx.make("Endpoint", host=member.user_endpoint[0], port=member.user_endpoint[1])
+                    if member.user_endpoint is not None
+                    else None
+                ),
+                client_tags=tuple(
+                    ctx.make("KeyValue", key=key, value=value) for key, value in member.client_tags
+                ),
+                task_offsets=(),
+                task_end_offsets=(),
+                assignment=_assignment(ctx, member.assigned),
+                target_assignment=_assignment(ctx, group.target.get(member.member_id, EMPTY)),
+                is_classic=False,
+            )
+            for member in group.members.values()
+        ),
+        authorized_operations=operations_if(operations, ctx, ResourceType.GROUP, group.group_id),
+    )
+
+
+def _topology(ctx: RequestContext, group: StreamsGroup) -> Any:
+    topology = group.topology
+    if topology is None:
+        return ctx.make("Topology", epoch=-1, subtopologies=None)
+    configured = group.configured
+    if configured is None or not configured.has_subtopologies:
+        return ctx.make("Topology", epoch=topology.epoch, subtopologies=None)
+    counts = configured.partitions
+
+    def info(topic: TopicInfo) -> Any:
+        return ctx.make(
+            "TopicInfo",
+            name=topic.name,
+            partitions=counts.get(topic.name, topic.partitions),
+            replication_factor=topic.replication_factor,
+            topic_configs=tuple(
+                ctx.make("KeyValue", key=key, value=value) for key, value in topic.configs
+            ),
+        )
+
+    return ctx.make(
+        "Topology",
+        epoch=topology.epoch,
+        subtopologies=tuple(
+            ctx.make(
+                "Subtopology",
+                subtopology_id=sub.subtopology_id,
+                source_topics=tuple(sub.source_topics),
+                repartition_sink_topics=tuple(sub.repartition_sink_topics),
+                state_changelog_topics=tuple(info(t) for t in sub.state_changelog_topics),
+                repartition_source_topics=tuple(info(t) for t in sub.repartition_source_topics),
+            )
+            for sub in topology.subtopologies
+        ),
+    )
+
+
+def _assignment(ctx: RequestContext, tasks: TaskTuple) -> Any:
+    return ctx.make(
+        "Assignment",
+        active_tasks=_task_ids(ctx, tasks.active),
+        standby_tasks=_task_ids(ctx, tasks.standby),
+        warmup_tasks=_task_ids(ctx, tasks.warmup),
+    )
+
+
+def _task_ids(ctx: RequestContext, tasks: Tasks) -> tuple[Any, ...]:
+    by_sub: dict[str, list[int]] = {}
+    for sub, partition in sorted(tasks):
+        by_sub.setdefault(sub, []).append(partition)
+    return tuple(
+        ctx.make("TaskIds", subtopology_id=sub, partitions=tuple(parts))
+        for sub, parts in by_sub.items()
+    )

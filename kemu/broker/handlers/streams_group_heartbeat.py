@@ -1,0 +1,209 @@
+"""StreamsGroupHeartbeat (key 88), v0.
+
+KIP-1071 streams groups (``kemu.coordinator.group.streams_group``): a Kafka Streams member joins
+with epoch 0, its member id, process id and the application's topology; the coordinator keeps
+the group's topology, configures it against the topics and assigns tasks (active, and standby
+with ``streams.num.standby.replicas``) stickily; -1 leaves. Statuses as in Kafka 4.4:
+STALE_TOPOLOGY, MISSING_SOURCE_TOPICS, INCORRECTLY_PARTITIONED_TOPICS, MISSING_INTERNAL_TOPICS
+(the missing repartition and changelog topics are created by this broker before it answers, with
+the configs the topology gives, as Kafka's ``KafkaApis`` does), SHUTDOWN_APPLICATION. The interval
+answered is ``streams.heartbeat.interval.ms``; sessions expire after
+``streams.session.timeout.ms`` (group configs, broker synonyms ``group.streams.*``).
+
+Errors: INVALID_REQUEST (Kafka's request checks, topology updates, source topic regexes),
+STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND (a group of
+another type), GROUP_MAX_SIZE_REACHED (``group.streams.max.size``).
+
+Groups are written to ``__consumer_offsets`` as Kafka's streams records (types 15-20) and read
+back at start. Omissions: v1 (KIP-1331 topology descriptions: kemu has no description plugin, so
+a v1 answer would only ever say "not required"); static membership (an instance id is kept but
+not used to replace members); warm-up tasks; rack-aware standby placement; regex source topics;
+``streams.initial.rebalance.delay.ms`` (kemu assigns at once).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kemu.broker.handlers import handler
+from kemu.cluster.context import RequestContext
+from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
+from kemu.coordinator.group.service import group_coordinator
+from kemu.coordinator.group.share_group import GroupError
+from kemu.coordinator.group.streams_assignor import Tasks, TaskTuple
+from kemu.coordinator.group.streams_group import StreamsHeartbeat
+from kemu.coordinator.group.streams_topology import (
+    CopartitionGroup,
+    Subtopology,
+    TopicInfo,
+    Topology,
+)
+from kemu.protocol.errors import ErrorCode
+
+API_KEY = 88
+
+
+@handler(API_KEY, 0, 0)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    owned = None
+    if request.active_tasks is not None or request.standby_tasks is not None:
+        owned = TaskTuple(
+            _tasks(request.active_tasks),
+            _tasks(request.standby_tasks),
+            _tasks(request.warmup_tasks),
+        )
+    heartbeat = StreamsHeartbeat(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        endpoint_information_epoch=request.endpoint_information_epoch,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout // datetime.timedelta(milliseconds=1),
+        topology=_topology(request.topology) if request.topology is not None else None,
+        owned=owned,
+        process_id=request.process_id,
+        user_endpoint=(
+            (request.user_endpoint.host, int(request.user_endpoint.port))
+            if request.user_endpoint is not None
+            else None
+        ),
+        client_tags=(
+            tuple((kv.key, kv.value) for kv in request.client_tags)
+            if request.client_tags is not None
+            else None
+        ),
+        shutdown_application=request.shutdown_application,
+        client_id=ctx.header.client_id or "",
+        client_host=f"/{ctx.client_host}",
+    )
+    try:
+        result = group_coordinator(ctx.runtime).streams_heartbeat(heartbeat)
+    except GroupError as error:
+        return ctx.respond(
+            throttle_time=datetime.timedelta(0),
+            error_code=error.code,
+            error_message=error.message,
+            member_id=request.member_id,
+            member_epoch=0,
+            heartbeat_interval=datetime.timedelta(0),
+            acceptable_recovery_lag=0,
+            task_offset_interval=datetime.timedelta(0),
+            status=None,
+            active_tasks=None,
+            standby_tasks=None,
+            warmup_tasks=None,
+            endpoint_information_epoch=0,
+            partitions_by_user_endpoint=None,
+        )
+    assignment = result.assignment
+    return ctx.respond(
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        error_message=None,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
+        acceptable_recovery_lag=result.acceptable_recovery_lag,
+        task_offset_interval=datetime.timedelta(milliseconds=result.task_offset_interval_ms),
+        status=(
+            tuple(
+                ctx.make("Status", status_code=code, status_detail=detail)
+                for code, detail in result.status
+            )
+            if result.status
+            else None
+        ),
+        active_tasks=_task_ids(ctx, assignment.active) if assignment is not None else None,
+        standby_tasks=_task_ids(ctx, assignment.standby) if assignment is not None else None,
+        warmup_tasks=_task_ids(ctx, assignment.warmup) if assignment is not None else None,
+        endpoint_information_epoch=result.endpoint_information_epoch,
+        partitions_by_user_endpoint=(
+            _endpoints(ctx, result.endpoints, request.group_id)
+            if result.endpoints is not None
+            else None
+        ),
+    )
+
+
+def _tasks(task_ids: Any) -> Tasks:
+    if task_ids is None:
+        return frozenset()
+    return frozenset((t.subtopology_id, int(p)) for t in task_ids for p in t.partitions)
+
+
+def _topic_info(info: Any) -> TopicInfo:
+    return TopicInfo(
+        name=info.name,
+        partitions=int(info.partitions),
+        replication_factor=int(info.replication_factor),
+        configs=tuple((kv.key, kv.value) for kv in info.topic_configs),
+    )
+
+
+def _topology(topology: Any) -> Topology:
+    return Topology(
+        epoch=int(topology.epoch),
+        subtopologies=tuple(
+            Subtopology(
+                subtopology_id=sub.subtopology_id,
+                source_topics=tuple(sub.source_topics),
+                source_topic_regex=tuple(sub.source_topic_regex),
+                state_changelog_topics=tuple(_topic_info(t) for t in sub.state_changelog_topics),
+                repartition_sink_topics=tuple(sub.repartition_sink_topics),
+                repartition_source_topics=tuple(
+                    _topic_info(t) for t in sub.repartition_source_topics
+                ),
+                copartition_groups=tuple(
+                    CopartitionGroup(
+                        tuple(int(i) for i in group.source_topics),
+                        tuple(int(i) for i in group.source_topic_regex),
+                        tuple(int(i) for i in group.repartition_source_topics),
+                    )
+                    for group in sub.copartition_groups
+                ),
+            )
+            for sub in topology.subtopologies
+        ),
+    )
+
+
+def _task_ids(ctx: RequestContext, tasks: Tasks) -> tuple[Any, ...]:
+    by_sub: dict[str, list[int]] = {}
+    for sub, partition in sorted(tasks):
+        by_sub.setdefault(sub, []).append(partition)
+    return tuple(
+        ctx.make("TaskIds", subtopology_id=sub, partitions=tuple(parts))
+        for sub, parts in by_sub.items()
+    )
+
+
+def _endpoints(
+    ctx: RequestContext, endpoints: dict[tuple[str, int], TaskTuple], group_id: str
+) -> tuple[Any, ...]:
+    topics = group_coordinator(ctx.runtime).streams_task_topics(group_id)
+    answers = []
+    for (host, port), tasks in sorted(endpoints.items()):
+        answers.append(
+            ctx.make(
+                "EndpointToPartitions",
+                user_endpoint=ctx.make("Endpoint", host=host, port=port),
+                active_partitions=_partitions(ctx, tasks.active, topics),
+                standby_partitions=_partitions(ctx, tasks.standby, topics),
+            )
+        )
+    return tuple(answers)
+
+
+def _partitions(
+    ctx: RequestContext, tasks: Tasks, topics: dict[str, list[str]]
+) -> tuple[Any, ...]:
+    by_topic: dict[str, list[int]] = {}
+    for sub, partition in sorted(tasks):
+        for topic in topics.get(sub, []):
+            by_topic.setdefault(topic, []).append(partition)
+    return tuple(
+        ctx.make("TopicPartition", topic=topic, partitions=tuple(sorted(parts)))
+        for topic, parts in sorted(by_topic.items())
+    )

@@ -1,0 +1,102 @@
+"""The streams-group part of the group coordinator's asyncio side (``service.py`` owns it).
+
+It feeds ``StreamsGroupCoordinator`` the topics' partition counts, the group configs and the
+clock, creates the internal topics a heartbeat found missing before that heartbeat is answered
+(Kafka's ``KafkaApis`` hands them to its auto-topic-creation manager), and expires sessions when
+the service's timer fires.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from kemu.cluster.context import Runtime
+from kemu.cluster.model import TopicError
+from kemu.coordinator.group.config import broker_int, group_config_store
+from kemu.coordinator.group.registry import GroupRegistry
+from kemu.coordinator.group.streams_group import (
+    StreamsGroupCoordinator,
+    StreamsHeartbeat,
+    StreamsHeartbeatResult,
+    StreamsSettings,
+)
+from kemu.coordinator.group.streams_topology import TopicToCreate
+
+log = structlog.get_logger("kemu.group")
+
+
+class StreamsGroups:
+    def __init__(self, runtime: Runtime, registry: GroupRegistry) -> None:
+        self.runtime = runtime
+        self.coordinator = StreamsGroupCoordinator(registry, self.settings)
+
+    def settings(self, group_id: str) -> StreamsSettings:
+        configs = group_config_store(self.runtime)
+        config = self.runtime.cluster.config
+        return StreamsSettings(
+            session_timeout_ms=int(configs.value(group_id, "streams.session.timeout.ms")),
+            heartbeat_interval_ms=int(configs.value(group_id, "streams.heartbeat.interval.ms")),
+            num_standby_replicas=int(configs.value(group_id, "streams.num.standby.replicas")),
+            max_size=broker_int(config, "group.streams.max.size"),
+            acceptable_recovery_lag=broker_int(config, "group.streams.acceptable.recovery.lag"),
+            task_offset_interval_ms=broker_int(config, "group.streams.task.offset.interval.ms"),
+        )
+
+    def partition_count(self, name: str) -> int | None:
+        topic = self.runtime.cluster.topics.get(name)
+        return None if topic is None else len(topic.partitions)
+
+    def heartbeat(self, request: StreamsHeartbeat) -> StreamsHeartbeatResult:
+        result = self.coordinator.heartbeat(
+            request, self.partition_count, self.runtime.clock_ms()
+        )
+        for topic in result.topics_to_create:
+            self._create(request.group_id, topic)
+        return result
+
+    def _create(self, group_id: str, topic: TopicToCreate) -> None:
+        cluster = self.runtime.cluster
+        if topic.name in cluster.topics:
+            return
+        replication = topic.replication_factor
+        if replication <= 0:
+            replication = int(cluster.config.get("default.replication.factor") or 1)
+        replication = min(replication, len(cluster.nodes))
+        try:
+            cluster.create_topic(topic.name, topic.partitions, replication, dict(topic.configs))
+        except TopicError as error:
+            log.warning(
+                "streams_internal_topic_not_created",
+                group=group_id,
+                topic=topic.name,
+                error=error.code.name,
+            )
+            return
+        log.info(
+            "streams_internal_topic_created",
+            group=group_id,
+            topic=topic.name,
+            partitions=topic.partitions,
+        )
+
+    def task_topics(self, group_id: str) -> dict[str, list[str]]:
+        """Subtopology -> the topics whose partition p a task (subtopology, p) holds."""
+        group = self.coordinator.group(group_id)
+        if group is None or group.topology is None:
+            return {}
+        return {
+            sub.subtopology_id: [
+                *sub.input_topics(),
+                *(t.name for t in sub.state_changelog_topics),
+            ]
+            for sub in group.topology.subtopologies
+        }
+
+    def next_deadline_ms(self) -> int | None:
+        return self.coordinator.next_deadline_ms()
+
+    def expire(self, now_ms: int) -> list[tuple[str, str]]:
+        removed = self.coordinator.expire(now_ms, self.partition_count)
+        for group_id, member_id in removed:
+            log.info("streams_member_removed", group=group_id, member=member_id)
+        return removed
