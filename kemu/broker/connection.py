@@ -15,16 +15,24 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any, cast
+from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
+from kemu.broker.faults import FaultRule, fault_table
 from kemu.broker.handlers import REGISTRY, HandlerSpec, is_enabled, moved_keys
+from kemu.broker.stats import request_stats
 from kemu.cluster.context import ConnectionHooks, RequestContext, Runtime
 from kemu.cluster.model import BrokerNode
 from kemu.protocol import wire
+from kemu.protocol.error_responses import error_response_for
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.wire import DecodedRequest, MalformedFrame, UnsupportedRequest
+
+if TYPE_CHECKING:
+    from kemu.broker.security.session import SecuritySession
+    from kemu.cluster.listeners import Listener
 
 log = structlog.get_logger("kemu.connection")
 
@@ -35,8 +43,15 @@ WRITE_BUFFER_HIGH_WATER = 1 << 20  # stop reading requests while this much is un
 Slot = bytes | None | asyncio.Task[bytes | None]
 
 
+class CutFrame(bytes):
+    """What a fault rule sends instead of an answer (nothing, or a torn frame): the connection
+    closes once it is written."""
+
+
 class Connection(asyncio.Protocol):
-    def __init__(self, node: BrokerNode, runtime: Runtime) -> None:
+    def __init__(
+        self, node: BrokerNode, runtime: Runtime, listener: Listener | None = None
+    ) -> None:
         self.node = node
         self.runtime = runtime
         self.peer = "unknown"
@@ -50,6 +65,13 @@ class Connection(asyncio.Protocol):
         self.hooks = ConnectionHooks()  # e.g. share sessions opened here end with it
         # KIP-1289 APIs configured to other keys: wire key -> registered key (None: not served)
         self.moved_keys = moved_keys(runtime.cluster.config)
+        self.faults = fault_table(runtime)
+        self._rules = self.faults.by_key  # api key -> fault rules; empty unless a test set some
+        self.stats = request_stats(runtime)
+        # A listener configured with ``listeners``: its authentication (None: the default
+        # PLAINTEXT listener, every request served as before).
+        self.listener = listener
+        self.session: SecuritySession | None = None
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -60,10 +82,19 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = peer[0] if isinstance(peer, tuple) else "127.0.0.1"
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_WATER)
+        self.faults.opened(self.node.node_id, self)
+        self.stats.connections_accepted += 1
+        if self.node.node_id in self.faults.down:
+            self.abort()  # accepted just before the listener closed: the broker is down
+        if self.listener is not None:
+            from kemu.broker.security.session import open_session
+
+            self.session = open_session(self.listener, self.runtime, transport, self.peer)
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        self.stats.bytes_in += len(data)
         try:
             self._receive(data)
         except Exception:
@@ -132,6 +163,39 @@ class Connection(asyncio.Protocol):
 
     def _accept(self, frame: bytes) -> bool:
         """Dispatch one frame; False means the connection must close."""
+        session = self.session
+        if session is not None and session.intercepts:
+            return self._accept_secured(frame, session)
+        return self._accept_request(frame)
+
+    def _accept_secured(self, frame: bytes, session: SecuritySession) -> bool:
+        """A frame on a SASL listener before (or between) authentications."""
+        now_ms = self.runtime.clock_ms()
+        if session.raw:  # after SaslHandshake v0: a bare SASL token, answered bare
+            reply = session.raw_token(frame, now_ms)
+            if reply is None:
+                return False
+            self._slots.append(reply)
+            return True
+        try:
+            api_key = wire.peek_header(frame)[0]
+        except MalformedFrame as malformed:
+            log.warning("malformed_frame", peer=self.peer, reason=str(malformed))
+            return False
+        reason = session.refusal(api_key, wire.api_name(api_key), now_ms)
+        if reason is not None:
+            log.warning(
+                "sasl_request_refused",
+                peer=self.peer,
+                listener=session.listener.name,
+                api=wire.api_name(api_key),
+                reason=reason,
+            )
+            return False
+        # The SASL handlers answer at once; a refusal closes once the answer is out.
+        return self._accept_request(frame) and not session.close_requested
+
+    def _accept_request(self, frame: bytes) -> bool:
         try:
             # What is not served is refused before its body is decoded, as Kafka does.
             api_key, api_version, correlation_id = wire.peek_header(frame)
@@ -154,10 +218,61 @@ class Connection(asyncio.Protocol):
             log.warning("malformed_frame", peer=self.peer, reason=str(malformed))
             return False
         context = RequestContext(
-            self.node, self.runtime, request.header, self.client_host, self.hooks
+            self.node, self.runtime, request.header, self.client_host, self.hooks, self.session
         )
+        rules = self._rules.get(spec.api_key)
+        if rules is not None:
+            rule = self.faults.match(rules, self.node.node_id, request)
+            if rule is not None:
+                return self._inject(rule, spec, context, request)
         self._slots.append(self._dispatch(spec, context, request))
         return True
+
+    # --- fault rules (kemu/broker/faults.py) --------------------------------------------------
+
+    def _inject(
+        self, rule: FaultRule, spec: HandlerSpec, context: RequestContext, request: DecodedRequest
+    ) -> bool:
+        if rule.kind == "drop_before" and not rule.latency_ms:
+            return False  # closes; the answers ready before it still go out
+        task = asyncio.get_running_loop().create_task(
+            self._faulted(rule, spec, context, request)
+        )
+        task.add_done_callback(self._task_done)
+        self._slots.append(task)
+        return True
+
+    async def _faulted(
+        self, rule: FaultRule, spec: HandlerSpec, context: RequestContext, request: DecodedRequest
+    ) -> bytes | None:
+        if rule.latency_ms:
+            await asyncio.sleep(rule.latency_ms / 1000)
+        kind = rule.kind
+        if kind == "drop_before":
+            return CutFrame()
+        if kind == "error":
+            header = request.header
+            body = error_response_for(
+                request, ErrorCode(rule.error_code), f"injected by kemu fault rule {rule.id}"
+            )
+            self.stats.answered(header.api_key, header.api_version, body, 0)
+            return wire.encode_response_frame(
+                header.api_key, header.api_version, header.correlation_id, body
+            )
+        slot = self._dispatch(spec, context, request)
+        frame = await slot if isinstance(slot, asyncio.Task) else slot
+        if kind == "drop_after":
+            return CutFrame()
+        if kind == "torn":
+            return CutFrame(frame[: max(1, len(frame) // 2)] if frame else b"")
+        return frame
+
+    def abort(self) -> None:
+        """Close now, unsent answers dropped (the broker went down)."""
+        self._closing = True
+        self._cancel_pending()
+        if self.transport is not None:
+            self.transport.abort()
 
     def _max(self, spec: HandlerSpec) -> int:
         caps = self.runtime.max_versions
@@ -189,24 +304,37 @@ class Connection(asyncio.Protocol):
         """The answer now when the handler finishes without awaiting, else its running task."""
         # Encoding sits inside the try: an answer that cannot be encoded must still become an
         # error answer, or the requests queued behind it would wait forever.
+        started = perf_counter_ns()
         try:
             outcome = spec.function(context, request.body)
             if asyncio.iscoroutine(outcome):
-                task = asyncio.get_running_loop().create_task(self._finish(outcome, request))
+                task = asyncio.get_running_loop().create_task(
+                    self._finish(outcome, request, started)
+                )
                 task.add_done_callback(self._task_done)
                 return task
-            return self._encode(request, outcome)
+            frame = self._encode(request, outcome)
         except Exception:
             return self._failed(request)
+        header = request.header
+        self.stats.answered(
+            header.api_key, header.api_version, outcome, perf_counter_ns() - started
+        )
+        return frame
 
-    async def _finish(self, outcome: Any, request: DecodedRequest) -> bytes | None:
+    async def _finish(self, outcome: Any, request: DecodedRequest, started: int) -> bytes | None:
         try:
-            return self._encode(request, await outcome)
+            body = await outcome
+            frame = self._encode(request, body)
         except Exception:
             return self._failed(request)
+        header = request.header
+        self.stats.answered(header.api_key, header.api_version, body, perf_counter_ns() - started)
+        return frame
 
     def _failed(self, request: DecodedRequest) -> bytes:
         header = request.header
+        self.stats.error(header.api_key, int(ErrorCode.unknown_server_error))
         log.exception(
             "handler_failed",
             api=wire.api_name(header.api_key),
@@ -258,14 +386,32 @@ class Connection(asyncio.Protocol):
                 frame = head
             slots.popleft()
             if frame is not None:
+                if frame.__class__ is CutFrame:
+                    self._cut(frames, frame)
+                    return
                 frames.append(frame)
         transport = self.transport
         if not frames or transport is None or transport.is_closing():
             return
         if len(frames) == 1:
+            self.stats.bytes_out += len(frames[0])
             transport.write(frames[0])
         else:
+            self.stats.bytes_out += sum(map(len, frames))
             transport.writelines(frames)
+
+    def _cut(self, frames: list[bytes], cut: bytes) -> None:
+        """Write what is ready and ``cut`` (a torn frame, or nothing), then close."""
+        transport = self.transport
+        self._closing = True
+        self._cancel_pending()
+        if transport is None or transport.is_closing():
+            return
+        if cut:
+            frames.append(cut)
+        if frames:
+            transport.writelines(frames)
+        transport.close()
 
     def _cancel_pending(self) -> None:
         for slot in self._slots:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import ssl
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -17,9 +19,13 @@ from kemu.broker.handlers import handler_module_names, register_placeholders
 from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.crash_points import crash_point
+from kemu.cluster.listeners import Listener, configured_listeners
 from kemu.cluster.model import BrokerNode, Cluster
 from kemu.storage.lock import DataDirLock
 from kemu.storage.log import MemoryLog, PartitionLog
+
+if TYPE_CHECKING:
+    from kemu.broker.security.acceptor import TlsServer
 
 log = structlog.get_logger("kemu.server")
 
@@ -72,26 +78,41 @@ class KemuServer:
             options.data_dir.mkdir(parents=True, exist_ok=True)
             # Before anything is read: a second process on the same directory is refused here.
             self._lock = DataDirLock.acquire(options.data_dir)
-        host = options.advertised_host or options.host
-        nodes = {
-            node_id: BrokerNode(node_id, host, options.port + node_id - 1)
-            for node_id in range(1, options.brokers + 1)
+        # One listener (PLAINTEXT on --host/--port) unless ``listeners`` is configured; each one
+        # is a block of consecutive ports, one per broker (kemu/cluster/listeners.py).
+        self.listeners = configured_listeners(
+            options.config, options.host, options.port, options.brokers, options.advertised_host
+        )
+        self._secured = options.config.get("listeners") is not None
+        listener_nodes = {
+            listener.name: {
+                node_id: BrokerNode(
+                    node_id,
+                    listener.advertised_host,
+                    listener.advertised_port + node_id - 1,
+                )
+                for node_id in range(1, options.brokers + 1)
+            }
+            for listener in self.listeners
         }
         cluster = Cluster(
             cluster_id=options.cluster_id or _cluster_id(),
-            nodes=nodes,
+            nodes=listener_nodes[self.listeners[0].name],
             config=options.config,
             log_factory=_log_factory(options),
             data_dir=options.data_dir,
         )
         cluster.load_metadata()
         self.runtime = Runtime(cluster=cluster, max_versions=options.max_versions)
+        if self._secured:
+            self.runtime.services["listener_nodes"] = listener_nodes  # kemu/broker/endpoints.py
         # Always, before any request: the share coordinator replays __share_group_state
         # (including the transaction markers that resolve KIP-1289 staged records).
         from kemu.coordinator.share.service import share_persister
 
         share_persister(self.runtime)  # replays __share_group_state before any request
         self.servers: list[asyncio.Server] = []
+        self._tls_servers: list[TlsServer] = []  # SSL and SASL_SSL ports
         self._background: list[asyncio.Task[None]] = []
 
     @property
@@ -102,24 +123,46 @@ class KemuServer:
     def bootstrap_servers(self) -> str:
         return ",".join(f"{n.host}:{n.port}" for n in self.cluster.nodes.values())
 
+    def listener_bootstraps(self) -> dict[str, str]:
+        """Listener name -> its advertised bootstrap servers, in ``listeners`` order."""
+        return {
+            listener.name: ",".join(
+                f"{listener.advertised_host}:{listener.advertised_port + i}"
+                for i in range(self.options.brokers)
+            )
+            for listener in self.listeners
+        }
+
     async def start(self) -> None:
-        for node in self.cluster.nodes.values():
-            try:
-                server = await asyncio.get_running_loop().create_server(
-                    self._connection_factory(node),
-                    self.options.host,
-                    node.port,
-                    reuse_address=True,
-                )
-            except OSError as error:
-                for opened in self.servers:
-                    opened.close()
-                reason = os.strerror(error.errno) if error.errno else str(error)
-                # Kafka's SocketServer words it the same way.
-                raise ListenError(
-                    f"Socket server failed to bind to {self.options.host}:{node.port}: {reason}."
-                ) from None
-            self.servers.append(server)
+        for listener in self.listeners:
+            factory = self._listener_factory(listener)
+            context = self._tls_context(listener)  # a bad keystore fails start-up here
+            for node_id in self.cluster.node_ids:
+                port = listener.port + node_id - 1
+                try:
+                    if context is not None:
+                        from kemu.broker.security.acceptor import TlsServer
+
+                        self._tls_servers.append(
+                            await TlsServer.start(
+                                listener, context, factory(node_id), listener.host, port
+                            )
+                        )
+                        continue
+                    server = await asyncio.get_running_loop().create_server(
+                        factory(node_id), listener.host, port, reuse_address=True
+                    )
+                except OSError as error:
+                    for opened in self.servers:
+                        opened.close()
+                    for tls in self._tls_servers:
+                        tls.close()
+                    reason = os.strerror(error.errno) if error.errno else str(error)
+                    # Kafka's SocketServer words it the same way.
+                    raise ListenError(
+                        f"Socket server failed to bind to {listener.host}:{port}: {reason}."
+                    ) from None
+                self.servers.append(server)
         from kemu.broker.housekeeping import start_housekeeping
 
         self._background.extend(start_housekeeping(self.runtime))
@@ -158,11 +201,33 @@ class KemuServer:
     def _connection_factory(self, node: BrokerNode) -> Callable[[], Connection]:
         return lambda: Connection(node, self.runtime)
 
+    def _listener_factory(self, listener: Listener) -> Callable[[int], Callable[[], Connection]]:
+        """Per node id, the protocol factory of ``listener``'s port for that node."""
+        if not self._secured:
+            return lambda node_id: self._connection_factory(self.cluster.nodes[node_id])
+        nodes: dict[int, BrokerNode] = self.runtime.services["listener_nodes"][listener.name]
+        runtime = self.runtime
+
+        def make(node_id: int) -> Callable[[], Connection]:
+            node = nodes[node_id]
+            return lambda: Connection(node, runtime, listener)
+
+        return make
+
+    def _tls_context(self, listener: Listener) -> ssl.SSLContext | None:
+        if not listener.uses_tls:
+            return None
+        from kemu.broker.security.tls import server_context
+
+        return server_context(self.cluster.config, listener)
+
     async def close(self) -> None:
         for task in self._background:
             task.cancel()
         for server in self.servers:
             server.close()
+        for tls in self._tls_servers:
+            tls.close()
         for server in self.servers:
             await server.wait_closed()
         for partition in self.cluster.all_partitions():
