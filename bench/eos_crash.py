@@ -48,6 +48,10 @@ from typing import Any
 
 SOURCE, SINK, GROUP = "eos-source", "eos-sink", "eos-pipeline"
 CRASH_POINTS = ("txn.prepared", "txn.markers_written", "share.staged")
+# Where a worker restarted with EOS_DIE_AT=<point>:<n> SIGKILLs itself in its n-th transaction:
+# records acquired; output produced; acknowledgements staged; committed, before the next poll.
+WORKER_POINTS = ("polled", "produced", "staged", "committed")
+DIE_AT = "EOS_DIE_AT"
 REPO = Path(__file__).resolve().parents[1]
 
 # Worker exit codes.
@@ -96,6 +100,13 @@ async def worker(args: argparse.Namespace) -> int:
         print(f"{time.strftime('%H:%M:%S')} worker {slot} pid {os.getpid()}: {text}", flush=True)
 
     committed = aborted = 0
+    die_point, _, die_in = os.environ.get(DIE_AT, "").partition(":")
+
+    def die_at(point: str) -> None:
+        if point == die_point and committed + aborted + 1 == int(die_in):
+            say(f"SIGKILL myself at {point}")
+            os.kill(os.getpid(), signal.SIGKILL)
+
     try:
         await consumer.subscribe([SOURCE])
         await producer.init_transactions()
@@ -104,6 +115,7 @@ async def worker(args: argparse.Namespace) -> int:
             batch = await consumer.poll(timeout=1.0)
             if not batch:
                 continue
+            die_at("polled")
             producer.begin_transaction()
             try:
                 await producer.send_many(
@@ -113,14 +125,17 @@ async def worker(args: argparse.Namespace) -> int:
                         for r in batch
                     ],
                 )
+                die_at("produced")
                 for record in batch:
                     consumer.acknowledge(record, AcknowledgeType.ACCEPT)
                 await producer.send_share_acknowledgements_to_transaction(
                     consumer.acknowledgements_for_transaction(), consumer.share_group_metadata()
                 )
+                die_at("staged")
                 if args.pause_ms:
                     await asyncio.sleep(rng.uniform(0, args.pause_ms / 1000))
                 await producer.commit_transaction()
+                die_at("committed")
                 committed += 1
             except ProducerFencedError as exc:
                 say(f"fenced: {exc}")
@@ -164,6 +179,7 @@ class Figures:
     kemu_crash_points: dict[str, int] = field(default_factory=dict)
     crash_points_not_reached: int = 0
     worker_kills: int = 0
+    worker_self_kills: dict[str, int] = field(default_factory=dict)
     worker_exits: dict[str, int] = field(default_factory=dict)
     output_records: int = 0
     distinct_ids: int = 0
@@ -198,7 +214,8 @@ class Harness:
         )
         self.procs: dict[int, subprocess.Popen[bytes] | None] = {}
         self.restart_at: dict[int, float] = {}
-        self.expected_exit: set[int] = set()
+        self.worker_armed: dict[int, str] = {}  # slot -> EOS_DIE_AT of its next start
+        self.worker_running_armed: dict[int, str] = {}
         self.armed: tuple[str, float] | None = None
         self.chunks: collections.deque[int] = collections.deque()
         self.feeder_done = threading.Event()
@@ -217,7 +234,9 @@ class Harness:
         self.kemu.env = {"KEMU_CRASH_AT": crash_at} if crash_at else {}
         for _ in range(5):
             try:
+                began = time.monotonic()
                 self.kemu.start(timeout=120)
+                self.log(f"kemu ready in {time.monotonic() - began:.1f} s")
                 return
             except RuntimeError as exc:
                 if crash_at:  # it reached the point during start-up recovery
@@ -261,6 +280,12 @@ class Harness:
     # --- workers -----------------------------------------------------------------------------
 
     def start_worker(self, slot: int) -> None:
+        env = {**os.environ}
+        env.pop(DIE_AT, None)
+        armed = self.worker_armed.pop(slot, None)
+        if armed:
+            env[DIE_AT] = armed
+            self.worker_running_armed[slot] = armed
         command = [
             sys.executable,
             "-m",
@@ -281,13 +306,14 @@ class Harness:
         ]
         out = open(self.run_dir / f"worker-{slot}.log", "ab")  # noqa: SIM115
         self.procs[slot] = subprocess.Popen(
-            command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env={**os.environ}
+            command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env
         )
         out.close()
         self.restart_at.pop(slot, None)
 
     def kill_worker(self, slot: int, restart_after: float) -> None:
         proc = self.procs.get(slot)
+        self.worker_running_armed.pop(slot, None)
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
@@ -305,6 +331,15 @@ class Harness:
             proc = self.procs.get(slot)
             if proc is not None and proc.poll() is not None:
                 code = proc.returncode
+                armed = self.worker_running_armed.pop(slot, None)
+                if armed and code == -signal.SIGKILL:
+                    point = armed.split(":")[0]
+                    kills = self.figures.worker_self_kills
+                    kills[point] = kills.get(point, 0) + 1
+                    self.log(f"worker {slot} SIGKILLed itself at {armed}; restarting")
+                    self.procs[slot] = None
+                    self.restart_at[slot] = now + self.rng.uniform(0.2, 2.0)
+                    continue
                 reason = {
                     EXIT_FENCED: "fenced",
                     EXIT_STOPPED: "stopped",
@@ -382,7 +417,17 @@ class Harness:
         return events
 
     def setup(self) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+        """The topics, and the group's ``share.auto.offset.reset=earliest``: with Kafka's default
+        (latest) a share partition starts where its leader first loads it, which a SIGKILL of
+        kemu before the first fetch would put after input already written."""
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AdminClient,
+            AlterConfigOpType,
+            ConfigEntry,
+            ConfigResource,
+            NewTopic,
+            ResourceType,
+        )
 
         admin = AdminClient({"bootstrap.servers": self.kemu.bootstrap})
         futures = admin.create_topics(
@@ -390,17 +435,11 @@ class Harness:
         )
         for future in futures.values():
             future.result(timeout=60)
-        asyncio.run(self.join_group())
-
-    async def join_group(self) -> None:
-        """Initialise the group's share partitions before any input exists (the group's
-        share.auto.offset.reset is latest)."""
-        from kemu.client import ShareConsumer
-
-        consumer = ShareConsumer(self.kemu.bootstrap, GROUP, acknowledgement_mode="explicit")
-        await consumer.subscribe([SOURCE])
-        assert await consumer.poll(0.5) == []
-        await consumer.close()
+        earliest = ConfigEntry(
+            "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+        )
+        resource = ConfigResource(ResourceType.GROUP, GROUP, incremental_configs=[earliest])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=60)
 
     def run(self) -> Figures:
         a = self.args
@@ -438,6 +477,11 @@ class Harness:
                 slot = self.rng.randrange(a.workers)
                 late = self.rng.random() < 0.15
                 delay = a.transaction_timeout_ms / 1000 + 2 if late else self.rng.uniform(0.2, 3.0)
+                if self.rng.random() < a.worker_point_share:
+                    # the successor SIGKILLs itself at a point of one of its first transactions
+                    armed = f"{self.rng.choice(WORKER_POINTS)}:{self.rng.randint(1, 3)}"
+                    self.worker_armed[slot] = armed
+                    self.log(f"worker {slot} restarts with {DIE_AT}={armed}")
                 self.kill_worker(slot, delay)
         self.chunks.append(a.records - planned)
         self.feeder_done.set()
@@ -574,7 +618,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=9,
         help="kemu restarts with KEMU_CRASH_AT at a transaction/share point",
     )
-    parser.add_argument("--worker-kills", type=int, default=32)
+    parser.add_argument("--worker-kills", type=int, default=36)
+    parser.add_argument(
+        "--worker-point-share",
+        type=float,
+        default=0.5,
+        help="share of worker kills whose successor SIGKILLs itself at a point of its cycle",
+    )
     parser.add_argument("--min-gap", type=float, default=1.0, help="seconds between events")
     parser.add_argument("--max-gap", type=float, default=4.0)
     parser.add_argument("--max-poll-records", type=int, default=50)
@@ -618,8 +668,9 @@ def main(argv: list[str] | None = None) -> int:
         f"seed {figures.seed}: {figures.records} records, {figures.workers} workers, "
         f"{figures.source_partitions} source partitions; kemu SIGKILLs {figures.kemu_kills} "
         f"(self-kills at crash points {figures.kemu_crash_points}, not reached "
-        f"{figures.crash_points_not_reached}), worker SIGKILLs {figures.worker_kills}, worker "
-        f"exits {figures.worker_exits}; output {figures.output_records} records, "
+        f"{figures.crash_points_not_reached}), worker SIGKILLs {figures.worker_kills} (and "
+        f"self-kills at points {figures.worker_self_kills}), worker exits "
+        f"{figures.worker_exits}; output {figures.output_records} records, "
         f"{figures.distinct_ids} ids: lost {figures.lost}, duplicated {figures.duplicated}, "
         f"input duplicated {figures.input_duplicated}, final lag {figures.final_lag}; "
         f"drain {figures.drain_seconds} s, total {figures.seconds} s"
