@@ -48,6 +48,9 @@ SECURITY_CONFIGS = frozenset(
         "ssl.truststore.certificates",
         "ssl.client.auth",
         "kemu.sasl.users",
+        "authorizer.class.name",
+        "super.users",
+        "allow.everyone.if.no.acl.found",
     }
 )
 
