@@ -8,7 +8,7 @@ BROKERS ?= 3
 ARGS ?=
 
 .PHONY: install serve test test-unit test-integration test-java lint bench eos-crash java clean conformance-franz \
-	conformance-kafka-tools
+	conformance-kafka-tools test-streams
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ test-java: $(STAMP) java
 test: $(STAMP) java
 	$(MAKE) lint
 	$(BIN)/pytest -q -p no:cacheprovider tests
+
+# Kafka Streams 4.4.0 apps with group.protocol=streams (KIP-1071) against kemu; minutes, so not
+# part of `make test` (tests/integration/test_streams_java.py; figures in docs/conformance.md).
+test-streams: $(STAMP) java
+	KEMU_STREAMS_TESTS=1 $(BIN)/pytest -q -p no:cacheprovider tests/integration/test_streams_java.py
 
 test-unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
