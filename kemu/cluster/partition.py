@@ -34,6 +34,7 @@ class ProducerEntry:
     epoch: int
     # (first sequence, last sequence, base offset) of the most recent batches
     recent: list[tuple[int, int, int]] = field(default_factory=list)
+    last_timestamp: int = -1  # the max timestamp of its last batch, as Kafka's lastTimestamp
 
     @property
     def last_sequence(self) -> int:
@@ -79,7 +80,7 @@ class Partition:
         self.replicas = replicas
         self.log = log
         self.producers: dict[int, ProducerEntry] = {
-            producer_id: ProducerEntry(state.epoch, list(state.recent))
+            producer_id: ProducerEntry(state.epoch, list(state.recent), state.last_timestamp)
             for producer_id, state in log.recovered_producers().items()
         }  # a reopened log knows which batches its idempotent producers last wrote
         self.listeners: set[Listener] = set()
@@ -139,7 +140,7 @@ class Partition:
             if header.is_transactional:
                 self.transactions.on_append(header, offset)
             if header.producer_id >= 0 and header.base_sequence >= 0:
-                self._remember(header, offset)
+                self._remember(assigned, offset)
         self.notify()
         return AppendResult(ErrorCode.none, base_offset, now_ms if log_append_time else -1)
 
@@ -172,6 +173,7 @@ class Partition:
         entry.recent.append(
             (header.base_sequence, header.base_sequence + header.last_offset_delta, base_offset)
         )
+        entry.last_timestamp = header.max_timestamp
         if len(entry.recent) > MAX_REMEMBERED_BATCHES:
             del entry.recent[0]
 

@@ -32,6 +32,7 @@ class RecoveredProducer:
     # (first sequence, last sequence, base offset) of its most recent batches, oldest first
     recent: list[tuple[int, int, int]]
     transactional: bool = False  # it wrote transactional batches (Partition then replays them)
+    last_timestamp: int = -1  # the max timestamp of its last batch (DescribeProducers)
 
 
 def drain(steps: Generator[None, None, CleanResult | None]) -> CleanResult | None:

@@ -108,5 +108,6 @@ class ProducerTracker:
             entry.transactional = True
         last_sequence = header.base_sequence + header.last_offset_delta
         entry.recent.append((header.base_sequence, last_sequence, header.base_offset))
+        entry.last_timestamp = header.max_timestamp
         if len(entry.recent) > RECENT_BATCHES_PER_PRODUCER:
             del entry.recent[0]

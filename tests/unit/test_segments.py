@@ -390,8 +390,10 @@ def test_idempotent_producer_state_survives_reopen(directory: Path) -> None:
     assert list(state) == [7]
     assert state[7].epoch == 2
     assert state[7].recent == [(s, s + 2, s) for s in range(6, 21, 3)]
+    assert state[7].last_timestamp == T0  # its last batch's max timestamp (DescribeProducers)
 
     partition = Partition("topic", uuid.uuid4(), 0, 1, [1], reopened)
+    assert partition.producers[7].last_timestamp == T0
     # the producer retries its last batch after the restart: it gets the original offset
     retry = build_batch(
         [(b"k", b"v")] * 3, timestamp_ms=T0, producer_id=7, producer_epoch=2, base_sequence=18

@@ -255,3 +255,50 @@ def test_a_reopened_segment_log_restores_open_and_aborted_transactions(tmp_path:
     _append(plain, 4, False, 0)
     plain.log.close()
     assert not SegmentLog(tmp_path / "plain").recovered_producers()[4].transactional
+
+
+def test_commit_after_a_timeout_abort_is_an_invalid_transition_not_a_fence() -> None:
+    # Kafka's TransactionCoordinator: the producer's epoch is the one the timeout bumped from
+    # (a TV2 retry), so its other outcome is INVALID_TXN_STATE; the same outcome succeeds.
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    c.add_partitions(TXN, 1000, 0, [TP], now_ms=100)
+    assert len(c.expire(10_100)) == 1
+    assert c.transactions[TXN].state == TxnState.PREPARE_ABORT
+    assert c.end_transaction(TXN, 1000, 0, True, 10_101, bump_epoch=True).error is (
+        ErrorCode.invalid_txn_state
+    )
+    assert c.end_transaction(TXN, 1000, 0, False, 10_101, bump_epoch=True).error is (
+        ErrorCode.concurrent_transactions
+    )
+    c.complete(TXN, 10_102)
+    assert c.end_transaction(TXN, 1000, 0, True, 10_103, bump_epoch=True).error is (
+        ErrorCode.invalid_txn_state
+    )
+    assert c.end_transaction(TXN, 1000, 0, False, 10_103, bump_epoch=True).error is ErrorCode.none
+    # transaction version 1 has no retry by epoch: the old epoch is fenced
+    assert c.end_transaction(TXN, 1000, 0, True, 10_104).error is ErrorCode.producer_fenced
+
+
+def test_init_over_an_ongoing_transaction_aborts_it_then_ends_empty_with_a_second_bump() -> None:
+    # What Admin.forceTerminateTransaction (an InitProducerId without producer id) sees in Kafka:
+    # CONCURRENT_TRANSACTIONS while the fenced transaction aborts, then Empty at epoch + 2.
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    c.add_partitions(TXN, 1000, 0, [TP], now_ms=1)
+    first = c.init_producer_id(TXN, 10_000, 2)
+    assert first.error is ErrorCode.concurrent_transactions
+    assert first.markers is not None and first.markers.producer_epoch == 1
+    assert first.records  # the PrepareAbort is written all the same
+    assert c.init_producer_id(TXN, 10_000, 3).error is ErrorCode.concurrent_transactions
+    c.complete(TXN, 4)
+    retried = c.init_producer_id(TXN, 10_000, 5)
+    assert (retried.error, retried.producer_id, retried.producer_epoch) == (
+        ErrorCode.none,
+        1000,
+        2,
+    )
+    assert c.transactions[TXN].state == TxnState.EMPTY
+    assert c.end_transaction(TXN, 1000, 0, True, 6, bump_epoch=True).error is (
+        ErrorCode.producer_fenced
+    )

@@ -343,8 +343,15 @@ def test_describe_producers_shows_the_open_transaction(broker: Broker) -> None:
     (state,) = answer.topics[0].partitions[0].active_producers
     assert (state.producer_id, state.producer_epoch, state.last_sequence) == (pid, epoch, 1)
     assert state.current_txn_start_offset == 0
-    other = 1 + partition.leader_id % 3
-    elsewhere = broker.send(broker.request(61, 0, topics=(topic,)), other)
+    assert state.last_timestamp == NOW  # the max timestamp of its last batch
+    # as Kafka, every broker hosting a replica answers (find-hanging --broker-id N) ...
+    follower = 1 + partition.leader_id % 3
+    assert follower in partition.replicas
+    from_follower = broker.send(broker.request(61, 0, topics=(topic,)), follower)
+    assert from_follower.topics[0].partitions[0].active_producers == (state,)
+    # ... and a broker that hosts none does not
+    broker.cluster.reassign(partition, [partition.leader_id])
+    elsewhere = broker.send(broker.request(61, 0, topics=(topic,)), follower)
     assert elsewhere.topics[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
 
 

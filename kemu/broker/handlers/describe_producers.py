@@ -1,13 +1,15 @@
 """DescribeProducers (key 61), v0.
 
-The producers a partition's leader knows (``kafka-transactions.sh describe-producers`` and
-``find-hanging`` use it): producer id, epoch, last sequence, and the first offset of its open
-transaction here (-1 when none). A partition led by another broker gets NOT_LEADER_OR_FOLLOWER,
-an unknown one UNKNOWN_TOPIC_OR_PARTITION.
+The producers a partition's replicas know (``kafka-transactions.sh describe-producers`` and
+``find-hanging --broker-id N`` use it): producer id, epoch, last sequence, the max timestamp of
+its last batch (``last_timestamp``, also after a restart: recovered from the log), and the first
+offset of its open transaction here (-1 when none). As in Kafka, any broker hosting a replica
+answers (kemu's one copy of the log is every replica's), a broker that does not gets
+NOT_LEADER_OR_FOLLOWER, an unknown partition UNKNOWN_TOPIC_OR_PARTITION.
 
-Omissions: kemu does not keep a producer's last write time (``last_timestamp`` -1) and writes its
-markers with coordinator epoch 0 (``coordinator_epoch`` -1, unknown, as Kafka reports it before
-any marker); producers that only wrote markers here are listed with last sequence -1.
+Omissions: kemu writes its markers with coordinator epoch 0 (``coordinator_epoch`` -1, unknown,
+as Kafka reports it before any marker); producers that only wrote markers here are listed with
+last sequence -1.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _partition(ctx: RequestContext, partition: Partition | None, index: int) -> Any:
-    if partition is None or partition.leader_id != ctx.node.node_id:
+    if partition is None or ctx.node.node_id not in partition.replicas:
         code = (
             ErrorCode.unknown_topic_or_partition
             if partition is None
@@ -60,7 +62,7 @@ def _partition(ctx: RequestContext, partition: Partition | None, index: int) -> 
             producer_id=producer_id,
             producer_epoch=entry.epoch,
             last_sequence=entry.last_sequence,
-            last_timestamp=-1,
+            last_timestamp=entry.last_timestamp,
             coordinator_epoch=-1,
             current_txn_start_offset=ongoing.get(producer_id, -1),
         )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from kemu.coordinator.transaction.records import TransactionLogValue
@@ -51,6 +51,7 @@ class TxnState(IntEnum):
 
 PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
 COMPLETE = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+INVALID_TXN = ErrorCode.invalid_txn_state
 STATE_NAMES = {
     TxnState.EMPTY: "Empty",
     TxnState.ONGOING: "Ongoing",
@@ -161,10 +162,13 @@ class TransactionCoordinator:
                 return Outcome(ErrorCode.producer_fenced)
         meta.timeout_ms = timeout_ms
         if meta.state == TxnState.ONGOING:
-            # Fence the previous producer and abort its transaction with the bumped epoch; the
-            # new producer continues with that epoch once the markers are written.
+            # Fence the previous producer and abort its transaction with the bumped epoch. As in
+            # Kafka that epoch is never handed out: CONCURRENT_TRANSACTIONS makes the caller
+            # retry once the abort completed, and the retry bumps again into Empty (so
+            # Admin.forceTerminateTransaction ends Empty, the epoch bumped twice).
             marker = self._bump(meta)
-            return self._prepare(meta, commit=False, now_ms=now_ms, marker=marker)
+            fenced = self._prepare(meta, commit=False, now_ms=now_ms, marker=marker)
+            return replace(fenced, error=ErrorCode.concurrent_transactions)
         self._bump(meta)
         meta.state = TxnState.EMPTY
         meta.partitions.clear()
@@ -315,8 +319,16 @@ class TransactionCoordinator:
         if retried:
             if meta.state == wanted:
                 return self._answer(meta, [])
+            # As Kafka's TransactionCoordinator: the other outcome of this transaction (a commit
+            # after the coordinator aborted it on timeout) is an invalid transition, not a fence.
+            if meta.state == TxnState.PREPARE_COMMIT:
+                return Outcome(ErrorCode.concurrent_transactions if commit else INVALID_TXN)
+            if meta.state == TxnState.PREPARE_ABORT:
+                return Outcome(INVALID_TXN if commit else ErrorCode.concurrent_transactions)
             if meta.state in PREPARING:
                 return Outcome(ErrorCode.concurrent_transactions)
+            if meta.state in COMPLETE:
+                return Outcome(INVALID_TXN)
             return Outcome(ErrorCode.producer_fenced)
         error = self._check_producer(meta, producer_id, producer_epoch)
         if error is not None:
