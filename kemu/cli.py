@@ -21,6 +21,13 @@ from kemu.cluster.config import (
     InvalidConfig,
     unknown_broker_keys,
 )
+from kemu.control.cli import (
+    add_ctl_parser,
+    add_serve_arguments,
+    run_ctl,
+    start_control,
+    use_virtual_clock,
+)
 from kemu.protocol.versions import KAFKA_RELEASES, caps_for_release
 
 if TYPE_CHECKING:
@@ -84,9 +91,16 @@ def _parser() -> argparse.ArgumentParser:
         choices=sorted(KAFKA_RELEASES),
         help="advertise only what this Kafka release served",
     )
+    serve.add_argument(
+        "--tls-self-signed",
+        action="store_true",
+        help="make a CA and certificates for localhost (in DATA_DIR/tls or a temporary dir) and "
+        "serve them on SSL/SASL_SSL listeners; with no 'listeners' set, the listener is SSL",
+    )
     serve.add_argument("--cluster-id", default=None)
     serve.add_argument("--log-level", default="info")
     serve.add_argument("--json-logs", action="store_true")
+    add_serve_arguments(serve)  # --control-port, --control-host, --clock
     decode = commands.add_parser(
         "decode-share-state",
         help="print __share_group_state records and the share-partition states, as JSON lines",
@@ -95,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--bootstrap", metavar="HOST:PORT", help="read from a running cluster")
     source.add_argument("--data-dir", type=Path, help="read a (stopped or running) data dir")
     decode.add_argument("--states-only", action="store_true", help="only the final states")
+    add_ctl_parser(commands)  # kemu ctl --control URL VERB ...
     return parser
 
 
@@ -111,17 +126,27 @@ def _decode_share_state(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(options: ServerOptions) -> None:
+async def _serve(options: ServerOptions, args: argparse.Namespace) -> None:
     from kemu.broker.server import KemuServer
 
     server = KemuServer(options)
+    use_virtual_clock(server, args)
     await server.start()
-    print(f"kemu ready bootstrap={server.bootstrap_servers}", flush=True)
+    control = await start_control(server, args)
+    if options.config.get("listeners") is not None:
+        for name, bootstrap in server.listener_bootstraps().items():
+            print(f"kemu listener {name} bootstrap={bootstrap}", flush=True)
+    ready = f"kemu ready bootstrap={server.bootstrap_servers}"
+    if control is not None:
+        ready += f" control={control.url}"
+    print(ready, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    if control is not None:
+        await control.close()
     await server.close()
 
 
@@ -138,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "decode-share-state":
         return _decode_share_state(args)
+    if args.command == "ctl":
+        return run_ctl(args)
     _configure_logging(args.log_level, args.json_logs)
     try:
         config = BrokerConfig.load(args.config, args.override, base=SHIPPED_SERVER_PROPERTIES)
@@ -157,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in unknown:
         # Kafka's wording for a property no ConfigDef defines.
         log.warning(f"The configuration '{name}' was supplied but isn't a known config.")
+    if args.tls_self_signed:
+        _self_signed(config, args.data_dir)
     options = ServerOptions(
         brokers=args.brokers,
         host=args.host,
@@ -173,20 +202,45 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvloop
 
-        uvloop.run(_serve(options))
+        uvloop.run(_serve(options, args))
     except KeyboardInterrupt:
         pass
-    except (DataDirLocked, ListenError) as error:
+    except (DataDirLocked, ListenError, InvalidConfig) as error:
         print(f"kemu: {error}", file=sys.stderr)
         return 1
     return 0
 
 
 def _unknown_configs(config: BrokerConfig) -> list[str]:
-    """Supplied broker properties no config definition knows (the group coordinator's included)."""
+    """Supplied broker properties no config definition knows (the group coordinator's and the
+    listeners' included)."""
+    from kemu.cluster.listeners import is_security_config
     from kemu.coordinator.group.config import BROKER_FALLBACKS
 
-    return unknown_broker_keys(config.static, BROKER_FALLBACKS)
+    unknown = unknown_broker_keys(config.static, BROKER_FALLBACKS)
+    return [name for name in unknown if not is_security_config(name)]
+
+
+def _self_signed(config: BrokerConfig, data_dir: Path | None) -> None:
+    """--tls-self-signed: make (or reuse) the CA and certificates, serve them where no keystore
+    or truststore is configured, and print where the CA and a client certificate are."""
+    import tempfile
+
+    from kemu.broker.security.tls import self_signed, self_signed_defaults, write_keystore
+
+    directory = (
+        data_dir / "tls" if data_dir is not None else Path(tempfile.mkdtemp(prefix="kemu-tls-"))
+    )
+    paths = self_signed(directory)
+    write_keystore(paths)
+    for name, value in self_signed_defaults(paths).items():
+        config.static.setdefault(name, value)
+    if "listeners" not in config.static:
+        config.static["listeners"] = "SSL://:0"
+    print(
+        f"kemu tls ca={paths.ca} client_cert={paths.client_chain} client_key={paths.client_key}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -79,6 +79,7 @@ class FaultTable:
     by_key: dict[int, list[FaultRule]] = field(default_factory=dict)
     connections: dict[int, weakref.WeakSet[Any]] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)
+    injected: dict[str, int] = field(default_factory=dict)  # kind -> faults injected so far
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     random: random.Random = field(default_factory=random.Random)
 
@@ -147,6 +148,7 @@ class FaultTable:
             if rule.fraction < 1.0 and self.random.random() >= rule.fraction:
                 continue
             rule.fired += 1
+            self.injected[rule.kind] = self.injected.get(rule.kind, 0) + 1
             if rule.count is not None:
                 rule.count -= 1
                 if rule.count <= 0:

@@ -23,7 +23,20 @@ from pathlib import Path
 
 import pytest
 
+from kemu.control.client import ControlClient
+
 READY_PREFIX = "kemu ready bootstrap="
+LISTENER_PREFIX = "kemu listener "  # "kemu listener NAME bootstrap=host:port,..."
+TLS_PREFIX = "kemu tls "  # "kemu tls ca=PATH client_cert=PATH client_key=PATH"
+
+
+def _listener_count(overrides: list[str]) -> int:
+    """How many listeners an override list configures (each takes a block of ports)."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.strip() == "listeners":
+            return max(1, len([part for part in value.split(",") if part.strip()]))
+    return 1
 
 
 def free_port_block(count: int) -> int:
@@ -60,10 +73,20 @@ class KemuProcess:
     bootstrap: str = ""
     log_path: Path | None = None
     env: dict[str, str] = field(default_factory=dict)  # e.g. KEMU_CRASH_AT for crash tests
+    # The control API (docs/control.md): with_control serves it on a free port; clock="virtual"
+    # implies it. ``.control`` is then a ControlClient (add_fault, advance, share_state, ...).
+    with_control: bool = False
+    clock: str = "real"
+    control_url: str = ""
+    # With ``listeners`` configured: listener name -> its bootstrap servers (first is .bootstrap)
+    listeners: dict[str, str] = field(default_factory=dict)
+    # With --tls-self-signed: "ca", "client_cert", "client_key" -> PEM file paths
+    tls: dict[str, str] = field(default_factory=dict)
 
     def start(self, timeout: float = 30.0) -> KemuProcess:
         if not self.port:
-            self.port = free_port_block(self.brokers)
+            # A listener written with port 0 takes the block after the previous one's.
+            self.port = free_port_block(self.brokers * _listener_count(self.overrides))
         command = [
             sys.executable,
             "-m",
@@ -78,6 +101,10 @@ class KemuProcess:
             command += ["--data-dir", str(self.data_dir)]
         for override in self.overrides:
             command += ["--override", override]
+        if self.with_control:
+            command += ["--control-port", "0"]
+        if self.clock != "real":
+            command += ["--clock", self.clock]
         command += self.extra_args
         stderr = open(self.log_path, "a") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
@@ -94,8 +121,19 @@ class KemuProcess:
             assert self.process is not None and self.process.stdout is not None
             for line in self.process.stdout:
                 lines.append(line)
+                if line.startswith(LISTENER_PREFIX):
+                    name, _, bootstrap = line[len(LISTENER_PREFIX) :].partition(" bootstrap=")
+                    self.listeners[name] = bootstrap.strip()
+                elif line.startswith(TLS_PREFIX):
+                    for item in line[len(TLS_PREFIX) :].split():
+                        key, _, value = item.partition("=")
+                        self.tls[key] = value
                 if line.startswith(READY_PREFIX):
-                    self.bootstrap = line[len(READY_PREFIX) :].strip()
+                    fields = line[len(READY_PREFIX) :].split()
+                    self.bootstrap = fields[0]
+                    for extra in fields[1:]:
+                        if extra.startswith("control="):
+                            self.control_url = extra[len("control=") :]
                     ready.set()
 
         threading.Thread(target=watch, daemon=True).start()
@@ -124,6 +162,13 @@ class KemuProcess:
     def restart(self) -> KemuProcess:
         self.kill()
         return self.start()
+
+    @property
+    def control(self) -> ControlClient:
+        """The control API's client; needs ``with_control=True`` or ``clock="virtual"``."""
+        if not self.control_url:
+            raise RuntimeError("kemu was started without a control port: pass with_control=True")
+        return ControlClient(self.control_url)
 
     @property
     def first_broker(self) -> str:

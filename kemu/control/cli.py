@@ -1,0 +1,73 @@
+"""The control plane's part of the command line: ``kemu serve --control-port/--clock`` and
+``kemu ctl``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kemu.control.client import VERBS, ctl_main
+
+
+def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--control-port",
+        type=int,
+        default=None,
+        help="serve the HTTP control API on this port (0: any free port); printed in the ready "
+        "line as control=URL",
+    )
+    serve.add_argument(
+        "--control-host",
+        default="127.0.0.1",
+        help="address of the control API (loopback by default: it can break the cluster)",
+    )
+    serve.add_argument(
+        "--clock",
+        choices=("real", "virtual"),
+        default="real",
+        help="virtual: time stands still until `kemu ctl advance` (implies a control port)",
+    )
+
+
+def add_ctl_parser(commands: Any) -> None:
+    verbs = ", ".join(VERBS)
+    ctl = commands.add_parser(
+        "ctl",
+        help="call a verb of a running kemu's control API",
+        description=f"verbs: {verbs}. Path arguments come first, then key=value body fields "
+        "(values are JSON when they parse as JSON), or --json BODY. See docs/control.md.",
+    )
+    ctl.add_argument("--control", required=True, metavar="URL", help="e.g. http://127.0.0.1:9192")
+    ctl.add_argument("--json", dest="body_json", default=None, help="the JSON body")
+    ctl.add_argument("verb")
+    ctl.add_argument("words", nargs="*", help="path arguments, then key=value fields")
+
+
+def run_ctl(args: argparse.Namespace) -> int:
+    return ctl_main(args.control, args.verb, args.words, args.body_json)
+
+
+def use_virtual_clock(server: Any, args: argparse.Namespace) -> None:
+    """Before ``server.start()``: --clock virtual replaces the runtime's clock."""
+    if args.clock != "virtual":
+        return
+    from kemu.cluster.clock import VirtualClock
+
+    runtime = server.runtime
+    runtime.clock = VirtualClock(runtime.clock_ms())
+    runtime.clock_ms = runtime.clock.now_ms
+
+
+async def start_control(server: Any, args: argparse.Namespace) -> Any:
+    """After ``server.start()``: the control API, or None when not asked for."""
+    port = args.control_port
+    if port is None and args.clock == "virtual":
+        port = 0
+    if port is None:
+        return None
+    from kemu.control.http import ControlServer
+
+    control = ControlServer(server.runtime, args.control_host, port)
+    await control.start()
+    return control

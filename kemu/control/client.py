@@ -1,0 +1,270 @@
+"""A small blocking client of the control API (standard library only), used by ``kemu ctl`` and
+by the pytest plugin's ``KemuProcess.control``.
+
+Every verb is one entry of ``VERBS``: HTTP method, path (with ``{placeholders}`` filled from the
+positional arguments in order) and whether it takes a JSON body.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Verb:
+    method: str
+    path: str
+    summary: str
+    body: bool = False
+
+    @property
+    def params(self) -> list[str]:
+        return [part[1:-1] for part in self.path.split("/") if part.startswith("{")]
+
+
+VERBS: dict[str, Verb] = {
+    "health": Verb("GET", "/health", "process, brokers and clock"),
+    "openapi": Verb("GET", "/openapi.json", "the OpenAPI description"),
+    "metrics": Verb("GET", "/metrics", "Prometheus metrics (text)"),
+    "brokers": Verb("GET", "/brokers", "the brokers, down or up"),
+    "broker-down": Verb("POST", "/brokers/{node}/down", "refuse connections on a broker"),
+    "broker-up": Verb("POST", "/brokers/{node}/up", "accept connections again"),
+    "move-leader": Verb(
+        "POST", "/partitions/{topic}/{partition}/leader", "move a partition's leader", True
+    ),
+    "faults": Verb("GET", "/faults", "list fault rules"),
+    "add-fault": Verb("POST", "/faults", "install a fault rule", True),
+    "clear-faults": Verb("DELETE", "/faults", "remove every fault rule"),
+    "delete-fault": Verb("DELETE", "/faults/{rule}", "remove one fault rule"),
+    "share-groups": Verb("GET", "/share-groups", "share groups and members"),
+    "share-state": Verb(
+        "GET", "/share-groups/{group}/{topic}/{partition}", "record states of a share partition"
+    ),
+    "expire-locks": Verb(
+        "POST",
+        "/share-groups/{group}/{topic}/{partition}/expire-locks",
+        "expire acquisition locks now (member_id=... for one member)",
+        True,
+    ),
+    "release": Verb(
+        "POST",
+        "/share-groups/{group}/{topic}/{partition}/release",
+        "make records AVAILABLE (first_offset=, last_offset=)",
+        True,
+    ),
+    "archive": Verb(
+        "POST",
+        "/share-groups/{group}/{topic}/{partition}/archive",
+        "make records ARCHIVED (first_offset=, last_offset=)",
+        True,
+    ),
+    "kick": Verb("DELETE", "/share-groups/{group}/members/{member}", "remove a share member"),
+    "transactions": Verb("GET", "/transactions", "open transactions and what they staged"),
+    "abort-txn": Verb("POST", "/transactions/{tid}/abort", "abort as on a timeout"),
+    "commit-txn": Verb("POST", "/transactions/{tid}/commit", "commit as an EndTxn would"),
+    "clock": Verb("GET", "/clock", "the clock"),
+    "advance": Verb("POST", "/clock/advance", "move a virtual clock (duration=15m or ms=N)", True),
+}
+
+
+class ControlError(Exception):
+    """The control API refused a call (``status`` 4xx) or could not be reached (0)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}" if status else message)
+        self.status = status
+        self.message = message
+
+
+class ControlClient:
+    def __init__(self, url: str, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def call(self, verb: str, *args: Any, body: Any = None, **fields: Any) -> Any:
+        """Run a verb: positional ``args`` fill its path, ``body`` or keyword ``fields`` are
+        its JSON body."""
+        found = VERBS.get(verb)
+        if found is None:
+            raise ControlError(0, f"unknown verb {verb!r} (verbs: {', '.join(VERBS)})")
+        params = found.params
+        if len(args) != len(params):
+            usage = " ".join(f"<{p}>" for p in params) or "no arguments"
+            raise ControlError(0, f"{verb} takes {usage}")
+        path = found.path
+        for name, value in zip(params, args, strict=True):
+            path = path.replace("{" + name + "}", urllib.parse.quote(str(value), safe=""))
+        if body is None and fields:
+            body = fields
+        return self.request(found.method, path, body)
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"} if data is not None else {},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                raw = answer.read()
+                if answer.headers.get_content_type() != "application/json":
+                    return raw.decode()  # /metrics: Prometheus text
+                return json.loads(raw or b"null")
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            try:
+                message = json.loads(raw)["error"]
+            except (ValueError, KeyError, TypeError):
+                message = raw.decode(errors="replace") or str(error)
+            raise ControlError(error.code, message) from None
+        except urllib.error.URLError as error:
+            raise ControlError(0, f"cannot reach {self.url}: {error.reason}") from None
+
+    # --- the verbs as methods ------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("health")
+        return result
+
+    def brokers(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.call("brokers")
+        return result
+
+    def share_groups(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.call("share-groups")
+        return result
+
+    def add_fault(self, **rule: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("add-fault", body=rule)
+        return result
+
+    def faults(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.call("faults")
+        return result
+
+    def clear_faults(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("clear-faults")
+        return result
+
+    def broker_down(self, node_id: int) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("broker-down", node_id)
+        return result
+
+    def broker_up(self, node_id: int) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("broker-up", node_id)
+        return result
+
+    def move_leader(self, topic: str, partition: int, broker: int) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("move-leader", topic, partition, broker=broker)
+        return result
+
+    def share_state(self, group: str, topic: str, partition: int) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("share-state", group, topic, partition)
+        return result
+
+    def expire_locks(
+        self, group: str, topic: str, partition: int, member_id: str | None = None
+    ) -> dict[str, Any]:
+        body = {} if member_id is None else {"member_id": member_id}
+        result: dict[str, Any] = self.call("expire-locks", group, topic, partition, body=body)
+        return result
+
+    def release(
+        self, group: str, topic: str, partition: int, first: int, last: int
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self.call(
+            "release", group, topic, partition, first_offset=first, last_offset=last
+        )
+        return result
+
+    def archive(
+        self, group: str, topic: str, partition: int, first: int, last: int
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self.call(
+            "archive", group, topic, partition, first_offset=first, last_offset=last
+        )
+        return result
+
+    def kick(self, group: str, member_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("kick", group, member_id)
+        return result
+
+    def transactions(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.call("transactions")
+        return result
+
+    def abort_transaction(self, transactional_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("abort-txn", transactional_id)
+        return result
+
+    def commit_transaction(self, transactional_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("commit-txn", transactional_id)
+        return result
+
+    def advance(self, duration: str | int) -> dict[str, Any]:
+        """Move the virtual clock: ``"15m"``, ``"60s"`` or milliseconds."""
+        body = {"ms": duration} if isinstance(duration, int) else {"duration": duration}
+        result: dict[str, Any] = self.call("advance", body=body)
+        return result
+
+    def metrics(self) -> str:
+        """The Prometheus text of ``/metrics``."""
+        result: str = self.call("metrics")
+        return result
+
+    def clock(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("clock")
+        return result
+
+
+def parse_fields(pairs: list[str]) -> dict[str, Any]:
+    """``key=value`` pairs as a JSON object (a value that parses as JSON is taken as such)."""
+    fields: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ControlError(0, f"expected key=value, got {pair!r}")
+        try:
+            fields[key] = json.loads(value)
+        except ValueError:
+            fields[key] = value
+    return fields
+
+
+def ctl_main(url: str, verb: str, words: list[str], body_json: str | None) -> int:
+    """``kemu ctl``: print the verb's JSON answer; exit 1 when refused, 2 on bad usage."""
+    import sys
+
+    found = VERBS.get(verb)
+    if found is None:
+        print(f"kemu ctl: unknown verb {verb!r}; verbs:", file=sys.stderr)
+        for name, known in VERBS.items():
+            usage = " ".join(f"<{p}>" for p in known.params)
+            print(f"  {name} {usage}".rstrip() + f"  — {known.summary}", file=sys.stderr)
+        return 2
+    count = len(found.params)
+    args, pairs = words[:count], words[count:]
+    try:
+        body: Any = None
+        if body_json is not None:
+            try:
+                body = json.loads(body_json)
+            except ValueError as error:
+                raise ControlError(0, f"--json is not JSON: {error}") from None
+        elif pairs:
+            body = parse_fields(pairs)
+        if body is not None and not found.body and found.method != "POST":
+            raise ControlError(0, f"{verb} takes no body")
+        answer = ControlClient(url).call(verb, *args, body=body)
+    except ControlError as error:
+        print(f"kemu ctl: {error}", file=sys.stderr)
+        return 1 if error.status else 2
+    print(answer if isinstance(answer, str) else json.dumps(answer, indent=2, default=str))
+    return 0

@@ -1,0 +1,265 @@
+"""The control plane's HTTP API (aiohttp), on its own port beside the Kafka listeners.
+
+JSON in and out; every error is ``{"error": message}`` with a 4xx status (5xx only for a bug).
+The routes and their bodies are described in ``/openapi.json`` (``kemu/control/openapi.py``) and
+``docs/control.md``. Handlers run on the broker's event loop and never wait on a Kafka client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from kemu.broker.share.states import RecordState
+from kemu.cluster.clock import VirtualClock
+from kemu.cluster.context import Runtime
+from kemu.control.metrics import CONTENT_TYPE, metrics_registry, render
+from kemu.control.openapi import openapi
+from kemu.control.verbs import Control, ControlError, bad_request
+
+log = structlog.get_logger("kemu.control")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+CONTROL = web.AppKey("control", Control)
+MAX_BODY_BYTES = 1 << 20
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str))
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ControlError as error:
+        log.info("control_refused", path=request.path, status=error.status, reason=error.message)
+        return _json({"error": error.message}, error.status)
+    except web.HTTPNotFound:
+        return _json({"error": f"unknown verb: {request.method} {request.path}"}, 404)
+    except web.HTTPMethodNotAllowed as error:
+        allowed = ", ".join(sorted(error.allowed_methods))
+        return _json(
+            {"error": f"{request.method} is not allowed on {request.path} (allowed: {allowed})"},
+            405,
+        )
+    except web.HTTPException as error:
+        return _json({"error": error.reason}, error.status)
+    except Exception:
+        log.exception("control_failed", path=request.path)
+        return _json({"error": "internal error (see kemu's log)"}, 500)
+
+
+async def _body(request: web.Request) -> Any:
+    if not request.can_read_body:
+        return {}
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise bad_request(f"the body is not JSON: {error}") from None
+
+
+async def _object(request: web.Request) -> dict[str, Any]:
+    body = await _body(request)
+    if not isinstance(body, dict):
+        raise bad_request("the body must be a JSON object")
+    return body
+
+
+def _control(request: web.Request) -> Control:
+    return request.app[CONTROL]
+
+
+def build_app(runtime: Runtime) -> web.Application:
+    app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
+    app[CONTROL] = Control(runtime)
+    m = _param
+
+    registry = metrics_registry(runtime)
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=render(registry), headers={"Content-Type": CONTENT_TYPE})
+
+    async def get_openapi(request: web.Request) -> web.Response:
+        return _json(openapi())
+
+    async def health(request: web.Request) -> web.Response:
+        return _json(_control(request).health())
+
+    async def brokers(request: web.Request) -> web.Response:
+        return _json(_control(request).brokers())
+
+    async def broker_down(request: web.Request) -> web.Response:
+        return _json(_control(request).broker_down(m(request, "node")))
+
+    async def broker_up(request: web.Request) -> web.Response:
+        return _json(_control(request).broker_up(m(request, "node")))
+
+    async def move_leader(request: web.Request) -> web.Response:
+        body = await _object(request)
+        return _json(
+            _control(request).move_leader(m(request, "topic"), m(request, "partition"), body)
+        )
+
+    async def faults(request: web.Request) -> web.Response:
+        return _json(_control(request).list_faults())
+
+    async def add_fault(request: web.Request) -> web.Response:
+        body = await _body(request)
+        control = _control(request)
+        if isinstance(body, list):
+            # all or nothing: every rule is checked before any is installed
+            added = control.add_faults(body)
+            return _json(added, 201)
+        return _json(control.add_fault(body), 201)
+
+    async def clear_faults(request: web.Request) -> web.Response:
+        return _json(_control(request).clear_faults())
+
+    async def delete_fault(request: web.Request) -> web.Response:
+        return _json(_control(request).delete_fault(m(request, "rule")))
+
+    async def share_groups(request: web.Request) -> web.Response:
+        return _json(_control(request).share_groups())
+
+    def share_args(request: web.Request) -> tuple[str, str, str]:
+        return m(request, "group"), m(request, "topic"), m(request, "partition")
+
+    async def share_dump(request: web.Request) -> web.Response:
+        return _json(await _control(request).share_dump(*share_args(request)))
+
+    async def expire_locks(request: web.Request) -> web.Response:
+        body = await _object(request)
+        return _json(await _control(request).expire_locks(*share_args(request), body))
+
+    async def release(request: web.Request) -> web.Response:
+        body = await _object(request)
+        return _json(
+            await _control(request).set_range(*share_args(request), body, RecordState.AVAILABLE)
+        )
+
+    async def archive(request: web.Request) -> web.Response:
+        body = await _object(request)
+        return _json(
+            await _control(request).set_range(*share_args(request), body, RecordState.ARCHIVED)
+        )
+
+    async def kick(request: web.Request) -> web.Response:
+        return _json(await _control(request).kick(m(request, "group"), m(request, "member")))
+
+    async def transactions(request: web.Request) -> web.Response:
+        return _json(_control(request).transactions())
+
+    async def abort(request: web.Request) -> web.Response:
+        return _json(_control(request).resolve_transaction(m(request, "tid"), commit=False))
+
+    async def commit(request: web.Request) -> web.Response:
+        return _json(_control(request).resolve_transaction(m(request, "tid"), commit=True))
+
+    async def clock(request: web.Request) -> web.Response:
+        return _json(_control(request).clock())
+
+    async def advance(request: web.Request) -> web.Response:
+        body = await _object(request)
+        return _json(_control(request).advance(body))
+
+    app.add_routes(
+        [
+            web.get("/openapi.json", get_openapi),
+            web.get("/metrics", metrics),
+            web.get("/health", health),
+            web.get("/brokers", brokers),
+            web.post("/brokers/{node}/down", broker_down),
+            web.post("/brokers/{node}/up", broker_up),
+            web.post("/partitions/{topic}/{partition}/leader", move_leader),
+            web.get("/faults", faults),
+            web.post("/faults", add_fault),
+            web.delete("/faults", clear_faults),
+            web.delete("/faults/{rule}", delete_fault),
+            web.get("/share-groups", share_groups),
+            web.delete("/share-groups/{group}/members/{member}", kick),
+            web.get("/share-groups/{group}/{topic}/{partition}", share_dump),
+            web.post("/share-groups/{group}/{topic}/{partition}/expire-locks", expire_locks),
+            web.post("/share-groups/{group}/{topic}/{partition}/release", release),
+            web.post("/share-groups/{group}/{topic}/{partition}/archive", archive),
+            web.get("/transactions", transactions),
+            web.post("/transactions/{tid}/abort", abort),
+            web.post("/transactions/{tid}/commit", commit),
+            web.get("/clock", clock),
+            web.post("/clock/advance", advance),
+        ]
+    )
+    return app
+
+
+def _param(request: web.Request, name: str) -> str:
+    return request.match_info[name]
+
+
+class ControlServer:
+    """The control API listening on ``host:port`` (port 0: any free port)."""
+
+    def __init__(self, runtime: Runtime, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.runtime = runtime
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> str:
+        app = build_app(self.runtime)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as error:
+            await runner.cleanup()
+            from kemu.broker.server import ListenError
+
+            reason = os.strerror(error.errno) if error.errno else str(error)
+            raise ListenError(
+                f"Control API failed to bind to {self.host}:{self.port}: {reason}."
+            ) from None
+        self._runner = runner
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+        if isinstance(self.runtime.clock, VirtualClock):
+            _virtual_retention(self.runtime)
+        return self.url
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def _virtual_retention(runtime: Runtime) -> None:
+    """With a virtual clock, retention also runs every ``log.retention.check.interval.ms`` of
+    virtual time, so an ``advance`` past ``retention.ms`` deletes the segments at once."""
+    from kemu.broker.housekeeping import apply_retention
+
+    interval = max(1, runtime.cluster.config.get_int("log.retention.check.interval.ms"))
+
+    def check() -> None:
+        try:
+            apply_retention(runtime)
+        except Exception:
+            log.exception("retention_failed")
+        runtime.clock.call_later(interval, check)
+
+    runtime.clock.call_later(interval, check)

@@ -1,0 +1,154 @@
+"""``GET /metrics``: Prometheus text built with prometheus_client from kemu's own state at scrape
+time (a custom collector on a private registry, so two kemus in one process never share one).
+
+Names follow Kafka's JMX metrics where Kafka has one (``kafka_network_requests_total`` for
+RequestsPerSec, ``kafka_server_bytes_in_total`` for BytesInPerSec, ...):
+
+- ``kafka_network_requests_total{api, version}``, ``kafka_network_request_errors_total{api,
+  error}`` (top-level and Produce partition error codes, injected faults included),
+  ``kafka_network_request_latency_seconds{api}`` (Produce, Fetch, ShareFetch, ShareAcknowledge);
+- ``kafka_server_bytes_in_total``, ``kafka_server_bytes_out_total``,
+  ``kafka_server_connections{broker}``, ``kafka_server_connections_accepted_total``;
+- ``kafka_share_records{group, topic, state}``: in-flight records of loaded share partitions by
+  state (AVAILABLE, ACQUIRED, TX_PENDING, ARCHIVING; terminal ones leave the window);
+- ``kafka_transactions{state}``: transactions known to the coordinator by state;
+- ``kemu_fault_rules``, ``kemu_faults_injected_total{kind}``, ``kemu_clock_now_ms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from kemu.broker.faults import fault_table
+from kemu.broker.share.manager import share_partitions
+from kemu.broker.share.states import RecordState
+from kemu.broker.stats import BUCKETS_S, request_stats
+from kemu.cluster.context import Runtime
+from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return str(code)
+
+
+class KemuCollector(Collector):
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[Metric]:
+        runtime = self.runtime
+        stats = request_stats(runtime)
+        requests = CounterMetricFamily(
+            "kafka_network_requests", "Requests answered", labels=["api", "version"]
+        )
+        for (key, version), count in sorted(stats.requests.items()):
+            requests.add_metric([wire.api_name(key), str(version)], count)
+        yield requests
+        errors = CounterMetricFamily(
+            "kafka_network_request_errors", "Error codes answered", labels=["api", "error"]
+        )
+        for (key, code), count in sorted(stats.errors.items()):
+            errors.add_metric([wire.api_name(key), _error_name(code)], count)
+        yield errors
+        latency = HistogramMetricFamily(
+            "kafka_network_request_latency_seconds",
+            "Time from a request's dispatch to its answer",
+            labels=["api"],
+        )
+        for key, histogram in sorted(stats.latency.items()):
+            cumulative = 0
+            buckets: list[tuple[str, float]] = []
+            for bound, count in zip((*BUCKETS_S, float("inf")), histogram.counts, strict=True):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
+            latency.add_metric([wire.api_name(key)], buckets, histogram.total_ns / 1e9)
+        yield latency
+        yield CounterMetricFamily("kafka_server_bytes_in", "Bytes received", value=stats.bytes_in)
+        yield CounterMetricFamily("kafka_server_bytes_out", "Bytes sent", value=stats.bytes_out)
+        yield CounterMetricFamily(
+            "kafka_server_connections_accepted",
+            "Client connections accepted",
+            value=stats.connections_accepted,
+        )
+        faults = fault_table(runtime)
+        connections = GaugeMetricFamily(
+            "kafka_server_connections", "Open client connections", labels=["broker"]
+        )
+        for node_id in sorted(runtime.cluster.nodes):
+            connections.add_metric([str(node_id)], len(faults.of_node(node_id)))
+        yield connections
+        yield self._share_records()
+        yield self._transactions()
+        yield GaugeMetricFamily("kemu_fault_rules", "Installed fault rules", len(faults.rules()))
+        injected = CounterMetricFamily(
+            "kemu_faults_injected", "Faults injected by rules", labels=["kind"]
+        )
+        for kind, count in sorted(faults.injected.items()):
+            injected.add_metric([kind], count)
+        yield injected
+        yield GaugeMetricFamily("kemu_clock_now_ms", "kemu's clock", runtime.clock_ms())
+
+    def _share_records(self) -> Metric:
+        family = GaugeMetricFamily(
+            "kafka_share_records",
+            "In-flight records of loaded share partitions by state",
+            labels=["group", "topic", "state"],
+        )
+        totals: dict[tuple[str, str, str], int] = {}
+        topics = self.runtime.cluster.topics_by_id
+        for key, actor in share_partitions(self.runtime).actors.items():
+            core = actor.core
+            if core is None:
+                continue
+            topic = topics.get(key.topic_id)
+            name = topic.name if topic is not None else str(key.topic_id)
+            for state in RecordState:
+                if not state.is_terminal:
+                    totals.setdefault((key.group_id, name, state.name), 0)
+            for span in core._spans.spans:
+                label = (key.group_id, name, span.state.name)
+                totals[label] = totals.get(label, 0) + span.size
+        for labels, count in sorted(totals.items()):
+            family.add_metric(list(labels), count)
+        return family
+
+    def _transactions(self) -> Metric:
+        from kemu.coordinator.transaction.coordinator import STATE_NAMES
+        from kemu.coordinator.transaction.service import SERVICE
+
+        family = GaugeMetricFamily(
+            "kafka_transactions", "Transactional ids by transaction state", labels=["state"]
+        )
+        service = self.runtime.services.get(SERVICE)
+        counts = dict.fromkeys(STATE_NAMES.values(), 0)
+        if service is not None:
+            for meta in service.coordinator.transactions.values():
+                counts[STATE_NAMES[meta.state]] += 1
+        for state, count in counts.items():
+            family.add_metric([state], count)
+        return family
+
+
+def metrics_registry(runtime: Runtime) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(KemuCollector(runtime))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)
