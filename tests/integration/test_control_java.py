@@ -68,3 +68,30 @@ def test_java_clients_on_a_virtual_clock(
     assert txn["read_committed"] == 0
     assert kemu.control.transactions() == []
     assert run.returncode == 0
+
+
+def test_java_clients_retry_injected_faults(
+    java_probes: Path,  # noqa: F811
+    kemu_factory: type[KemuProcess],
+) -> None:
+    """KafkaProducer (idempotent, acks=all) and KafkaConsumer round-trip records exactly while
+    Produce answers NOT_LEADER_OR_FOLLOWER twice, a Produce is applied but its connection dropped,
+    a Fetch answer is torn and a Metadata answer is an error: they retry and reconnect as they
+    would against Kafka."""
+    kemu = kemu_factory(brokers=3, with_control=True).start()
+    control = kemu.control
+    rules = [
+        control.add_fault(api="produce", error="NOT_LEADER_OR_FOLLOWER", count=2),
+        control.add_fault(api="produce", kind="drop_after", count=1),
+        control.add_fault(api="fetch", kind="torn", count=1),
+        control.add_fault(api="metadata", error="LEADER_NOT_AVAILABLE", count=1),
+    ]
+    run = run_probe(
+        "ProduceConsume",
+        kemu.bootstrap,
+        "--topic-prefix", "jf", "--partitions", "3", "--records", "40", "--codecs", "none",
+    )  # fmt: skip
+    line = run.one("produce_consume", codec="none")
+    assert line["ok"]
+    assert control.faults() == []  # every rule fired its count and went
+    assert len(rules) == 4
