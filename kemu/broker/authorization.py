@@ -17,8 +17,17 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import structlog
 
 from kemu.cluster.context import RequestContext
+
+if TYPE_CHECKING:
+    from kemu.broker.security.acls import AclStore
+    from kemu.protocol.errors import ErrorCode
+
+_log = structlog.get_logger("kemu.authorizer")
 
 OMITTED = -(2**31)
 
@@ -86,12 +95,89 @@ def bit_field(operations: Iterable[AclOperation]) -> int:
 def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
     """The operations on ``name`` the request's principal may perform, as a bit field.
 
-    Without an authorizer (kemu's case) that is every operation the resource type supports.
+    Without an authorizer that is every operation the resource type supports.
     """
-    del ctx, name  # what an authorizer would decide on
-    return bit_field(SUPPORTED_OPERATIONS[resource_type])
+    supported = SUPPORTED_OPERATIONS[resource_type]
+    if not _store(ctx).enabled:
+        return bit_field(supported)
+    return bit_field(op for op in supported if authorize(ctx, op, resource_type, name, log=False))
+
+
+def _store(ctx: RequestContext) -> AclStore:
+    from kemu.broker.security.acls import acl_store
+
+    return acl_store(ctx.runtime)
+
+
+def authorize(
+    ctx: RequestContext,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    name: str,
+    log: bool = True,
+) -> bool:
+    """Whether the request's principal may perform ``operation`` on the resource: always without
+    ``authorizer.class.name``, else by the ACLs (``kemu/broker/security/acls.py``, Kafka's
+    StandardAuthorizer rules). A denial is logged, as Kafka's authorizer audit log does."""
+    store = _store(ctx)
+    if not store.enabled:
+        return True
+    from kemu.broker.security.acls import AclResourceType, Operation
+
+    session = ctx.session
+    principal = "User:ANONYMOUS" if session is None else str(session.principal)
+    allowed = store.authorize(
+        principal,
+        ctx.client_host,
+        Operation(int(operation)),
+        AclResourceType(int(resource_type)),
+        name,
+    )
+    if not allowed and log:
+        _log.info(
+            "authorization_denied",
+            principal=principal,
+            host=ctx.client_host,
+            operation=operation.name,
+            resource=f"{resource_type.name}:{name}",
+        )
+    return allowed
 
 
 def operations_if(wanted: bool, ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
     """``authorized_operations`` when the request asked for them, else ``OMITTED``."""
     return authorized_operations(ctx, resource_type, name) if wanted else OMITTED
+
+
+# --- whole-request checks ------------------------------------------------------------------------
+
+# (operation, resource type, resource name or None to skip, error code when denied)
+Check = tuple[AclOperation, ResourceType, "str | None", "ErrorCode"]
+
+
+def group_read(name: str | None) -> Check:
+    from kemu.protocol.errors import ErrorCode
+
+    return (AclOperation.READ, ResourceType.GROUP, name, ErrorCode.group_authorization_failed)
+
+
+def txn_write(name: str | None) -> Check:
+    from kemu.protocol.errors import ErrorCode
+
+    code = ErrorCode.transactional_id_authorization_failed
+    return (AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, name, code)
+
+
+def refused(ctx: RequestContext, request: Any, *checks: Check) -> Any | None:
+    """The error answer to ``request`` at the first check the principal fails (every group,
+    topic and partition of it carrying the check's error code, as Kafka's
+    ``getErrorResponse``), or None when all pass or no authorizer is configured."""
+    if not _store(ctx).enabled:
+        return None
+    for operation, resource_type, name, code in checks:
+        if name is not None and not authorize(ctx, operation, resource_type, name):
+            from kemu.protocol.error_responses import error_response_for
+            from kemu.protocol.wire import DecodedRequest
+
+            return error_response_for(DecodedRequest(ctx.header, request, type(request)), code)
+    return None

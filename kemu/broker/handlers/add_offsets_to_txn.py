@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused, txn_write
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version
 from kemu.cluster.context import RequestContext
@@ -22,6 +23,11 @@ FIRST_FENCED_VERSION = 2
 
 @handler(API_KEY, 0, 4)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(
+        ctx, request, txn_write(request.transactional_id), group_read(request.group_id)
+    )
+    if denied is not None:
+        return denied
     if not request.group_id:
         return ctx.respond(error_code=ErrorCode.invalid_group_id)
     outcome = transaction_coordinator(ctx.runtime).add_offsets(

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused, txn_write
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
@@ -51,6 +52,11 @@ COORDINATOR_MESSAGES = {
 
 @handler(API_KEY, 0, 0)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(
+        ctx, request, txn_write(request.transactional_id), group_read(request.group_id)
+    )
+    if denied is not None:
+        return denied
     error, message = _check(ctx, request)
     if error is ErrorCode.none:
         refs = [(t.topic_id, int(index)) for t in request.topics for index in t.partitions]

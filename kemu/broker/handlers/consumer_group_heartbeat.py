@@ -28,6 +28,7 @@ import datetime
 import uuid
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
@@ -42,6 +43,9 @@ API_KEY = 68
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, group_read(request.group_id))
+    if denied is not None:
+        return denied
     owned = None
     if request.topic_partitions is not None:
         owned = frozenset(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import refused, txn_write
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version
 from kemu.cluster.context import RequestContext
@@ -30,6 +31,9 @@ FIRST_EPOCH_BUMP_VERSION = 5
 
 @handler(API_KEY, 0, 5)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, txn_write(request.transactional_id))
+    if denied is not None:
+        return denied
     outcome = transaction_coordinator(ctx.runtime).end_transaction(
         request.transactional_id,
         request.producer_id,

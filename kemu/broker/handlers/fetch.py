@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.fetch_session import (
     FetchSession,
     FetchSessionCache,
@@ -161,6 +162,13 @@ def _read_all(
     live: list[Partition] = []
     for target in targets:
         topic = cluster.topics.get(target.topic_name) if target.topic_name is not None else None
+        if topic is not None and not authorize(
+            ctx, AclOperation.READ, ResourceType.TOPIC, topic.name
+        ):
+            code = ErrorCode.topic_authorization_failed
+            results.append((target, _partition_error(ctx, target, code), None))
+            errors = True
+            continue
         if topic is None or (target.topic_id is not None and topic.topic_id != target.topic_id):
             code = (
                 ErrorCode.unknown_topic_id

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.endpoints import advertised_nodes
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
@@ -52,6 +53,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 def _lookup(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     if key_type not in (GROUP, TRANSACTION, SHARE):
         return _error(ErrorCode.invalid_request, f"Unknown coordinator type received: {key_type}")
+    if key_type in (GROUP, TRANSACTION):
+        # KafkaApis: DESCRIBE on the group or the transactional id.
+        resource = ResourceType.GROUP if key_type == GROUP else ResourceType.TRANSACTIONAL_ID
+        if not authorize(ctx, AclOperation.DESCRIBE, resource, key):
+            return _error(
+                ErrorCode.group_authorization_failed
+                if key_type == GROUP
+                else ErrorCode.transactional_id_authorization_failed,
+                None,
+            )
     if key_type == SHARE:
         if ctx.version < FIRST_SHARE_VERSION:
             return _error(ErrorCode.invalid_request, None)

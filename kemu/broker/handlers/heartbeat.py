@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
@@ -22,6 +23,9 @@ API_KEY = 12
 
 @handler(API_KEY, 0, 4)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, group_read(request.group_id))
+    if denied is not None:
+        return denied
     error = group_coordinator(ctx.runtime).heartbeat(
         request.group_id,
         request.member_id,

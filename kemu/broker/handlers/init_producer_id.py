@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import refused, txn_write
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version, millis
 from kemu.cluster.context import RequestContext
@@ -35,6 +36,9 @@ FIRST_FENCED_VERSION = 4
 
 @handler(API_KEY, 0, 5)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, txn_write(request.transactional_id))
+    if denied is not None:
+        return denied
     given_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     given_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (given_id == NO_PRODUCER_ID) != (given_epoch == NO_PRODUCER_EPOCH):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import JoinRequest
@@ -37,6 +38,9 @@ def _ms(value: datetime.timedelta) -> int:
 
 @handler(API_KEY, 0, 9)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, group_read(request.group_id))
+    if denied is not None:
+        return denied
     session_timeout = _ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     join = JoinRequest(

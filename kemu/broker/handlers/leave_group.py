@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import LeavingMember
@@ -27,6 +28,9 @@ FIRST_BATCH_VERSION = 3
 
 @handler(API_KEY, 0, 5)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, group_read(request.group_id))
+    if denied is not None:
+        return denied
     if ctx.version < FIRST_BATCH_VERSION:
         leaving = [LeavingMember(request.member_id)]
     else:

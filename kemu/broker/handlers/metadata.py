@@ -18,7 +18,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kemu.broker.authorization import CLUSTER_NAME, OMITTED, ResourceType, authorized_operations
+from kemu.broker.authorization import (
+    CLUSTER_NAME,
+    OMITTED,
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorized_operations,
+)
 from kemu.broker.endpoints import advertised_nodes
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
@@ -49,7 +56,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     topics = []
     if wanted is None:
-        topics = [_topic(ctx, t, operations) for t in list(cluster.topics.values())]
+        # Listing every topic shows those the principal may DESCRIBE, as Kafka filters them.
+        topics = [
+            _topic(ctx, t, operations)
+            for t in list(cluster.topics.values())
+            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name, log=False)
+        ]
     else:
         for entry in wanted:
             topics.append(_lookup(ctx, entry, allow_auto, operations))
@@ -82,10 +94,14 @@ def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: bool)
         found = cluster.topics_by_id.get(topic_id)
         if found is None:
             return _error(ctx, None, topic_id, ErrorCode.unknown_topic_id, False)
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, found.name):
+            return _error(ctx, None, topic_id, ErrorCode.topic_authorization_failed, False)
         return _topic(ctx, found, operations)
     if name is None:
         return _error(ctx, None, NULL_TOPIC_ID, ErrorCode.invalid_request, False)
     assert isinstance(name, str)
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.topic_authorization_failed, False)
     found = cluster.topics.get(name)
     if found is not None:
         return _topic(ctx, found, operations)

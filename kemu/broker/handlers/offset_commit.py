@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.offset_manager import DEFAULT_RETENTION, CommitPartition
@@ -36,6 +37,9 @@ FIRST_TOPIC_ID_VERSION = 10
 
 @handler(API_KEY, 2, 10)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, group_read(request.group_id))
+    if denied is not None:
+        return denied
     by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
     answers: list[tuple[Any, list[tuple[int, ErrorCode | None]]]] = []
     valid: list[CommitPartition] = []

@@ -34,6 +34,7 @@ from typing import Any
 
 import structlog
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.broker.leadership import leader_fields, node_endpoints
 from kemu.cluster.context import RequestContext
@@ -57,6 +58,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     now = ctx.now_ms()
     other_leaders: set[int] = set()
     topics = []
+    # KafkaApis: WRITE on the transactional id, then WRITE on each topic (before existence).
+    txn_denied = request.transactional_id is not None and not authorize(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    )
     for topic_data in request.topic_data:
         topic = (
             cluster.topics_by_id.get(topic_data.topic_id)
@@ -64,10 +69,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else cluster.topics.get(topic_data.name)
         )
         unknown = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
+        name = topic.name if topic is not None else topic_data.name
+        denied = (
+            ErrorCode.transactional_id_authorization_failed
+            if txn_denied
+            else ErrorCode.topic_authorization_failed
+            if name and not authorize(ctx, AclOperation.WRITE, ResourceType.TOPIC, name)
+            else None
+        )
         results = []
         for data in topic_data.partition_data:
             if acks not in (0, 1, -1):
                 results.append(_result(ctx, data.index, ErrorCode.invalid_required_acks))
+            elif denied is not None:
+                results.append(_result(ctx, data.index, denied))
             elif topic is None:
                 results.append(_result(ctx, data.index, unknown))
             elif not 0 <= data.index < len(topic.partitions):

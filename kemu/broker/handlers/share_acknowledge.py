@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import group_read
+from kemu.broker.authorization import refused as refused_by_acls
 from kemu.broker.handlers import handler
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.routing import (
@@ -39,6 +41,9 @@ API_KEY = 79
 
 @handler(API_KEY, 1, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused_by_acls(ctx, request, group_read(request.group_id))
+    if denied is not None:
+        return denied
     group_id = request.group_id or ""
     member_id = request.member_id or ""
     if not group_id or not member_id:

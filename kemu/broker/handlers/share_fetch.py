@@ -36,6 +36,8 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from kemu.broker.authorization import group_read
+from kemu.broker.authorization import refused as refused_by_acls
 from kemu.broker.handlers import handler
 from kemu.broker.share.actor import SharePartitionActor
 from kemu.broker.share.manager import SharePartitionManager, share_partitions
@@ -62,6 +64,9 @@ NO_MAX_BYTES = "Requested max bytes must be greater than 0"
 
 @handler(API_KEY, 1, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused_by_acls(ctx, request, group_read(request.group_id))
+    if denied is not None:
+        return denied
     group_id = request.group_id or ""
     member_id = request.member_id or ""
     if not group_id or not member_id:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
@@ -33,6 +34,9 @@ API_KEY = 76
 
 @handler(API_KEY, 1, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, group_read(request.group_id))
+    if denied is not None:
+        return denied
     heartbeat = HeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,

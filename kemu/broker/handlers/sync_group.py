@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import SyncRequest
@@ -26,6 +27,9 @@ API_KEY = 14
 
 @handler(API_KEY, 0, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, group_read(request.group_id))
+    if denied is not None:
+        return denied
     sync = SyncRequest(
         group_id=request.group_id,
         member_id=request.member_id,

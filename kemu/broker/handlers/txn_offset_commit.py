@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused, txn_write
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version
 from kemu.cluster.context import RequestContext
@@ -43,6 +44,11 @@ OFFSET_COMMIT_VERSION = 8  # how the group coordinator is asked to commit them a
 
 @handler(API_KEY, 0, 5)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(
+        ctx, request, txn_write(request.transactional_id), group_read(request.group_id)
+    )
+    if denied is not None:
+        return denied
     member_id = getattr(request, "member_id", "")
     instance_id = getattr(request, "group_instance_id", None)
     generation = getattr(request, "generation_id", -1)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kemu.broker.authorization import group_read, refused, txn_write
 from kemu.broker.handlers import handler
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.routing import ack_batches, route
@@ -60,6 +61,11 @@ RENEW_CAPABLE_VERSION = 2  # parse every ack type; the share partition refuses t
 
 @handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(
+        ctx, request, txn_write(request.transactional_id), group_read(request.group_id)
+    )
+    if denied is not None:
+        return denied
     group_id = request.group_id or ""
     member_id = request.member_id or ""
     transactional_id = request.transactional_id
