@@ -1,4 +1,5 @@
-"""Background duties of the broker process: log retention, log compaction and interval flushing.
+"""Background duties of the broker process: log retention, log compaction and interval flushing
+(and, once at start, the dead-letter writes a restart left pending).
 
 The cleaner (``log.cleaner.enable``) goes over the partitions of every topic whose
 ``cleanup.policy`` has ``compact`` every ``log.cleaner.backoff.ms`` and compacts each one that is
@@ -26,6 +27,7 @@ def start_housekeeping(runtime: Runtime) -> list[asyncio.Task[None]]:
         loop.create_task(_retention_loop(runtime)),
         loop.create_task(_flush_loop(runtime)),
         loop.create_task(_cleaner_loop(runtime)),
+        loop.create_task(_resume_dead_letters(runtime)),
     ]
 
 
@@ -99,6 +101,20 @@ async def _cleaner_loop(runtime: Runtime) -> None:
             await clean_logs(runtime)
         except Exception:
             log.exception("log_cleaner_failed")
+
+
+async def _resume_dead_letters(runtime: Runtime) -> None:
+    """Once at start: share partitions a restart left with ARCHIVING records write their dead
+    letters (KIP-1191) now rather than on their first fetch."""
+    from kemu.broker.share.manager import share_partitions
+
+    await asyncio.sleep(0)
+    try:
+        loaded = await share_partitions(runtime).resume_dead_letters()
+        if loaded:
+            log.info("dead_letters_resumed", share_partitions=loaded)
+    except Exception:
+        log.exception("dead_letter_resume_failed")
 
 
 async def _retention_loop(runtime: Runtime) -> None:

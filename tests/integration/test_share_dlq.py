@@ -525,17 +525,10 @@ def test_a_sigkill_around_the_dlq_write_still_gives_exactly_one_dlq_record(
     kemu.start()
     bootstrap = kemu.bootstrap
 
-    async def come_back() -> int:
-        consumer = await joined(bootstrap, "crash-group", "crashy")
-        try:
-            await consumer.poll(2.0)  # loads the share partition: the ARCHIVING record resumes
-            return await lag_reaches_zero(bootstrap, "crash-group", "crashy")
-        finally:
-            await consumer.close()
-
-    assert asyncio.run(come_back()) == 0
+    # no consumer needed: the restarted kemu resumes the ARCHIVING record on its own
     got = read_dlq(bootstrap, "dlq.crashy", 1)
     assert [(r.key, r.header("__dlq.errors.offset")) for r in got] == [(b"k0-0", "0")]
+    assert asyncio.run(lag_reaches_zero(bootstrap, "crash-group", "crashy")) == 0
     assert 3 in states_of(bootstrap, "crash-group", 0)  # it was ARCHIVING when kemu died
     assert start_offset(bootstrap, "crash-group") == 2  # ARCHIVED since: the start moved past
 
@@ -624,3 +617,56 @@ def test_kafka_and_kemu_refuse_the_same_dlq_configs(
     ):
         assert message in kafka_log, message
         assert message in kemu_log, message
+
+
+def test_a_transactional_reject_whose_commit_completes_at_restart_is_dead_lettered(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    """kemu dies with the transaction PREPARE_COMMIT (txn.prepared): the restart completes the
+    commit, the share coordinator resolves the staged REJECT to ARCHIVING while nothing has the
+    share partition loaded, and kemu writes its one DLQ record without a consumer coming back."""
+    kemu = kemu_factory(
+        brokers=3,
+        data_dir=tmp_path / "data",
+        overrides=["kemu.kip1289.enable=true"],
+        env={"KEMU_CRASH_AT": "txn.prepared"},
+    ).start()
+    bootstrap = kemu.bootstrap
+    create_topic(bootstrap, "prepared-in", 1)
+    create_topic(bootstrap, "dlq.prepared", 1, **{"errors.deadletterqueue.group.enable": "true"})
+    dlq_group(bootstrap, "prepared", "dlq.prepared", limit=5)
+    produce(bootstrap, "prepared-in", 1, 1)
+
+    async def stage_and_commit() -> None:
+        consumer = await joined(bootstrap, "prepared", "prepared-in")
+        producer = TransactionalProducer(bootstrap, "txn-prepared")
+        try:
+            await producer.init_transactions()
+            records: list[Any] = []
+            for _ in range(100):
+                records = await consumer.poll(0.5)
+                if records:
+                    break
+            [record] = records
+            producer.begin_transaction()
+            consumer.acknowledge(record, AcknowledgeType.REJECT)
+            await producer.send_share_acknowledgements_to_transaction(
+                consumer.acknowledgements_for_transaction(), consumer.share_group_metadata()
+            )
+            with contextlib.suppress(Exception):  # kemu dies once PREPARE_COMMIT is written
+                await asyncio.wait_for(producer.commit_transaction(), 10)
+        finally:
+            for closing in (consumer.close(), producer.close()):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(closing, 5)
+
+    asyncio.run(stage_and_commit())
+    assert kemu.process is not None
+    kemu.process.wait(10)
+    kemu.env = {}
+    kemu.start()
+    bootstrap = kemu.bootstrap
+    [record] = read_dlq(bootstrap, "dlq.prepared", 1)
+    assert (record.key, record.header("__dlq.errors.message")) == (b"k0-0", REJECTED)
+    assert asyncio.run(lag_reaches_zero(bootstrap, "prepared", "prepared-in")) == 0
+    assert start_offset(bootstrap, "prepared") == 1

@@ -230,6 +230,12 @@ class SharePartitionActor:
             )
             return await self._commit(effects)
 
+    async def resume(self, partition: Partition, settings: ShareSettings) -> ErrorCode:
+        """Load now if not loaded: ARCHIVING records found in the durable state are written to
+        the dead-letter queue and archived (KIP-1191), without waiting for a consumer."""
+        async with self._mailbox:
+            return await self._load(partition, settings)
+
     async def release_member(self, member: str) -> ErrorCode:
         async with self._mailbox:
             if self.core is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kemu.broker.share.actor import SharePartitionActor
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
 
 SERVICE = "share_partitions"
+ARCHIVING = 3  # the persisted delivery state of a record whose dead-letter write is pending
 DEPARTURE_GRACE_S = 5.0
 
 
@@ -111,6 +113,43 @@ class SharePartitionManager:
             actor = self.existing(group_id, topic_id, index)
             if actor is not None:
                 await actor.release_member(member_id)
+
+    async def resume_dead_letters(self, state_partitions: Iterable[int] | None = None) -> int:
+        """KIP-1191: load every share partition whose persisted state has ARCHIVING records
+        (dead letters still to write) and is not loaded, so that the writes do not wait for a
+        consumer: after a restart, or when a transaction's marker resolved staged REJECTs while
+        the partition was not loaded. Returns how many it loaded."""
+        from kemu.broker.share.settings import share_settings
+        from kemu.coordinator.share.service import ShareCoordinatorService
+
+        persister = share_persister(self.runtime)
+        if not isinstance(persister, ShareCoordinatorService):
+            return 0  # a test's in-memory persister
+        indexes = sorted(persister.shards if state_partitions is None else set(state_partitions))
+        # markers written before anyone listened (a transaction recovery completes at start-up)
+        persister.follow_markers(i for i in indexes if i in persister.shards)
+        shards = [persister.shards[i] for i in indexes if i in persister.shards]
+        pending = [
+            key
+            for shard in shards
+            for key, state in shard
+            if any(
+                batch.delivery_state == ARCHIVING and batch.last_offset >= state.start_offset
+                for batch in state.batches
+            )
+        ]
+        loaded = 0
+        for key in pending:
+            topic = self.runtime.cluster.topics_by_id.get(key.topic_id)
+            if topic is None or not 0 <= key.partition < len(topic.partitions):
+                continue
+            actor = self.actor(key.group_id, key.topic_id, key.partition)
+            if actor.core is not None:
+                continue  # loaded: it wrote them already, or is writing them now
+            settings = share_settings(self.runtime, key.group_id)
+            await actor.resume(topic.partitions[key.partition], settings)
+            loaded += 1
+        return loaded
 
     def forget_group(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
         """An admin deleted or rewrote the group's share state (DeleteGroups, Alter/Delete share

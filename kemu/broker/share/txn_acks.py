@@ -79,6 +79,11 @@ class TxnShareAcks:
                         producer_id=markers.producer_id,
                         error=code.name,
                     )
+        # a committed REJECT (or an abort at the delivery limit) of a share partition not
+        # loaded here is ARCHIVING in the durable state: its dead letter (KIP-1191) is due now
+        state_partitions = [i for topic, i in markers.partitions if topic == SHARE_STATE_TOPIC]
+        if state_partitions:
+            await share_partitions(self.runtime).resume_dead_letters(state_partitions)
 
     async def drain(self) -> None:
         """Wait until every marker seen so far is applied (tests)."""
