@@ -3,6 +3,9 @@ reconciliation, fencing and Kafka's error codes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from kemu.coordinator.group.registry import GroupRegistry
@@ -267,3 +270,187 @@ def test_offset_commit_validation() -> None:
     assert group.validate_offset_commit("a", 7) == ErrorCode.stale_member_epoch
     assert group.validate_offset_commit("x", 1) == ErrorCode.unknown_member_id
     assert group.validate_offset_commit("", -1) == ErrorCode.unknown_member_id
+
+
+# --- records and the wire ------------------------------------------------------------------
+
+
+def test_streams_records_are_kafkas_bytes() -> None:
+    from kemu.coordinator.group.streams_records import (
+        GROUP_METADATA,
+        MEMBER_METADATA,
+        StreamsGroupValue,
+        StreamsMemberValue,
+        StreamsRecordKey,
+        decode_value,
+        encode_value,
+    )
+
+    # Written by Kafka 4.4.0's generated StreamsGroupMetadataValue / MemberMetadataValue.
+    group = StreamsGroupValue(epoch=3, validated_topology_epoch=1)
+    assert encode_value(group).hex() == "000000000003000000000000000001000400000001"
+    member = StreamsMemberValue("", "", "c", "h", -1, 0, "p", None, ())
+    assert encode_value(member).hex() == "0000010102630268ffffffff000000000270ff0100"
+    key = StreamsRecordKey(GROUP_METADATA, "g")
+    assert decode_value(key, encode_value(group)) == group
+    with_endpoint = replace(member, user_endpoint=("host", 8080), client_tags=(("az", "1"),))
+    member_key = StreamsRecordKey(MEMBER_METADATA, "g", "m")
+    assert decode_value(member_key, encode_value(with_endpoint)) == replace(
+        with_endpoint, instance_id=None, rack_id=None
+    )
+
+
+def test_a_group_is_rebuilt_from_its_records() -> None:
+    from kemu.coordinator.group.records import decode_key, decode_value, encode_key, encode_value
+    from kemu.coordinator.group.streams_records import StreamsImageBuilder, diff, image_of
+
+    h = Harness()
+    owned = h.beat("a", 0).assignment
+    h.beat("b", 0)
+    h.beat("a", 1, owned=owned)  # a is revoking
+    group = h.coordinator.group("app")
+    assert group is not None
+    builder = StreamsImageBuilder()
+    for key, value in diff(None, image_of(group)):
+        raw_key, raw_value = encode_key(key), encode_value(value)
+        decoded = decode_key(raw_key)
+        builder.apply(decoded, decode_value(decoded, raw_value))  # type: ignore[arg-type]
+    ((rebuilt, image),) = builder.groups(1_000, 45_000)
+    assert image == image_of(group)
+    assert rebuilt.topology == group.topology
+    assert (rebuilt.group_epoch, rebuilt.assignment_epoch) == (2, 2)
+    assert rebuilt.target == group.target
+    for member_id, member in group.members.items():
+        again = rebuilt.members[member_id]
+        assert (again.member_epoch, again.state, again.assigned, again.pending_revocation) == (
+            member.member_epoch,
+            member.state,
+            member.assigned,
+            member.pending_revocation,
+        )
+    assert diff(image_of(group), image_of(group)) == []
+    tombstones = [(k.record_type, k.member) for k, v in diff(image, None) if v is None]
+    assert tombstones[-1] == (17, None)
+
+
+async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
+    import datetime
+
+    from test_classic_group_handlers import Broker
+
+    from kemu.coordinator.group.service import group_coordinator
+
+    broker = Broker()
+    broker.cluster.create_topic("in", 2, 1)
+
+    def topic_info(name: str) -> object:
+        return broker.nested(88, 0, "TopicInfo", name=name, partitions=0,
+                             replication_factor=0, topic_configs=())  # fmt: skip
+
+    topology = broker.nested(
+        88,
+        0,
+        "Topology",
+        epoch=0,
+        subtopologies=(
+            broker.nested(
+                88, 0, "Subtopology", subtopology_id="0", source_topics=("in",),
+                repartition_sink_topics=("app-r",), state_changelog_topics=(),
+                repartition_source_topics=(), copartition_groups=(),
+            ),
+            broker.nested(
+                88, 0, "Subtopology", subtopology_id="1", source_topics=(),
+                repartition_sink_topics=(), state_changelog_topics=(topic_info("app-c"),),
+                repartition_source_topics=(topic_info("app-r"),), copartition_groups=(),
+            ),
+        ),
+    )
+    base = {
+        "group_id": "app",
+        "member_id": "m1",
+        "endpoint_information_epoch": 0,
+        "active_tasks": None,
+        "standby_tasks": None,
+        "warmup_tasks": None,
+        "client_tags": None,
+        "task_offsets": None,
+        "task_end_offsets": None,
+    }
+
+    async def beat(**fields: object) -> Any:
+        return await broker.send(broker.request(88, 0, **{**base, **fields}))
+
+    joined = await beat(
+        member_epoch=0,
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        topology=topology,
+        process_id="p1",
+        active_tasks=(),
+        standby_tasks=(),
+        warmup_tasks=(),
+        client_tags=(),
+    )
+    assert joined.error_code == ErrorCode.none and joined.member_epoch == 1
+    assert [s.status_code for s in joined.status] == [MISSING_INTERNAL_TOPICS]
+    assert len(broker.cluster.topics["app-r"].partitions) == 2
+    assert len(broker.cluster.topics["app-c"].partitions) == 2
+    ready = await beat(member_epoch=1)
+    assert ready.status is None and ready.member_epoch == 2
+    assert sorted((t.subtopology_id, t.partitions) for t in ready.active_tasks) == [
+        ("0", (0, 1)),
+        ("1", (0, 1)),
+    ]
+    stale = await beat(member_epoch=7)
+    assert stale.error_code == ErrorCode.fenced_member_epoch
+
+    described = await broker.send(
+        broker.request(89, 0, group_ids=("app", "nope"), include_authorized_operations=False)
+    )
+    group, missing = described.groups
+    assert (group.group_state, group.group_epoch, group.topology.epoch) == ("Stable", 2, 0)
+    changelog = group.topology.subtopologies[1].state_changelog_topics[0]
+    assert (changelog.name, changelog.partitions) == ("app-c", 2)
+    assert missing.error_code == ErrorCode.group_id_not_found
+    listed = [
+        (g.group_id, g.group_type, g.group_state)
+        for node in (1, 2, 3)
+        for g in (
+            await broker.send(broker.request(16, 5, states_filter=(), types_filter=()), node)
+        ).groups
+    ]
+    assert listed == [("app", "streams", "Stable")]
+
+    partition = broker.nested(
+        8, 9, "OffsetCommitRequestPartition", partition_index=0, committed_offset=3
+    )
+    topic = broker.nested(8, 9, "OffsetCommitRequestTopic", name="in", partitions=(partition,))
+    ok = await broker.commit(
+        9, "app", 3, generation_id_or_member_epoch=2, member_id="m1", topics=(topic,)
+    )
+    assert ok.topics[0].partitions[0].error_code == ErrorCode.none
+    bad = await broker.commit(
+        9, "app", 3, generation_id_or_member_epoch=9, member_id="m1", topics=(topic,)
+    )
+    assert bad.topics[0].partitions[0].error_code == ErrorCode.stale_member_epoch
+
+    broker.restart()  # a fresh coordinator replays __consumer_offsets
+    again = await beat(member_epoch=2)
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, 2)
+    reloaded = group_coordinator(broker.runtime).registry.get("app")
+    assert isinstance(reloaded, StreamsGroup) and reloaded.state_name == "Stable"
+    assert reloaded.members["m1"].assigned.active == {("0", 0), ("0", 1), ("1", 0), ("1", 1)}
+    # A consumer-protocol heartbeat for the streams group's id: GROUP_ID_NOT_FOUND.
+    consumer = await broker.send(
+        broker.request(
+            68, 1, group_id="app", member_id="c", member_epoch=0,
+            rebalance_timeout=datetime.timedelta(seconds=30),
+            subscribed_topic_names=("in",), topic_partitions=(),
+        )
+    )
+    assert consumer.error_code == ErrorCode.group_id_not_found
+    left = await beat(member_epoch=-1)
+    assert left.member_epoch == -1
+    deleted = await broker.send(broker.request(42, 2, groups_names=("app",)))
+    assert deleted.results[0].error_code == ErrorCode.none
+    broker.restart()
+    assert group_coordinator(broker.runtime).registry.get("app") is None

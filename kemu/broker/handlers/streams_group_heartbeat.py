@@ -14,8 +14,9 @@ Errors: INVALID_REQUEST (Kafka's request checks, topology updates, source topic 
 STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND (a group of
 another type), GROUP_MAX_SIZE_REACHED (``group.streams.max.size``).
 
-Groups are written to ``__consumer_offsets`` as Kafka's streams records (types 15-20) and read
-back at start. Omissions: v1 (KIP-1331 topology descriptions: kemu has no description plugin, so
+Groups are written to ``__consumer_offsets`` as Kafka's streams records (types 17, 19-23) before
+the answer and read back at start, so members carry on across a restart with their ids, epochs
+and tasks. Omissions: v1 (KIP-1331 topology descriptions: kemu has no description plugin, so
 a v1 answer would only ever say "not required"); static membership (an instance id is kept but
 not used to replace members); warm-up tasks; rack-aware standby placement; regex source topics;
 ``streams.initial.rebalance.delay.ms`` (kemu assigns at once).

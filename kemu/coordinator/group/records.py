@@ -6,7 +6,8 @@ Kafka's coordinator record serde frames a record as
 * value = int16 value version + value body, or a null value for a tombstone.
 
 Record types kept here: 0 and 1 OffsetCommit (0 is the pre-2.0 key version, same layout),
-2 GroupMetadata; the KIP-848 consumer-group types (3, 5-8) are in ``consumer_records``. Keys
+2 GroupMetadata; the KIP-848 consumer-group types (3, 5-8) are in ``consumer_records``, the
+KIP-1071 streams-group types (17, 19-23) in ``streams_records``. Keys
 are not flexible: strings are an int16 length and UTF-8 bytes.
 
 OffsetCommitKey: group string, topic string, partition int32.
@@ -28,12 +29,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kemu.coordinator.group import consumer_records
+from kemu.coordinator.group import consumer_records, streams_records
 from kemu.coordinator.group.consumer_records import (
     ConsumerRecordError,
     ConsumerRecordKey,
     ConsumerRecordValue,
 )
+from kemu.coordinator.group.streams_records import StreamsRecordKey, StreamsRecordValue
 from kemu.protocol.coordinator_records import RecordDecodeError as RecordDecodeError
 from kemu.protocol.coordinator_records import RecordReader
 
@@ -97,8 +99,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey | StreamsRecordKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue | StreamsRecordValue
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -120,6 +122,8 @@ def _bytes(data: bytes) -> bytes:
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, ConsumerRecordKey):
         return consumer_records.encode_key(key)
+    if isinstance(key, StreamsRecordKey):
+        return streams_records.encode_key(key)
     if isinstance(key, OffsetCommitKey):
         return (
             _INT16.pack(OFFSET_COMMIT)
@@ -134,6 +138,8 @@ def encode_value(value: RecordValue | None) -> bytes | None:
     """The value bytes (Kafka 4's versions), or None for a tombstone."""
     if value is None:
         return None
+    if isinstance(value, StreamsRecordValue):
+        return streams_records.encode_value(value)
     if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
         return consumer_records.encode_value(value)
     if isinstance(value, OffsetCommitValue):
@@ -181,6 +187,8 @@ def encode_value(value: RecordValue | None) -> bytes | None:
 def decode_key(data: bytes) -> RecordKey:
     reader = RecordReader(data)
     record_type = reader.int16()
+    if record_type in streams_records.RECORD_TYPES:
+        return streams_records.decode_key(data)
     if record_type in consumer_records.RECORD_TYPES:
         try:
             return consumer_records.decode_key(data)
@@ -201,6 +209,8 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     """The value of the record keyed ``key``; None for a tombstone."""
     if data is None:
         return None
+    if isinstance(key, StreamsRecordKey):
+        return streams_records.decode_value(key, data)
     if isinstance(key, ConsumerRecordKey):
         try:
             return consumer_records.decode_value(key, data)

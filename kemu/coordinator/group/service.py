@@ -81,6 +81,7 @@ from kemu.coordinator.group.share_group import (
     TopicMeta,
 )
 from kemu.coordinator.group.streams_group import StreamsHeartbeat, StreamsHeartbeatResult
+from kemu.coordinator.group.streams_records import StreamsImageBuilder, StreamsRecordKey
 from kemu.coordinator.group.streams_service import StreamsGroups
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
@@ -116,7 +117,7 @@ class GroupCoordinatorService:
         self.consumer = ConsumerGroupCoordinator(
             self.registry, self.consumer_settings, lambda: list(runtime.cluster.topics)
         )
-        self.streams = StreamsGroups(runtime, self.registry)
+        self.streams = StreamsGroups(runtime, self.registry, self._append)
         self.offsets = OffsetStore()
         self.offset_manager = OffsetManager(
             self.classic,
@@ -406,11 +407,17 @@ class GroupCoordinatorService:
         self._append(group.group_id, records, self.runtime.clock_ms())
         self.offsets.drop_group(group.group_id)
         self._sync_consumer_group(group.group_id)
+        self.streams.sync(group.group_id)
 
     def _load_consumer_offsets(self, now_ms: int) -> None:
         groups = offsets = 0
         consumer_groups = ImageBuilder()
+        streams_groups = StreamsImageBuilder()
         for key, value in self.offsets_log.replay():
+            if isinstance(key, StreamsRecordKey):
+                groups += 1
+                streams_groups.apply(key, value)  # type: ignore[arg-type]
+                continue
             if isinstance(key, ConsumerRecordKey):
                 groups += 1
                 consumer_groups.apply(key, value)  # type: ignore[arg-type]
@@ -424,7 +431,11 @@ class GroupCoordinatorService:
                     self.registry.put(load_group(key.group, value, now_ms))
                 continue
             offsets += 1
-            if value is not None and self.registry.get(key.group) is None:
+            if (
+                value is not None
+                and self.registry.get(key.group) is None
+                and key.group not in streams_groups.images  # a streams group's offsets
+            ):
                 self.classic.simple_group(key.group, now_ms)
             self.offset_manager.replay([(key, value)])
         for group, image in consumer_groups.groups(now_ms, 0):
@@ -435,6 +446,7 @@ class GroupCoordinatorService:
             group.subscribed_metadata = self.consumer.subscribed_metadata(group, self.topic_meta)
             self.registry.put(group)
             self._consumer_written[group.group_id] = image
+        self.streams.load(streams_groups, now_ms)
         if groups or offsets:
             log.info("consumer_offsets_loaded", group_records=groups, offset_records=offsets)
 

@@ -376,6 +376,13 @@ class StreamsGroupCoordinator:
         self._reconfigure(group, partition_count)
         self._compute_target(group, self.settings(group.group_id))
 
+    def reload(self, group: StreamsGroup, partition_count: PartitionCount) -> None:
+        """A group read back from the log: its topology configured against today's topics (a
+        change since it was written bumps the epoch on the next heartbeat)."""
+        if group.topology is not None:
+            group.configured = configure(group.topology, partition_count)
+            group.metadata = self._metadata_of(group, partition_count)
+
     def _group_for(self, group_id: str, *, create: bool) -> StreamsGroup:
         found = self.registry.get(group_id)
         if isinstance(found, StreamsGroup):
@@ -391,23 +398,27 @@ class StreamsGroupCoordinator:
         partition counts it depends on changed (a new group epoch)."""
         if group.topology is None:
             return False
-        names = sorted(
-            {
-                name
-                for sub in group.topology.subtopologies
-                for name in (
-                    *sub.input_topics(),
-                    *(t.name for t in sub.state_changelog_topics),
-                )
-            }
-        )
-        metadata = tuple((name, partition_count(name) or -1) for name in names)
+        metadata = self._metadata_of(group, partition_count)
         if group.configured is not None and metadata == group.metadata:
             return False
         changed = metadata != group.metadata
         group.metadata = metadata
         group.configured = configure(group.topology, partition_count)
         return changed
+
+    @staticmethod
+    def _metadata_of(
+        group: StreamsGroup, partition_count: PartitionCount
+    ) -> tuple[tuple[str, int], ...]:
+        assert group.topology is not None
+        names = sorted(
+            {
+                name
+                for sub in group.topology.subtopologies
+                for name in (*sub.input_topics(), *(t.name for t in sub.state_changelog_topics))
+            }
+        )
+        return tuple((name, partition_count(name) or -1) for name in names)
 
     def _compute_target(self, group: StreamsGroup, settings: StreamsSettings) -> None:
         configured = group.configured

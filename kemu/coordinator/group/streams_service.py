@@ -8,6 +8,10 @@ the service's timer fires.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
 import structlog
 
 from kemu.cluster.context import Runtime
@@ -20,15 +24,29 @@ from kemu.coordinator.group.streams_group import (
     StreamsHeartbeatResult,
     StreamsSettings,
 )
+from kemu.coordinator.group.streams_records import (
+    Image,
+    StreamsImageBuilder,
+    diff,
+    image_of,
+)
 from kemu.coordinator.group.streams_topology import TopicToCreate
+from kemu.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kemu.group")
 
 
+# (group id, records, now) -> the append's error; the service's ``_append``
+Append = Callable[[str, list[Any], int], ErrorCode]
+
+
 class StreamsGroups:
-    def __init__(self, runtime: Runtime, registry: GroupRegistry) -> None:
+    def __init__(self, runtime: Runtime, registry: GroupRegistry, append: Append) -> None:
         self.runtime = runtime
+        self.registry = registry
         self.coordinator = StreamsGroupCoordinator(registry, self.settings)
+        self.append = append
+        self.written: dict[str, Image] = {}  # what __consumer_offsets holds of each group
 
     def settings(self, group_id: str) -> StreamsSettings:
         configs = group_config_store(self.runtime)
@@ -52,7 +70,34 @@ class StreamsGroups:
         )
         for topic in result.topics_to_create:
             self._create(request.group_id, topic)
+        self.sync(request.group_id)
         return result
+
+    def sync(self, group_id: str) -> None:
+        """Write what changed in a streams group since the log last saw it (tombstones when it
+        is gone)."""
+        found = self.coordinator.group(group_id)
+        new = image_of(found) if found is not None else None
+        old = self.written.get(group_id)
+        if old is None and new is None:
+            return
+        records = diff(old, new)
+        if records and self.append(group_id, records, self.runtime.clock_ms()) != ErrorCode.none:
+            return
+        if new is None:
+            self.written.pop(group_id, None)
+        else:
+            self.written[group_id] = new
+
+    def load(self, builder: StreamsImageBuilder, now_ms: int) -> None:
+        """Groups replayed from __consumer_offsets, each member with a fresh session."""
+        for group, image in builder.groups(now_ms, 0):
+            timeout = self.settings(group.group_id).session_timeout_ms
+            for member_id, member in group.members.items():
+                group.members[member_id] = replace(member, session_deadline_ms=now_ms + timeout)
+            self.coordinator.reload(group, self.partition_count)
+            self.registry.put(group)
+            self.written[group.group_id] = image
 
     def _create(self, group_id: str, topic: TopicToCreate) -> None:
         cluster = self.runtime.cluster
@@ -99,4 +144,6 @@ class StreamsGroups:
         removed = self.coordinator.expire(now_ms, self.partition_count)
         for group_id, member_id in removed:
             log.info("streams_member_removed", group=group_id, member=member_id)
+        for group_id in dict.fromkeys(group_id for group_id, _ in removed):
+            self.sync(group_id)
         return removed
