@@ -180,12 +180,15 @@ class Figures:
     crash_points_not_reached: int = 0
     worker_kills: int = 0
     worker_self_kills: dict[str, int] = field(default_factory=dict)
+    worker_freezes: int = 0
     worker_exits: dict[str, int] = field(default_factory=dict)
     output_records: int = 0
     distinct_ids: int = 0
     lost: int = -1
     duplicated: int = -1
     input_duplicated: int = -1
+    input_missing: int = -1
+    input_failed: dict[str, int] = field(default_factory=dict)
     final_lag: dict[int, int] = field(default_factory=dict)
     drain_seconds: float = 0.0
     seconds: float = 0.0
@@ -216,6 +219,7 @@ class Harness:
         self.restart_at: dict[int, float] = {}
         self.worker_armed: dict[int, str] = {}  # slot -> EOS_DIE_AT of its next start
         self.worker_running_armed: dict[int, str] = {}
+        self.frozen: dict[int, float] = {}  # slot -> when it gets SIGCONT
         self.armed: tuple[str, float] | None = None
         self.chunks: collections.deque[int] = collections.deque()
         self.feeder_done = threading.Event()
@@ -311,7 +315,25 @@ class Harness:
         out.close()
         self.restart_at.pop(slot, None)
 
+    def freeze_worker(self, slot: int, seconds: float) -> None:
+        """SIGSTOP: the worker's connections stay open but it says nothing, so the locks of the
+        records it acquired expire and other workers get them; then SIGCONT."""
+        proc = self.procs.get(slot)
+        if proc is None or proc.poll() is not None or slot in self.frozen:
+            return
+        proc.send_signal(signal.SIGSTOP)
+        self.frozen[slot] = time.monotonic() + seconds
+        self.figures.worker_freezes += 1
+        self.log(f"SIGSTOP worker {slot} for {seconds:.1f} s (#{self.figures.worker_freezes})")
+
+    def thaw(self, slot: int) -> None:
+        proc = self.procs.get(slot)
+        if self.frozen.pop(slot, None) is not None and proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            self.log(f"SIGCONT worker {slot}")
+
     def kill_worker(self, slot: int, restart_after: float) -> None:
+        self.frozen.pop(slot, None)
         proc = self.procs.get(slot)
         self.worker_running_armed.pop(slot, None)
         if proc is not None and proc.poll() is None:
@@ -328,6 +350,8 @@ class Harness:
     def check_workers(self) -> None:
         now = time.monotonic()
         for slot in range(self.args.workers):
+            if self.frozen.get(slot, now + 1) <= now:
+                self.thaw(slot)
             proc = self.procs.get(slot)
             if proc is not None and proc.poll() is not None:
                 code = proc.returncode
@@ -353,6 +377,8 @@ class Harness:
                 self.start_worker(slot)
 
     def stop_workers(self) -> None:
+        for slot in list(self.frozen):
+            self.thaw(slot)
         for proc in self.procs.values():
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -380,6 +406,12 @@ class Harness:
                 "log_level": 0,  # kemu restarting is expected: no connection-refused noise
             }
         )
+        failed = self.figures.input_failed
+
+        def delivered(error: Any, message: Any) -> None:
+            if error is not None:
+                failed[error.name()] = failed.get(error.name(), 0) + 1
+
         try:
             while True:
                 if not self.chunks:
@@ -392,7 +424,9 @@ class Harness:
                     key = f"{self.fed:08d}".encode()
                     while True:
                         try:
-                            producer.produce(SOURCE, value=b"record-" + key, key=key)
+                            producer.produce(
+                                SOURCE, value=b"record-" + key, key=key, on_delivery=delivered
+                            )
                             break
                         except BufferError:
                             producer.poll(0.1)
@@ -412,7 +446,7 @@ class Harness:
         a = self.args
         crash = [self.rng.choice(CRASH_POINTS) for _ in range(a.crash_point_kills)]
         events = ["kemu"] * a.kemu_kills + [f"crash:{p}" for p in crash]
-        events += ["worker"] * a.worker_kills
+        events += ["worker"] * a.worker_kills + ["freeze"] * a.worker_freezes
         self.rng.shuffle(events)
         return events
 
@@ -473,6 +507,11 @@ class Harness:
                 self.log(f"restart kemu with KEMU_CRASH_AT={point}")
                 self.armed = (point, time.monotonic() + a.crash_point_timeout)
                 self.start_kemu(point)
+            elif event == "freeze":
+                self.freeze_worker(
+                    self.rng.randrange(a.workers),
+                    self.rng.uniform(a.freeze_seconds[0], a.freeze_seconds[1]),
+                )
             else:
                 slot = self.rng.randrange(a.workers)
                 late = self.rng.random() < 0.15
@@ -552,6 +591,12 @@ class Harness:
         figures.duplicated = sum(n - 1 for n in counts.values() if n > 1)
         strays = set(counts) - expected
         figures.input_duplicated = len(source) - len(set(source))
+        figures.input_missing = len(expected - set(source))
+        if figures.input_missing or figures.input_failed:
+            self.log(
+                f"the source lacks {figures.input_missing} input records (delivery failures "
+                f"{figures.input_failed}): not the pipeline's doing"
+            )
         if strays:
             self.log(f"{len(strays)} output ids not in the input, e.g. {sorted(strays)[:5]}")
         if figures.lost:
@@ -625,10 +670,22 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.5,
         help="share of worker kills whose successor SIGKILLs itself at a point of its cycle",
     )
+    parser.add_argument(
+        "--worker-freezes",
+        type=int,
+        default=6,
+        help="SIGSTOP a worker past the record lock duration (15 s), then SIGCONT",
+    )
+    parser.add_argument("--freeze-seconds", type=float, nargs=2, default=(17.0, 25.0))
     parser.add_argument("--min-gap", type=float, default=1.0, help="seconds between events")
     parser.add_argument("--max-gap", type=float, default=4.0)
     parser.add_argument("--max-poll-records", type=int, default=50)
-    parser.add_argument("--transaction-timeout-ms", type=int, default=10_000)
+    parser.add_argument(
+        "--transaction-timeout-ms",
+        type=int,
+        default=30_000,
+        help="above the freezes, so a thawed worker meets expired locks, not a timed-out txn",
+    )
     parser.add_argument(
         "--pause-ms", type=int, default=20, help="a worker waits up to this long before each commit"
     )
@@ -645,6 +702,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.kemu_kills, args.crash_point_kills, args.worker_kills = 2, 2, 3
         args.min_gap, args.max_gap = 0.5, 1.5
         args.transaction_timeout_ms = 6_000
+        args.worker_freezes = 0
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 1 << 31)
     return args
@@ -669,10 +727,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{figures.source_partitions} source partitions; kemu SIGKILLs {figures.kemu_kills} "
         f"(self-kills at crash points {figures.kemu_crash_points}, not reached "
         f"{figures.crash_points_not_reached}), worker SIGKILLs {figures.worker_kills} (and "
-        f"self-kills at points {figures.worker_self_kills}), worker exits "
+        f"self-kills at points {figures.worker_self_kills}), worker freezes "
+        f"{figures.worker_freezes}, worker exits "
         f"{figures.worker_exits}; output {figures.output_records} records, "
         f"{figures.distinct_ids} ids: lost {figures.lost}, duplicated {figures.duplicated}, "
-        f"input duplicated {figures.input_duplicated}, final lag {figures.final_lag}; "
+        f"input duplicated {figures.input_duplicated}, missing {figures.input_missing}, "
+        f"failed {figures.input_failed}, final lag {figures.final_lag}; "
         f"drain {figures.drain_seconds} s, total {figures.seconds} s"
     )
     print("EOS-CRASH " + text, flush=True)
