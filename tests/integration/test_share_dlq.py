@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import AcknowledgeType as RdAcknowledgeType
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import ShareConsumer as RdShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -387,6 +389,49 @@ def test_a_missing_dlq_topic_is_created_when_the_broker_allows_it(
     assert configs["message.timestamp.type"].value == "CreateTime"
     metadata = admin(bootstrap).list_topics("anything-goes", timeout=TIMEOUT)
     assert len(metadata.topics["anything-goes"].partitions) == 2
+
+
+def reject_and_exhaust_with_librdkafka(bootstrap: str, group: str, topic: str) -> None:
+    """The same decisions as ``reject_and_exhaust`` by confluent-kafka's ShareConsumer."""
+    share = RdShareConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
+    share.subscribe([topic])
+    settled = 0
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while settled < 3 and time.monotonic() < deadline:
+            for message in share.poll(0.2):
+                assert message.error() is None, message.error()
+                if message.offset() == 0:
+                    share.acknowledge(message, RdAcknowledgeType.REJECT)
+                    settled += 1
+                elif message.offset() == 1:
+                    share.acknowledge(message, RdAcknowledgeType.RELEASE)
+                    settled += message.delivery_count() == 2
+                else:
+                    share.acknowledge(message, RdAcknowledgeType.ACCEPT)
+                    settled += 1
+        assert settled == 3
+        results = share.commit_sync(TIMEOUT)
+        assert all(error is None for error in results.values()), results
+    finally:
+        share.close()
+
+
+def test_librdkafkas_share_consumer_rejects_and_exhausts_into_the_dlq(kemu: KemuProcess) -> None:
+    bootstrap = kemu.bootstrap
+    create_topic(bootstrap, "rd", 1)
+    create_topic(bootstrap, "dlq.rd", 1, **{"errors.deadletterqueue.group.enable": "true"})
+    dlq_group(bootstrap, "rd-group", "dlq.rd")
+    produce(bootstrap, "rd", 1, 3)
+    reject_and_exhaust_with_librdkafka(bootstrap, "rd-group", "rd")
+    assert asyncio.run(lag_reaches_zero(bootstrap, "rd-group", "rd")) == 0
+    assert read_dlq(bootstrap, "dlq.rd", 2) == expected_dlq("rd-group", "rd", 1, 1)
 
 
 # --- KIP-1289: a REJECT committed in a transaction ----------------------------------------------

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -52,13 +52,17 @@ EXPIRY_LOCK_MS = 1_000
 GROUP_CONFIGS = {
     "implicit": {},
     "close": {},
-    "explicit": {},
+    "explicit": {"errors.deadletterqueue.topic.name": "dlq.sj-explicit"},  # KIP-1191
     "limit": {},
     "batch": {},
     "shared": {},
     "renew": {"share.record.lock.duration.ms": str(RENEW_LOCK_MS)},
     "expiry": {"share.record.lock.duration.ms": str(EXPIRY_LOCK_MS)},
-    "dlimit": {"share.delivery.count.limit": "2"},
+    "dlimit": {
+        "share.delivery.count.limit": "2",
+        "errors.deadletterqueue.topic.name": "dlq.sj-dlimit",
+        "errors.deadletterqueue.copy.record.enable": "true",
+    },
     "resubscribe": {},
 }
 
@@ -78,8 +82,10 @@ def set_group_configs(admin: AdminClient, group: str, configs: dict[str, str]) -
 
 def produce(kemu: KemuProcess) -> None:
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    dlq = {"errors.deadletterqueue.group.enable": "true"}
     created = admin.create_topics(
         [NewTopic(TOPIC, PARTITIONS, 1), NewTopic(SINGLE, 1, 1), NewTopic(BATCHED, 1, 1)]
+        + [NewTopic(f"dlq.{PREFIX}-{name}", 1, 1, config=dlq) for name in ("explicit", "dlimit")]
     )
     for future in created.values():
         future.result(30)
@@ -272,6 +278,56 @@ def test_share_group_offsets_show_no_lag(share_run: ProbeRun) -> None:
     for name, topic in topic_of.items():
         expected = {tp: {"start": end, "lag": 0} for tp, end in ends[topic].items()}
         assert offsets[name] == expected, name
+
+
+def dead_letters(kemu: KemuProcess, topic: str, wanted: int) -> list[dict[str, str]]:
+    """The headers (and copied value) of the records of a DLQ topic."""
+    reader = Consumer(
+        {
+            "bootstrap.servers": kemu.bootstrap,
+            "group.id": f"dlq-{topic}",
+            "enable.auto.commit": False,
+        }
+    )
+    reader.assign([TopicPartition(topic, 0, 0)])
+    found: list[dict[str, str]] = []
+    try:
+        for _ in range(150):
+            message = reader.poll(0.2)
+            if message is not None and message.error() is None:
+                headers = {k: (v or b"").decode() for k, v in message.headers() or []}
+                found.append({**headers, "value": (message.value() or b"").decode()})
+            if len(found) >= wanted:
+                break
+    finally:
+        reader.close()
+    return found
+
+
+def test_rejected_and_exhausted_records_reach_the_dead_letter_queue(
+    share_run: ProbeRun, share_kemu: KemuProcess
+) -> None:
+    """KIP-1191 with Java's share consumer: its REJECTs (explicit group) and its records released
+    up to share.delivery.count.limit (dlimit group) are in the groups' DLQ topics with Kafka's
+    context headers (see test_share_dlq.py for the comparison with Kafka 4.4.0)."""
+    assert share_run.one("explicit_release")["commit_errors"] == {}
+    rejected = dead_letters(share_kemu, "dlq.sj-explicit", PARTITIONS)
+    assert sorted((r["__dlq.errors.partition"], r["__dlq.errors.offset"]) for r in rejected) == [
+        (str(p), "1") for p in range(PARTITIONS)
+    ]
+    assert {
+        (r["__dlq.errors.topic"], r["__dlq.errors.group"], r["__dlq.errors.delivery.count"])
+        for r in rejected
+    } == {(TOPIC, "sj-explicit", "1")}
+    assert {r["__dlq.errors.message"] for r in rejected} == {"Offset rejected by client."}
+    assert {r["value"] for r in rejected} == {""}  # copy.record.enable is off
+    exhausted = dead_letters(share_kemu, "dlq.sj-dlimit", SINGLE_RECORDS)
+    assert sorted(int(r["__dlq.errors.offset"]) for r in exhausted) == list(range(SINGLE_RECORDS))
+    assert {r["__dlq.errors.delivery.count"] for r in exhausted} == {"2"}
+    assert {r["__dlq.errors.message"] for r in exhausted} == {
+        "Offset delivery count exceeded the threshold."
+    }
+    assert sorted(r["value"] for r in exhausted) == sorted(f"s{i}" for i in range(SINGLE_RECORDS))
 
 
 def test_probe_exit_status(share_run: ProbeRun) -> None:
