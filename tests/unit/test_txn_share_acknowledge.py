@@ -82,16 +82,21 @@ async def join(kemu: Harness, member: str) -> int:
 
 
 async def init_producer(client: Client, transactional_id: str = TXN) -> tuple[int, int]:
-    response = await client.call(
-        request(
-            INIT,
-            5,
-            transactional_id=transactional_id,
-            transaction_timeout=datetime.timedelta(milliseconds=60_000),
-            producer_id=-1,
-            producer_epoch=-1,
+    for _ in range(5):
+        response = await client.call(
+            request(
+                INIT,
+                5,
+                transactional_id=transactional_id,
+                transaction_timeout=datetime.timedelta(milliseconds=60_000),
+                producer_id=-1,
+                producer_epoch=-1,
+            )
         )
-    )
+        # over an ongoing transaction Kafka aborts it and answers CONCURRENT_TRANSACTIONS;
+        # clients retry
+        if response.error_code != ErrorCode.concurrent_transactions:
+            break
     assert response.error_code == ErrorCode.none
     return int(response.producer_id), int(response.producer_epoch)
 
@@ -286,7 +291,7 @@ async def test_commit_applies_staged_accept_and_reject(kemu: Harness) -> None:
     # the lock of a staged record does not expire: the transaction governs the hold
     actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
     assert actor is not None
-    kemu.now[0] += 60_000
+    kemu.now[0] += 45_000  # past the 30 s lock, within the 60 s transaction timeout
     await actor._expire()
     assert states(kemu)[0] is RecordState.TX_PENDING and states(kemu)[2] is RecordState.AVAILABLE
     # ... and are not acquired by anyone while pending
