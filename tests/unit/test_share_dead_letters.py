@@ -5,6 +5,13 @@ from __future__ import annotations
 
 from share_helpers import FakeLog, ack, acquire
 
+from kemu.broker.share.dead_letter import (
+    TOPIC_ENABLE,
+    destination,
+    topic_problem,
+    write_dead_letters,
+    written_offsets,
+)
 from kemu.broker.share.partition import (
     CAUSE_DELIVERY_LIMIT,
     CAUSE_REJECTED,
@@ -12,8 +19,15 @@ from kemu.broker.share.partition import (
     SharePartitionConfig,
     SharePartitionCore,
 )
+from kemu.broker.share.settings import ShareSettings
 from kemu.broker.share.states import AckType, RecordState
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.model import BrokerNode, Cluster
+from kemu.cluster.partition import Partition
 from kemu.coordinator.share.persister import PersistedBatch, PersistedState
+from kemu.protocol.record_reader import Record, iter_records
+from kemu.protocol.records import build_batch, read_header
+from kemu.storage.log import MemoryLog
 
 ACCEPT, RELEASE, REJECT = AckType.ACCEPT, AckType.RELEASE, AckType.REJECT
 G, R = RecordState.ARCHIVING, RecordState.ARCHIVED
@@ -144,3 +158,144 @@ def test_a_partial_completion_keeps_the_start_at_the_first_archiving_record() ->
     core.check_invariants()
     core.complete_dead_letters([(0, 1)])
     assert core.start == 4
+
+
+# --- the write itself (kemu/broker/share/dead_letter.py), on an in-memory cluster --------------
+
+
+def dlq_cluster(**static: str) -> Cluster:
+    return Cluster(
+        cluster_id="unit",
+        nodes={1: BrokerNode(1, "127.0.0.1", 19092)},
+        config=BrokerConfig(static),
+        log_factory=lambda topic, index: MemoryLog(),
+    )
+
+
+ENABLED = {TOPIC_ENABLE: "true"}
+
+
+def source_with(cluster: Cluster, records: int) -> Partition:
+    partition = cluster.create_topic("src", 3, 1, persist=False).partitions[2]
+    batch = build_batch(
+        [(b"k%d" % i, b"v%d" % i) for i in range(records)], timestamp_ms=1, headers=None
+    )
+    partition.append([(read_header(batch), batch)], now_ms=1)
+    return partition
+
+
+def dlq_records(cluster: Cluster, topic: str) -> list[tuple[int, Record]]:
+    return [
+        (p.index, record)
+        for p in cluster.topics[topic].partitions
+        for _, batch in p.log.batches(0, p.high_watermark)
+        for record in iter_records(batch)
+    ]
+
+
+def settings(topic: str, copy: bool = True) -> ShareSettings:
+    return ShareSettings(
+        SharePartitionConfig(dlq_enabled=True), dlq_topic=topic, dlq_copy_record=copy
+    )
+
+
+def test_the_topic_checks_come_in_kafkas_order_with_its_messages() -> None:
+    cluster = dlq_cluster()
+    cluster.create_topic("dlq.off", 1, 1, persist=False)
+    cluster.create_topic("elsewhere", 1, 1, ENABLED, persist=False)
+    cluster.create_topic("dlq.on", 1, 1, ENABLED, persist=False)
+    assert (
+        topic_problem(cluster, "g", "") == "Configured DLQ topic name in share group: g is empty."
+    )
+    assert topic_problem(cluster, "g", "__x") == (
+        "Configured DLQ topic name in share group: g cannot start with __, topic: __x."
+    )
+    assert topic_problem(cluster, "g", "dlq.off") == (
+        "DLQ is not enabled on configured DLQ topic for share group: g, topic: dlq.off."
+    )
+    assert topic_problem(cluster, "g", "dlq.none") == (
+        "DLQ topic does not exist and auto create is disabled on cluster for share group: g, "
+        "topic: dlq.none."
+    )
+    assert topic_problem(cluster, "g", "elsewhere") == (
+        "Configured DLQ topic name does not comply with the DLQ topic prefix in share group: g, "
+        "topic: elsewhere, prefix: dlq.."
+    )
+    assert topic_problem(cluster, "g", "dlq.on") is None
+    # the existence checks come before the prefix check
+    assert "auto create is disabled" in (topic_problem(cluster, "g", "other") or "")
+    anything = dlq_cluster(**{"errors.deadletterqueue.topic.name.prefix": ""})
+    anything.create_topic("elsewhere", 1, 1, ENABLED, persist=False)
+    assert topic_problem(anything, "g", "elsewhere") is None
+
+
+def test_records_go_to_source_partition_modulo_the_dlq_partitions_with_kafkas_headers() -> None:
+    cluster = dlq_cluster()
+    cluster.create_topic("dlq.x", 2, 1, ENABLED, persist=False)
+    source = source_with(cluster, 3)
+    letters = [DeadLetter(0, 1, 1, CAUSE_REJECTED), DeadLetter(2, 2, 5, CAUSE_DELIVERY_LIMIT)]
+    outcome = write_dead_letters(cluster, "g", source, settings("dlq.x"), letters, 99)
+    assert (outcome.written, outcome.skipped, outcome.problem) == (3, 0, None)
+    written = dlq_records(cluster, "dlq.x")
+    assert {p for p, _ in written} == {destination(2, 2)} == {0}
+    assert [(r.key, r.value, r.timestamp) for _, r in written] == [
+        (b"k0", b"v0", 99),
+        (b"k1", b"v1", 99),
+        (b"k2", b"v2", 99),
+    ]
+    assert [dict(r.headers) for _, r in written][2] == {
+        "__dlq.errors.topic": b"src",
+        "__dlq.errors.partition": b"2",
+        "__dlq.errors.offset": b"2",
+        "__dlq.errors.group": b"g",
+        "__dlq.errors.delivery.count": b"5",
+        "__dlq.errors.message": CAUSE_DELIVERY_LIMIT.encode(),
+    }
+
+
+def test_without_copy_there_is_no_key_or_value() -> None:
+    cluster = dlq_cluster()
+    cluster.create_topic("dlq.x", 1, 1, ENABLED, persist=False)
+    source = source_with(cluster, 1)
+    letters = [DeadLetter(0, 0, 1, CAUSE_REJECTED)]
+    write_dead_letters(cluster, "g", source, settings("dlq.x", copy=False), letters, 5)
+    [(_, record)] = dlq_records(cluster, "dlq.x")
+    assert (record.key, record.value) == (None, None)
+
+
+def test_a_refused_topic_writes_nothing_and_says_why() -> None:
+    cluster = dlq_cluster()
+    source = source_with(cluster, 1)
+    letters = [DeadLetter(0, 0, 1, CAUSE_REJECTED)]
+    outcome = write_dead_letters(cluster, "g", source, settings("dlq.none"), letters, 5)
+    assert outcome.written == 0 and outcome.problem is not None
+    assert "auto create is disabled" in outcome.problem
+    assert "dlq.none" not in cluster.topics
+
+
+def test_auto_creation_gives_the_topic_kafkas_configs() -> None:
+    cluster = dlq_cluster(**{"errors.deadletterqueue.auto.create.topics.enable": "true"})
+    source = source_with(cluster, 1)
+    letters = [DeadLetter(0, 0, 1, CAUSE_REJECTED)]
+    outcome = write_dead_letters(cluster, "g", source, settings("dlq.new"), letters, 5)
+    assert outcome.written == 1
+    created = cluster.topics["dlq.new"]
+    assert created.config.get(TOPIC_ENABLE) == "true"
+    assert created.config.get("message.timestamp.type") == "CreateTime"
+
+
+def test_a_recovered_dead_letter_already_in_the_dlq_is_not_written_again() -> None:
+    cluster = dlq_cluster()
+    cluster.create_topic("dlq.x", 1, 1, ENABLED, persist=False)
+    source = source_with(cluster, 3)
+    first = [DeadLetter(0, 1, 1, CAUSE_REJECTED)]
+    write_dead_letters(cluster, "g", source, settings("dlq.x"), first, 5)
+    # a crash before ARCHIVED was written: the load finds 0-2 ARCHIVING (2 never written)
+    again = [DeadLetter(0, 2, 1, CAUSE_REJECTED, recovered=True)]
+    outcome = write_dead_letters(cluster, "g", source, settings("dlq.x"), again, 6)
+    assert (outcome.written, outcome.skipped) == (1, 2)
+    offsets = [dict(r.headers)["__dlq.errors.offset"] for _, r in dlq_records(cluster, "dlq.x")]
+    assert offsets == [b"0", b"1", b"2"]
+    # another group's (or partition's) records of the same offsets do not count
+    assert written_offsets(cluster.topics["dlq.x"].partitions[0], "other", "src", 2) == set()
+    assert written_offsets(cluster.topics["dlq.x"].partitions[0], "g", "src", 2) == {0, 1, 2}
