@@ -8,7 +8,7 @@ BROKERS ?= 3
 ARGS ?=
 
 .PHONY: install serve test test-unit test-integration test-java lint bench eos-crash java clean conformance-franz \
-	conformance-kafka-tools test-streams
+	conformance-kafka-tools test-streams conformance-diff
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -72,6 +72,14 @@ conformance-franz: $(STAMP)
 # jars as `make bench` does. Not part of `make test`. Results: docs/conformance.md.
 conformance-kafka-tools: $(STAMP)
 	$(BIN)/python -m conformance.kafka_tools $(ARGS)
+
+# Wire-level differential run: the same client scenarios through a recording proxy in front of a
+# real Kafka 4.4.0 and of kemu, every request/response pair compared after normalisation; a
+# per-API table, and each difference with both responses in conformance-diff-report/. Needs java
+# and the jars `make bench` fetches (and `make java` for the Java scenarios). Not part of
+# `make test`. Results: docs/conformance.md.
+conformance-diff: $(STAMP)
+	$(BIN)/python -m conformance.diff $(ARGS)
 
 clean:
 	rm -rf $(VENV) tests/java/target .pytest_cache .mypy_cache

@@ -1,0 +1,148 @@
+"""conformance.diff's proxy and comparison (no Kafka here): address rewriting through a real
+proxy in front of a fake broker, JSON conversion, normalisation, pairing and differences."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/ is not installed
+
+from conformance.compare import compare, differences, normalise, summarise_records, to_json
+from conformance.proxy import Exchange, RecordingProxy, rewrite_addresses
+from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
+
+METADATA = 3
+TOPIC_ID = uuid.UUID(int=0xABCDEF)
+
+
+def metadata_response(host: str, port: int, topic_id: uuid.UUID = TOPIC_ID) -> Any:
+    module = wire.response_module(METADATA, 12)
+    broker = wire.build(module.MetadataResponseBroker, node_id=1, host=host, port=port)
+    partition = wire.build(module.MetadataResponsePartition, partition_index=0, leader_id=1)
+    topic = wire.build(
+        module.MetadataResponseTopic, name="t", topic_id=topic_id, partitions=(partition,)
+    )
+    return wire.build(
+        wire.response_schema(METADATA, 12),
+        brokers=(broker,),
+        cluster_id="cluster-a",
+        controller_id=1,
+        topics=(topic,),
+    )
+
+
+def test_rewrite_replaces_known_broker_addresses_only() -> None:
+    body = metadata_response("10.0.0.1", 9092)
+    moved = rewrite_addresses(body, {("10.0.0.1", 9092): ("127.0.0.1", 40000)})
+    assert (moved.brokers[0].host, int(moved.brokers[0].port)) == ("127.0.0.1", 40000)
+    assert moved.topics == body.topics
+    assert rewrite_addresses(body, {("10.0.0.9", 9092): ("127.0.0.1", 1)}) is body
+
+
+def test_proxy_records_pairs_and_points_clients_at_itself() -> None:
+    async def scenario() -> tuple[Any, list[Exchange], int]:
+        async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            request = wire.decode_request(await reader.readexactly(size))
+            body = metadata_response("127.0.0.1", upstream_port)
+            writer.write(
+                wire.encode_response_frame(METADATA, 12, request.header.correlation_id, body)
+            )
+            await writer.drain()
+
+        server = await asyncio.start_server(broker, "127.0.0.1", 0)
+        upstream_port = server.sockets[0].getsockname()[1]
+        proxy = RecordingProxy([("127.0.0.1", upstream_port)])
+        await proxy.start()
+        proxy.scenario = "s"
+        _, listen_port = proxy.listen[("127.0.0.1", upstream_port)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", listen_port)
+        request = wire.build(wire.request_schema(METADATA, 12), topics=None)
+        writer.write(wire.encode_request_frame(request, correlation_id=7))
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        _, answer = wire.decode_response(METADATA, 12, await reader.readexactly(size))
+        writer.close()
+        await proxy.stop()
+        server.close()
+        return answer, proxy.exchanges, listen_port
+
+    answer, exchanges, listen_port = asyncio.run(scenario())
+    assert int(answer.brokers[0].port) == listen_port  # the client keeps using the proxy
+    [exchange] = exchanges
+    assert (exchange.scenario, exchange.api_key, exchange.api_version) == ("s", METADATA, 12)
+    assert exchange.error is None
+    assert exchange.response.cluster_id == "cluster-a"  # recorded as the broker sent it
+
+
+def batch(base_offset: int, producer_id: int, timestamp: int, count: int) -> bytes:
+    header = struct.pack(
+        ">qiibIhiqqqhii", base_offset, 49, 0, 2, 0xDEAD, 0, count - 1, timestamp, timestamp,
+        producer_id, 0, 0, count,
+    )  # fmt: skip
+    return header  # a batch of 61 bytes: length 49 counts what follows the length field
+
+
+def test_records_are_summarised_without_timestamps_crcs_or_producer_ids() -> None:
+    one = summarise_records(batch(0, 1000, 111, 3))
+    other = summarise_records(batch(0, 77, 222, 3))
+    assert one == other
+    assert one[0]["records"] == 3
+    assert summarise_records(batch(5, 1, 1, 3))[0]["base_offset"] == 5
+
+
+def test_normalise_hides_ids_times_and_order_but_not_errors() -> None:
+    kafka = to_json(metadata_response("a", 1, uuid.UUID(int=1)))
+    kemu = to_json(metadata_response("b", 2, uuid.UUID(int=2)))
+    topics_kafka = {str(uuid.UUID(int=1)): "t"}
+    topics_kemu = {str(uuid.UUID(int=2)): "t"}
+    assert normalise(kafka, topics_kafka) == normalise(kemu, topics_kemu)
+    assert normalise(kafka, topics_kafka)["topics"][0]["topic_id"] == "<id of t>"
+    assert normalise({"items": [{"a": 2}, {"a": 1}]}, {}) == {"items": [{"a": 1}, {"a": 2}]}
+    assert normalise({"throttle_time_ms": 5, "log_append_time_ms": -1}, {}) == {
+        "throttle_time_ms": "<throttle>",
+        "log_append_time_ms": -1,
+    }
+    assert normalise({"error_code": "none", "member_id": ""}, {}) == {
+        "error_code": "none",
+        "member_id": "",
+    }
+
+
+def test_differences_skip_messages_kafka_leaves_null() -> None:
+    assert differences({"error_message": None}, {"error_message": "why"}) == []
+    assert differences({"error_message": "a"}, {"error_message": "b"}) == [
+        '.error_message: "a" vs "b"'
+    ]
+    assert differences({"x": [1, 2]}, {"x": [1]}) == [".x: 2 items vs 1"]
+
+
+def exchange(sequence: int, request: Any, response: Any, scenario: str = "s") -> Exchange:
+    return Exchange(scenario, 1, sequence, METADATA, 12, "c", request, response)
+
+
+def test_compare_pairs_equal_requests_in_order_and_counts_the_rest() -> None:
+    request = wire.build(wire.request_schema(METADATA, 12), topics=None)
+    other = wire.build(
+        wire.request_schema(METADATA, 12), topics=None, allow_auto_topic_creation=True
+    )
+    good = metadata_response("a", 1)
+    module = wire.response_module(METADATA, 12)
+    topic = wire.build(
+        module.MetadataResponseTopic, name="t", error_code=ErrorCode.unknown_topic_or_partition
+    )
+    failing = wire.build(wire.response_schema(METADATA, 12), topics=(topic,))
+    kafka = [exchange(0, request, good), exchange(1, request, good), exchange(2, other, good)]
+    kemu = [exchange(0, request, metadata_response("b", 2)), exchange(1, request, failing)]
+    result = compare(kafka, kemu)
+    row = result.rows[METADATA]
+    assert (row.compared, row.identical, row.differing) == (2, 1, 1)
+    assert (row.unpaired_kafka, row.unpaired_kemu) == (1, 0)
+    [diff] = result.diffs
+    assert diff["occurrence"] == 1
+    assert any("error_code" in path for path in diff["differences"])
