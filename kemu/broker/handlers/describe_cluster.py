@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             else ErrorCode.mismatched_endpoint_type,
             error_message="The request was sent to an endpoint of type BROKER, but we wanted an "
             f"endpoint of type {ENDPOINT_NAMES[endpoint_type]}",
-            endpoint_type=endpoint_type,
+            endpoint_type=BROKER_ENDPOINT,  # Kafka names the endpoint that answered
             cluster_id="",
             controller_id=-1,
             brokers=(),

@@ -43,7 +43,7 @@ def elect(
     if election_type == PREFERRED and partition.leader_id != partition.replicas[0]:
         ctx.cluster.move_leader(partition, partition.replicas[0])
         return ErrorCode.none, None
-    return ErrorCode.election_not_needed, None
+    return ErrorCode.election_not_needed, "Leader election not needed for topic partition."
 
 
 @handler(API_KEY, 0, 2)

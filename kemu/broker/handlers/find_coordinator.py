@@ -44,13 +44,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         keys = list(request.coordinator_keys)
         return ctx.respond(
             coordinators=tuple(
-                ctx.make("Coordinator", key=key, **_lookup(ctx, key_type, key)) for key in keys
+                ctx.make("Coordinator", key=key, **_lookup(ctx, key_type, key, ok_message=""))
+                for key in keys
             )
         )
-    return ctx.respond(**_lookup(ctx, key_type, request.key))
+    return ctx.respond(**_lookup(ctx, key_type, request.key, ok_message="NONE"))
 
 
-def _lookup(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
+def _lookup(ctx: RequestContext, key_type: int, key: str, ok_message: str) -> dict[str, Any]:
+    """One key's answer; a found coordinator carries ``ok_message`` as Kafka's does (its
+    ``Errors.NONE.message()``, "NONE", before v4; an empty string in v4+ entries)."""
     if key_type not in (GROUP, TRANSACTION, SHARE):
         return _error(ErrorCode.invalid_request, f"Unknown coordinator type received: {key_type}")
     if key_type in (GROUP, TRANSACTION):
@@ -78,7 +81,7 @@ def _lookup(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
         return _error(ErrorCode.coordinator_not_available, None)
     return {
         "error_code": ErrorCode.none,
-        "error_message": None,
+        "error_message": ok_message,
         "node_id": node.node_id,
         "host": node.host,
         "port": node.port,

@@ -41,6 +41,22 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if error == ErrorCode.none and result.members:
             error = result.members[0][1]
         return ctx.respond(throttle_time=datetime.timedelta(0), error_code=error)
+    if result.error == ErrorCode.unknown_member_id and not result.members:
+        # No such group: Kafka's GroupCoordinatorService answers NONE with every member
+        # UNKNOWN_MEMBER_ID (v0-2 carry that member error at the top, as above).
+        return ctx.respond(
+            throttle_time=datetime.timedelta(0),
+            error_code=ErrorCode.none,
+            members=tuple(
+                ctx.make(
+                    "MemberResponse",
+                    member_id=member.member_id,
+                    group_instance_id=member.group_instance_id,
+                    error_code=ErrorCode.unknown_member_id,
+                )
+                for member in leaving
+            ),
+        )
     return ctx.respond(
         throttle_time=datetime.timedelta(0),
         error_code=result.error,
