@@ -30,6 +30,7 @@ from enum import IntEnum
 from itertools import dropwhile
 from typing import TYPE_CHECKING, Any
 
+from kemu.cluster.broker_catalogue import catalogue
 from kemu.cluster.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -363,8 +364,7 @@ def _broker_chain(
     defaults = {
         synonym: definition.default
         for synonym in names
-        if (definition := BROKER_CONFIGS.get(synonym)) is not None
-        and definition.default is not None
+        if (definition := broker_definition(synonym)) is not None and definition.default is not None
     }
     layers: tuple[tuple[Mapping[str, str], ConfigSource], ...] = (
         (node_values, ConfigSource.DYNAMIC_BROKER_CONFIG),
@@ -477,6 +477,7 @@ class BrokerConfigs(ConfigResourceType):
         node_static = self._node_static(ctx)
         keys = (
             set(BROKER_CONFIGS)
+            | set(catalogue())
             | set(node_static)
             | set(broker.static)
             | set(broker.dynamic)
@@ -501,9 +502,10 @@ class BrokerConfigs(ConfigResourceType):
         return values
 
     def _entry(self, key: str, chain: list[Synonym]) -> ConfigEntry:
-        definition = BROKER_CONFIGS.get(key) or _NODE_DEFS.get(key)
-        # Kafka hides the values of configs whose type it does not know (they may be secrets).
-        sensitive = definition is None
+        definition = BROKER_CONFIGS.get(key) or _NODE_DEFS.get(key) or catalogue().get(key)
+        # Kafka hides the values of passwords and of configs whose type it does not know (they
+        # may be secrets).
+        sensitive = definition is None or definition.type is ConfigType.PASSWORD
         return ConfigEntry(
             name=key,
             value=None if sensitive or not chain else chain[0].value,
@@ -514,7 +516,10 @@ class BrokerConfigs(ConfigResourceType):
             synonyms=tuple(Synonym(s.name, None, s.source) for s in chain)
             if sensitive
             else tuple(chain),
-            documentation=(definition.doc if definition else "") or BROKER_DOCS.get(key),
+            # Kafka's own text where Kafka has the config, else kemu's
+            documentation=(kafka.doc if (kafka := catalogue().get(key)) is not None else "")
+            or (definition.doc if definition else "")
+            or BROKER_DOCS.get(key),
         )
 
     def explicit(self, ctx: RequestContext, name: str) -> dict[str, str]:
@@ -534,15 +539,15 @@ class BrokerConfigs(ConfigResourceType):
             )
 
     def is_list(self, key: str) -> bool:
-        definition = BROKER_CONFIGS.get(key)
+        definition = broker_definition(key)
         return definition is not None and definition.type is ConfigType.LIST
 
     def default(self, key: str) -> str | None:
-        definition = BROKER_CONFIGS.get(key)
+        definition = broker_definition(key)
         return definition.default if definition is not None else None
 
     def validate(self, ctx: RequestContext, name: str, values: dict[str, str]) -> None:
-        fixed = sorted(k for k in values if k in BROKER_CONFIGS and BROKER_CONFIGS[k].read_only)
+        fixed = sorted(k for k in values if (d := broker_definition(k)) is not None and d.read_only)
         if fixed:
             raise ConfigResourceError(
                 ErrorCode.invalid_request,
@@ -550,7 +555,7 @@ class BrokerConfigs(ConfigResourceType):
                 f"Cannot update these configs dynamically: [{', '.join(fixed)}]",
             )
         for key, value in values.items():
-            definition = BROKER_CONFIGS.get(key)
+            definition = broker_definition(key)
             if definition is None:
                 continue  # Kafka keeps unknown dynamic properties (plugins may read them)
             try:
@@ -568,6 +573,11 @@ class BrokerConfigs(ConfigResourceType):
         for topic in ctx.cluster.topics.values():
             ctx.cluster.apply_log_configs(topic)  # log.segment.bytes / log.roll.ms defaults
         ctx.cluster.save_metadata()
+
+
+def broker_definition(key: str) -> ConfigDef | None:
+    """kemu's own definition of a broker config, else Kafka's from the catalogue."""
+    return BROKER_CONFIGS.get(key) or catalogue().get(key)
 
 
 def _broker_id(name: str, complaint: str) -> int:
