@@ -12,8 +12,10 @@ kemu, through ``kemu.probe.StreamsApp`` (tests/java):
 Not part of ``make test`` (three JVMs of Kafka Streams take minutes on a small machine): run
 with ``make test-streams``, which sets ``KEMU_STREAMS_TESTS=1``; figures in docs/conformance.md.
 
-Sessions and heartbeats are shortened with kemu's ``group.streams.*`` overrides so the kill is
-noticed within seconds, and the applications' transaction timeout is 5 s.
+Every test runs against kemu and, to compare, against a single-node Apache Kafka 4.4.0 from
+bench/.cache/lib (skipped without it). Sessions and heartbeats are shortened with the same
+``group.streams.*`` settings on both so the kill is noticed within seconds, and the applications'
+transaction timeout is 5 s.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -50,22 +53,56 @@ WAIT_S = 90  # a bound for failing, not a measurement
 WORDS = [f"w{i}" for i in range(7)]
 
 
-@pytest.fixture(scope="module")
-def streams_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+STREAMS_OVERRIDES = {
+    "group.streams.session.timeout.ms": "6000",
+    "group.streams.min.session.timeout.ms": "1000",
+    "group.streams.heartbeat.interval.ms": "500",
+    "group.streams.min.heartbeat.interval.ms": "100",
+}
+ROOT = Path(__file__).resolve().parents[2]
+KAFKA_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
+
+
+@pytest.fixture(scope="module", params=["kemu", "kafka"])
+def streams_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The bootstrap of a 3-broker kemu, or (once, to compare) of a single-node Apache Kafka
+    4.4.0 from bench/.cache/lib with the same group.streams.* settings."""
+    if request.param == "kafka":
+        yield from _kafka(tmp_path_factory)
+        return
     log_path = tmp_path_factory.mktemp("kemu-streams-java") / "kemu.log"
     kemu = KemuProcess(
         brokers=3,
         log_path=log_path,
-        overrides=[
-            "group.streams.session.timeout.ms=6000",
-            "group.streams.min.session.timeout.ms=1000",
-            "group.streams.heartbeat.interval.ms=500",
-            "group.streams.min.heartbeat.interval.ms=100",
-        ],
+        overrides=[f"{name}={value}" for name, value in STREAMS_OVERRIDES.items()],
     )
     kemu.start()
-    yield kemu
+    yield kemu.bootstrap
     kemu.stop()
+
+
+def _kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if not KAFKA_JAR.exists():
+        pytest.skip("needs Kafka's jars in bench/.cache/lib (make bench fetches them)")
+    sys.path.insert(0, str(ROOT))
+    from bench.servers import KafkaServer
+
+    class StreamsKafka(KafkaServer):
+        def _server_properties(self) -> str:
+            extra = "".join(f"{name}={value}\n" for name, value in STREAMS_OVERRIDES.items())
+            return super()._server_properties() + extra
+
+        def _tool(self, main_class: str, args: list[str]) -> str:
+            if args and args[0] == "format":
+                args = [*args, "--feature", "streams.version=1"]
+            return super()._tool(main_class, args)
+
+    server = StreamsKafka(tmp_path_factory.mktemp("kafka-streams"), partitions=1)
+    server.start()
+    yield server.bootstrap
+    server.stop()
 
 
 class StreamsInstance:
@@ -164,11 +201,11 @@ def assert_each_count_once(records: list[tuple[str, str]], totals: Counter[str])
 
 
 def test_stateless_exactly_once(
-    streams_kemu: KemuProcess,
+    streams_server: str,
     java_probes: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    bootstrap = streams_kemu.bootstrap
+    bootstrap = streams_server
     create_topics(bootstrap, "upper-in", "upper-out")
     values = [f"value-{i}" for i in range(300)]
     produce(bootstrap, "upper-in", values)
@@ -212,11 +249,11 @@ async def describe_group(bootstrap: str, group_id: str) -> tuple[dict[str, tuple
 
 
 def test_count_restored_from_changelog(
-    streams_kemu: KemuProcess,
+    streams_server: str,
     java_probes: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    bootstrap = streams_kemu.bootstrap
+    bootstrap = streams_server
     create_topics(bootstrap, "count-in", "count-out")
     first = [WORDS[i % len(WORDS)] for i in range(140)]
     produce(bootstrap, "count-in", first)
@@ -244,11 +281,11 @@ def test_count_restored_from_changelog(
 
 
 def test_two_instances_one_killed_exactly_once(
-    streams_kemu: KemuProcess,
+    streams_server: str,
     java_probes: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    bootstrap = streams_kemu.bootstrap
+    bootstrap = streams_server
     create_topics(bootstrap, "pair-in", "pair-out", partitions=4)
     args = ("--mode", "count", "--app-id", "pair-app", "--input", "pair-in",
             "--output", "pair-out")  # fmt: skip
