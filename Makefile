@@ -53,6 +53,11 @@ test-integration: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(ARGS)
 
+# What fault rules (the control API's, docs/control.md) cost the request path: no rules, 1000 on
+# another API, 1000 non-matching on the same API.
+bench-faults: $(STAMP)
+	$(BIN)/python -m bench.fault_rules $(ARGS)
+
 # The exactly-once crash harness (docs/eos-crash.md): share group -> transform -> transactional
 # produce while kemu and the workers are SIGKILLed; e.g. make eos-crash ARGS="--seed 1". Not part
 # of `make test`, which runs its short mode (tests/integration/test_eos_crash_short.py).

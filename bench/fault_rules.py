@@ -1,0 +1,144 @@
+"""``python -m bench.fault_rules``: what fault rules cost the request path.
+
+One in-process ``Connection`` (no sockets: a transport that discards its writes) is fed the same
+pipelined requests (Metadata v12 for one topic, or ``--api api_versions``: ApiVersions v3), and
+the process CPU time per request (decode, rule lookup, handler, encode) is measured, best of
+``--repeat`` rounds (CPU rather than wall time: a loaded machine skews it less), with:
+
+- no rules (the path every user without the control plane takes);
+- 1,000 rules on another API (Fetch): the request's key has no rules, one failed dict lookup;
+- 1,000 rules on the same API that never match (each names another client id): the worst case,
+  every request walks the list (about 0.1 us per rule).
+
+Prints one line per case; numbers are machine-dependent, the ratios are what matter. On a 2-core
+machine under load (Metadata, 3000 requests, best of 5): no rules 120 us, 1000 rules on Fetch
+111 us (0.93x: noise), 1000 non-matching Metadata rules 251 us (2.1x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import time
+from typing import Any
+
+import structlog
+
+from kemu.broker.connection import Connection
+from kemu.broker.faults import fault_table
+from kemu.broker.handlers import load_handlers
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.context import Runtime
+from kemu.cluster.model import BrokerNode, Cluster
+from kemu.protocol import wire
+from kemu.storage.log import MemoryLog
+
+
+class _Sink:
+    """A transport that accepts and forgets everything."""
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 50000) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def writelines(self, data: Any) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def _runtime() -> Runtime:
+    nodes = {1: BrokerNode(1, "127.0.0.1", 9092)}
+    cluster = Cluster(
+        cluster_id="bench",
+        nodes=nodes,
+        config=BrokerConfig({}),
+        log_factory=lambda topic, index: MemoryLog(),
+    )
+    cluster.create_topic("bench", 1, 1)
+    return Runtime(cluster=cluster)
+
+
+def _frames(count: int, api: str) -> bytes:
+    if api == "metadata":
+        module = wire.request_module(3, 12)
+        topic = wire.build(module.MetadataRequestTopic, name="bench")
+        body = wire.build(
+            wire.request_schema(3, 12), topics=(topic,), allow_auto_topic_creation=False
+        )
+    else:
+        body = wire.build(
+            wire.request_schema(18, 3),
+            client_software_name="bench",
+            client_software_version="1",
+        )
+    return b"".join(wire.encode_request_frame(body, i, "bench") for i in range(count))
+
+
+async def _per_request_us(runtime: Runtime, chunk: bytes, count: int, repeat: int) -> float:
+    """Decode, match, dispatch and answer ``count`` pipelined requests; best of ``repeat``."""
+    best = float("inf")
+    for _ in range(repeat):
+        connection = Connection(runtime.cluster.nodes[1], runtime)
+        connection.connection_made(_Sink())  # type: ignore[arg-type]
+        started = time.process_time()
+        connection.data_received(chunk)
+        pending = [slot for slot in connection._slots if isinstance(slot, asyncio.Task)]
+        await asyncio.gather(*pending)
+        best = min(best, time.process_time() - started)
+        connection.connection_lost(None)
+    return best / count * 1e6
+
+
+async def _main(count: int, repeat: int, api: str) -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    load_handlers()
+    runtime = _runtime()
+    chunk = _frames(count, api)
+    print(f"{api} requests, {count} pipelined per round, best of {repeat}:")
+    table = fault_table(runtime)
+    await _per_request_us(runtime, chunk, count, 1)  # warm up
+    base = await _per_request_us(runtime, chunk, count, repeat)
+    print(f"no rules:                          {base:7.2f} us/request")
+    table.add_all([{"api": "fetch", "error_code": 6, "count": None} for _ in range(1000)])
+    other = await _per_request_us(runtime, chunk, count, repeat)
+    print(f"1000 rules on another API:         {other:7.2f} us/request ({other / base:.2f}x)")
+    table.clear()
+    table.add_all(
+        [{"api": api, "error_code": 6, "count": None, "client_id": f"c{i}"} for i in range(1000)]
+    )
+    same = await _per_request_us(runtime, chunk, count, repeat)
+    print(f"1000 non-matching rules on it:     {same:7.2f} us/request ({same / base:.2f}x)")
+    table.clear()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.fault_rules", description=__doc__)
+    parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--api", choices=("metadata", "api_versions"), default="metadata")
+    args = parser.parse_args()
+    asyncio.run(_main(args.requests, args.repeat, args.api))
+
+
+if __name__ == "__main__":
+    main()
