@@ -8,7 +8,7 @@ BROKERS ?= 3
 ARGS ?=
 
 .PHONY: install serve test test-unit test-integration test-java lint bench eos-crash java clean conformance-franz \
-	conformance-kafka-tools test-streams conformance-diff
+	conformance-kafka-tools test-streams conformance-diff bench-faults
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
