@@ -55,6 +55,8 @@ class ConfigDef:
     valid: tuple[str, ...] | None = None  # allowed values for enumerated strings
     minimum: int | None = None
     read_only: bool = False
+    maximum: int | None = None  # Kafka's Range.between upper bound (ints and doubles)
+    valid_text: tuple[str, ...] | None = None  # the values Kafka's message lists, if not valid's
 
 
 class InvalidConfig(ValueError):
@@ -82,6 +84,7 @@ TOPIC_CONFIGS = _defs(
         "delete",
         broker_synonym="log.cleanup.policy",
         valid=("delete", "compact", "compact,delete", "delete,compact"),
+        valid_text=("compact", "delete"),  # ValidList.in("compact", "delete")
     ),
     ConfigDef(
         "compression.type",
@@ -91,8 +94,22 @@ TOPIC_CONFIGS = _defs(
         valid=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
     ),
     ConfigDef("compression.gzip.level", I, "-1", broker_synonym="compression.gzip.level"),
-    ConfigDef("compression.lz4.level", I, "9", broker_synonym="compression.lz4.level"),
-    ConfigDef("compression.zstd.level", I, "3", broker_synonym="compression.zstd.level"),
+    ConfigDef(
+        "compression.lz4.level",
+        I,
+        "9",
+        broker_synonym="compression.lz4.level",
+        minimum=1,
+        maximum=17,
+    ),
+    ConfigDef(
+        "compression.zstd.level",
+        I,
+        "3",
+        broker_synonym="compression.zstd.level",
+        minimum=-131072,
+        maximum=22,
+    ),
     ConfigDef(
         "delete.retention.ms",
         L,
@@ -125,6 +142,7 @@ TOPIC_CONFIGS = _defs(
         broker_synonym="log.cleaner.max.compaction.lag.ms",
         minimum=1,
     ),
+    ConfigDef("max.decompressed.message.bytes", I, "2147483639", minimum=1),
     ConfigDef("max.message.bytes", I, "1048588", broker_synonym="message.max.bytes", minimum=0),
     ConfigDef(
         "message.timestamp.after.max.ms",
@@ -148,7 +166,12 @@ TOPIC_CONFIGS = _defs(
         valid=("CreateTime", "LogAppendTime"),
     ),
     ConfigDef(
-        "min.cleanable.dirty.ratio", D, "0.5", broker_synonym="log.cleaner.min.cleanable.ratio"
+        "min.cleanable.dirty.ratio",
+        D,
+        "0.5",
+        broker_synonym="log.cleaner.min.cleanable.ratio",
+        minimum=0,
+        maximum=1,
     ),
     ConfigDef(
         "min.compaction.lag.ms",
@@ -162,6 +185,8 @@ TOPIC_CONFIGS = _defs(
     ConfigDef("remote.storage.enable", B, "false"),
     ConfigDef("remote.log.copy.disable", B, "false"),
     ConfigDef("remote.log.delete.on.disable", B, "false"),
+    ConfigDef("remote.copy.lag.bytes", L, "-1", broker_synonym="log.remote.copy.lag.bytes"),
+    ConfigDef("remote.copy.lag.ms", L, "0", broker_synonym="log.remote.copy.lag.ms"),
     ConfigDef("leader.replication.throttled.replicas", LI, ""),
     ConfigDef("follower.replication.throttled.replicas", LI, ""),
     ConfigDef("retention.bytes", L, "-1", broker_synonym="log.retention.bytes"),
@@ -410,19 +435,18 @@ def validate_value(definition: ConfigDef, value: str) -> None:
                 f"Invalid value {value} for configuration {definition.name}: Not a number of type "
                 f"{kind.name}"
             ) from None
-        if definition.minimum is not None and number < definition.minimum:
-            raise InvalidConfig(
-                f"Invalid value {value} for configuration {definition.name}: Value must be at "
-                f"least {definition.minimum}"
-            )
+        _check_range(definition, number, str(number))
     elif kind is ConfigType.DOUBLE:
         try:
-            float(value)
+            ratio = float(value)
         except ValueError:
             raise InvalidConfig(
                 f"Invalid value {value} for configuration {definition.name}: Not a number of type "
                 "DOUBLE"
             ) from None
+        _check_range(definition, ratio, repr(ratio))  # Java prints the parsed double: -1.0
+    elif definition.name in THROTTLED_REPLICAS:
+        _check_throttled_replicas(definition.name, value)
     elif kind is ConfigType.BOOLEAN and value.lower() not in ("true", "false"):
         raise InvalidConfig(
             f"Invalid value {value} for configuration {definition.name}: Expected value to "
@@ -431,8 +455,43 @@ def validate_value(definition: ConfigDef, value: str) -> None:
     if definition.valid is not None and value not in definition.valid:
         raise InvalidConfig(
             f"Invalid value {value} for configuration {definition.name}: String must be one of: "
-            + ", ".join(definition.valid)
+            + ", ".join(definition.valid_text or definition.valid)
         )
+
+
+THROTTLED_REPLICAS = (
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+)
+
+
+def _check_range(definition: ConfigDef, number: float, shown: str) -> None:
+    """Kafka's ConfigDef.Range messages."""
+    if definition.minimum is not None and number < definition.minimum:
+        raise InvalidConfig(
+            f"Invalid value {shown} for configuration {definition.name}: Value must be at "
+            f"least {definition.minimum}"
+        )
+    if definition.maximum is not None and number > definition.maximum:
+        raise InvalidConfig(
+            f"Invalid value {shown} for configuration {definition.name}: Value must be no more "
+            f"than {definition.maximum}"
+        )
+
+
+def _check_throttled_replicas(name: str, value: str) -> None:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker`` pairs."""
+    entries = [entry.strip() for entry in value.split(",")] if value.strip() else []
+    if value.strip() == "*" or all(
+        not entry or (entry.count(":") == 1 and all(p.isdigit() for p in entry.split(":")))
+        for entry in entries
+    ):
+        return
+    raise InvalidConfig(
+        f"Invalid value [{', '.join(entries)}] for configuration {name}: {name} must be the "
+        "literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    )
 
 
 class BrokerConfig:

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import datetime
 
+import pytest
 from test_admin_handlers import Broker
 
+from kemu.cluster.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    InvalidConfig,
+    TopicConfig,
+    validate_topic_configs,
+)
 from kemu.protocol.errors import ErrorCode
 
 FIND_COORDINATOR, LEAVE_GROUP, ELECT_LEADERS, DESCRIBE_CLUSTER = 10, 13, 43, 60
@@ -60,3 +68,49 @@ def test_find_coordinator_success_messages_are_kafkas() -> None:
     new = broker.send(broker.request(FIND_COORDINATOR, 4, key_type=0, coordinator_keys=("g",)))
     [found] = new.coordinators
     assert (found.error_code, found.error_message) == (ErrorCode.none, "")
+
+
+# --- topic configs, as Kafka 4.4.0 validates and lists them --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("cleanup.policy", "-1", "String must be one of: compact, delete"),
+        ("compression.lz4.level", "-1", "Value must be at least 1"),
+        ("compression.lz4.level", "18", "Value must be no more than 17"),
+        ("min.cleanable.dirty.ratio", "-1", "Value must be at least 0"),
+        ("max.decompressed.message.bytes", "-1", "Value must be at least 1"),
+        ("remote.copy.lag.ms", "-7x", "Not a number of type LONG"),
+    ],
+)
+def test_topic_config_values_are_refused_with_kafkas_messages(
+    name: str, value: str, message: str
+) -> None:
+    with pytest.raises(InvalidConfig) as refused:
+        validate_topic_configs({name: value})
+    shown = "-1.0" if name == "min.cleanable.dirty.ratio" else value
+    assert str(refused.value) == f"Invalid value {shown} for configuration {name}: {message}"
+
+
+def test_throttled_replica_lists_are_checked_as_kafka_does() -> None:
+    name = "leader.replication.throttled.replicas"
+    for good in ("", "*", "0:1", "0:1,1:2"):
+        validate_topic_configs({name: good})
+    with pytest.raises(InvalidConfig) as refused:
+        validate_topic_configs({name: "0:1,x"})
+    assert str(refused.value) == (
+        f"Invalid value [0:1, x] for configuration {name}: {name} must be the literal '*' or a "
+        "list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:"
+        "[brokerId],..."
+    )
+
+
+def test_kafka_4_4_topic_configs_are_all_listed() -> None:
+    assert {"max.decompressed.message.bytes", "remote.copy.lag.bytes", "remote.copy.lag.ms"} <= set(
+        TOPIC_CONFIGS
+    )
+    assert len(TOPIC_CONFIGS) == 37  # as many as Kafka 4.4.0's CreateTopics answer lists
+    config = TopicConfig(BrokerConfig())
+    assert config.get("max.decompressed.message.bytes") == "2147483639"
+    assert (config.get("remote.copy.lag.bytes"), config.get("remote.copy.lag.ms")) == ("-1", "0")
