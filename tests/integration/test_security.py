@@ -199,6 +199,17 @@ def authenticate_plain(sock: socket.socket, user: str, password: str) -> Any:
     return call(sock, 36, 2, auth_bytes=plain_token(user, password))
 
 
+def nested_user(name: str) -> Any:
+    module = sys.modules[wire.request_schema(50, 0).__module__]
+    return wire.build(module.UserName, name=name)
+
+
+def list_offsets_topic(topic: str) -> Any:
+    module = sys.modules[wire.request_schema(2, 7).__module__]
+    partition = wire.build(module.ListOffsetsPartition, partition_index=0, timestamp=-1)
+    return wire.build(module.ListOffsetsTopic, name=topic, partitions=(partition,))
+
+
 def unsecured_jws(claims: dict[str, Any], alg: str = "none") -> str:
     def part(value: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
@@ -661,3 +672,73 @@ def test_acls_are_enforced_on_produce_consume_and_transactions(
     with pytest.raises(KafkaException) as txn_refused:
         transactional.init_transactions(TIMEOUT)
     assert txn_refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_acls_are_enforced_on_admin_apis(kemu_factory: type[KemuProcess]) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    process = kemu_factory(
+        brokers=1,
+        overrides=[
+            "listeners=SASL_PLAINTEXT://:0",
+            "kemu.sasl.users=admin:admin-secret,alice:alice-secret",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:admin",
+        ],
+    ).start()
+    admin = AdminClient(
+        client_config(process, "SASL_PLAINTEXT", **sasl("PLAIN", "admin", "admin-secret"))
+    )
+    alice = AdminClient(
+        client_config(process, "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret"))
+    )
+
+    def code_of(future: Any) -> int | None:
+        try:
+            future.result(TIMEOUT)
+        except KafkaException as error:
+            return int(error.args[0].code())
+        return None
+
+    (created,) = alice.create_topics([NewTopic("alice-1", 1, 1)]).values()
+    assert code_of(created) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    prefix = AclBinding(
+        ResourceType.TOPIC,
+        "alice-",
+        ResourcePatternType.PREFIXED,
+        "User:alice",
+        "*",
+        AclOperation.CREATE,
+        AclPermissionType.ALLOW,
+    )
+    for future in admin.create_acls([prefix]).values():
+        future.result(TIMEOUT)
+    (created,) = alice.create_topics([NewTopic("alice-1", 1, 1)]).values()
+    assert code_of(created) is None
+    (deleted,) = alice.delete_topics(["alice-1"]).values()
+    assert code_of(deleted) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # Raw, as librdkafka 2.16 aborts on this (Kafka-shaped) error answer: DESCRIBE on the cluster.
+    sock = connect(process.listeners["SASL_PLAINTEXT"])
+    assert authenticate_plain(sock, "alice", "alice-secret").error_code == ErrorCode.none
+    answer = call(sock, 50, 0, users=(nested_user("alice"),))
+    assert answer.error_code == ErrorCode.cluster_authorization_failed
+    assert [r.error_code for r in answer.results] == [ErrorCode.cluster_authorization_failed]
+    offsets = call(
+        sock,
+        2,
+        7,
+        replica_id=-1,
+        topics=(list_offsets_topic("alice-1"),),
+    )
+    assert offsets.topics[0].partitions[0].error_code == ErrorCode.topic_authorization_failed
+    sock.close()
+    (deleted,) = admin.delete_topics(["alice-1"]).values()
+    assert code_of(deleted) is None

@@ -9,7 +9,8 @@ messages of Kafka's ScramControlManager: a user altered twice in one request
 (UNACCEPTABLE_CREDENTIAL), an unknown mechanism (UNSUPPORTED_SASL_MECHANISM), deleting what
 does not exist (RESOURCE_NOT_FOUND).
 
-Omissions: no authorizer yet (Kafka requires ALTER on the cluster).
+With an authorizer the principal needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for
+every user).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import datetime
 from collections import Counter
 from typing import Any
 
+from kemu.broker.authorization import CLUSTER_NAME, AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.broker.security.credentials import (
     MAX_ITERATIONS,
@@ -42,7 +44,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     def refuse(user: str, error: ErrorCode, message: str) -> None:
         outcome.setdefault(user, (error, message))
 
-    for deletion in request.deletions:
+    if not authorize(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        for entry in (*request.deletions, *request.upsertions):
+            refuse(
+                entry.name, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+            )
+    for deletion in request.deletions if not outcome else ():
         user = deletion.name
         mechanism = MECHANISM_IDS.get(deletion.mechanism)
         if counts[user] > 1:
@@ -64,7 +71,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             changes.append((user, mechanism, None))
             outcome[user] = (ErrorCode.none, None)
-    for upsertion in request.upsertions:
+    for upsertion in request.upsertions if not outcome else ():
         user = upsertion.name
         mechanism = MECHANISM_IDS.get(upsertion.mechanism)
         if counts[user] > 1:

@@ -25,6 +25,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from kemu.broker.authorization import CLUSTER_NAME, AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.config_resources import topic_config_entries, topic_config_problem
 from kemu.cluster.context import RequestContext
@@ -61,8 +62,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(topic.name for topic in request.topics)
     results = []
     reported: set[str] = set()
+    # KafkaApis: CREATE on the cluster, else on each topic.
+    on_cluster = authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log=False)
     for topic in request.topics:
         if topic.name in reported:
+            continue
+        if not on_cluster and not authorize(
+            ctx, AclOperation.CREATE, ResourceType.TOPIC, topic.name
+        ):
+            reported.add(topic.name)
+            results.append(
+                _failure(
+                    ctx,
+                    topic.name,
+                    ErrorCode.topic_authorization_failed,
+                    "Authorization failed.",
+                )
+            )
             continue
         if counts[topic.name] > 1:
             reported.add(topic.name)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.broker.handlers.fetch import fetch_sessions
 from kemu.broker.share.manager import share_partitions
@@ -37,10 +38,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         entries = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
     else:
         entries = [(name, ZERO_UUID) for name in request.topic_names]
+    denied: list[Outcome] = []
+    allowed_entries = []
+    for name, topic_id in entries:
+        known = ctx.cluster.topics_by_id.get(topic_id) if not name else None
+        resource = name or (known.name if known is not None else None)
+        if resource is not None and not authorize(
+            ctx, AclOperation.DELETE, ResourceType.TOPIC, resource
+        ):
+            denied.append(_error(name, topic_id, ErrorCode.topic_authorization_failed))
+        else:
+            allowed_entries.append((name, topic_id))
     if not ctx.cluster.config.get_bool("delete.topic.enable"):
-        outcomes = [_disabled(ctx, name, topic_id) for name, topic_id in entries]
+        outcomes = [_disabled(ctx, name, topic_id) for name, topic_id in allowed_entries]
     else:
-        outcomes = _delete(ctx, entries)
+        outcomes = _delete(ctx, allowed_entries) if allowed_entries else []
+    outcomes = denied + outcomes
     return ctx.respond(
         responses=tuple(
             ctx.make(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.authorization import OMITTED, ResourceType, operations_if
+from kemu.broker.authorization import OMITTED, AclOperation, ResourceType, authorize, operations_if
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import DEAD, STABLE, ClassicGroup
@@ -30,6 +30,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     described = []
     for group_id in request.groups:
         found = coordinator.registry.get(group_id)
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(
+                ctx.make(
+                    "DescribedGroup",
+                    error_code=ErrorCode.group_authorization_failed,
+                    error_message=None,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=OMITTED,
+                )
+            )
+            continue
         if isinstance(found, ClassicGroup):
             described.append(_describe(ctx, found, operations))
             continue

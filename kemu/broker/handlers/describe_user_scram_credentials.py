@@ -6,7 +6,7 @@ AlterUserScramCredentials stored: ``kemu/broker/security/credentials.py``). A us
 gets DUPLICATE_RESOURCE, one without a credential RESOURCE_NOT_FOUND, with the messages of
 Kafka's ScramControlManager.
 
-Omissions: no authorizer yet (Kafka requires DESCRIBE on the cluster).
+With an authorizer the principal needs DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import datetime
 from collections import Counter
 from typing import Any
 
+from kemu.broker.authorization import CLUSTER_NAME, AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.broker.security.credentials import MECHANISM_IDS, credentials
 from kemu.cluster.context import RequestContext
@@ -27,9 +28,29 @@ MECHANISM_NUMBERS = {name: number for number, name in MECHANISM_IDS.items()}
 @handler(API_KEY, 0, 0)
 def handle(ctx: RequestContext, request: Any) -> Any:
     store = credentials(ctx.runtime)
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # As Kafka's getErrorResponse: the error at the top and in one result per named user,
+        # whose name it leaves empty.
+        denied, why = ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+        return ctx.respond(
+            throttle_time=datetime.timedelta(0),
+            error_code=denied,
+            error_message=why,
+            results=tuple(
+                ctx.make(
+                    "DescribeUserScramCredentialsResult",
+                    user="",
+                    error_code=denied,
+                    error_message=why,
+                    credential_infos=(),
+                )
+                for _ in request.users or ()
+            ),
+        )
     named = [user.name for user in request.users or ()]
     counts = Counter(named)
     results = []
+    message: str | None
     seen: set[str] = set()
     for user in named or store.users():
         if user in seen:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
@@ -37,15 +38,32 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for topic_request in request.topics:
         topic = ctx.cluster.topics.get(topic_request.name)
-        partitions = []
-        for p in topic_request.partitions:
-            partitions.append(_answer(ctx, topic, p, read_committed, from_consumer))
+        # KafkaApis: DESCRIBE on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
+        if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic_request.name):
+            partitions = [
+                _answer(ctx, topic, p, read_committed, from_consumer)
+                for p in topic_request.partitions
+            ]
+        else:
+            partitions = [_denied(ctx, p.partition_index) for p in topic_request.partitions]
         topics.append(
             ctx.make(
                 "ListOffsetsTopicResponse", name=topic_request.name, partitions=tuple(partitions)
             )
         )
     return ctx.respond(topics=tuple(topics))
+
+
+def _denied(ctx: RequestContext, index: int) -> Any:
+    return ctx.make(
+        "ListOffsetsPartitionResponse",
+        partition_index=index,
+        error_code=ErrorCode.topic_authorization_failed,
+        timestamp=-1,
+        offset=-1,
+        leader_epoch=-1,
+        old_style_offsets=(),
+    )
 
 
 def _answer(
