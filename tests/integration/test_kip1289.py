@@ -182,16 +182,22 @@ class TransactionalProducer:
         self.coordinator = client.coordinator(TXN_KEY, transactional_id)
         self.producer_id, self.producer_epoch = -1, -1
 
-    def init(self) -> None:
-        response = self.client.call(
-            self.coordinator,
-            INIT,
-            5,
-            transactional_id=self.transactional_id,
-            transaction_timeout=datetime.timedelta(milliseconds=60_000),
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+    def init(self, timeout_ms: int = 60_000) -> None:
+        for _ in range(10):
+            response = self.client.call(
+                self.coordinator,
+                INIT,
+                5,
+                transactional_id=self.transactional_id,
+                transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            # over an ongoing transaction Kafka aborts it and answers CONCURRENT_TRANSACTIONS
+            # (the retry bumps the epoch again), so clients retry
+            if response.error_code != ErrorCode.concurrent_transactions:
+                break
+            time.sleep(0.05)
         assert response.error_code == ErrorCode.none, response
         self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
 

@@ -17,7 +17,6 @@ share coordinator resolves what it staged.
 
 from __future__ import annotations
 
-import datetime
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,6 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from test_kip1289 import (
-    INIT,
     TXN_SHARE_ACK,
     ShareMember,
     TransactionalProducer,
@@ -53,18 +51,8 @@ class Transaction(TransactionalProducer):
         super().__init__(client, transactional_id)
         self.timeout_ms = timeout_ms
 
-    def init(self) -> None:
-        response = self.client.call(
-            self.coordinator,
-            INIT,
-            5,
-            transactional_id=self.transactional_id,
-            transaction_timeout=datetime.timedelta(milliseconds=self.timeout_ms),
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-        assert response.error_code == ErrorCode.none, response
-        self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+    def init(self, timeout_ms: int | None = None) -> None:
+        super().init(self.timeout_ms if timeout_ms is None else timeout_ms)
 
     def stage(self, member: ShareMember, first: int, last: int, *types: int) -> None:
         module = wire.request_module(TXN_SHARE_ACK, 0)
