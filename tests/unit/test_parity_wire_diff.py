@@ -8,6 +8,7 @@ import datetime
 import pytest
 from test_admin_handlers import Broker
 
+from kemu.broker.share.routing import PartitionAnswer, current_leader
 from kemu.cluster.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -15,6 +16,8 @@ from kemu.cluster.config import (
     TopicConfig,
     validate_topic_configs,
 )
+from kemu.cluster.context import RequestContext
+from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 
 FIND_COORDINATOR, LEAVE_GROUP, ELECT_LEADERS, DESCRIBE_CLUSTER = 10, 13, 43, 60
@@ -114,3 +117,53 @@ def test_kafka_4_4_topic_configs_are_all_listed() -> None:
     config = TopicConfig(BrokerConfig())
     assert config.get("max.decompressed.message.bytes") == "2147483639"
     assert (config.get("remote.copy.lag.bytes"), config.get("remote.copy.lag.ms")) == ("-1", "0")
+
+
+# --- share fetch and acknowledge ------------------------------------------------------------
+
+SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
+
+
+def test_share_session_errors_carry_no_acquisition_lock_timeout() -> None:
+    broker = Broker()
+    broker.create("s")
+    topic_id = broker.cluster.topics["s"].topic_id
+    partition = broker.nested(SHARE_FETCH, 1, "FetchPartition", partition_index=0)
+    topic = broker.nested(SHARE_FETCH, 1, "FetchTopic", topic_id=topic_id, partitions=(partition,))
+    fetch = broker.send(
+        broker.request(
+            SHARE_FETCH,
+            1,
+            group_id="g",
+            member_id="AAAAAAAAAAAAAAAAAAAAAA",
+            share_session_epoch=5,
+            max_wait=datetime.timedelta(0),
+            min_bytes=1,
+            max_bytes=1000,
+            max_records=10,
+            batch_size=10,
+            topics=(topic,),
+        )
+    )
+    assert fetch.error_code is ErrorCode.share_session_not_found
+    assert fetch.acquisition_lock_timeout == datetime.timedelta(0)
+    ack = broker.send(
+        broker.request(
+            SHARE_ACKNOWLEDGE,
+            2,
+            group_id="g",
+            member_id="AAAAAAAAAAAAAAAAAAAAAA",
+            share_session_epoch=5,
+            topics=(),
+        )
+    )
+    assert ack.error_code is ErrorCode.share_session_not_found
+    assert ack.acquisition_lock_timeout == datetime.timedelta(0)
+
+
+def test_share_partition_answers_keep_kafkas_unset_current_leader() -> None:
+    broker = Broker()
+    header = wire.RequestHeader(SHARE_FETCH, 1, 1, "c")
+    ctx = RequestContext(broker.cluster.nodes[1], broker.runtime, header)
+    unset = current_leader(ctx, PartitionAnswer())
+    assert (unset.leader_id, unset.leader_epoch) == (0, 0)

@@ -55,7 +55,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         (ctx.node.node_id, group_id, member_id), request.share_session_epoch, ctx.now_ms()
     )
     if decision.error is not ErrorCode.none or decision.session is None:
-        return refused(ctx, decision.error, lock_ms, decision.message)
+        # A session error is Kafka's getErrorResponse: no acquisition lock timeout (0).
+        return refused(ctx, decision.error, 0, decision.message)
 
     answers: dict[SharePartitionRef, PartitionAnswer] = {}
     for topic in request.topics:

@@ -99,7 +99,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         connection=ctx.connection,
     )
     if decision.error is not ErrorCode.none or decision.session is None:
-        return refused(ctx, decision.error, lock_ms, decision.message)
+        # A session error is Kafka's getErrorResponse: no acquisition lock timeout (0).
+        return refused(ctx, decision.error, 0, decision.message)
     hooks = ctx.connection
     if request.share_session_epoch == INITIAL_EPOCH and hooks is not None:
         hooks.on_close(key, lambda: manager.connection_closed(key, hooks))

@@ -70,7 +70,9 @@ class PartitionAnswer:
 def current_leader(ctx: RequestContext, answer: PartitionAnswer) -> Any:
     if answer.leader is not None:
         return leader_fields(ctx, answer.leader)
-    return ctx.make("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)
+    # Kafka sets CurrentLeader only for NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH; elsewhere it
+    # keeps the schema's defaults, 0 and 0 (no -1 defaults in the ShareFetch/ShareAcknowledge JSON).
+    return ctx.make("LeaderIdAndEpoch", leader_id=0, leader_epoch=0)
 
 
 def group_by_topic(
