@@ -167,3 +167,32 @@ def test_share_partition_answers_keep_kafkas_unset_current_leader() -> None:
     ctx = RequestContext(broker.cluster.nodes[1], broker.runtime, header)
     unset = current_leader(ctx, PartitionAnswer())
     assert (unset.leader_id, unset.leader_epoch) == (0, 0)
+
+
+# --- describe APIs on unknown names -------------------------------------------------------
+
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, DESCRIBE_TOPIC_PARTITIONS = 61, 65, 75
+
+
+def test_describe_apis_answer_unknown_names_as_kafka_does() -> None:
+    broker = Broker()
+    wanted = broker.nested(
+        DESCRIBE_PRODUCERS, 0, "TopicRequest", name="missing", partition_indexes=(0,)
+    )
+    producers = broker.send(broker.request(DESCRIBE_PRODUCERS, 0, topics=(wanted,)))
+    [partition] = producers.topics[0].partitions
+    assert partition.error_code is ErrorCode.unknown_topic_or_partition
+    assert partition.error_message == "This server does not host this topic-partition."
+    transactions = broker.send(
+        broker.request(DESCRIBE_TRANSACTIONS, 0, transactional_ids=("missing",))
+    )
+    [state] = transactions.transaction_states
+    assert state.error_code is ErrorCode.transactional_id_not_found
+    assert (state.producer_id, state.producer_epoch) == (0, 0)
+    topic = broker.nested(DESCRIBE_TOPIC_PARTITIONS, 0, "TopicRequest", name="missing")
+    described = broker.send(
+        broker.request(DESCRIBE_TOPIC_PARTITIONS, 0, topics=(topic,), response_partition_limit=10)
+    )
+    [missing] = described.topics
+    assert missing.error_code is ErrorCode.unknown_topic_or_partition
+    assert missing.topic_authorized_operations == 3576  # every topic operation, as Kafka

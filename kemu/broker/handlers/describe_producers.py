@@ -22,6 +22,8 @@ from kemu.cluster.partition import Partition
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 61
+# Kafka answers an unknown partition with the error's own message.
+UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
 
 @handler(API_KEY, 0, 0)
@@ -52,7 +54,7 @@ def _partition(ctx: RequestContext, partition: Partition | None, index: int) -> 
             "PartitionResponse",
             partition_index=index,
             error_code=code,
-            error_message=None,
+            error_message=UNKNOWN_PARTITION_MESSAGE if partition is None else None,
             active_producers=(),
         )
     ongoing = partition.transactions.ongoing

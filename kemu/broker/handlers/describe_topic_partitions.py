@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kemu.broker.authorization import OMITTED, ResourceType, authorized_operations
+from kemu.broker.authorization import ResourceType, authorized_operations
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, Topic, topic_name_problem
@@ -105,5 +105,6 @@ def _missing(ctx: RequestContext, name: str, code: ErrorCode) -> Any:
         topic_id=ZERO_UUID,
         is_internal=name in INTERNAL_TOPICS,
         partitions=(),
-        topic_authorized_operations=OMITTED,
+        # Kafka sets every listed topic's operations, known or not
+        topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name),
     )

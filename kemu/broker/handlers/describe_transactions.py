@@ -40,8 +40,8 @@ def _state(ctx: RequestContext, transactional_id: str, meta: TransactionMetadata
             transaction_state="",
             transaction_timeout=datetime.timedelta(0),
             transaction_start_time=_timestamp(0),  # the schema default, as Kafka leaves it
-            producer_id=-1,
-            producer_epoch=-1,
+            producer_id=0,  # Kafka leaves the schema defaults (0) for an unknown id
+            producer_epoch=0,
             topics=(),
         )
     by_topic: dict[str, list[int]] = {}
