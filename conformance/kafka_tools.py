@@ -28,6 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# Imported here, not in the per-server threads: two threads importing at once can see a
+# half-initialised module.
+from bench.servers import KafkaServer
+from kemu.testing.plugin import KemuProcess
+
 TOOLS = "org.apache.kafka.tools."
 TOOL_JVM_OPTS = ["-Xmx256M", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 TOOL_TIMEOUT_S = 120.0
@@ -306,8 +311,6 @@ class KafkaTarget(Target):
     name = "kafka"
 
     def __init__(self, workdir: Path) -> None:
-        from bench.servers import KafkaServer
-
         self.server = KafkaServer(workdir, partitions=1)
 
     def start(self) -> None:
@@ -325,8 +328,6 @@ class KemuTarget(Target):
     name = "kemu"
 
     def __init__(self, workdir: Path) -> None:
-        from kemu.testing.plugin import KemuProcess
-
         self.process = KemuProcess(
             brokers=1, data_dir=workdir / "data", log_path=workdir / "kemu.log"
         )
