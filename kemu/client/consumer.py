@@ -18,6 +18,8 @@ from kemu.client.errors import LEADER_MOVED, KafkaError
 from kemu.protocol.errors import ErrorCode
 
 FETCH = 1
+LIST_OFFSETS = 2
+EARLIEST = -2
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 CONTROL_ABORT = 0
 
@@ -147,7 +149,8 @@ class Consumer:
                 tp = (str(topic.topic), int(partition.partition_index))
                 error = partition.error_code
                 if error == ErrorCode.offset_out_of_range:
-                    self.positions[tp] = int(partition.log_start_offset)
+                    # Kafka's answer carries no offsets (-1): ask for the log start.
+                    self.positions[tp] = await self._earliest(node, *tp)
                     continue
                 if error in LEADER_MOVED:
                     await self.cluster.forget_leaders()
@@ -156,6 +159,34 @@ class Consumer:
                     raise KafkaError(error, f"Fetch {tp[0]}-{tp[1]}")
                 out.extend(self._records(tp, partition))
         return out
+
+    async def _earliest(self, node: int, topic: str, index: int) -> int:
+        """The log start offset of a partition (ListOffsets EARLIEST)."""
+        version = await self.cluster.version(LIST_OFFSETS, 7, node)
+        wanted = self.cluster.nested(
+            LIST_OFFSETS,
+            version,
+            "ListOffsetsPartition",
+            partition_index=index,
+            current_leader_epoch=-1,
+            timestamp=EARLIEST,
+        )
+        response = await self.cluster.call(
+            node,
+            LIST_OFFSETS,
+            version,
+            replica_id=-1,
+            isolation_level=self.isolation,
+            topics=(
+                self.cluster.nested(
+                    LIST_OFFSETS, version, "ListOffsetsTopic", name=topic, partitions=(wanted,)
+                ),
+            ),
+        )
+        [found] = response.topics[0].partitions
+        if found.error_code != ErrorCode.none:
+            raise KafkaError(found.error_code, f"ListOffsets {topic}-{index}")
+        return int(found.offset)
 
     def _records(self, tp: tuple[str, int], partition: object) -> list[ConsumerRecord]:
         aborted = sorted(

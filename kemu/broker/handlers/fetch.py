@@ -166,7 +166,7 @@ def _read_all(
             ctx, AclOperation.READ, ResourceType.TOPIC, topic.name
         ):
             code = ErrorCode.topic_authorization_failed
-            results.append((target, _partition_error(ctx, target, code), None))
+            results.append((target, _partition_error(ctx, target, code, **REFUSED_UP_FRONT), None))
             errors = True
             continue
         if topic is None or (target.topic_id is not None and topic.topic_id != target.topic_id):
@@ -175,7 +175,7 @@ def _read_all(
                 if target.topic_id is not None
                 else ErrorCode.unknown_topic_or_partition
             )
-            results.append((target, _partition_error(ctx, target, code), None))
+            results.append((target, _partition_error(ctx, target, code, **REFUSED_UP_FRONT), None))
             errors = True
             continue
         if not 0 <= target.index < len(topic.partitions):
@@ -200,8 +200,9 @@ def _read_all(
         offset = state.fetch_offset
         high_watermark = partition.high_watermark
         if epoch_error is not None or not partition.log_start_offset <= offset <= high_watermark:
+            # Kafka's failed log read: high watermark, LSO and log start offset all -1
             code = epoch_error or ErrorCode.offset_out_of_range
-            results.append((target, _partition_error(ctx, target, code, partition=partition), None))
+            results.append((target, _partition_error(ctx, target, code), None))
             errors = True
             continue
         live.append(partition)
@@ -254,20 +255,24 @@ def _neutral_leader(ctx: RequestContext) -> dict[str, Any]:
     return {"current_leader": ctx.make("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)}
 
 
+# Kafka refuses a partition before reading (unknown topic, topic id or authorization) with
+# FetchResponse.partitionResponse, whose aborted transactions are the empty default; a failed
+# read (not leader, offsets, epochs) leaves them null.
+REFUSED_UP_FRONT: dict[str, Any] = {"aborted_transactions": ()}
+
+
 def _partition_error(
     ctx: RequestContext,
     target: Target,
     code: ErrorCode,
-    *,
-    partition: Partition | None = None,
     **extra: Any,
 ) -> Any:
     values: dict[str, Any] = {
         "partition_index": target.index,
         "error_code": code,
-        "high_watermark": partition.high_watermark if partition else -1,
-        "last_stable_offset": partition.last_stable_offset if partition else -1,
-        "log_start_offset": partition.log_start_offset if partition else -1,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
         "records": b"",
