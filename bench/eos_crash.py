@@ -651,7 +651,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--short",
         action="store_true",
-        help="make test's configuration: 600 records, 3 workers, 2 partitions, 4+3 kills",
+        help="make test's configuration: 400 records, 3 workers, 2 partitions, 4+3 kills",
     )
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--workers", type=int, default=3)
@@ -698,10 +698,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--slot", type=int, default=0)
     args = parser.parse_args(argv)
     if args.short:
-        args.records, args.workers, args.partitions = 600, 3, 2
-        args.kemu_kills, args.crash_point_kills, args.worker_kills = 2, 2, 3
-        args.min_gap, args.max_gap = 0.5, 1.5
+        args.records, args.workers, args.partitions = 400, 3, 2
+        args.kemu_kills, args.crash_point_kills, args.worker_kills = 1, 2, 3
+        args.min_gap, args.max_gap = 0.3, 1.0
         args.transaction_timeout_ms = 6_000
+        args.crash_point_timeout = 10.0
         args.worker_freezes = 0
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 1 << 31)
