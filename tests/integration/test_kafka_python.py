@@ -5,7 +5,8 @@ KafkaConsumer with ``assign()``, ``seek``, ``beginning_offsets``/``end_offsets``
 ``offsets_for_times``: everything comes back byte-for-byte with its offset, key, headers and
 timestamp, on 4-partition topics led by different brokers. kafka-python's consumer uses
 incremental fetch sessions (KIP-227), so the long-running consumer checks that its sessions
-really advanced. kafka-python infers the broker release from ApiVersions: it must see 4.2.
+really advanced. kafka-python infers the broker release from ApiVersions: it sees 4.3, its
+newest (DescribeLogDirs v5 is its 4.3 marker).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 4
 BASE_TS = 1_710_000_000_000
 TIMEOUT = 30.0
-KAFKA_4_2 = (4, 2)
+KAFKA_4_3 = (4, 3)
 
 
 @pytest.fixture(scope="module")
@@ -158,17 +159,17 @@ def leaders(kemu: KemuProcess, topic: str) -> dict[int, int]:
     raise AssertionError(f"no metadata for {topic}")
 
 
-def test_kafka_python_sees_kafka_4_2(kemu: KemuProcess) -> None:
+def test_kafka_python_sees_kafka_4_3(kemu: KemuProcess) -> None:
     client = KafkaNetClient(bootstrap_servers=kemu.bootstrap)
     try:
-        assert client.check_version(timeout_ms=10_000) == KAFKA_4_2
+        assert client.check_version(timeout_ms=10_000) == KAFKA_4_3
         for node_id in (1, 2, 3):
-            assert client.check_version(node_id=node_id, timeout_ms=10_000) == KAFKA_4_2
+            assert client.check_version(node_id=node_id, timeout_ms=10_000) == KAFKA_4_3
     finally:
         client.close()
     reader = consumer(kemu)
     try:
-        assert reader.config["api_version"] == KAFKA_4_2
+        assert reader.config["api_version"] == KAFKA_4_3
     finally:
         reader.close()
 
