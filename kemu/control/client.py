@@ -31,6 +31,7 @@ VERBS: dict[str, Verb] = {
     "health": Verb("GET", "/health", "process, brokers and clock"),
     "openapi": Verb("GET", "/openapi.json", "the OpenAPI description"),
     "metrics": Verb("GET", "/metrics", "Prometheus metrics (text)"),
+    "state": Verb("GET", "/state", "what the dashboard shows (/dashboard), as JSON"),
     "brokers": Verb("GET", "/brokers", "the brokers, down or up"),
     "broker-down": Verb("POST", "/brokers/{node}/down", "refuse connections on a broker"),
     "broker-up": Verb("POST", "/brokers/{node}/up", "accept connections again"),

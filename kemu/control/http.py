@@ -18,6 +18,7 @@ from aiohttp import web
 from kemu.broker.share.states import RecordState
 from kemu.cluster.clock import VirtualClock
 from kemu.cluster.context import Runtime
+from kemu.control.dashboard import PAGE, snapshot
 from kemu.control.metrics import CONTENT_TYPE, metrics_registry, render
 from kemu.control.openapi import openapi
 from kemu.control.verbs import Control, ControlError, bad_request
@@ -87,6 +88,12 @@ def build_app(runtime: Runtime) -> web.Application:
 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(body=render(registry), headers={"Content-Type": CONTENT_TYPE})
+
+    async def dashboard(request: web.Request) -> web.Response:
+        return web.Response(text=PAGE, content_type="text/html")
+
+    async def state(request: web.Request) -> web.Response:
+        return _json(snapshot(runtime, _control(request)))
 
     async def get_openapi(request: web.Request) -> web.Response:
         return _json(openapi())
@@ -175,6 +182,8 @@ def build_app(runtime: Runtime) -> web.Application:
         [
             web.get("/openapi.json", get_openapi),
             web.get("/metrics", metrics),
+            web.get("/dashboard", dashboard),
+            web.get("/state", state),
             web.get("/health", health),
             web.get("/brokers", brokers),
             web.post("/brokers/{node}/down", broker_down),

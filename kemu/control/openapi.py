@@ -151,6 +151,13 @@ def openapi() -> dict[str, Any]:
                 )
             },
             "/openapi.json": {"get": _op("this description")},
+            "/dashboard": {
+                "get": {
+                    "summary": "the live dashboard (HTML)",
+                    "responses": {"200": {"description": "page", "content": {"text/html": {}}}},
+                }
+            },
+            "/state": {"get": _op("what the dashboard shows, as JSON")},
             "/metrics": {
                 "get": {
                     "summary": "Prometheus metrics (text format)",
