@@ -27,11 +27,13 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
-from kemu.protocol import fastwrite
+from kemu.protocol import fastwrite, kip1289, streams_v1
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.guard import check_request
 from kemu.protocol.kip1289 import NAMES as KEMU_NAMES
-from kemu.protocol.kip1289 import SCHEMAS as KEMU_SCHEMAS
+
+# kemu's own schemas: KIP-1289's messages, and versions kio does not have yet (streams v1)
+KEMU_SCHEMAS = {**kip1289.SCHEMAS, **streams_v1.SCHEMAS}
 
 SIZE = struct.Struct(">i")
 HEADER_PREFIX = struct.Struct(">hhi")
@@ -75,14 +77,14 @@ def api_name(api_key: int) -> str:
 def known_versions(api_key: int) -> tuple[int, int] | None:
     """The version range kio has schemas for, or None for an unknown key."""
     name = api_key_map.get(api_key)
+    ours = [version for key, version in KEMU_SCHEMAS if key == api_key]
     if name is None:
-        ours = [version for key, version in KEMU_SCHEMAS if key == api_key]
         return (min(ours), max(ours)) if ours else None
-    versions = schema_name_map[name].keys()
+    versions = [*schema_name_map[name].keys(), *ours]
     return min(versions), max(versions)
 
 
-# kemu's own schemas (KIP-1289) are consulted before kio's.
+# kemu's own schemas (KIP-1289, streams v1) are consulted before kio's.
 @cache
 def request_schema(api_key: int, api_version: int) -> type[Any]:
     ours = KEMU_SCHEMAS.get((api_key, api_version))

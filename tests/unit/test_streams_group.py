@@ -454,3 +454,50 @@ async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
     assert deleted.results[0].error_code == ErrorCode.none
     broker.restart()
     assert group_coordinator(broker.runtime).registry.get("app") is None
+
+
+async def test_v1_heartbeat_and_describe() -> None:
+    """Kafka 4.4's v1: the heartbeat answers an int64 AcceptableRecoveryLag and
+    TopologyDescriptionRequired false; the describe answers the assignor's name."""
+    import datetime
+
+    from test_classic_group_handlers import Broker
+
+    broker = Broker()
+    broker.cluster.create_topic("in", 2, 1)
+    topology = broker.nested(
+        88,
+        1,
+        "Topology",
+        epoch=0,
+        subtopologies=(
+            broker.nested(
+                88, 1, "Subtopology", subtopology_id="0", source_topics=("in",),
+                state_changelog_topics=(), repartition_source_topics=(), copartition_groups=(),
+            ),
+        ),
+    )  # fmt: skip
+    joined = await broker.send(
+        broker.request(
+            88, 1, group_id="v1", member_id="m", member_epoch=0, endpoint_information_epoch=0,
+            rebalance_timeout=datetime.timedelta(seconds=30), topology=topology,
+            process_id="p", active_tasks=(), standby_tasks=(), warmup_tasks=(), client_tags=(),
+            task_offsets=None, task_end_offsets=None,
+        )
+    )  # fmt: skip
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 1)
+    assert joined.acceptable_recovery_lag == 10_000
+    assert joined.topology_description_required is False
+    assert [(t.subtopology_id, t.partitions) for t in joined.active_tasks] == [("0", (0, 1))]
+    described = await broker.send(
+        broker.request(
+            89, 1, group_ids=("v1",), include_authorized_operations=False,
+            include_topology_description=True,
+        )
+    )  # fmt: skip
+    (group,) = described.groups
+    assert (group.group_state, group.assignor_name, group.topology_description) == (
+        "Stable",
+        "sticky",
+        None,
+    )

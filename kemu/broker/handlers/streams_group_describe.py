@@ -1,4 +1,4 @@
-"""StreamsGroupDescribe (key 89), v0.
+"""StreamsGroupDescribe (key 89), v0-v1.
 
 Each KIP-1071 streams group's epoch, assignment epoch, state (Empty, NotReady, Assigning,
 Reconciling, Stable), its topology (epoch; the subtopologies with their source, repartition and
@@ -8,9 +8,11 @@ client id and host, topology epoch, process id, endpoint, client tags, current a
 assignment (active, standby and warm-up tasks). Unknown ids and groups of another type get
 GROUP_ID_NOT_FOUND; an empty id INVALID_GROUP_ID.
 
-Omissions: v1 (KIP-1331 topology descriptions, which need Kafka's description plugin); task
-offsets are not tracked (answered empty); no authorizer, so AuthorizedOperations reports
-everything allowed when asked for.
+v1 (Kafka 4.4) adds the assignor's name ("sticky") and the KIP-1331 topology description, which
+kemu does not store (null, status 0), as a Kafka without a description plugin.
+
+Omissions: task offsets are not tracked (answered empty); no authorizer, so AuthorizedOperations
+reports everything allowed when asked for.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from kemu.coordinator.group.streams_topology import TopicInfo
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 89
+ASSIGNOR = "sticky"  # Kafka's default group.streams.assignors
 
 
-@handler(API_KEY, 0, 0)
+@handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
     registry = group_coordinator(ctx.runtime).registry
     operations = bool(request.include_authorized_operations)
@@ -104,6 +107,7 @@ def _describe(ctx: RequestContext, group: StreamsGroup, operations: bool) -> Any
             for member in group.members.values()
         ),
         authorized_operations=operations_if(operations, ctx, ResourceType.GROUP, group.group_id),
+        **({"assignor_name": ASSIGNOR} if ctx.version >= 1 else {}),
     )
 
 

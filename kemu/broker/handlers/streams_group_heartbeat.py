@@ -1,4 +1,4 @@
-"""StreamsGroupHeartbeat (key 88), v0.
+"""StreamsGroupHeartbeat (key 88), v0-v1.
 
 KIP-1071 streams groups (``kemu.coordinator.group.streams_group``): a Kafka Streams member joins
 with epoch 0, its member id, process id and the application's topology; the coordinator keeps
@@ -14,11 +14,13 @@ Errors: INVALID_REQUEST (Kafka's request checks, topology updates, source topic 
 STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND (a group of
 another type), GROUP_MAX_SIZE_REACHED (``group.streams.max.size``).
 
+v1 (Kafka 4.4, KIP-1331) answers ``TopologyDescriptionRequired`` false: kemu has no topology
+description plugin, as a Kafka without ``group.streams.topology.description.plugin.class``.
+
 Groups are written to ``__consumer_offsets`` as Kafka's streams records (types 17, 19-23) before
 the answer and read back at start, so members carry on across a restart with their ids, epochs
-and tasks. Omissions: v1 (KIP-1331 topology descriptions: kemu has no description plugin, so
-a v1 answer would only ever say "not required"); static membership (an instance id is kept but
-not used to replace members); warm-up tasks; rack-aware standby placement; regex source topics;
+and tasks. Omissions: StreamsGroupTopologyDescriptionUpdate (KIP-1331); static membership (an
+instance id is kept but not used to replace members); warm-up tasks; rack-aware standby placement; regex source topics;
 ``streams.initial.rebalance.delay.ms`` (kemu assigns at once).
 """
 
@@ -45,7 +47,7 @@ from kemu.protocol.errors import ErrorCode
 API_KEY = 88
 
 
-@handler(API_KEY, 0, 0)
+@handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
     owned = None
     if request.active_tasks is not None or request.standby_tasks is not None:
@@ -97,6 +99,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             warmup_tasks=None,
             endpoint_information_epoch=0,
             partitions_by_user_endpoint=None,
+            **_v1(ctx),
         )
     assignment = result.assignment
     return ctx.respond(
@@ -125,7 +128,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if result.endpoints is not None
             else None
         ),
+        **_v1(ctx),
     )
+
+
+def _v1(ctx: RequestContext) -> dict[str, Any]:
+    return {"topology_description_required": False} if ctx.version >= 1 else {}
 
 
 def _tasks(task_ids: Any) -> Tasks:
