@@ -77,3 +77,24 @@ def test_a_dynamic_kafka_config_is_stored_and_a_read_only_one_refused() -> None:
         ErrorCode.invalid_request,
         "Cannot update these configs dynamically: [broker.rack]",
     )
+
+
+def test_group_configs_list_their_defaults_as_default_config_synonyms() -> None:
+    # As kafka-configs --describe --entity-type groups --all shows them on Kafka 4.4.
+    broker = Broker()
+    (set_ok,) = broker.incremental([(32, "g", [("share.auto.offset.reset", SET, "earliest")])])
+    assert set_ok.error_code == ErrorCode.none
+    entries = {e.name: e for e in broker.describe_configs(32, "g").configs}
+    session = entries["consumer.session.timeout.ms"]
+    assert [(s.name, s.value, s.source) for s in session.synonyms] == [
+        ("group.consumer.session.timeout.ms", "45000", ConfigSource.DEFAULT_CONFIG)
+    ]
+    isolation = entries["share.isolation.level"]
+    assert [(s.name, s.value, s.source) for s in isolation.synonyms] == [
+        ("share.isolation.level", "read_uncommitted", ConfigSource.DEFAULT_CONFIG)
+    ]
+    reset = entries["share.auto.offset.reset"]
+    assert [(s.name, s.value, s.source) for s in reset.synonyms] == [
+        ("share.auto.offset.reset", "earliest", ConfigSource.DYNAMIC_GROUP_CONFIG),
+        ("share.auto.offset.reset", "latest", ConfigSource.DEFAULT_CONFIG),
+    ]

@@ -4,7 +4,9 @@ IncrementalAlterConfigs, backed by the ``GroupConfigStore``.
 As in Kafka, any group id may carry configs (the group need not exist yet, which is how tests set
 ``share.auto.offset.reset`` before the first consumer joins); the empty id is refused. Describe
 lists every group config: an override has source DYNAMIC_GROUP_CONFIG, otherwise the value comes
-from the broker synonym (``group.share.*``) or the built-in default. Invalid values are
+from the broker synonym (``group.share.*``) or the built-in default, and every config lists
+its default as a DEFAULT_CONFIG synonym (under the broker config that supplies it, else its own
+name), as Kafka does. Invalid values are
 INVALID_CONFIG with Kafka's messages. Importing this module registers the type.
 """
 
@@ -52,6 +54,14 @@ class GroupConfigs(ConfigResourceType):
             synonym = definition.broker_synonym
             if synonym is not None and broker.get(synonym) is not None:
                 chain.append(Synonym(synonym, broker.get(synonym), broker.source(synonym)))
+            else:
+                # As Kafka lists them: the default, under the broker config that supplies it, or
+                # under the group config's own name when none does.
+                chain.append(
+                    Synonym(
+                        synonym or described.name, definition.default, ConfigSource.DEFAULT_CONFIG
+                    )
+                )
             entries.append(
                 ConfigEntry(
                     name=described.name,
