@@ -136,11 +136,10 @@ class Control:
         _only(body, {"broker"})
         node = self._node(body.get("broker"))
         previous = partition.leader_id
-        if node != previous:
-            partition.leader_id = node
-            partition.leader_epoch += 1
-            partition.replicas = [node, *[r for r in partition.replicas if r != node]]
-            self.runtime.cluster.save_metadata()
+        cluster = self.runtime.cluster
+        if node not in partition.replicas:
+            cluster.reassign(partition, [node, *partition.replicas])
+        cluster.move_leader(partition, node)  # new epoch, long polls woken, persisted
         log.info(
             "leader_moved",
             topic=partition.topic_name,
