@@ -189,8 +189,9 @@ CHECKS: tuple[Check, ...] = (
           rf"Completed updating config for group {SHARE_GROUP}\."),
     Check("configs describe group", "ConfigCommand",
           (*B, "--describe", "--entity-type", "groups", "--entity-name", SHARE_GROUP),
-          r"share\.auto\.offset\.reset=earliest sensitive=false synonyms=\{DYNAMIC_GROUP_CONFIG:"
-          r"share\.auto\.offset\.reset=earliest, DEFAULT_CONFIG:share\.auto\.offset\.reset=latest\}"),
+          r"share\.auto\.offset\.reset=earliest sensitive=false synonyms=\{"
+          r"DYNAMIC_GROUP_CONFIG:share\.auto\.offset\.reset=earliest, "
+          r"DEFAULT_CONFIG:share\.auto\.offset\.reset=latest\}"),
     Check("configs describe group all", "ConfigCommand",
           (*B, "--describe", "--entity-type", "groups", "--entity-name", SHARE_GROUP, "--all"),
           r"consumer\.session\.timeout\.ms=45000 sensitive=false "
