@@ -142,7 +142,13 @@ TOPIC_CONFIGS = _defs(
         broker_synonym="log.cleaner.max.compaction.lag.ms",
         minimum=1,
     ),
-    ConfigDef("max.decompressed.message.bytes", I, "2147483639", minimum=1),
+    ConfigDef(
+        "max.decompressed.message.bytes",
+        I,
+        "2147483639",
+        broker_synonym="max.decompressed.message.bytes",
+        minimum=1,
+    ),
     ConfigDef("max.message.bytes", I, "1048588", broker_synonym="message.max.bytes", minimum=0),
     ConfigDef(
         "message.timestamp.after.max.ms",
@@ -231,7 +237,9 @@ BROKER_CONFIGS = _defs(
     ConfigDef("share.coordinator.state.topic.replication.factor", S, "3", read_only=True),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", I, "500", minimum=0),
     ConfigDef("share.coordinator.state.topic.min.isr", S, "2", read_only=True, minimum=1),
-    ConfigDef("share.coordinator.state.topic.segment.bytes", I, "104857600", read_only=True, minimum=1),
+    ConfigDef(
+        "share.coordinator.state.topic.segment.bytes", I, "104857600", read_only=True, minimum=1
+    ),
     ConfigDef("message.max.bytes", I, "1048588", minimum=0),
     ConfigDef("socket.request.max.bytes", I, "104857600", read_only=True, minimum=1),
     ConfigDef("delete.topic.enable", B, "true", read_only=True),

@@ -146,7 +146,8 @@ class Cluster:
                 ErrorCode.invalid_replication_factor,
                 f"Unable to replicate the partition {replication_factor} time(s): The target "
                 f"replication factor of {replication_factor} cannot be reached because only "
-                f"{len(self.nodes)} broker(s) are registered.",
+                f"{len(self.nodes)} broker(s) are registered or some brokers have all their log "
+                "directories cordoned.",  # Kafka 4.4's text (KIP-1066)
             )
         placement = assignments or self._place(num_partitions, replication_factor)
         topic = Topic(

@@ -427,7 +427,8 @@ def test_bad_manual_assignments(
             None,
             ErrorCode.invalid_replication_factor,
             "Unable to replicate the partition 4 time(s): The target replication factor of 4 "
-            "cannot be reached because only 3 broker(s) are registered.",
+            "cannot be reached because only 3 broker(s) are registered or some brokers have all "
+            "their log directories cordoned.",
         ),
         (
             "cfg",

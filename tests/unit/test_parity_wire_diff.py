@@ -18,6 +18,7 @@ from kemu.cluster.config import (
     TopicConfig,
     validate_topic_configs,
 )
+from kemu.cluster.config_resources import topic_config_entries
 from kemu.cluster.context import RequestContext
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
@@ -260,3 +261,26 @@ def test_fetch_errors_carry_kafkas_offsets_and_aborted_transactions() -> None:
     [missing] = by_topic[uuid.UUID(int=7)]
     assert missing.error_code is ErrorCode.unknown_topic_id
     assert missing.aborted_transactions == ()
+
+
+def test_find_coordinator_unknown_key_type_has_kafkas_invalid_request_message() -> None:
+    broker = Broker()
+    answer = broker.send(broker.request(FIND_COORDINATOR, 4, key_type=7, coordinator_keys=("x",)))
+    [found] = answer.coordinators
+    assert found.error_code is ErrorCode.invalid_request
+    assert found.error_message.startswith("This most likely occurs because of a request being")
+
+
+def test_replication_factor_refusal_and_decompressed_size_synonym_are_kafkas() -> None:
+    broker = Broker()
+    [refused] = broker.create("rf", replication=4).topics
+    assert refused.error_message.endswith(
+        "only 3 broker(s) are registered or some brokers have all their log directories cordoned."
+    )
+    [created] = broker.create("ok").topics
+    assert created.error_code is ErrorCode.none
+    entries = topic_config_entries(broker.cluster.config, {})
+    [entry] = [e for e in entries if e.name == "max.decompressed.message.bytes"]
+    assert [(s.name, s.value) for s in entry.synonyms] == [
+        ("max.decompressed.message.bytes", "2147483639")
+    ]

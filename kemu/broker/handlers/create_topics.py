@@ -198,7 +198,7 @@ def _counts(cluster: Cluster, topic: Any) -> tuple[int, int]:
             ErrorCode.invalid_replication_factor,
             f"Unable to replicate the partition {replication} time(s): The target replication "
             f"factor of {replication} cannot be reached because only {brokers} broker(s) are "
-            "registered.",
+            "registered or some brokers have all their log directories cordoned.",  # Kafka 4.4
         )
     return partitions, replication
 

@@ -34,6 +34,11 @@ from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 10
+# Kafka 4.4.0 answers an unknown key type with INVALID_REQUEST's own message.
+INVALID_REQUEST_MESSAGE = (
+    "This most likely occurs because of a request being malformed by the client library or the "
+    "message was sent to an incompatible broker. See the broker logs for more details."
+)
 FIRST_SHARE_VERSION = 6
 
 
@@ -55,7 +60,7 @@ def _lookup(ctx: RequestContext, key_type: int, key: str, ok_message: str) -> di
     """One key's answer; a found coordinator carries ``ok_message`` as Kafka's does (its
     ``Errors.NONE.message()``, "NONE", before v4; an empty string in v4+ entries)."""
     if key_type not in (GROUP, TRANSACTION, SHARE):
-        return _error(ErrorCode.invalid_request, f"Unknown coordinator type received: {key_type}")
+        return _error(ErrorCode.invalid_request, INVALID_REQUEST_MESSAGE)
     if key_type in (GROUP, TRANSACTION):
         # KafkaApis: DESCRIBE on the group or the transactional id.
         resource = ResourceType.GROUP if key_type == GROUP else ResourceType.TRANSACTIONAL_ID
