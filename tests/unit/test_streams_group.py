@@ -501,3 +501,23 @@ async def test_v1_heartbeat_and_describe() -> None:
         "sticky",
         None,
     )
+
+
+def test_standby_tasks_go_to_another_process_and_never_beside_the_active() -> None:
+    h = Harness()
+    h.coordinator.settings = lambda _: StreamsSettings(num_standby_replicas=1)
+    a = h.beat("a", 0)
+    assert a.assignment is not None and a.assignment.standby == frozenset()  # one process only
+    b = h.beat("b", 0)
+    a2 = h.beat("a", a.member_epoch, owned=a.assignment)
+    a3 = h.beat("a", a2.member_epoch, owned=a2.assignment)
+    b2 = h.beat("b", b.member_epoch, owned=TaskTuple())
+    group = h.coordinator.group("app")
+    assert group is not None
+    target_a, target_b = group.target["a"], group.target["b"]
+    # Only the stateful subtopology (1, with the changelog) has standbys, on the other process.
+    assert target_a.standby == {t for t in target_b.active if t[0] == "1"}
+    assert target_b.standby == {t for t in target_a.active if t[0] == "1"}
+    assert a3.assignment is not None and b2.assignment is not None
+    for tasks in (group.members["a"].assigned, group.members["b"].assigned):
+        assert not tasks.active & tasks.standby
