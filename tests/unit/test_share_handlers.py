@@ -422,9 +422,9 @@ async def test_closing_the_session_releases_the_members_records(kemu: Harness) -
     closing = await first.call(share_fetch(tid, {0: [(0, 1, [ACCEPT])]}, epoch=-1))
     assert closing.error_code == ErrorCode.none
     assert partition_data(closing, 0).acknowledge_error_code == ErrorCode.none
-    # 2-3 were never handed to the application: released with the delivery undone
+    # 2-3 are released with their delivery counted (Kafka 4.4.0: DeliveryCountOps.NO_OP)
     assert acquired(await second.call(share_fetch(tid, {0: []}, epoch=1, member="m2"))) == [
-        (2, 3, 1)
+        (2, 3, 2)
     ]
     gone = await first.call(share_fetch(tid, {0: []}, epoch=2))
     assert gone.error_code == ErrorCode.share_session_not_found
@@ -443,7 +443,7 @@ async def test_group_coordinator_release_of_a_departed_member(kemu: Harness) -> 
         ErrorCode.share_session_not_found
     )
     fresh = await client.call(share_fetch(tid, {0: []}, epoch=0, member="m2"))
-    assert acquired(fresh) == [(0, 1, 1)]  # released with the delivery undone
+    assert acquired(fresh) == [(0, 1, 2)]  # released with the delivery counted
 
 
 async def test_a_leaving_members_final_acknowledgements_still_apply(kemu: Harness) -> None:
@@ -615,7 +615,7 @@ async def test_closing_acknowledge_releases_and_ends_the_session(kemu: Harness) 
     assert partition_data(closing, 0).error_code == ErrorCode.none
     actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
     assert actor is not None and actor.core is not None
-    assert actor.core.spans() == [(1, 2, RecordState.AVAILABLE, 0, None)]
+    assert actor.core.spans() == [(1, 2, RecordState.AVAILABLE, 1, None)]
     again = await client.call(share_ack(tid, {0: [(1, 1, [ACCEPT])]}, epoch=-1))
     assert again.error_code == ErrorCode.share_session_not_found
 
@@ -636,7 +636,7 @@ async def _released(kemu: Harness, offset: int) -> bool:
 async def test_closing_the_connection_that_opened_a_session_releases_its_records(
     kemu: Harness,
 ) -> None:
-    """A consumer that died: its records go back at once, with the delivery undone, rather
+    """A consumer that died: its records go back at once, their delivery counted, rather
     than when their locks expire (Kafka's ConnectionDisconnectListener)."""
     tid = kemu.topic_id("t")
     dying = await kemu.leader_client("t", 0)
@@ -648,7 +648,7 @@ async def test_closing_the_connection_that_opened_a_session_releases_its_records
     assert not share_partitions(kemu.runtime).sessions.of_member(GROUP, "m1")
     other = await kemu.leader_client("t", 0)
     fresh = await other.call(share_fetch(tid, {0: []}, epoch=0, member="m2"))
-    assert acquired(fresh) == [(0, 2, 1)]
+    assert acquired(fresh) == [(0, 2, 2)]
 
 
 async def test_a_session_reopened_on_a_new_connection_survives_the_old_one(

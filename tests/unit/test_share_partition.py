@@ -195,9 +195,17 @@ def test_accept_acknowledges_and_the_start_offset_advances() -> None:
     result = core.acknowledge("m1", [ack(0, 4, ACCEPT)], 1)
     assert result.error == ErrorCode.none
     assert core.start == 5
-    assert result.effects.start_moved and result.effects.start_offset == 5
-    assert result.effects.batches == ()  # everything acknowledged fell below the start
+    # Kafka writes the acknowledged records with the start offset they had, 0, and 5 records
+    # complete; the move to 5 is written by the next write
+    effects = result.effects
+    assert effects.start_moved and effects.start_offset == 0
+    assert [(b.first_offset, b.last_offset, b.delivery_state) for b in effects.batches] == [
+        (0, 4, int(K))
+    ]
+    assert effects.delivery_complete_count == 5
     assert core.delivery_complete_count == 0
+    later = core.acknowledge("m1", [ack(5, 6, ACCEPT)], 2).effects
+    assert later.start_offset == 5 and later.delivery_complete_count == 2
 
 
 def test_the_start_offset_stops_at_the_first_record_still_in_flight() -> None:
@@ -342,7 +350,11 @@ def test_lock_expiry_at_the_limit_behind_a_held_record_is_persisted() -> None:
     acquire(core, log, "m1", now=0, max_records=1)
     acquire(core, log, "m2", now=5, max_records=1)
     effects = core.expire_locks(14)  # only m1's lock (deadline 10) has passed
-    assert [(b.first_offset, b.delivery_state, b.delivery_count) for b in effects.batches] == []
+    # archived at the limit, written with the start it had (0), as Kafka writes
+    assert [(b.first_offset, b.delivery_state, b.delivery_count) for b in effects.batches] == [
+        (0, int(R), 1)
+    ]
+    assert effects.start_offset == 0
     assert core.start == 1
     core.acknowledge("m2", [ack(1, 1, RELEASE)], 14)
     assert core.start == 2
@@ -389,14 +401,22 @@ def test_only_the_expired_acquisition_is_released() -> None:
 # --- member departure -------------------------------------------------------------------------
 
 
-def test_release_member_frees_its_records_with_the_delivery_undone() -> None:
+def test_release_member_frees_its_records_keeping_the_delivery_count() -> None:
+    # Kafka 4.4.0 releases a departed member's records with DeliveryCountOps.NO_OP
     log, core = log_of(2, 2), new_core()
     acquire(core, log, "m1", now=0, max_records=2)
     acquire(core, log, "m2", now=0, max_records=2)
     effects = core.release_member("m1", 5)
     assert effects.available
-    assert core.spans() == [(0, 1, A, 0, None), (2, 3, Q, 1, "m2")]
+    assert core.spans() == [(0, 1, A, 1, None), (2, 3, Q, 1, "m2")]
     assert not core.release_member("nobody", 6).durable
+
+
+def test_release_member_archives_at_the_delivery_limit() -> None:
+    log, core = log_of(2), new_core(limit=1)
+    acquire(core, log, "m1", now=0)
+    core.release_member("m1", 5)
+    assert core.start == 2  # both archived: their one delivery reached the limit
 
 
 # --- read_committed ---------------------------------------------------------------------------

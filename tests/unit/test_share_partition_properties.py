@@ -199,8 +199,11 @@ class SharePartitionMachine(RuleBasedStateMachine):
 
     @invariant()
     def persisted_deltas_replay_to_the_cores_view(self) -> None:
-        assert self.persisted_start == self.core.start
-        assert normalised(self.persisted_start, self.persisted) == normalised(
+        # As Kafka, a write carries the start offset from before its own move (the move is
+        # written by the next write): loading passes the completed records at the start.
+        start = loaded_start(self.persisted_start, self.persisted)
+        assert start == self.core.start
+        assert normalised(start, self.persisted) == normalised(
             self.core.start, self.core.persisted_view()
         )
 
@@ -276,3 +279,15 @@ SharePartitionMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestSharePartitionMachine = SharePartitionMachine.TestCase
+
+
+def loaded_start(start: int, batches: tuple[PersistedBatch, ...]) -> int:
+    """Where a leader loading (start, batches) starts: past the completed records at the start."""
+    for batch in merge_batches((), batches, start):
+        if batch.first_offset > start or RecordState(batch.delivery_state) not in TERMINAL:
+            break
+        start = batch.last_offset + 1
+    return start
+
+
+TERMINAL = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)

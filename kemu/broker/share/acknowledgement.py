@@ -4,8 +4,13 @@ A member acknowledges what it holds (ACCEPT, RELEASE, REJECT, GAP, RENEW; all or
 locks expire, or it leaves: each returns ACQUIRED records to AVAILABLE (or ARCHIVED/ARCHIVING
 past the delivery limit) or settles them for good.
 
-A member leaving (or closing its share session) releases its records with their delivery count
-decremented, as they were never handed to the application (Kafka's SharePartition does so too).
+A member leaving (or closing its share session) releases its records as a RELEASE does: the
+delivery count is kept, so the next delivery counts one more, and a record at
+``share.delivery.count.limit`` is archived (ARCHIVING with a dead-letter queue). Kafka 4.4.0's
+SharePartition.releaseAcquiredRecords does the same (DeliveryCountOps.NO_OP): the Java client
+sends no RELEASE at close for records it handed out unacknowledged, it only closes the session,
+so a record the application saw and a record fetched into the client's buffer both come back
+with delivery count 2.
 """
 
 from __future__ import annotations
@@ -234,11 +239,7 @@ class Acknowledgement(Acquisition):
         touched = False
         for span in spans:
             if span.state is RecordState.ACQUIRED and span.member == member:
-                # never handed to the application, so this delivery does not count
-                span.delivery_count = max(span.delivery_count - 1, 0)
-                below = span.last < self._log_start
-                target = RecordState.ARCHIVED if below else RecordState.AVAILABLE
-                self._move(span, target, "member release")
+                self._move(span, self._release_target(span), "member release")
                 disown(span)
                 self._mark(span.first, span.last)
                 touched = True

@@ -316,7 +316,7 @@ class SharePartitionActor:
                 state_epoch=core.state_epoch,
                 leader_epoch=core.leader_epoch,
                 start_offset=effects.start_offset,
-                delivery_complete_count=core.delivery_complete_count,
+                delivery_complete_count=effects.delivery_complete_count,
                 batches=effects.batches,
             )
             if code is not ErrorCode.none:

@@ -65,11 +65,17 @@ class Effects:
     """What the caller must do after an operation."""
 
     batches: tuple[PersistedBatch, ...]  # deltas to write, non-overlapping, in offset order
+    # The start offset to write: as Kafka 4.4.0's SharePartition, the start as it was *before*
+    # this operation moved it (the move itself is written lazily, by the next write), with the
+    # records this operation completed below the new start among ``batches``.
     start_offset: int
     start_moved: bool
     available: bool  # records became acquirable: wake waiting fetches
     # once ``batches`` is durable: write these to the dead-letter queue, then complete them
     dead_letters: tuple[DeadLetter, ...] = ()
+    # terminal (acknowledged, archived) records at or above ``start_offset``: what Kafka
+    # persists as DeliveryCompleteCount, from which DescribeShareGroupOffsets computes the lag
+    delivery_complete_count: int = 0
 
     @property
     def durable(self) -> bool:
@@ -299,17 +305,23 @@ class RecordWindow:
         self._dead_letters = []
 
     def _finish(self, *, start_changed: bool = False) -> Effects:
-        self._advance_start()
+        # Kafka writes the operation's record states with the start offset it had before, and
+        # moves the start once the write is done: so do the deltas (records completed below the
+        # new start included) and the count before the start advances.
+        persisted_start = min(self._start_before, self.start)
         batches = self._deltas()
+        complete = self._terminal
+        self._advance_start()
         self._dirty = []
         dead_letters = tuple(self._dead_letters)
         self._dead_letters = []
         return Effects(
             batches=batches,
-            start_offset=self.start,
+            start_offset=persisted_start,
             start_moved=start_changed or self.start != self._start_before,
             available=self._made_available,
             dead_letters=dead_letters,
+            delivery_complete_count=complete,
         )
 
     def _advance_start(self) -> None:

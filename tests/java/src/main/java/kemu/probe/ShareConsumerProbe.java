@@ -44,7 +44,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *       and closes; a new consumer then gets nothing for 3 s.
  *   <li>close_all / close_nothing_left (group close): the same, closing without commitSync:
  *       close acknowledges nothing in implicit mode, so the last poll's records are released
- *       (as never delivered: the same delivery count) and the next consumer gets them.
+ *       (their delivery counted, as Kafka 4.4.0 does) and the next consumer gets them.
  *   <li>explicit_release / explicit_nothing_left (group explicit): RELEASE offset 0, REJECT
  *       offset 1, ACCEPT the rest, until the released ones come back; then nothing is left.
  *   <li>record_limit (group limit): {@code share.acquire.mode=record_limit} with
