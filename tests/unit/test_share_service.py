@@ -201,20 +201,23 @@ def test_snapshot_cadence_follows_the_config() -> None:
     cluster.create_topic("orders", 1, 1)
     service = service_for(cluster)
     key = key_for(cluster)
-    run(service.initialize(key, 0, 0))
+    written = list(service.initialize_sync(key, 0, 0).records)
     for offset in range(4):
-        run(
-            service.write_state(
-                key,
-                state_epoch=0,
-                leader_epoch=0,
-                start_offset=0,
-                delivery_complete_count=offset + 1,
-                batches=(PersistedBatch(offset, offset, 2, 1),),
-            )
-        )
-    types = [decode_record(r.key, r.value)[0].record_type for r in state_log(cluster) if r.key]
+        written += service.write_sync(
+            key,
+            state_epoch=0,
+            leader_epoch=0,
+            start_offset=0,
+            delivery_complete_count=offset + 1,
+            batches=(PersistedBatch(offset, offset, 2, 1),),
+        ).records
+    types = [record.key.record_type for record in written]
     assert types == [SHARE_SNAPSHOT, SHARE_UPDATE, SHARE_SNAPSHOT, SHARE_UPDATE, SHARE_SNAPSHOT]
+    # what the latest snapshot covers is pruned (test_share_state_pruning.py): the log starts
+    # at the key's latest snapshot
+    partition = cluster.topics[SHARE_STATE_TOPIC].partitions[service.partition_for(key)]
+    assert partition.log_start_offset == 4
+    assert [r.offset for r in state_log(cluster) if r.key] == [4]
 
 
 def _exercise(

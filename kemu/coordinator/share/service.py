@@ -27,6 +27,16 @@ a partition the service replays whatever was appended there since (``_catch_up``
 resolves its TX_PENDING records (``txn_markers``) before anyone reads the state, whether it was
 written a moment ago, before a crash, or by recovery at start-up; the outcome is then written out
 as ShareUpdates. ``follow_markers`` does the same at once when markers are written.
+
+Snapshots and pruning (as Kafka's ShareCoordinatorShard and its ``lastRedundantOffset``): every
+``share.coordinator.snapshot.update.records.per.snapshot`` updates a key gets a ShareSnapshot of
+its whole state; the service keeps, per state partition, the offset of each live key's latest
+snapshot, and once a new snapshot raises their minimum it moves the partition's log start there
+(``advance_start``, DeleteRecords' path), dropping whole segments below. Everything below is
+redundant: every live key's latest snapshot is at or above it, and a snapshot is computed from
+a state that already replayed every earlier marker, so neither a record nor a KIP-1289 marker
+that the latest snapshot does not cover is ever dropped; a deleted key's tombstone only goes
+with the records before it. A restart replays from the log start.
 """
 
 from __future__ import annotations
@@ -47,7 +57,10 @@ from kemu.coordinator.share.persister import (
     SharePersister,
 )
 from kemu.coordinator.share.records import (
+    SHARE_SNAPSHOT,
     RecordDecodeError,
+    StateRecordKey,
+    StateValue,
     decode_record,
     encode_key,
     encode_value,
@@ -92,6 +105,8 @@ class ShareCoordinatorService:
         self.cluster = runtime.cluster
         self.shards: dict[int, ShareCoordinatorShard] = {}
         self.replayed: dict[int, int] = {}  # per state partition: the next offset to replay
+        # per state partition: the offset of each key's latest ShareSnapshot (pruning)
+        self.snapshot_offsets: dict[int, dict[SharePartitionKey, int]] = {}
         existing = self.cluster.topics.get(SHARE_STATE_TOPIC)
         if existing is not None:
             self._load(existing)
@@ -219,7 +234,9 @@ class ShareCoordinatorService:
                 if key is None or offset < start:
                     continue
                 try:
-                    shard.replay(*decode_record(key, value))
+                    decoded_key, decoded_value = decode_record(key, value)
+                    shard.replay(decoded_key, decoded_value)
+                    self._note_snapshot(index, offset, decoded_key, decoded_value)
                 except RecordDecodeError as error:
                     # Kafka's loader skips record types it does not know, too.
                     log.warning(
@@ -281,10 +298,51 @@ class ShareCoordinatorService:
             return ShardResult(ErrorCode.not_coordinator, NOT_COORDINATOR_MESSAGE)
         if appended.error is not ErrorCode.none:
             return ShardResult(ErrorCode.not_coordinator, NOT_COORDINATOR_MESSAGE)
-        for record in result.records:
+        snapshots = False
+        for offset, record in enumerate(result.records, appended.base_offset):
             shard.replay(record.key, record.value)
+            snapshots |= self._note_snapshot(index, offset, record.key, record.value)
         self.replayed[index] = partition.high_watermark
+        if snapshots:
+            self.prune(index)
         return result
+
+    def _note_snapshot(
+        self, index: int, offset: int, key: StateRecordKey, value: StateValue | None
+    ) -> bool:
+        """Remember where a key's latest snapshot is (or forget a deleted key)."""
+        if key.record_type != SHARE_SNAPSHOT:
+            return False
+        offsets = self.snapshot_offsets.setdefault(index, {})
+        share_key = SharePartitionKey(key.group_id, key.topic_id, key.partition)
+        if value is None:
+            offsets.pop(share_key, None)
+        else:
+            offsets[share_key] = offset
+        return True
+
+    def redundant_below(self, index: int) -> int:
+        """Kafka's lastRedundantOffset: the records of a state partition below this offset are
+        covered by the latest snapshot of every live key (or belong to deleted keys)."""
+        partition = self.topic().partitions[index]
+        shard = self.shard(index)
+        offsets = self.snapshot_offsets.get(index, {})
+        # with no live key, everything but the last record (a tombstone, say) is redundant
+        lowest = partition.high_watermark - 1
+        for key in shard.states:
+            found = offsets.get(key)
+            if found is None:
+                return partition.log_start_offset  # a key whose snapshot we have not seen
+            lowest = min(lowest, found)
+        return lowest
+
+    def prune(self, index: int) -> None:
+        """Move the state partition's log start up to the redundant offset."""
+        partition = self.topic().partitions[index]
+        target = self.redundant_below(index)
+        if target > partition.log_start_offset:
+            partition.log.advance_start(target)
+            log.debug("share_state_pruned", partition=index, log_start=target)
 
     def initialize_sync(
         self, key: SharePartitionKey, state_epoch: int, start_offset: int
