@@ -521,3 +521,29 @@ def test_standby_tasks_go_to_another_process_and_never_beside_the_active() -> No
     assert a3.assignment is not None and b2.assignment is not None
     for tasks in (group.members["a"].assigned, group.members["b"].assigned):
         assert not tasks.active & tasks.standby
+
+
+def test_static_members_leave_for_now_and_come_back_without_a_rebalance() -> None:
+    h = Harness()
+    a = h.beat("a", 0, instance_id="i1")
+    b = h.beat("b", 0, instance_id="i2")
+    h.beat("a", a.member_epoch, owned=a.assignment)
+    h.beat("a", a.member_epoch, owned=TaskTuple())  # a released what b needs
+    h.beat("b", b.member_epoch, owned=TaskTuple())
+    group = h.coordinator.group("app")
+    assert group is not None
+    epoch = group.group_epoch
+    tasks_b = group.members["b"].assigned
+    with pytest.raises(GroupError) as error:
+        h.beat("x", 0, instance_id="i2")
+    assert error.value.code == ErrorCode.unreleased_instance_id
+    with pytest.raises(GroupError) as error:
+        h.beat("x", 2, instance_id="i2")
+    assert error.value.code == ErrorCode.fenced_instance_id
+    left = h.beat("b", -2, instance_id="i2")
+    assert left.member_epoch == -2
+    assert group.members["b"].assigned == tasks_b  # its tasks wait for it
+    back = h.beat("b2", 0, instance_id="i2", process_id="process-b")
+    assert "b" not in group.members and group.group_epoch == epoch  # no rebalance
+    assert back.assignment is not None and back.assignment.active == tasks_b.active
+    assert back.member_epoch == epoch

@@ -11,7 +11,8 @@ answered is ``streams.heartbeat.interval.ms``; sessions expire after
 ``streams.session.timeout.ms`` (group configs, broker synonyms ``group.streams.*``).
 
 Errors: INVALID_REQUEST (Kafka's request checks, topology updates, source topic regexes),
-STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND (a group of
+STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
+FENCED_INSTANCE_ID, GROUP_ID_NOT_FOUND (a group of
 another type), GROUP_MAX_SIZE_REACHED (``group.streams.max.size``).
 
 v1 (Kafka 4.4, KIP-1331) answers ``TopologyDescriptionRequired`` false: kemu has no topology
@@ -19,8 +20,11 @@ description plugin, as a Kafka without ``group.streams.topology.description.plug
 
 Groups are written to ``__consumer_offsets`` as Kafka's streams records (types 17, 19-23) before
 the answer and read back at start, so members carry on across a restart with their ids, epochs
-and tasks. Omissions: StreamsGroupTopologyDescriptionUpdate (KIP-1331); static membership (an
-instance id is kept but not used to replace members); warm-up tasks; rack-aware standby placement; regex source topics;
+and tasks. Static members (an instance id) may leave for now with -2, keeping their tasks until their session
+expires; the instance id joining again under a new member id takes them over without a
+rebalance (UNRELEASED_INSTANCE_ID while another member holds it, FENCED_INSTANCE_ID for a
+heartbeat from another member id). Omissions: StreamsGroupTopologyDescriptionUpdate (KIP-1331);
+warm-up tasks; rack-aware standby placement; regex source topics;
 ``streams.initial.rebalance.delay.ms`` (kemu assigns at once).
 """
 

@@ -21,6 +21,10 @@ As in Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
   the new one was lost and the member owns no more than its assignment) is FENCED_MEMBER_EPOCH; a
   non-zero epoch for a member the group does not know is UNKNOWN_MEMBER_ID; a group of another
   type is GROUP_ID_NOT_FOUND.
+* A static member (instance id) leaving with -2 keeps its place and tasks; its instance id joining
+  under a new member id takes them over (no new group epoch); meanwhile another member joining
+  with it gets UNRELEASED_INSTANCE_ID, a heartbeat naming it from another member id
+  FENCED_INSTANCE_ID.
 * Members that miss ``streams.session.timeout.ms``, or do not revoke within their rebalance
   timeout, are removed. ``ShutdownApplication`` makes every member get SHUTDOWN_APPLICATION.
 """
@@ -208,8 +212,10 @@ class StreamsGroupCoordinator:
     ) -> StreamsHeartbeatResult:
         validate(request)
         settings = self.settings(request.group_id)
-        if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+        if request.member_epoch == LEAVE_EPOCH:
             return self._leave(request, partition_count, settings)
+        if request.member_epoch == STATIC_LEAVE_EPOCH:
+            return self._static_leave(request, settings)
         joining = request.member_epoch == JOIN_EPOCH
         group = self._group_for(request.group_id, create=joining)
         if (
@@ -223,9 +229,20 @@ class StreamsGroupCoordinator:
                     f"{settings.max_size} members.",
                 )
         old = group.members.get(request.member_id)
+        if request.instance_id is not None:
+            replaced = _check_static_member(group, request, joining)
+            if replaced is not None:
+                # A static member back under a new member id takes the place, epoch and tasks
+                # of the one that left with epoch -2: no rebalance.
+                group.members.pop(replaced.member_id)
+                group.target[request.member_id] = group.target.pop(replaced.member_id, EMPTY)
+                old = replace(replaced, member_id=request.member_id)
+                group.members[request.member_id] = old
         if joining:
-            member = StreamsMember(request.member_id)
-            if old is not None:
+            member = StreamsMember(request.member_id, instance_id=request.instance_id)
+            if old is not None and old.member_epoch == STATIC_LEAVE_EPOCH:
+                member = replace(old, member_epoch=0, state=STABLE)
+            elif old is not None:
                 member = replace(
                     old, member_epoch=0, assigned=EMPTY, pending_revocation=EMPTY, state=STABLE
                 )
@@ -354,6 +371,38 @@ class StreamsGroupCoordinator:
         return StreamsHeartbeatResult(
             member_id=request.member_id,
             member_epoch=LEAVE_EPOCH,
+            heartbeat_interval_ms=0,
+            acceptable_recovery_lag=settings.acceptable_recovery_lag,
+            task_offset_interval_ms=settings.task_offset_interval_ms,
+            assignment=None,
+            status=(),
+            endpoint_information_epoch=group.endpoint_information_epoch,
+            endpoints=None,
+        )
+
+    def _static_leave(
+        self, request: StreamsHeartbeat, settings: StreamsSettings
+    ) -> StreamsHeartbeatResult:
+        """Epoch -2: a static member leaves for now; it keeps its place and tasks until its
+        session expires or its instance id joins again."""
+        group = self._group_for(request.group_id, create=False)
+        member = group.members.get(request.member_id)
+        if member is None:
+            raise GroupError(
+                ErrorCode.unknown_member_id,
+                f"Member {request.member_id} is not a member of group {request.group_id}.",
+            )
+        if member.instance_id is None:
+            raise GroupError(
+                ErrorCode.invalid_request,
+                f"Member {request.member_id} is not a static member and cannot leave with -2.",
+            )
+        group.members[member.member_id] = replace(
+            member, member_epoch=STATIC_LEAVE_EPOCH, revocation_deadline_ms=None
+        )
+        return StreamsHeartbeatResult(
+            member_id=request.member_id,
+            member_epoch=STATIC_LEAVE_EPOCH,
             heartbeat_interval_ms=0,
             acceptable_recovery_lag=settings.acceptable_recovery_lag,
             task_offset_interval_ms=settings.task_offset_interval_ms,
@@ -541,6 +590,34 @@ def validate(request: StreamsHeartbeat) -> None:
         )
     if request.member_epoch != JOIN_EPOCH and request.topology is not None:
         raise invalid("Topology can only be provided when (re-)joining.")
+
+
+def _check_static_member(
+    group: StreamsGroup, request: StreamsHeartbeat, joining: bool
+) -> StreamsMember | None:
+    """Kafka's static membership checks; returns the member a rejoining static member
+    replaces (it left with epoch -2 under another member id)."""
+    instance_id = request.instance_id
+    holder = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+    if joining:
+        if holder is None or holder.member_id == request.member_id:
+            return None
+        if holder.member_epoch != STATIC_LEAVE_EPOCH:
+            raise GroupError(
+                ErrorCode.unreleased_instance_id,
+                f"Static member {request.member_id} with instance id {instance_id} cannot join "
+                f"the group because the instance id is owned by {holder.member_id} member.",
+            )
+        return holder
+    if holder is None:
+        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+    if holder.member_id != request.member_id:
+        raise GroupError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {request.member_id} with instance id {instance_id} was fenced by "
+            f"member {holder.member_id}.",
+        )
+    return None
 
 
 def _check_epoch(member: StreamsMember, request: StreamsHeartbeat) -> None:
