@@ -181,3 +181,109 @@ def refused(ctx: RequestContext, request: Any, *checks: Check) -> Any | None:
 
             return error_response_for(DecodedRequest(ctx.header, request, type(request)), code)
     return None
+
+
+def enabled(ctx: RequestContext) -> bool:
+    """Whether an authorizer is configured (``authorizer.class.name``)."""
+    return _store(ctx).enabled
+
+
+def allowed_names(
+    ctx: RequestContext,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    names: Iterable[str],
+    log: bool = True,
+) -> set[str]:
+    """The names among ``names`` the principal may perform ``operation`` on, each asked once:
+    Kafka's ``AuthHelper.filterByAuthorized``."""
+    distinct = set(names)
+    if not _store(ctx).enabled:
+        return distinct
+    return {name for name in distinct if authorize(ctx, operation, resource_type, name, log=log)}
+
+
+def topic_check(operation: AclOperation, name: str | None) -> Check:
+    """``operation`` on a topic, refused with TOPIC_AUTHORIZATION_FAILED."""
+    from kemu.protocol.errors import ErrorCode
+
+    return (operation, ResourceType.TOPIC, name, ErrorCode.topic_authorization_failed)
+
+
+def cluster_check(operation: AclOperation) -> Check:
+    """``operation`` on the cluster, refused with CLUSTER_AUTHORIZATION_FAILED."""
+    from kemu.protocol.errors import ErrorCode
+
+    return (operation, ResourceType.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed)
+
+
+def group_check(operation: AclOperation, name: str | None) -> Check:
+    """``operation`` on a group, refused with GROUP_AUTHORIZATION_FAILED."""
+    from kemu.protocol.errors import ErrorCode
+
+    return (operation, ResourceType.GROUP, name, ErrorCode.group_authorization_failed)
+
+
+# Kafka's ConfigResource.Type ids
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS, _CONFIG_GROUP = (
+    2,
+    4,
+    8,
+    16,
+    32,
+)
+
+
+def config_refusal(
+    ctx: RequestContext, operation: AclOperation, resource_type: int, name: str
+) -> ErrorCode | None:
+    """The error for DESCRIBE_CONFIGS / ALTER_CONFIGS on a config resource the principal may
+    not touch, else None: broker, broker-logger and client-metrics resources are the cluster's
+    (CLUSTER_AUTHORIZATION_FAILED), topics and groups their own (Kafka's ConfigHelper and
+    ControllerApis.authorizeAlterResource). Other types are left to the handler."""
+    from kemu.protocol.errors import ErrorCode
+
+    if not _store(ctx).enabled:
+        return None
+    if resource_type in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS):
+        check = cluster_check(operation)
+    elif resource_type == _CONFIG_TOPIC:
+        check = topic_check(operation, name)
+    elif resource_type == _CONFIG_GROUP:
+        check = group_check(operation, name)
+    else:
+        return None
+    op, kind, resource, code = check
+    assert resource is not None
+    return None if authorize(ctx, op, kind, resource) else ErrorCode(code)
+
+
+def authorize_by_resource_type(
+    ctx: RequestContext, operation: AclOperation, resource_type: ResourceType
+) -> bool:
+    """Whether the principal may perform ``operation`` on some resource of the type (Kafka's
+    ``Authorizer.authorizeByResourceType``); always without an authorizer."""
+    store = _store(ctx)
+    if not store.enabled:
+        return True
+    from kemu.broker.security.acls import AclResourceType, Operation
+
+    session = ctx.session
+    principal = "User:ANONYMOUS" if session is None else str(session.principal)
+    return store.authorize_by_resource_type(
+        principal, ctx.client_host, Operation(int(operation)), AclResourceType(int(resource_type))
+    )
+
+
+def unreadable_topics(ctx: RequestContext, topic_ids: Iterable[Any]) -> set[Any]:
+    """The ids among ``topic_ids`` of existing topics the principal may not READ (unknown ids
+    are left to the handler's UNKNOWN_TOPIC_ID)."""
+    if not _store(ctx).enabled:
+        return set()
+    names = {}
+    for topic_id in set(topic_ids):
+        topic = ctx.cluster.topics_by_id.get(topic_id)
+        if topic is not None:
+            names[topic_id] = topic.name
+    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names.values())
+    return {topic_id for topic_id, name in names.items() if name not in readable}

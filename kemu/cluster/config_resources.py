@@ -23,8 +23,9 @@ broker shares one model, which applies the cluster-wide value.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from itertools import dropwhile
@@ -46,7 +47,7 @@ from kemu.cluster.config import (
 )
 from kemu.cluster.config_docs import BROKER_DOCS, TOPIC_DOCS
 from kemu.cluster.model import topic_name_problem
-from kemu.protocol.errors import ErrorCode
+from kemu.protocol.errors import ErrorCode, default_message
 
 if TYPE_CHECKING:
     from kemu.cluster.context import RequestContext
@@ -247,9 +248,33 @@ def alter_all(
     return outcomes
 
 
-def alter_response(ctx: RequestContext, request: Any, *, incremental: bool) -> Any:
+def alter_response(
+    ctx: RequestContext,
+    request: Any,
+    *,
+    incremental: bool,
+    denied: Callable[[int, str], ErrorCode | None] | None = None,
+) -> Any:
     """The answer to AlterConfigs (every change a SET of the whole explicit set) or
-    IncrementalAlterConfigs (each change with its own operation)."""
+    IncrementalAlterConfigs (each change with its own operation).
+
+    ``denied`` is the authorizer's say on a resource (its error code, or None to go on): as
+    Kafka's ControllerApis, refused resources (duplicates aside) come first in the answer, with
+    the error's default message, and are not altered."""
+    refusals: list[AlterOutcome] = []
+    if denied is not None:
+        duplicates = duplicate_resources(
+            (r.resource_type, r.resource_name) for r in request.resources
+        )
+        kept = []
+        for resource in request.resources:
+            key = (resource.resource_type, resource.resource_name)
+            code = None if key in duplicates else denied(*key)
+            if code is None:
+                kept.append(resource)
+            else:
+                refusals.append((*key, code, default_message(code)))
+        request = dataclasses.replace(request, resources=tuple(kept))
     resources = [
         (
             resource.resource_type,
@@ -261,7 +286,7 @@ def alter_response(ctx: RequestContext, request: Any, *, incremental: bool) -> A
         )
         for resource in request.resources
     ]
-    outcomes = alter_all(
+    outcomes = refusals + alter_all(
         ctx, resources, incremental=incremental, validate_only=request.validate_only
     )
     return ctx.respond(

@@ -12,15 +12,30 @@ VerifyOnly the partitions are only checked: NONE when in the Ongoing transaction
 INVALID_TXN_STATE (or the producer's error); without it they are added as above. kemu's own
 partition leaders reach the coordinator in process (``produce``), so these versions serve tools
 and tests.
+
+ACLs as KafkaApis checks them: v0-v3 need WRITE on the transactional id (every partition
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (internal topics never pass):
+refused topics get TOPIC_AUTHORIZATION_FAILED and fail the request as unknown ones do. v4+ come
+from brokers and need CLUSTER_ACTION (CLUSTER_AUTHORIZATION_FAILED for the request).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import (
+    AclOperation,
+    ResourceType,
+    allowed_names,
+    authorize,
+    cluster_check,
+    enabled,
+    refused,
+)
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version
 from kemu.cluster.context import RequestContext
+from kemu.cluster.model import INTERNAL_TOPICS
 from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 
@@ -34,6 +49,10 @@ Errors = dict[tuple[str, int], ErrorCode]
 @handler(API_KEY, 0, 5)
 def handle(ctx: RequestContext, request: Any) -> Any:
     service = transaction_coordinator(ctx.runtime)
+    if ctx.version >= FIRST_BATCHED_VERSION:
+        denied = refused(ctx, request, cluster_check(AclOperation.CLUSTER_ACTION))
+        if denied is not None:
+            return denied
     if ctx.version < FIRST_BATCHED_VERSION:
         errors = _add(
             ctx,
@@ -79,14 +98,27 @@ def _add(
     verify_only: bool,
 ) -> Errors:
     requested = [(topic.name, index) for topic in topics for index in topic.partitions]
-    unknown = {tp for tp in requested if ctx.cluster.partition(*tp) is None}
-    if unknown:
-        return {
-            tp: ErrorCode.unknown_topic_or_partition
-            if tp in unknown
-            else ErrorCode.operation_not_attempted
-            for tp in requested
-        }
+    failed: Errors = {}
+    if ctx.version < FIRST_BATCHED_VERSION:
+        if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return dict.fromkeys(requested, ErrorCode.transactional_id_authorization_failed)
+        writable = allowed_names(
+            ctx,
+            AclOperation.WRITE,
+            ResourceType.TOPIC,
+            (name for name, _ in requested if name not in INTERNAL_TOPICS),
+        )
+        if enabled(ctx):
+            failed = {
+                tp: ErrorCode.topic_authorization_failed
+                for tp in requested
+                if tp[0] not in writable
+            }
+    for tp in requested:
+        if tp not in failed and ctx.cluster.partition(*tp) is None:
+            failed[tp] = ErrorCode.unknown_topic_or_partition
+    if failed:
+        return {tp: failed.get(tp, ErrorCode.operation_not_attempted) for tp in requested}
     if verify_only:
         return service.verify_partitions(transactional_id, producer_id, producer_epoch, requested)
     outcome = service.add_partitions(transactional_id, producer_id, producer_epoch, requested)

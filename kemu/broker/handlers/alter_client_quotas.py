@@ -10,12 +10,15 @@ INVALID_REQUEST. ``validate_only`` checks and changes nothing. Removing an entit
 removes the entity.
 
 Omission: quotas are stored and described but not enforced (no throttling, ThrottleTimeMs 0).
+
+ALTER_CONFIGS on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.client_quotas import QuotaError, QuotaOp, client_quotas, make_entity
 from kemu.cluster.context import RequestContext
@@ -26,6 +29,9 @@ API_KEY = 49
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, cluster_check(AclOperation.ALTER_CONFIGS))
+    if denied is not None:
+        return denied
     quotas = client_quotas(ctx.runtime)
     entries = []
     for entry in request.entries:

@@ -10,13 +10,15 @@ update these configs dynamically: ..."), and BROKER "<id>" must be the receiving
 Changes apply at once (produce, fetch and retention read topic configs on every use) and are
 persisted with the metadata. ``validate_only`` checks and changes nothing.
 
-Omissions: no alter-config policy, no authorizer.
+ALTER_CONFIGS is checked as Kafka's controller does (on the cluster for broker resources,
+else on the topic or group; refusals first). Omissions: no alter-config policy.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, config_refusal
 from kemu.broker.handlers import handler
 from kemu.cluster.config_resources import alter_response
 from kemu.cluster.context import RequestContext
@@ -26,4 +28,9 @@ API_KEY = 33
 
 @handler(API_KEY, 0, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return alter_response(ctx, request, incremental=False)
+    return alter_response(
+        ctx,
+        request,
+        incremental=False,
+        denied=lambda kind, name: config_refusal(ctx, AclOperation.ALTER_CONFIGS, kind, name),
+    )

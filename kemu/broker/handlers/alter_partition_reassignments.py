@@ -19,12 +19,15 @@ Checks and errors, with Kafka's messages (ReplicationControlManager):
 - replicas null (cancel): NO_REASSIGNMENT_IN_PROGRESS, as none is ever in progress.
 
 Omissions: the timeout is not used; log directories are not assigned.
+
+ALTER on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
@@ -74,6 +77,9 @@ def reassign(
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, cluster_check(AclOperation.ALTER))
+    if denied is not None:
+        return denied
     allow = getattr(request, "allow_replication_factor_change", True)
     topics = tuple(
         ctx.make(

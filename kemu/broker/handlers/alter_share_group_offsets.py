@@ -8,7 +8,11 @@ with members gets NON_EMPTY_GROUP, a group of another type GROUP_ID_NOT_FOUND, a
 INVALID_GROUP_ID; an unknown topic or partition index gets UNKNOWN_TOPIC_OR_PARTITION on that
 partition.
 
-Omissions: no authorizer; start offsets are not checked against the log (neither does Kafka).
+ACLs as KafkaApis checks them: READ on the group (GROUP_AUTHORIZATION_FAILED for the request,
+before the group is created) and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its
+partitions).
+
+Omissions: start offsets are not checked against the log (neither does Kafka).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator, share_persister
@@ -32,6 +37,9 @@ NULL_TOPIC_ID = uuid.UUID(int=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not request.group_id:
         return ctx.respond(error_code=ErrorCode.invalid_group_id, responses=())
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        denied = ErrorCode.group_authorization_failed
+        return ctx.respond(error_code=denied, error_message=default_message(denied), responses=())
     coordinator = group_coordinator(ctx.runtime)
     try:
         group = coordinator.share.empty_group_for_offsets(request.group_id, create=True)
@@ -42,9 +50,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     altered: set[uuid.UUID] = set()
     for entry in request.topics:
         topic = ctx.cluster.topics.get(entry.topic_name)
+        readable = authorize(ctx, AclOperation.READ, ResourceType.TOPIC, entry.topic_name)
         partitions = []
         for requested in entry.partitions:
             index = requested.partition_index
+            if not readable:
+                partitions.append(_partition(ctx, index, ErrorCode.topic_authorization_failed))
+                continue
             if topic is None or not 0 <= index < len(topic.partitions):
                 partitions.append(_partition(ctx, index, ErrorCode.unknown_topic_or_partition))
                 continue

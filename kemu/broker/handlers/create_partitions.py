@@ -7,7 +7,8 @@ manual assignments must cover exactly the new partitions with registered brokers
 as many as the topic's replication factor (INVALID_REPLICA_ASSIGNMENT). ``validate_only``
 checks and changes nothing. New partitions start empty with leader epoch 0.
 
-Omissions: no authorizer, no controller mutation quota.
+A topic the caller may not ALTER gets TOPIC_AUTHORIZATION_FAILED (no message), as Kafka's
+controller answers. Omissions: no controller mutation quota.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, allowed_names
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP, Topic
@@ -36,6 +38,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(topic.name for topic in request.topics)
     results = []
     reported: set[str] = set()
+    alterable = allowed_names(
+        ctx, AclOperation.ALTER, ResourceType.TOPIC, (n for n, c in counts.items() if c == 1)
+    )
     for topic in request.topics:
         name = topic.name
         if name in reported:
@@ -44,6 +49,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if counts[name] > 1:
             reported.add(name)
             code, message = ErrorCode.invalid_request, "Duplicate topic name."
+        elif name not in alterable:
+            code = ErrorCode.topic_authorization_failed
         else:
             try:
                 _grow(ctx, topic, request.validate_only)

@@ -7,13 +7,14 @@ the group stays and gets the persister's error. Other group types are removed fr
 whose deletion listeners drop what belongs to them (committed offsets).
 
 Every broker accepts the request (one group coordinator per process; see FindCoordinator).
-Omissions: no authorizer.
+A group the caller may not DELETE gets GROUP_AUTHORIZATION_FAILED, as KafkaApis answers.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator, share_persister
@@ -34,6 +35,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _delete(ctx: RequestContext, group_id: str) -> ErrorCode:
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed
     if not group_id:
         return ErrorCode.invalid_group_id
     registry = group_coordinator(ctx.runtime).registry

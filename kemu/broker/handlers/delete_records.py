@@ -8,13 +8,15 @@ partition led by another broker gets NOT_LEADER_OR_FOLLOWER, an unknown one
 UNKNOWN_TOPIC_OR_PARTITION, a topic whose ``cleanup.policy`` lacks ``delete``
 POLICY_VIOLATION, as in Kafka. kemu keeps one copy, so the answer never waits for followers.
 
-Omissions: no authorizer.
+A topic the caller may not DELETE answers TOPIC_AUTHORIZATION_FAILED per partition, as
+KafkaApis checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, allowed_names
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
@@ -26,10 +28,20 @@ INVALID_LOW_WATERMARK = -1
 
 @handler(API_KEY, 0, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    deletable = allowed_names(
+        ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     topics = []
     for topic_request in request.topics:
         partitions = tuple(
             _delete(ctx, topic_request.name, p.partition_index, p.offset)
+            if topic_request.name in deletable
+            else ctx.make(
+                "DeleteRecordsPartitionResult",
+                partition_index=p.partition_index,
+                low_watermark=INVALID_LOW_WATERMARK,
+                error_code=ErrorCode.topic_authorization_failed,
+            )
             for p in topic_request.partitions
         )
         topics.append(

@@ -6,7 +6,8 @@ starts them afresh from ``share.auto.offset.reset``. The group must exist and be
 topic that does not exist, or for which the group has no share state, gets
 UNKNOWN_TOPIC_OR_PARTITION; a persister failure is reported on the topic.
 
-Omissions: no authorizer.
+ACLs as KafkaApis checks them: DELETE on the group (GROUP_AUTHORIZATION_FAILED for the request)
+and READ on each topic (TOPIC_AUTHORIZATION_FAILED on the topic).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator, share_persister
@@ -30,6 +32,9 @@ NO_OFFSETS = "There is no offset information to delete."
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not request.group_id:
         return ctx.respond(error_code=ErrorCode.invalid_group_id, responses=())
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        denied = ErrorCode.group_authorization_failed
+        return ctx.respond(error_code=denied, error_message=default_message(denied), responses=())
     coordinator = group_coordinator(ctx.runtime)
     try:
         group = coordinator.share.empty_group_for_offsets(request.group_id, create=False)
@@ -41,6 +46,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for entry in request.topics:
         name = entry.topic_name
         topic = ctx.cluster.topics.get(name)
+        if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name):
+            code = ErrorCode.topic_authorization_failed
+            topics.append(_topic(ctx, name, NULL_TOPIC_ID, code, default_message(code)))
+            continue
         if topic is None:
             code = ErrorCode.unknown_topic_or_partition
             topics.append(_topic(ctx, name, NULL_TOPIC_ID, code, default_message(code)))

@@ -5,12 +5,15 @@ each component matches an entity type exactly (a name), its default entity, or a
 (non-default) name; ``strict`` also requires the entity to have no other types. A bad filter (a
 type twice, an unknown type or match type, a match string where none belongs, IP with user or
 client id) is INVALID_REQUEST with Kafka's message and no entries.
+
+DESCRIBE_CONFIGS on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.client_quotas import Component, QuotaError, client_quotas
 from kemu.cluster.context import RequestContext
@@ -21,6 +24,9 @@ API_KEY = 48
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, cluster_check(AclOperation.DESCRIBE_CONFIGS))
+    if denied is not None:
+        return denied
     components = [Component(c.entity_type, c.match_type, c.match) for c in request.components]
     try:
         found = client_quotas(ctx.runtime).describe(components, request.strict)

@@ -10,18 +10,21 @@ empty name describes the cluster-wide dynamic defaults, with an id it must be th
 broker (INVALID_REQUEST otherwise, as Kafka says "Unexpected broker id ..."); an unknown
 resource type is INVALID_REQUEST.
 
-Omissions: no authorizer; BROKER_LOGGER and CLIENT_METRICS resources are not served.
+DESCRIBE_CONFIGS is checked as Kafka's ConfigHelper does (on the cluster for broker resources,
+else on the topic or group); refused resources come last, with the error's message.
+Omissions: BROKER_LOGGER and CLIENT_METRICS resources are not served.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, config_refusal
 from kemu.broker.handlers import handler
 from kemu.cluster import config_resources
 from kemu.cluster.config_resources import ConfigEntry, ConfigResourceError
 from kemu.cluster.context import RequestContext
-from kemu.protocol.errors import ErrorCode
+from kemu.protocol.errors import ErrorCode, default_message
 
 API_KEY = 32
 
@@ -31,7 +34,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_documentation = bool(getattr(request, "include_documentation", False))
     results = []
+    refusals = []
     for resource in request.resources:
+        denied = config_refusal(
+            ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+        )
+        if denied is not None:
+            refusals.append(
+                ctx.make(
+                    "DescribeConfigsResult",
+                    error_code=denied,
+                    error_message=default_message(denied),
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=(),
+                )
+            )
+            continue
         code, message, configs = ErrorCode.none, None, ()
         try:
             entries = config_resources.describe(
@@ -55,7 +74,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 configs=configs,
             )
         )
-    return ctx.respond(results=tuple(results))
+    return ctx.respond(results=tuple(results) + tuple(refusals))
 
 
 def _entry(ctx: RequestContext, entry: ConfigEntry) -> Any:

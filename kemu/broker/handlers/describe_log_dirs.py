@@ -10,6 +10,9 @@ topics or partitions the broker does not host are left out, as Kafka leaves them
 
 Omissions: no future logs (AlterReplicaLogDirs is not served), so ``is_future_key`` is false;
 no directory is ever cordoned (v5 ``is_cordoned`` false).
+
+Without DESCRIBE on the cluster the answer lists no log dirs, with CLUSTER_AUTHORIZATION_FAILED
+(v3+), as Kafka's.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from kemu.broker.authorization import CLUSTER_NAME, AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import Topic
@@ -33,6 +37,9 @@ def log_dir_path(ctx: RequestContext) -> str:
 
 @handler(API_KEY, 1, 5)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # Kafka answers no log dirs, and the error where the version has a field for it
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, results=())
     cluster = ctx.cluster
     wanted: list[tuple[Topic, list[int] | None]]
     if request.topics is None:

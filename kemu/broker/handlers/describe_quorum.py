@@ -11,6 +11,8 @@ controller endpoint (DescribeCluster refuses endpoint type CONTROLLER).
 
 A topic other than ``__cluster_metadata`` or a partition other than 0 is
 UNKNOWN_TOPIC_OR_PARTITION for the whole request, as Kafka's raft client answers.
+
+DESCRIBE on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
@@ -33,6 +36,9 @@ def directory_id(cluster_id: str, node_id: int) -> uuid.UUID:
 
 @handler(API_KEY, 0, 2)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, cluster_check(AclOperation.DESCRIBE))
+    if denied is not None:
+        return denied
     wanted = [(t.topic_name, p.partition_index) for t in request.topics for p in t.partitions]
     if wanted != [(METADATA_TOPIC, 0)]:
         return ctx.respond(

@@ -8,7 +8,11 @@ DeliveryCompleteCount (the offsets at or above the SPSO already acknowledged or 
 offset -1, and a partition without state answers start offset -1, as Kafka does (absence of data,
 not an error). An empty group id gets INVALID_GROUP_ID.
 
-Omissions: no authorizer; the end offset is the high watermark.
+ACLs as KafkaApis checks them: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED with its
+message); a named topic without DESCRIBE answers a zero topic id and, per partition, start offset
+-1 with TOPIC_AUTHORIZATION_FAILED, after the others; an all-topics answer leaves it out.
+
+Omissions: the end offset is the high watermark.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, allowed_names, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator, share_persister
@@ -24,7 +29,7 @@ from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
     SharePartitionKey,
 )
-from kemu.protocol.errors import ErrorCode
+from kemu.protocol.errors import ErrorCode, default_message
 
 API_KEY = 90
 NULL_TOPIC_ID = uuid.UUID(int=0)
@@ -49,8 +54,18 @@ async def _group(ctx: RequestContext, request: Any) -> Any:
             error_code=ErrorCode.invalid_group_id,
             error_message=None,
         )
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        denied = ErrorCode.group_authorization_failed
+        return ctx.make(
+            "DescribeShareGroupOffsetsResponseGroup",
+            group_id=group_id,
+            topics=(),
+            error_code=denied,
+            error_message=default_message(denied),
+        )
     cluster = ctx.cluster
     wanted: list[tuple[str, uuid.UUID | None, list[int]]] = []
+    refused: list[Any] = []
     if request.topics is None:
         found = group_coordinator(ctx.runtime).registry.get(group_id)
         if isinstance(found, ShareGroup):
@@ -58,8 +73,20 @@ async def _group(ctx: RequestContext, request: Any) -> Any:
                 by_id = cluster.topics_by_id.get(initialized_id)
                 if by_id is not None and initialized:
                     wanted.append((by_id.name, initialized_id, sorted(initialized)))
+        visible = allowed_names(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (w[0] for w in wanted)
+        )
+        wanted = [w for w in wanted if w[0] in visible]
     else:
+        visible = allowed_names(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic_name for t in request.topics)
+        )
         for entry in request.topics:
+            if entry.topic_name not in visible:
+                denied = ErrorCode.topic_authorization_failed
+                partitions = [_partition(ctx, p, error=denied) for p in entry.partitions]
+                refused.append(_topic(ctx, entry.topic_name, NULL_TOPIC_ID, partitions))
+                continue
             topic = cluster.topics.get(entry.topic_name)
             wanted.append(
                 (entry.topic_name, topic.topic_id if topic else None, list(entry.partitions))
@@ -77,7 +104,7 @@ async def _group(ctx: RequestContext, request: Any) -> Any:
     return ctx.make(
         "DescribeShareGroupOffsetsResponseGroup",
         group_id=group_id,
-        topics=tuple(known + unknown),
+        topics=tuple(known + unknown + refused),
         error_code=ErrorCode.none,
         error_message=None,
     )
@@ -109,6 +136,7 @@ def _partition(
     start_offset: int = UNINITIALIZED_START_OFFSET,
     leader_epoch: int = 0,
     lag: int = UNKNOWN,
+    error: ErrorCode = ErrorCode.none,
 ) -> Any:
     return ctx.make(
         "DescribeShareGroupOffsetsResponsePartition",
@@ -116,8 +144,8 @@ def _partition(
         start_offset=start_offset,
         leader_epoch=leader_epoch,
         lag=lag,
-        error_code=ErrorCode.none,
-        error_message=None,
+        error_code=error,
+        error_message=default_message(error) if error != ErrorCode.none else None,
     )
 
 

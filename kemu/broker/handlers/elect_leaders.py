@@ -16,12 +16,15 @@ A moved leader is what a reassignment or a broker failure gives in Kafka: the ol
 NOT_LEADER_OR_FOLLOWER and clients follow the new one through Metadata.
 
 Omissions: the request timeout is not used (an election completes before the answer).
+
+ALTER on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
@@ -48,6 +51,9 @@ def elect(
 
 @handler(API_KEY, 0, 2)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, cluster_check(AclOperation.ALTER))
+    if denied is not None:
+        return denied
     election_type = getattr(request, "election_type", PREFERRED)
     if election_type not in (PREFERRED, UNCLEAN):
         return ctx.respond(error_code=ErrorCode.invalid_request, replica_election_results=())

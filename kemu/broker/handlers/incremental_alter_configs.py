@@ -9,14 +9,16 @@ anything but DELETE are INVALID_REQUEST, bad topic values INVALID_CONFIG, unknow
 UNKNOWN_TOPIC_OR_PARTITION, non-dynamic broker configs INVALID_REQUEST. Changes apply at once
 and are persisted; ``validate_only`` checks and changes nothing.
 
-Omissions: no alter-config policy, no authorizer; BROKER_LOGGER and CLIENT_METRICS resources
-are not served.
+ALTER_CONFIGS is checked as Kafka's controller does (on the cluster for broker resources,
+else on the topic or group; refusals first). Omissions: no alter-config policy;
+BROKER_LOGGER and CLIENT_METRICS resources are not served.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, config_refusal
 from kemu.broker.handlers import handler
 from kemu.cluster.config_resources import alter_response
 from kemu.cluster.context import RequestContext
@@ -26,4 +28,9 @@ API_KEY = 44
 
 @handler(API_KEY, 0, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return alter_response(ctx, request, incremental=True)
+    return alter_response(
+        ctx,
+        request,
+        incremental=True,
+        denied=lambda kind, name: config_refusal(ctx, AclOperation.ALTER_CONFIGS, kind, name),
+    )

@@ -14,13 +14,25 @@ producer, whose Ongoing transaction is aborted first. A timeout above
 the current one is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4); a transaction still being
 completed is CONCURRENT_TRANSACTIONS; an empty transactional id is INVALID_REQUEST. Any broker
 answers (one coordinator per process).
+
+ACLs as KafkaApis checks them: WRITE on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one, IDEMPOTENT_WRITE on the cluster or WRITE
+on some topic (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.authorization import refused, txn_write
+from kemu.broker.authorization import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_by_resource_type,
+    refused,
+    txn_write,
+)
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version, millis
 from kemu.cluster.context import RequestContext
@@ -39,6 +51,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     denied = refused(ctx, request, txn_write(request.transactional_id))
     if denied is not None:
         return denied
+    if (
+        request.transactional_id is None
+        and not authorize(
+            ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log=False
+        )
+        and not authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+        return _error(ctx, ErrorCode.cluster_authorization_failed)
     given_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     given_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (given_id == NO_PRODUCER_ID) != (given_epoch == NO_PRODUCER_EPOCH):

@@ -7,13 +7,14 @@ negative partition or state epoch, UNKNOWN_TOPIC_OR_PARTITION for a topic or par
 does not have, NOT_COORDINATOR when this broker does not lead the key's ``__share_group_state``
 partition (see ``_share_state``). The answer is given once the record is in the log.
 
-Omissions: no authorizer (Kafka requires CLUSTER_ACTION).
+CLUSTER_ACTION on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._share_state import share_state_response
 from kemu.cluster.context import RequestContext
@@ -25,6 +26,9 @@ API_KEY = 83
 
 @handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, cluster_check(AclOperation.CLUSTER_ACTION))
+    if denied is not None:
+        return denied
     service = share_persister(ctx.runtime)
 
     def answer(key: SharePartitionKey, data: Any) -> Any:

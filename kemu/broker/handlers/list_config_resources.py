@@ -8,12 +8,15 @@ list means client metrics at v0 and every type at v1; at v0 any other type, and 
 that is not one of those, is UNSUPPORTED_VERSION, as Kafka answers.
 
 Omission: GROUP lists groups that have configs, not every group that exists.
+
+DESCRIBE_CONFIGS on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.client_metrics import client_metrics_store
 from kemu.cluster.config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
@@ -28,6 +31,9 @@ V1_TYPES = (CLIENT_METRICS, TOPIC, BROKER, BROKER_LOGGER, GROUP)
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, cluster_check(AclOperation.DESCRIBE_CONFIGS))
+    if denied is not None:
+        return denied
     wanted = set(getattr(request, "resource_types", ()))
     supported = (CLIENT_METRICS,) if ctx.version == 0 else V1_TYPES
     if wanted - set(supported):

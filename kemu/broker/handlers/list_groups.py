@@ -7,13 +7,15 @@ state Empty or Stable.
 
 As in Kafka, a broker lists the groups it coordinates: those whose ``__consumer_offsets``
 partition it leads (see FindCoordinator). Admin clients ask every broker and so see each group
-once. Omissions: no authorizer (Kafka drops groups the caller may not DESCRIBE).
+once. As KafkaApis does, a caller without DESCRIBE on the cluster sees only the groups it may
+DESCRIBE (no denial logged).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import CLUSTER_NAME, AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.placement import GROUP, coordinator_partition
@@ -27,6 +29,7 @@ API_KEY = 16
 async def handle(ctx: RequestContext, request: Any) -> Any:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
+    every = authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log=False)
     listed = []
     for group in group_coordinator(ctx.runtime).registry:
         if coordinator_partition(ctx.cluster, GROUP, group.group_id).leader_id != ctx.node.node_id:
@@ -34,6 +37,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if states and group.state_name.lower() not in states:
             continue
         if types and group.group_type.lower() not in types:
+            continue
+        if not every and not authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id, log=False
+        ):
             continue
         listed.append(
             ctx.make(

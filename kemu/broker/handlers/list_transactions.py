@@ -4,7 +4,8 @@ Every transactional id whose ``__transaction_state`` partition this broker leads
 where each broker lists its own coordinator's), with its producer id and state, filtered by state
 names (unknown names are echoed in ``unknown_state_filters``), producer ids, v1+ a minimum
 time since the transaction started (ms), v2+ a transactional id regular expression (matched as a
-whole; a bad pattern is INVALID_REQUEST). Any broker answers. Omission: no authorizer.
+whole; a bad pattern is INVALID_REQUEST). Any broker answers. As Kafka, only the transactional
+ids the principal may DESCRIBE are listed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
@@ -20,6 +22,7 @@ from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 66
+TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
 
 
 @handler(API_KEY, 0, 2)
@@ -56,6 +59,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         if coordinator_partition(ctx.cluster, TRANSACTION, transactional_id).leader_id != node:
             continue  # Admin asks every broker and concatenates: each lists the ids it leads
+        if not authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        ):
+            continue
         found.append(
             ctx.make(
                 "TransactionState",

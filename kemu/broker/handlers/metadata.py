@@ -10,7 +10,8 @@ as Kafka without an authorizer, every operation of the resource type (7 cluster 
 8 topic operations), for topics found and for names that get an error; topics asked for by an
 unknown id get none.
 
-Omissions: no authorizer.
+With an authorizer, named topics need DESCRIBE (TOPIC_AUTHORIZATION_FAILED) and one to be
+auto-created CREATE on the cluster or the topic, as KafkaApis checks.
 """
 
 from __future__ import annotations
@@ -105,6 +106,14 @@ def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: bool)
     found = cluster.topics.get(name)
     if found is not None:
         return _topic(ctx, found, operations)
+    if (
+        allow_auto
+        and cluster.config.get_bool("auto.create.topics.enable")
+        and not authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log=False)
+        and not authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+    ):
+        # KafkaApis: a topic that would be auto-created needs CREATE on the cluster or on it
+        return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.topic_authorization_failed, False)
     try:
         validate_topic_name(name)
     except TopicError:

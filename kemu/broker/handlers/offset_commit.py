@@ -15,8 +15,9 @@ OFFSET_METADATA_TOO_LARGE; v6+ stores the leader epoch. v10 names topics by id
 For a KIP-848 consumer group the generation field is the member epoch: the member must be known
 (UNKNOWN_MEMBER_ID) and commit with its current epoch (STALE_MEMBER_EPOCH).
 
-Every broker answers (one group coordinator per process). Omissions: no authorizer; v0-v1
-(ZooKeeper-era) are not served, as Kafka 4 does not.
+Every broker answers (one group coordinator per process). As KafkaApis checks, the group needs
+READ (GROUP_AUTHORIZATION_FAILED) and each topic READ (TOPIC_AUTHORIZATION_FAILED per partition).
+Omissions: v0-v1 (ZooKeeper-era) are not served, as Kafka 4 does not.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.authorization import group_read, refused
+from kemu.broker.authorization import AclOperation, ResourceType, allowed_names, group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.offset_manager import DEFAULT_RETENTION, CommitPartition
@@ -44,6 +45,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     answers: list[tuple[Any, list[tuple[int, ErrorCode | None]]]] = []
     valid: list[CommitPartition] = []
     names: list[str | None] = []
+    readable = allowed_names(
+        ctx,
+        AclOperation.READ,
+        ResourceType.TOPIC,
+        (_topic_name(ctx, topic, by_id) or "" for topic in request.topics),
+    )
     for topic in request.topics:
         found = ctx.cluster.topics_by_id.get(topic.topic_id) if by_id else None
         name = found.name if found is not None else (None if by_id else topic.name)
@@ -54,6 +61,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             index = partition.partition_index
             if name is None:
                 entries.append((index, unknown))
+            elif name not in readable:
+                entries.append((index, ErrorCode.topic_authorization_failed))
             elif ctx.cluster.partition(name, index) is None:
                 entries.append((index, ErrorCode.unknown_topic_or_partition))
             else:
@@ -107,3 +116,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     return ctx.respond(throttle_time=datetime.timedelta(0), topics=tuple(topics))
+
+
+def _topic_name(ctx: RequestContext, topic: Any, by_id: bool) -> str | None:
+    if not by_id:
+        return str(topic.name)
+    found = ctx.cluster.topics_by_id.get(topic.topic_id)
+    return None if found is None else found.name

@@ -6,7 +6,9 @@ GROUP_SUBSCRIBED_TO_TOPIC per partition); any other group with members gets NON_
 unknown group, or one of another type, gets GROUP_ID_NOT_FOUND; unknown topics or partitions
 UNKNOWN_TOPIC_OR_PARTITION. Deleting an offset that was never committed succeeds.
 
-Every broker answers (one group coordinator per process). Omissions: no authorizer.
+Every broker answers (one group coordinator per process). As KafkaApis checks, the group needs
+DELETE (GROUP_AUTHORIZATION_FAILED for the request), each topic READ (TOPIC_AUTHORIZATION_FAILED
+per partition).
 """
 
 from __future__ import annotations
@@ -14,6 +16,13 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import (
+    AclOperation,
+    ResourceType,
+    allowed_names,
+    group_check,
+    refused,
+)
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
@@ -24,9 +33,17 @@ API_KEY = 47
 
 @handler(API_KEY, 0, 0)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    denied = refused(ctx, request, group_check(AclOperation.DELETE, request.group_id))
+    if denied is not None:
+        return denied
+    readable = allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     requested: list[tuple[str, list[int]]] = []
     unknown: set[tuple[str, int]] = set()
     for topic in request.topics:
+        if topic.name not in readable:
+            continue
         indexes = []
         for partition in topic.partitions:
             if ctx.cluster.partition(topic.name, partition.partition_index) is None:
@@ -46,7 +63,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     "OffsetDeleteResponsePartition",
                     partition_index=p.partition_index,
                     error_code=(
-                        ErrorCode.unknown_topic_or_partition
+                        ErrorCode.topic_authorization_failed
+                        if topic.name not in readable
+                        else ErrorCode.unknown_topic_or_partition
                         if (topic.name, p.partition_index) in unknown
                         else result.partitions.get((topic.name, p.partition_index), ErrorCode.none)
                     ),

@@ -10,7 +10,10 @@ member epoch >= 0) must be known (UNKNOWN_MEMBER_ID) and name its current epoch
 (STALE_MEMBER_EPOCH). ``require_stable`` (v7+) never finds a pending transactional commit, as
 kemu has none.
 
-Every broker answers (one group coordinator per process). Omissions: no authorizer.
+Every broker answers (one group coordinator per process). As KafkaApis checks, a group needs
+DESCRIBE (GROUP_AUTHORIZATION_FAILED for the group); a named topic without DESCRIBE answers
+TOPIC_AUTHORIZATION_FAILED with offset -1 per partition, and an all-offsets answer leaves such
+topics out.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import datetime
 import uuid
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, allowed_names, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.offset_manager import FetchedOffset
@@ -65,9 +69,12 @@ def _group(
     member_epoch: int = -1,
 ) -> dict[str, Any]:
     by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return {"error_code": ErrorCode.group_authorization_failed, "topics": ()}
     coordinator = group_coordinator(ctx.runtime)
     unknown_ids: dict[uuid.UUID, list[int]] = {}
     requested: list[tuple[str, list[int]]] | None = None
+    refused: list[tuple[str, uuid.UUID | None, list[int]]] = []
     if topics is not None:
         requested = []
         for topic in topics:
@@ -79,10 +86,20 @@ def _group(
                 requested.append((found.name, list(topic.partition_indexes)))
             else:
                 requested.append((topic.name, list(topic.partition_indexes)))
+        names = [name for name, _ in requested]
+        visible = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        for name, indexes in requested:
+            if name not in visible:
+                existing = ctx.cluster.topics.get(name) if by_id else None
+                refused.append((name, None if existing is None else existing.topic_id, indexes))
+        requested = [(name, indexes) for name, indexes in requested if name in visible]
     error, fetched = coordinator.fetch_offsets(group_id, requested, member_id, member_epoch)
     by_topic: dict[str, list[FetchedOffset]] = {}
     for entry in fetched:
         by_topic.setdefault(entry.topic, []).append(entry)
+    if topics is None:
+        visible = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, by_topic)
+        by_topic = {name: entries for name, entries in by_topic.items() if name in visible}
     answered = []
     for name, entries in by_topic.items():
         topic_id = None
@@ -106,6 +123,20 @@ def _group(
                 topic_id=topic_id,
                 partitions=tuple(
                     _partition(ctx, FetchedOffset("", index), ErrorCode.unknown_topic_id)
+                    for index in indexes
+                ),
+            )
+        )
+    for name, topic_id, indexes in refused:
+        answered.append(
+            ctx.make(
+                topic_class,
+                name=name,
+                topic_id=topic_id,
+                partitions=tuple(
+                    _partition(
+                        ctx, FetchedOffset(name, index), ErrorCode.topic_authorization_failed
+                    )
                     for index in indexes
                 ),
             )

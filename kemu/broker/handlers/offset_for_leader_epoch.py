@@ -6,7 +6,9 @@ offset; an older epoch ends where the next epoch's first batch starts (the answe
 largest one at or below the requested one that has batches, else the requested one); an epoch
 newer than the current one is UNDEFINED (-1/-1), as Kafka answers it. CurrentLeaderEpoch is
 checked first (FENCED_LEADER_EPOCH when stale, UNKNOWN_LEADER_EPOCH when ahead); a partition led
-elsewhere is NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION.
+elsewhere is NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION. As KafkaApis
+checks (KIP-320), CLUSTER_ACTION on the cluster or DESCRIBE on the topic is needed; other topics
+answer TOPIC_AUTHORIZATION_FAILED per partition, after the authorized ones.
 
 Omissions: kemu keeps no epoch cache; older epochs are found by scanning batch headers, which
 is fine for how rarely clients ask. Replica ids are not checked (followers do not exist).
@@ -16,6 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    allowed_names,
+    authorize,
+)
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
@@ -28,8 +37,15 @@ UNDEFINED_OFFSET = -1
 
 @handler(API_KEY, 2, 4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    names = [t.topic for t in request.topics]
+    if authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log=False):
+        visible = set(names)
+    else:
+        visible = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []
     for topic_request in request.topics:
+        if topic_request.topic not in visible:
+            continue
         topic = ctx.cluster.topics.get(topic_request.topic)
         results = []
         for p in topic_request.partitions:
@@ -52,6 +68,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ctx.make(
                 "OffsetForLeaderTopicResult", topic=topic_request.topic, partitions=tuple(results)
             )
+        )
+    for topic_request in request.topics:
+        if topic_request.topic in visible:
+            continue
+        refusals = tuple(
+            ctx.make(
+                "EpochEndOffset",
+                error_code=ErrorCode.topic_authorization_failed,
+                partition=p.partition,
+                leader_epoch=UNDEFINED_EPOCH,
+                end_offset=UNDEFINED_OFFSET,
+            )
+            for p in topic_request.partitions
+        )
+        topics.append(
+            ctx.make("OffsetForLeaderTopicResult", topic=topic_request.topic, partitions=refusals)
         )
     return ctx.respond(topics=tuple(topics))
 

@@ -11,14 +11,15 @@ persister before the answer. Partitions led elsewhere get NOT_LEADER_OR_FOLLOWER
 CurrentLeader and NodeEndpoints; unknown topic ids UNKNOWN_TOPIC_ID. v2 answers the
 acquisition lock duration in effect (after RENEW, the renewed lock's length).
 
-Omissions: authorization.
+The group needs READ (GROUP_AUTHORIZATION_FAILED for the request), each topic READ
+(TOPIC_AUTHORIZATION_FAILED per partition), as KafkaApis checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.authorization import group_read
+from kemu.broker.authorization import group_read, unreadable_topics
 from kemu.broker.authorization import refused as refused_by_acls
 from kemu.broker.handlers import handler
 from kemu.broker.share.manager import share_partitions
@@ -59,10 +60,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return refused(ctx, decision.error, 0, decision.message)
 
     answers: dict[SharePartitionRef, PartitionAnswer] = {}
+    unreadable = unreadable_topics(ctx, {topic.topic_id for topic in request.topics})
     for topic in request.topics:
         for p in topic.partitions:
             ref = (topic.topic_id, p.partition_index)
             answer = answers[ref] = PartitionAnswer()
+            if topic.topic_id in unreadable:
+                answer.error = ErrorCode.topic_authorization_failed
+                continue
             where = route(ctx, *ref)
             if where.error is not ErrorCode.none or where.partition is None:
                 answer.error = where.error

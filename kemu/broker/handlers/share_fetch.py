@@ -25,18 +25,21 @@ nothing: as in Kafka, whose PartitionMaxBytesStrategy throws on it, each partiti
 leads gets UNKNOWN_SERVER_ERROR "Requested max bytes must be greater than 0", at once
 (acknowledgements are still applied).
 
-Omissions: authorization; Kafka's broker-side rejection of non-zero fetch limits in an
-IsRenewAck request and of partitions named in a closing (-1) request; share fetch purgatory
-fairness beyond rotating the partition order.
+The group needs READ (GROUP_AUTHORIZATION_FAILED for the request) and each topic READ: the
+partitions of a topic the principal may not read answer TOPIC_AUTHORIZATION_FAILED (their
+acknowledgements too), as KafkaApis does. Omissions: Kafka's broker-side rejection of non-zero
+fetch limits in an IsRenewAck request and of partitions named in a closing (-1) request; share
+fetch purgatory fairness beyond rotating the partition order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from kemu.broker.authorization import group_read
+from kemu.broker.authorization import group_read, unreadable_topics
 from kemu.broker.authorization import refused as refused_by_acls
 from kemu.broker.handlers import handler
 from kemu.broker.share.actor import SharePartitionActor
@@ -101,6 +104,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if decision.error is not ErrorCode.none or decision.session is None:
         # A session error is Kafka's getErrorResponse: no acquisition lock timeout (0).
         return refused(ctx, decision.error, 0, decision.message)
+    # READ on each topic, as KafkaApis filters the session's partitions (logged once a request)
+    unreadable = unreadable_topics(
+        ctx, {t for t, _ in requested} | {t for t, _ in decision.session.partitions}
+    )
     hooks = ctx.connection
     if request.share_session_epoch == INITIAL_EPOCH and hooks is not None:
         hooks.on_close(key, lambda: manager.connection_closed(key, hooks))
@@ -111,6 +118,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     answers: dict[SharePartitionRef, PartitionAnswer] = {}
     releases: list[Deferred] = []
     for ref, raw in acknowledgements.items():
+        if ref[0] in unreadable:
+            answers[ref] = PartitionAnswer(ack_error=ErrorCode.topic_authorization_failed)
+            continue
         answers[ref] = await _acknowledge(
             ctx, manager, settings, group_id, member_id, ref, raw, releases if fetching else None
         )
@@ -121,14 +131,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.max_bytes <= 0:
         # Kafka's PartitionMaxBytesStrategy refuses a request max bytes of 0 and the delayed
         # share fetch completes every partition it holds with that exception: no records.
-        targets = _targets(ctx, manager, group_id, list(decision.session.partitions), answers)
+        session_refs = list(decision.session.partitions)
+        targets = _targets(ctx, manager, group_id, session_refs, answers, unreadable)
         for ref, _partition, _actor in targets:
             answer = answers.setdefault(ref, PartitionAnswer())
             answer.error = ErrorCode.unknown_server_error
             answer.message = NO_MAX_BYTES
         return _respond(ctx, answers, lock_ms)
     try:
-        await _fetch_with_wait(ctx, request, manager, settings, decision.session, answers, releases)
+        await _fetch_with_wait(
+            ctx, request, manager, settings, decision.session, answers, releases, unreadable
+        )
     finally:
         await _release(member_id, releases)
     return _respond(ctx, answers, lock_ms)
@@ -145,6 +158,7 @@ async def _fetch_with_wait(
     session: ShareSession,
     answers: dict[SharePartitionRef, PartitionAnswer],
     releases: list[Deferred],
+    unreadable: set[uuid.UUID],
 ) -> None:
     """Acquire, long-polling up to MaxWaitMs for MinBytes. The request's own RELEASEs take effect
     after the first attempt, and before any wait: they are handed out (to this request too) only
@@ -156,7 +170,7 @@ async def _fetch_with_wait(
     mode = AcquireMode(int(getattr(request, "share_acquire_mode", 0)))
     while True:
         remaining = deadline - ctx.wait_ms()
-        targets = _targets(ctx, manager, group_id, order, answers)
+        targets = _targets(ctx, manager, group_id, order, answers, unreadable)
         if remaining <= 0 or not targets or _acquirable(targets, settings, min_bytes) >= min_bytes:
             acquired, failed = await _fetch(
                 ctx, request, settings, member_id, mode, targets, answers
@@ -186,10 +200,15 @@ def _targets(
     group_id: str,
     order: list[SharePartitionRef],
     answers: dict[SharePartitionRef, PartitionAnswer],
+    unreadable: set[uuid.UUID],
 ) -> list[Target]:
-    """The session's partitions this broker leads; the others get their error answer."""
+    """The session's partitions this broker leads and the principal may READ; the others get
+    their error answer."""
     targets = []
     for ref in order:
+        if ref[0] in unreadable:
+            answers.setdefault(ref, PartitionAnswer()).error = ErrorCode.topic_authorization_failed
+            continue
         where = route(ctx, *ref)
         if where.error is not ErrorCode.none or where.partition is None:
             answer = answers.setdefault(ref, PartitionAnswer())

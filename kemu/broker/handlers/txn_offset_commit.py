@@ -23,7 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.authorization import group_read, refused, txn_write
+from kemu.broker.authorization import (
+    AclOperation,
+    ResourceType,
+    allowed_names,
+    group_read,
+    refused,
+    txn_write,
+)
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version
 from kemu.cluster.context import RequestContext
@@ -70,11 +77,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     error = for_version(error, ctx.version, FIRST_FENCED_VERSION)
     max_metadata = broker_int(ctx.cluster.config, "offset.metadata.max.bytes")
     pending = PendingOffsets(member_id, instance_id, generation, OFFSET_COMMIT_VERSION)
+    readable = allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     answers = []
     for topic in request.topics:
         partitions = []
         for entry in topic.partitions:
-            code = error
+            code = error if topic.name in readable else ErrorCode.topic_authorization_failed
             if code is ErrorCode.none:
                 metadata = entry.committed_metadata
                 if ctx.cluster.partition(topic.name, entry.partition_index) is None:

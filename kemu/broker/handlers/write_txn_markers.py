@@ -6,12 +6,23 @@ written as a COMMIT/ABORT control batch to every listed partition this broker le
 NOT_LEADER_OR_FOLLOWER, unknown ones UNKNOWN_TOPIC_OR_PARTITION), and the transaction
 coordinator's marker listeners hear of them (with an empty transactional id). The coordinator
 epoch is written into the marker and not checked.
+
+ALTER or CLUSTER_ACTION on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka
+checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    authorize,
+    cluster_check,
+    refused,
+)
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.transaction.coordinator import Markers
@@ -23,6 +34,11 @@ API_KEY = 27
 
 @handler(API_KEY, 1, 2)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not authorize(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, log=False):
+        # Kafka: ALTER on the cluster, else CLUSTER_ACTION (brokers write markers)
+        denied = refused(ctx, request, cluster_check(AclOperation.CLUSTER_ACTION))
+        if denied is not None:
+            return denied
     now = ctx.now_ms()
     results = []
     for marker in request.markers:

@@ -228,6 +228,49 @@ class AclStore:
             return True
         return not has_resource_acls and self.allow_if_no_acl
 
+    def authorize_by_resource_type(
+        self, principal: str, host: str, operation: Operation, resource_type: AclResourceType
+    ) -> bool:
+        """Whether some resource of the type allows ``operation`` (Kafka's default
+        ``Authorizer.authorizeByResourceType``): super users and the no-ACL default as for a
+        made-up name, else an ALLOW (the operation or ALL) for the principal on a literal or
+        prefixed name that no DENY covers (a literal DENY on ``*`` covers everything)."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
+            return True
+        deny_literals: set[str] = set()
+        deny_prefixes: set[str] = set()
+        allows: list[AclBinding] = []
+        for acl in self.acls:
+            if acl.resource_type != resource_type:
+                continue
+            if acl.operation not in (operation, Operation.ALL):
+                continue
+            if acl.principal not in (principal, WILDCARD_PRINCIPAL):
+                continue
+            if acl.host not in (WILDCARD, host):
+                continue
+            if acl.permission == Permission.DENY:
+                if acl.pattern_type == PatternType.LITERAL:
+                    deny_literals.add(acl.resource_name)
+                else:
+                    deny_prefixes.add(acl.resource_name)
+            elif acl.permission == Permission.ALLOW:
+                allows.append(acl)
+        if WILDCARD in deny_literals:
+            return False
+
+        def prefix_denied(name: str) -> bool:
+            return any(name.startswith(prefix) for prefix in deny_prefixes)
+
+        for acl in allows:
+            name = acl.resource_name
+            if acl.pattern_type == PatternType.LITERAL:
+                if name == WILDCARD or (name not in deny_literals and not prefix_denied(name)):
+                    return True
+            elif not prefix_denied(name):
+                return True
+        return False
+
     def create(self, bindings: list[AclBinding]) -> None:
         for binding in bindings:
             if binding not in self.acls:
