@@ -20,10 +20,14 @@ description plugin, as a Kafka without ``group.streams.topology.description.plug
 
 Groups are written to ``__consumer_offsets`` as Kafka's streams records (types 17, 19-23) before
 the answer and read back at start, so members carry on across a restart with their ids, epochs
-and tasks. Static members (an instance id) may leave for now with -2, keeping their tasks until their session
-expires; the instance id joining again under a new member id takes them over without a
+and tasks.
+
+Static members (an instance id) may leave for now with -2, keeping their tasks until their
+session expires; the instance id joining again under a new member id takes them over without a
 rebalance (UNRELEASED_INSTANCE_ID while another member holds it, FENCED_INSTANCE_ID for a
-heartbeat from another member id). Omissions: StreamsGroupTopologyDescriptionUpdate (KIP-1331);
+heartbeat from another member id).
+
+Omissions: StreamsGroupTopologyDescriptionUpdate (KIP-1331);
 warm-up tasks; rack-aware standby placement; regex source topics;
 ``streams.initial.rebalance.delay.ms`` (kemu assigns at once).
 """
