@@ -121,6 +121,23 @@ def test_group_metadata_record_bytes() -> None:
     assert decode_record(encode_key(key), encode_value(empty))[1] == empty
 
 
+def test_the_v3_offset_fast_path_reads_what_the_general_reader_reads() -> None:
+    key = encode_key(OffsetCommitKey("g", "t", 0))
+    for value in (
+        OffsetCommitValue(5, "", 9, leader_epoch=-1),
+        OffsetCommitValue(2**62, "métadonnée ✓", -1, leader_epoch=7),
+    ):
+        assert decode_record(key, encode_value(value))[1] == value
+    good = encode_value(OffsetCommitValue(5, "m", 9, leader_epoch=3))
+    assert good is not None
+    for bad in (good[:-1], good + b"x", good[:10], b"\x00\x03" + good[2:12] + b"\xff\xff"):
+        with pytest.raises(RecordDecodeError):
+            decode_record(key, bad)
+    bad_utf8 = b"\x00\x03" + struct.pack(">qi", 1, 0) + b"\x00\x01\xff" + struct.pack(">q", 0)
+    with pytest.raises(RecordDecodeError):
+        decode_record(key, bad_utf8)
+
+
 def test_undecodable_records_are_refused() -> None:
     with pytest.raises(RecordDecodeError):
         decode_record(b"\x00\x05" + kstring("g"), None)  # a KIP-848 record type

@@ -21,7 +21,8 @@ from kemu.coordinator.group.records import (
     RecordDecodeError,
     RecordKey,
     RecordValue,
-    decode_record,
+    decode_key,
+    decode_value,
     encode_key,
     encode_value,
 )
@@ -58,10 +59,14 @@ class OffsetsLog:
         return ErrorCode.none
 
     def replay(self) -> Iterator[Record]:
-        """Every record of an existing ``__consumer_offsets``, partition by partition."""
+        """Every record of an existing ``__consumer_offsets``, partition by partition.
+
+        A group commits the same few keys over and over, so each distinct key's bytes are
+        decoded once (keys are frozen values, shared safely)."""
         topic = self.cluster.topics.get(TOPIC)
         if topic is None:
             return
+        keys: dict[bytes, RecordKey] = {}
         for partition in topic.partitions:
             for header, batch in partition.log.batches(
                 partition.log_start_offset, partition.high_watermark
@@ -82,7 +87,10 @@ class OffsetsLog:
                     if record.key is None:
                         continue
                     try:
-                        yield decode_record(record.key, record.value)
+                        key = keys.get(record.key)
+                        if key is None:
+                            key = keys[record.key] = decode_key(record.key)
+                        decoded = decode_value(key, record.value)
                     except RecordDecodeError as error:
                         log.warning(
                             "consumer_offsets_record_skipped",
@@ -90,3 +98,5 @@ class OffsetsLog:
                             offset=record.offset,
                             reason=str(error),
                         )
+                        continue
+                    yield key, decoded

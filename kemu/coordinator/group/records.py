@@ -209,6 +209,10 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     """The value of the record keyed ``key``; None for a tombstone."""
     if data is None:
         return None
+    if isinstance(key, OffsetCommitKey) and data[:2] == _OFFSET_V3:
+        fast = _offset_value_v3(data)
+        if fast is not None:
+            return fast
     if isinstance(key, StreamsRecordKey):
         return streams_records.decode_value(key, data)
     if isinstance(key, ConsumerRecordKey):
@@ -235,6 +239,29 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     reader.skip_tags()
     reader.done()
     return value
+
+
+_OFFSET_V3 = _INT16.pack(OFFSET_VALUE_VERSION)
+_OFFSET_V3_HEAD = struct.Struct(">qih")  # offset, leader epoch, metadata length
+_OFFSET_V3_SIZE = 2 + _OFFSET_V3_HEAD.size + 8  # without the metadata
+
+
+def _offset_value_v3(data: bytes) -> OffsetCommitValue | None:
+    """The OffsetCommit value v3 (what kemu and Kafka 4 write) read with two struct calls, as
+    the group coordinator replays ``__consumer_offsets`` mostly of these; None when the bytes
+    are not exactly one such value (the general reader then decides)."""
+    if len(data) < _OFFSET_V3_SIZE:
+        return None
+    offset, leader_epoch, length = _OFFSET_V3_HEAD.unpack_from(data, 2)
+    if length < 0 or len(data) != _OFFSET_V3_SIZE + length:
+        return None
+    end = 2 + _OFFSET_V3_HEAD.size + length
+    try:
+        metadata = data[2 + _OFFSET_V3_HEAD.size : end].decode()
+    except UnicodeDecodeError:
+        return None
+    (commit_timestamp,) = _INT64.unpack_from(data, end)
+    return OffsetCommitValue(offset, metadata, commit_timestamp, leader_epoch, NO_TIMESTAMP)
 
 
 def _decode_group_value(reader: RecordReader, version: int) -> GroupMetadataValue:
