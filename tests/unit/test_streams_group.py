@@ -547,3 +547,58 @@ def test_static_members_leave_for_now_and_come_back_without_a_rebalance() -> Non
     assert "b" not in group.members and group.group_epoch == epoch  # no rebalance
     assert back.assignment is not None and back.assignment.active == tasks_b.active
     assert back.member_epoch == epoch
+
+
+def test_an_empty_classic_group_is_taken_over() -> None:
+    from kemu.coordinator.group.classic_group import ClassicGroupCoordinator, ClassicSettings
+
+    h = Harness()
+    classic = ClassicGroupCoordinator(h.registry, lambda _: ClassicSettings(0, 6000, 300000, 10))
+    classic.simple_group("app", 0)  # offsets an admin committed before the app's first run
+    result = h.beat("a", 0)
+    assert result.member_epoch == 1
+    assert isinstance(h.registry.get("app"), StreamsGroup)
+
+
+async def test_offsets_reset_before_the_first_run_do_not_block_the_join() -> None:
+    """kafka-streams-groups --reset-offsets before an app's first run commits offsets for a group
+    that does not exist (a simple classic group); the app's join then takes it over."""
+    import datetime
+
+    from test_classic_group_handlers import Broker
+
+    from kemu.coordinator.group.service import group_coordinator
+
+    broker = Broker()
+    broker.cluster.create_topic("in", 1, 1)
+    partition = broker.nested(
+        8, 9, "OffsetCommitRequestPartition", partition_index=0, committed_offset=5
+    )
+    topic = broker.nested(8, 9, "OffsetCommitRequestTopic", name="in", partitions=(partition,))
+    reset = await broker.commit(
+        9, "pre", 5, generation_id_or_member_epoch=-1, member_id="", topics=(topic,)
+    )
+    assert reset.topics[0].partitions[0].error_code == ErrorCode.none
+    topology = broker.nested(
+        88, 0, "Topology", epoch=0,
+        subtopologies=(
+            broker.nested(
+                88, 0, "Subtopology", subtopology_id="0", source_topics=("in",),
+                state_changelog_topics=(), repartition_source_topics=(), copartition_groups=(),
+            ),
+        ),
+    )  # fmt: skip
+    joined = await broker.send(
+        broker.request(
+            88, 0, group_id="pre", member_id="m", member_epoch=0, endpoint_information_epoch=0,
+            rebalance_timeout=datetime.timedelta(seconds=30), topology=topology,
+            process_id="p", active_tasks=(), standby_tasks=(), warmup_tasks=(), client_tags=(),
+            task_offsets=None, task_end_offsets=None,
+        )
+    )  # fmt: skip
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 1)
+    service = group_coordinator(broker.runtime)
+    assert isinstance(service.registry.get("pre"), StreamsGroup)
+    assert service.fetch_offsets("pre", [("in", [0])])[1][0].offset == 5
+    broker.restart()
+    assert isinstance(group_coordinator(broker.runtime).registry.get("pre"), StreamsGroup)

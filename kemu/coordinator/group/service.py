@@ -219,9 +219,18 @@ class GroupCoordinatorService:
     def streams_heartbeat(self, request: StreamsHeartbeat) -> StreamsHeartbeatResult:
         """KIP-1071; raises ``GroupError`` with Kafka's error. Missing internal topics are
         created before the answer."""
+        before = self.registry.get(request.group_id)
         try:
             return self.streams.heartbeat(request)
         finally:
+            taken_over = self.registry.get(request.group_id) is not before
+            if isinstance(before, ClassicGroup) and taken_over:
+                # An empty classic group was taken over: its metadata goes, its offsets stay.
+                self._append(
+                    request.group_id,
+                    [(GroupMetadataKey(request.group_id), None)],
+                    self.runtime.clock_ms(),
+                )
             self._rearm()
 
     def streams_task_topics(self, group_id: str) -> dict[str, list[str]]:

@@ -436,7 +436,9 @@ class StreamsGroupCoordinator:
         found = self.registry.get(group_id)
         if isinstance(found, StreamsGroup):
             return found
-        if found is None and create:
+        if create and (found is None or (found.group_type == "classic" and found.is_empty())):
+            # An empty classic group (e.g. offsets an admin committed) is taken over, as Kafka
+            # does; its committed offsets stay.
             return StreamsGroup(group_id)
         if found is None:
             raise GroupError(ErrorCode.group_id_not_found, f"Streams group {group_id} not found.")
