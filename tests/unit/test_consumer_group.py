@@ -282,6 +282,7 @@ async def test_heartbeat_and_describe_through_the_wire() -> None:
     assert (only.member_id, only.member_epoch, only.subscribed_topic_names) == (member, 1, ("t",))
     assert only.assignment.topic_partitions[0].topic_name == "t"
     assert only.member_type == 1
+    assert only.subscribed_topic_regex == ""  # Kafka 4.4.0 shows no regex as "" (conformance-diff)
     assert missing.error_code == ErrorCode.group_id_not_found
     assert invalid.error_code == ErrorCode.invalid_group_id
 

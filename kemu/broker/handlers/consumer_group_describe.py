@@ -77,7 +77,7 @@ def _describe(ctx: RequestContext, group: ConsumerGroup, operations: bool) -> An
                 client_id=member.client_id,
                 client_host=member.client_host,
                 subscribed_topic_names=tuple(sorted(member.subscribed_topic_names)),
-                subscribed_topic_regex=member.subscribed_topic_regex,
+                subscribed_topic_regex=member.subscribed_topic_regex or "",  # Kafka: "" for none
                 assignment=_assignment(ctx, member.assigned),
                 target_assignment=_assignment(ctx, group.target.get(member.member_id, frozenset())),
                 member_type=CONSUMER_MEMBER_TYPE,
