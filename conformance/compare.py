@@ -150,8 +150,8 @@ def topic_names(values: Iterable[Any]) -> dict[str, str]:
 
 
 def _placeholder(name: str, value: Any) -> Any:
-    if value in (None, -1, 0, "", ZERO_UUID):
-        return value
+    if value in (None, 0, "", ZERO_UUID) or (isinstance(value, int) and value < 0):
+        return value  # absent, or a sentinel (-1 unknown, ListOffsets' -2 earliest, -3 ...)
     if name in OPAQUE:
         return OPAQUE[name]
     if name not in KEEP_TIMES and name.endswith(TIME_SUFFIXES) and isinstance(value, int):
@@ -303,6 +303,23 @@ class Known:
     api: str  # wire.api_name, or "*"
     path: str  # a regular expression matched against the difference's path
     reason: str
+    request: str = ""  # a text the normalised request's JSON must contain, if given
+    name: str = ""  # the "name" of the object holding the differing field, if given
+    scenario: str = ""  # a prefix of the scenario's name, if given
+
+
+PATH_STEP = re.compile(r"\.(\w+)|\[(\d+)\]")
+
+
+def holder(value: Any, path: str) -> Any:
+    """The object that holds the last field of ``path`` (``.a[0].b`` -> ``value["a"][0]``)."""
+    steps = PATH_STEP.findall(path)
+    for key, index in steps[:-1]:
+        try:
+            value = value[key] if key else value[int(index)]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value
 
 
 def is_timing(kafka: Any, kemu: Any) -> bool:
@@ -319,13 +336,37 @@ def is_timing(kafka: Any, kemu: Any) -> bool:
     return False
 
 
-def known_reason(api: str, found: list[str], known: tuple[Known, ...]) -> str | None:
-    """The reasons, when every difference in ``found`` is a known one."""
+def known_reason(
+    api: str,
+    found: list[str],
+    known: tuple[Known, ...],
+    request: str = "",
+    response: Any = None,
+    scenario: str = "",
+) -> str | None:
+    """The reasons, when every difference in ``found`` (paths into ``response``, Kafka's) is a
+    known one."""
     reasons = []
     for difference in found:
         path = difference.split(":", 1)[0]
+
+        def named(rule: Known, path: str = path) -> bool:
+            if not rule.name:
+                return True
+            held = holder(response, path)
+            return isinstance(held, dict) and held.get("name") == rule.name
+
         match = next(
-            (k for k in known if k.api in ("*", api) and re.search(k.path, path)), None
+            (
+                k
+                for k in known
+                if k.api in ("*", api)
+                and re.search(k.path, path)
+                and k.request in request
+                and scenario.startswith(k.scenario)
+                and named(k)
+            ),
+            None,
         )
         if match is None:
             return None
@@ -377,7 +418,16 @@ def compare(
         if is_timing(kafka.responses[p.kafka], kemu.responses[p.kemu]):
             row.timing += 1
             category = "timing"
-        elif (reason := known_reason(api, found, known)) is not None:
+        elif (
+            reason := known_reason(
+                api,
+                found,
+                known,
+                json.dumps(kafka.requests[p.kafka], sort_keys=True),
+                kafka.responses[p.kafka],
+                p.scenario,
+            )
+        ) is not None:
             row.known += 1
             category = "known: " + reason
         else:

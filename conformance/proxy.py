@@ -183,8 +183,14 @@ class RecordingProxy:
         try:
             _, body = wire.decode_response(exchange.api_key, exchange.api_version, frame)
         except Exception as exc:
-            exchange.error = f"response: {exc}"
-            return frame
+            if exchange.api_key != wire.API_VERSIONS_KEY:
+                exchange.error = f"response: {exc}"
+                return frame
+            try:  # a version the broker does not serve is answered in v0 (KIP-511)
+                _, body = wire.decode_response(exchange.api_key, 0, frame)
+            except Exception:
+                exchange.error = f"response: {exc}"
+                return frame
         exchange.response = body
         rewritten = rewrite_addresses(body, self.listen)
         if rewritten is body:

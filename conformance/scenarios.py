@@ -19,9 +19,12 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import functools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import typing
 import uuid
@@ -50,7 +53,7 @@ from kemu.client.cluster import ClusterClient
 from kemu.protocol import wire
 
 ROOT = Path(__file__).resolve().parents[1]
-JAVA_CLASSES = ROOT / "tests" / "java" / "target" / "classes"
+JAVA_SOURCES = ROOT / "tests" / "java" / "src" / "main" / "java" / "kemu" / "probe"
 JAVA_LIB = ROOT / "tests" / "java" / "target" / "lib"
 TIMEOUT = 30.0
 NODE = 1  # the single broker's node id on both sides
@@ -96,9 +99,16 @@ def _consume(consumer: Consumer, wanted: int, seconds: float = 20.0) -> int:
 
 
 def _produce_keyed(producer: Producer, topic: str, count: int, partitions: int = 3) -> None:
+    """Records with increasing timestamps of their own (not the clock's, which differs between
+    the runs), so a max-timestamp lookup names the same offset on both brokers."""
+    base = int(time.time() * 1000) - 60_000
     for i in range(count):
         producer.produce(
-            topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % partitions
+            topic,
+            key=f"k{i}".encode(),
+            value=f"v{i}".encode(),
+            partition=i % partitions,
+            timestamp=base + i,
         )
     producer.flush(TIMEOUT)
 
@@ -289,6 +299,7 @@ def transactions(bootstrap: str) -> None:
     )
     consumer.assign([TopicPartition("diff-t", p, 0) for p in range(2)])
     _consume(consumer, 6)
+    consumer.pause([TopicPartition("diff-t", p) for p in range(2)])  # no fetch races the next txn
     producer.begin_transaction()
     producer.produce("diff-t", key=b"o", value=b"offsets", partition=0)
     producer.send_offsets_to_transaction(
@@ -708,27 +719,61 @@ def log_walk(bootstrap: str) -> None:
 # --- Java kafka-clients 4.4.0 --------------------------------------------------------------
 
 
-def _java(main_class: str, bootstrap: str, *args: str) -> None:
-    if not JAVA_CLASSES.exists():
-        raise RuntimeError("the Java probes are not built (make java)")
-    classpath = os.pathsep.join([str(JAVA_CLASSES), str(JAVA_LIB / "*")])
+JAVA_PROBES = ("Probe", "ProduceConsume", "TransactionProbe", "ConsumerGroupProbe")
+
+
+@functools.cache
+def _java_classes() -> Path:
+    """The probes this run uses, compiled from tests/java's sources into a directory of the run's
+    own (against the kafka-clients jars ``make java`` copied), so a stale or shared build is
+    never used and never touched."""
+    jars = sorted(JAVA_LIB.glob("*.jar"))
+    if not any(jar.name.startswith("kafka-clients") for jar in jars):
+        raise RuntimeError("tests/java/target/lib has no kafka-clients jar: run make java")
+    out = Path(tempfile.mkdtemp(prefix="kemu-diff-probes-"))
+    (out / "lib").mkdir()
+    for jar in jars:  # a copy: `make java` elsewhere empties target/lib while it rebuilds
+        shutil.copy2(jar, out / "lib" / jar.name)
+    sources = [str(JAVA_SOURCES / f"{name}.java") for name in JAVA_PROBES]
     subprocess.run(
-        ["java", "-cp", classpath, f"kemu.probe.{main_class}", "--bootstrap", bootstrap, *args],
+        ["javac", "-nowarn", "-cp", str(out / "lib" / "*"), "-d", str(out / "classes"), *sources],
+        check=True,
         capture_output=True,
+    )
+    return out
+
+
+def _java(main_class: str, bootstrap: str, *args: str) -> None:
+    built = _java_classes()
+    classpath = os.pathsep.join([str(built / "classes"), str(built / "lib" / "*")])
+    done = subprocess.run(
+        ["java", "-cp", classpath, f"kemu.probe.{main_class}", "--bootstrap", bootstrap,
+         "--replication-factor", "1", *args],
+        capture_output=True,
+        text=True,
         timeout=300,
         check=False,
-    )
+    )  # fmt: skip
+    failed = [line for line in done.stdout.splitlines() if '"ok":false' in line]
+    if failed:
+        print(f"    {main_class}: {failed[0][:300]}", file=sys.stderr)
     _settle()
 
 
 def java_produce_consume(bootstrap: str) -> None:
     _java("ProduceConsume", bootstrap, "--topic-prefix", "diff-java", "--partitions", "2",
-          "--records", "20", "--codecs", "none,gzip")  # fmt: skip
+          "--records", "20", "--codecs", "none,gzip,zstd")  # fmt: skip
 
 
 def java_transactions(bootstrap: str) -> None:
     _java("TransactionProbe", bootstrap, "--topic", "diff-java-txn", "--partitions", "2",
-          "--records", "10", "--protocols", "classic")  # fmt: skip
+          "--records", "10", "--protocols", "classic,consumer")  # fmt: skip
+
+
+def java_consumer_group(bootstrap: str) -> None:
+    _java("ConsumerGroupProbe", bootstrap, "--topic", "diff-java-group", "--partitions", "3",
+          "--records", "30", "--more", "6", "--consumers", "1",
+          "--protocol", "consumer")  # fmt: skip
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -743,4 +788,5 @@ SCENARIOS: dict[str, Scenario] = {
     "log_walk": log_walk,
     "java_produce_consume": java_produce_consume,
     "java_transactions": java_transactions,
+    "java_consumer_group": java_consumer_group,
 }

@@ -146,3 +146,31 @@ def test_compare_pairs_equal_requests_in_order_and_counts_the_rest() -> None:
     [diff] = result.diffs
     assert diff["occurrence"] == 1
     assert any("error_code" in path for path in diff["differences"])
+
+
+def test_kafka_retries_and_known_differences_are_counted_apart() -> None:
+    from conformance.compare import Known, is_timing, known_reason
+
+    kafka = {"error_code": "coordinator_not_available", "node_id": -1}
+    assert is_timing(kafka, {"error_code": "none", "node_id": 1})
+    assert not is_timing({"error_code": "none"}, {"error_code": "coordinator_not_available"})
+    rules = (Known("api_versions", r"^\.api_keys", "not served"),)
+    assert known_reason("api_versions", [".api_keys: 77 items vs 68"], rules) == "not served"
+    assert known_reason("api_versions", [".api_keys: 1 vs 2", ".other: 1 vs 2"], rules) is None
+    assert known_reason("metadata", [".api_keys: 77 items vs 68"], rules) is None
+    scoped = (Known("describe_configs", r"\.config_source", "why", request="min.insync"),)
+    assert known_reason("describe_configs", [".x.config_source: 3 vs 5"], scoped, "min.insync")
+    assert known_reason("describe_configs", [".x.config_source: 3 vs 5"], scoped, "other") is None
+
+
+def test_a_known_difference_can_name_the_object_it_is_in() -> None:
+    from conformance.compare import Known, holder, known_reason
+
+    response = {"configs": [{"name": "a", "source": 3}, {"name": "b", "source": 3}]}
+    assert holder(response, ".configs[1].source") == {"name": "b", "source": 3}
+    rules = (Known("describe_configs", r"\.source$", "why", name="b"),)
+    assert known_reason("describe_configs", [".configs[1].source: 3 vs 5"], rules, "", response)
+    assert (
+        known_reason("describe_configs", [".configs[0].source: 3 vs 5"], rules, "", response)
+        is None
+    )

@@ -60,7 +60,8 @@ public final class ConsumerGroupProbe {
 
         probe.check("group_consume", out -> {
             try (Admin admin = Admin.create(probe.clientConfig())) {
-                admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 3))).all().get();
+                short replicas = (short) probe.intArg("replication-factor", 3);
+                admin.createTopics(List.of(new NewTopic(topic, partitions, replicas))).all().get();
             }
             produce(probe, topic, 0, records);
             for (int i = 0; i < consumers; i++) {

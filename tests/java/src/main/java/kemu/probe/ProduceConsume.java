@@ -63,7 +63,8 @@ public final class ProduceConsume {
 
     private static void createTopic(Probe probe, String topic, int partitions) throws Exception {
         try (Admin admin = Admin.create(probe.clientConfig())) {
-            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 3))).all().get();
+            short replicas = (short) probe.intArg("replication-factor", 3);
+            admin.createTopics(List.of(new NewTopic(topic, partitions, replicas))).all().get();
         }
     }
 
