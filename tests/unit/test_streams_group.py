@@ -602,3 +602,16 @@ async def test_offsets_reset_before_the_first_run_do_not_block_the_join() -> Non
     assert service.fetch_offsets("pre", [("in", [0])])[1][0].offset == 5
     broker.restart()
     assert isinstance(group_coordinator(broker.runtime).registry.get("pre"), StreamsGroup)
+
+
+def test_a_changed_standby_config_triggers_a_rebalance() -> None:
+    h = Harness()
+    a = h.beat("a", 0)
+    group = h.coordinator.group("app")
+    assert group is not None and group.assignment_configs == (("num.standby.replicas", "0"),)
+    steady = h.beat("a", a.member_epoch)
+    assert steady.member_epoch == a.member_epoch
+    h.coordinator.settings = lambda _: StreamsSettings(num_standby_replicas=1)
+    changed = h.beat("a", a.member_epoch)
+    assert changed.member_epoch == a.member_epoch + 1
+    assert group.assignment_configs == (("num.standby.replicas", "1"),)

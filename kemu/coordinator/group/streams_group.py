@@ -117,6 +117,8 @@ class StreamsGroup:
     target: dict[str, TaskTuple] = field(default_factory=dict)
     endpoint_information_epoch: int = 0
     shutdown_requested_by: str | None = None
+    # The assignment configs of the last target assignment (Kafka's lastAssignmentConfigs).
+    assignment_configs: tuple[tuple[str, str], ...] = ()
     # Not persisted: recomputed from the topology and the topics.
     configured: ConfiguredTopology | None = None
     metadata: tuple[tuple[str, int], ...] = ()  # (topic, partitions) the configuration saw
@@ -311,6 +313,11 @@ class StreamsGroupCoordinator:
         validated = group.topology.epoch if configured.ready else -1
         if validated != group.validated_topology_epoch:
             group.validated_topology_epoch = validated
+            bump = True
+        configs = assignment_configs(settings)
+        if configs != group.assignment_configs:
+            # Kafka: a changed streams.num.standby.replicas triggers a rebalance.
+            group.assignment_configs = configs
             bump = True
         if configured.ready and request.owned is not None:
             _check_tasks(configured, request.owned)
@@ -535,6 +542,11 @@ class StreamsGroupCoordinator:
                 self._compute_target(group, self.settings(group.group_id))
                 changed.append(group.group_id)
         return changed
+
+
+def assignment_configs(settings: StreamsSettings) -> tuple[tuple[str, str], ...]:
+    """The group configs the assignor uses, as Kafka records them with the group epoch."""
+    return (("num.standby.replicas", str(settings.num_standby_replicas)),)
 
 
 def _metadata(member: StreamsMember) -> tuple[object, ...]:

@@ -9,7 +9,8 @@ Keys: int16 record type + int16-length strings; values: int16 version 0 + a flex
 type  key                                         value v0
 ====  ==========================================  ==========================================
 17    StreamsGroupMetadata: group                 Epoch int32, MetadataHash int64;
-                                                  tag 0 ValidatedTopologyEpoch int32
+                                                  tag 0 ValidatedTopologyEpoch int32,
+                                                  tag 1 LastAssignmentConfigs [] {Key, Value}
 19    StreamsGroupMemberMetadata: group, member   InstanceId?, RackId?, ClientId, ClientHost,
                                                   RebalanceTimeoutMs, TopologyEpoch, ProcessId,
                                                   UserEndpoint? {Host, Port uint16},
@@ -23,8 +24,8 @@ type  key                                         value v0
 23    StreamsGroupTopology: group                 Epoch, Subtopologies [] (as the heartbeat's)
 ====  ==========================================  ==========================================
 
-Tagged fields kemu does not use (assignment configs, topology description epochs, per-task
-assignment epochs) are skipped when read and not written, as Kafka's defaults.
+Tagged fields kemu does not use (topology description epochs, per-task assignment epochs) are
+skipped when read and not written, as Kafka's defaults.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class StreamsRecordKey:
 class StreamsGroupValue:
     epoch: int
     validated_topology_epoch: int = -1
+    assignment_configs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,8 +215,14 @@ def encode_value(value: StreamsRecordValue) -> bytes:
     tags = b"\x00"
     if isinstance(value, StreamsGroupValue):
         body = _INT32.pack(value.epoch) + _INT64.pack(0)
+        tagged: list[tuple[int, bytes]] = []
         if value.validated_topology_epoch != -1:
-            tags = encode_tags([(0, _INT32.pack(value.validated_topology_epoch))])
+            tagged.append((0, _INT32.pack(value.validated_topology_epoch)))
+        if value.assignment_configs:
+            configs = [_cs(k) + _cs(v) + uvarint(0) for k, v in value.assignment_configs]
+            tagged.append((1, _array(configs)))
+        if tagged:
+            tags = encode_tags(tagged)
     elif isinstance(value, StreamsTargetEpochValue):
         body = _INT32.pack(value.assignment_epoch)
     elif isinstance(value, StreamsMemberValue):
@@ -342,11 +350,14 @@ def decode_value(key: StreamsRecordKey, data: bytes | None) -> StreamsRecordValu
             epoch = reader.int32()
             reader.int64()  # metadata hash: kemu recomputes what it needs
             validated = -1
+            configs: tuple[tuple[str, str], ...] = ()
             for tag, payload in reader.tags().items():
                 if tag == 0 and len(payload) == 4:
                     (validated,) = _INT32.unpack(payload)
+                elif tag == 1:
+                    configs = _read_kv(RecordReader(payload))
             reader.done()
-            return StreamsGroupValue(epoch, validated)
+            return StreamsGroupValue(epoch, validated, configs)
         if key.record_type == TARGET_METADATA:
             value = StreamsTargetEpochValue(reader.int32())
         elif key.record_type == MEMBER_METADATA:
@@ -404,7 +415,7 @@ def image_of(group: StreamsGroup) -> Image:
     gid = group.group_id
     image: Image = {
         StreamsRecordKey(GROUP_METADATA, gid): StreamsGroupValue(
-            group.group_epoch, group.validated_topology_epoch
+            group.group_epoch, group.validated_topology_epoch, group.assignment_configs
         ),
         StreamsRecordKey(TARGET_METADATA, gid): StreamsTargetEpochValue(group.assignment_epoch),
     }
@@ -479,6 +490,7 @@ class StreamsImageBuilder:
                 group_id,
                 group_epoch=meta.epoch,
                 validated_topology_epoch=meta.validated_topology_epoch,
+                assignment_configs=meta.assignment_configs,
             )
             for key, value in image.items():
                 if isinstance(value, StreamsTargetEpochValue):
