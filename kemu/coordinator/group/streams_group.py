@@ -525,24 +525,6 @@ class StreamsGroupCoordinator:
                     removed.append((group.group_id, member.member_id))
         return removed
 
-    def refresh_metadata(self, partition_count: PartitionCount) -> list[str]:
-        """Topics changed (created, deleted, partitions added): groups whose configuration
-        depends on them are reconfigured and get a new epoch. Returns their ids."""
-        changed = []
-        for group in list(self.registry):
-            if (
-                isinstance(group, StreamsGroup)
-                and group.members
-                and self._reconfigure(group, partition_count)
-            ):
-                configured = group.configured
-                assert configured is not None and group.topology is not None
-                group.validated_topology_epoch = group.topology.epoch if configured.ready else -1
-                group.group_epoch += 1
-                self._compute_target(group, self.settings(group.group_id))
-                changed.append(group.group_id)
-        return changed
-
 
 def assignment_configs(settings: StreamsSettings) -> tuple[tuple[str, str], ...]:
     """The group configs the assignor uses, as Kafka records them with the group epoch."""
