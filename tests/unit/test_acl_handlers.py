@@ -619,3 +619,26 @@ def test_metadata_auto_creation_needs_create(broker: Broker) -> None:
     allow(broker, T, "other", Operation.DESCRIBE)
     allow(broker, C, "kafka-cluster", Operation.CREATE)  # CREATE on the cluster is enough
     assert metadata("other").error_code == ErrorCode.none
+
+
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS = 61, 65
+
+
+def test_describe_producers_and_transactions(broker: Broker) -> None:
+    topic = broker.nested(DESCRIBE_PRODUCERS, 0, "TopicRequest", name="t1", partition_indexes=(0,))
+    request = broker.request(DESCRIBE_PRODUCERS, 0, topics=(topic,))
+    leader = broker.cluster.topics["t1"].partitions[0].leader_id
+    refused = broker.send(request, leader).topics[0].partitions[0]
+    assert (refused.error_code, refused.error_message) == (
+        TOPIC_DENIED,
+        "Topic authorization failed.",
+    )
+    allow(broker, T, "t1", Operation.READ)
+    assert broker.send(request, leader).topics[0].partitions[0].error_code == ErrorCode.none
+
+    request = broker.request(DESCRIBE_TRANSACTIONS, 0, transactional_ids=("tx",))
+    state = broker.send(request).transaction_states[0]
+    assert state.error_code == ErrorCode.transactional_id_authorization_failed
+    allow(broker, X, "tx", Operation.DESCRIBE)
+    state = broker.send(request).transaction_states[0]
+    assert state.error_code == ErrorCode.transactional_id_not_found

@@ -5,7 +5,8 @@ The producers a partition's replicas know (``kafka-transactions.sh describe-prod
 its last batch (``last_timestamp``, also after a restart: recovered from the log), and the first
 offset of its open transaction here (-1 when none). As in Kafka, any broker hosting a replica
 answers (kemu's one copy of the log is every replica's), a broker that does not gets
-NOT_LEADER_OR_FOLLOWER, an unknown partition UNKNOWN_TOPIC_OR_PARTITION.
+NOT_LEADER_OR_FOLLOWER, an unknown partition UNKNOWN_TOPIC_OR_PARTITION. A topic the principal
+may not READ answers TOPIC_AUTHORIZATION_FAILED per partition, with its message, as KafkaApis.
 
 Omissions: kemu writes its markers with coordinator epoch 0 (``coordinator_epoch`` -1, unknown,
 as Kafka reports it before any marker); producers that only wrote markers here are listed with
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
-from kemu.protocol.errors import ErrorCode
+from kemu.protocol.errors import ErrorCode, default_message
 
 API_KEY = 61
 # Kafka answers an unknown partition with the error's own message.
@@ -33,13 +35,29 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             ctx.make(
                 "TopicResponse",
                 name=topic.name,
-                partitions=tuple(
-                    _partition(ctx, ctx.cluster.partition(topic.name, index), index)
-                    for index in topic.partition_indexes
-                ),
+                partitions=_partitions(ctx, topic),
             )
             for topic in request.topics
         )
+    )
+
+
+def _partitions(ctx: RequestContext, topic: Any) -> tuple[Any, ...]:
+    if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, topic.name):
+        denied = ErrorCode.topic_authorization_failed
+        return tuple(
+            ctx.make(
+                "PartitionResponse",
+                partition_index=index,
+                error_code=denied,
+                error_message=default_message(denied),
+                active_producers=(),
+            )
+            for index in topic.partition_indexes
+        )
+    return tuple(
+        _partition(ctx, ctx.cluster.partition(topic.name, index), index)
+        for index in topic.partition_indexes
     )
 
 

@@ -3,7 +3,9 @@
 The coordinator's view of each transactional id: state (Kafka's names: Empty, Ongoing,
 PrepareCommit, ...), timeout, start time (-1 when none is open), producer id and epoch, and the
 partitions of the open transaction by topic. An unknown id gets TRANSACTIONAL_ID_NOT_FOUND. Any
-broker answers (one coordinator per process). Omission: no authorizer.
+broker answers (one coordinator per process). As KafkaApis checks, an id the principal may not
+DESCRIBE gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and only the topics it may DESCRIBE are
+listed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.transaction.coordinator import STATE_NAMES, TransactionMetadata
@@ -32,10 +35,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _state(ctx: RequestContext, transactional_id: str, meta: TransactionMetadata | None) -> Any:
-    if meta is None:
+    allowed = authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+    if meta is None or not allowed:
         return ctx.make(
             "TransactionState",
-            error_code=ErrorCode.transactional_id_not_found,
+            error_code=(
+                ErrorCode.transactional_id_authorization_failed
+                if not allowed
+                else ErrorCode.transactional_id_not_found
+            ),
             transactional_id=transactional_id,
             transaction_state="",
             transaction_timeout=datetime.timedelta(0),
@@ -47,6 +55,11 @@ def _state(ctx: RequestContext, transactional_id: str, meta: TransactionMetadata
     by_topic: dict[str, list[int]] = {}
     for topic, index in sorted(meta.partitions):
         by_topic.setdefault(topic, []).append(index)
+    by_topic = {
+        topic: ids
+        for topic, ids in by_topic.items()
+        if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+    }
     return ctx.make(
         "TransactionState",
         error_code=ErrorCode.none,
