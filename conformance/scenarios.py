@@ -635,7 +635,7 @@ TOPIC_CONFIGS = (
     "retention.bytes", "retention.ms", "segment.bytes", "segment.index.bytes",
     "segment.jitter.ms", "segment.ms", "unclean.leader.election.enable",
 )  # Kafka 4.4.0's topic configs, as its CreateTopics answer lists them  # fmt: skip
-WALK_TOPIC, WALK_PARTITIONS, WALK_RECORDS = "diff-walk", 3, 150
+WALK_TOPIC, WALK_PARTITIONS, WALK_RECORDS = "diff-walk", 3, 210
 
 
 async def _configs(bootstrap: str) -> None:
