@@ -156,10 +156,17 @@ def test_confluent_incremental_alter_takes_effect(
 
     producer = Producer({"bootstrap.servers": kemu_cluster.bootstrap})
     outcomes: list[KafkaError | None] = []
-    producer.produce("ck-live", value=b"x" * 5000, on_delivery=lambda e, m: outcomes.append(e))
+    # keyed: the topic is compacted now, and Kafka refuses keyless records there
+    producer.produce(
+        "ck-live", key=b"k", value=b"x" * 5000, on_delivery=lambda e, m: outcomes.append(e)
+    )
     assert producer.flush(TIMEOUT) == 0  # its own batch: the small one must not share it
     producer.produce(
-        "ck-live", value=b"small", timestamp=1_000, on_delivery=lambda e, m: outcomes.append(e)
+        "ck-live",
+        key=b"k",
+        value=b"small",
+        timestamp=1_000,
+        on_delivery=lambda e, m: outcomes.append(e),
     )
     assert producer.flush(TIMEOUT) == 0
     assert outcomes[0] is not None and outcomes[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
