@@ -176,10 +176,28 @@ def refused(ctx: RequestContext, request: Any, *checks: Check) -> Any | None:
         return None
     for operation, resource_type, name, code in checks:
         if name is not None and not authorize(ctx, operation, resource_type, name):
-            from kemu.protocol.error_responses import error_response_for
-            from kemu.protocol.wire import DecodedRequest
+            return error_answer(ctx, request, code)
+    return None
 
-            return error_response_for(DecodedRequest(ctx.header, request, type(request)), code)
+
+def error_answer(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    """The whole-request error answer to ``request`` (Kafka's ``getErrorResponse``)."""
+    from kemu.protocol.error_responses import error_response_for
+    from kemu.protocol.wire import DecodedRequest
+
+    return error_response_for(DecodedRequest(ctx.header, request, type(request)), code)
+
+
+def undescribable_subscription(ctx: RequestContext, request: Any) -> Any | None:
+    """A group heartbeat naming subscribed topics the principal may not DESCRIBE is refused
+    whole with TOPIC_AUTHORIZATION_FAILED (KafkaApis since KAFKA-18813/18817); None otherwise."""
+    names = getattr(request, "subscribed_topic_names", None)
+    if not names or not _store(ctx).enabled:
+        return None
+    if len(allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
+        from kemu.protocol.errors import ErrorCode
+
+        return error_answer(ctx, request, ErrorCode.topic_authorization_failed)
     return None
 
 

@@ -642,3 +642,42 @@ def test_describe_producers_and_transactions(broker: Broker) -> None:
     allow(broker, X, "tx", Operation.DESCRIBE)
     state = broker.send(request).transaction_states[0]
     assert state.error_code == ErrorCode.transactional_id_not_found
+
+
+CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT = 68, 76
+
+
+def test_group_heartbeats_need_describe_on_subscribed_topics(broker: Broker) -> None:
+    allow(broker, G, "cg", Operation.READ)
+    allow(broker, G, "sg", Operation.READ)
+    allow(broker, T, "t1", Operation.DESCRIBE)
+    consumer = broker.request(
+        CONSUMER_GROUP_HEARTBEAT,
+        1,
+        group_id="cg",
+        member_id="m-1",
+        member_epoch=0,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        subscribed_topic_names=("t1", "t2"),
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=(),
+    )
+    share = broker.request(
+        SHARE_GROUP_HEARTBEAT,
+        1,
+        group_id="sg",
+        member_id="m-2",
+        member_epoch=0,
+        rack_id=None,
+        subscribed_topic_names=("t2",),
+    )
+    for request in (consumer, share):
+        answer = broker.send(request)
+        assert answer.error_code == TOPIC_DENIED
+        assert answer.member_epoch in (0, -1)
+    allow(broker, T, "t2", Operation.READ)  # implies DESCRIBE
+    for request in (consumer, share):
+        assert broker.send(request).error_code == ErrorCode.none

@@ -17,9 +17,12 @@ INVALID_REGULAR_EXPRESSION.
 Groups are written to ``__consumer_offsets`` as Kafka's records (types 3, 5-8) and read back at
 start, so members carry on across a restart with their ids, epochs and assignments.
 
-Every broker answers (one group coordinator per process). Omissions: no authorizer; classic
-members cannot join a consumer group (no online migration); rack-aware assignment is not done;
-KIP-1101's metadata hash is not written (Kafka recomputes it).
+Every broker answers (one group coordinator per process). As KafkaApis checks, the group needs
+READ (GROUP_AUTHORIZATION_FAILED) and every subscribed topic name DESCRIBE
+(TOPIC_AUTHORIZATION_FAILED for the request). Omissions: regex subscriptions are not filtered by
+the member's ACLs; classic members cannot join a consumer group (no online migration);
+rack-aware assignment is not done; KIP-1101's metadata hash is not written (Kafka recomputes
+it).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import datetime
 import uuid
 from typing import Any
 
-from kemu.broker.authorization import group_read, refused
+from kemu.broker.authorization import group_read, refused, undescribable_subscription
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
@@ -44,6 +47,8 @@ API_KEY = 68
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
     denied = refused(ctx, request, group_read(request.group_id))
+    if denied is None:
+        denied = undescribable_subscription(ctx, request)
     if denied is not None:
         return denied
     owned = None

@@ -11,8 +11,9 @@ it changed. Sessions expire after ``share.session.timeout.ms`` (group config, el
 ``group.share.session.timeout.ms``); the interval answered is ``share.heartbeat.interval.ms``.
 
 Every broker answers (kemu has one group coordinator per process, see FindCoordinator).
-Omissions: no authorizer (GROUP/TOPIC_AUTHORIZATION_FAILED never happen); v0 (early access) is
-not served.
+As KafkaApis checks, the group needs READ (GROUP_AUTHORIZATION_FAILED) and every subscribed
+topic DESCRIBE (TOPIC_AUTHORIZATION_FAILED for the request). Omissions: v0 (early access) is not
+served.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.authorization import group_read, refused
+from kemu.broker.authorization import group_read, refused, undescribable_subscription
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
@@ -35,6 +36,8 @@ API_KEY = 76
 @handler(API_KEY, 1, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     denied = refused(ctx, request, group_read(request.group_id))
+    if denied is None:
+        denied = undescribable_subscription(ctx, request)
     if denied is not None:
         return denied
     heartbeat = HeartbeatRequest(
