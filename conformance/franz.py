@@ -7,6 +7,13 @@ files included, into the module cache, and the tests are built and run from ther
 machine needs Go (>= 1.25, franz-go's go.mod) and the proxy, but no git clone. Nothing of
 franz-go lands in this repository.
 
+``--security`` starts kemu with PLAINTEXT, SASL_PLAINTEXT and SSL listeners (``--tls-self-signed``,
+client certificates required on SSL, SCRAM users from ``kemu.sasl.users``) and hands franz-go
+its SASL variables: ``KGO_TEST_SCRAM_SEEDS`` (the SASL_PLAINTEXT listener) and ``KGO_TEST_SCRAM``
+(user:password:512), which TestSCRAMAuth and TestSCRAMAuthBadCredentials need. ``--tls`` also
+points ``KGO_SEEDS`` at the SSL listener with ``KGO_TEST_TLS`` (CA, client certificate and key),
+so every test chosen by ``--run`` connects over TLS.
+
 The test binary is built before kemu starts, so compile time is not test time. Prints one line
 per test result as it comes, then a table of the top-level results; the ``go test -v`` output and
 kemu's log are kept in ``--log-dir``. Exits with the test binary's status.
@@ -31,6 +38,12 @@ from kemu.testing.plugin import KemuProcess
 MODULE = "github.com/twmb/franz-go"
 DEFAULT_VERSION = "v1.21.5"
 DEFAULT_RUN = "TestShareGroup"
+SCRAM_USER, SCRAM_PASSWORD = "franz", "franz-secret"
+SECURITY_OVERRIDES = [
+    "listeners=PLAINTEXT://:0,SASL_PLAINTEXT://:0,SSL://:0",
+    f"kemu.sasl.users={SCRAM_USER}:{SCRAM_PASSWORD}",
+    "listener.name.ssl.ssl.client.auth=required",
+]
 TIMEOUT_PREFIX = "panic: test timed out after"
 RUNNING_LINE = re.compile(r"^\t\t(?P<name>\S+) \(")
 RESULT_LINE = re.compile(
@@ -92,6 +105,16 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="SIGKILL kemu this long into the run and start it again on the same data dir",
     )
+    parser.add_argument(
+        "--security",
+        action="store_true",
+        help="SASL_PLAINTEXT and SSL listeners too; KGO_TEST_SCRAM_SEEDS/KGO_TEST_SCRAM set",
+    )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="with --security: KGO_SEEDS is the SSL listener, KGO_TEST_TLS its CA/cert/key",
+    )
     parser.add_argument("--client-log", default="none", help="KGO_LOG_LEVEL: none, info or debug")
     parser.add_argument(
         "--log-dir", type=Path, help="keep go test output and kemu's log here (default: a temp dir)"
@@ -117,9 +140,21 @@ def build_tests(go: str, package_dir: Path, binary: Path, race: bool) -> None:
     subprocess.run(command, check=True, cwd=package_dir)
 
 
-def test_environment(bootstrap: str, args: argparse.Namespace) -> dict[str, str]:
+def test_environment(kemu: KemuProcess, args: argparse.Namespace) -> dict[str, str]:
+    bootstrap = kemu.bootstrap
+    security: dict[str, str] = {}
+    if args.security:
+        security["KGO_TEST_SCRAM_SEEDS"] = kemu.listeners["SASL_PLAINTEXT"]
+        security["KGO_TEST_SCRAM"] = f"{SCRAM_USER}:{SCRAM_PASSWORD}:512"
+        if args.tls:
+            bootstrap = kemu.listeners["SSL"]
+            tls = kemu.tls
+            security["KGO_TEST_TLS"] = (
+                f"ca:{tls['ca']},cert:{tls['client_cert']},key:{tls['client_key']}"
+            )
     env = {
         **os.environ,
+        **security,
         "KGO_SEEDS": bootstrap,
         "KGO_TEST_RF": "1",
         "KGO_TEST_RECORDS": str(args.records),
@@ -191,9 +226,19 @@ def main(argv: list[str] | None = None) -> int:
     build_tests(args.go, package_dir, binary, args.race)
 
     data_dir = log_dir / "data" if args.restart_after else None
-    kemu = KemuProcess(brokers=args.brokers, data_dir=data_dir, log_path=log_dir / "kemu.log")
+    if args.tls and not args.security:
+        print("--tls needs --security", file=sys.stderr)
+        return 2
+    kemu = KemuProcess(
+        brokers=args.brokers,
+        data_dir=data_dir,
+        log_path=log_dir / "kemu.log",
+        overrides=SECURITY_OVERRIDES if args.security else [],
+        extra_args=["--tls-self-signed"] if args.security else [],
+    )
     kemu.start()
-    print(f"kemu ready at {kemu.bootstrap}; running go test -run '{args.run}'", flush=True)
+    seeds = kemu.listeners["SSL"] if args.tls else kemu.bootstrap
+    print(f"kemu ready, KGO_SEEDS={seeds}; running go test -run '{args.run}'", flush=True)
     restart = None
     if args.restart_after:
         restart = threading.Timer(args.restart_after, kemu.restart)
@@ -202,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         status, results = run_tests(
             binary,
             package_dir,
-            test_environment(kemu.bootstrap, args),
+            test_environment(kemu, args),
             args,
             log_dir / "go-test.log",
         )

@@ -58,3 +58,24 @@ def test_repeated_runs_are_tallied() -> None:
     table = summary_table(results_of(PASSING_RUN)).splitlines()
     assert table[2] == "| TestShareGroupETL | 2 | PASS 2 | 2.50 |"
     assert table[3] == "| TestGroupETL | 1 | FAIL 1 | 5.02 |"
+
+
+def test_security_environment_names_the_sasl_and_tls_listeners() -> None:
+    from types import SimpleNamespace
+    from typing import Any
+
+    from conformance.franz import _parser, test_environment
+
+    kemu: Any = SimpleNamespace(
+        bootstrap="h:1",
+        listeners={"PLAINTEXT": "h:1", "SASL_PLAINTEXT": "h:2", "SSL": "h:3"},
+        tls={"ca": "/ca.pem", "client_cert": "/c.pem", "client_key": "/c.key"},
+    )
+    plain = test_environment(kemu, _parser().parse_args([]))
+    assert plain["KGO_SEEDS"] == "h:1" and "KGO_TEST_SCRAM" not in plain
+    sasl = test_environment(kemu, _parser().parse_args(["--security"]))
+    assert (sasl["KGO_SEEDS"], sasl["KGO_TEST_SCRAM_SEEDS"]) == ("h:1", "h:2")
+    assert sasl["KGO_TEST_SCRAM"] == "franz:franz-secret:512"
+    tls = test_environment(kemu, _parser().parse_args(["--security", "--tls"]))
+    assert tls["KGO_SEEDS"] == "h:3"
+    assert tls["KGO_TEST_TLS"] == "ca:/ca.pem,cert:/c.pem,key:/c.key"
