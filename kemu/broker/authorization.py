@@ -305,3 +305,34 @@ def unreadable_topics(ctx: RequestContext, topic_ids: Iterable[Any]) -> set[Any]
             names[topic_id] = topic.name
     readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names.values())
     return {topic_id for topic_id, name in names.items() if name not in readable}
+
+
+UNDESCRIBABLE_TOPICS_MESSAGE = (
+    "The group has described topic(s) that the client is not authorized to describe."
+)
+
+
+def hide_undescribable_topics(ctx: RequestContext, described: Any) -> Any:
+    """A described KIP-848 / share group whose members' assignments (or target assignments)
+    name a topic the principal may not DESCRIBE, answered as Kafka's ConsumerGroupDescribe and
+    ShareGroupDescribe answer it: TOPIC_AUTHORIZATION_FAILED with its message and no members
+    (KAFKA-18813/18817). Anything else is returned as it is."""
+    from kemu.protocol.errors import ErrorCode
+
+    if not _store(ctx).enabled or described.error_code != ErrorCode.none:
+        return described
+    names: set[str] = set()
+    for member in described.members:
+        for assignment in (member.assignment, getattr(member, "target_assignment", None)):
+            if assignment is not None:
+                names.update(tp.topic_name for tp in assignment.topic_partitions)
+    if len(allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) == len(names):
+        return described
+    import dataclasses
+
+    return dataclasses.replace(
+        described,
+        error_code=ErrorCode.topic_authorization_failed,
+        error_message=UNDESCRIBABLE_TOPICS_MESSAGE,
+        members=(),
+    )

@@ -681,3 +681,66 @@ def test_group_heartbeats_need_describe_on_subscribed_topics(broker: Broker) -> 
     allow(broker, T, "t2", Operation.READ)  # implies DESCRIBE
     for request in (consumer, share):
         assert broker.send(request).error_code == ErrorCode.none
+
+
+CONSUMER_GROUP_DESCRIBE, SHARE_GROUP_DESCRIBE = 69, 77
+
+
+def test_group_describes_hide_groups_and_undescribable_assignments(broker: Broker) -> None:
+    allow(broker, G, "cg", Operation.READ)
+    allow(broker, G, "sg", Operation.READ)
+    allow(broker, T, "t1", Operation.READ)
+    joined = broker.request(
+        CONSUMER_GROUP_HEARTBEAT,
+        1,
+        group_id="cg",
+        member_id="m-1",
+        member_epoch=0,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        subscribed_topic_names=("t1",),
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=(),
+    )
+    assert broker.send(joined).error_code == ErrorCode.none
+    share = broker.request(
+        SHARE_GROUP_HEARTBEAT,
+        1,
+        group_id="sg",
+        member_id="m-2",
+        member_epoch=0,
+        rack_id=None,
+        subscribed_topic_names=("t1",),
+    )
+    assert broker.send(share).error_code == ErrorCode.none
+    requests = {
+        "cg": broker.request(
+            CONSUMER_GROUP_DESCRIBE,
+            1,
+            group_ids=("cg", "other"),
+            include_authorized_operations=False,
+        ),
+        "sg": broker.request(
+            SHARE_GROUP_DESCRIBE,
+            1,
+            group_ids=("sg", "other"),
+            include_authorized_operations=False,
+        ),
+    }
+    for group_id, request in requests.items():
+        other, described = broker.send(request).groups  # refusals first
+        assert (other.group_id, other.error_code) == ("other", GROUP_DENIED)
+        assert described.error_code == ErrorCode.none and described.members, group_id
+        assert described.members[0].assignment.topic_partitions[0].topic_name == "t1"
+    acl_store(broker.runtime).acls = [
+        a for a in acl_store(broker.runtime).acls if a.resource_name != "t1"
+    ]
+    for group_id, request in requests.items():
+        _, described = broker.send(request).groups
+        assert (described.group_id, described.error_code) == (group_id, TOPIC_DENIED)
+        assert described.error_message == (
+            "The group has described topic(s) that the client is not authorized to describe."
+        )
+        assert described.members == ()

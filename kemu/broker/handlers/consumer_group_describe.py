@@ -6,7 +6,9 @@ subscription (names and regex), current and target assignment with topic names r
 also the member type (1: consumer protocol). Unknown ids, and groups of another type, get
 GROUP_ID_NOT_FOUND; an empty id INVALID_GROUP_ID.
 
-Omissions: no authorizer, so AuthorizedOperations reports everything allowed when asked for.
+ACLs as KafkaApis checks them: a group the principal may not DESCRIBE answers
+GROUP_AUTHORIZATION_FAILED (before the others), and a group whose assignments name a topic it may
+not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED without its members.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.authorization import OMITTED, ResourceType, operations_if
+from kemu.broker.authorization import (
+    OMITTED,
+    AclOperation,
+    ResourceType,
+    authorize,
+    hide_undescribable_topics,
+    operations_if,
+)
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.assignor import TopicPartition
@@ -30,13 +39,16 @@ CONSUMER_MEMBER_TYPE = 1
 def handle(ctx: RequestContext, request: Any) -> Any:
     registry = group_coordinator(ctx.runtime).registry
     operations = bool(request.include_authorized_operations)
+    refused = []
     groups = []
     for group_id in request.group_ids:
         found = registry.get(group_id)
-        if not group_id:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            refused.append(_error(ctx, group_id, ErrorCode.group_authorization_failed, None))
+        elif not group_id:
             groups.append(_error(ctx, group_id, ErrorCode.invalid_group_id, None))
         elif isinstance(found, ConsumerGroup):
-            groups.append(_describe(ctx, found, operations))
+            groups.append(hide_undescribable_topics(ctx, _describe(ctx, found, operations)))
         else:
             message = (
                 f"Group {group_id} not found."
@@ -44,7 +56,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 else f"Group {group_id} is not a consumer group."
             )
             groups.append(_error(ctx, group_id, ErrorCode.group_id_not_found, message))
-    return ctx.respond(throttle_time=datetime.timedelta(0), groups=tuple(groups))
+    return ctx.respond(throttle_time=datetime.timedelta(0), groups=tuple(refused + groups))
 
 
 def _error(ctx: RequestContext, group_id: str, code: ErrorCode, message: str | None) -> Any:

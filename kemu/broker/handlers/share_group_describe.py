@@ -5,14 +5,23 @@ and every member: id, epoch, rack, client id and host, subscribed topic names an
 with topic names resolved. Unknown ids, and ids of groups of another type, get
 GROUP_ID_NOT_FOUND; an empty id gets INVALID_GROUP_ID.
 
-Omissions: no authorizer, so AuthorizedOperations reports everything allowed when asked for.
+ACLs as KafkaApis checks them: a group the principal may not DESCRIBE answers
+GROUP_AUTHORIZATION_FAILED (before the others), and a group whose assignments name a topic it may
+not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED without its members.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.authorization import OMITTED, ResourceType, operations_if
+from kemu.broker.authorization import (
+    OMITTED,
+    AclOperation,
+    ResourceType,
+    authorize,
+    hide_undescribable_topics,
+    operations_if,
+)
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
@@ -26,8 +35,12 @@ API_KEY = 77
 async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = group_coordinator(ctx.runtime)
     operations = bool(request.include_authorized_operations)
+    refused = []
     groups = []
     for group_id in request.group_ids:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            refused.append(_error(ctx, group_id, ErrorCode.group_authorization_failed, None))
+            continue
         if not group_id:
             groups.append(_error(ctx, group_id, ErrorCode.invalid_group_id, None))
             continue
@@ -36,8 +49,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         except GroupError as error:
             groups.append(_error(ctx, group_id, error.code, error.message))
             continue
-        groups.append(_described(ctx, group, operations))
-    return ctx.respond(groups=tuple(groups))
+        groups.append(hide_undescribable_topics(ctx, _described(ctx, group, operations)))
+    return ctx.respond(groups=tuple(refused + groups))
 
 
 def _error(ctx: RequestContext, group_id: str, code: ErrorCode, message: str | None) -> Any:
