@@ -11,6 +11,9 @@ RequestsPerSec, ``kafka_server_bytes_in_total`` for BytesInPerSec, ...):
   ``kafka_server_connections{broker}``, ``kafka_server_connections_accepted_total``;
 - ``kafka_share_records{group, topic, state}``: in-flight records of loaded share partitions by
   state (AVAILABLE, ACQUIRED, TX_PENDING, ARCHIVING; terminal ones leave the window);
+- ``kafka_share_acquisition_lock_expiries_total{group, topic}``, ``kafka_share_delivery_limit_
+  archives_total{group, topic}``: records released by lock expiry, and archived (or sent to
+  the dead-letter queue) because their delivery count reached the limit;
 - ``kafka_transactions{state}``: transactions known to the coordinator by state;
 - ``kemu_fault_rules``, ``kemu_faults_injected_total{kind}``, ``kemu_clock_now_ms``.
 """
@@ -93,6 +96,7 @@ class KemuCollector(Collector):
             connections.add_metric([str(node_id)], len(faults.of_node(node_id)))
         yield connections
         yield self._share_records()
+        yield from self._share_counters()
         yield self._transactions()
         yield GaugeMetricFamily("kemu_fault_rules", "Installed fault rules", len(faults.rules()))
         injected = CounterMetricFamily(
@@ -126,6 +130,31 @@ class KemuCollector(Collector):
         for labels, count in sorted(totals.items()):
             family.add_metric(list(labels), count)
         return family
+
+    def _share_counters(self) -> Iterator[Metric]:
+        expiries = CounterMetricFamily(
+            "kafka_share_acquisition_lock_expiries",
+            "Records whose acquisition lock expired",
+            labels=["group", "topic"],
+        )
+        archives = CounterMetricFamily(
+            "kafka_share_delivery_limit_archives",
+            "Records archived because their delivery count reached the limit",
+            labels=["group", "topic"],
+        )
+        totals: dict[tuple[str, str], tuple[int, int]] = {}
+        topics = self.runtime.cluster.topics_by_id
+        for key, actor in share_partitions(self.runtime).actors.items():
+            topic = topics.get(key.topic_id)
+            labels = (key.group_id, topic.name if topic is not None else str(key.topic_id))
+            expired, archived = actor.counters()
+            before = totals.get(labels, (0, 0))
+            totals[labels] = (before[0] + expired, before[1] + archived)
+        for labels, (expired, archived) in sorted(totals.items()):
+            expiries.add_metric(list(labels), expired)
+            archives.add_metric(list(labels), archived)
+        yield expiries
+        yield archives
 
     def _transactions(self) -> Metric:
         from kemu.coordinator.transaction.coordinator import STATE_NAMES

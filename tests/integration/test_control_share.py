@@ -270,3 +270,30 @@ def test_virtual_clock_runs_a_60s_lock_and_a_15min_transaction_timeout(
     with pytest.raises(ControlError) as refused:
         control.advance("-1s")
     assert refused.value.status == 400
+
+
+def test_lock_expiries_and_delivery_limit_archives_are_counted(
+    kemu_factory: type[KemuProcess], share_consumers: list[ShareConsumer]
+) -> None:
+    """``/metrics``: a record whose lock expires twice with a delivery limit of 2 counts two
+    lock expiries and one delivery-limit archive."""
+    from test_control_metrics import samples, value
+
+    kemu = kemu_factory(
+        brokers=3,
+        with_control=True,
+        overrides=[*LONG_LOCK, "group.share.delivery.count.limit=2"],
+    ).start()
+    topic, group = queue(kemu, 1)
+    first = share_consumer(kemu, group, topic, share_consumers)
+    assert len(poll(first, 1)) == 1
+    assert kemu.control.expire_locks(group, topic, 0)["expired_records"] == 1
+    second = share_consumer(kemu, group, topic, share_consumers)
+    (again,) = poll(second, 1)
+    assert again.delivery_count() == 2
+    assert kemu.control.expire_locks(group, topic, 0)["expired_records"] == 1
+    assert spans(kemu, group, topic) == []  # archived at the limit: gone past the start
+    found = samples(kemu)
+    labels = {"group": group, "topic": topic}
+    assert value(found, "kafka_share_acquisition_lock_expiries_total", **labels) == 2
+    assert value(found, "kafka_share_delivery_limit_archives_total", **labels) == 1

@@ -182,6 +182,7 @@ class Acknowledgement(Acquisition):
         if span.last < self._log_start:
             return RecordState.ARCHIVED
         if span.delivery_count >= self.config.delivery_count_limit:
+            self.delivery_limit_archives += span.size  # always followed by the move
             return RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
         return RecordState.AVAILABLE
 
@@ -224,6 +225,7 @@ class Acknowledgement(Acquisition):
                 span = spans.spans[index]
                 # a span's records share one deadline, so the whole span expires together
                 if span.state is RecordState.ACQUIRED and span.deadline <= now_ms:
+                    self.lock_expiries += span.size
                     self._move(span, self._release_target(span), "lock expiry")
                     disown(span)
                     self._mark(span.first, span.last)

@@ -86,6 +86,7 @@ class SharePartitionActor:
         self._tasks: set[asyncio.Task[None]] = set()
         self.waiters: set[Waiter] = set()
         self.retired = False
+        self._lock_expiries = self._limit_archives = 0  # of cores dropped since (metrics)
         # what the last _load saw: the source partition and group settings dead letters need
         self._source: Partition | None = None
         self._settings: ShareSettings | None = None
@@ -253,9 +254,21 @@ class SharePartitionActor:
             return 0
         return len(partition.log.read(offset, limit, upper=upper))
 
+    def counters(self) -> tuple[int, int]:
+        """(records released by lock expiry, records archived at the delivery limit) since
+        this actor started, across reloads of its core (for metrics)."""
+        core = self.core
+        if core is None:
+            return self._lock_expiries, self._limit_archives
+        return (
+            self._lock_expiries + core.lock_expiries,
+            self._limit_archives + core.delivery_limit_archives,
+        )
+
     def close(self) -> None:
         """Forget the in-memory state (it is reloaded on next use)."""
         self._cancel_timer()
+        self._lock_expiries, self._limit_archives = self.counters()
         self.core = None
         self._wake()
 

@@ -102,6 +102,10 @@ class RecordWindow:
         self._spans = SpanList()
         self._terminal = 0  # terminal records in the window (Kafka's DeliveryCompleteCount)
         self._tx_pending = 0  # TX_PENDING records in the window
+        # running totals for metrics: records released by lock expiry, and records archived
+        # because their delivery count reached the limit
+        self.lock_expiries = 0
+        self.delivery_limit_archives = 0
         self._locks: list[tuple[int, int, int]] = []  # (deadline, first, last) heap
         self._available_hint = start_offset  # no AVAILABLE offset below this
         self._log_start = 0  # records below it are gone from the log
