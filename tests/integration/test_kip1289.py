@@ -201,10 +201,12 @@ class TransactionalProducer:
         assert response.error_code == ErrorCode.none, response
         self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
 
-    def send_share_acks(self, member: ShareMember, first: int, last: int) -> Any:
+    def send_share_acks(
+        self, member: ShareMember, first: int, last: int, types: tuple[int, ...] = (ACCEPT,)
+    ) -> Any:
         module = wire.request_module(TXN_SHARE_ACK, 0)
         batch = module.TxnShareAcknowledgeBatch(
-            first_offset=first, last_offset=last, acknowledge_types=(ACCEPT,)
+            first_offset=first, last_offset=last, acknowledge_types=types
         )
         partition = module.TxnShareAcknowledgePartition(
             partition_index=0, acknowledgement_batches=(batch,)

@@ -25,7 +25,6 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from test_kip1289 import (
-    TXN_SHARE_ACK,
     ShareMember,
     TransactionalProducer,
     WireClient,
@@ -33,7 +32,6 @@ from test_kip1289 import (
     wait_for_lag,
 )
 
-from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 
@@ -55,26 +53,7 @@ class Transaction(TransactionalProducer):
         super().init(self.timeout_ms if timeout_ms is None else timeout_ms)
 
     def stage(self, member: ShareMember, first: int, last: int, *types: int) -> None:
-        module = wire.request_module(TXN_SHARE_ACK, 0)
-        batch = module.TxnShareAcknowledgeBatch(
-            first_offset=first, last_offset=last, acknowledge_types=types
-        )
-        partition = module.TxnShareAcknowledgePartition(
-            partition_index=0, acknowledgement_batches=(batch,)
-        )
-        topic = module.TxnShareAcknowledgeTopic(topic_id=member.topic_id, partitions=(partition,))
-        response = self.client.call(
-            member.leader,
-            TXN_SHARE_ACK,
-            0,
-            transactional_id=self.transactional_id,
-            group_id=member.group,
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            member_id=member.member_id,
-            member_epoch=member.member_epoch,
-            topics=(topic,),
-        )
+        response = self.send_share_acks(member, first, last, types)
         assert response.error_code == ErrorCode.none, response
         codes = [p.error_code for t in response.responses for p in t.partitions]
         assert codes == [ErrorCode.none], response
