@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from kemu.broker.security.acls import AclOperation as AclOperation  # one enum for both
 from kemu.cluster.context import RequestContext
 
 if TYPE_CHECKING:
@@ -30,26 +31,6 @@ if TYPE_CHECKING:
 _log = structlog.get_logger("kemu.authorizer")
 
 OMITTED = -(2**31)
-
-
-class AclOperation(enum.IntEnum):
-    """Kafka's ``AclOperation`` codes."""
-
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
 
 
 class ResourceType(enum.IntEnum):

@@ -70,6 +70,9 @@ class Operation(enum.IntEnum):
     DESCRIBE_TOKENS = 14
 
 
+AclOperation = Operation  # Kafka's name for it, as kemu.broker.authorization uses it
+
+
 class Permission(enum.IntEnum):
     UNKNOWN = 0
     ANY = 1
