@@ -410,19 +410,26 @@ def test_share_group_state_survives_sigkill(
         for key, before in ledger.held.items():
             assert counts[key] >= before + 1, (key, before, counts[key])
 
-        # Everything is acknowledged now: the three views agree on it.
+        # Everything is acknowledged now: the three views agree on it. As Kafka writes it, the
+        # persisted start offset may stay below the end (a write carries the start from before
+        # its own move), with every record from there on complete: the lag is 0.
         read = read_states(client, group, topic_id, epochs)
         assert decoded_states(kemu.bootstrap, group, topic_id) == read
-        assert {p: state[2] for p, state in read.items()} == ends
-        assert describe_offsets(client, group, topic) == {p: (end, 0) for p, end in ends.items()}
+        for p, state in read.items():
+            assert 0 <= state[2] <= ends[p], (p, state)
+            assert complete_past_start(state) == ends[p] - state[2], (p, state)
+        assert describe_offsets(client, group, topic) == {
+            p: (state[2], 0) for p, state in read.items()
+        }
     finally:
         client.close()
 
 
 def test_a_killed_consumers_records_go_to_the_next_one(kemu_cluster: KemuProcess) -> None:
     """The holder's process is SIGKILLed: its connections close, so its share sessions end and
-    its records are released at once, with the delivery undone (count 1 again, where lock expiry
-    would count it). One partition, so that the dead member (still in the group until its
+    its records are released at once, their delivery counted as lock expiry would count it
+    (count 2: Kafka 4.4.0 releases a closed session's records with DeliveryCountOps.NO_OP, see
+    test_share_close_java.py). One partition, so that the dead member (still in the group until its
     45 s session expires) does not keep the partition from the next consumer; the wait is
     shorter than that session and than the 60 s lock."""
     topic, group = f"crash-{uuid.uuid4().hex[:8]}", f"cg-{uuid.uuid4().hex[:8]}"
@@ -436,4 +443,4 @@ def test_a_killed_consumers_records_go_to_the_next_one(kemu_cluster: KemuProcess
     got = consume_rest(kemu_cluster, group, topic, everything, timeout=20)
     counts = {(p, o): count for p, o, count in got}
     assert sorted(counts) == sorted(everything)
-    assert {counts[key] for key in ledger.held} == {1}
+    assert {counts[key] for key in ledger.held} == {2}
