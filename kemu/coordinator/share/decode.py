@@ -306,6 +306,8 @@ class _Client:
 
 METADATA_VERSION = 12
 FETCH_VERSION = 12
+LIST_OFFSETS_VERSION = 7
+EARLIEST_TIMESTAMP = -2
 
 
 def fetch_from_cluster(bootstrap: str, timeout: float = 10.0) -> Iterator[LogRecord]:
@@ -339,9 +341,39 @@ def fetch_from_cluster(bootstrap: str, timeout: float = 10.0) -> Iterator[LogRec
             client.close()
 
 
+def _log_start(client: _Client, partition: int) -> int:
+    """The partition's log start offset (ListOffsets EARLIEST): the share coordinator prunes
+    what every key's latest snapshot covers, and a Fetch below it answers OFFSET_OUT_OF_RANGE
+    without saying where the log starts, as Kafka does."""
+    module = wire.request_module(2, LIST_OFFSETS_VERSION)
+    request = wire.build(
+        module.ListOffsetsRequest,
+        replica_id=-1,
+        isolation_level=0,
+        topics=(
+            wire.build(
+                module.ListOffsetsTopic,
+                name=SHARE_STATE_TOPIC,
+                partitions=(
+                    wire.build(
+                        module.ListOffsetsPartition,
+                        partition_index=partition,
+                        current_leader_epoch=-1,
+                        timestamp=EARLIEST_TIMESTAMP,
+                    ),
+                ),
+            ),
+        ),
+    )
+    data = client.call(request).topics[0].partitions[0]
+    if data.error_code != ErrorCode.none:
+        raise ConnectionError(f"list offsets of partition {partition}: {data.error_code.name}")
+    return int(data.offset)
+
+
 def _fetch_partition(client: _Client, partition: int) -> Iterator[LogRecord]:
     module = wire.request_module(1, FETCH_VERSION)
-    offset = 0
+    offset = _log_start(client, partition)
     while True:
         request = wire.build(
             module.FetchRequest,
