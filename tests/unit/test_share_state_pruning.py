@@ -13,6 +13,7 @@ from pathlib import Path
 from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.coordinator.share.decode import ShareStateDecoder, read_data_dir
 from kemu.coordinator.share.persister import PersistedBatch, PersistedState, SharePartitionKey
 from kemu.coordinator.share.service import SHARE_STATE_TOPIC, ShareCoordinatorService
 from kemu.protocol.errors import ErrorCode
@@ -147,5 +148,12 @@ def test_a_deleted_key_no_longer_holds_the_log_back(tmp_path: Path) -> None:
     for step in range(PER_SNAPSHOT + 1):
         write(service, live, 50 + step, PersistedBatch(50 + step, 50 + step, ACKNOWLEDGED, 1))
     assert state_partition.log_start_offset > 1
+    # what lingers in the segment files below the log start is not read back: the deleted key
+    # stays deleted for ``kemu decode-share-state --data-dir`` too
+    state_partition.log.flush()
+    decoder = ShareStateDecoder()
+    for record in read_data_dir(tmp_path):
+        assert "error" not in decoder.add(record)
+    assert [(s["groupId"], s["partition"]) for s in decoder.states()] == [("g", 0)]
     for partition in cluster.all_partitions():
         partition.log.close()

@@ -261,13 +261,33 @@ def read_data_dir(data_dir: Path) -> Iterator[LogRecord]:
         if path.is_dir() and path.name.rsplit("-", 1)[1].isdigit()
     )
     for partition, directory in directories:
+        # below the log start (the coordinator prunes what the latest snapshots cover) records
+        # may linger in a segment's files; a reader of the log does not see them
+        start = _checkpointed_start(directory)
         for segment in sorted(directory.glob(f"*{LOG_SUFFIX}")):
             data = segment.read_bytes()
             found: list[tuple[BatchHeader, int]] = []
             scan_batches(data, int(segment.stem), _collector(found))
             for header, position in found:
+                if header.last_offset < start:
+                    continue
                 batch = data[position : position + header.size]
-                yield from log_records(partition, header, batch)
+                for record in log_records(partition, header, batch):
+                    if record.offset >= start:
+                        yield record
+
+
+def _checkpointed_start(directory: Path) -> int:
+    """The log start offset a SegmentLog checkpointed in ``directory`` (0 when none)."""
+    from kemu.storage.segments import CHECKPOINT_VERSION, START_CHECKPOINT
+
+    try:
+        words = (directory / START_CHECKPOINT).read_text().split()
+    except FileNotFoundError:
+        return 0
+    if len(words) == 2 and words[0] == str(CHECKPOINT_VERSION) and words[1].isdigit():
+        return int(words[1])
+    return 0
 
 
 def _collector(into: list[tuple[BatchHeader, int]]) -> Callable[[BatchHeader, int], None]:
