@@ -6,7 +6,10 @@ a five-byte Metadata v12 body declaring four billion topics takes kemu down. Leg
 counted) arrays, strings and bytes are checked against the buffer by kio itself.
 
 ``check_request`` walks a flexible request the way the reader will, building nothing, and
-refuses any count whose elements, at their smallest encoding, would not fit in the bytes left.
+refuses any count whose elements, at their smallest encoding, would not fit in the bytes left,
+and a null array where the schema has no nullable one (Kafka's parser refuses both; kio would
+hand a handler None to iterate). ``check_legacy_nulls`` does the latter for the decoded body of
+a legacy (int32-counted) request.
 Fixed-size fields are fused into one step, so a Fetch partition costs two steps.
 """
 
@@ -114,11 +117,13 @@ def _skip_tags(frame: bytes, position: int, end: int, tagged: dict[int, Step]) -
     return position
 
 
-def _array_step(element: Step | int, minimum: int) -> Step:
+def _array_step(element: Step | int, minimum: int, nullable: bool = True) -> Step:
     def step(frame: bytes, position: int, end: int) -> int:
         count, position = _read_uvarint(frame, position)
         count -= 1  # 0 is a null array
         if count <= 0:
+            if count < 0 and not nullable:
+                raise ImplausibleRequest("null array where the schema allows none")
             return position
         if count * minimum > end - position:
             raise ImplausibleRequest(
@@ -133,13 +138,15 @@ def _array_step(element: Step | int, minimum: int) -> Step:
     return step
 
 
-def _fixed_entity_array_step(size: int, minimum: int) -> Step:
+def _fixed_entity_array_step(size: int, minimum: int, nullable: bool = True) -> Step:
     """An array of structs made of fixed-size fields only (a Fetch partition): no calls."""
 
     def step(frame: bytes, position: int, end: int) -> int:
         count, position = _read_uvarint(frame, position)
         count -= 1
         if count <= 0:
+            if count < 0 and not nullable:
+                raise ImplausibleRequest("null array where the schema allows none")
             return position
         if count * minimum > end - position:
             raise ImplausibleRequest(
@@ -222,13 +229,14 @@ def _field_step(field: dataclasses.Field[Any]) -> Step | int:
     if isinstance(kind, EntityField):
         walker = _entity_walker(kind.type_)
         return _nullable_entity_step(walker) if is_optional(field) else walker
+    nullable = is_optional(field)
     if isinstance(kind, EntityTupleField):
         _entity_walker(kind.type_)
         fixed = _FIXED_BODIES.get(kind.type_)
         if fixed is not None:
-            return _fixed_entity_array_step(fixed, _minimum_size(kind.type_))
+            return _fixed_entity_array_step(fixed, _minimum_size(kind.type_), nullable)
     element, minimum = _element(field, kind)
-    return _array_step(element, minimum)
+    return _array_step(element, minimum, nullable)
 
 
 def _entity_walker(cls: type[Any]) -> Step:
@@ -267,3 +275,53 @@ def _compile_walker(cls: type[Any]) -> Step:
         return _skip_tags(frame, position, end, tagged)
 
     return walk
+
+
+# --- legacy (non-flexible) requests: null arrays where the schema allows none ------------------
+
+Check = Callable[[Any], None]
+_NULL_CHECKS: dict[type[Any], Check] = {}
+
+
+def check_legacy_nulls(body: Any) -> None:
+    """Raise ImplausibleRequest if a decoded legacy request holds a null array (int32 count -1)
+    where its schema has no nullable array: kio's legacy reader yields None there, and Kafka's
+    parser refuses the request."""
+    _null_check(type(body))(body)
+
+
+def _null_check(cls: type[Any]) -> Check:
+    found = _NULL_CHECKS.get(cls)
+    if found is None:
+        found = _NULL_CHECKS[cls] = _compile_null_check(cls)
+    return found
+
+
+def _compile_null_check(cls: type[Any]) -> Check:
+    arrays: list[tuple[str, Check | None]] = []  # non-nullable arrays, with an element check
+    entities: list[tuple[str, Check]] = []
+    for field in dataclasses.fields(cls):
+        kind = classify_field(field)
+        if isinstance(kind, EntityTupleField):
+            if not is_optional(field):
+                arrays.append((field.name, _null_check(kind.type_)))
+        elif isinstance(kind, PrimitiveTupleField):
+            if not is_optional(field):
+                arrays.append((field.name, None))
+        elif isinstance(kind, EntityField):
+            entities.append((field.name, _null_check(kind.type_)))
+
+    def check(value: Any) -> None:
+        for name, element in arrays:
+            items = getattr(value, name)
+            if items is None:
+                raise ImplausibleRequest(f"null array {cls.__name__}.{name}")
+            if element is not None:
+                for item in items:
+                    element(item)
+        for name, nested in entities:
+            item = getattr(value, name)
+            if item is not None:
+                nested(item)
+
+    return check

@@ -29,7 +29,7 @@ from kio.serial import entity_reader, entity_writer
 
 from kemu.protocol import fastwrite, kip1289, streams_v1
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.guard import check_request
+from kemu.protocol.guard import check_legacy_nulls, check_request
 from kemu.protocol.kip1289 import NAMES as KEMU_NAMES
 
 # kemu's own schemas: KIP-1289's messages, and versions kio does not have yet (streams v1)
@@ -155,6 +155,8 @@ def decode_request(frame: bytes, api_key: int | None = None) -> DecodedRequest:
             check_request(schema, frame, header_has_tags=True)
         header, used = _reader(schema.__header_schema__)(frame, 0)
         body, _ = _reader(schema)(frame, used)
+        if not schema.__flexible__:
+            check_legacy_nulls(body)
     except Exception as exc:
         raise MalformedFrame(f"undecodable {api_name(api_key)} v{api_version}: {exc}") from exc
     return DecodedRequest(

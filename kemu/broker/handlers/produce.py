@@ -69,7 +69,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else cluster.topics.get(topic_data.name)
         )
         unknown = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
-        name = topic.name if topic is not None else topic_data.name
+        # v13+ names topics by id only: an unknown id has no name to authorize
+        name = topic.name if topic is not None else None if by_id else topic_data.name
         denied = (
             ErrorCode.transactional_id_authorization_failed
             if txn_denied
