@@ -82,10 +82,14 @@ class FaultTable:
     injected: dict[str, int] = field(default_factory=dict)  # kind -> faults injected so far
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     random: random.Random = field(default_factory=random.Random)
+    # per api key, the rules by the client id they name (None: any client), rebuilt when the
+    # rules change, so that rules for other clients cost a request nothing
+    _by_client: dict[int, dict[str | None, list[FaultRule]]] = field(default_factory=dict)
 
     def add(self, spec: dict[str, Any]) -> FaultRule:
         rule = _parse(spec, next(self._ids), self.runtime)
         self.by_key.setdefault(rule.api_key, []).append(rule)
+        self._by_client.pop(rule.api_key, None)
         log.info("fault_rule_added", **rule.describe())
         return rule
 
@@ -96,6 +100,7 @@ class FaultTable:
         for rule in parsed:
             rule.id = next(self._ids)
             self.by_key.setdefault(rule.api_key, []).append(rule)
+            self._by_client.pop(rule.api_key, None)
             log.info("fault_rule_added", **rule.describe())
         return parsed
 
@@ -108,6 +113,7 @@ class FaultTable:
             for rule in rules:
                 if rule.id == rule_id:
                     rules.remove(rule)
+                    self._by_client.pop(key, None)
                     if not rules:
                         del self.by_key[key]
                     return True
@@ -116,23 +122,45 @@ class FaultTable:
     def clear(self) -> int:
         removed = sum(len(rules) for rules in self.by_key.values())
         self.by_key.clear()
+        self._by_client.clear()
         return removed
 
     def _expire(self) -> None:
         now = self.runtime.clock_ms()
         for key, rules in list(self.by_key.items()):
             rules[:] = [r for r in rules if r.deadline_ms is None or r.deadline_ms > now]
+            self._by_client.pop(key, None)
             if not rules:
                 del self.by_key[key]
+
+    def _candidates(self, rules: list[FaultRule], client_id: str | None) -> list[FaultRule]:
+        """The rules of one API key that may apply to ``client_id``, in the order they were
+        added."""
+        api_key = rules[0].api_key
+        index = self._by_client.get(api_key)
+        if index is None:
+            index = {}
+            for rule in rules:
+                index.setdefault(rule.client_id, []).append(rule)
+            self._by_client[api_key] = index
+        anyone = index.get(None, [])
+        named = index.get(client_id, []) if client_id is not None else []
+        if not named:
+            return list(anyone)
+        if not anyone:
+            return list(named)
+        return sorted((*anyone, *named), key=lambda rule: rule.id)
 
     def match(
         self, rules: list[FaultRule], node_id: int, request: DecodedRequest
     ) -> FaultRule | None:
         """The first live rule of ``rules`` (one API key's) this request triggers, used up by
         one; None when none does."""
+        if not rules:
+            return None
         now = self.runtime.clock_ms()
         touched: Touched | None = None
-        for rule in list(rules):
+        for rule in self._candidates(rules, request.header.client_id):
             if rule.deadline_ms is not None and rule.deadline_ms <= now:
                 self._drop(rule)
                 continue
@@ -167,6 +195,7 @@ class FaultTable:
 
     def _drop(self, rule: FaultRule) -> None:
         rules = self.by_key.get(rule.api_key)
+        self._by_client.pop(rule.api_key, None)
         if rules is not None and rule in rules:
             rules.remove(rule)
             if not rules:

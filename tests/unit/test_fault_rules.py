@@ -132,3 +132,16 @@ def test_a_thousand_rules_are_indexed_by_api_key() -> None:
     table.add_all([{"api": "fetch", "error_code": 6, "client_id": f"c{i}"} for i in range(1000)])
     assert set(table.by_key) == {1}
     assert table.by_key.get(0) is None  # a Produce request costs one failed dict lookup
+
+
+def test_rules_for_other_clients_are_not_walked_and_order_is_kept() -> None:
+    table = FaultTable(runtime())
+    table.add_all([{"api": "produce", "error_code": 6, "client_id": f"c{i}"} for i in range(1000)])
+    first = table.add({"api": "produce", "error_code": 7, "count": 1})  # any client
+    mine = table.add({"api": "produce", "error_code": 8, "count": 1, "client_id": "app"})
+    rules = table.by_key[0]
+    assert table._candidates(rules, "app") == [first, mine]  # 2 of 1,002 rules
+    assert table.match(rules, 1, produce("orders", 0)) is first  # the earlier one first
+    assert table.match(rules, 1, produce("orders", 0)) is mine
+    assert table.match(rules, 1, produce("orders", 0)) is None
+    assert table.match(rules, 1, produce("orders", 0, client_id="c7")).client_id == "c7"
