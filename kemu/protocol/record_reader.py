@@ -65,12 +65,12 @@ def record_timestamps(batch: bytes | memoryview) -> Iterator[tuple[int, int]]:
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_LOG_APPEND)
     position = 0
     for _ in range(header.record_count):
-        length, start = _varint(data, position)
+        length, start = read_varint(data, position)
         position = start + length
         if length < 0 or position > len(data):
             raise CorruptBatch(f"record of {length} bytes runs past the end of the batch")
-        timestamp_delta, cursor = _varint(data, start + 1)  # after the attributes
-        offset_delta, _ = _varint(data, cursor)
+        timestamp_delta, cursor = read_varint(data, start + 1)  # after the attributes
+        offset_delta, _ = read_varint(data, cursor)
         if log_append_time:
             yield header.base_offset + offset_delta, header.max_timestamp
         else:
@@ -87,13 +87,13 @@ def keyless_record_indexes(batch: bytes | memoryview) -> list[int]:
     keyless = []
     position = 0
     for index in range(header.record_count):
-        length, start = _varint(data, position)
+        length, start = read_varint(data, position)
         position = start + length
         if length < 0 or position > len(data):
             raise CorruptBatch(f"record of {length} bytes runs past the end of the batch")
-        _timestamp_delta, cursor = _varint(data, start + 1)  # after the attributes
-        _offset_delta, cursor = _varint(data, cursor)
-        key_length, _ = _varint(data, cursor)
+        _timestamp_delta, cursor = read_varint(data, start + 1)  # after the attributes
+        _offset_delta, cursor = read_varint(data, cursor)
+        key_length, _ = read_varint(data, cursor)
         if key_length < 0:
             keyless.append(index)
     return keyless
@@ -146,16 +146,16 @@ def _parse(header: BatchHeader, data: memoryview) -> Iterator[Record]:
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_LOG_APPEND)
     position = 0
     for _ in range(header.record_count):
-        length, start = _varint(data, position)
+        length, start = read_varint(data, position)
         end = start + length
         if length < 0 or end > len(data):
             raise CorruptBatch(f"record of {length} bytes runs past the end of the batch")
         position = start + 1  # attributes: unused
-        timestamp_delta, position = _varint(data, position)
-        offset_delta, position = _varint(data, position)
+        timestamp_delta, position = read_varint(data, position)
+        offset_delta, position = read_varint(data, position)
         key, position = _bytes(data, position)
         value, position = _bytes(data, position)
-        count, position = _varint(data, position)
+        count, position = read_varint(data, position)
         if count < 0:
             raise CorruptBatch(f"record has {count} headers")
         headers = []
@@ -178,7 +178,7 @@ def _parse(header: BatchHeader, data: memoryview) -> Iterator[Record]:
         )
 
 
-def _varint(data: memoryview, position: int) -> tuple[int, int]:
+def read_varint(data: memoryview | bytes, position: int) -> tuple[int, int]:
     """A zigzag varint (up to 64 bits) at ``position``: (value, position after it)."""
     raw = 0
     shift = 0
@@ -196,7 +196,7 @@ def _varint(data: memoryview, position: int) -> tuple[int, int]:
 
 
 def _bytes(data: memoryview, position: int) -> tuple[bytes | None, int]:
-    length, position = _varint(data, position)
+    length, position = read_varint(data, position)
     if length < 0:
         return None, position
     end = position + length

@@ -42,7 +42,7 @@ from enum import Enum
 import cramjam
 
 from kemu.protocol import records
-from kemu.protocol.record_reader import decompress
+from kemu.protocol.record_reader import decompress, read_varint
 from kemu.protocol.records import (
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
@@ -180,22 +180,6 @@ class RawRecord:
     rest: bytes  # offset delta onwards (offset delta, key, value, headers), as written
 
 
-def _read_varint(data: memoryview | bytes, position: int) -> tuple[int, int]:
-    raw = 0
-    shift = 0
-    while True:
-        if position >= len(data):
-            raise CorruptBatch("varint runs past the end of the batch")
-        byte = data[position]
-        position += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
-        if shift > 63:
-            raise CorruptBatch("varint longer than 10 bytes")
-
-
 def _varint(value: int) -> bytes:
     return records.uvarint((value << 1) ^ (value >> 63))
 
@@ -210,20 +194,20 @@ def raw_records(header: BatchHeader, batch: bytes | memoryview) -> list[RawRecor
     found: list[RawRecord] = []
     position = 0
     for _ in range(header.record_count):
-        length, start = _read_varint(data, position)
+        length, start = read_varint(data, position)
         end = start + length
         if length < 1 or end > len(data):
             raise CorruptBatch(f"record of {length} bytes runs past the end of the batch")
         attributes = data[start]
-        timestamp_delta, cursor = _read_varint(data, start + 1)
+        timestamp_delta, cursor = read_varint(data, start + 1)
         rest_start = cursor
-        offset_delta, cursor = _read_varint(data, cursor)
-        key_length, cursor = _read_varint(data, cursor)
+        offset_delta, cursor = read_varint(data, cursor)
+        key_length, cursor = read_varint(data, cursor)
         key = None
         if key_length >= 0:
             key = bytes(data[cursor : cursor + key_length])
             cursor += key_length
-        value_length, cursor = _read_varint(data, cursor)
+        value_length, cursor = read_varint(data, cursor)
         if cursor > end:
             raise CorruptBatch("record fields run past the record")
         found.append(
