@@ -16,6 +16,7 @@ import structlog
 
 from kemu.broker.connection import Connection
 from kemu.broker.handlers import handler_module_names, register_placeholders
+from kemu.broker.ports import free_port_block
 from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.crash_points import crash_point
@@ -83,6 +84,13 @@ class KemuServer:
         self.listeners = configured_listeners(
             options.config, options.host, options.port, options.brokers, options.advertised_host
         )
+        if options.port == 0:
+            # --port 0: the OS picks a block with room for every listener's brokers (without
+            # this, brokers 2..N would bind ports 1..N-1).
+            first = free_port_block(options.host, options.brokers * len(self.listeners))
+            self.listeners = configured_listeners(
+                options.config, options.host, first, options.brokers, options.advertised_host
+            )
         self._secured = options.config.get("listeners") is not None
         listener_nodes = {
             listener.name: {
