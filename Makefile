@@ -8,7 +8,7 @@ BROKERS ?= 3
 ARGS ?=
 
 .PHONY: install serve test test-unit test-integration test-java lint bench eos-crash java clean conformance-franz \
-	conformance-kafka-tools test-streams conformance-diff bench-faults
+	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -85,6 +85,17 @@ conformance-kafka-tools: $(STAMP)
 # `make test`. Results: docs/conformance.md.
 conformance-diff: $(STAMP)
 	$(BIN)/python -m conformance.diff $(ARGS)
+
+# PySpark Structured Streaming (Kafka source -> transform -> Kafka sink, checkpointed) against kemu,
+# the driver SIGKILLed and restarted; pyspark in its own venv. Not in `make test` (examples/README.md).
+SPARK_VENV := examples/spark/.venv
+$(SPARK_VENV)/.installed: examples/spark/requirements.txt
+	test -x $(SPARK_VENV)/bin/python || $(PYTHON) -m venv $(SPARK_VENV)
+	$(SPARK_VENV)/bin/pip install -q -r examples/spark/requirements.txt
+	touch $@
+
+example-spark: $(STAMP) $(SPARK_VENV)/.installed
+	$(BIN)/python examples/spark/run.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) tests/java/target .pytest_cache .mypy_cache
