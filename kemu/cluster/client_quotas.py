@@ -6,7 +6,7 @@ doubles. Validation follows Kafka's ClientQuotaControlManager and the describe f
 ClientQuotasImage, with their messages. With ``--data-dir`` the quotas are kept in
 ``<data-dir>/kemu-client-quotas.json``, rewritten atomically on every change.
 
-kemu stores and describes quotas; it does not throttle clients by them.
+Enforcement (rates, precedence, throttle times) is ``kemu/cluster/quota_enforcement.py``.
 """
 
 from __future__ import annotations
@@ -103,6 +103,7 @@ class ClientQuotas:
     def __init__(self, data_dir: Path | None = None) -> None:
         self.path = data_dir / FILE_NAME if data_dir is not None else None
         self.quotas: dict[Entity, dict[str, float]] = {}
+        self.version = 0  # bumped on every change, so enforcement re-indexes the quotas
         if self.path is not None and self.path.exists():
             for entry in json.loads(self.path.read_text()):
                 entity = tuple((t, n) for t, n in entry["entity"])
@@ -130,6 +131,7 @@ class ClientQuotas:
             self.quotas[entity] = values
         else:
             self.quotas.pop(entity, None)
+        self.version += 1
         self._save()
 
     def describe(
