@@ -82,7 +82,7 @@ from kemu.coordinator.group.share_group import (
 )
 from kemu.coordinator.group.streams_group import StreamsHeartbeat, StreamsHeartbeatResult
 from kemu.coordinator.group.streams_records import StreamsImageBuilder, StreamsRecordKey
-from kemu.coordinator.group.streams_service import StreamsGroups
+from kemu.coordinator.group.streams_service import NotCreatable, StreamsGroups
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
     PersistedState,
@@ -216,12 +216,17 @@ class GroupCoordinatorService:
         else:
             self._consumer_written[group_id] = new
 
-    def streams_heartbeat(self, request: StreamsHeartbeat) -> StreamsHeartbeatResult:
+    def streams_heartbeat(
+        self,
+        request: StreamsHeartbeat,
+        not_creatable: NotCreatable = lambda names: [],
+    ) -> StreamsHeartbeatResult:
         """KIP-1071; raises ``GroupError`` with Kafka's error. Missing internal topics are
-        created before the answer."""
+        created before the answer, unless ``not_creatable`` names some of them (the
+        principal may not create them): then none is, and the status says why."""
         before = self.registry.get(request.group_id)
         try:
-            return self.streams.heartbeat(request)
+            return self.streams.heartbeat(request, not_creatable)
         finally:
             taken_over = self.registry.get(request.group_id) is not before
             if isinstance(before, ClassicGroup) and taken_over:

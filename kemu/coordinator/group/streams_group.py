@@ -33,11 +33,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from kemu.coordinator.group import streams_assignor
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.share_group import GroupError
-from kemu.coordinator.group.streams_assignor import EMPTY, AssignMember, Tasks, TaskTuple
+from kemu.coordinator.group.streams_assignor import EMPTY, AssignMember, Task, Tasks, TaskTuple
 from kemu.coordinator.group.streams_topology import (
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
@@ -83,6 +84,22 @@ class StreamsHeartbeat:
     shutdown_application: bool = False
     client_id: str = ""
     client_host: str = ""
+    # (subtopology id, partition, offset); None: unchanged since the last heartbeat
+    task_offsets: tuple[tuple[str, int, int], ...] | None = None
+    task_end_offsets: tuple[tuple[str, int, int], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberTaskOffsets:
+    """The changelog offset sums (and their end offsets) a member last reported per task, Kafka's
+    ``MemberTaskOffsets``: kept in memory only (KIP-1071: "not persisted, as they are constantly
+    changing"), re-reported every ``streams.task.offset.interval.ms``."""
+
+    offsets: dict[Task, int] = field(default_factory=dict)
+    end_offsets: dict[Task, int] = field(default_factory=dict)
+
+
+NO_TASK_OFFSETS = MemberTaskOffsets()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +139,8 @@ class StreamsGroup:
     # Not persisted: recomputed from the topology and the topics.
     configured: ConfiguredTopology | None = None
     metadata: tuple[tuple[str, int], ...] = ()  # (topic, partitions) the configuration saw
+    # Not persisted: what each member last reported (Kafka keeps them in memory too).
+    task_offsets: dict[str, MemberTaskOffsets] = field(default_factory=dict)
 
     group_type = GROUP_TYPE
     protocol_type = PROTOCOL_TYPE
@@ -212,6 +231,20 @@ class StreamsGroupCoordinator:
     def heartbeat(
         self, request: StreamsHeartbeat, partition_count: PartitionCount, now_ms: int
     ) -> StreamsHeartbeatResult:
+        """One heartbeat; a refused one (``GroupError``) leaves the group as it was, as Kafka's
+        timeline data structures roll back a failed heartbeat's changes."""
+        existing = self.group(request.group_id)
+        saved = _snapshot(existing) if existing is not None else None
+        try:
+            return self._heartbeat(request, partition_count, now_ms)
+        except GroupError:
+            if existing is not None and saved is not None:
+                _restore(existing, saved)
+            raise
+
+    def _heartbeat(
+        self, request: StreamsHeartbeat, partition_count: PartitionCount, now_ms: int
+    ) -> StreamsHeartbeatResult:
         validate(request)
         settings = self.settings(request.group_id)
         if request.member_epoch == LEAVE_EPOCH:
@@ -237,6 +270,7 @@ class StreamsGroupCoordinator:
                 # A static member back under a new member id takes the place, epoch and tasks
                 # of the one that left with epoch -2: no rebalance.
                 group.members.pop(replaced.member_id)
+                group.task_offsets.pop(replaced.member_id, None)
                 group.target[request.member_id] = group.target.pop(replaced.member_id, EMPTY)
                 old = replace(replaced, member_id=request.member_id)
                 group.members[request.member_id] = old
@@ -321,7 +355,13 @@ class StreamsGroupCoordinator:
             bump = True
         if configured.ready and request.owned is not None:
             _check_tasks(configured, request.owned)
+        reported = group.task_offsets.get(updated.member_id, NO_TASK_OFFSETS)
+        reported = _updated_task_offsets(reported, request)
         group.members[updated.member_id] = updated
+        if reported is NO_TASK_OFFSETS:
+            group.task_offsets.pop(updated.member_id, None)
+        else:
+            group.task_offsets[updated.member_id] = reported
         self.registry.put(group)
         if bump:
             group.group_epoch += 1
@@ -424,6 +464,7 @@ class StreamsGroupCoordinator:
     ) -> None:
         group.members.pop(member_id, None)
         group.target.pop(member_id, None)
+        group.task_offsets.pop(member_id, None)
         group.group_epoch += 1
         if not group.members:
             group.shutdown_requested_by = None
@@ -488,8 +529,15 @@ class StreamsGroupCoordinator:
                 for sub in group.topology.subtopologies
                 if sub.state_changelog_topics
             }
+            # As Kafka's TargetAssignmentBuilder: each member's current tasks and the offsets
+            # it reported, so the state a member holds weighs in.
             members = [
-                AssignMember(m.member_id, m.process_id, group.target.get(m.member_id, EMPTY))
+                AssignMember(
+                    m.member_id,
+                    m.process_id,
+                    m.assigned,
+                    group.task_offsets.get(m.member_id, NO_TASK_OFFSETS).offsets,
+                )
                 for m in sorted(group.members.values(), key=lambda m: m.member_id)
             ]
             group.target = streams_assignor.assign(
@@ -639,6 +687,51 @@ def _check_epoch(member: StreamsMember, request: StreamsHeartbeat) -> None:
                 f"known by the group coordinator ({member.member_epoch}). The member must "
                 "abandon all its partitions and rejoin.",
             )
+
+
+def _snapshot(group: StreamsGroup) -> dict[str, Any]:
+    saved = dict(vars(group))
+    for name in ("members", "target", "task_offsets"):
+        saved[name] = dict(saved[name])
+    return saved
+
+
+def _restore(group: StreamsGroup, saved: dict[str, Any]) -> None:
+    vars(group).update(saved)
+
+
+def _updated_task_offsets(
+    reported: MemberTaskOffsets, request: StreamsHeartbeat
+) -> MemberTaskOffsets:
+    """Kafka's ``MemberTaskOffsets.update``: each list replaces its map when sent (null keeps
+    it); a task named twice is INVALID_REQUEST."""
+    if request.task_offsets is None and request.task_end_offsets is None:
+        return reported
+    return MemberTaskOffsets(
+        (
+            reported.offsets
+            if request.task_offsets is None
+            else _offsets_by_task(request.task_offsets)
+        ),
+        (
+            reported.end_offsets
+            if request.task_end_offsets is None
+            else _offsets_by_task(request.task_end_offsets)
+        ),
+    )
+
+
+def _offsets_by_task(entries: tuple[tuple[str, int, int], ...]) -> dict[Task, int]:
+    by_task: dict[Task, int] = {}
+    for subtopology_id, partition, offset in entries:
+        if (subtopology_id, partition) in by_task:
+            raise GroupError(
+                ErrorCode.invalid_request,
+                f"Task offsets contain a duplicate entry for subtopology {subtopology_id} "
+                f"and partition {partition}.",
+            )
+        by_task[(subtopology_id, partition)] = offset
+    return by_task
 
 
 def _check_tasks(configured: ConfiguredTopology, owned: TaskTuple) -> None:

@@ -30,7 +30,7 @@ from kemu.coordinator.group.streams_records import (
     diff,
     image_of,
 )
-from kemu.coordinator.group.streams_topology import TopicToCreate
+from kemu.coordinator.group.streams_topology import MISSING_INTERNAL_TOPICS, TopicToCreate
 from kemu.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kemu.group")
@@ -38,6 +38,8 @@ log = structlog.get_logger("kemu.group")
 
 # (group id, records, now) -> the append's error; the service's ``_append``
 Append = Callable[[str, list[Any], int], ErrorCode]
+# internal topics to create -> those the request's principal may not create
+NotCreatable = Callable[[list[str]], list[str]]
 
 
 class StreamsGroups:
@@ -64,13 +66,21 @@ class StreamsGroups:
         topic = self.runtime.cluster.topics.get(name)
         return None if topic is None else len(topic.partitions)
 
-    def heartbeat(self, request: StreamsHeartbeat) -> StreamsHeartbeatResult:
+    def heartbeat(
+        self, request: StreamsHeartbeat, not_creatable: NotCreatable = lambda names: []
+    ) -> StreamsHeartbeatResult:
         result = self.coordinator.heartbeat(
             request, self.partition_count, self.runtime.clock_ms()
         )
+        self.sync(request.group_id)
+        if not result.topics_to_create:
+            return result
+        refused = not_creatable([topic.name for topic in result.topics_to_create])
+        if refused:
+            # KafkaApis creates none of them and says why in the MISSING_INTERNAL_TOPICS status.
+            return replace(result, status=_unauthorized_status(result.status, refused))
         for topic in result.topics_to_create:
             self._create(request.group_id, topic)
-        self.sync(request.group_id)
         return result
 
     def sync(self, group_id: str) -> None:
@@ -147,3 +157,16 @@ class StreamsGroups:
         for group_id in dict.fromkeys(group_id for group_id, _ in removed):
             self.sync(group_id)
         return removed
+
+
+def _unauthorized_status(
+    status: tuple[tuple[int, str], ...], refused: list[str]
+) -> tuple[tuple[int, str], ...]:
+    """Kafka's wording: appended to the MISSING_INTERNAL_TOPICS detail, or a status of its own."""
+    note = f"Unauthorized to CREATE on topics {','.join(refused)}."
+    if any(code == MISSING_INTERNAL_TOPICS for code, _ in status):
+        return tuple(
+            (code, f"{detail}; {note}" if code == MISSING_INTERNAL_TOPICS else detail)
+            for code, detail in status
+        )
+    return (*status, (MISSING_INTERNAL_TOPICS, note))
