@@ -23,8 +23,11 @@ import structlog
 from kemu.broker.faults import FaultRule, fault_table
 from kemu.broker.handlers import REGISTRY, HandlerSpec, is_enabled, moved_keys
 from kemu.broker.stats import request_stats
+from kemu.broker.throttling import TimedCoroutine, cap_fetch_bytes, throttle
+from kemu.cluster.client_quotas import client_quotas
 from kemu.cluster.context import ConnectionHooks, RequestContext, Runtime
 from kemu.cluster.model import BrokerNode
+from kemu.cluster.quota_enforcement import client_throttles
 from kemu.protocol import wire
 from kemu.protocol.error_responses import error_response_for
 from kemu.protocol.errors import ErrorCode
@@ -32,6 +35,7 @@ from kemu.protocol.wire import DecodedRequest, MalformedFrame, UnsupportedReques
 
 if TYPE_CHECKING:
     from kemu.broker.security.session import SecuritySession
+    from kemu.cluster.clock import TimerHandle
     from kemu.cluster.listeners import Listener
 
 log = structlog.get_logger("kemu.connection")
@@ -72,6 +76,11 @@ class Connection(asyncio.Protocol):
         # PLAINTEXT listener, every request served as before).
         self.listener = listener
         self.session: SecuritySession | None = None
+        # Client quotas (kemu/broker/throttling.py): nothing is measured while none is stored.
+        self._quotas = client_quotas(runtime)
+        self._muted_until = 0  # clock ms: a throttled client's next request is read then
+        self._unmute_timer: TimerHandle | None = None
+        self._write_paused = False
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -109,6 +118,8 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         # The peer is gone: nobody will read pending answers (long polls).
         self._closing = True
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
         self._cancel_pending()
         try:
             self.hooks.closed()
@@ -117,12 +128,42 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         # The client is not reading its answers: stop taking requests until it catches up.
+        self._write_paused = True
         if self.transport is not None and not self._closing:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self._closing:
+        self._write_paused = False
+        if self.transport is not None and not self._closing and not self._muted_until:
             self.transport.resume_reading()
+
+    # --- client quotas: a throttled connection is muted (kemu/broker/throttling.py) -----------
+
+    def _mute(self, throttle_ms: int) -> None:
+        """Read no further request until ``throttle_ms`` have passed, as Kafka mutes the channel."""
+        until = self.runtime.clock_ms() + throttle_ms
+        if until <= self._muted_until or self._closing:
+            return
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
+        self._muted_until = until
+        self._unmute_timer = self.runtime.clock.call_at(until, self._unmute)
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def _unmute(self) -> None:
+        self._muted_until = 0
+        self._unmute_timer = None
+        if self._closing or self.transport is None:
+            return
+        if not self._write_paused:
+            self.transport.resume_reading()
+        if self._partial:  # requests that arrived while muted
+            try:
+                self._receive(b"")
+            except Exception:
+                log.exception("connection_failed", node_id=self.node.node_id, peer=self.peer)
+                self._close()
 
     # --- frames -------------------------------------------------------------------------------
 
@@ -138,6 +179,8 @@ class Connection(asyncio.Protocol):
         position = 0
         size_struct = wire.SIZE
         while end - position >= 4:
+            if self._muted_until:
+                break  # throttled: the rest waits until the throttle time has passed
             size = size_struct.unpack_from(buffer, position)[0]
             if size < wire.HEADER_PREFIX.size or size > self.max_request_bytes:
                 log.warning(
@@ -220,30 +263,42 @@ class Connection(asyncio.Protocol):
         context = RequestContext(
             self.node, self.runtime, request.header, self.client_host, self.hooks, self.session
         )
+        if self._quotas.quotas:
+            request = cap_fetch_bytes(client_throttles(self.runtime), context, request)
         rules = self._rules.get(spec.api_key)
         if rules is not None:
             rule = self.faults.match(rules, self.node.node_id, request)
             if rule is not None:
-                return self._inject(rule, spec, context, request)
-        self._slots.append(self._dispatch(spec, context, request))
+                return self._inject(rule, spec, context, request, len(frame))
+        self._slots.append(self._dispatch(spec, context, request, len(frame)))
         return True
 
     # --- fault rules (kemu/broker/faults.py) --------------------------------------------------
 
     def _inject(
-        self, rule: FaultRule, spec: HandlerSpec, context: RequestContext, request: DecodedRequest
+        self,
+        rule: FaultRule,
+        spec: HandlerSpec,
+        context: RequestContext,
+        request: DecodedRequest,
+        size: int,
     ) -> bool:
         if rule.kind == "drop_before" and not rule.latency_ms:
             return False  # closes; the answers ready before it still go out
         task = asyncio.get_running_loop().create_task(
-            self._faulted(rule, spec, context, request)
+            self._faulted(rule, spec, context, request, size)
         )
         task.add_done_callback(self._task_done)
         self._slots.append(task)
         return True
 
     async def _faulted(
-        self, rule: FaultRule, spec: HandlerSpec, context: RequestContext, request: DecodedRequest
+        self,
+        rule: FaultRule,
+        spec: HandlerSpec,
+        context: RequestContext,
+        request: DecodedRequest,
+        size: int,
     ) -> bytes | None:
         if rule.latency_ms:
             await asyncio.sleep(rule.latency_ms / 1000)
@@ -259,7 +314,7 @@ class Connection(asyncio.Protocol):
             return wire.encode_response_frame(
                 header.api_key, header.api_version, header.correlation_id, body
             )
-        slot = self._dispatch(spec, context, request)
+        slot = self._dispatch(spec, context, request, size)
         frame = await slot if isinstance(slot, asyncio.Task) else slot
         if kind == "drop_after":
             return CutFrame()
@@ -299,9 +354,11 @@ class Connection(asyncio.Protocol):
     # --- handlers -----------------------------------------------------------------------------
 
     def _dispatch(
-        self, spec: HandlerSpec, context: RequestContext, request: DecodedRequest
+        self, spec: HandlerSpec, context: RequestContext, request: DecodedRequest, size: int = 0
     ) -> Slot:
         """The answer now when the handler finishes without awaiting, else its running task."""
+        if self._quotas.quotas:
+            return self._dispatch_throttled(spec, context, request, size)
         # Encoding sits inside the try: an answer that cannot be encoded must still become an
         # error answer, or the requests queued behind it would wait forever.
         started = perf_counter_ns()
@@ -330,6 +387,59 @@ class Connection(asyncio.Protocol):
             return self._failed(request)
         header = request.header
         self.stats.answered(header.api_key, header.api_version, body, perf_counter_ns() - started)
+        return frame
+
+    def _dispatch_throttled(
+        self, spec: HandlerSpec, context: RequestContext, request: DecodedRequest, size: int
+    ) -> Slot:
+        """``_dispatch`` recording the request on the client's quotas (``size``: its frame)."""
+        started = perf_counter_ns()
+        try:
+            outcome = spec.function(context, request.body)
+            if asyncio.iscoroutine(outcome):
+                timed = TimedCoroutine(outcome)
+                task = asyncio.get_running_loop().create_task(
+                    self._finish_throttled(timed, context, request, size, started)
+                )
+                task.add_done_callback(self._task_done)
+                return task
+            body, throttle_ms = throttle(
+                client_throttles(self.runtime),
+                context,
+                request,
+                outcome,
+                size,
+                perf_counter_ns() - started,
+            )
+            frame = self._encode(request, body)
+        except Exception:
+            return self._failed(request)
+        header = request.header
+        self.stats.answered(header.api_key, header.api_version, body, perf_counter_ns() - started)
+        if throttle_ms > 0:
+            self._mute(throttle_ms)
+        return frame
+
+    async def _finish_throttled(
+        self,
+        timed: TimedCoroutine,
+        context: RequestContext,
+        request: DecodedRequest,
+        size: int,
+        started: int,
+    ) -> bytes | None:
+        try:
+            body = await timed
+            body, throttle_ms = throttle(
+                client_throttles(self.runtime), context, request, body, size, timed.ns
+            )
+            frame = self._encode(request, body)
+        except Exception:
+            return self._failed(request)
+        header = request.header
+        self.stats.answered(header.api_key, header.api_version, body, perf_counter_ns() - started)
+        if throttle_ms > 0:
+            self._mute(throttle_ms)
         return frame
 
     def _failed(self, request: DecodedRequest) -> bytes:
