@@ -43,7 +43,11 @@ Entries are appended, newest last. Reproduce one with the command it shows.
 """
 
 
-PHASES = ("produce", "consume", "share")
+PHASES = ("produce", "consume", "share", "txn-share", "client-share", "tls")
+# What `make bench` runs without --phases. The three later phases are asked for by name: together
+# they add minutes per server (a Python driver, another JVM per tool, a second produce and consume
+# over SASL_SSL) to a run that must stay well under 20 minutes on a shared 2-core machine.
+DEFAULT_PHASES = ("produce", "consume", "share")
 
 
 @dataclass
@@ -60,6 +64,20 @@ class Run:
     # when some run asked for it
     phases: tuple[str, ...] = ("produce", "consume")
     share_consumers: tuple[int, ...] = ()
+    # txn-share: the transactional cycle (kemu: share group + KIP-1289 with kemu.client; Kafka:
+    # consumer group + sendOffsetsToTransaction with the Java client); detail has p50_ms, p99_ms
+    cycle: Rate | None = None
+    cycle_cpu_s: float | None = None
+    # client-share: kemu.client's ShareConsumer, and Java's ShareConsumerPerformance (1 consumer)
+    # on the same server for reference
+    client_share: Rate | None = None
+    client_share_cpu_s: float | None = None
+    java_share: Rate | None = None
+    # tls: the same produce and consume over a SASL_SSL (SCRAM-SHA-512) listener
+    tls_produce: Rate | None = None
+    tls_consume: Rate | None = None
+    tls_produce_cpu_s: float | None = None
+    tls_consume_cpu_s: float | None = None
     rss_mb: float | None = None
     peak_rss_mb: float | None = None
     errors: list[str] = field(default_factory=list)
@@ -142,6 +160,22 @@ def _mb_per_s(rate: Rate | None) -> float | None:
     return rate.mb_per_s if rate else None
 
 
+def _detail(rate: Rate | None, name: str) -> float | None:
+    return rate.detail.get(name) if rate else None
+
+
+def _quotient(top: float | None, bottom: float | None) -> float | None:
+    """``top / bottom`` when both were measured (a ratio of two figures of one server)."""
+    if top is None or bottom is None or bottom == 0:
+        return None
+    return top / bottom
+
+
+def _per_record_us(cpu_s: float | None, rate: Rate | None) -> float | None:
+    records = _detail(rate, "records")
+    return _quotient(cpu_s, records / 1e6 if records else None)
+
+
 ROWS: list[RowDef] = [
     RowDef("produce", "produce records/s", lambda r, _: _records_per_s(r.produce), 0),
     RowDef("produce", "produce MB/s", lambda r, _: _mb_per_s(r.produce), 1),
@@ -151,6 +185,66 @@ ROWS: list[RowDef] = [
     RowDef("produce", "server CPU s, produce", lambda r, _: r.produce_cpu_s, 1),
     RowDef("consume", "server CPU s, consume", lambda r, _: r.consume_cpu_s, 1),
     RowDef("share", "server CPU s, share {n}", lambda r, n: r.share_cpu_s.get(n), 1),
+    RowDef("txn-share", "txn cycle records/s", lambda r, _: _records_per_s(r.cycle), 0),
+    RowDef("txn-share", "txn cycle p50 ms", lambda r, _: _detail(r.cycle, "p50_ms"), 1),
+    RowDef("txn-share", "txn cycle p99 ms", lambda r, _: _detail(r.cycle, "p99_ms"), 1),
+    RowDef("txn-share", "txn cycle records/txn", lambda r, _: _detail(r.cycle, "mean_batch"), 0),
+    RowDef("txn-share", "server CPU s, txn cycle", lambda r, _: r.cycle_cpu_s, 1),
+    RowDef(
+        "txn-share",
+        "server CPU us/record, txn cycle",
+        lambda r, _: _per_record_us(r.cycle_cpu_s, r.cycle),
+        1,
+    ),
+    RowDef(
+        "client-share",
+        "kemu.client share records/s",
+        lambda r, _: _records_per_s(r.client_share),
+        0,
+    ),
+    RowDef(
+        "client-share",
+        "Java share records/s, 1 consumer",
+        lambda r, _: _records_per_s(r.java_share),
+        0,
+    ),
+    RowDef(
+        "client-share",
+        "kemu.client/Java share rate",
+        lambda r, _: _quotient(_records_per_s(r.client_share), _records_per_s(r.java_share)),
+        2,
+    ),
+    RowDef("client-share", "server CPU s, kemu.client share", lambda r, _: r.client_share_cpu_s, 1),
+    RowDef("tls", "SASL_SSL produce records/s", lambda r, _: _records_per_s(r.tls_produce), 0),
+    RowDef("tls", "SASL_SSL consume records/s", lambda r, _: _records_per_s(r.tls_consume), 0),
+    RowDef(
+        "tls",
+        "SASL_SSL/PLAINTEXT produce rate",
+        lambda r, _: _quotient(_records_per_s(r.tls_produce), _records_per_s(r.produce)),
+        2,
+    ),
+    RowDef(
+        "tls",
+        "SASL_SSL/PLAINTEXT consume rate",
+        lambda r, _: _quotient(_records_per_s(r.tls_consume), _records_per_s(r.consume)),
+        2,
+    ),
+    RowDef("tls", "server CPU s, PLAINTEXT produce", lambda r, _: r.produce_cpu_s, 1),
+    RowDef("tls", "server CPU s, SASL_SSL produce", lambda r, _: r.tls_produce_cpu_s, 1),
+    RowDef("tls", "server CPU s, PLAINTEXT consume", lambda r, _: r.consume_cpu_s, 1),
+    RowDef("tls", "server CPU s, SASL_SSL consume", lambda r, _: r.tls_consume_cpu_s, 1),
+    RowDef(
+        "tls",
+        "SASL_SSL/PLAINTEXT produce CPU",
+        lambda r, _: _quotient(r.tls_produce_cpu_s, r.produce_cpu_s),
+        2,
+    ),
+    RowDef(
+        "tls",
+        "SASL_SSL/PLAINTEXT consume CPU",
+        lambda r, _: _quotient(r.tls_consume_cpu_s, r.consume_cpu_s),
+        2,
+    ),
     RowDef(None, "start-to-ready s", lambda r, _: r.start_to_ready_s, 2),
     RowDef(None, "RSS after run MiB", lambda r, _: r.rss_mb, 0),
     RowDef(None, "peak RSS MiB", lambda r, _: r.peak_rss_mb, 0),
@@ -202,18 +296,25 @@ TARGETS: list[tuple[str, bool, float]] = [
     ("consume records/s", True, 1.0),
     ("start-to-ready s", False, 0.1),
     ("RSS after run MiB", False, 0.1),
+    # issue 9: kemu's share cycle at least as fast as Kafka's consumer-group EOS cycle
+    ("txn cycle records/s", True, 1.0),
 ]
 SHARE_TARGET = 2.0  # issue 3: at least twice Kafka's share-consume rate, whatever the count
+# Targets on one server's own figure: (row label, server, at least?, bound). Issue 9: kemu.client
+# within 2x of Java's ShareConsumerPerformance on kemu.
+SERVER_TARGETS: list[tuple[str, str, bool, float]] = [
+    ("kemu.client/Java share rate", "kemu", True, 0.5),
+]
 
 
 def targets(results: dict[str, list[Run]]) -> list[str]:
     """One line per target whose row is in the table: the measured ratio and whether it is met."""
-    if "kemu" not in results or "kafka" not in results:
-        return []
     picks = {label: pick for label, pick, _ in rows(results)}
+    lines = _server_targets(results, picks)
+    if "kemu" not in results or "kafka" not in results:
+        return lines
     wanted = [goal for goal in TARGETS if goal[0] in picks]
     wanted += [(label, True, SHARE_TARGET) for label in picks if label.startswith("share rec")]
-    lines: list[str] = []
     for label, at_least, bound in wanted:
         kemu = _values(results["kemu"], picks[label])
         kafka = _values(results["kafka"], picks[label])
@@ -225,6 +326,24 @@ def targets(results: dict[str, list[Run]]) -> list[str]:
         bound_text = f"{'>=' if at_least else '<='} {bound:g}x"
         lines.append(
             f"{label}: kemu/kafka {ratio:.2f}x, target {bound_text}: {'met' if met else 'NOT met'}"
+        )
+    return lines
+
+
+def _server_targets(results: dict[str, list[Run]], picks: dict[str, Pick]) -> list[str]:
+    lines: list[str] = []
+    for label, server, at_least, bound in SERVER_TARGETS:
+        if label not in picks or server not in results:
+            continue
+        values = _values(results[server], picks[label])
+        if not values:
+            lines.append(f"{label} ({server}): not measured")
+            continue
+        value = statistics.median(values)
+        met = value >= bound if at_least else value <= bound
+        lines.append(
+            f"{label} ({server}): {value:.2f}, target {'>=' if at_least else '<='} {bound:g}: "
+            f"{'met' if met else 'NOT met'}"
         )
     return lines
 
@@ -270,6 +389,7 @@ def write_doc(
         if "share" in asked
         else ""
     )
+    share += _later_phases(asked, workload)
     lines = [
         "",
         f"## {now}",
@@ -298,6 +418,29 @@ def write_doc(
     if notes:
         lines += ["", "Notes:", "", *[f"- {note}" for note in notes]]
     return _append(lines)
+
+
+def _later_phases(asked: set[str], workload: Workload) -> str:
+    """The Workload line's words for the txn-share, client-share and tls phases."""
+    parts = []
+    if "txn-share" in asked:
+        parts.append(
+            f"txn cycle: {workload.cycle_target:,} records, polls of at most "
+            f"{workload.cycle_batch} records, one transaction each (kemu: kemu.client share "
+            "group + KIP-1289 TxnShareAcknowledge; Kafka: Java consumer group + "
+            "sendOffsetsToTransaction, bench/java/EosCycle.java)"
+        )
+    if "client-share" in asked:
+        parts.append(
+            f"client share: kemu.client ShareConsumer (implicit acks) over "
+            f"{workload.share_target:,} records, beside ShareConsumerPerformance with 1 consumer"
+        )
+    if "tls" in asked:
+        parts.append(
+            "tls: ProducerPerformance and ConsumerPerformance again over a SASL_SSL listener "
+            "(SCRAM-SHA-512, TLS with an EC P-256 certificate) into a second topic"
+        )
+    return "".join(f"; {part}" for part in parts)
 
 
 def write_section(

@@ -5,6 +5,11 @@ share consumers, server CPU per phase, start-to-ready, RSS after the run, kemu/K
 appends it to docs/benchmarks.md with the command, the date and the machine.
 ``--only kemu --no-write --profile DIR`` is the loop for tuning kemu; ``--phases share`` runs the
 share phase alone (the records are still produced first, untimed in the table).
+
+Phases asked for by name (not in the default list): ``txn-share``, the transactional cycle of
+issue 9 (kemu: kemu.client share group + KIP-1289; Kafka: consumer group +
+sendOffsetsToTransaction), ``client-share``, kemu.client's share consumption beside
+ShareConsumerPerformance, and ``tls``, produce and consume over SASL_SSL (issue 12).
 """
 
 from __future__ import annotations
@@ -18,9 +23,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench import java, report
-from bench.report import PHASES, Run
-from bench.servers import Server, kemu_version, make_server
-from bench.workload import Runner, ToolFailed, Workload, share_group_name
+from bench.client_phases import PhaseResult, parse_result
+from bench.report import DEFAULT_PHASES, PHASES, Run
+from bench.servers import Server, kemu_version, make_sasl_ssl, make_server
+from bench.workload import MIB, Rate, Runner, Secured, ToolFailed, Workload, share_group_name
+
+CYCLE_SINK = "bench-out"
+CYCLE_GROUP = "bench-cycle"
+CLIENT_SHARE_GROUP = "bench-client-share"
+TLS_TOPIC = "bench-tls"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,10 +59,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--phases",
         type=_phase_list,
-        default=PHASES,
+        default=DEFAULT_PHASES,
         metavar="LIST",
-        help="comma-separated phases to report, in order: produce,consume,share (default: all); "
-        "records are produced first whatever the list",
+        help=f"comma-separated phases to report, of {','.join(PHASES)} "
+        f"(default: {','.join(DEFAULT_PHASES)}); records are produced first whatever the list",
+    )
+    parser.add_argument(
+        "--cycle-records",
+        type=int,
+        default=0,
+        help="txn-share: records the cycle moves (default: all of --records)",
+    )
+    parser.add_argument(
+        "--cycle-batch",
+        type=int,
+        default=500,
+        help="txn-share: records per poll and so per transaction, both servers (default: 500)",
     )
     parser.add_argument(
         "--share-consumers",
@@ -127,7 +150,11 @@ def run_once(args: argparse.Namespace, name: str, workload: Workload, number: in
     if "share" in args.phases:
         run.share_consumers = workload.share_consumers
     root = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
-    server = make_server(name, root, workload.partitions)
+    # KIP-1289's RPCs are served only when switched on; nothing else changes with it.
+    kip1289 = ("kemu.kip1289.enable=true",) if "txn-share" in args.phases else ()
+    server = make_server(name, root, workload.partitions, kemu_overrides=kip1289)
+    if "tls" in args.phases:
+        server.sasl_ssl = make_sasl_ssl(root / "tls")
     try:
         server.start()
         run.start_to_ready_s = server.start_to_ready_s
@@ -141,6 +168,18 @@ def run_once(args: argparse.Namespace, name: str, workload: Workload, number: in
             _produce_and_consume(args, server, runner, run, number)
             if "share" in args.phases:
                 _share(args, server, runner, run, number)
+            for phase, measure in (
+                ("txn-share", _txn_cycle),
+                ("client-share", _client_share),
+                ("tls", _tls),
+            ):
+                if phase not in args.phases:
+                    continue
+                try:
+                    measure(args, server, runner, run, number)
+                except ToolFailed as failed:  # the next phase still runs
+                    run.errors.append(str(failed))
+                    print(f"  {name}: {failed}", flush=True)
         except ToolFailed as failed:
             run.errors.append(str(failed))
             print(f"  {name}: {failed}", flush=True)
@@ -167,15 +206,15 @@ def _produce_and_consume(
     with _phase(args, server, "produce", number):
         produced = runner.produce()
     cpu_s = server.cpu_seconds() - cpu
+    # Kept even when its rows are not shown: the tls phase divides by it.
+    run.produce, run.produce_cpu_s = produced, cpu_s
     reported = "produce" in args.phases
-    if reported:
-        run.produce, run.produce_cpu_s = produced, cpu_s
     print(
         f"  {name}: produce {produced.records_per_s:,.0f} rec/s, server CPU {cpu_s:.1f}s"
         + ("" if reported else " (filling the topic, not reported)"),
         flush=True,
     )
-    if "consume" not in args.phases:
+    if "consume" not in args.phases and "tls" not in args.phases:
         return
     cpu = server.cpu_seconds()
     with _phase(args, server, "consume", number):
@@ -210,6 +249,152 @@ def _share(args: argparse.Namespace, server: Server, runner: Runner, run: Run, n
             print(f"  {server.name}: {failed}", flush=True)
 
 
+def _driver_rate(result: PhaseResult, record_size: int) -> Rate:
+    """A kemu.client driver's (or EosCycle's) result as a table rate."""
+    return Rate(
+        result.records_per_s,
+        result.records * record_size / MIB / result.elapsed_s if result.elapsed_s else 0.0,
+        {
+            "records": float(result.records),
+            "transactions": float(result.transactions),
+            "mean_batch": result.mean_batch,
+            "p50_ms": result.p50_ms,
+            "p99_ms": result.p99_ms,
+        },
+    )
+
+
+def _parse(output: str, tool: str) -> PhaseResult:
+    try:
+        return parse_result(output)
+    except (ValueError, KeyError) as error:
+        raise ToolFailed(f"{tool}: {error}") from error
+
+
+def _client_profile(
+    args: argparse.Namespace, server: Server, what: str, number: int
+) -> Path | None:
+    directory: Path | None = args.profile
+    if directory is None:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"client-{what}-{server.name}-{number}.prof"
+
+
+def _txn_cycle(
+    args: argparse.Namespace, server: Server, runner: Runner, run: Run, number: int
+) -> None:
+    """Issue 9's transactional cycle. kemu: kemu.client's ShareConsumer (explicit acks) and
+    TransactionalProducer with KIP-1289 (TxnShareAcknowledge); Kafka has no KIP-1289, so the
+    same cycle with a consumer group and sendOffsetsToTransaction (bench/java/EosCycle.java)."""
+    w = runner.workload
+    problem = runner.create_topic(CYCLE_SINK)
+    if problem:
+        run.notes.append(problem)
+    if server.name == "kemu":
+        runner.prepare_share_group(CYCLE_GROUP)
+    cpu = server.cpu_seconds()
+    with _phase(args, server, "txn-cycle", number):
+        if server.name == "kemu":
+            output = runner.python_driver(
+                [
+                    "cycle",
+                    "--topic",
+                    w.topic,
+                    "--sink",
+                    CYCLE_SINK,
+                    "--group",
+                    CYCLE_GROUP,
+                    "--records",
+                    str(w.cycle_target),
+                    "--batch",
+                    str(w.cycle_batch),
+                ],
+                profile=_client_profile(args, server, "cycle", number),
+            )
+        else:
+            output, _ = runner.eos_cycle(CYCLE_GROUP, CYCLE_SINK, w.cycle_target, w.cycle_batch)
+    run.cycle_cpu_s = server.cpu_seconds() - cpu
+    result = _parse(output, "txn cycle")
+    run.cycle = _driver_rate(result, w.record_size)
+    print(
+        f"  {server.name}: txn cycle {result.records_per_s:,.0f} rec/s, "
+        f"p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, "
+        f"{result.mean_batch:.0f} records/txn, server CPU {run.cycle_cpu_s:.1f}s",
+        flush=True,
+    )
+
+
+def _client_share(
+    args: argparse.Namespace, server: Server, runner: Runner, run: Run, number: int
+) -> None:
+    """kemu.client's ShareConsumer over the topic, beside ShareConsumerPerformance with one
+    consumer on the same server (the share phase's run when there was one)."""
+    w = runner.workload
+    run.java_share = run.share.get(1)
+    if run.java_share is None:
+        group = share_group_name(1)
+        runner.prepare_share_group(group)
+        run.java_share = runner.share_consume(group, 1)
+        print(
+            f"  {server.name}: Java share, 1 consumer: {run.java_share.records_per_s:,.0f} rec/s",
+            flush=True,
+        )
+    runner.prepare_share_group(CLIENT_SHARE_GROUP)
+    cpu = server.cpu_seconds()
+    with _phase(args, server, "client-share", number):
+        output = runner.python_driver(
+            [
+                "share",
+                "--topic",
+                w.topic,
+                "--group",
+                CLIENT_SHARE_GROUP,
+                "--records",
+                str(w.share_target),
+            ],
+            profile=_client_profile(args, server, "share", number),
+        )
+    run.client_share_cpu_s = server.cpu_seconds() - cpu
+    result = _parse(output, "kemu.client share")
+    run.client_share = _driver_rate(result, w.record_size)
+    print(
+        f"  {server.name}: kemu.client share {result.records_per_s:,.0f} rec/s, "
+        f"server CPU {run.client_share_cpu_s:.1f}s",
+        flush=True,
+    )
+
+
+def _tls(args: argparse.Namespace, server: Server, runner: Runner, run: Run, number: int) -> None:
+    """The produce and consume phases again, over the SASL_SSL listener, into another topic."""
+    listener = server.sasl_ssl
+    assert listener is not None
+    config = runner.workdir / "sasl-ssl-client.properties"
+    config.write_text(listener.client_properties())
+    over = Secured(listener.bootstrap, config, TLS_TOPIC)
+    problem = runner.create_topic(TLS_TOPIC)
+    if problem:
+        run.notes.append(problem)
+    cpu = server.cpu_seconds()
+    with _phase(args, server, "tls-produce", number):
+        run.tls_produce = runner.produce(over)
+    run.tls_produce_cpu_s = server.cpu_seconds() - cpu
+    print(
+        f"  {server.name}: SASL_SSL produce {run.tls_produce.records_per_s:,.0f} rec/s, "
+        f"server CPU {run.tls_produce_cpu_s:.1f}s",
+        flush=True,
+    )
+    cpu = server.cpu_seconds()
+    with _phase(args, server, "tls-consume", number):
+        run.tls_consume = runner.consume(over)
+    run.tls_consume_cpu_s = server.cpu_seconds() - cpu
+    print(
+        f"  {server.name}: SASL_SSL consume {run.tls_consume.records_per_s:,.0f} rec/s, "
+        f"server CPU {run.tls_consume_cpu_s:.1f}s",
+        flush=True,
+    )
+
+
 def _window_scaling(args: argparse.Namespace) -> list[str]:
     """kemu's share-window scaling through the wire, as Markdown lines for the docs entry."""
     from bench.share_window import wire_legend, wire_table
@@ -235,6 +420,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.share_records > args.records:
         parser.error("--share-records cannot be more than --records (each run reads the topic)")
+    if args.cycle_records > args.records:
+        parser.error("--cycle-records cannot be more than --records (the cycle reads the topic)")
+    if args.cycle_batch < 1:
+        parser.error("--cycle-batch must be at least 1")
     if args.consumer == "console" and args.partitions != 1:
         parser.error("--consumer console reads one assigned partition: use --partitions 1")
     workload = Workload(
@@ -245,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         producer_props=tuple(args.producer_prop),
         share_consumers=args.share_consumers,
         share_records=args.share_records,
+        cycle_records=args.cycle_records,
+        cycle_batch=args.cycle_batch,
     )
     servers = _servers(args)
     java.ensure_jars()  # the tools are Kafka's even when only kemu runs

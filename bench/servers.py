@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench import java
@@ -17,6 +18,48 @@ from bench.probe import Memory, cpu_seconds, free_port, memory_of, wait_ready
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class SaslSslListener:
+    """A second listener, SASL_SSL with SCRAM-SHA-512, beside the PLAINTEXT one (the TLS phase).
+
+    Both servers serve the same PEM keystore (an EC P-256 certificate for 127.0.0.1 made by
+    kemu's ``--tls-self-signed`` code) and know one SCRAM user."""
+
+    keystore: Path  # the key then the chain, PEM: what ``ssl.keystore.location`` reads
+    ca: Path
+    port: int = 0
+    user: str = "bench"
+    password: str = "bench-secret"
+    mechanism: str = "SCRAM-SHA-512"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def client_properties(self) -> str:
+        """The Java client's ``--command-config`` file for this listener."""
+        jaas = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{self.user}" password="{self.password}";'
+        )
+        props = {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": self.mechanism,
+            "sasl.jaas.config": jaas,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca),
+        }
+        return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+def make_sasl_ssl(directory: Path) -> SaslSslListener:
+    """Certificates (made once per directory) for a SASL_SSL listener."""
+    from kemu.broker.security.tls import self_signed, write_keystore
+
+    paths = self_signed(directory)
+    return SaslSslListener(keystore=write_keystore(paths), ca=paths.ca)
 
 
 class Server(ABC):
@@ -29,6 +72,7 @@ class Server(ABC):
         self.process: subprocess.Popen[bytes] | None = None
         self.start_to_ready_s = 0.0
         self.notes: list[str] = []
+        self.sasl_ssl: SaslSslListener | None = None  # set before start() for the TLS phase
 
     @property
     def bootstrap(self) -> str:
@@ -47,6 +91,8 @@ class Server(ABC):
 
     def start(self) -> None:
         self.port = free_port()
+        if self.sasl_ssl is not None:
+            self.sasl_ssl.port = free_port()
         self.prepare()
         out = (self.workdir / "server.out").open("wb")
         started = time.monotonic()
@@ -96,6 +142,11 @@ class KafkaServer(Server):
             self.workdir / "log4j2.properties", self.workdir / "server.log"
         )
         cluster_id = self._tool("kafka.tools.StorageTool", ["random-uuid"]).strip().splitlines()
+        scram = []
+        if self.sasl_ssl is not None:
+            # KRaft keeps SCRAM credentials in the metadata log: the format step writes them.
+            user, password = self.sasl_ssl.user, self.sasl_ssl.password
+            scram = ["--add-scram", f"{self.sasl_ssl.mechanism}=[name={user},password={password}]"]
         started = time.monotonic()
         # share.version=1 is already the default of a 4.4 format (it is bound to 4.2-IV0); it is
         # named so that share groups stay on whatever the default becomes. Kafka 4.4 has no
@@ -111,6 +162,7 @@ class KafkaServer(Server):
                 str(self.properties),
                 "--feature",
                 "share.version=1",
+                *scram,
             ],
         )
         self.format_s = time.monotonic() - started
@@ -142,6 +194,17 @@ class KafkaServer(Server):
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
         }
+        tls = self.sasl_ssl
+        if tls is not None:
+            props["listeners"] += f",SASL_SSL://{tls.bootstrap}"
+            props["advertised.listeners"] += f",SASL_SSL://{tls.bootstrap}"
+            props["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
+            props["sasl.enabled.mechanisms"] = tls.mechanism
+            props[f"listener.name.sasl_ssl.{tls.mechanism.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            )
+            props["ssl.keystore.type"] = "PEM"
+            props["ssl.keystore.location"] = str(tls.keystore)
         return "".join(f"{key}={value}\n" for key, value in props.items())
 
     def _command(self) -> list[str]:
@@ -184,6 +247,16 @@ class KemuServer(Server):
         ]
         for override in self.overrides:
             command += ["--override", override]
+        tls = self.sasl_ssl
+        if tls is not None:
+            for override in (
+                f"listeners=PLAINTEXT://{HOST}:{self.port},SASL_SSL://{tls.bootstrap}",
+                "ssl.keystore.type=PEM",
+                f"ssl.keystore.location={tls.keystore}",
+                f"sasl.enabled.mechanisms={tls.mechanism}",
+                f"kemu.sasl.users={tls.user}:{tls.password}",
+            ):
+                command += ["--override", override]
         if self.in_memory:
             pass
         elif on_disk_available():
@@ -210,8 +283,11 @@ def kemu_version() -> str:
     return f"{version('kemu')} ({commit})"
 
 
-def make_server(name: str, workdir: Path, partitions: int) -> Server:
+def make_server(
+    name: str, workdir: Path, partitions: int, *, kemu_overrides: tuple[str, ...] = ()
+) -> Server:
+    """``kemu_overrides``: extra broker properties for kemu alone (e.g. KIP-1289's switch)."""
     workdir.mkdir(parents=True, exist_ok=True)
     if name == "kafka":
         return KafkaServer(workdir, partitions)
-    return KemuServer(workdir, partitions)
+    return KemuServer(workdir, partitions, kemu_overrides)

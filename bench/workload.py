@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,10 +36,16 @@ class Workload:
     producer_props: tuple[str, ...] = ()
     share_consumers: tuple[int, ...] = (1, 4)  # one ShareConsumerPerformance run per count
     share_records: int = 0  # records each share run reads; 0: all of ``records``
+    cycle_records: int = 0  # records the transactional cycle moves; 0: all of ``records``
+    cycle_batch: int = 500  # records per poll, hence per transaction, in that cycle
 
     @property
     def share_target(self) -> int:
         return self.share_records or self.records
+
+    @property
+    def cycle_target(self) -> int:
+        return self.cycle_records or self.records
 
 
 @dataclass
@@ -152,9 +159,10 @@ class Runner:
             transcript.write(f"$ {' '.join(command)}\n{output}\n[exit {code}, {elapsed:.2f}s]\n")
         return code, output, elapsed
 
-    def create_topic(self) -> str | None:
-        """Create the topic; on failure return why (the producer's metadata then auto-creates
-        it with ``num.partitions``, which both servers are started with)."""
+    def create_topic(self, topic: str | None = None) -> str | None:
+        """Create the topic (the workload's unless named); on failure return why (the
+        producer's metadata then auto-creates it with ``num.partitions``, which both servers
+        are started with)."""
         code, output, _ = self._run(
             "org.apache.kafka.tools.TopicCommand",
             [
@@ -162,7 +170,7 @@ class Runner:
                 self.bootstrap,
                 "--create",
                 "--topic",
-                self.workload.topic,
+                topic or self.workload.topic,
                 "--partitions",
                 str(self.workload.partitions),
                 "--replication-factor",
@@ -175,13 +183,17 @@ class Runner:
         last = [line for line in output.splitlines() if line.strip()][-1:] or ["?"]
         return f"topic creation failed ({last[0][:120]}); auto-created by the producer"
 
-    def produce(self) -> Rate:
+    def produce(self, over: Secured | None = None) -> Rate:
+        """ProducerPerformance into the workload's topic, or ``over`` a secured listener into
+        its topic."""
         w = self.workload
+        secured = ["--command-config", str(over.config)] if over else []
         code, output, _ = self._run(
             "org.apache.kafka.tools.ProducerPerformance",
             [
+                *secured,
                 "--topic",
-                w.topic,
+                over.topic if over else w.topic,
                 "--num-records",
                 str(w.records),
                 "--record-size",
@@ -190,7 +202,7 @@ class Runner:
                 "-1",
                 "--command-property",
                 "acks=all",
-                f"bootstrap.servers={self.bootstrap}",
+                f"bootstrap.servers={over.bootstrap if over else self.bootstrap}",
                 *w.producer_props,
             ],
             timeout=1800,
@@ -199,9 +211,11 @@ class Runner:
             raise ToolFailed(_tail("ProducerPerformance", code, output))
         return parse_producer(output)
 
-    def consume(self) -> Rate:
+    def consume(self, over: Secured | None = None) -> Rate:
+        """A consumer over the workload's topic, or ConsumerPerformance ``over`` a secured
+        listener and its topic."""
         w = self.workload
-        if w.consumer == "console":
+        if w.consumer == "console" and over is None:
             code, output, elapsed = self._run(
                 "org.apache.kafka.tools.consumer.ConsoleConsumer",
                 [
@@ -228,10 +242,11 @@ class Runner:
         code, output, _ = self._run(
             "org.apache.kafka.tools.ConsumerPerformance",
             [
+                *(["--command-config", str(over.config)] if over else []),
                 "--bootstrap-server",
-                self.bootstrap,
+                over.bootstrap if over else self.bootstrap,
                 "--topic",
-                w.topic,
+                over.topic if over else w.topic,
                 "--num-records",
                 str(w.records),
                 "--timeout",
@@ -295,6 +310,51 @@ class Runner:
                 f"{w.share_target} records"
             )
         return parse_share_consumer(output)
+
+    def eos_cycle(self, group: str, sink: str, records: int, batch: int) -> tuple[str, float]:
+        """bench/java/EosCycle.java: the consumer-group exactly-once cycle (poll, produce,
+        sendOffsetsToTransaction, commit); its output (a RESULT line) and wall seconds."""
+        code, output, elapsed = self._run(
+            str(java.BENCH_DIR / "java" / "EosCycle.java"),  # source-file mode (JEP 330)
+            [self.bootstrap, self.workload.topic, sink, group, str(records), str(batch), "900"],
+            timeout=1800,
+        )
+        if code != 0:
+            raise ToolFailed(_tail("EosCycle", code, output))
+        return output, elapsed
+
+    def python_driver(self, args: list[str], *, profile: Path | None = None) -> str:
+        """``python -m bench.client_phases ARGS`` (kemu.client) against this server; its
+        output. ``profile``: a cProfile of the driver is written there."""
+        command = [sys.executable, "-m", "bench.client_phases", *args]
+        command += ["--bootstrap", self.bootstrap]
+        if profile is not None:
+            command += ["--cprofile", str(profile)]
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=1800,
+                cwd=java.BENCH_DIR.parent,
+            )
+            code, output = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired:
+            code, output = -1, "timed out after 1800s"
+        with self.transcript.open("a") as transcript:
+            transcript.write(f"$ {' '.join(command)}\n{output}\n[exit {code}]\n")
+        if code != 0:
+            raise ToolFailed(_tail(f"bench.client_phases {args[0]}", code, output))
+        return output
+
+
+@dataclass(frozen=True)
+class Secured:
+    """Where the TLS phase's tools go: a SASL_SSL bootstrap, its client config, its topic."""
+
+    bootstrap: str
+    config: Path
+    topic: str
 
 
 def share_group_name(consumers: int) -> str:
