@@ -11,8 +11,15 @@ GROUP_ID_NOT_FOUND; an empty id INVALID_GROUP_ID.
 v1 (Kafka 4.4) adds the assignor's name ("sticky") and the KIP-1331 topology description, which
 kemu does not store (null, status 0), as a Kafka without a description plugin.
 
-Omissions: task offsets are not tracked (answered empty); no authorizer, so AuthorizedOperations
-reports everything allowed when asked for.
+TaskOffsets / TaskEndOffsets are what each member last reported in its heartbeats (in memory,
+empty after a restart until it reports again), by subtopology and partition. Warm-up tasks are
+listed in the assignments, always empty as in Kafka 4.4.0, which assigns none.
+
+Authorization, as KafkaApis: a group the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED
+(those answers first); a group whose topology names a topic the principal may not DESCRIBE is
+TOPIC_AUTHORIZATION_FAILED ("The described group uses topics that the client is not authorized
+to describe.") without members or topology; AuthorizedOperations from the ACLs. Error answers
+carry Kafka's defaults (state "", epochs 0).
 """
 
 from __future__ import annotations
@@ -20,27 +27,39 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kemu.broker.authorization import OMITTED, ResourceType, operations_if
+from kemu.broker.authorization import (
+    OMITTED,
+    AclOperation,
+    ResourceType,
+    allowed_names,
+    authorize,
+    enabled,
+    operations_if,
+)
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.streams_assignor import EMPTY, Tasks, TaskTuple
-from kemu.coordinator.group.streams_group import StreamsGroup
+from kemu.coordinator.group.streams_assignor import EMPTY, Task, Tasks, TaskTuple
+from kemu.coordinator.group.streams_group import NO_TASK_OFFSETS, MemberTaskOffsets, StreamsGroup
 from kemu.coordinator.group.streams_topology import TopicInfo
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 89
 ASSIGNOR = "sticky"  # Kafka's default group.streams.assignors
+UNDESCRIBABLE = "The described group uses topics that the client is not authorized to describe."
 
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
     registry = group_coordinator(ctx.runtime).registry
     operations = bool(request.include_authorized_operations)
+    refused: list[Any] = []
     groups = []
     for group_id in request.group_ids:
         found = registry.get(group_id)
-        if not group_id:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            refused.append(_error(ctx, group_id, ErrorCode.group_authorization_failed, None))
+        elif not group_id:
             groups.append(_error(ctx, group_id, ErrorCode.invalid_group_id, None))
         elif isinstance(found, StreamsGroup):
             groups.append(_describe(ctx, found, operations))
@@ -51,18 +70,52 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 else f"Group {group_id} is not a streams group."
             )
             groups.append(_error(ctx, group_id, ErrorCode.group_id_not_found, message))
-    return ctx.respond(throttle_time=datetime.timedelta(0), groups=tuple(groups))
+    if enabled(ctx):
+        groups = _hide_undescribable_topics(ctx, groups)
+    return ctx.respond(throttle_time=datetime.timedelta(0), groups=(*refused, *groups))
+
+
+def _hide_undescribable_topics(ctx: RequestContext, groups: list[Any]) -> list[Any]:
+    """KafkaApis: a described group whose topology names a topic the principal may not DESCRIBE
+    is answered TOPIC_AUTHORIZATION_FAILED, without members or topology."""
+    topics_of = {
+        id(group): {
+            name
+            for sub in group.topology.subtopologies
+            for name in (
+                *sub.source_topics,
+                *sub.repartition_sink_topics,
+                *(t.name for t in sub.repartition_source_topics),
+                *(t.name for t in sub.state_changelog_topics),
+            )
+        }
+        for group in groups
+        if group.error_code == ErrorCode.none
+        and group.topology is not None
+        and group.topology.subtopologies is not None
+    }
+    wanted = set().union(*topics_of.values()) if topics_of else set()
+    allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, wanted)
+    return [
+        (
+            _error(ctx, group.group_id, ErrorCode.topic_authorization_failed, UNDESCRIBABLE)
+            if not topics_of.get(id(group), set()) <= allowed
+            else group
+        )
+        for group in groups
+    ]
 
 
 def _error(ctx: RequestContext, group_id: str, code: ErrorCode, message: str | None) -> Any:
+    # Kafka answers a new DescribedGroup with the error: every other field at its default.
     return ctx.make(
         "DescribedGroup",
         error_code=code,
         error_message=message,
         group_id=group_id,
         group_state="",
-        group_epoch=-1,
-        assignment_epoch=-1,
+        group_epoch=0,
+        assignment_epoch=0,
         topology=None,
         members=(),
         authorized_operations=OMITTED,
@@ -70,6 +123,9 @@ def _error(ctx: RequestContext, group_id: str, code: ErrorCode, message: str | N
 
 
 def _describe(ctx: RequestContext, group: StreamsGroup, operations: bool) -> Any:
+    def reported(member_id: str) -> MemberTaskOffsets:
+        return group.task_offsets.get(member_id, NO_TASK_OFFSETS)
+
     return ctx.make(
         "DescribedGroup",
         error_code=ErrorCode.none,
@@ -98,8 +154,8 @@ def _describe(ctx: RequestContext, group: StreamsGroup, operations: bool) -> Any
                 client_tags=tuple(
                     ctx.make("KeyValue", key=key, value=value) for key, value in member.client_tags
                 ),
-                task_offsets=(),
-                task_end_offsets=(),
+                task_offsets=_task_offsets(ctx, reported(member.member_id).offsets),
+                task_end_offsets=_task_offsets(ctx, reported(member.member_id).end_offsets),
                 assignment=_assignment(ctx, member.assigned),
                 target_assignment=_assignment(ctx, group.target.get(member.member_id, EMPTY)),
                 is_classic=False,
@@ -154,6 +210,13 @@ def _assignment(ctx: RequestContext, tasks: TaskTuple) -> Any:
         active_tasks=_task_ids(ctx, tasks.active),
         standby_tasks=_task_ids(ctx, tasks.standby),
         warmup_tasks=_task_ids(ctx, tasks.warmup),
+    )
+
+
+def _task_offsets(ctx: RequestContext, offsets: dict[Task, int]) -> tuple[Any, ...]:
+    return tuple(
+        ctx.make("TaskOffset", subtopology_id=sub, partition=partition, offset=offset)
+        for (sub, partition), offset in sorted(offsets.items())
     )
 
 

@@ -27,9 +27,21 @@ session expires; the instance id joining again under a new member id takes them 
 rebalance (UNRELEASED_INSTANCE_ID while another member holds it, FENCED_INSTANCE_ID for a
 heartbeat from another member id).
 
-Omissions: StreamsGroupTopologyDescriptionUpdate (KIP-1331);
-warm-up tasks; rack-aware standby placement; regex source topics;
-``streams.initial.rebalance.delay.ms`` (kemu assigns at once).
+TaskOffsets / TaskEndOffsets (the changelog offsets a member reports every
+``streams.task.offset.interval.ms``) are kept per member in memory, as Kafka keeps them (a null
+list keeps the last one, a task named twice is INVALID_REQUEST); the assignor ranks the members
+holding a task's state by them (a restarted instance gets its tasks back) and StreamsGroupDescribe
+shows them. Warm-up tasks are never assigned, as Kafka 4.4.0 assigns none
+(``streams_assignor``).
+
+Authorization, as KafkaApis: READ on the group (GROUP_AUTHORIZATION_FAILED); a topology naming a
+Kafka internal topic or an invalid topic name is STREAMS_INVALID_TOPOLOGY with Kafka's message;
+DESCRIBE on every topic it names (TOPIC_AUTHORIZATION_FAILED); missing internal topics are
+created only with CREATE on the cluster or on each of them, else none is and the
+MISSING_INTERNAL_TOPICS status ends "Unauthorized to CREATE on topics ...".
+
+Omissions: StreamsGroupTopologyDescriptionUpdate (KIP-1331); rack-aware standby placement;
+regex source topics; ``streams.initial.rebalance.delay.ms`` (kemu assigns at once).
 """
 
 from __future__ import annotations
@@ -37,8 +49,21 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kemu.broker.authorization import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    allowed_names,
+    authorize,
+    enabled,
+    error_answer,
+    error_answer_with,
+    group_read,
+    refused,
+)
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
+from kemu.cluster.model import INTERNAL_TOPICS, topic_name_problem
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share_group import GroupError
@@ -57,6 +82,13 @@ API_KEY = 88
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    refusal = refused(ctx, request, group_read(request.group_id))
+    if refusal is not None:
+        return refusal
+    if request.topology is not None:
+        refusal = _topology_refusal(ctx, request)
+        if refusal is not None:
+            return refusal
     owned = None
     if request.active_tasks is not None or request.standby_tasks is not None:
         owned = TaskTuple(
@@ -88,9 +120,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         shutdown_application=request.shutdown_application,
         client_id=ctx.header.client_id or "",
         client_host=f"/{ctx.client_host}",
+        task_offsets=_task_offsets(request.task_offsets),
+        task_end_offsets=_task_offsets(request.task_end_offsets),
     )
     try:
-        result = group_coordinator(ctx.runtime).streams_heartbeat(heartbeat)
+        result = group_coordinator(ctx.runtime).streams_heartbeat(
+            heartbeat, lambda names: _not_creatable(ctx, names)
+        )
     except GroupError as error:
         return ctx.respond(
             throttle_time=datetime.timedelta(0),
@@ -140,8 +176,65 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
+def _topology_refusal(ctx: RequestContext, request: Any) -> Any | None:
+    """KafkaApis' checks of a topology before the coordinator sees it: no Kafka internal topic,
+    only valid topic names (STREAMS_INVALID_TOPOLOGY), and DESCRIBE on every topic it names
+    (TOPIC_AUTHORIZATION_FAILED)."""
+    required = list(
+        dict.fromkeys(
+            name
+            for sub in request.topology.subtopologies
+            for name in (
+                *sub.source_topics,
+                *sub.repartition_sink_topics,
+                *(t.name for t in sub.repartition_source_topics),
+                *(t.name for t in sub.state_changelog_topics),
+            )
+        )
+    )
+    prohibited = [name for name in required if name in INTERNAL_TOPICS]
+    if prohibited:
+        return error_answer_with(
+            ctx,
+            request,
+            ErrorCode.streams_invalid_topology,
+            f"Use of Kafka internal topics {','.join(prohibited)} in a Kafka Streams topology "
+            "is prohibited.",
+        )
+    invalid = [name for name in required if topic_name_problem(name) is not None]
+    if invalid:
+        return error_answer_with(
+            ctx,
+            request,
+            ErrorCode.streams_invalid_topology,
+            f"Topic names {','.join(invalid)} are not valid topic names.",
+        )
+    if required and enabled(ctx):
+        described = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, required)
+        if len(described) < len(required):
+            return error_answer(ctx, request, ErrorCode.topic_authorization_failed)
+    return None
+
+
+def _not_creatable(ctx: RequestContext, names: list[str]) -> list[str]:
+    """The internal topics the principal may not create: none with CREATE on the cluster, else
+    those without CREATE on the topic (KafkaApis, before handing them to auto-creation)."""
+    if not enabled(ctx) or authorize(
+        ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log=False
+    ):
+        return []
+    allowed = allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
+    return [name for name in names if name not in allowed]
+
+
 def _v1(ctx: RequestContext) -> dict[str, Any]:
     return {"topology_description_required": False} if ctx.version >= 1 else {}
+
+
+def _task_offsets(entries: Any) -> tuple[tuple[str, int, int], ...] | None:
+    if entries is None:
+        return None
+    return tuple((e.subtopology_id, int(e.partition), int(e.offset)) for e in entries)
 
 
 def _tasks(task_ids: Any) -> Tasks:
