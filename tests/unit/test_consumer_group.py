@@ -85,27 +85,43 @@ def harness() -> Harness:
 
 def test_a_second_member_waits_until_the_first_revokes(harness: Harness) -> None:
     first = harness.join("a")
-    assert (first.member_epoch, first.assignment) == (1, parts(0, 1, 2, 3, 4, 5))
+    assert (first.member_epoch, first.assignment) == (2, parts(0, 1, 2, 3, 4, 5))
     assert harness.group.state_name == "Stable"
 
     second = harness.join("b")
-    assert second.member_epoch == 2 and second.assignment == frozenset()
+    assert second.member_epoch == 3 and second.assignment == frozenset()
     assert harness.group.members["b"].state == UNRELEASED
     assert harness.group.state_name == "Reconciling"
 
     # a is told to give up three partitions, keeping its epoch until it has.
-    told = harness.beat("a", 1)
-    assert told.member_epoch == 1 and told.assignment == parts(0, 1, 2)
+    told = harness.beat("a", 2)
+    assert told.member_epoch == 2 and told.assignment == parts(0, 1, 2)
     assert harness.group.members["a"].state == UNREVOKED
-    assert harness.beat("b", 2).assignment is None  # still held by a
-    still = harness.beat("a", 1, parts(0, 1, 2, 3, 4, 5))
-    assert still.member_epoch == 1
-    done = harness.beat("a", 1, parts(0, 1, 2))
-    assert done.member_epoch == 2 and harness.group.members["a"].state == STABLE
-    given = harness.beat("b", 2)
+    assert harness.beat("b", 3).assignment is None  # still held by a
+    still = harness.beat("a", 2, parts(0, 1, 2, 3, 4, 5))
+    assert still.member_epoch == 2
+    done = harness.beat("a", 2, parts(0, 1, 2))
+    assert done.member_epoch == 3 and harness.group.members["a"].state == STABLE
+    given = harness.beat("b", 3)
     assert given.assignment == parts(3, 4, 5)
     assert harness.group.state_name == "Stable"
     assert harness.group.target == {"a": parts(0, 1, 2), "b": parts(3, 4, 5)}
+
+
+def test_epochs_count_as_kafka_4_4(harness: Harness) -> None:
+    """Kafka 4.4 starts a new group at epoch 1 (group and target assignment), so its first member
+    gets epoch 2; when the last member leaves, the empty target takes the new group epoch
+    (make conformance-diff: ConsumerGroupHeartbeat 2, then Describe 3/3, then a rejoin 4)."""
+    first = harness.join("a")
+    assert first.member_epoch == 2
+    assert (harness.group.group_epoch, harness.group.assignment_epoch) == (2, 2)
+    harness.beat("a", -1)
+    assert (harness.group.group_epoch, harness.group.assignment_epoch) == (3, 3)
+    assert harness.join("b").member_epoch == 4
+    harness.join("c")  # 5; a departure bumps the group epoch and leaves the target to the
+    harness.beat("c", -1)  # next heartbeat, as Kafka's member fencing does
+    assert (harness.group.group_epoch, harness.group.assignment_epoch) == (6, 5)
+    assert harness.beat("b", 4).member_epoch == 6
 
 
 def test_epoch_fencing(harness: Harness) -> None:
@@ -114,13 +130,13 @@ def test_epoch_fencing(harness: Harness) -> None:
         harness.beat("a", 5)
     assert ahead.value.code == ErrorCode.fenced_member_epoch
     harness.join("b")
-    harness.beat("a", 1)
-    harness.beat("a", 1, parts(0, 1, 2))  # now epoch 2, previous 1
+    harness.beat("a", 2)
+    harness.beat("a", 2, parts(0, 1, 2))  # now epoch 3, previous 2
     # The previous epoch is accepted when the member owns no more than its assignment ...
-    assert harness.beat("a", 1, parts(0, 1)).member_epoch == 2
+    assert harness.beat("a", 2, parts(0, 1)).member_epoch == 3
     # ... and fenced when it still claims partitions it gave up.
     with pytest.raises(GroupError) as behind:
-        harness.beat("a", 1, parts(0, 1, 2, 3))
+        harness.beat("a", 2, parts(0, 1, 2, 3))
     assert behind.value.code == ErrorCode.fenced_member_epoch
     with pytest.raises(GroupError) as unknown:
         harness.beat("ghost", 3)
@@ -164,12 +180,12 @@ def test_leave_and_group_max_size(harness: Harness) -> None:
 def test_session_and_revocation_timeouts(harness: Harness) -> None:
     harness.join("a")
     harness.join("b")
-    harness.beat("a", 1)  # a must revoke three partitions ...
+    harness.beat("a", 2)  # a must revoke three partitions ...
     harness.now = REBALANCE_MS  # ... and does not in time, while still heartbeating
     assert harness.coordinator.next_deadline_ms() == SESSION_MS
-    harness.beat("b", 2)
+    harness.beat("b", 3)
     assert harness.coordinator.expire(harness.now, harness.lookup) == [("g", "a")]
-    assert harness.beat("b", 2).assignment == parts(0, 1, 2, 3, 4, 5)
+    assert harness.beat("b", 3).assignment == parts(0, 1, 2, 3, 4, 5)
     harness.now += SESSION_MS
     assert harness.coordinator.expire(harness.now, harness.lookup) == [("g", "b")]
     assert harness.group.state_name == "Empty"
@@ -206,9 +222,9 @@ def test_offset_checks_use_the_member_epoch(harness: Harness) -> None:
     harness.join("a")
     group = harness.group
     check = ConsumerGroupCoordinator.validate_offset_commit
-    assert check(group, "a", 1) is None
-    assert check(group, "a", 0) == ErrorCode.stale_member_epoch
-    assert check(group, "x", 1) == ErrorCode.unknown_member_id
+    assert check(group, "a", 2) is None
+    assert check(group, "a", 1) == ErrorCode.stale_member_epoch
+    assert check(group, "x", 2) == ErrorCode.unknown_member_id
     assert check(group, "", -1) == ErrorCode.unknown_member_id  # the group has members
     fetch = ConsumerGroupCoordinator.validate_offset_fetch
     assert fetch(group, None, -1) is None
@@ -264,7 +280,7 @@ async def test_heartbeat_and_describe_through_the_wire() -> None:
     broker = Broker()
     member = str(uuid.uuid4())
     joined = await consumer_beat(broker, 1, member_id=member, server_assignor="range")
-    assert (joined.error_code, joined.member_id, joined.member_epoch) == (ErrorCode.none, member, 1)
+    assert (joined.error_code, joined.member_id, joined.member_epoch) == (ErrorCode.none, member, 2)
     topic_id = broker.cluster.topics["t"].topic_id
     assert [(tp.topic_id, tp.partitions) for tp in joined.assignment.topic_partitions] == [
         (topic_id, (0, 1, 2))
@@ -277,9 +293,9 @@ async def test_heartbeat_and_describe_through_the_wire() -> None:
 
     described = await broker.send(broker.request(DESCRIBE, 1, group_ids=("kip848", "nope", "")))
     group, missing, invalid = described.groups
-    assert (group.group_state, group.group_epoch, group.assignor_name) == ("Stable", 1, "range")
+    assert (group.group_state, group.group_epoch, group.assignor_name) == ("Stable", 2, "range")
     (only,) = group.members
-    assert (only.member_id, only.member_epoch, only.subscribed_topic_names) == (member, 1, ("t",))
+    assert (only.member_id, only.member_epoch, only.subscribed_topic_names) == (member, 2, ("t",))
     assert only.assignment.topic_partitions[0].topic_name == "t"
     assert only.member_type == 1
     assert only.subscribed_topic_regex == ""  # Kafka 4.4.0 shows no regex as "" (conformance-diff)
@@ -293,11 +309,11 @@ async def test_heartbeat_and_describe_through_the_wire() -> None:
         OFFSET_COMMIT, 9, "OffsetCommitRequestTopic", name="t", partitions=(partition,)
     )
     stale = await broker.commit(
-        9, "kip848", 3, generation_id_or_member_epoch=0, member_id=member, topics=(topic,)
+        9, "kip848", 3, generation_id_or_member_epoch=1, member_id=member, topics=(topic,)
     )
     assert stale.topics[0].partitions[0].error_code == ErrorCode.stale_member_epoch
     ok = await broker.commit(
-        9, "kip848", 3, generation_id_or_member_epoch=1, member_id=member, topics=(topic,)
+        9, "kip848", 3, generation_id_or_member_epoch=2, member_id=member, topics=(topic,)
     )
     assert ok.topics[0].partitions[0].error_code == ErrorCode.none
 
@@ -323,7 +339,7 @@ def test_a_consumer_group_keeps_the_offsets_of_its_topics(harness: Harness) -> N
         "g",
         "a",
         None,
-        1,
+        2,
         [CommitPartition("t", 0, 5), CommitPartition("gone", 0, 5)],
         0,
         api_version=9,
@@ -378,7 +394,7 @@ def test_groups_are_rebuilt_from_their_records(harness: Harness) -> None:
 
     harness.join("a")
     harness.join("b")
-    harness.beat("a", 1)  # a is now revoking
+    harness.beat("a", 2)  # a is now revoking
     group = harness.group
     records = diff("g", None, image_of(group))
     builder = ImageBuilder()
@@ -386,7 +402,7 @@ def test_groups_are_rebuilt_from_their_records(harness: Harness) -> None:
         builder.apply(key, value)
     ((rebuilt, image),) = builder.groups(now_ms=1_000, session_timeout_ms=SESSION_MS)
     assert image == image_of(group)
-    assert (rebuilt.group_epoch, rebuilt.assignment_epoch) == (2, 2)
+    assert (rebuilt.group_epoch, rebuilt.assignment_epoch) == (3, 3)
     assert rebuilt.target == group.target
     for member_id, member in group.members.items():
         again = rebuilt.members[member_id]
@@ -419,18 +435,18 @@ async def test_consumer_groups_survive_a_restart_through_the_wire() -> None:
     broker = Broker()
     member = str(uuid.uuid4())
     joined = await consumer_beat(broker, 1, member_id=member)
-    assert joined.member_epoch == 1
+    assert joined.member_epoch == 2
     broker.restart()  # a fresh coordinator replays __consumer_offsets
     beat = await consumer_beat(
         broker,
         1,
         member_id=member,
-        member_epoch=1,
+        member_epoch=2,
         rebalance_timeout=datetime.timedelta(milliseconds=-1),
         subscribed_topic_names=None,
         topic_partitions=None,
     )
-    assert (beat.error_code, beat.member_epoch) == (ErrorCode.none, 1)
+    assert (beat.error_code, beat.member_epoch) == (ErrorCode.none, 2)
     group = group_coordinator(broker.runtime).registry.get("kip848")
     assert isinstance(group, ConsumerGroup) and group.state_name == "Stable"
     # Deleted groups stay deleted.

@@ -135,20 +135,20 @@ class Harness:
 def test_join_assigns_every_task_and_a_second_member_takes_half_after_revocation() -> None:
     h = Harness()
     first = h.beat("a", 0)
-    assert first.member_epoch == 1 and first.status == ()
+    assert first.member_epoch == 2 and first.status == ()
     assert first.assignment is not None and len(first.assignment.active) == 4
     owned_a = first.assignment
     second = h.beat("b", 0)
-    assert second.member_epoch == 2
+    assert second.member_epoch == 3
     assert second.assignment == TaskTuple()  # a still owns everything
     # a is told to give two tasks up, keeping its epoch
-    step = h.beat("a", 1, owned=owned_a)
-    assert step.member_epoch == 1
+    step = h.beat("a", 2, owned=owned_a)
+    assert step.member_epoch == 2
     assert step.assignment is not None and len(step.assignment.active) == 2
-    # once a no longer owns them, it gets epoch 2 and b gets them
-    done = h.beat("a", 1, owned=step.assignment)
-    assert done.member_epoch == 2
-    got = h.beat("b", 2, owned=TaskTuple())
+    # once a no longer owns them, it gets epoch 3 and b gets them
+    done = h.beat("a", 2, owned=step.assignment)
+    assert done.member_epoch == 3
+    got = h.beat("b", 3, owned=TaskTuple())
     assert got.assignment is not None and len(got.assignment.active) == 2
     assert not got.assignment.active & step.assignment.active
     group = h.coordinator.group("app")
@@ -266,9 +266,9 @@ def test_offset_commit_validation() -> None:
     h.beat("a", 0)
     group = h.coordinator.group("app")
     assert group is not None
-    assert group.validate_offset_commit("a", 1) is None
+    assert group.validate_offset_commit("a", 2) is None
     assert group.validate_offset_commit("a", 7) == ErrorCode.stale_member_epoch
-    assert group.validate_offset_commit("x", 1) == ErrorCode.unknown_member_id
+    assert group.validate_offset_commit("x", 2) == ErrorCode.unknown_member_id
     assert group.validate_offset_commit("", -1) == ErrorCode.unknown_member_id
 
 
@@ -307,7 +307,7 @@ def test_a_group_is_rebuilt_from_its_records() -> None:
     h = Harness()
     owned = h.beat("a", 0).assignment
     h.beat("b", 0)
-    h.beat("a", 1, owned=owned)  # a is revoking
+    h.beat("a", 2, owned=owned)  # a is revoking
     group = h.coordinator.group("app")
     assert group is not None
     builder = StreamsImageBuilder()
@@ -318,7 +318,7 @@ def test_a_group_is_rebuilt_from_its_records() -> None:
     ((rebuilt, image),) = builder.groups(1_000, 45_000)
     assert image == image_of(group)
     assert rebuilt.topology == group.topology
-    assert (rebuilt.group_epoch, rebuilt.assignment_epoch) == (2, 2)
+    assert (rebuilt.group_epoch, rebuilt.assignment_epoch) == (3, 3)
     assert rebuilt.target == group.target
     for member_id, member in group.members.items():
         again = rebuilt.members[member_id]
@@ -390,12 +390,12 @@ async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
         warmup_tasks=(),
         client_tags=(),
     )
-    assert joined.error_code == ErrorCode.none and joined.member_epoch == 1
+    assert joined.error_code == ErrorCode.none and joined.member_epoch == 2
     assert [s.status_code for s in joined.status] == [MISSING_INTERNAL_TOPICS]
     assert len(broker.cluster.topics["app-r"].partitions) == 2
     assert len(broker.cluster.topics["app-c"].partitions) == 2
-    ready = await beat(member_epoch=1)
-    assert ready.status is None and ready.member_epoch == 2
+    ready = await beat(member_epoch=2)
+    assert ready.status is None and ready.member_epoch == 3
     assert sorted((t.subtopology_id, t.partitions) for t in ready.active_tasks) == [
         ("0", (0, 1)),
         ("1", (0, 1)),
@@ -407,7 +407,7 @@ async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
         broker.request(89, 0, group_ids=("app", "nope"), include_authorized_operations=False)
     )
     group, missing = described.groups
-    assert (group.group_state, group.group_epoch, group.topology.epoch) == ("Stable", 2, 0)
+    assert (group.group_state, group.group_epoch, group.topology.epoch) == ("Stable", 3, 0)
     changelog = group.topology.subtopologies[1].state_changelog_topics[0]
     assert (changelog.name, changelog.partitions) == ("app-c", 2)
     assert missing.error_code == ErrorCode.group_id_not_found
@@ -425,7 +425,7 @@ async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
     )
     topic = broker.nested(8, 9, "OffsetCommitRequestTopic", name="in", partitions=(partition,))
     ok = await broker.commit(
-        9, "app", 3, generation_id_or_member_epoch=2, member_id="m1", topics=(topic,)
+        9, "app", 3, generation_id_or_member_epoch=3, member_id="m1", topics=(topic,)
     )
     assert ok.topics[0].partitions[0].error_code == ErrorCode.none
     bad = await broker.commit(
@@ -434,8 +434,8 @@ async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
     assert bad.topics[0].partitions[0].error_code == ErrorCode.stale_member_epoch
 
     broker.restart()  # a fresh coordinator replays __consumer_offsets
-    again = await beat(member_epoch=2)
-    assert (again.error_code, again.member_epoch) == (ErrorCode.none, 2)
+    again = await beat(member_epoch=3)
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, 3)
     reloaded = group_coordinator(broker.runtime).registry.get("app")
     assert isinstance(reloaded, StreamsGroup) and reloaded.state_name == "Stable"
     assert reloaded.members["m1"].assigned.active == {("0", 0), ("0", 1), ("1", 0), ("1", 1)}
@@ -485,7 +485,7 @@ async def test_v1_heartbeat_and_describe() -> None:
             task_offsets=None, task_end_offsets=None,
         )
     )  # fmt: skip
-    assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 1)
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 2)
     assert joined.acceptable_recovery_lag == 10_000
     assert joined.topology_description_required is False
     assert [(t.subtopology_id, t.partitions) for t in joined.active_tasks] == [("0", (0, 1))]
@@ -556,7 +556,7 @@ def test_an_empty_classic_group_is_taken_over() -> None:
     classic = ClassicGroupCoordinator(h.registry, lambda _: ClassicSettings(0, 6000, 300000, 10))
     classic.simple_group("app", 0)  # offsets an admin committed before the app's first run
     result = h.beat("a", 0)
-    assert result.member_epoch == 1
+    assert result.member_epoch == 2
     assert isinstance(h.registry.get("app"), StreamsGroup)
 
 
@@ -596,7 +596,7 @@ async def test_offsets_reset_before_the_first_run_do_not_block_the_join() -> Non
             task_offsets=None, task_end_offsets=None,
         )
     )  # fmt: skip
-    assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 1)
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 2)
     service = group_coordinator(broker.runtime)
     assert isinstance(service.registry.get("pre"), StreamsGroup)
     assert service.fetch_offsets("pre", [("in", [0])])[1][0].offset == 5

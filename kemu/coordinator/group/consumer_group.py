@@ -11,8 +11,11 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
   instance id (``group.instance.id``) belongs to one member: another joining with it gets
   UNRELEASED_INSTANCE_ID while the holder is in the group, a heartbeat for it from another member
   id FENCED_INSTANCE_ID, and one for an instance id the group does not know UNKNOWN_MEMBER_ID.
-* The group epoch goes up when membership, a subscription or the subscribed topics change; the
-  target assignment (``consumer_assignor``) is then recomputed and stamped with it.
+* A new group starts at epoch 1 (group and assignment), as Kafka 4.4's groups do, so its first
+  member gets epoch 2. The group epoch goes up when membership, a subscription or the
+  subscribed topics change; the next heartbeat then recomputes the target assignment
+  (``consumer_assignor``) and stamps it with it. When the last member leaves, the empty target
+  takes the new epoch at once.
 * A member moves towards its target one heartbeat at a time: partitions it must give up are
   first only taken away (it keeps its epoch, state UNREVOKED_PARTITIONS) until a heartbeat shows
   it no longer owns them; then it gets the new epoch and the target partitions that nobody else
@@ -106,8 +109,10 @@ class ConsumerMember:
 @dataclass(eq=False)
 class ConsumerGroup:
     group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
+    # As Kafka 4.4's ModernGroup and TargetAssignmentMetadata.INITIAL: a new group starts at
+    # epoch 1, so its first member's join takes it to 2.
+    group_epoch: int = 1
+    assignment_epoch: int = 1
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Partitions] = field(default_factory=dict)
     subscribed_metadata: dict[str, TopicMeta] = field(default_factory=dict)
@@ -273,12 +278,11 @@ class ConsumerGroupCoordinator:
                 updated, member_epoch=0, assigned=frozenset(), pending_revocation=frozenset()
             )
         regex_status = self._update_regexes(group, member, updated, now_ms)
-        # As Kafka: a new group leaves epoch 0 at once; the epoch goes up when subscribed topic
-        # names change, or a regex changes to one already resolved. A new regex does not bump it:
-        # its resolution does, later (``resolve_regexes``).
+        # As Kafka: the epoch goes up when subscribed topic names change, or a regex changes to
+        # one already resolved. A new regex does not bump it: its resolution does, later
+        # (``resolve_regexes``).
         bump = (
-            group.group_epoch == 0
-            or updated.subscribed_topic_names != member.subscribed_topic_names
+            updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.server_assignor != member.server_assignor
             or regex_status == REGEX_UPDATED_AND_RESOLVED
         )
@@ -336,8 +340,11 @@ class ConsumerGroupCoordinator:
         group.target.pop(member_id, None)
         group.subscribed_metadata = self.subscribed_metadata(group, topics)
         group.group_epoch += 1
-        if group.members:
-            self._update_target(group, None)
+        # As Kafka's fencing of members: the epoch goes up and the remaining members get their
+        # new target on their next heartbeat; when the last one left, the (empty) target
+        # assignment is stamped with the new epoch.
+        if not group.members:
+            group.assignment_epoch = group.group_epoch
 
     # --- sessions and revocation deadlines -------------------------------------------------------
 

@@ -126,8 +126,10 @@ class StreamsMember:
 @dataclass(eq=False)
 class StreamsGroup:
     group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
+    # As Kafka 4.4's StreamsGroup and TargetAssignmentMetadata.INITIAL: a new group starts at
+    # epoch 1, so its first member gets epoch 2.
+    group_epoch: int = 1
+    assignment_epoch: int = 1
     topology: Topology | None = None
     validated_topology_epoch: int = -1
     members: dict[str, StreamsMember] = field(default_factory=dict)
