@@ -3,12 +3,12 @@
 Whole batches from the one holding the fetch offset, bounded by PartitionMaxBytes and MaxBytes
 (the first batch of the first partition with data is always returned, KIP-74). Long poll: waits
 up to MaxWaitMs until MinBytes are there, woken by appends. Incremental fetch sessions
-(KIP-227, v7+) with forgotten topics; topics by id from v13 (UNKNOWN_TOPIC_ID). READ_COMMITTED
-reads stop at the last stable offset (the first offset of the earliest open transaction) and carry
-the aborted transactions (producer id, first offset) overlapping what they may read. A fetch
-offset outside [log start, high watermark] gets OFFSET_OUT_OF_RANGE; a stale or future
-CurrentLeaderEpoch gets FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH; a partition led elsewhere gets
-NOT_LEADER_OR_FOLLOWER with the leader (v12+) and its endpoint (v16+).
+(KIP-227, v7+) with forgotten topics; topics by id from v13 (UNKNOWN_TOPIC_ID, the zero id
+too). READ_COMMITTED reads stop at the last stable offset (the first offset of the earliest open
+transaction) and carry the aborted transactions (producer id, first offset) overlapping what
+they may read. A fetch offset outside [log start, high watermark] gets OFFSET_OUT_OF_RANGE; a
+stale or future CurrentLeaderEpoch gets FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH; a partition
+led elsewhere gets NOT_LEADER_OR_FOLLOWER with the leader (v12+) and its endpoint (v16+).
 
 Omissions: follower fetching (replica ids >= 0 are served like consumers), preferred read
 replicas (always -1), diverging epochs and snapshots (one copy, nothing diverges).
@@ -36,6 +36,7 @@ from kemu.protocol.errors import ErrorCode
 
 API_KEY = 1
 READ_COMMITTED = 1
+ZERO_TOPIC_ID = uuid.UUID(int=0)  # what kio decodes as None: no topic has it
 
 
 def fetch_sessions(runtime: Runtime) -> FetchSessionCache:
@@ -103,8 +104,9 @@ def _targets(
     cluster = ctx.cluster
     requested: list[Target] = []
     for topic in request.topics:
-        topic_key: object = topic.topic_id if by_id else topic.topic
-        known = cluster.topics_by_id.get(topic.topic_id) if by_id else None
+        topic_id = (topic.topic_id or ZERO_TOPIC_ID) if by_id else None
+        topic_key: object = topic_id if by_id else topic.topic
+        known = cluster.topics_by_id.get(topic_id) if topic_id is not None else None
         name = known.name if known is not None else (None if by_id else topic.topic)
         for p in topic.partitions:
             state = SessionPartition(
@@ -114,7 +116,7 @@ def _targets(
                 Target(
                     (topic_key, p.partition),
                     name,
-                    topic.topic_id if by_id else None,
+                    topic_id,
                     p.partition,
                     state,
                 )
@@ -124,7 +126,7 @@ def _targets(
     if not incremental:
         session.partitions.clear()
     for forgotten in getattr(request, "forgotten_topics_data", ()):
-        topic_key = forgotten.topic_id if by_id else forgotten.topic
+        topic_key = (forgotten.topic_id or ZERO_TOPIC_ID) if by_id else forgotten.topic
         for index in forgotten.partitions:
             session.partitions.pop((topic_key, index), None)
     for target in requested:

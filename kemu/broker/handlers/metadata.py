@@ -10,6 +10,10 @@ as Kafka without an authorizer, every operation of the resource type (7 cluster 
 8 topic operations), for topics found and for names that get an error; topics asked for by an
 unknown id get none.
 
+v10 and v11 carry a topic id and a nullable name but serve neither: a topic with a null name or
+a non-zero id makes the whole request INVALID_REQUEST (each topic echoed with that error, a null
+name as ""; no brokers), as KafkaApis throws InvalidRequestException for it.
+
 With an authorizer, named topics need DESCRIBE (TOPIC_AUTHORIZATION_FAILED) and one to be
 auto-created CREATE on the cluster or the topic, as KafkaApis checks.
 """
@@ -55,6 +59,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if 8 <= ctx.version <= 10 and request.include_cluster_authorized_operations:
         cluster_operations = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
+    if (
+        10 <= ctx.version <= 11
+        and wanted is not None
+        and any(
+            entry.name is None or entry.topic_id not in (None, NULL_TOPIC_ID) for entry in wanted
+        )
+    ):
+        return _invalid_request(ctx, wanted)
     topics = []
     if wanted is None:
         # Listing every topic shows those the principal may DESCRIBE, as Kafka filters them.
@@ -78,6 +90,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topics=tuple(topics),
         cluster_authorized_operations=cluster_operations,
     )
+
+
+def _invalid_request(ctx: RequestContext, wanted: Any) -> Any:
+    """MetadataRequest.getErrorResponse: every topic with INVALID_REQUEST, "" for a null name."""
+    topics = tuple(
+        ctx.make(
+            "MetadataResponseTopic",
+            error_code=ErrorCode.invalid_request,
+            name=entry.name or "",
+            topic_id=entry.topic_id,
+            is_internal=False,
+            partitions=(),
+        )
+        for entry in wanted
+    )
+    return ctx.respond(topics=topics)
 
 
 def _topic_operations(ctx: RequestContext, name: str | None, wanted: bool) -> int:
