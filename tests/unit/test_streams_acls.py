@@ -1,8 +1,9 @@
 """StreamsGroupHeartbeat (88) and StreamsGroupDescribe (89) through the handlers: the ACL checks
 KafkaApis makes (group READ/DESCRIBE, topic DESCRIBE, CREATE for internal topics), the topology
-checks made before the coordinator (internal and invalid topic names), and the members' task
-offsets in describe. User:ANONYMOUS on an in-process 3-broker model with StandardAuthorizer
-semantics (``docs/security.md``)."""
+checks made before the coordinator (internal and invalid topic names), the members' task
+offsets in describe, and bad heartbeats answered with Kafka's codes while changing nothing.
+User:ANONYMOUS on an in-process 3-broker model with StandardAuthorizer semantics
+(``docs/security.md``)."""
 
 from __future__ import annotations
 
@@ -198,5 +199,58 @@ def test_describe_shows_the_task_offsets_members_reported() -> None:
         assert duplicate.error_code == ErrorCode.invalid_request
         (again,) = describe(b, "app")
         assert again.members[0].task_offsets == member.task_offsets
+    finally:
+        b.loop.close()
+
+
+def test_bad_heartbeats_get_kafkas_codes_and_change_nothing() -> None:
+    b = LoopBroker()
+    try:
+        b.cluster.create_topic("in", 2, 1)
+        joined = join(b)
+        assert joined.error_code == ErrorCode.none
+        (before,) = describe(b, "app")
+        later: dict[str, Any] = {
+            "member_epoch": joined.member_epoch,
+            "topology": None,
+            "rebalance_timeout": datetime.timedelta(milliseconds=-1),
+        }
+        partial = join(b, **later, warmup_tasks=None)
+        assert (partial.error_code, partial.error_message) == (
+            ErrorCode.invalid_request,
+            "If one task-type is non-null, all must be non-null.",
+        )
+        internal = join(b, member="m2", topology=topology(b, changelog="__transaction_state"))
+        assert internal.error_code == ErrorCode.streams_invalid_topology
+        fenced = join(b, **{**later, "member_epoch": joined.member_epoch + 5})
+        assert fenced.error_code == ErrorCode.fenced_member_epoch
+        unknown = join(b, member="ghost", **{**later, "member_epoch": 3})
+        assert unknown.error_code == ErrorCode.unknown_member_id
+        b.cluster.create_topic("other-in", 1, 1)
+        changed = join(b, member="m3", topology=topology(b, source="other-in"))
+        assert (changed.error_code, changed.error_message) == (
+            ErrorCode.invalid_request,
+            "Topology updates are not supported yet.",
+        )
+        (after,) = describe(b, "app")
+        assert after == before
+        # A member of another group type: the streams heartbeat is GROUP_ID_NOT_FOUND and the
+        # consumer group stays as it was.
+        consumer = b.request(
+            68, 1, group_id="cg", member_id="c1", member_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=("in",),
+            subscribed_topic_regex=None, server_assignor=None, topic_partitions=(),
+        )  # fmt: skip
+        assert b.send(consumer).error_code == ErrorCode.none
+        cg = b.request(69, 1, group_ids=("cg",), include_authorized_operations=False)
+        consumer_before = b.send(cg).groups
+        other_type = join(b, group="cg")
+        assert (other_type.error_code, other_type.error_message) == (
+            ErrorCode.group_id_not_found,
+            "Group cg is not a streams group.",
+        )
+        assert b.send(cg).groups == consumer_before
+        (not_streams,) = describe(b, "cg")
+        assert not_streams.error_code == ErrorCode.group_id_not_found
     finally:
         b.loop.close()

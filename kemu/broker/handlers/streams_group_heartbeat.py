@@ -90,7 +90,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if refusal is not None:
             return refusal
     owned = None
-    if request.active_tasks is not None or request.standby_tasks is not None:
+    task_lists = (request.active_tasks, request.standby_tasks, request.warmup_tasks)
+    if any(tasks is not None for tasks in task_lists):
         owned = TaskTuple(
             _tasks(request.active_tasks),
             _tasks(request.standby_tasks),
@@ -106,6 +107,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         rebalance_timeout_ms=request.rebalance_timeout // datetime.timedelta(milliseconds=1),
         topology=_topology(request.topology) if request.topology is not None else None,
         owned=owned,
+        partial_task_lists=owned is not None and any(tasks is None for tasks in task_lists),
         process_id=request.process_id,
         user_endpoint=(
             (request.user_endpoint.host, int(request.user_endpoint.port))

@@ -78,6 +78,8 @@ class StreamsHeartbeat:
     rebalance_timeout_ms: int = -1
     topology: Topology | None = None
     owned: TaskTuple | None = None  # None: unchanged since the last heartbeat
+    # Some of ActiveTasks/StandbyTasks/WarmupTasks null and some not (Kafka refuses it).
+    partial_task_lists: bool = False
     process_id: str | None = None
     user_endpoint: tuple[str, int] | None = None
     client_tags: tuple[tuple[str, str], ...] | None = None
@@ -634,6 +636,8 @@ def validate(request: StreamsHeartbeat) -> None:
         raise invalid(
             f"MemberEpoch is {request.member_epoch}, but must be greater than or equal to -2."
         )
+    if request.partial_task_lists:
+        raise invalid("If one task-type is non-null, all must be non-null.")
     if request.member_epoch != JOIN_EPOCH and request.topology is not None:
         raise invalid("Topology can only be provided when (re-)joining.")
 
