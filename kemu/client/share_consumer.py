@@ -48,6 +48,9 @@ from kemu.protocol.errors import ErrorCode
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 OPEN_SESSION, CLOSE_SESSION = 0, -1
+# ShareFetch v2's ShareAcquireMode (KIP-1206, Java's share.acquire.mode): batch_optimized may
+# acquire whole log batches past MaxRecords; record_limit acquires at most MaxRecords records.
+ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
 MAX_SESSION_EPOCH = 0x7FFFFFFF
 LEAVE_EPOCH = -1
 
@@ -173,9 +176,13 @@ class ShareConsumer:
         max_poll_records: int = 500,
         client_id: str = "kemu-share-consumer",
         max_wait_ms: int = 500,
+        acquire_mode: str = "batch_optimized",
     ) -> None:
         if acknowledgement_mode not in ("implicit", "explicit"):
             raise ValueError("acknowledgement_mode is 'implicit' or 'explicit'")
+        if acquire_mode not in ACQUIRE_MODES:
+            raise ValueError(f"acquire_mode is one of {', '.join(ACQUIRE_MODES)}")
+        self.acquire_mode = ACQUIRE_MODES[acquire_mode]
         self.group_id = group_id
         self.member_id = new_member_id()
         self.member_epoch = 0
@@ -379,6 +386,11 @@ class ShareConsumer:
     ) -> list[ShareRecord]:
         async with session.lock:
             version = await self.cluster.version(SHARE_FETCH, 2, node)
+            if self.acquire_mode and version < 2:
+                raise KafkaError(
+                    ErrorCode.unsupported_version,
+                    f"broker {node} has no ShareFetch v2: no record_limit acquire mode",
+                )
             # Acknowledgements ride on an open session only (epoch 0 with acks is INVALID_REQUEST).
             acks = (
                 {}
@@ -420,6 +432,7 @@ class ShareConsumer:
                     max_bytes=0x7FFFFFFF,
                     max_records=self.max_poll_records,
                     batch_size=self.max_poll_records,
+                    share_acquire_mode=self.acquire_mode,
                     topics=topics,
                     forgotten_topics_data=forgotten_topics,
                 )
