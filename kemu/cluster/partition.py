@@ -85,8 +85,12 @@ class Partition:
         }  # a reopened log knows which batches its idempotent producers last wrote
         self.listeners: set[Listener] = set()
         self.transactions = PartitionTransactions()
-        if any(state.transactional for state in log.recovered_producers().values()):
-            # open and aborted transactions: read back from the log's batches and markers
+        noted = log.take_recovered_transactions()
+        if noted is not None:
+            # open and aborted transactions: from the batches and markers the log's recovery saw
+            self.transactions.replay(noted)
+        elif any(state.transactional for state in log.recovered_producers().values()):
+            # ... or read back from the log's batches and markers
             self.transactions.rebuild(log.batches(log.log_start_offset, log.log_end_offset))
 
     @property

@@ -9,14 +9,12 @@ and after a restart ``rebuild`` replays the log's transactional batches and mark
 
 from __future__ import annotations
 
-import struct
 from bisect import bisect_left
 from collections.abc import Iterable
 
-from kemu.protocol.record_reader import iter_records
+from kemu.protocol.record_reader import control_type
 from kemu.protocol.records import CONTROL_COMMIT, BatchHeader, CorruptBatch
-
-_CONTROL_KEY = struct.Struct(">hh")
+from kemu.storage.recovery import DATA_BATCH, UNKNOWN_MARKER
 
 
 class PartitionTransactions:
@@ -66,6 +64,15 @@ class PartitionTransactions:
         gone = set(marker_offsets)
         self.aborted = [entry for entry in self.aborted if entry[0] not in gone]
 
+    def replay(self, noted: Iterable[tuple[int, int, int]]) -> None:
+        """What ``rebuild`` does, from the (base offset, producer id, marker) of each
+        transactional batch that a log's recovery noted (``kemu.storage.recovery``)."""
+        for offset, producer_id, marker in noted:
+            if marker == DATA_BATCH:
+                self.ongoing.setdefault(producer_id, offset)
+            elif marker != UNKNOWN_MARKER:
+                self.on_marker(producer_id, marker == CONTROL_COMMIT, offset)
+
     def rebuild(self, batches: Iterable[tuple[BatchHeader, bytes]]) -> None:
         for header, batch in batches:
             if not header.is_transactional:
@@ -81,10 +88,7 @@ class PartitionTransactions:
 def marker_is_commit(batch: bytes) -> bool | None:
     """Whether a control batch is a COMMIT (True) or ABORT (False) marker; None if neither."""
     try:
-        for record in iter_records(batch):
-            if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
-                _version, marker = _CONTROL_KEY.unpack_from(record.key)
-                return bool(marker == CONTROL_COMMIT)
+        marker = control_type(batch)
     except CorruptBatch:
         return None
-    return None
+    return None if marker is None else marker == CONTROL_COMMIT

@@ -55,6 +55,25 @@ def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
     return _parse(header, data)
 
 
+def control_type(batch: bytes | memoryview) -> int | None:
+    """The type in the key of a control batch's marker record (0 ABORT, 1 COMMIT): the first
+    record whose key holds a version and a type (int16 each), as ``iter_records`` would find
+    it, but reading the usual one-record uncompressed batch without decoding it. None when no
+    record has such a key. Raises CorruptBatch as ``iter_records`` does."""
+    header = read_header(batch)
+    if not header.compression and header.record_count > 0:
+        position = read_varint(batch, BATCH_HEADER_SIZE)[1] + 1  # record length; attributes
+        position = read_varint(batch, position)[1]  # timestamp delta
+        position = read_varint(batch, position)[1]  # offset delta
+        key_length, position = read_varint(batch, position)
+        if key_length >= 4 and position + 4 <= min(len(batch), header.size):
+            return int.from_bytes(batch[position + 2 : position + 4], "big", signed=True)
+    for record in iter_records(batch):
+        if record.key is not None and len(record.key) >= 4:
+            return int.from_bytes(record.key[2:4], "big", signed=True)
+    return None
+
+
 def record_timestamps(batch: bytes | memoryview) -> Iterator[tuple[int, int]]:
     """(offset, timestamp) of each record of the batch, in offset order.
 

@@ -108,6 +108,13 @@ class PartitionLog(ABC):
         """Idempotent-producer state found in the log when it was opened (none in memory)."""
         return {}
 
+    def take_recovered_transactions(self) -> list[tuple[int, int, int]] | None:
+        """The transactional batches found when the log was opened, from the log start, in
+        offset order: (base offset, producer id, ``DATA_BATCH`` or the control batch's marker
+        type; ``kemu.storage.recovery``). Handed over once (later calls give []); None when the
+        log did not note them, and its batches must be read instead."""
+        return None
+
     def clean(
         self,
         *,

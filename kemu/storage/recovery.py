@@ -14,12 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kemu.protocol import records
+from kemu.protocol.record_reader import control_type
 from kemu.protocol.records import (
     BATCH_HEADER_SIZE,
     CRC_START,
     LOG_OVERHEAD,
     MAGIC_V2,
     BatchHeader,
+    CorruptBatch,
     read_header,
 )
 from kemu.storage.log import RecoveredProducer
@@ -84,16 +86,38 @@ def _check_batch(
     return header
 
 
+DATA_BATCH = -1  # a transactional batch of records, in ``ProducerTracker.transactions``
+UNKNOWN_MARKER = -2  # a transactional control batch without a readable marker
+
+
 class ProducerTracker:
     """Rebuilds idempotent-producer state from batch headers seen in offset order.
 
     Mirrors what ``Partition`` remembers on append: per producer id, the current epoch and
     the sequence ranges of its last few batches, so that a producer retrying a batch that was
     written just before a crash gets its original offset instead of a duplicate.
+
+    It also notes every transactional batch as it goes by (base offset, producer id, and
+    ``DATA_BATCH`` or the control batch's marker type), so that ``Partition`` rebuilds open
+    and aborted transactions from this list instead of reading the log a second time.
     """
 
     def __init__(self) -> None:
         self.producers: dict[int, RecoveredProducer] = {}
+        self.transactions: list[tuple[int, int, int]] = []
+
+    def observe_transactional(self, header: BatchHeader, batch: bytes | memoryview) -> None:
+        """Note a transactional batch (``batch``: its bytes, read only for a control batch)."""
+        if not header.is_control:
+            self.transactions.append((header.base_offset, header.producer_id, DATA_BATCH))
+            return
+        try:
+            marker = control_type(batch)
+        except CorruptBatch:
+            marker = None
+        self.transactions.append(
+            (header.base_offset, header.producer_id, UNKNOWN_MARKER if marker is None else marker)
+        )
 
     def observe(self, header: BatchHeader) -> None:
         if header.producer_id < 0 or header.base_sequence < 0:

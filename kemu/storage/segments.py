@@ -50,7 +50,7 @@ from pathlib import Path
 
 import structlog
 
-from kemu.protocol.records import BatchHeader, read_header
+from kemu.protocol.records import TRANSACTIONAL_FLAG, BatchHeader, read_header
 from kemu.storage.compaction import (
     AbortedIndex,
     BatchFilter,
@@ -224,6 +224,8 @@ class SegmentLog(PartitionLog):
         self._dirty = False
         self._directory_dirty = False
         self._recovered: dict[int, RecoveredProducer] = {}
+        # transactional batches seen when the log was opened: (base offset, producer id, marker)
+        self._recovered_transactions: list[tuple[int, int, int]] = []
         self._producers: dict[int, ProducerLast] = {}  # what compaction must keep of each
         self._first_dirty = 0  # the cleaner checkpoint
         self._cleaning_aborted = False
@@ -386,6 +388,11 @@ class SegmentLog(PartitionLog):
 
     def recovered_producers(self) -> dict[int, RecoveredProducer]:
         return self._recovered
+
+    def take_recovered_transactions(self) -> list[tuple[int, int, int]]:
+        found, self._recovered_transactions = self._recovered_transactions, []
+        start, end = self.log_start_offset, self.log_end_offset
+        return [entry for entry in found if start <= entry[0] < end]
 
     # --- compaction -------------------------------------------------------------------------
 
@@ -768,6 +775,7 @@ class SegmentLog(PartitionLog):
                 self._drop_files_from(bases[number + 1 :], "an earlier segment was cut")
                 break
         self._recovered = tracker.producers
+        self._recovered_transactions = tracker.transactions
         self._first_dirty = self._read_checkpoint(CLEANER_CHECKPOINT)
         checkpoint = self._read_start_checkpoint()
         if not self._segments:
@@ -798,11 +806,17 @@ class SegmentLog(PartitionLog):
         stat = segment.path.stat()
         segment.last_modified_ms = segment.created_ms = stat.st_mtime_ns // 1_000_000
 
+        scanned: list[memoryview] = []  # the segment's bytes, while they are being scanned
+
         def on_batch(header: BatchHeader, position: int) -> None:
             segment.note_batch(header, position, self.index_interval_bytes)
             tracker.observe(header)
             if header.producer_id >= 0:
                 track_producer(self._producers, header)
+                if header.attributes & TRANSACTIONAL_FLAG:
+                    tracker.observe_transactional(
+                        header, scanned[0][position : position + header.size]
+                    )
 
         if stat.st_size:
             with (
@@ -810,7 +824,11 @@ class SegmentLog(PartitionLog):
                 mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
                 memoryview(mapped) as view,
             ):
-                outcome = scan_batches(view, base, on_batch, gaps=rolled)
+                scanned.append(view)
+                try:
+                    outcome = scan_batches(view, base, on_batch, gaps=rolled)
+                finally:
+                    scanned.clear()
         else:
             outcome = scan_batches(b"", base, on_batch)
         cut = stat.st_size - outcome.valid_bytes
