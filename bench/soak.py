@@ -72,6 +72,7 @@ class Figures:
     txn_aborted: int = 0
     txn_uncertain: int = 0  # commit failed without a clear outcome: keys not counted either way
     churned_topics: int = 0
+    churn_topics_left: int = 0  # churn topics still there at the end (deleted ones came back)
     consumed: dict[str, int] = field(default_factory=dict)  # group -> records delivered
     lost: int = 0  # acked data records missing from the log
     txn_lost: int = 0  # committed transactional records missing (read_committed)
@@ -89,6 +90,7 @@ class Figures:
             and self.delivery_failures == 0
             and not any(self.undelivered.values())
             and not self.errors_steady
+            and self.churn_topics_left <= 1  # the one being churned when the writers stopped
         )
 
 
@@ -392,16 +394,21 @@ class Soak:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient(self.common())
-        producer = Producer({**self.common(), "acks": "all"})
         number = 0
         while not self.stop_writers.wait(self.args.churn_every):
             topic = f"soak-churn-{number}"
             number += 1
             try:
                 admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(TIMEOUT)
+                # A producer per topic, gone before the delete: a producer that still knows a
+                # deleted topic asks Metadata for it with auto-creation and, with Kafka's
+                # auto.create.topics.enable=true, creates it again (as on Kafka).
+                producer = Producer({**self.common(), "acks": "all"})
                 for index in range(10):
                     producer.produce(topic, value=b"%d" % index, partition=index % 2)
-                if producer.flush(TIMEOUT):
+                left = producer.flush(TIMEOUT)
+                del producer
+                if left:
                     self.error("churn", "produce to a fresh topic not delivered")
                 admin.delete_topics([topic])[topic].result(TIMEOUT)
                 with self.lock:
@@ -489,6 +496,10 @@ class Soak:
         figures.lost = len(self.acked - data)
         figures.txn_lost = len(self.txn_committed - committed)
         figures.aborted_visible = len(self.txn_aborted & committed)
+        from confluent_kafka.admin import AdminClient
+
+        topics = AdminClient({"bootstrap.servers": self.kemu.bootstrap}).list_topics(timeout=TIMEOUT)
+        figures.churn_topics_left = sum(name.startswith("soak-churn-") for name in topics.topics)
         self.log(
             f"read back {len(data)} data and {len(committed)} committed transactional records: "
             f"lost {figures.lost}, transactional lost {figures.txn_lost}, "
@@ -554,7 +565,8 @@ def summary(figures: Figures) -> list[str]:
         f"{figures.minutes:g} min, {figures.kills} SIGKILLs (every {figures.kill_every_s:g} s), "
         f"{figures.produced_acked} records acked (acks=all), {figures.txn_committed} "
         f"transactions committed, {figures.txn_aborted} aborted, {figures.txn_uncertain} "
-        f"uncertain, {figures.churned_topics} topics created and deleted",
+        f"uncertain, {figures.churned_topics} topics created and deleted "
+        f"({figures.churn_topics_left} left at the end)",
         f"consumed: {figures.consumed}",
         f"lost: {figures.lost} acked, {figures.txn_lost} committed transactional; aborted "
         f"visible: {figures.aborted_visible}; delivery failures: {figures.delivery_failures}; "

@@ -32,7 +32,7 @@ def test_a_one_minute_soak_with_kills_loses_nothing(tmp_path: Path) -> None:
             "--minutes",
             "1",
             "--kill-every",
-            "25",
+            "20",
             "--rate",
             "100",
             "--run-dir",
