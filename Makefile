@@ -8,7 +8,7 @@ BROKERS ?= 3
 ARGS ?=
 
 .PHONY: install serve test test-unit test-integration test-java lint bench eos-crash java clean conformance-franz \
-	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark
+	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark example-flink
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -96,6 +96,11 @@ $(SPARK_VENV)/.installed: examples/spark/requirements.txt
 
 example-spark: $(STAMP) $(SPARK_VENV)/.installed
 	$(BIN)/python examples/spark/run.py $(ARGS)
+
+# A Flink job (MiniCluster: KafkaSource -> map that fails once -> exactly-once KafkaSink) against a
+# kemu it starts; builds examples/flink with Maven. Not in `make test` (examples/README.md).
+example-flink: $(STAMP)
+	$(BIN)/python examples/flink/run.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) tests/java/target .pytest_cache .mypy_cache
