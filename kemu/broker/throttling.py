@@ -12,10 +12,12 @@ KIP-219 versions also hold back by themselves).
   acks=0 is not recorded, as Kafka does.
 - ``producer_byte_rate``: the Produce request's size (header and body), recorded whatever the
   outcome.
-- ``consumer_byte_rate``: the Fetch response's size. A throttled Fetch (by either quota) answers
-  with no partitions and takes its bytes back, so the client fetches them again once unmuted;
-  MaxBytes is first capped to what one quota window allows (``max_value_in_window``), so a large
-  fetch does not guarantee its own throttling.
+- ``consumer_byte_rate``: the Fetch (and ShareFetch) response's size. A throttled Fetch (by
+  either quota) answers with no partitions and takes its bytes back, so the client fetches them
+  again once unmuted; MaxBytes is first capped to what one quota window allows
+  (``max_value_in_window``), so a large fetch does not guarantee its own throttling. A throttled
+  ShareFetch answers the same way (acquisition lock timeout 0), as Kafka 4.4 does: the records
+  it acquired for that answer stay acquired by the member until their lock expires.
 
 The user is the connection's principal name (``ANONYMOUS`` on PLAINTEXT), the client id the
 request header's (``""`` when null).
@@ -35,7 +37,8 @@ from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.wire import DecodedRequest
 
-PRODUCE_KEY, FETCH_KEY = 0, 1
+PRODUCE_KEY, FETCH_KEY, SHARE_FETCH_KEY = 0, 1, 78
+FETCH_KEYS = frozenset((FETCH_KEY, SHARE_FETCH_KEY))  # both are counted on consumer_byte_rate
 
 
 def user_and_client(context: RequestContext) -> tuple[str, str]:
@@ -48,7 +51,7 @@ def cap_fetch_bytes(
     throttles: ClientThrottles, context: RequestContext, request: DecodedRequest
 ) -> DecodedRequest:
     """A Fetch whose MaxBytes is at most one quota window's worth of the client's quota."""
-    if request.header.api_key != FETCH_KEY or not throttles.fetch.enabled:
+    if request.header.api_key not in FETCH_KEYS or not throttles.fetch.enabled:
         return request
     allowed = throttles.fetch.max_value_in_window(*user_and_client(context))
     if allowed is None or request.body.max_bytes <= allowed:
@@ -75,17 +78,27 @@ def throttle(
         if body is None:  # acks=0: no answer, and the request quota is not recorded
             return None, bandwidth_ms
     request_ms = throttles.request.record(user, client_id, handler_ns * NANOS_TO_PERCENTAGE, now_ms)
-    if header.api_key == FETCH_KEY and body is not None and throttles.fetch.enabled:
+    if header.api_key in FETCH_KEYS and body is not None and throttles.fetch.enabled:
         size = 4 + len(wire.encode_body(body))
         bandwidth_ms = throttles.fetch.record(user, client_id, size, now_ms)
         if max(bandwidth_ms, request_ms) > 0:
             throttles.fetch.unrecord(user, client_id, size, now_ms)
             if getattr(body, "error_code", ErrorCode.none) == ErrorCode.none:
-                body = dataclasses.replace(body, responses=())
+                body = _emptied(body)
     throttle_ms = max(bandwidth_ms, request_ms)
     if throttle_ms > 0 and body is not None and hasattr(body, "throttle_time"):
         body = dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
     return body, throttle_ms
+
+
+def _emptied(body: Any) -> Any:
+    """The answer to a throttled Fetch or ShareFetch: no partitions (ShareFetchContext's
+    throttleResponse also gives an acquisition lock timeout of 0)."""
+    if hasattr(body, "acquisition_lock_timeout"):
+        lock = body.acquisition_lock_timeout
+        zero = datetime.timedelta(0) if isinstance(lock, datetime.timedelta) else type(lock)(0)
+        return dataclasses.replace(body, responses=(), acquisition_lock_timeout=zero)
+    return dataclasses.replace(body, responses=())
 
 
 class TimedCoroutine:

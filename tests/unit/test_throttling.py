@@ -231,3 +231,33 @@ async def test_request_percentage_throttles_every_api() -> None:
     await settle()
     _, answer = decode(18, 3, transport.answers()[0])
     assert 0 < throttle_ms(answer) <= 1000  # capped at one quota.window.size.seconds
+
+
+def test_a_throttled_share_fetch_is_answered_empty_with_no_lock_timeout() -> None:
+    """ShareFetch counts on consumer_byte_rate like Fetch (Kafka 4.4's throttleResponse)."""
+    from kemu.broker.throttling import _emptied
+
+    module = wire.response_module(78, 1)
+    body = wire.build(
+        wire.response_schema(78, 1),
+        acquisition_lock_timeout=30_000,
+        responses=(wire.build(module.ShareFetchableTopicResponse),),
+    )
+    emptied = _emptied(body)
+    assert emptied.responses == ()
+    assert int(emptied.acquisition_lock_timeout) == 0
+
+
+def test_share_fetch_max_bytes_capped_to_one_quota_window() -> None:
+    from kemu.broker.throttling import cap_fetch_bytes
+    from kemu.cluster.context import RequestContext
+    from kemu.cluster.quota_enforcement import client_throttles
+
+    runtime, _, _ = setup(VirtualClock(start_ms=0))
+    set_quota(runtime, "consumer_byte_rate", 500.0, user=None)
+    body = wire.build(wire.request_schema(78, 1), group_id="g", max_bytes=1 << 20)
+    frame = wire.encode_request_frame(body, 3, client_id="share-app")
+    request = wire.decode_request(frame[4:], 78)
+    context = RequestContext(NODE, runtime, request.header)
+    capped = cap_fetch_bytes(client_throttles(runtime), context, request)
+    assert capped.body.max_bytes == 5_000  # 500 B/s x (11 - 1) windows of 1 s
