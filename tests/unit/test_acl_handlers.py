@@ -715,6 +715,17 @@ def test_group_describes_hide_groups_and_undescribable_assignments(broker: Broke
         subscribed_topic_names=("t1",),
     )
     assert broker.send(share).error_code == ErrorCode.none
+    # Kafka 4.4 assigns the share partitions on a later heartbeat, once initialized.
+    again = broker.request(
+        SHARE_GROUP_HEARTBEAT,
+        1,
+        group_id="sg",
+        member_id="m-2",
+        member_epoch=2,
+        rack_id=None,
+        subscribed_topic_names=None,
+    )
+    assert broker.send(again).member_epoch == 3
     requests = {
         "cg": broker.request(
             CONSUMER_GROUP_DESCRIBE,

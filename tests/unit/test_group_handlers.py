@@ -84,7 +84,7 @@ class Broker:
     async def heartbeat(
         self, group: str, member: str, epoch: int, topics: tuple[str, ...] | None = None
     ) -> Any:
-        return await self.send(
+        answer = await self.send(
             self.request(
                 HEARTBEAT,
                 1,
@@ -95,6 +95,16 @@ class Broker:
                 subscribed_topic_names=topics,
             )
         )
+        # The share state a heartbeat asks for is initialized after the answer, before the
+        # next heartbeat.
+        await group_coordinator(self.runtime).background_done()
+        return answer
+
+    async def join(self, group: str, member: str, topics: tuple[str, ...] = ("t",)) -> Any:
+        """Join, then heartbeat once more: the second answer carries the initialized share
+        partitions (Kafka assigns nothing on a first heartbeat)."""
+        joined = await self.heartbeat(group, member, 0, topics)
+        return await self.heartbeat(group, member, joined.member_epoch)
 
     def produce(self, topic: str, partition: int, count: int) -> None:
         target = self.cluster.topics[topic].partitions[partition]
@@ -120,24 +130,29 @@ def assigned(response: Any) -> set[tuple[uuid.UUID, int]]:
 async def test_heartbeat_join_assign_describe(broker: Broker) -> None:
     topic_id = broker.cluster.topics["t"].topic_id
     joined = await broker.heartbeat("g", "m1", 0, ("t",))
-    assert (joined.error_code, joined.member_id, joined.member_epoch) == (ErrorCode.none, "m1", 1)
+    # Kafka 4.4: a new group is at epoch 1; the first heartbeat assigns nothing, the next one
+    # the partitions whose share state was initialized in between.
+    assert (joined.error_code, joined.member_id, joined.member_epoch) == (ErrorCode.none, "m1", 2)
     assert joined.heartbeat_interval.total_seconds() == 5
-    assert assigned(joined) == {(topic_id, 0), (topic_id, 1), (topic_id, 2)}
-    steady = await broker.heartbeat("g", "m1", 1)
-    assert (steady.member_epoch, steady.assignment) == (1, None)
+    assert assigned(joined) == set()
+    initialized = await broker.heartbeat("g", "m1", 2)
+    assert initialized.member_epoch == 3
+    assert assigned(initialized) == {(topic_id, 0), (topic_id, 1), (topic_id, 2)}
+    steady = await broker.heartbeat("g", "m1", 3)
+    assert (steady.member_epoch, steady.assignment) == (3, None)
     await broker.heartbeat("g", "m2", 0, ("t",))
 
     described = await broker.send(
         broker.request(DESCRIBE, 1, group_ids=("g", "nope"), include_authorized_operations=True)
     )
     group, missing = described.groups
-    assert (group.error_code, group.group_state, group.group_epoch) == (ErrorCode.none, "Stable", 2)
-    assert (group.assignment_epoch, group.assignor_name) == (2, "simple")
+    assert (group.error_code, group.group_state, group.group_epoch) == (ErrorCode.none, "Stable", 4)
+    assert (group.assignment_epoch, group.assignor_name) == (4, "simple")
     assert group.authorized_operations > 0
     members = {m.member_id: m for m in group.members}
     assert set(members) == {"m1", "m2"}
     m2 = members["m2"]
-    assert (m2.member_epoch, m2.client_id, m2.client_host) == (2, "unit-client", "/127.0.0.1")
+    assert (m2.member_epoch, m2.client_id, m2.client_host) == (4, "unit-client", "/127.0.0.1")
     assert m2.subscribed_topic_names == ("t",)
     assert {tp.topic_name for tp in m2.assignment.topic_partitions} == {"t"}
     assert missing.error_code == ErrorCode.group_id_not_found
@@ -194,9 +209,9 @@ async def test_joining_initializes_share_state_once(broker: Broker) -> None:
     topic_id = broker.cluster.topics["t"].topic_id
     await broker.heartbeat("g", "m1", 0, ("t",))
     key = SharePartitionKey("g", topic_id, 0)
-    assert broker.persister.states[key].state_epoch == 1
+    assert broker.persister.states[key].state_epoch == 2  # the group epoch that asked for it
     await broker.persister.write_state(
-        key, state_epoch=1, leader_epoch=0, start_offset=4, delivery_complete_count=0, batches=()
+        key, state_epoch=2, leader_epoch=0, start_offset=4, delivery_complete_count=0, batches=()
     )
     await broker.heartbeat("g", "m1", -1)
     await broker.heartbeat("g", "m2", 0, ("t",))
@@ -531,14 +546,14 @@ async def test_session_expiry_timer_removes_silent_members(broker: Broker) -> No
     service = group_coordinator(broker.runtime)
     assert service.share.next_deadline_ms() == NOW + 50_000
     broker.now += 30_000
-    await broker.heartbeat("g", "chatty", 2)
+    await broker.heartbeat("g", "chatty", 3)
     broker.now += 20_000  # quiet's session is over, chatty's is not
     await broker.heartbeat("other", "m", 0, ("t",))  # any heartbeat re-arms the timer
     for _ in range(5):
         await asyncio.sleep(0)
     assert released == [("g", "quiet")]
     group = service.share.describe("g")
-    assert set(group.members) == {"chatty"} and group.group_epoch == 3
+    assert set(group.members) == {"chatty"} and group.group_epoch == 4
     assert (await broker.heartbeat("g", "quiet", 2)).error_code == ErrorCode.unknown_member_id
 
 
@@ -548,7 +563,7 @@ async def test_share_groups_survive_a_restart_with_a_data_dir(tmp_path: Path) ->
     topic_id = broker.cluster.topics["t"].topic_id
     await broker.heartbeat("g", "m1", 0, ("t",))
     joined = await broker.heartbeat("g", "m2", 0, ("t",))
-    await broker.heartbeat("g", "m1", 1)
+    await broker.heartbeat("g", "m1", 2)
     await broker.send(_alter(broker, "altered", [("t", [(0, 3)])]))
     await broker.heartbeat("gone", "m", 0, ("t",))
     await broker.heartbeat("gone", "m", -1)
@@ -556,17 +571,17 @@ async def test_share_groups_survive_a_restart_with_a_data_dir(tmp_path: Path) ->
 
     broker.restart()
     broker.now += 1000
-    again = await broker.heartbeat("g", "m2", 2)  # no rejoin needed
-    assert (again.error_code, again.member_epoch, again.assignment) == (ErrorCode.none, 2, None)
+    again = await broker.heartbeat("g", "m2", 3)  # no rejoin needed
+    assert (again.error_code, again.member_epoch, again.assignment) == (ErrorCode.none, 3, None)
     group = group_coordinator(broker.runtime).share.describe("g")
-    assert (group.group_epoch, group.assignment_epoch) == (2, 2)
+    assert (group.group_epoch, group.assignment_epoch) == (3, 3)
     assert group.members["m2"].assigned == assigned(joined)
     assert group.members["m1"].session_deadline_ms == broker.now + 45_000  # a fresh session
     assert group.initialized == {topic_id: {0, 1, 2}}
     altered = group_coordinator(broker.runtime).share.describe("altered")
     assert altered.initialized == {topic_id: {0}}
     assert group_coordinator(broker.runtime).registry.get("gone") is None
-    assert (await broker.heartbeat("g", "m3", 0, ("t",))).member_epoch == 3
+    assert (await broker.heartbeat("g", "m3", 0, ("t",))).member_epoch == 4
 
 
 async def test_admin_changes_make_share_leaders_forget_cached_state(broker: Broker) -> None:

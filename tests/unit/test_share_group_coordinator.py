@@ -37,6 +37,8 @@ class Harness:
     now_ms: int = 1_000_000
     max_size: int = 200
     registry: GroupRegistry = field(default_factory=GroupRegistry)
+    # Do what the service does with InitializePartitions at once (between two heartbeats).
+    auto_initialize: bool = True
 
     def __post_init__(self) -> None:
         self.coordinator = ShareGroupCoordinator(
@@ -52,7 +54,11 @@ class Harness:
         rack: str | None = None,
     ) -> HeartbeatResult:
         request = HeartbeatRequest(group, member, epoch, rack, topics, "client", "/127.0.0.1")
-        return self.coordinator.heartbeat(request, self.topics.get, self.now_ms)
+        result = self.coordinator.heartbeat(request, self.topics.get, self.now_ms)
+        for effect in result.effects:
+            if self.auto_initialize and isinstance(effect, InitializePartitions):
+                self.coordinator.partitions_initialized(effect.group_id, effect.partitions)
+        return result
 
     def join(self, member: str, topics: tuple[str, ...] = ("t",)) -> HeartbeatResult:
         return self.beat(member, 0, topics)
@@ -75,24 +81,46 @@ def partitions(*indexes: int, topic: uuid.UUID = TOPIC) -> frozenset[tuple[uuid.
     return frozenset((topic, i) for i in indexes)
 
 
-def test_first_join_creates_the_group_and_assigns_everything() -> None:
-    h = Harness()
+def test_first_join_creates_the_group_and_assigns_once_share_state_is_initialized() -> None:
+    """Kafka 4.4: a new group is at epoch 1, the join takes it to 2 and assigns nothing; the
+    coordinator initializes the share state after answering, and the next heartbeat bumps the
+    epoch and assigns the initialized partitions."""
+    h = Harness(auto_initialize=False)
     result = h.join("a")
-    assert (result.member_id, result.member_epoch) == ("a", 1)
+    assert (result.member_id, result.member_epoch) == ("a", 2)
     assert result.heartbeat_interval_ms == 5000
-    assert result.assignment == partitions(0, 1, 2)
+    assert result.assignment == frozenset()
     group = h.coordinator.describe(GROUP)
-    assert (group.group_epoch, group.assignment_epoch, group.state_name) == (1, 1, "Stable")
-    assert result.effects == (InitializePartitions(GROUP, 1, ((TOPIC, 0), (TOPIC, 1), (TOPIC, 2))),)
+    assert (group.group_epoch, group.assignment_epoch, group.state_name) == (2, 2, "Stable")
+    assert result.effects == (InitializePartitions(GROUP, 2, ((TOPIC, 0), (TOPIC, 1), (TOPIC, 2))),)
+    waiting = h.beat("a", 2)  # not initialized yet: nothing, and not asked again
+    assert (waiting.member_epoch, waiting.assignment, waiting.effects) == (2, None, ())
+    h.coordinator.partitions_initialized(GROUP, [(TOPIC, 0), (TOPIC, 1), (TOPIC, 2)])
+    assigned = h.beat("a", 2)
+    assert (assigned.member_epoch, assigned.assignment) == (3, partitions(0, 1, 2))
+    assert (group.group_epoch, group.assignment_epoch) == (3, 3)
+    assert group.initialized == {TOPIC: {0, 1, 2}} and group.initializing == {}
+    assert h.beat("a", 3).member_epoch == 3  # all assigned: no further bump
+
+
+def test_a_failed_initialization_is_asked_again() -> None:
+    h = Harness(auto_initialize=False)
+    first = h.join("a", ("u",))
+    h.coordinator.partitions_initialized(GROUP, [(OTHER, 0)])
+    h.coordinator.partitions_initialized(GROUP, [(OTHER, 1)], succeeded=False)
+    again = h.beat("a", first.member_epoch)
+    assert again.effects == (InitializePartitions(GROUP, 3, ((OTHER, 1),)),)
+    assert again.assignment == partitions(0, topic=OTHER)
 
 
 def test_steady_heartbeats_keep_the_epoch_and_omit_the_assignment() -> None:
     h = Harness()
     h.join("a")
+    assert h.beat("a", 2).assignment == partitions(0, 1, 2)
     h.now_ms += 5000
-    result = h.beat("a", 1)
-    assert (result.member_epoch, result.assignment, result.effects) == (1, None, ())
-    full = h.beat("a", 1, ("t",))  # a full request always gets the assignment back
+    result = h.beat("a", 3)
+    assert (result.member_epoch, result.assignment, result.effects) == (3, None, ())
+    full = h.beat("a", 3, ("t",))  # a full request always gets the assignment back
     assert full.assignment == partitions(0, 1, 2)
 
 
@@ -121,25 +149,25 @@ def test_a_join_bumps_the_group_epoch_and_others_catch_up_on_their_next_heartbea
     h = Harness()
     h.join("a")
     b = h.join("b")
-    assert b.member_epoch == 2
+    assert b.member_epoch == 3
     group = h.coordinator.describe(GROUP)
-    assert group.members["a"].member_epoch == 1  # not yet reconciled
-    a = h.beat("a", 1)
-    assert a.member_epoch == 2
+    assert group.members["a"].member_epoch == 2  # not yet reconciled
+    a = h.beat("a", 2)
+    assert a.member_epoch == 3
     assert a.assignment is not None and len(a.assignment) + len(b.assignment or ()) == 3
-    assert group.members["a"].previous_member_epoch == 1
+    assert group.members["a"].previous_member_epoch == 2
 
 
 def test_the_previous_epoch_is_accepted_others_are_fenced() -> None:
     h = Harness()
     h.join("a")
     h.join("b")
-    h.beat("a", 1)  # a moves to epoch 2; pretend the response was lost
-    assert h.beat("a", 1).member_epoch == 2
-    assert h.error("a", 3) == ErrorCode.fenced_member_epoch
+    h.beat("a", 2)  # a moves to epoch 3; pretend the response was lost
+    assert h.beat("a", 2).member_epoch == 3
+    assert h.error("a", 4) == ErrorCode.fenced_member_epoch
     h.join("c")
-    h.beat("a", 2)  # a moves to 3, previous 2
-    assert h.error("a", 1) == ErrorCode.fenced_member_epoch
+    h.beat("a", 3)  # a moves to 4, previous 3
+    assert h.error("a", 2) == ErrorCode.fenced_member_epoch
     assert h.error("a", 0, ("t",)) == ErrorCode.fenced_member_epoch  # rejoin with the same id
 
 
@@ -151,19 +179,37 @@ def test_unknown_member_and_unknown_group() -> None:
     assert h.error("zz", -1) == ErrorCode.unknown_member_id
 
 
+def test_an_unknown_member_with_a_non_zero_epoch_is_unknown_even_in_an_empty_group() -> None:
+    """Kafka 4.4's getOrMaybeSubscribeShareGroupMember: only epoch 0 creates a member; any other
+    epoch for a member the group does not hold is UNKNOWN_MEMBER_ID with ShareGroup's message,
+    whether or not the group has members (make conformance-diff's heartbeat after the
+    consumer closed)."""
+    h = Harness()
+    h.join("a")
+    h.beat("a", -1)
+    with pytest.raises(GroupError) as raised:
+        h.beat("AAAA", 3)
+    assert (raised.value.code, raised.value.message) == (
+        ErrorCode.unknown_member_id,
+        f"Member AAAA is not a member of group {GROUP}.",
+    )
+
+
 def test_leave_bumps_the_epoch_and_releases_the_member() -> None:
     h = Harness()
     h.join("a")
     h.join("b")
-    assert h.beat("a", 1).assignment is not None  # a gives a partition to b at epoch 2
+    assert h.beat("a", 2).assignment is not None  # a gives a partition to b at epoch 3
     left = h.beat("b", -1)
     assert (left.member_id, left.member_epoch) == ("b", -1)
     assert left.effects == (MemberRemoved(GROUP, "b", "the member left the group"),)
     group = h.coordinator.describe(GROUP)
-    assert group.group_epoch == 3 and set(group.members) == {"a"}
-    assert h.beat("a", 2).assignment == partitions(0, 1, 2)
+    assert group.group_epoch == 4 and set(group.members) == {"a"}
+    assert h.beat("a", 3).assignment == partitions(0, 1, 2)
     h.beat("a", -1)
     assert group.state_name == "Empty" and h.registry.get(GROUP) is group
+    # The last member gone, the empty target takes the new epoch (Kafka's member fencing).
+    assert (group.group_epoch, group.assignment_epoch) == (5, 5)
 
 
 def test_sessions_expire_after_the_session_timeout() -> None:
@@ -178,7 +224,7 @@ def test_sessions_expire_after_the_session_timeout() -> None:
     expired = h.coordinator.expire_sessions(h.now_ms)
     assert expired == [MemberRemoved(GROUP, "a", "the member session expired")]
     assert h.error("a", 2) == ErrorCode.unknown_member_id
-    h.beat("b", 2)  # heartbeats push the deadline
+    h.beat("b", 3)  # heartbeats push the deadline
     h.now_ms += SESSION_MS - 1
     assert h.coordinator.expire_sessions(h.now_ms) == []
     assert set(h.coordinator.describe(GROUP).members) == {"b"}
@@ -189,7 +235,7 @@ def test_group_max_size() -> None:
     h.join("a")
     h.join("b")
     assert h.error("c", 0, ("t",)) == ErrorCode.group_max_size_reached
-    assert h.beat("a", 1).member_epoch == 2  # existing members are still served
+    assert h.beat("a", 2).member_epoch == 3  # existing members are still served
 
 
 @pytest.mark.parametrize(
@@ -237,35 +283,41 @@ def test_another_group_type_with_the_same_id_is_not_found() -> None:
 def test_subscription_change_reassigns() -> None:
     h = Harness()
     h.join("a")
-    changed = h.beat("a", 1, ("t", "u"))
-    assert changed.member_epoch == 2
-    assert changed.assignment == partitions(0, 1, 2) | partitions(0, 1, topic=OTHER)
-    assert changed.effects == (InitializePartitions(GROUP, 2, ((OTHER, 0), (OTHER, 1))),)
-    same = h.beat("a", 2, ("u", "t"))  # same set in another order: no bump
-    assert same.member_epoch == 2
+    changed = h.beat("a", 2, ("t", "u"))
+    assert changed.member_epoch == 3
+    assert changed.assignment == partitions(0, 1, 2)  # u's share state is not initialized yet
+    assert changed.effects == (InitializePartitions(GROUP, 3, ((OTHER, 0), (OTHER, 1))),)
+    both = h.beat("a", 3)
+    assert both.member_epoch == 4
+    assert both.assignment == partitions(0, 1, 2) | partitions(0, 1, topic=OTHER)
+    same = h.beat("a", 4, ("u", "t"))  # same set in another order: no bump
+    assert same.member_epoch == 4
 
 
 def test_partition_count_change_bumps_the_group_epoch() -> None:
     h = Harness()
     h.join("a")
+    h.beat("a", 2)
     h.topics["t"] = TopicMeta(TOPIC, 5)
-    grown = h.beat("a", 1)
-    assert grown.member_epoch == 2
-    assert grown.assignment == partitions(0, 1, 2, 3, 4)
-    assert grown.effects == (InitializePartitions(GROUP, 2, ((TOPIC, 3), (TOPIC, 4))),)
+    grown = h.beat("a", 3)
+    assert (grown.member_epoch, grown.assignment) == (4, None)  # 3 and 4 not initialized yet
+    assert grown.effects == (InitializePartitions(GROUP, 4, ((TOPIC, 3), (TOPIC, 4))),)
+    assert h.beat("a", 4).assignment == partitions(0, 1, 2, 3, 4)
 
 
 def test_subscribing_to_a_missing_topic_assigns_it_once_it_exists() -> None:
     h = Harness()
     assert h.beat("a", 0, ("later",)).assignment == frozenset()
     h.topics["later"] = TopicMeta(uuid.UUID(int=9), 1)
-    assert h.beat("a", 1).assignment == frozenset({(uuid.UUID(int=9), 0)})
+    appeared = h.beat("a", 2)
+    assert (appeared.member_epoch, appeared.assignment) == (3, None)  # being initialized
+    assert h.beat("a", 3).assignment == frozenset({(uuid.UUID(int=9), 0)})
 
 
 def test_rack_and_client_details_are_kept() -> None:
     h = Harness()
     h.beat("a", 0, ("t",), rack="r1")
-    h.beat("a", 1)  # a null rack means unchanged
+    h.beat("a", 2)  # a null rack means unchanged
     member = h.coordinator.describe(GROUP).members["a"]
     assert (member.rack_id, member.client_id, member.client_host) == ("r1", "client", "/127.0.0.1")
 
@@ -298,11 +350,12 @@ def test_other_protocols_naming_a_share_group_get_kafkas_errors() -> None:
 def test_plain_heartbeats_change_nothing_durable() -> None:
     h = Harness()
     assert h.join("a").changed
+    assert h.beat("a", 2).changed  # the initialized partitions are assigned at epoch 3
     h.now_ms += 5000
-    assert not h.beat("a", 1).changed
+    assert not h.beat("a", 3).changed
     assert h.join("b").changed
-    assert h.beat("a", 1).changed  # a moves to epoch 2
-    assert not h.beat("a", 2, ("t",)).changed  # the same subscription again
+    assert h.beat("a", 3).changed  # a moves to epoch 4
+    assert not h.beat("a", 4, ("t",)).changed  # the same subscription again
     assert h.beat("a", -1).changed
 
 

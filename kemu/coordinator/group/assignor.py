@@ -13,7 +13,7 @@ same output.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 TopicPartition = tuple[uuid.UUID, int]
 Assignment = dict[str, frozenset[TopicPartition]]
@@ -21,14 +21,15 @@ Assignment = dict[str, frozenset[TopicPartition]]
 
 def assign(
     subscriptions: Mapping[str, frozenset[uuid.UUID]],
-    partition_counts: Mapping[uuid.UUID, int],
+    partition_counts: Mapping[uuid.UUID, int | Collection[int]],
     current: Mapping[str, frozenset[TopicPartition]],
 ) -> Assignment:
     """The target assignment of every member.
 
     ``subscriptions`` maps member id to the ids of the existing topics it subscribes to,
-    ``partition_counts`` gives each topic's partition count and ``current`` the previous target
-    assignment (for stickiness).
+    ``partition_counts`` gives each topic's partition count, or the indexes of the partitions
+    that may be assigned (share groups: those whose state is initialized), and ``current`` the
+    previous target assignment (for stickiness).
     """
     members = sorted(subscriptions)
     result: dict[str, set[TopicPartition]] = {member: set() for member in members}
@@ -44,9 +45,14 @@ def assign(
 
 
 def _partitions(
-    topics: list[uuid.UUID], partition_counts: Mapping[uuid.UUID, int]
+    topics: list[uuid.UUID], partition_counts: Mapping[uuid.UUID, int | Collection[int]]
 ) -> list[TopicPartition]:
-    return [(topic, index) for topic in topics for index in range(partition_counts.get(topic, 0))]
+    found: list[TopicPartition] = []
+    for topic in topics:
+        indexes = partition_counts.get(topic, 0)
+        chosen = range(indexes) if isinstance(indexes, int) else sorted(indexes)
+        found.extend((topic, index) for index in chosen)
+    return found
 
 
 def _assign_into(

@@ -3,8 +3,9 @@
 It owns the group registry and the share-group state machine, feeds them the cluster's topics
 and the clock, runs the session-expiry timer, saves share groups when kemu has a data directory
 (``persistence``), and carries out the state machine's effects: share state is
-initialized through the share persister before the heartbeat is answered, and a departed
-member's acquired records are released through the ``share_partitions`` service when one runs.
+initialized through the share persister just after the heartbeat is answered (as Kafka does; a
+later heartbeat assigns the partitions), and a departed member's acquired records are released
+through the ``share_partitions`` service when one runs.
 
 Classic groups and committed offsets (``classic_group``, ``offset_manager``) live in
 ``__consumer_offsets`` as Kafka's records (``offsets_log``), replayed when the service starts. A
@@ -30,6 +31,7 @@ import structlog
 from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.coordinator.group import classic_group as classic
+from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.classic_group import (
     ClassicGroup,
     ClassicGroupCoordinator,
@@ -260,8 +262,21 @@ class GroupCoordinatorService:
         if result.changed:
             self.persist(request.group_id)
         self._rearm()
-        await self.apply(result.effects)
+        # As Kafka's coordinator: share state is initialized after the heartbeat is answered;
+        # a later heartbeat assigns what it initialized.
+        initializing = [e for e in result.effects if isinstance(e, InitializePartitions)]
+        if initializing:
+            task = asyncio.get_running_loop().create_task(self.apply(initializing))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        await self.apply(e for e in result.effects if not isinstance(e, InitializePartitions))
         return result
+
+    async def background_done(self) -> None:
+        """Wait until the work started in the background so far (share-state initialization,
+        regex resolutions) is done."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def remove_share_member(self, group_id: str, member_id: str, reason: str) -> None:
         """Remove a share-group member now (raises GroupError for an unknown group or member);
@@ -283,16 +298,32 @@ class GroupCoordinatorService:
 
     async def _initialize(self, effect: InitializePartitions) -> None:
         persister = share_persister(self.runtime)
-        for topic_id, partition in effect.partitions:
-            key = SharePartitionKey(effect.group_id, topic_id, partition)
-            # Kafka tracks initialized partitions durably; kemu asks the persister instead, so
-            # that state surviving a restart is never reset by a fresh initialization.
-            existing = await persister.read_summary(key, NO_LEADER_EPOCH)
-            if existing.error == ErrorCode.none and _has_state(existing.state):
-                continue
-            code = await persister.initialize(key, effect.state_epoch, UNINITIALIZED_START_OFFSET)
-            if code != ErrorCode.none:
-                log.warning("share_state_initialize_failed", key=str(key), error=code.name)
+        done: list[TopicPartition] = []
+        failed: list[TopicPartition] = []
+        try:
+            for topic_id, partition in effect.partitions:
+                key = SharePartitionKey(effect.group_id, topic_id, partition)
+                # Kafka tracks initialized partitions durably; kemu asks the persister instead,
+                # so that state surviving a restart is never reset by a fresh initialization.
+                existing = await persister.read_summary(key, NO_LEADER_EPOCH)
+                if existing.error == ErrorCode.none and _has_state(existing.state):
+                    done.append((topic_id, partition))
+                    continue
+                code = await persister.initialize(
+                    key, effect.state_epoch, UNINITIALIZED_START_OFFSET
+                )
+                if code != ErrorCode.none:
+                    log.warning("share_state_initialize_failed", key=str(key), error=code.name)
+                    failed.append((topic_id, partition))
+                else:
+                    done.append((topic_id, partition))
+        finally:
+            asked = set(effect.partitions)
+            failed.extend(sorted(asked - set(done) - set(failed)))  # not reached: try again
+            changed = self.share.partitions_initialized(effect.group_id, done)
+            self.share.partitions_initialized(effect.group_id, failed, succeeded=False)
+            if changed:
+                self.persist(effect.group_id)
 
     async def _release(self, effect: MemberRemoved) -> None:
         log.info(

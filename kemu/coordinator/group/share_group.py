@@ -4,10 +4,19 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` share-group path:
 
 * A member picks its own id (a UUID, KIP-1082) and joins with member epoch 0 and its subscribed
   topic names; it leaves with epoch -1; otherwise it echoes the epoch it was last given.
-* The group epoch goes up when a member joins or leaves, changes its subscription, or when the
-  subscribed topics change (created, deleted, more partitions).
+* A new group starts at epoch 1 (group and assignment), as Kafka 4.4's groups do. The group
+  epoch goes up when a member joins or leaves, changes its subscription, when the subscribed
+  topics change (created, deleted, more partitions), and when share partitions whose state was
+  initialized since the last target assignment wait to be assigned.
+* Only partitions whose share state is initialized are assigned. A heartbeat subscribing to
+  partitions that are neither initialized nor being initialized asks the outside world to
+  initialize them (``InitializePartitions``, after the answer, as Kafka's coordinator calls the
+  persister once the heartbeat is written); when that is done (``partitions_initialized``) a
+  later heartbeat bumps the epoch and assigns them. So a member's first heartbeat assigns
+  nothing, as in Kafka.
 * When the group epoch is ahead of the assignment epoch the coordinator computes a new target
-  assignment for everybody (``assignor``) and stamps it with the group epoch.
+  assignment for everybody (``assignor``) and stamps it with the group epoch. When the last
+  member leaves, the empty target takes the new epoch at once.
 * A member is brought to the target on its own next heartbeat: its epoch becomes the assignment
   epoch and its partitions the target's. Share groups have no revocation handshake.
 * A member that has not heartbeated for the session timeout is removed as if it had left.
@@ -86,14 +95,19 @@ class ShareMember:
 @dataclass(eq=False)
 class ShareGroup:
     group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
+    # As Kafka 4.4's ModernGroup and TargetAssignmentMetadata.INITIAL.
+    group_epoch: int = 1
+    assignment_epoch: int = 1
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
     # The subscribed topics as last seen; a difference bumps the group epoch.
     subscribed_metadata: dict[str, TopicMeta] = field(default_factory=dict)
-    # Share partitions whose state was initialized for this group (offsets admin lists these).
+    # Share partitions whose state was initialized for this group (offsets admin lists these);
+    # only these are assigned.
     initialized: dict[uuid.UUID, set[int]] = field(default_factory=dict)
+    # Share partitions asked to be initialized and not done yet (not kept across a restart: a
+    # heartbeat asks again).
+    initializing: dict[uuid.UUID, set[int]] = field(default_factory=dict)
 
     group_type = GROUP_TYPE
     protocol_type = PROTOCOL_TYPE
@@ -174,6 +188,8 @@ class ShareGroupCoordinator:
             member = ShareMember(request.member_id)
         _check_member_epoch(member, request.member_epoch)
         epochs_before = (group.group_epoch, group.assignment_epoch)
+        # Kafka's initializedAssignmentPending, on the group as it was before this heartbeat.
+        pending = group.assignment_epoch >= group.group_epoch and _initialized_unassigned(group)
 
         subscribed = (
             frozenset(request.subscribed_topic_names)
@@ -189,7 +205,7 @@ class ShareGroupCoordinator:
             session_deadline_ms=now_ms + settings.session_timeout_ms,
         )
         group.members[updated.member_id] = updated
-        bump = subscribed != member.subscribed_topic_names
+        bump = subscribed != member.subscribed_topic_names or pending
         metadata = _subscribed_metadata(group.subscribed_topic_names(), topics)
         if metadata != group.subscribed_metadata:
             group.subscribed_metadata = metadata
@@ -296,7 +312,30 @@ class ShareGroupCoordinator:
             if name in group.subscribed_topic_names()
         }
         group.group_epoch += 1
+        if not group.members:  # Kafka's fencing of the last member stamps the empty target
+            group.assignment_epoch = group.group_epoch
         return MemberRemoved(group.group_id, member_id, reason)
+
+    def partitions_initialized(
+        self, group_id: str, partitions: Iterable[TopicPartition], *, succeeded: bool = True
+    ) -> bool:
+        """The share state of ``partitions`` was initialized (or, ``succeeded`` false, could not
+        be): they become assignable, from the group's next heartbeat on (Kafka's
+        initializeShareGroupState / uninitializeShareGroupState). Whether the group changed."""
+        group = self.registry.get(group_id)
+        if not isinstance(group, ShareGroup):
+            return False
+        changed = False
+        for topic_id, index in partitions:
+            waiting = group.initializing.get(topic_id)
+            if waiting is not None:
+                waiting.discard(index)
+                if not waiting:
+                    del group.initializing[topic_id]
+            if succeeded and index not in group.initialized.setdefault(topic_id, set()):
+                group.initialized[topic_id].add(index)
+                changed = True
+        return changed
 
     def _update_target(self, group: ShareGroup) -> None:
         metadata = group.subscribed_metadata
@@ -308,8 +347,14 @@ class ShareGroupCoordinator:
             )
             for member in group.members.values()
         }
-        counts = {meta.topic_id: meta.partitions for meta in metadata.values()}
-        group.target = assignor.assign(subscriptions, counts, group.target)
+        # Kafka's topicAssignablePartitionsMap: initialized partitions only.
+        assignable = {
+            meta.topic_id: frozenset(
+                i for i in group.initialized.get(meta.topic_id, ()) if i < meta.partitions
+            )
+            for meta in metadata.values()
+        }
+        group.target = assignor.assign(subscriptions, assignable, group.target)
         group.assignment_epoch = group.group_epoch
 
 
@@ -371,11 +416,33 @@ def _reconcile(group: ShareGroup, member: ShareMember) -> ShareMember:
 
 
 def _newly_subscribed(group: ShareGroup) -> tuple[TopicPartition, ...]:
+    """Subscribed partitions neither initialized nor being initialized, now marked as being
+    initialized (Kafka's subscribedTopicsChangeMap)."""
     fresh: list[TopicPartition] = []
     for meta in group.subscribed_metadata.values():
-        done = group.initialized.setdefault(meta.topic_id, set())
+        done = group.initialized.get(meta.topic_id, set())
+        waiting = group.initializing.setdefault(meta.topic_id, set())
         for index in range(meta.partitions):
-            if index not in done:
-                done.add(index)
+            if index not in done and index not in waiting:
+                waiting.add(index)
                 fresh.append((meta.topic_id, index))
+        if not waiting:
+            del group.initializing[meta.topic_id]
     return tuple(fresh)
+
+
+def _initialized_unassigned(group: ShareGroup) -> bool:
+    """Kafka's initializedAssignmentPending: a subscribed topic has initialized partitions
+    that the target assignment does not hold exactly."""
+    if not group.members or not group.initialized:
+        return False
+    assigned: dict[uuid.UUID, set[int]] = {}
+    for partitions in group.target.values():
+        for topic_id, index in partitions:
+            assigned.setdefault(topic_id, set()).add(index)
+    subscribed = group.subscribed_topic_names()
+    for name, meta in group.subscribed_metadata.items():
+        initialized = group.initialized.get(meta.topic_id)
+        if name in subscribed and initialized and assigned.get(meta.topic_id, set()) != initialized:
+            return True
+    return False
