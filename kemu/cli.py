@@ -127,8 +127,10 @@ def _decode_share_state(args: argparse.Namespace) -> int:
 
 
 async def _serve(options: ServerOptions, args: argparse.Namespace) -> None:
-    from kemu.broker.server import KemuServer
+    from kemu.broker.server import KemuServer, raise_open_file_limit
 
+    open_files = raise_open_file_limit()
+    structlog.get_logger("kemu").debug("open_file_limit", soft=open_files)
     server = KemuServer(options)
     use_virtual_clock(server, args)
     await server.start()
@@ -212,12 +214,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _unknown_configs(config: BrokerConfig) -> list[str]:
-    """Supplied broker properties no config definition knows (the group coordinator's and the
-    listeners' included)."""
+    """Supplied broker properties no config definition knows (the group coordinator's, the
+    listeners' and Kafka's own broker configs of the catalogue, which kemu stores but may not act
+    on, included): what is left is most likely a typo."""
+    from kemu.cluster.broker_catalogue import catalogue
     from kemu.cluster.listeners import is_security_config
     from kemu.coordinator.group.config import BROKER_FALLBACKS
 
-    unknown = unknown_broker_keys(config.static, BROKER_FALLBACKS)
+    unknown = unknown_broker_keys(config.static, BROKER_FALLBACKS, catalogue())
     return [name for name in unknown if not is_security_config(name)]
 
 

@@ -142,6 +142,10 @@ class KemuServer:
         }
 
     async def start(self) -> None:
+        # One event loop both accepts and serves (Kafka has an acceptor thread of its own), so
+        # a burst of connects waits in the kernel's queue while requests are served: a queue
+        # too short drops SYNs, and each dropped client retries a second or more later.
+        backlog = self.cluster.config.get_int("socket.listen.backlog.size")
         for listener in self.listeners:
             factory = self._listener_factory(listener)
             context = self._tls_context(listener)  # a bad keystore fails start-up here
@@ -153,12 +157,16 @@ class KemuServer:
 
                         self._tls_servers.append(
                             await TlsServer.start(
-                                listener, context, factory(node_id), listener.host, port
+                                listener, context, factory(node_id), listener.host, port, backlog
                             )
                         )
                         continue
                     server = await asyncio.get_running_loop().create_server(
-                        factory(node_id), listener.host, port, reuse_address=True
+                        factory(node_id),
+                        listener.host,
+                        port,
+                        reuse_address=True,
+                        backlog=backlog,
                     )
                 except OSError as error:
                     for opened in self.servers:
@@ -249,3 +257,19 @@ def _cluster_id() -> str:
     import base64
 
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def raise_open_file_limit() -> int:
+    """Lift this process's soft limit on open files to its hard limit, as the JVM does for
+    Kafka (HotSpot's MaxFDLimit, on by default): every client connection and every open
+    segment is a descriptor, and a soft limit of 1,024 would turn connections away long
+    before memory runs short. Returns the soft limit now in force."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (OSError, ValueError):  # e.g. an unlimited hard limit above the kernel's nr_open
+            return soft
+    return hard

@@ -26,6 +26,8 @@ KEMU_DIFFERENCES = {
     "node.id": "default",
     "broker.id": "default",
     "process.roles": "default",
+    # 1024, not 50: one event loop accepts between requests (kemu/broker/server.py)
+    "socket.listen.backlog.size": "default",
     # kemu lets these change at runtime; Kafka reads them at start-up only
     "num.partitions": "dynamic in kemu",
     "share.coordinator.snapshot.update.records.per.snapshot": "dynamic in kemu",

@@ -242,6 +242,10 @@ BROKER_CONFIGS = _defs(
     ),
     ConfigDef("message.max.bytes", I, "1048588", minimum=0),
     ConfigDef("socket.request.max.bytes", I, "104857600", read_only=True, minimum=1),
+    # Kafka's default is 50, drained by an acceptor thread of its own; kemu's one event loop
+    # accepts between requests, so a burst of connects needs a longer queue (the kernel caps it
+    # at net.core.somaxconn). docs/reliability.md has the figures.
+    ConfigDef("socket.listen.backlog.size", I, "1024", read_only=True, minimum=1),
     ConfigDef("delete.topic.enable", B, "true", read_only=True),
     ConfigDef("log.retention.ms", L, None),
     ConfigDef("log.retention.minutes", I, None, read_only=True),
@@ -526,9 +530,13 @@ class BrokerConfig:
         for override in overrides:
             key, _, value = override.partition("=")
             static[key.strip()] = value.strip()
+        from kemu.cluster.broker_catalogue import catalogue  # it is built on this module
+
+        kafka_configs = catalogue()
         for key, value in static.items():
-            if key in BROKER_CONFIGS:
-                validate_value(BROKER_CONFIGS[key], value)
+            definition = BROKER_CONFIGS.get(key) or kafka_configs.get(key)
+            if definition is not None:
+                validate_value(definition, value)
         return cls(static)
 
     def get(self, name: str) -> str | None:

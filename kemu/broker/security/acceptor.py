@@ -49,9 +49,11 @@ class TlsServer:
         make: Callable[[], Connection],
         host: str,
         port: int,
+        backlog: int,
     ) -> TlsServer:
-        """Bind ``host:port`` (OSError as ``create_server`` raises it) and start accepting."""
-        sock = socket.create_server((host, port), backlog=100)
+        """Bind ``host:port`` (OSError as ``create_server`` raises it) and start accepting;
+        ``backlog`` is ``socket.listen.backlog.size``."""
+        sock = socket.create_server((host, port), backlog=backlog)
         sock.setblocking(False)
         return cls(listener, context, make, sock)
 
