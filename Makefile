@@ -42,7 +42,8 @@ test: $(STAMP) java
 # Kafka Streams 4.4.0 apps with group.protocol=streams (KIP-1071) against kemu; minutes, so not
 # part of `make test` (tests/integration/test_streams_java.py; figures in docs/conformance.md).
 test-streams: $(STAMP) java
-	KEMU_STREAMS_TESTS=1 $(BIN)/pytest -q -p no:cacheprovider tests/integration/test_streams_java.py
+	KEMU_STREAMS_TESTS=1 $(BIN)/pytest -q -p no:cacheprovider tests/integration/test_streams_java.py \
+		tests/integration/test_streams_assignor_kafka.py
 
 test-unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
