@@ -310,7 +310,7 @@ def client_throttles(runtime: Runtime) -> ClientThrottles:
             value = rt.cluster.config.get(name)
             if value is None:
                 value = catalogue()[name].default
-            return int(value or 0)
+            return max(int(value or 1), 1)  # Kafka's validators: at least 1
 
         return ClientThrottles(
             client_quotas(rt), setting("quota.window.num"), setting("quota.window.size.seconds")
