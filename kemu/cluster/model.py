@@ -92,6 +92,14 @@ class Cluster:
     topics_by_id: dict[uuid.UUID, Topic] = field(default_factory=dict)
     _placement_cursor: int = 0
 
+    def __post_init__(self) -> None:
+        # Kafka 4.4's controller, with eligible leader replicas enabled (the default), writes a
+        # cluster-wide min.insync.replicas (its static value) when it first becomes active
+        # (ConfigurationControlManager.maybeGenerateElrSafetyRecords): topics then show it as
+        # a DYNAMIC_DEFAULT_BROKER_CONFIG synonym. A data dir's saved value wins over this one.
+        static = self.config.static.get("min.insync.replicas", "1")
+        self.config.dynamic.setdefault("min.insync.replicas", static)
+
     @property
     def controller_id(self) -> int:
         return min(self.nodes)

@@ -893,7 +893,10 @@ def test_describe_broker_node_and_cluster_default() -> None:
     assert configs["delete.topic.enable"].read_only is True
     cluster_default = broker.describe_configs(BROKER, "")
     assert cluster_default.error_code == ErrorCode.none
-    assert cluster_default.configs == ()
+    # Only the cluster-wide min.insync.replicas Kafka 4.4's controller writes when it starts.
+    assert [(c.name, c.value, c.config_source) for c in cluster_default.configs] == [
+        ("min.insync.replicas", "1", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    ]
 
 
 # --- IncrementalAlterConfigs / AlterConfigs --------------------------------------------------
@@ -1015,7 +1018,7 @@ def test_incremental_refusals(
     (response,) = broker.incremental([resource])
     assert (response.error_code, response.error_message) == (code, message)
     assert broker.cluster.topics["t"].config.overrides == {}
-    assert broker.cluster.config.dynamic == {}
+    assert broker.cluster.config.dynamic == {"min.insync.replicas": "1"}  # as it started
 
 
 def test_duplicate_resources_and_independent_outcomes(broker: Broker) -> None:
@@ -1074,7 +1077,10 @@ def test_broker_cluster_default_and_per_node_configs(tmp_path: Path) -> None:
 
     reloaded = Broker(data_dir=tmp_path)
     reloaded.cluster.load_metadata()
-    assert reloaded.cluster.config.dynamic == {"log.retention.ms": "1234"}
+    assert reloaded.cluster.config.dynamic == {
+        "log.retention.ms": "1234",
+        "min.insync.replicas": "1",
+    }
     assert reloaded.cluster.config.node_dynamic == {2: {"message.max.bytes": "5000"}}
 
 

@@ -62,7 +62,8 @@ def ranges(response: ApiVersionsResponse) -> dict[int, tuple[int, int]]:
 def served() -> dict[int, tuple[int, int]]:
     load_handlers()
     return {
-        key: (spec.min_version, spec.max_version)
+        # Produce is advertised from v0, as Kafka 4.4 does, though v0-v2 are refused.
+        key: (0 if key == 0 else spec.min_version, spec.max_version)
         for key, spec in REGISTRY.items()
         if key not in ENABLED_BY  # off by default
     }
@@ -80,7 +81,8 @@ async def test_every_version_lists_exactly_what_is_served(version: int) -> None:
 
 async def test_served_apis_are_the_ones_clients_need() -> None:
     table = ranges(await ask(make_runtime(), 4))
-    assert table[0] == (3, 13)  # Produce
+    assert table[0] == (0, 13)  # Produce: from v0 as Kafka 4.4 advertises it ...
+    assert REGISTRY[0].min_version == 3  # ... while the connection still refuses v0-v2
     assert table[1] == (4, 18)  # Fetch
     assert table[2][1] == 11  # ListOffsets
     assert table[3] == (0, 13)  # Metadata

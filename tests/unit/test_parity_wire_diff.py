@@ -284,3 +284,24 @@ def test_replication_factor_refusal_and_decompressed_size_synonym_are_kafkas() -
     assert [(s.name, s.value) for s in entry.synonyms] == [
         ("max.decompressed.message.bytes", "2147483639")
     ]
+
+
+def test_min_insync_replicas_is_the_cluster_wide_dynamic_default_kafka_4_4_writes() -> None:
+    """Kafka 4.4's controller, with ELR enabled, writes a cluster-wide min.insync.replicas (its
+    static value) when it first starts, so a topic lists it from DYNAMIC_DEFAULT_BROKER_CONFIG
+    with the default below it."""
+    from kemu.cluster.config import ConfigSource
+
+    for static, value in (({}, "1"), ({"min.insync.replicas": "2"}, "2")):
+        broker = Broker(**static)
+        broker.create("t")
+        (result,) = broker.describe_configs(2, "t", ("min.insync.replicas",)).configs
+        assert (result.value, result.config_source) == (
+            value,
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+        )
+        assert [(s.value, s.source) for s in result.synonyms] == [
+            (value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            *([(value, ConfigSource.STATIC_BROKER_CONFIG)] if static else []),
+            ("1", ConfigSource.DEFAULT_CONFIG),
+        ]

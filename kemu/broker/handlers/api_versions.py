@@ -1,10 +1,13 @@
 """ApiVersions (key 18), v0-v4.
 
 Advertises exactly the handlers registered in ``kemu.broker.handlers`` (capped by
-``--as-version``), plus feature levels the way a Kafka 4.2 KRaft broker reports them: supported
-ranges for every feature, finalized levels only for what kemu really serves (``share.version``
-needs the share handlers, ``transaction.version`` 2 needs EndTxn v5, ``group.version`` needs
-ConsumerGroupHeartbeat, ``streams.version`` 1 needs StreamsGroupHeartbeat).
+``--as-version``), except that Produce is advertised from v0 as Kafka 4.x brokers do
+(``ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION``, KAFKA-18659: older librdkafka needs a
+v0 minimum) while v0-v2 requests are still refused, plus feature levels the way a Kafka 4.2
+KRaft broker reports them: supported ranges for every feature, finalized levels only for what
+kemu really serves (``share.version`` needs the share handlers, ``transaction.version`` 2 needs
+EndTxn v5, ``group.version`` needs ConsumerGroupHeartbeat, ``streams.version`` 1 needs
+StreamsGroupHeartbeat).
 With ``kemu.kip1289.enable`` ``share.version`` is supported up to 3 and
 finalized at 3 (SV_3, KIP-1289) as long as TxnShareAcknowledge and
 AddShareAcknowledgementsToTxn are advertised (at their configured keys) with transaction version
@@ -41,6 +44,9 @@ FINALIZED_FEATURES_EPOCH = 1
 # share.version 3 (SV_3): transactional share acknowledgements, KIP-1289 (spec §8)
 SHARE_VERSION_TXN_ACKS = 3
 KIP1289_KEYS = (TXN_SHARE_ACKNOWLEDGE_KEY, ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN_KEY)
+PRODUCE_KEY = 0
+# Kafka's ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION: a broker advertises Produce from v0.
+PRODUCE_ADVERTISED_MIN_VERSION = 0
 
 
 def advertised(runtime: Runtime) -> list[tuple[int, int, int]]:
@@ -54,7 +60,8 @@ def advertised(runtime: Runtime) -> list[tuple[int, int, int]]:
             continue
         top = spec.max_version if caps is None else min(spec.max_version, caps.get(api_key, -1))
         if top >= spec.min_version:
-            result.append((at.get(api_key, api_key), spec.min_version, top))
+            low = PRODUCE_ADVERTISED_MIN_VERSION if api_key == PRODUCE_KEY else spec.min_version
+            result.append((at.get(api_key, api_key), low, top))
     return sorted(result)
 
 
