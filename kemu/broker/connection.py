@@ -81,6 +81,9 @@ class Connection(asyncio.Protocol):
         self._muted_until = 0  # clock ms: a throttled client's next request is read then
         self._unmute_timer: TimerHandle | None = None
         self._write_paused = False
+        # A faulted request not yet handled: later frames wait behind it, as Kafka reads one
+        # request of a connection at a time (a later Produce must not be applied first).
+        self._held = False
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -134,7 +137,12 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self.transport is not None and not self._closing and not self._muted_until:
+        if (
+            self.transport is not None
+            and not self._closing
+            and not self._muted_until
+            and not self._held
+        ):
             self.transport.resume_reading()
 
     # --- client quotas: a throttled connection is muted (kemu/broker/throttling.py) -----------
@@ -154,11 +162,15 @@ class Connection(asyncio.Protocol):
     def _unmute(self) -> None:
         self._muted_until = 0
         self._unmute_timer = None
-        if self._closing or self.transport is None:
+        self._read_waiting_frames()
+
+    def _read_waiting_frames(self) -> None:
+        """Take requests again after a mute or a held faulted request ended."""
+        if self._closing or self.transport is None or self._muted_until or self._held:
             return
         if not self._write_paused:
             self.transport.resume_reading()
-        if self._partial:  # requests that arrived while muted
+        if self._partial:  # requests that arrived while muted or held
             try:
                 self._receive(b"")
             except Exception:
@@ -179,8 +191,8 @@ class Connection(asyncio.Protocol):
         position = 0
         size_struct = wire.SIZE
         while end - position >= 4:
-            if self._muted_until:
-                break  # throttled: the rest waits until the throttle time has passed
+            if self._muted_until or self._held:
+                break  # throttled, or behind a faulted request: the rest waits
             size = size_struct.unpack_from(buffer, position)[0]
             if size < wire.HEADER_PREFIX.size or size > self.max_request_bytes:
                 log.warning(
@@ -285,6 +297,9 @@ class Connection(asyncio.Protocol):
     ) -> bool:
         if rule.kind == "drop_before" and not rule.latency_ms:
             return False  # closes; the answers ready before it still go out
+        self._held = True
+        if self.transport is not None:
+            self.transport.pause_reading()
         task = asyncio.get_running_loop().create_task(
             self._faulted(rule, spec, context, request, size)
         )
@@ -304,23 +319,34 @@ class Connection(asyncio.Protocol):
             await asyncio.sleep(rule.latency_ms / 1000)
         kind = rule.kind
         if kind == "drop_before":
-            return CutFrame()
+            return CutFrame()  # the frames behind it are never read: the connection closes
         if kind == "error":
             header = request.header
             body = error_response_for(
                 request, ErrorCode(rule.error_code), f"injected by kemu fault rule {rule.id}"
             )
             self.stats.answered(header.api_key, header.api_version, body, 0)
+            self._release_held_frames()
             return wire.encode_response_frame(
                 header.api_key, header.api_version, header.correlation_id, body
             )
         slot = self._dispatch(spec, context, request, size)
+        if kind not in ("drop_after", "torn"):
+            # Applied: the requests behind it may go on (their answers still queue in order).
+            # After a drop or a torn answer the connection closes, and what the client sent
+            # behind it is never read, as on Kafka, which reads a connection's next request
+            # only once the answer before it is out.
+            self._release_held_frames()
         frame = await slot if isinstance(slot, asyncio.Task) else slot
         if kind == "drop_after":
             return CutFrame()
         if kind == "torn":
             return CutFrame(frame[: max(1, len(frame) // 2)] if frame else b"")
         return frame
+
+    def _release_held_frames(self) -> None:
+        self._held = False
+        self._read_waiting_frames()
 
     def abort(self) -> None:
         """Close now, unsent answers dropped (the broker went down)."""

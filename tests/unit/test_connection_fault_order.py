@@ -1,0 +1,140 @@
+"""A faulted request keeps its place in its connection's order.
+
+Kafka reads a connection's next request only once the answer before it is out. kemu pipelines,
+so a request a fault rule delays (latency, an injected error, a drop after handling) must still
+be applied before the requests sent behind it. Before this held, an idempotent producer's
+second batch (sequence 13) was appended ahead of its first (sequence 0, "drop after"); the
+retried first batch was then out of order, the Java producer bumped its epoch and the second
+batch was written twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kemu.broker.connection import Connection
+from kemu.broker.faults import fault_table
+from kemu.broker.handlers import load_handlers
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.context import Runtime
+from kemu.cluster.model import BrokerNode, Cluster
+from kemu.protocol import wire
+from kemu.protocol.records import build_batch, read_header
+from kemu.storage.log import MemoryLog
+
+NODE = BrokerNode(1, "127.0.0.1", 19092)
+PRODUCER_ID = 7
+
+
+class RecordingTransport:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def get_extra_info(self, name: str) -> Any:
+        return ("127.0.0.1", 50000) if name == "peername" else None
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def writelines(self, frames: list[bytes]) -> None:
+        self.writes.append(b"".join(frames))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def make_runtime() -> Runtime:
+    load_handlers()
+    cluster = Cluster(
+        cluster_id="unit",
+        nodes={1: NODE},
+        config=BrokerConfig(),
+        log_factory=lambda topic, index: MemoryLog(),
+    )
+    cluster.create_topic("t", 1, 1)
+    return Runtime(cluster=cluster)
+
+
+def produce_frame(correlation_id: int, base_sequence: int, count: int) -> bytes:
+    module = wire.request_module(0, 9)
+    batch = build_batch(
+        [(None, f"v{base_sequence + i}".encode()) for i in range(count)],
+        timestamp_ms=1,
+        producer_id=PRODUCER_ID,
+        producer_epoch=0,
+        base_sequence=base_sequence,
+    )
+    partition = wire.build(module.PartitionProduceData, index=0, records=batch)
+    topic = wire.build(module.TopicProduceData, name="t", partition_data=(partition,))
+    body = wire.build(wire.request_schema(0, 9), acks=-1, timeout_ms=1000, topic_data=(topic,))
+    return wire.encode_request_frame(body, correlation_id)
+
+
+def sequences_in_log(runtime: Runtime) -> list[int]:
+    partition = runtime.cluster.partition("t", 0)
+    assert partition is not None
+    log = partition.log
+    data = bytes(log.read(0, 1 << 20, upper=log.log_end_offset))
+    sequences = []
+    position = 0
+    while position < len(data):
+        header = read_header(data, position)
+        sequences.append(header.base_sequence)
+        position += 12 + header.batch_length
+    return sequences
+
+
+async def pipelined(runtime: Runtime, rule: dict[str, Any]) -> RecordingTransport:
+    """Two Produce requests of one idempotent producer in one chunk, the first one faulted."""
+    fault_table(runtime).add_all([rule])
+    connection = Connection(NODE, runtime)
+    transport = RecordingTransport()
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    connection.data_received(produce_frame(1, 0, 13) + produce_frame(2, 13, 1))
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if transport.closed or (len(b"".join(transport.writes)) > 0 and not connection._slots):
+            break
+    return transport
+
+
+def test_a_delayed_produce_is_applied_before_the_one_behind_it() -> None:
+    runtime = make_runtime()
+    asyncio.run(
+        pipelined(runtime, {"api": "produce", "kind": "latency", "latency_ms": 30, "count": 1})
+    )
+    assert sequences_in_log(runtime) == [0, 13]
+
+
+def test_after_a_drop_the_request_behind_it_is_never_applied() -> None:
+    runtime = make_runtime()
+    transport = asyncio.run(
+        pipelined(runtime, {"api": "produce", "kind": "drop_after", "count": 1})
+    )
+    assert transport.closed
+    assert sequences_in_log(runtime) == [0]  # the second is resent by the client, in order
+
+
+def test_an_injected_error_lets_the_request_behind_it_through_after_it() -> None:
+    runtime = make_runtime()
+    asyncio.run(pipelined(runtime, {"api": "produce", "error_code": 6, "count": 1}))
+    # The first was refused, not applied; the second came after it. A producer the partition
+    # has no state for may start at any sequence (Kafka's rule too), so it is appended.
+    assert sequences_in_log(runtime) == [13]
