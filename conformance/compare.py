@@ -9,6 +9,8 @@
 - :func:`pair` matches exchanges of the two runs: within a scenario, by API key, version and
   normalised request, in order of occurrence. What has no partner (a client polled once more on
   one broker) is counted as unpaired, never compared.
+- :func:`served_by_both` drops from ApiVersions answers the APIs only one broker offers on
+  purpose (below); every API both offer is compared, versions and features included.
 - :func:`differences` compares two normalised responses field by field; an error message kemu
   sends where Kafka sends none is not a difference.
 """
@@ -58,6 +60,15 @@ OPAQUE = {
     "usable_bytes": "<bytes>",
     "replica_directory_id": "<directory-id>",
 }
+# ApiVersions: APIs only one broker offers, legitimately. kemu does not serve, on purpose,
+# AlterReplicaLogDirs (34: one log dir), the delegation-token APIs (38-41), UpdateFeatures (57:
+# its features follow what it serves), UnregisterBroker (64) and Add/RemoveRaftVoter (80, 81: no
+# Raft quorum), StreamsGroupTopologyDescriptionUpdate (93: no description plugin) and
+# UnregisterController (94). It offers client telemetry (71, 72), which Kafka offers only when a
+# metrics reporter that takes client telemetry is configured.
+KAFKA_ONLY_APIS = frozenset({34, 38, 39, 40, 41, 57, 64, 80, 81, 93, 94})
+KEMU_ONLY_APIS = frozenset({71, 72})
+API_VERSIONS = 18
 TIME_SUFFIXES = ("timestamp", "timestamp_ms", "_time_ms", "time_ms")
 KEEP_TIMES = {
     "session_timeout_ms",
@@ -257,6 +268,22 @@ def pair(kafka: Side, kemu: Side) -> tuple[list[Pair], Counter[int], Counter[int
     return pairs, unpaired_kafka, unpaired_kemu
 
 
+def served_by_both(api_key: int, kafka: Any, kemu: Any) -> tuple[Any, Any]:
+    """The two responses without the APIs only one broker offers on purpose (ApiVersions only:
+    ``KAFKA_ONLY_APIS``, ``KEMU_ONLY_APIS``); any other response as it is."""
+    if api_key != API_VERSIONS or not isinstance(kafka, dict) or not isinstance(kemu, dict):
+        return kafka, kemu
+
+    def without(response: dict[str, Any], dropped: frozenset[int]) -> dict[str, Any]:
+        keys = response.get("api_keys")
+        if not isinstance(keys, list):
+            return response
+        kept = [k for k in keys if not (isinstance(k, dict) and k.get("api_key") in dropped)]
+        return {**response, "api_keys": kept}
+
+    return without(kafka, KAFKA_ONLY_APIS), without(kemu, KEMU_ONLY_APIS)
+
+
 def differences(kafka: Any, kemu: Any, path: str = "") -> list[str]:
     """Paths where two normalised values differ (an error message Kafka leaves null is not
     compared)."""
@@ -410,12 +437,15 @@ def compare(
     for p in pairs:
         row = rows.setdefault(p.api_key, Row(p.api_key))
         row.compared += 1
-        found = differences(kafka.responses[p.kafka], kemu.responses[p.kemu])
+        kafka_response, kemu_response = served_by_both(
+            p.api_key, kafka.responses[p.kafka], kemu.responses[p.kemu]
+        )
+        found = differences(kafka_response, kemu_response)
         if not found:
             row.identical += 1
             continue
         api = wire.api_name(p.api_key)
-        if is_timing(kafka.responses[p.kafka], kemu.responses[p.kemu]):
+        if is_timing(kafka_response, kemu_response):
             row.timing += 1
             category = "timing"
         elif (
@@ -424,7 +454,7 @@ def compare(
                 found,
                 known,
                 json.dumps(kafka.requests[p.kafka], sort_keys=True),
-                kafka.responses[p.kafka],
+                kafka_response,
                 p.scenario,
             )
         ) is not None:
@@ -443,8 +473,8 @@ def compare(
                 "occurrence": p.occurrence,
                 "differences": found,
                 "request": kafka.requests[p.kafka],
-                "kafka": kafka.responses[p.kafka],
-                "kemu": kemu.responses[p.kemu],
+                "kafka": kafka_response,
+                "kemu": kemu_response,
             }
         )
     for key, count in unpaired_kafka.items():

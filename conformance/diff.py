@@ -4,7 +4,10 @@ request by request.
 1. Starts a single-node KRaft Kafka 4.4.0 (``bench/servers.py``, the jars ``make bench``
    fetches) and a single-broker kemu (``kemu serve --brokers 1``), with the same settings that
    clients see (share-group heartbeats every 500 ms).
-2. Puts a recording proxy (``conformance/proxy.py``) in front of each and runs the scenarios of
+2. Warms each broker up straight, not through the proxy (``warm_up`` in
+   ``conformance/scenarios.py``: a topic, a transaction, a consumer group and a share group, so
+   every coordinator and internal topic exists), then puts a recording proxy
+   (``conformance/proxy.py``) in front of each and runs the scenarios of
    ``conformance/scenarios.py`` through it, the same clients in the same order on both.
 3. Pairs the exchanges of the two runs and compares each pair's responses field by field after
    normalisation (``conformance/compare.py``); prints a per-API table and writes every
@@ -29,7 +32,7 @@ from bench.servers import KafkaServer, KemuServer, Server
 from conformance.compare import compare, table
 from conformance.known import KNOWN
 from conformance.proxy import Exchange, ProxyThread
-from conformance.scenarios import SCENARIOS
+from conformance.scenarios import SCENARIOS, warm_up
 
 SHARED_SETTINGS = {
     "group.share.min.heartbeat.interval.ms": "500",
@@ -48,6 +51,10 @@ def make_kemu(workdir: Path) -> KemuServer:
 
 
 def run_side(server: Server, names: list[str], log: Path) -> list[Exchange]:
+    started = time.monotonic()
+    warm_up(server.bootstrap)  # straight to the broker: not recorded
+    with log.open("a") as out:
+        out.write(f"{server.name} warm-up: done in {time.monotonic() - started:.1f}s\n")
     with ProxyThread([("127.0.0.1", server.port)]) as proxy, log.open("a") as out:
         for name in names:
             proxy.scenario = name

@@ -776,6 +776,60 @@ def java_consumer_group(bootstrap: str) -> None:
           "--protocol", "consumer")  # fmt: skip
 
 
+# --- warm-up (not recorded) ---------------------------------------------------------------
+
+
+WARM_UP_TOPIC = "diff-warm-up"
+
+
+async def _warm_up_share(bootstrap: str) -> None:
+    consumer = ShareConsumer(bootstrap, "diff-warm-up-share", client_id="diff-warm-up")
+    await consumer.subscribe([WARM_UP_TOPIC])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for record in await consumer.poll(timeout=1.0):
+            consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+            deadline = 0.0
+    await consumer.close()
+
+
+def warm_up(bootstrap: str) -> None:
+    """Bring a fresh broker to the state the scenarios compare, straight to the broker (the
+    proxy records none of it): a topic and every coordinator loaded, their internal topics
+    (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``) created. Without
+    it the first scenarios meet Kafka still creating them (COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE, a share group's first state initialization taking seconds), which
+    is start-up timing, not behaviour."""
+    _wait(_admin(bootstrap).create_topics([NewTopic(WARM_UP_TOPIC, 1, 1)]))
+    producer = _producer(bootstrap, **{"transactional.id": "diff-warm-up-txn"})
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            producer.init_transactions(TIMEOUT)
+            producer.begin_transaction()
+            producer.produce(WARM_UP_TOPIC, key=b"w", value=b"warm", partition=0)
+            producer.commit_transaction(TIMEOUT)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "diff-warm-up-group",
+            "client.id": "diff-warm-up",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([WARM_UP_TOPIC])
+    if _consume(consumer, 1, seconds=60) == 1:
+        consumer.commit(asynchronous=False)
+    consumer.close()
+    asyncio.run(_warm_up_share(bootstrap))
+
+
 SCENARIOS: dict[str, Scenario] = {
     "admin_topics": admin_topics,
     "produce_fetch": produce_fetch,

@@ -174,3 +174,24 @@ def test_a_known_difference_can_name_the_object_it_is_in() -> None:
         known_reason("describe_configs", [".configs[0].source: 3 vs 5"], rules, "", response)
         is None
     )
+
+
+def test_api_versions_compare_only_the_apis_both_offer() -> None:
+    """The APIs only one broker offers on purpose (compare.py's KAFKA_ONLY_APIS, KEMU_ONLY_APIS)
+    are left out of ApiVersions answers; the versions of every API both offer still count."""
+    from conformance.compare import served_by_both
+
+    def keys(*entries: tuple[int, int, int]) -> dict[str, Any]:
+        return {
+            "error_code": "none",
+            "api_keys": [
+                {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in entries
+            ],
+        }
+
+    kafka = keys((0, 0, 13), (18, 0, 5), (38, 1, 3), (93, 0, 0))
+    kemu = keys((0, 0, 13), (18, 0, 5), (71, 0, 0), (72, 0, 0))
+    assert differences(*served_by_both(18, kafka, kemu)) == []
+    older = keys((0, 0, 13), (18, 0, 4), (71, 0, 0))
+    assert differences(*served_by_both(18, kafka, older)) != []
+    assert served_by_both(3, kafka, kemu) == (kafka, kemu)  # other APIs untouched
