@@ -8,7 +8,8 @@ BROKERS ?= 3
 ARGS ?=
 
 .PHONY: install serve test test-unit test-integration test-java lint bench eos-crash java clean conformance-franz \
-	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark example-flink
+	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark example-flink \
+	bench-connections soak
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,6 +59,14 @@ bench: $(STAMP)
 # another API, 1000 non-matching on the same API.
 bench-faults: $(STAMP)
 	$(BIN)/python -m bench.fault_rules $(ARGS)
+
+# 1,000 and 10,000 client connections to one kemu (ARGS="--server kafka" for Kafka 4.4.0), and the
+# 30-minute soak with SIGKILLs (docs/reliability.md); make test runs the soak's 1-minute mode.
+bench-connections: $(STAMP)
+	$(BIN)/python -m bench.connections $(ARGS)
+
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak $(ARGS)
 
 # The exactly-once crash harness (docs/eos-crash.md): share group -> transform -> transactional
 # produce while kemu and the workers are SIGKILLed; e.g. make eos-crash ARGS="--seed 1". Not part
