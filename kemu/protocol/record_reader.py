@@ -55,14 +55,27 @@ def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
     return _parse(header, data)
 
 
-def control_type(batch: bytes | memoryview) -> int | None:
+def control_type(batch: bytes | memoryview, header: BatchHeader | None = None) -> int | None:
     """The type in the key of a control batch's marker record (0 ABORT, 1 COMMIT): the first
     record whose key holds a version and a type (int16 each), as ``iter_records`` would find
     it, but reading the usual one-record uncompressed batch without decoding it. None when no
-    record has such a key. Raises CorruptBatch as ``iter_records`` does."""
-    header = read_header(batch)
+    record has such a key. Raises CorruptBatch as ``iter_records`` does. ``header``: the
+    batch's header, when the caller has it."""
+    if header is None:
+        header = read_header(batch)
     if not header.compression and header.record_count > 0:
-        position = read_varint(batch, BATCH_HEADER_SIZE)[1] + 1  # record length; attributes
+        at = BATCH_HEADER_SIZE
+        if (
+            len(batch) >= at + 9
+            and batch[at] < 0x80
+            and batch[at + 2] < 0x80
+            and batch[at + 3] < 0x80
+            and batch[at + 4] == _KEY_OF_FOUR_BYTES
+        ):
+            # one-byte record length, timestamp and offset deltas, and a 4-byte key: Kafka's
+            # and kemu's markers; the type follows the key's int16 version
+            return int.from_bytes(batch[at + 7 : at + 9], "big", signed=True)
+        position = read_varint(batch, at)[1] + 1  # record length; attributes
         position = read_varint(batch, position)[1]  # timestamp delta
         position = read_varint(batch, position)[1]  # offset delta
         key_length, position = read_varint(batch, position)
@@ -72,6 +85,9 @@ def control_type(batch: bytes | memoryview) -> int | None:
         if record.key is not None and len(record.key) >= 4:
             return int.from_bytes(record.key[2:4], "big", signed=True)
     return None
+
+
+_KEY_OF_FOUR_BYTES = 8  # the zigzag varint of a key length of 4
 
 
 def record_timestamps(batch: bytes | memoryview) -> Iterator[tuple[int, int]]:

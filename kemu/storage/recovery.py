@@ -58,8 +58,8 @@ def scan_batches(
             problem = checked
             break
         on_batch(checked, position)
-        position += checked.size
-        offset = checked.next_offset
+        position += checked.batch_length + LOG_OVERHEAD
+        offset = checked.base_offset + checked.last_offset_delta + 1
     return ScanOutcome(position, offset, problem)
 
 
@@ -73,15 +73,16 @@ def _check_batch(
     header = read_header(view, position)
     if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
         return f"invalid batch length {header.batch_length}"
-    if header.size > left:
-        return f"torn batch ({left} of {header.size} bytes)"
+    size = header.batch_length + LOG_OVERHEAD
+    if size > left:
+        return f"torn batch ({left} of {size} bytes)"
     if header.magic != MAGIC_V2:
         return f"unsupported magic {header.magic}"
     if header.base_offset < expected_offset or (not gaps and header.base_offset > expected_offset):
         return f"batch at offset {header.base_offset} where {expected_offset} was expected"
     if header.last_offset_delta < 0:
         return f"negative last offset delta {header.last_offset_delta}"
-    if records.crc32c_of(view[position + CRC_START : position + header.size]) != header.crc:
+    if records.crc32c_of(view[position + CRC_START : position + size]) != header.crc:
         return "CRC mismatch"
     return header
 
@@ -112,7 +113,7 @@ class ProducerTracker:
             self.transactions.append((header.base_offset, header.producer_id, DATA_BATCH))
             return
         try:
-            marker = control_type(batch)
+            marker = control_type(batch, header)
         except CorruptBatch:
             marker = None
         self.transactions.append(

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import structlog
 
-from kemu.protocol.records import TRANSACTIONAL_FLAG, BatchHeader, read_header
+from kemu.protocol.records import LOG_OVERHEAD, TRANSACTIONAL_FLAG, BatchHeader, read_header
 from kemu.storage.compaction import (
     AbortedIndex,
     BatchFilter,
@@ -122,8 +122,12 @@ class _PositionedIndex(BatchIndex):
         super().__init__()
         self.positions: array[int] = array("q")
 
-    def add_at(self, header: BatchHeader, position: int) -> None:
-        self.add(header)
+    def add_at(self, header: BatchHeader, position: int, size: int) -> None:
+        # BatchIndex.add inlined: opening a log calls this for every batch it holds
+        self.base_offsets.append(header.base_offset)
+        self.next_offsets.append(header.base_offset + header.last_offset_delta + 1)
+        self.max_timestamps.append(header.max_timestamp)
+        self.sizes.append(size)
         self.positions.append(position)
 
     def drop_front(self, count: int) -> None:
@@ -173,15 +177,16 @@ class _Segment:
 
     def note_batch(self, header: BatchHeader, position: int, interval_bytes: int) -> None:
         """Record a batch written at ``position``, buffering the sparse index entry it earns."""
+        size = header.batch_length + LOG_OVERHEAD  # header.size, once
         if self.since_index_entry > interval_bytes:
             self.pending_index += INDEX_ENTRY.pack(header.last_offset - self.base_offset, position)
             self.since_index_entry = 0
-        self.since_index_entry += header.size
-        self.index.add_at(header, position)
+        self.since_index_entry += size
+        self.index.add_at(header, position, size)
         if self.size == 0:
             self.first_timestamp = header.max_timestamp
-        self.size = position + header.size
-        self.next_offset = header.next_offset
+        self.size = position + size
+        self.next_offset = header.base_offset + header.last_offset_delta + 1
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
 
@@ -748,17 +753,21 @@ class SegmentLog(PartitionLog):
     # --- opening and recovery ---------------------------------------------------------------
 
     def _open(self) -> None:
-        self._finish_interrupted_cleaning()
-        bases = sorted(
-            base
-            for path in self.directory.iterdir()
-            if (base := _segment_base(path.name)) is not None
-        )
-        for path in self.directory.glob("*" + INDEX_SUFFIX):
-            if _segment_base(path.stem + LOG_SUFFIX) not in bases:
-                path.unlink()
-        (self.directory / (START_CHECKPOINT + ".tmp")).unlink(missing_ok=True)
-        (self.directory / (CLEANER_CHECKPOINT + ".tmp")).unlink(missing_ok=True)
+        # One listing decides what needs touching: a broker opens every partition at start,
+        # most of them holding one segment and nothing else.
+        names = set(os.listdir(self.directory))
+        if any(name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) for name in names):
+            self._finish_interrupted_cleaning()
+            names = set(os.listdir(self.directory))
+        bases = sorted(base for name in names if (base := _segment_base(name)) is not None)
+        known = set(bases)
+        for name in names:
+            stem = name[: -len(INDEX_SUFFIX)]
+            if name.endswith(INDEX_SUFFIX) and _segment_base(stem + LOG_SUFFIX) not in known:
+                (self.directory / name).unlink()
+        for checkpoint in (START_CHECKPOINT, CLEANER_CHECKPOINT):
+            if checkpoint + ".tmp" in names:
+                (self.directory / (checkpoint + ".tmp")).unlink()
         tracker = ProducerTracker()
         for number, base in enumerate(bases):
             if number and base < self._segments[-1].next_offset:
@@ -776,8 +785,10 @@ class SegmentLog(PartitionLog):
                 break
         self._recovered = tracker.producers
         self._recovered_transactions = tracker.transactions
-        self._first_dirty = self._read_checkpoint(CLEANER_CHECKPOINT)
-        checkpoint = self._read_start_checkpoint()
+        self._first_dirty = (
+            self._read_checkpoint(CLEANER_CHECKPOINT) if CLEANER_CHECKPOINT in names else 0
+        )
+        checkpoint = self._read_start_checkpoint() if START_CHECKPOINT in names else 0
         if not self._segments:
             self.log_start_offset = checkpoint
             self._roll(checkpoint)
@@ -810,8 +821,8 @@ class SegmentLog(PartitionLog):
 
         def on_batch(header: BatchHeader, position: int) -> None:
             segment.note_batch(header, position, self.index_interval_bytes)
-            tracker.observe(header)
-            if header.producer_id >= 0:
+            if header.producer_id >= 0:  # what the two trackers look at
+                tracker.observe(header)
                 track_producer(self._producers, header)
                 if header.attributes & TRANSACTIONAL_FLAG:
                     tracker.observe_transactional(
@@ -861,7 +872,10 @@ class SegmentLog(PartitionLog):
     def _rewrite_index(self, segment: _Segment, entries: bytes) -> None:
         path = segment.index_path
         try:
-            if path.read_bytes() == entries:
+            # the size first: an empty segment's empty index is not read
+            if os.stat(path).st_size == len(entries) and (
+                not entries or path.read_bytes() == entries
+            ):
                 return
         except FileNotFoundError:
             pass

@@ -88,3 +88,17 @@ def test_control_type_reads_markers_as_iter_records_does() -> None:
         assert control_type(batch) == marker
     # a record without a 4-byte key: no marker
     assert control_type(build_batch([(b"k", b"v")], timestamp_ms=0)) is None
+    # other layouts take the slow paths, with the answer iter_records gives
+    rng = random.Random(3)
+    for _ in range(200):
+        records = [
+            (
+                rng.choice((None, rng.randbytes(rng.randint(0, 9)))),
+                rng.randbytes(rng.randint(0, 200)),
+            )
+            for _ in range(rng.randint(1, 3))
+        ]
+        batch = build_batch(records, timestamp_ms=rng.randint(0, 2**40))
+        keys = [key for key, _ in records if key is not None and len(key) >= 4]
+        expected = int.from_bytes(keys[0][2:4], "big", signed=True) if keys else None
+        assert control_type(batch) == expected

@@ -318,14 +318,15 @@ class ShareCoordinatorShard:
             )
         else:
             start = current.start_offset if value.start_offset == -1 else value.start_offset
-            self.states[key] = replace(
-                current,
-                start_offset=start,
-                leader_epoch=current.leader_epoch
-                if value.leader_epoch == -1
-                else value.leader_epoch,
-                delivery_complete_count=value.delivery_complete_count,
-                batches=combine(current.batches, value.state_batches, start),
+            self.states[key] = ShareState(  # not dataclasses.replace: this runs per record
+                current.snapshot_epoch,
+                current.state_epoch,
+                current.leader_epoch if value.leader_epoch == -1 else value.leader_epoch,
+                start,
+                value.delivery_complete_count,
+                combine(current.batches, value.state_batches, start),
+                current.create_timestamp,
+                current.write_timestamp,
             )
         self.updates_since_snapshot[key] = self.updates_since_snapshot.get(key, 0) + 1
 
