@@ -248,7 +248,7 @@ def main() -> int:
         "--throttle-us", type=int, default=500, help="pause per record until the failure"
     )
     parser.add_argument(
-        "--fail-after", type=int, default=200, help="records after the 2nd checkpoint, then fail"
+        "--fail-after", type=int, default=50, help="records after the 2nd checkpoint, then fail"
     )
     parser.add_argument("--against", choices=["kemu", "kafka"], default="kemu")
     parser.add_argument("--heap", default="1g")

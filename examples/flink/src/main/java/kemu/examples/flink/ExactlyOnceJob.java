@@ -60,7 +60,7 @@ public final class ExactlyOnceJob {
     int parallelism = Integer.parseInt(options.getOrDefault("parallelism", "2"));
     long checkpointMs = Long.parseLong(options.getOrDefault("checkpoint-ms", "1000"));
     long throttleMicros = Long.parseLong(options.getOrDefault("throttle-us", "500"));
-    long failAfter = Long.parseLong(options.getOrDefault("fail-after", "200"));
+    long failAfter = Long.parseLong(options.getOrDefault("fail-after", "50"));
 
     Configuration config = new Configuration();
     config.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
