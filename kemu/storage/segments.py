@@ -765,9 +765,9 @@ class SegmentLog(PartitionLog):
             stem = name[: -len(INDEX_SUFFIX)]
             if name.endswith(INDEX_SUFFIX) and _segment_base(stem + LOG_SUFFIX) not in known:
                 (self.directory / name).unlink()
-        for checkpoint in (START_CHECKPOINT, CLEANER_CHECKPOINT):
-            if checkpoint + ".tmp" in names:
-                (self.directory / (checkpoint + ".tmp")).unlink()
+        for checkpoint_name in (START_CHECKPOINT, CLEANER_CHECKPOINT):
+            if checkpoint_name + ".tmp" in names:
+                (self.directory / (checkpoint_name + ".tmp")).unlink()
         tracker = ProducerTracker()
         for number, base in enumerate(bases):
             if number and base < self._segments[-1].next_offset:

@@ -91,7 +91,7 @@ def test_control_type_reads_markers_as_iter_records_does() -> None:
     # other layouts take the slow paths, with the answer iter_records gives
     rng = random.Random(3)
     for _ in range(200):
-        records = [
+        records: list[tuple[bytes | None, bytes | None]] = [
             (
                 rng.choice((None, rng.randbytes(rng.randint(0, 9)))),
                 rng.randbytes(rng.randint(0, 200)),
