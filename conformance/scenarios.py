@@ -783,10 +783,15 @@ WARM_UP_TOPIC = "diff-warm-up"
 
 
 async def _warm_up_share(bootstrap: str) -> None:
+    """A share consumer until it gets a record: its group starts at the latest offset, so a
+    record is produced before each poll until one arrives."""
+    producer = _producer(bootstrap)
     consumer = ShareConsumer(bootstrap, "diff-warm-up-share", client_id="diff-warm-up")
     await consumer.subscribe([WARM_UP_TOPIC])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
+        producer.produce(WARM_UP_TOPIC, key=b"s", value=b"share", partition=0)
+        producer.flush(TIMEOUT)
         for record in await consumer.poll(timeout=1.0):
             consumer.acknowledge(record, AcknowledgeType.ACCEPT)
             deadline = 0.0
