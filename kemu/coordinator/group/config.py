@@ -16,7 +16,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -86,13 +86,26 @@ class GroupConfigDef:
     minimum: int | None = None  # the config's own floor (Kafka's atLeast)
     bounds: tuple[str, str] | None = None  # broker configs holding the allowed min and max
     check: Callable[[str, str], None] | None = None  # extra validation of a string value
+    # validation against the broker's config (Kafka's GroupConfig.validateValues)
+    broker_check: Callable[[str, str, BrokerConfig], None] | None = None
+    # the value when not overridden, from the broker synonym's (e.g. the first of a list)
+    from_broker: Callable[[str], str] | None = None
 
 
 def _broker(config: BrokerConfig, name: str) -> str:
     value = config.get(name)
     if value is None:
-        value = BROKER_FALLBACKS[name]
+        value = BROKER_FALLBACKS.get(name)
+    if value is None:
+        from kemu.cluster.broker_catalogue import catalogue
+
+        value = catalogue()[name].default or ""
     return value
+
+
+def broker_default(config: BrokerConfig, name: str) -> str:
+    """A broker config's value, with Kafka's default when kemu does not define it."""
+    return _broker(config, name)
 
 
 # --- share.auto.offset.reset ------------------------------------------------------------------
@@ -328,6 +341,85 @@ GROUP_CONFIGS = _defs(
     ),
 )
 
+
+def _check_rack_tags(name: str, value: str) -> None:
+    tags = [tag for tag in re.split(r"\s*,\s*", value.strip())] if value.strip() else []
+    if len(set(tags)) != len(tags):
+        raise InvalidConfig(f"{name} must not contain duplicate tag keys.")
+
+
+def _list_items(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _check_streams_assignor(name: str, value: str, broker: BrokerConfig) -> None:
+    registered = _list_items(_broker(broker, "group.streams.assignors"))
+    if value not in registered:
+        raise InvalidConfig(
+            f"{name} '{value}' is not a registered task assignor. Registered assignors are: "
+            f"[{', '.join(registered)}]."
+        )
+
+
+def _first_item(value: str) -> str:
+    items = _list_items(value)
+    return items[0] if items else ""
+
+
+# What Kafka's GroupConfig.validateValues checks in code (the ConfigDef holds the rest) for the
+# group configs defined from the catalogue below.
+_KAFKA_CHECKS: dict[str, dict[str, object]] = {
+    "consumer.assignment.interval.ms": {
+        "bounds": (
+            "group.consumer.min.assignment.interval.ms",
+            "group.consumer.max.assignment.interval.ms",
+        )
+    },
+    "share.assignment.interval.ms": {
+        "bounds": (
+            "group.share.min.assignment.interval.ms",
+            "group.share.max.assignment.interval.ms",
+        )
+    },
+    "streams.assignment.interval.ms": {
+        "bounds": (
+            "group.streams.min.assignment.interval.ms",
+            "group.streams.max.assignment.interval.ms",
+        )
+    },
+    "streams.assignor.name": {"broker_check": _check_streams_assignor, "from_broker": _first_item},
+    "streams.rack.aware.assignment.tags": {"check": _check_rack_tags},
+}
+
+
+def _with_kafka_catalogue(defined: dict[str, GroupConfigDef]) -> dict[str, GroupConfigDef]:
+    """kemu's definitions with Kafka's documentation, plus the Kafka group configs kemu has no
+    definition of, from the catalogue generated from Kafka's GroupConfig
+    (``kemu/cluster/kafka_group_catalogue.json``): type, default, floor and broker synonym."""
+    from kemu.cluster.config_catalogues import group_catalogue
+
+    kafka = group_catalogue()
+    merged = {
+        name: replace(definition, doc=kafka[name].doc) if name in kafka else definition
+        for name, definition in defined.items()
+    }
+    for name, config in kafka.items():
+        if name in merged:
+            continue
+        merged[name] = GroupConfigDef(
+            name,
+            config.type,
+            config.default or "",
+            config.doc,
+            broker_synonym=config.broker_synonym,
+            minimum=config.minimum,
+            **_KAFKA_CHECKS.get(name, {}),  # type: ignore[arg-type]
+        )
+    return merged
+
+
+GROUP_CONFIGS = _with_kafka_catalogue(GROUP_CONFIGS)
+
 # Session timeout must exceed heartbeat interval (Kafka's validateSessionExceedsHeartbeat).
 SESSION_HEARTBEAT_PAIRS = (
     ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
@@ -370,6 +462,9 @@ def validate_group_configs(overrides: Mapping[str, str], broker: BrokerConfig) -
             raise InvalidConfig(f"Unknown group config name: {name}")
     for name, value in overrides.items():
         _parse(GROUP_CONFIGS[name], value)
+        broker_check = GROUP_CONFIGS[name].broker_check
+        if broker_check is not None:
+            broker_check(name, value, broker)
     for name, value in overrides.items():
         bounds = GROUP_CONFIGS[name].bounds
         if bounds is None:
@@ -437,7 +532,8 @@ class GroupConfigStore:
         override = self.overrides.get(group_id, {}).get(name)
         if override is None:
             if definition.broker_synonym is not None:
-                return _broker(self.broker, definition.broker_synonym)
+                value = _broker(self.broker, definition.broker_synonym)
+                return definition.from_broker(value) if definition.from_broker else value
             return definition.default
         if definition.bounds is None:
             return override

@@ -23,7 +23,7 @@ from kemu.cluster.config_resources import (
     Synonym,
     register_config_resource,
 )
-from kemu.coordinator.group.config import GROUP_CONFIGS, group_config_store
+from kemu.coordinator.group.config import GROUP_CONFIGS, broker_default, group_config_store
 from kemu.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -57,10 +57,11 @@ class GroupConfigs(ConfigResourceType):
             else:
                 # As Kafka lists them: the default, under the broker config that supplies it, or
                 # under the group config's own name when none does.
+                default = (
+                    broker_default(broker, synonym) if synonym is not None else definition.default
+                )
                 chain.append(
-                    Synonym(
-                        synonym or described.name, definition.default, ConfigSource.DEFAULT_CONFIG
-                    )
+                    Synonym(synonym or described.name, default, ConfigSource.DEFAULT_CONFIG)
                 )
             entries.append(
                 ConfigEntry(
