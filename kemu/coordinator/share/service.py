@@ -61,7 +61,8 @@ from kemu.coordinator.share.records import (
     RecordDecodeError,
     StateRecordKey,
     StateValue,
-    decode_record,
+    decode_key,
+    decode_value,
     encode_key,
     encode_value,
 )
@@ -210,6 +211,8 @@ class ShareCoordinatorService:
             return 0, 0
         shard = self.shard(index)
         records = markers = 0
+        # A state partition holds a few keys written many times: each is decoded once.
+        keys: dict[bytes, StateRecordKey] = {}
         for header, batch in partition.log.batches(start, end):
             if header.last_offset < start:
                 continue
@@ -234,7 +237,10 @@ class ShareCoordinatorService:
                 if key is None or offset < start:
                     continue
                 try:
-                    decoded_key, decoded_value = decode_record(key, value)
+                    decoded_key = keys.get(key)
+                    if decoded_key is None:
+                        decoded_key = keys[key] = decode_key(key)
+                    decoded_value = decode_value(decoded_key.record_type, value)
                     shard.replay(decoded_key, decoded_value)
                     self._note_snapshot(index, offset, decoded_key, decoded_value)
                 except RecordDecodeError as error:

@@ -389,6 +389,7 @@ class TransactionService:
         topic = self.runtime.cluster.topics.get(TOPIC)
         if topic is None:
             return
+        keys: dict[bytes, str] = {}  # a few transactional ids written many times: decoded once
         for partition in topic.partitions:
             for header, batch in partition.log.batches(
                 partition.log_start_offset, partition.high_watermark
@@ -399,7 +400,10 @@ class TransactionService:
                     for record in iter_records(batch):
                         if record.key is None:
                             continue
-                        yield decode_key(record.key), decode_value(record.value)
+                        transactional_id = keys.get(record.key)
+                        if transactional_id is None:
+                            transactional_id = keys[record.key] = decode_key(record.key)
+                        yield transactional_id, decode_value(record.value)
                 except (CorruptBatch, RecordDecodeError) as error:
                     log.warning(
                         "transaction_state_batch_skipped",
