@@ -133,8 +133,10 @@ TOPIC_CONFIGS = _defs(
     ConfigDef(
         "index.interval.bytes", I, "4096", broker_synonym="log.index.interval.bytes", minimum=0
     ),
-    ConfigDef("local.retention.bytes", L, "-2", broker_synonym="log.local.retention.bytes"),
-    ConfigDef("local.retention.ms", L, "-2", broker_synonym="log.local.retention.ms"),
+    ConfigDef(
+        "local.retention.bytes", L, "-2", broker_synonym="log.local.retention.bytes", minimum=-2
+    ),
+    ConfigDef("local.retention.ms", L, "-2", broker_synonym="log.local.retention.ms", minimum=-2),
     ConfigDef(
         "max.compaction.lag.ms",
         L,
@@ -148,6 +150,7 @@ TOPIC_CONFIGS = _defs(
         "2147483639",
         broker_synonym="max.decompressed.message.bytes",
         minimum=1,
+        maximum=2147483639,
     ),
     ConfigDef("max.message.bytes", I, "1048588", broker_synonym="message.max.bytes", minimum=0),
     ConfigDef(
@@ -191,8 +194,10 @@ TOPIC_CONFIGS = _defs(
     ConfigDef("remote.storage.enable", B, "false"),
     ConfigDef("remote.log.copy.disable", B, "false"),
     ConfigDef("remote.log.delete.on.disable", B, "false"),
-    ConfigDef("remote.copy.lag.bytes", L, "-1", broker_synonym="log.remote.copy.lag.bytes"),
-    ConfigDef("remote.copy.lag.ms", L, "0", broker_synonym="log.remote.copy.lag.ms"),
+    ConfigDef(
+        "remote.copy.lag.bytes", L, "-1", broker_synonym="log.remote.copy.lag.bytes", minimum=-1
+    ),
+    ConfigDef("remote.copy.lag.ms", L, "0", broker_synonym="log.remote.copy.lag.ms", minimum=-1),
     ConfigDef("leader.replication.throttled.replicas", LI, ""),
     ConfigDef("follower.replication.throttled.replicas", LI, ""),
     ConfigDef("retention.bytes", L, "-1", broker_synonym="log.retention.bytes"),

@@ -364,10 +364,18 @@ def topic_config_entries(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
                 is_sensitive=False,
                 config_type=definition.type,
                 synonyms=tuple(chain),
-                documentation=definition.doc or TOPIC_DOCS.get(name),
+                documentation=_topic_doc(name, definition.doc),
             )
         )
     return entries
+
+
+def _topic_doc(name: str, own: str) -> str | None:
+    """Kafka's documentation of a topic config (its generated catalogue), else kemu's words."""
+    from kemu.cluster.config_catalogues import topic_catalogue
+
+    kafka = topic_catalogue().get(name)
+    return kafka.doc if kafka is not None else own or TOPIC_DOCS.get(name)
 
 
 def _broker_chain(
