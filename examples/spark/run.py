@@ -37,6 +37,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
 READY_PREFIX = "kemu ready bootstrap="
 INPUT_TOPIC = "orders"
 OUTPUT_TOPIC = "orders-cents"
@@ -57,6 +58,8 @@ def expected_output(order_id: int) -> tuple[str, int]:
 
 @dataclass
 class Figures:
+    """What one run measured; printed as SPARK-EXAMPLE {json} and kept in figures.json."""
+
     records: int
     input_partitions: int
     output_partitions: int
@@ -113,6 +116,27 @@ class Kemu:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+class Kafka:
+    """Apache Kafka 4.4.0 (one KRaft node) as ``make bench`` starts it, for ``--against kafka``."""
+
+    def __init__(self, workdir: Path, partitions: int) -> None:
+        sys.path.insert(0, str(REPO))
+        from bench import java
+        from bench.servers import KafkaServer
+
+        java.ensure_jars()
+        (workdir / "kafka").mkdir(parents=True, exist_ok=True)
+        self.server = KafkaServer(workdir / "kafka", partitions)
+        self.bootstrap = ""
+
+    def start(self) -> None:
+        self.server.start()
+        self.bootstrap = self.server.bootstrap
+
+    def stop(self) -> None:
+        self.server.stop()
 
 
 class Checkpoint:
@@ -305,27 +329,29 @@ def run(args: argparse.Namespace) -> int:
     args.workdir.mkdir(parents=True)
     figures = Figures(args.records, args.partitions, 3, args.max_offsets_per_trigger)
     checkpoint = Checkpoint(args.workdir / "checkpoint")
-    kemu = Kemu(args.workdir)
-    kemu.start()
-    print(f"kemu ready at {kemu.bootstrap} (data dir {args.workdir / 'kemu-data'})", flush=True)
+    server: Kemu | Kafka = (
+        Kemu(args.workdir) if args.against == "kemu" else Kafka(args.workdir, args.partitions)
+    )
+    server.start()
+    print(f"{args.against} ready at {server.bootstrap} (in {args.workdir})", flush=True)
     try:
-        create_topics(kemu.bootstrap, args.partitions, 3)
+        create_topics(server.bootstrap, args.partitions, 3)
         half = args.records // 2
-        produce(kemu.bootstrap, range(half))
+        produce(server.bootstrap, range(half))
         late_input = threading.Thread(
-            target=produce, args=(kemu.bootstrap, range(half, args.records))
+            target=produce, args=(server.bootstrap, range(half, args.records))
         )
         # Each run but the last ends after `batches_per_run` more committed micro-batches.
         endings = ["kill"] * args.kills + ["stop"] * args.stops + ["finish"]
         for number, ending in enumerate(endings, start=1):
             before = checkpoint.committed_batches()
-            driver = Driver(args, kemu.bootstrap, number)
+            driver = Driver(args, server.bootstrap, number)
             print(f"driver {number} started ({ending}), {before} micro-batches in", flush=True)
             if number == 1:
                 late_input.start()
             if ending == "finish":
                 late_input.join()
-                input_ends = end_offsets(kemu.bootstrap, INPUT_TOPIC, args.partitions)
+                input_ends = end_offsets(server.bootstrap, INPUT_TOPIC, args.partitions)
 
                 def caught_up(ends: dict[int, int] = input_ends) -> bool:
                     return checkpoint.committed_offsets() == ends
@@ -352,8 +378,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"driver {number}: {ending} after {seconds}s, {after - before} micro-batches "
                   f"committed in this run", flush=True)  # fmt: skip
         figures.micro_batches = checkpoint.committed_batches()
-        problems = check_output(read_output(kemu.bootstrap, 3), args.records, figures)
-        figures.spark_batch_read = spark_batch_read(args, kemu.bootstrap)
+        problems = check_output(read_output(server.bootstrap, 3), args.records, figures)
+        figures.spark_batch_read = spark_batch_read(args, server.bootstrap)
         compared = ("records", "distinct_ids", "duplicates")
         spark_view = {name: figures.spark_batch_read[name] for name in compared}
         confluent_view = {
@@ -364,12 +390,12 @@ def run(args: argparse.Namespace) -> int:
         if spark_view != confluent_view:
             problems.append(f"Spark's batch read {spark_view} != confluent-kafka {confluent_view}")
     finally:
-        kemu.stop()
+        server.stop()
     figures.seconds_total = round(time.monotonic() - started, 1)
     (args.workdir / "figures.json").write_text(json.dumps(figures.__dict__, indent=2))
-    print(json.dumps(figures.__dict__, indent=2))
+    print(f"SPARK-EXAMPLE {json.dumps({'against': args.against, **figures.__dict__})}")
     for problem in problems:
-        print(f"FAIL: {problem}", file=sys.stderr)
+        print(f"FAIL: {problem}")
     if problems:
         return 1
     print(
@@ -379,6 +405,7 @@ def run(args: argparse.Namespace) -> int:
         f"{args.stops + 1} stopped cleanly), {figures.micro_batches} micro-batches, "
         f"{figures.seconds_total}s"
     )
+    print("PASS")
     return 0
 
 
@@ -399,6 +426,7 @@ def spark_batch_read(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", choices=["kemu", "kafka"], default="kemu")
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--partitions", type=int, default=4, help="of the input topic")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=2_000)

@@ -17,13 +17,14 @@ import sys
 import time
 from pathlib import Path
 
+import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-SPARK_VERSION = "4.0.5"
-# The connector for this Spark (Scala 2.13 build), fetched from Maven Central by Spark's Ivy.
-KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}"
+# The connector of this very Spark release (Scala 2.13 build), fetched from Maven Central by
+# Spark's Ivy at the first run; requirements.txt pins a pyspark whose connector Central serves.
+KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 HERE = Path(__file__).resolve().parent
 
 INPUT_SCHEMA = StructType(
@@ -43,6 +44,7 @@ def session(app_name: str) -> SparkSession:
         # Keep Spark's Ivy cache next to the example (gitignored), not in ~/.ivy2.
         .config("spark.jars.ivy", str(HERE / ".ivy"))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "768m")
         .getOrCreate()
