@@ -78,7 +78,13 @@ def throttle(
         if body is None:  # acks=0: no answer, and the request quota is not recorded
             return None, bandwidth_ms
     request_ms = throttles.request.record(user, client_id, handler_ns * NANOS_TO_PERCENTAGE, now_ms)
-    if header.api_key in FETCH_KEYS and body is not None and throttles.fetch.enabled:
+    encoded = isinstance(body, bytes)  # a handler that encoded its own frame (ApiVersions)
+    if (
+        header.api_key in FETCH_KEYS
+        and body is not None
+        and not encoded
+        and throttles.fetch.enabled
+    ):
         size = 4 + len(wire.encode_body(body))
         bandwidth_ms = throttles.fetch.record(user, client_id, size, now_ms)
         if max(bandwidth_ms, request_ms) > 0:
@@ -86,7 +92,7 @@ def throttle(
             if getattr(body, "error_code", ErrorCode.none) == ErrorCode.none:
                 body = _emptied(body)
     throttle_ms = max(bandwidth_ms, request_ms)
-    if throttle_ms > 0 and body is not None and hasattr(body, "throttle_time"):
+    if throttle_ms > 0 and body is not None and not encoded and hasattr(body, "throttle_time"):
         body = dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
     return body, throttle_ms
 

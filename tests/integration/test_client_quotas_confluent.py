@@ -28,7 +28,7 @@ from bench.quota_figure import (
 pytestmark = pytest.mark.integration
 
 QUOTA = 20_000.0  # bytes/s
-TOTAL = 150_000  # 7.5 s worth: far above the 2 s burst a 3 x 1 s window allows
+TOTAL = 100_000  # 5 s worth: well above the 2 s burst a 3 x 1 s window allows
 
 
 def test_producer_and_consumer_byte_rates_are_throttled(kemu_factory) -> None:  # type: ignore[no-untyped-def]
