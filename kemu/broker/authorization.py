@@ -169,14 +169,6 @@ def error_answer(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     return error_response_for(DecodedRequest(ctx.header, request, type(request)), code)
 
 
-def error_answer_with(ctx: RequestContext, request: Any, code: ErrorCode, message: str) -> Any:
-    """``error_answer`` with an error message, for answers Kafka builds with one."""
-    from kemu.protocol.error_responses import error_response_for
-    from kemu.protocol.wire import DecodedRequest
-
-    return error_response_for(DecodedRequest(ctx.header, request, type(request)), code, message)
-
-
 def undescribable_subscription(ctx: RequestContext, request: Any) -> Any | None:
     """A group heartbeat naming subscribed topics the principal may not DESCRIBE is refused
     whole with TOPIC_AUTHORIZATION_FAILED (KafkaApis since KAFKA-18813/18817); None otherwise."""

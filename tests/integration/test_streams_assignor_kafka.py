@@ -117,7 +117,7 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
                    replication_factor=1, assignments=(), configs=())  # fmt: skip
     answer = call(bootstrap.split(",")[0], CREATE_TOPICS, 7, topics=(topic,),
                   timeout=datetime.timedelta(seconds=30), validate_only=False)  # fmt: skip
-    assert answer.topics[0].error_code == ErrorCode.none, answer
+    assert answer.topics[0].error_code in (ErrorCode.none, ErrorCode.topic_already_exists), answer
 
 
 class Member:
@@ -219,3 +219,57 @@ def test_a_task_nobody_keeps_goes_to_the_member_reporting_its_state(bootstrap: s
     assert seen["process-c"]["active"] == {("0", 2)}
     assert seen["process-b"]["offsets"] == {("0", 3, 42)}
     assert all(not member["warmup"] and not member["standby"] for member in seen.values())
+
+
+def test_answers_to_bad_heartbeats_are_kafkas(bootstrap: str) -> None:
+    """Refused heartbeats get Kafka's code and message in a response otherwise at its defaults
+    (member id "", status empty, v1's AcceptableRecoveryLag -1); a v0 answer leaves the legacy
+    int32 AcceptableRecoveryLag 0, as Kafka 4.4.0 fills only v1's int64 one."""
+    group = "bad-app"
+    create_topic(bootstrap, "wa-in", 4)
+    address = coordinator(bootstrap, group)
+    a = Member(address, group, "member-bad", "process-bad")
+    deadline = time.monotonic() + WAIT_S
+    while sum(len(p) for p in a.owned.values()) < 4:
+        a.beat()
+        assert time.monotonic() < deadline, "no tasks"
+        time.sleep(0.2)
+
+    def raw(version: int = 0, **fields: Any) -> Any:
+        values: dict[str, Any] = {
+            "group_id": group, "member_id": a.member_id, "member_epoch": a.epoch,
+            "endpoint_information_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout": datetime.timedelta(milliseconds=-1), "topology": None,
+            "process_id": None, "user_endpoint": None, "client_tags": None,
+            "active_tasks": a._task_ids(), "standby_tasks": (), "warmup_tasks": (),
+            "task_offsets": None, "task_end_offsets": None, "shutdown_application": False,
+        }  # fmt: skip
+        values.update(fields)
+        return call(address, HEARTBEAT, version, **values)
+
+    steady = raw()
+    assert (steady.error_code, steady.acceptable_recovery_lag, steady.status) == (
+        ErrorCode.none, 0, ()
+    )  # fmt: skip
+    assert raw(1).acceptable_recovery_lag == 10_000
+    duplicate = nested(HEARTBEAT, 0, "TaskOffset", subtopology_id="0", partition=0, offset=1)
+    cases = [
+        (raw(member_epoch=a.epoch + 5), ErrorCode.fenced_member_epoch,
+         f"The streams group member has a greater member epoch ({a.epoch + 5}) than the one "
+         f"known by the group coordinator ({a.epoch}). The member must abandon all its "
+         "partitions and rejoin."),
+        (raw(member_id="ghost", member_epoch=3), ErrorCode.unknown_member_id,
+         f"Member ghost is not a member of group {group}."),
+        (raw(warmup_tasks=None), ErrorCode.invalid_request,
+         "If one task-type is non-null, all must be non-null."),
+        (raw(task_offsets=(duplicate, duplicate)), ErrorCode.invalid_request,
+         "Task offsets contain a duplicate entry for subtopology 0 and partition 0."),
+    ]  # fmt: skip
+    for answer, code, message in cases:
+        assert (answer.error_code, answer.error_message) == (code, message)
+        assert (answer.member_id, answer.member_epoch, answer.status) == ("", 0, ())
+    fenced_v1 = raw(1, member_epoch=a.epoch + 5)
+    assert (fenced_v1.error_code, fenced_v1.acceptable_recovery_lag) == (
+        ErrorCode.fenced_member_epoch, -1
+    )  # fmt: skip
+    assert raw().member_epoch == a.epoch  # none of it changed the member

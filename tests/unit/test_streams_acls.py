@@ -49,7 +49,13 @@ def topology(b: LoopBroker, source: str = "in", changelog: str = "app-c") -> Any
 
 
 def join(b: LoopBroker, group: str = "app", member: str = "m1", **fields: Any) -> Any:
-    values: dict[str, Any] = {
+    values = _join_fields(b, group, member)
+    values.update(fields)
+    return b.send(b.request(HEARTBEAT, 0, **values))
+
+
+def _join_fields(b: LoopBroker, group: str = "app", member: str = "m1") -> dict[str, Any]:
+    return {
         "group_id": group,
         "member_id": member,
         "member_epoch": 0,
@@ -64,8 +70,6 @@ def join(b: LoopBroker, group: str = "app", member: str = "m1", **fields: Any) -
         "task_offsets": None,
         "task_end_offsets": None,
     }
-    values.update(fields)
-    return b.send(b.request(HEARTBEAT, 0, **values))
 
 
 def describe(b: LoopBroker, *groups: str, operations: bool = False) -> Any:
@@ -82,6 +86,7 @@ def test_heartbeat_needs_group_read_and_describe_on_every_topology_topic(
 ) -> None:
     denied = join(broker)
     assert denied.error_code == ErrorCode.group_authorization_failed
+    assert (denied.error_message, denied.member_id, denied.status) == (None, "", ())
     assert streams_group(broker) is None
     allow(broker, G, "app", Operation.READ)
     allow(broker, T, "in", Operation.DESCRIBE)
@@ -215,11 +220,17 @@ def test_bad_heartbeats_get_kafkas_codes_and_change_nothing() -> None:
             "topology": None,
             "rebalance_timeout": datetime.timedelta(milliseconds=-1),
         }
+        # v0 as Kafka 4.4.0 answers it: only v1's int64 AcceptableRecoveryLag is filled.
+        assert (joined.acceptable_recovery_lag, len(joined.status)) == (0, 1)  # missing app-c
         partial = join(b, **later, warmup_tasks=None)
         assert (partial.error_code, partial.error_message) == (
             ErrorCode.invalid_request,
             "If one task-type is non-null, all must be non-null.",
         )
+        # Error answers are Kafka's new response with the code: every other field at its default.
+        assert (partial.member_id, partial.member_epoch, partial.status) == ("", 0, ())
+        v1 = b.request(HEARTBEAT, 1, **{**_join_fields(b), **later, "warmup_tasks": None})
+        assert b.send(v1).acceptable_recovery_lag == -1
         internal = join(b, member="m2", topology=topology(b, changelog="__transaction_state"))
         assert internal.error_code == ErrorCode.streams_invalid_topology
         fenced = join(b, **{**later, "member_epoch": joined.member_epoch + 5})

@@ -395,7 +395,7 @@ async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
     assert len(broker.cluster.topics["app-r"].partitions) == 2
     assert len(broker.cluster.topics["app-c"].partitions) == 2
     ready = await beat(member_epoch=2)
-    assert ready.status is None and ready.member_epoch == 3
+    assert ready.status == () and ready.member_epoch == 3
     assert sorted((t.subtopology_id, t.partitions) for t in ready.active_tasks) == [
         ("0", (0, 1)),
         ("1", (0, 1)),

@@ -56,10 +56,6 @@ from kemu.broker.authorization import (
     allowed_names,
     authorize,
     enabled,
-    error_answer,
-    error_answer_with,
-    group_read,
-    refused,
 )
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
@@ -82,9 +78,8 @@ API_KEY = 88
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    refusal = refused(ctx, request, group_read(request.group_id))
-    if refusal is not None:
-        return refusal
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _error(ctx, ErrorCode.group_authorization_failed, None)
     if request.topology is not None:
         refusal = _topology_refusal(ctx, request)
         if refusal is not None:
@@ -130,23 +125,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             heartbeat, lambda names: _not_creatable(ctx, names)
         )
     except GroupError as error:
-        return ctx.respond(
-            throttle_time=datetime.timedelta(0),
-            error_code=error.code,
-            error_message=error.message,
-            member_id=request.member_id,
-            member_epoch=0,
-            heartbeat_interval=datetime.timedelta(0),
-            acceptable_recovery_lag=0,
-            task_offset_interval=datetime.timedelta(0),
-            status=None,
-            active_tasks=None,
-            standby_tasks=None,
-            warmup_tasks=None,
-            endpoint_information_epoch=0,
-            partitions_by_user_endpoint=None,
-            **_v1(ctx),
-        )
+        return _error(ctx, error.code, error.message)
     assignment = result.assignment
     return ctx.respond(
         throttle_time=datetime.timedelta(0),
@@ -155,15 +134,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         member_id=result.member_id,
         member_epoch=result.member_epoch,
         heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        acceptable_recovery_lag=result.acceptable_recovery_lag,
+        # Kafka 4.4.0 fills only v1's int64 field; v0's int32 one stays 0 on the wire.
+        acceptable_recovery_lag=result.acceptable_recovery_lag if ctx.version >= 1 else 0,
         task_offset_interval=datetime.timedelta(milliseconds=result.task_offset_interval_ms),
-        status=(
-            tuple(
-                ctx.make("Status", status_code=code, status_detail=detail)
-                for code, detail in result.status
-            )
-            if result.status
-            else None
+        status=tuple(
+            ctx.make("Status", status_code=code, status_detail=detail)
+            for code, detail in result.status
         ),
         active_tasks=_task_ids(ctx, assignment.active) if assignment is not None else None,
         standby_tasks=_task_ids(ctx, assignment.standby) if assignment is not None else None,
@@ -174,6 +150,29 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if result.endpoints is not None
             else None
         ),
+        **_v1(ctx),
+    )
+
+
+def _error(ctx: RequestContext, code: ErrorCode, message: str | None) -> Any:
+    """An error answer as Kafka builds it: a new response with the code (and the coordinator's
+    message), every other field at its default (member id "", status empty, v1's
+    AcceptableRecoveryLag -1)."""
+    return ctx.respond(
+        throttle_time=datetime.timedelta(0),
+        error_code=code,
+        error_message=message,
+        member_id="",
+        member_epoch=0,
+        heartbeat_interval=datetime.timedelta(0),
+        acceptable_recovery_lag=-1 if ctx.version >= 1 else 0,
+        task_offset_interval=datetime.timedelta(0),
+        status=(),
+        active_tasks=None,
+        standby_tasks=None,
+        warmup_tasks=None,
+        endpoint_information_epoch=0,
+        partitions_by_user_endpoint=None,
         **_v1(ctx),
     )
 
@@ -196,25 +195,23 @@ def _topology_refusal(ctx: RequestContext, request: Any) -> Any | None:
     )
     prohibited = [name for name in required if name in INTERNAL_TOPICS]
     if prohibited:
-        return error_answer_with(
+        return _error(
             ctx,
-            request,
             ErrorCode.streams_invalid_topology,
             f"Use of Kafka internal topics {','.join(prohibited)} in a Kafka Streams topology "
             "is prohibited.",
         )
     invalid = [name for name in required if topic_name_problem(name) is not None]
     if invalid:
-        return error_answer_with(
+        return _error(
             ctx,
-            request,
             ErrorCode.streams_invalid_topology,
             f"Topic names {','.join(invalid)} are not valid topic names.",
         )
     if required and enabled(ctx):
         described = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, required)
         if len(described) < len(required):
-            return error_answer(ctx, request, ErrorCode.topic_authorization_failed)
+            return _error(ctx, ErrorCode.topic_authorization_failed, None)
     return None
 
 
