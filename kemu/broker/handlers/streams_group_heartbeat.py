@@ -40,8 +40,17 @@ DESCRIBE on every topic it names (TOPIC_AUTHORIZATION_FAILED); missing internal 
 created only with CREATE on the cluster or on each of them, else none is and the
 MISSING_INTERNAL_TOPICS status ends "Unauthorized to CREATE on topics ...".
 
+Answers are shaped as Kafka 4.4.0's (compared on the wire, test_streams_assignor_kafka.py):
+Status is an empty array when there is none; an error answer is a new response with the code
+(and the coordinator's message), everything else at its default (member id "", v1
+AcceptableRecoveryLag -1); v0 answers AcceptableRecoveryLag 0, as Kafka fills only v1's int64
+field.
+
 Omissions: StreamsGroupTopologyDescriptionUpdate (KIP-1331); rack-aware standby placement;
-regex source topics; ``streams.initial.rebalance.delay.ms`` (kemu assigns at once).
+regex source topics; ``streams.initial.rebalance.delay.ms`` and ``streams.assignment.interval.ms``
+(kemu assigns at once, on every new group epoch); the interval and recovery lag answered are the
+broker's ``group.streams.task.offset.interval.ms`` / ``group.streams.acceptable.recovery.lag``,
+not per-group configs.
 """
 
 from __future__ import annotations
