@@ -15,6 +15,9 @@
    exactly once; counts what a read_uncommitted consumer sees besides (records of aborted
    transactions) and the consumer group's committed lag; stops kemu.
 
+``--kill-kemu-at-checkpoint K`` runs kemu with a data dir, SIGKILLs it when the K-th checkpoint
+notification arrives, and restarts it from that data dir on the same ports while the job runs.
+
 ``--against kafka`` runs the same steps against a single-node Apache Kafka 4.4.0 instead (the
 jars ``make bench`` fetches into bench/.cache), to compare what the connector logs and counts.
 
@@ -34,6 +37,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -62,16 +66,22 @@ def build() -> None:
 class Kemu:
     """``kemu serve`` in a subprocess; its stderr (the logs) goes to ``log_path``."""
 
-    def __init__(self, log_path: Path, brokers: int = 3) -> None:
+    def __init__(self, log_path: Path, brokers: int = 3, data_dir: Path | None = None) -> None:
         self.log_path = log_path
         self.brokers = brokers
+        self.data_dir = data_dir
+        self.port = 0  # --port 0 the first time; a restart takes the same ports again
         self.bootstrap = ""
         self.process: subprocess.Popen[str] | None = None
+        self.kills = 0
 
     def start(self) -> None:
+        command = [str(KEMU), "serve", "--brokers", str(self.brokers), "--port", str(self.port)]
+        if self.data_dir is not None:
+            command += ["--data-dir", str(self.data_dir)]
         with self.log_path.open("a") as log:
             self.process = subprocess.Popen(
-                [str(KEMU), "serve", "--brokers", str(self.brokers), "--port", "0"],
+                command,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 text=True,
@@ -92,6 +102,15 @@ class Kemu:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"kemu did not become ready; see {self.log_path}")
+        self.port = int(self.bootstrap.split(",")[0].rpartition(":")[2])
+
+    def kill_and_restart(self) -> None:
+        """SIGKILL, then start again from the same data dir on the same ports."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(15)
+        self.kills += 1
+        self.start()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -200,8 +219,13 @@ def group_lag(bootstrap: str, group: str, topic: str) -> int | None:
 
 
 def run_job(
-    args: argparse.Namespace, bootstrap: str, names: dict[str, str], log: Path
+    args: argparse.Namespace,
+    bootstrap: str,
+    names: dict[str, str],
+    log: Path,
+    during: Callable[[], None] | None = None,
 ) -> dict[str, object]:
+    """Run the job to its end; ``during`` (if any) is called in a thread once it has started."""
     classpath = os.pathsep.join(
         [str(HERE / "target" / "classes"), str(HERE / "target" / "lib" / "*")]
     )
@@ -221,18 +245,31 @@ def run_job(
         f"checkpoint-ms={args.checkpoint_ms}",
         f"throttle-us={args.throttle_us}",
         f"fail-after={args.fail_after}",
+        f"restart-attempts={args.restart_attempts}",
     ]
+    result: dict[str, object] | None = None
     with log.open("w") as stderr:
-        job = subprocess.run(
-            command, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.job_timeout
-        )
-    sys.stdout.write(job.stdout)
-    if job.returncode != 0:
-        raise RuntimeError(f"the Flink job failed (exit {job.returncode}); see {log}")
-    for line in job.stdout.splitlines():
-        if line.startswith("FLINK-JOB "):
-            result: dict[str, object] = json.loads(line[len("FLINK-JOB ") :])
-            return result
+        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        timer = threading.Timer(args.job_timeout, job.kill)
+        timer.start()
+        try:
+            assert job.stdout is not None
+            for line in job.stdout:
+                if line.startswith("FLINK-CHECKPOINT "):
+                    completed = int(line.split()[1])
+                    if during is not None and completed == args.kill_kemu_at_checkpoint:
+                        threading.Thread(target=during, daemon=True).start()
+                    continue
+                sys.stdout.write(line)
+                if line.startswith("FLINK-JOB "):
+                    result = json.loads(line[len("FLINK-JOB ") :])
+            returncode = job.wait()
+        finally:
+            timer.cancel()
+    if returncode != 0:
+        raise RuntimeError(f"the Flink job failed (exit {returncode}); see {log}")
+    if result is not None:
+        return result
     raise RuntimeError(f"the Flink job printed no FLINK-JOB line; see {log}")
 
 
@@ -251,6 +288,16 @@ def main() -> int:
         "--fail-after", type=int, default=50, help="records after the 2nd checkpoint, then fail"
     )
     parser.add_argument("--against", choices=["kemu", "kafka"], default="kemu")
+    parser.add_argument(
+        "--kill-kemu-at-checkpoint",
+        type=int,
+        default=0,
+        help="SIGKILL kemu when this many checkpoint notifications have arrived (both subtasks"
+        " count), and restart it from its data dir on the same ports; 0: never",
+    )
+    parser.add_argument(
+        "--restart-attempts", type=int, default=3, help="Flink's fixed-delay attempts"
+    )
     parser.add_argument("--heap", default="1g")
     parser.add_argument("--job-timeout", type=float, default=600.0)
     parser.add_argument("--no-build", action="store_true", help="use target/ as it is")
@@ -268,16 +315,20 @@ def main() -> int:
         "group": f"flink-example-{suffix}",
         "prefix": f"kemu-flink-{suffix}",
     }
+    kills = args.kill_kemu_at_checkpoint > 0
     kemu: Kemu | Kafka = (
-        Kemu(run_dir / "kemu.log") if args.against == "kemu" else Kafka(run_dir / "kafka")
+        Kemu(run_dir / "kemu.log", data_dir=run_dir / "data" if kills else None)
+        if args.against == "kemu"
+        else Kafka(run_dir / "kafka")
     )
+    during = kemu.kill_and_restart if kills and isinstance(kemu, Kemu) else None
     started = time.monotonic()
     try:
         kemu.start()
         print(f"{args.against} ready: {kemu.bootstrap}", flush=True)
         create_topics(kemu.bootstrap, names["input"], names["output"])
         inputs = produce_input(kemu.bootstrap, names["input"], args.records)
-        job = run_job(args, kemu.bootstrap, names, run_dir / "flink-job.log")
+        job = run_job(args, kemu.bootstrap, names, run_dir / "flink-job.log", during)
         committed = read_all(kemu.bootstrap, names["output"], "read_committed", OUTPUT_PARTITIONS)
         uncommitted = read_all(
             kemu.bootstrap, names["output"], "read_uncommitted", OUTPUT_PARTITIONS
@@ -304,6 +355,7 @@ def main() -> int:
         "unexpected": len(counts.keys() - expected),
         "aborted_records_seen_read_uncommitted": len(uncommitted) - len(committed),
         "group_lag": lag,
+        "kemu_kills": kemu.kills if isinstance(kemu, Kemu) else 0,
         "run_dir": str(run_dir),
     }
     print("FLINK-EXAMPLE " + json.dumps(figures), flush=True)
@@ -315,6 +367,7 @@ def main() -> int:
         and job["injected_failures"] == 1
         and isinstance(job["restarts"], int)
         and job["restarts"] >= 1
+        and (not kills or figures["kemu_kills"] == 1)
     )
     print("PASS" if passed else "FAIL", flush=True)
     return 0 if passed else 1

@@ -33,10 +33,12 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  * <p>Arguments, as {@code key=value}: bootstrap, input, output, group, prefix (the
  * transactional id prefix), naming (INCREMENTING or POOLING), parallelism, checkpoint-ms,
  * throttle-us (a pause per record before the failure, so that checkpoints complete first),
- * fail-after (records a subtask maps after its second completed checkpoint before it fails).
+ * fail-after (records a subtask maps after its second completed checkpoint before it fails),
+ * restart-attempts (of the fixed-delay restart strategy). Prints {@code FLINK-CHECKPOINT n} at
+ * each checkpoint notification (n counts those of every subtask).
  * "restarts" counts restarted map subtasks (Flink's default region failover restarts only the
  * failed pipeline: source, map and sink of one subtask, chained).
- * Prints one line {@code FLINK-JOB {json}}.
+ * At the end it prints one line {@code FLINK-JOB {json}}.
  */
 public final class ExactlyOnceJob {
   /** Static: the MiniCluster runs in this JVM, and the counters must outlive a restart. */
@@ -61,10 +63,11 @@ public final class ExactlyOnceJob {
     long checkpointMs = Long.parseLong(options.getOrDefault("checkpoint-ms", "1000"));
     long throttleMicros = Long.parseLong(options.getOrDefault("throttle-us", "500"));
     long failAfter = Long.parseLong(options.getOrDefault("fail-after", "50"));
+    int restartAttempts = Integer.parseInt(options.getOrDefault("restart-attempts", "3"));
 
     Configuration config = new Configuration();
     config.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
-    config.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 3);
+    config.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, restartAttempts);
     config.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofSeconds(1));
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
     env.setParallelism(parallelism);
@@ -158,7 +161,8 @@ public final class ExactlyOnceJob {
 
     @Override
     public void notifyCheckpointComplete(long checkpointId) {
-      CHECKPOINTS_COMPLETED.incrementAndGet();
+      // The runner may act on it (examples/flink/run.py --kill-kemu-at-checkpoint).
+      System.out.println("FLINK-CHECKPOINT " + CHECKPOINTS_COMPLETED.incrementAndGet());
       checkpointsSeen++;
       mappedSinceCheckpoint = 0;
     }
