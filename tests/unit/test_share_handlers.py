@@ -534,8 +534,39 @@ async def test_max_records_is_shared_by_the_sessions_partitions(kemu: Harness) -
     kemu.produce("two", 0, 3)
     kemu.produce("two", 1, 3)
     response = await client.call(share_fetch(two, {}, epoch=1, max_records=3))
-    total = sum(last - first + 1 for i in (0, 1) for first, last, _ in acquired(response, i))
+    listed = [p.partition_index for t in response.responses for p in t.partitions]
+    total = sum(last - first + 1 for i in listed for first, last, _ in acquired(response, i))
     assert total == 3
+    # An incremental answer leaves out a partition with nothing to say (Kafka's
+    # ShareSessionContext): here the one MaxRecords left nothing for.
+    assert len(listed) == 1
+
+
+async def test_incremental_answers_list_only_partitions_with_something_to_say(
+    kemu: Harness,
+) -> None:
+    """Kafka's CachedSharePartition.maybeUpdateResponseData (conformance-diff: ShareFetch at
+    session epoch 4 answered no partition on Kafka): the opening answer lists every partition;
+    later ones a partition with records, with an error (also the next answer), with an
+    acknowledgement result, or added since the session opened and not yet answered."""
+    kemu.server.cluster.create_topic("two", 2, 1, assignments=[[1], [1]])
+    two = kemu.topic_id("two")
+    client = await kemu.client(1)
+
+    def listed(response: Any) -> list[int]:
+        return sorted(p.partition_index for t in response.responses for p in t.partitions)
+
+    assert listed(await client.call(share_fetch(two, {0: []}, epoch=0))) == [0]
+    assert listed(await client.call(share_fetch(two, {}, epoch=1))) == []
+    added = await client.call(share_fetch(two, {1: []}, epoch=2))
+    assert listed(added) == [1]  # joined the session: answered once
+    assert listed(await client.call(share_fetch(two, {}, epoch=3))) == []
+    kemu.produce("two", 0, 2)
+    fetched = await client.call(share_fetch(two, {}, epoch=4))
+    assert listed(fetched) == [0] and acquired(fetched, 0) == [(0, 1, 1)]
+    acked = await client.call(share_fetch(two, {0: [(0, 1, [ACCEPT])]}, epoch=5))
+    assert listed(acked) == [0]
+    assert partition_data(acked, 0).acknowledge_error_code == ErrorCode.none
 
 
 async def test_renew_ack_in_a_fetch_renews_and_fetches_nothing(kemu: Harness) -> None:

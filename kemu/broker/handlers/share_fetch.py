@@ -14,6 +14,10 @@ there was nothing else. Then records are acquired
 from every session partition, taking turns: whole log batches, AcquiredRecords with delivery
 counts, MaxRecords and MaxBytes shared by the partitions (the first batch always goes, KIP-74),
 BatchSize splitting acquired ranges, ShareAcquireMode (v2: 0 batch_optimized, 1 record_limit).
+An incremental request (epoch > 0) is answered only for the partitions with records, an error
+(that one and the next answer), an acknowledgement result, or that joined the session since it
+opened and were not answered yet, as Kafka's ShareSessionContext does; the opening request
+lists every partition.
 Records delivered often are throttled as in Kafka (fewer per fetch, the last attempt alone; see
 ``kemu.broker.share.partition``).
 Long poll: up to MaxWaitMs until MinBytes look acquirable, woken by appends and by records
@@ -144,6 +148,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     finally:
         await _release(member_id, releases)
+    if request.share_session_epoch != INITIAL_EPOCH:
+        # An incremental answer: only partitions with something to say, as Kafka's
+        # ShareSessionContext; acknowledgement results are always listed.
+        session = decision.session
+        answers = {
+            ref: answer
+            for ref, answer in answers.items()
+            if session.must_answer(
+                ref,
+                records=bool(answer.records or answer.acquired),
+                error=answer.error is not ErrorCode.none,
+            )
+            or ref in acknowledgements
+        }
     return _respond(ctx, answers, lock_ms)
 
 

@@ -13,7 +13,10 @@ ShareFetch
   Kafka would refuse ones with a fetch size), then the session goes and the member's records in
   it are released.
 * N must equal the session's epoch (INVALID_SHARE_SESSION_EPOCH); the request's partitions are
-  added and its forgotten topics removed; the epoch advances (wrapping to 1).
+  added and its forgotten topics removed; the epoch advances (wrapping to 1). Such an
+  incremental answer lists only the partitions with something to say (``must_answer``, Kafka's
+  CachedSharePartition): records, an error (and then the next answer too), or a partition added
+  to the session since it was opened that was not answered yet.
 ShareAcknowledge: epoch 0 is INVALID_SHARE_SESSION_EPOCH; -1 acknowledges then closes; N as
 above.
 """
@@ -46,6 +49,19 @@ class ShareSession:
     partitions: dict[SharePartitionRef, None] = field(default_factory=dict)  # ordered set
     cursor: int = 0  # where the next fetch starts, so partitions take turns
     connection: object | None = None  # what opened it (compared by identity), if known
+    # Partitions the next incremental answer must list even with nothing new (Kafka's
+    # requiresUpdateInResponse): added after the session opened, or errored last time.
+    requires_update: set[SharePartitionRef] = field(default_factory=set)
+
+    def must_answer(self, ref: SharePartitionRef, *, records: bool, error: bool) -> bool:
+        """Whether an incremental answer lists ``ref`` (Kafka's
+        CachedSharePartition.maybeUpdateResponseData), updating what the next one must list."""
+        listed = records or ref in self.requires_update
+        self.requires_update.discard(ref)
+        if error:
+            self.requires_update.add(ref)
+            listed = True
+        return listed
 
     def fetch_order(self) -> list[SharePartitionRef]:
         """The session's partitions, starting one further along each time (fairness)."""
@@ -107,9 +123,12 @@ class ShareSessionCache:
         if session.epoch != epoch:
             return SessionDecision(ErrorCode.invalid_share_session_epoch)
         for ref in wanted:
-            session.partitions.setdefault(ref, None)
+            if ref not in session.partitions:
+                session.partitions[ref] = None
+                session.requires_update.add(ref)
         for ref in forgotten:
             session.partitions.pop(ref, None)
+            session.requires_update.discard(ref)
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
         return SessionDecision(session=session)
