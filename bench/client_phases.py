@@ -47,6 +47,7 @@ class PhaseResult:
     elapsed_s: float
     p50_ms: float = 0.0
     p99_ms: float = 0.0
+    client_cpu_s: float = 0.0  # CPU time (user + system) of the driving process, when known
 
     @property
     def records_per_s(self) -> float:
@@ -72,6 +73,7 @@ def parse_result(output: str) -> PhaseResult:
         elapsed_s=float(fields["elapsed_s"]),
         p50_ms=float(fields.get("p50_ms", 0.0)),
         p99_ms=float(fields.get("p99_ms", 0.0)),
+        client_cpu_s=float(fields.get("client_cpu_s", 0.0)),
     )
 
 
@@ -105,6 +107,7 @@ async def share_cycle(
     producer = TransactionalProducer(bootstrap, f"{group}-cycle", client_id="bench-cycle")
     latencies: list[float] = []
     done = 0
+    cpu = time.process_time()
     started = time.perf_counter()
     deadline = started + timeout_s
     try:
@@ -126,6 +129,7 @@ async def share_cycle(
             latencies.append((time.perf_counter() - cycle_start) * 1000)
             done += len(polled)
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu
     finally:
         await consumer.close()
         await producer.close()
@@ -135,6 +139,7 @@ async def share_cycle(
         elapsed_s=elapsed,
         p50_ms=percentile(latencies, 0.5) if latencies else 0.0,
         p99_ms=percentile(latencies, 0.99) if latencies else 0.0,
+        client_cpu_s=cpu,
     )
 
 
@@ -145,6 +150,7 @@ async def share_consume(
 
     consumer = ShareConsumer(bootstrap, group, client_id="bench-share")
     done = 0
+    cpu = time.process_time()
     started = time.perf_counter()
     deadline = started + timeout_s
     try:
@@ -152,10 +158,11 @@ async def share_consume(
         while done < records and time.perf_counter() < deadline:
             done += len(await consumer.poll(timeout=1.0))
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu
         await consumer.commit()  # the last poll's records, accepted (implicit mode)
     finally:
         await consumer.close()
-    return PhaseResult(records=done, transactions=0, elapsed_s=elapsed)
+    return PhaseResult(records=done, transactions=0, elapsed_s=elapsed, client_cpu_s=cpu)
 
 
 def _parser() -> argparse.ArgumentParser:

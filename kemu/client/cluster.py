@@ -34,6 +34,11 @@ class TopicIdPartition:
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
 
+    def __hash__(self) -> int:
+        # Without the id: uuid.UUID hashes in Python code, and this is a key of every
+        # acknowledgement; equal partitions still compare all three fields.
+        return hash((self.topic, self.partition))
+
 
 @dataclass
 class TopicInfo:

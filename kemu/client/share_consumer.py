@@ -83,9 +83,14 @@ class ShareRecord:
     headers: tuple[tuple[str, bytes | None], ...]
     delivery_count: int
     topic_id: uuid.UUID
+    # The consumer's own TopicIdPartition, shared by the records of a fetch (not a new one per
+    # acknowledgement: it is a dictionary key on every poll and acknowledge).
+    _tp: TopicIdPartition | None = field(default=None, repr=False, compare=False)
 
     @property
     def topic_id_partition(self) -> TopicIdPartition:
+        if self._tp is not None:
+            return self._tp
         return TopicIdPartition(self.topic_id, self.topic, self.partition)
 
 
@@ -153,6 +158,12 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+# What a ShareFetch brought back: each partition's answer with acquired records, decoded into
+# ShareRecords only when a poll takes them in (as Java's consumer parses in poll), so a fetch
+# completing in the background costs the application nothing until it wants the records.
+Fetched = list[tuple[TopicIdPartition, Any]]
+
+
 @dataclass
 class _Session:
     """A share session with one leader: its next epoch and the partitions it holds."""
@@ -160,7 +171,7 @@ class _Session:
     epoch: int = OPEN_SESSION
     partitions: set[TopicIdPartition] = field(default_factory=set)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    fetch: asyncio.Task[list[ShareRecord]] | None = None
+    fetch: asyncio.Task[Fetched] | None = None
 
     def advance(self) -> None:
         self.epoch = 1 if self.epoch >= MAX_SESSION_EPOCH else self.epoch + 1
@@ -303,6 +314,10 @@ class ShareConsumer:
         )
         for record in handed:
             self._delivered[(record.topic_id_partition, record.offset)] = record
+        if handed and not self._buffer:
+            # As Java's consumer: the next ShareFetch goes out while the application works on
+            # these records, so the next poll finds them (or the fetch) already there.
+            await self._start_fetches(self.max_wait_ms)
         return handed
 
     def _settle_previous_poll(self) -> None:
@@ -332,6 +347,22 @@ class ShareConsumer:
             await asyncio.sleep(min(remaining, 0.05))
             return
         wait_ms = max(0, min(int(remaining * 1000), self.max_wait_ms))
+        tasks = self._fetch_tasks(by_leader, wait_ms)
+        done, _ = await asyncio.wait(tasks, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        await self._harvest(list(done))
+
+    async def _start_fetches(self, wait_ms: int) -> None:
+        """A ShareFetch to every leader without one in flight (taken in by the next poll)."""
+        if self._closed:
+            return
+        by_leader = await self._partitions_by_leader()
+        if by_leader:
+            self._fetch_tasks(by_leader, wait_ms)
+
+    def _fetch_tasks(
+        self, by_leader: dict[int, set[TopicIdPartition]], wait_ms: int
+    ) -> list[asyncio.Task[Fetched]]:
+        """The fetch in flight to each leader, started where there is none."""
         loop = asyncio.get_running_loop()
         tasks = []
         for node, partitions in by_leader.items():
@@ -346,17 +377,16 @@ class ShareConsumer:
             if session.partitions and session.fetch is None:
                 # Leadership moved away: the next request to this leader forgets the partitions.
                 session.fetch = loop.create_task(self._share_fetch(node, session, set(), 0))
-        done, _ = await asyncio.wait(tasks, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        await self._harvest(list(done))
+        return tasks
 
-    async def _harvest(self, done: list[asyncio.Task[list[ShareRecord]]]) -> None:
+    async def _harvest(self, done: list[asyncio.Task[Fetched]]) -> None:
         """Take the records of finished fetches into the buffer."""
         for task in done:
             for session in self._sessions.values():
                 if session.fetch is task:
                     session.fetch = None
             try:
-                self._buffer.extend(task.result())
+                self._take_in(task.result())
             except (KafkaError, RetriableError, ConnectionClosed) as exc:
                 log.info("share fetch failed, retrying: %s", exc)
                 await asyncio.sleep(0.05)
@@ -383,7 +413,7 @@ class ShareConsumer:
 
     async def _share_fetch(
         self, node: int, session: _Session, wanted: set[TopicIdPartition], wait_ms: int
-    ) -> list[ShareRecord]:
+    ) -> Fetched:
         async with session.lock:
             version = await self.cluster.version(SHARE_FETCH, 2, node)
             if self.acquire_mode and version < 2:
@@ -500,8 +530,12 @@ class ShareConsumer:
             )
         return tuple(topics)
 
-    def _acquired(self, response: Any, session: _Session) -> list[ShareRecord]:
-        out: list[ShareRecord] = []
+    def _take_in(self, fetched: Fetched) -> None:
+        for tp, partition in fetched:
+            self._buffer.extend(self._records_in(tp, partition))
+
+    def _acquired(self, response: Any, session: _Session) -> Fetched:
+        out: Fetched = []
         moved = False
         for topic in response.responses:
             topic_id = uuid.UUID(str(topic.topic_id))
@@ -519,7 +553,7 @@ class ShareConsumer:
                 if partition.error_code != ErrorCode.none:
                     log.warning("share fetch of %s: %s", tp, partition.error_code.name)
                     continue
-                out.extend(self._records_in(tp, partition))
+                out.append((tp, partition))
         if moved:
             asyncio.get_running_loop().create_task(self._refresh_leaders())
         return out
@@ -536,8 +570,9 @@ class ShareConsumer:
         if not acquired:
             return []
         out = []
+        lowest, highest = min(acquired), max(acquired)
         for header, batch in whole_batches(partition.records):
-            if header.last_offset < min(acquired) or header.base_offset > max(acquired):
+            if header.last_offset < lowest or header.base_offset > highest:
                 continue
             if header.is_control:
                 continue
@@ -556,6 +591,7 @@ class ShareConsumer:
                         record.headers,
                         count,
                         tp.topic_id,
+                        tp,
                     )
                 )
         # Acquired offsets with no record to hand out (markers, compaction) are gaps.
@@ -683,7 +719,7 @@ class ShareConsumer:
         for node, session in list(self._sessions.items()):
             if session.fetch is not None:
                 with contextlib.suppress(Exception):
-                    self._buffer.extend(await session.fetch)
+                    self._take_in(await session.fetch)
             for record in self._buffer:  # fetched while closing: give them back
                 self._pending.setdefault(record.topic_id_partition, {})[record.offset] = (
                     AcknowledgeType.RELEASE

@@ -215,6 +215,10 @@ def _parse(header: BatchHeader, data: memoryview) -> Iterator[Record]:
 
 def read_varint(data: memoryview | bytes, position: int) -> tuple[int, int]:
     """A zigzag varint (up to 64 bits) at ``position``: (value, position after it)."""
+    if position < len(data):
+        first = data[position]
+        if first < 0x80:  # one byte: most lengths, deltas and counts of small records
+            return (first >> 1) ^ -(first & 1), position + 1
     raw = 0
     shift = 0
     while True:

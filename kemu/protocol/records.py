@@ -203,12 +203,17 @@ def _zigzag(value: int) -> int:
 
 def uvarint(value: int) -> bytes:
     """An unsigned varint: seven bits a byte, low bits first."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
 
 
 def _varint(value: int) -> bytes:

@@ -1,0 +1,87 @@
+"""kemu.client's ShareConsumer keeps a ShareFetch in flight, as Java's consumer does: a poll that
+hands out the last buffered records sends the next ShareFetch at once (with the acknowledgements
+pending so far), so the next poll finds the records already there; the records it brings are
+decoded only when a poll takes them in."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kemu.client import Admin, ShareConsumer
+from kemu.testing.plugin import KemuProcess
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "prefetch"
+
+
+@pytest.fixture(scope="module")
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+    process = KemuProcess(
+        brokers=1, log_path=tmp_path_factory.mktemp("kemu-prefetch") / "kemu.log"
+    ).start()
+    admin = AdminClient({"bootstrap.servers": process.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(timeout=15)
+    yield process
+    process.stop()
+
+
+def produce(kemu: KemuProcess, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": kemu.bootstrap})
+    for value in values:
+        producer.produce(TOPIC, value=value, partition=0)
+    assert producer.flush(15) == 0
+
+
+def in_flight(consumer: ShareConsumer) -> bool:
+    return any(session.fetch is not None for session in consumer._sessions.values())
+
+
+async def start_offset(kemu: KemuProcess, group: str) -> int:
+    async with Admin(kemu.bootstrap) as admin:
+        offsets = await admin.share_group_offsets(group, TOPIC)
+    [partition] = offsets.values()
+    return partition.start_offset
+
+
+async def test_the_next_fetch_leaves_with_the_poll_and_carries_the_acks(
+    kemu: KemuProcess,
+) -> None:
+    consumer = ShareConsumer(kemu.bootstrap, "prefetch-group")
+    await consumer.subscribe([TOPIC])
+    try:
+        # The first heartbeat assigns nothing: wait for a later one, then poll once more so
+        # that a ShareFetch has loaded the share partition (at the log end) before producing.
+        for _ in range(100):
+            assigned = bool(consumer._assignment)
+            assert await consumer.poll(0.2) == []
+            if assigned:
+                break
+        produce(kemu, [b"a", b"b", b"c"])
+        first: list[int] = []
+        for _ in range(50):
+            first = [r.offset for r in await consumer.poll(0.5)]
+            if first:
+                break
+        assert first == [0, 1, 2]
+        assert in_flight(consumer)  # sent as the poll handed its records out
+        produce(kemu, [b"d"])
+        second = [r.offset for r in await consumer.poll(5.0)]
+        assert second == [3]
+        # Implicit mode: the second poll accepted 0..2 and the fetch it sent carried them,
+        # without a commit; the group's start offset moves past them.
+        assert in_flight(consumer)
+        start = 0
+        for _ in range(100):
+            start = await start_offset(kemu, "prefetch-group")
+            if start >= 3:
+                break
+            await asyncio.sleep(0.1)
+        assert start == 3
+    finally:
+        await consumer.close()
