@@ -54,6 +54,7 @@ class Life:
 
     flush: str
     started_s: float  # since the soak began
+    pid: int = 0
     ready_s: float = 0.0  # seconds from spawn to ready
     rss_mb: list[tuple[float, float]] = field(default_factory=list)  # (age s, MiB)
     fds: list[tuple[float, int]] = field(default_factory=list)  # (age s, open fds)
@@ -156,6 +157,8 @@ class Soak:
         spawned = time.monotonic()
         self.kemu.start(timeout=180)
         life.ready_s = time.monotonic() - spawned
+        assert self.kemu.process is not None
+        life.pid = self.kemu.process.pid
         with self.lock:
             self.figures.lives.append(life)
             if self.outages and self.outages[-1][1] is None:
@@ -178,10 +181,14 @@ class Soak:
             if process is None or process.poll() is not None or not self.figures.lives:
                 continue
             life = self.figures.lives[-1]
+            if life.pid != process.pid:  # a new kemu starting: its life is not in the list yet
+                continue
             age = time.monotonic() - self.began - life.started_s
             with contextlib.suppress(OSError):
                 rss = _rss_mb(process.pid)
                 fds = len(os.listdir(f"/proc/{process.pid}/fd"))
+                if process.poll() is not None:  # killed while being read: not a sample
+                    continue
                 life.rss_mb.append((round(age, 1), round(rss, 1)))
                 life.fds.append((round(age, 1), fds))
 
@@ -498,7 +505,8 @@ class Soak:
         figures.aborted_visible = len(self.txn_aborted & committed)
         from confluent_kafka.admin import AdminClient
 
-        topics = AdminClient({"bootstrap.servers": self.kemu.bootstrap}).list_topics(timeout=TIMEOUT)
+        admin = AdminClient({"bootstrap.servers": self.kemu.bootstrap})
+        topics = admin.list_topics(timeout=TIMEOUT)
         figures.churn_topics_left = sum(name.startswith("soak-churn-") for name in topics.topics)
         self.log(
             f"read back {len(data)} data and {len(committed)} committed transactional records: "
