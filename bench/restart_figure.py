@@ -20,13 +20,22 @@ transactions and share-state updates, before and after compaction and share-stat
 3. Each copy is restarted ``--runs`` times (SIGKILL in between): seconds from spawning
    ``kemu serve`` to its ready line, to the group's committed offsets read back (OffsetFetch:
    the group coordinator loads ``__consumer_offsets`` on first use), and to a share consumer's
-   first records (ShareFetch answered with the unconsumed records).
+   first records (ShareFetch answered with the unconsumed records); and the CPU seconds the
+   kemu process had used when its ready line came (from ``/proc``: on a machine shared with
+   other work this moves far less than the wall-clock figures).
+
+Populating takes minutes: with ``--workdir DIR`` the data dirs are kept, and
+``--restart-only --workdir DIR`` restarts copies of them (a fresh copy of ``DIR/<name>/data``
+per run, so every run starts from the same bytes) without populating again. Another source tree
+(an older commit) is measured by putting it first on ``PYTHONPATH``: the ``kemu serve`` child
+imports kemu from there.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import tempfile
@@ -263,6 +272,16 @@ class Run:
     ready: float
     offsets: float
     share: float
+    cpu_at_ready: float = 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def restart(data_dir: Path, partitions: int, rounds: int, overrides: list[str]) -> Run:
@@ -272,6 +291,8 @@ def restart(data_dir: Path, partitions: int, rounds: int, overrides: list[str]) 
     started = time.monotonic()
     kemu.start(timeout=900)
     ready = time.monotonic() - started
+    assert kemu.process is not None
+    cpu_at_ready = cpu_seconds(kemu.process.pid)
     consumer = Consumer({"bootstrap.servers": kemu.bootstrap, "group.id": GROUP})
     committed = consumer.committed(
         [TopicPartition(TOPIC, p) for p in range(partitions)], timeout=900
@@ -296,18 +317,22 @@ def restart(data_dir: Path, partitions: int, rounds: int, overrides: list[str]) 
     assert asyncio.run(first_records()) > 0
     share = time.monotonic() - started
     kemu.kill()
-    return Run(ready, offsets, share)
+    return Run(ready, offsets, share, cpu_at_ready)
 
 
 def summary(runs: list[Run]) -> str:
     median = {
         name: statistics.median(getattr(r, name) for r in runs)
-        for name in ("ready", "offsets", "share")
+        for name in ("ready", "offsets", "share", "cpu_at_ready")
     }
-    each = ", ".join(f"{r.ready:.2f}/{r.offsets:.2f}/{r.share:.2f}" for r in runs)
+    each = ", ".join(
+        f"{r.ready:.2f}/{r.offsets:.2f}/{r.share:.2f}/{r.cpu_at_ready:.2f}" for r in runs
+    )
     return (
         f"ready {median['ready']:.2f} s, committed offsets {median['offsets']:.2f} s, "
-        f"first share records {median['share']:.2f} s (runs ready/offsets/share: {each})"
+        f"first share records {median['share']:.2f} s, CPU at ready "
+        f"{median['cpu_at_ready']:.2f} s (runs ready/offsets/share/cpu: {each}; "
+        f"load average {os.getloadavg()[0]:.1f})"
     )
 
 
@@ -319,6 +344,28 @@ def sizes(data_dir: Path) -> str:
     return ", ".join(parts)
 
 
+def restart_copies(workdir: Path, partitions: int, commits: int, runs: int) -> None:
+    """``--restart-only``: each run restarts a fresh copy of a kept data dir."""
+    overrides_of = {
+        "before": [*COMMON, "log.cleaner.enable=false", NO_SNAPSHOTS],
+        "after": [*COMMON],
+    }
+    for name, overrides in overrides_of.items():
+        kept = workdir / name / "data"
+        if not kept.exists():
+            continue
+        print(f"{name}: {sizes(kept)}", flush=True)
+        results = []
+        for _ in range(runs):
+            data_dir = workdir / f"{name}-run" / "data"
+            shutil.rmtree(data_dir.parent, ignore_errors=True)
+            shutil.copytree(kept, data_dir)
+            (data_dir / ".lock").unlink(missing_ok=True)
+            results.append(restart(data_dir, partitions, commits // partitions, overrides))
+            shutil.rmtree(data_dir.parent, ignore_errors=True)
+        print(f"  restart: {summary(results)}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--commits", type=int, default=1_000_000)
@@ -327,7 +374,17 @@ def main() -> None:
     parser.add_argument("--share-updates", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--restart-only",
+        action="store_true",
+        help="restart copies of the data dirs a previous run kept in --workdir",
+    )
     options = parser.parse_args()
+    if options.restart_only:
+        if options.workdir is None:
+            parser.error("--restart-only needs --workdir")
+        restart_copies(options.workdir, options.partitions, options.commits, options.runs)
+        return
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="kemu-restart-"))
     rounds = options.commits // options.partitions
     base = workdir / "base" / "data"
