@@ -1,8 +1,10 @@
 """Golden answers of Kafka 4.4's own quota managers for kemu's quota arithmetic test.
 
 ``QuotaGolden.java`` replays scenarios (quotas set and removed at every level, values recorded
-and taken back at chosen times) on Kafka's ClientQuotaManager / ClientRequestQuotaManager from
-the jars ``make bench`` fetches, and prints each throttle time and quota-window maximum.
+and taken back at chosen times) on Kafka's ClientQuotaManager / ClientRequestQuotaManager /
+ControllerMutationQuotaManager from the jars ``make bench`` fetches, and prints each throttle
+time and quota-window maximum, and for controller mutations which topics a request's strict or
+permissive quota accepts and the answer's throttle time.
 ``python -m conformance.quota_golden`` writes scenarios and answers to
 ``tests/unit/quota_golden.json``; ``tests/unit/test_quota_enforcement.py`` replays them on
 ``kemu/cluster/quota_enforcement.py`` and expects the same numbers.
@@ -78,10 +80,54 @@ def _random_scenario(seed: int) -> list[str]:
     return lines
 
 
+def _mutation_bursts() -> list[str]:
+    """Requests creating many partitions at once against 2 partitions/s: the first topics fit,
+    the rest are refused (strict) or throttled (permissive), and the bucket refills."""
+    lines = ["config 11 1", "set mutation - admin 2"]
+    now = 1_700_000_000_000  # a wall-clock time: the bucket starts full
+    for _ in range(3):
+        lines.append(f"mutate strict ANONYMOUS admin {now} {now} " + " ".join(["3"] * 10))
+        now += 1500
+        lines.append(f"mutate strict ANONYMOUS admin {now} {now + 700} 1 1")
+        now += 9000
+        lines.append(f"mutate permissive ANONYMOUS admin {now} {now} 30 4")
+        now += 30_000
+    lines.append(f"mutate strict ANONYMOUS other {now} {now} 1000")
+    return lines
+
+
+def _random_mutation_scenario(seed: int) -> list[str]:
+    """controller_mutation_rate quotas at all eight levels coming and going while requests of
+    both kinds mutate."""
+    rng = random.Random(1000 + seed)
+    lines = [f"config {rng.choice((2, 5, 11))} {rng.choice((1, 2))}"]
+    now = rng.choice((0, 500, rng.randrange(1, 10_000_000)))
+    for _ in range(200):
+        if rng.random() < 0.12:
+            user = rng.choice(("-", "*", "alice", "bob"))
+            client = rng.choice(("-", "*", "app-1", "app-2") if user != "-" else ("*", "app-1"))
+            if rng.random() < 0.25:
+                lines.append(f"remove mutation {user} {client}")
+            else:
+                value = rng.choice((0.5, 1, 2, 5, 10, 25.5, 100))
+                lines.append(f"set mutation {user} {client} {value}")
+            continue
+        now += rng.choice((0, 1, 10, 200, 999, 1000, 2500, 15_000))
+        mode = rng.choice(("strict", "strict", "permissive"))
+        permits = " ".join(str(rng.choice((1, 2, 3, 10, 50))) for _ in range(rng.randint(1, 6)))
+        answer = now + rng.choice((0, 0, 5, 300, 5000))
+        user, client = rng.choice(USERS), rng.choice(CLIENTS)
+        lines.append(f"mutate {mode} {user} {client} {now} {answer} {permits}")
+    return lines
+
+
 def scenarios() -> dict[str, list[str]]:
     found = {"single_client_quota": _single_client_quota(), "window_settings": _window_settings()}
     for seed in range(12):
         found[f"random_{seed}"] = _random_scenario(seed)
+    found["mutation_bursts"] = _mutation_bursts()
+    for seed in range(6):
+        found[f"mutation_random_{seed}"] = _random_mutation_scenario(seed)
     return found
 
 

@@ -17,9 +17,17 @@ argument so that the virtual clock works:
   ``(observed - bound) / bound * window`` (``QuotaUtils.throttleTime``), rounded; request quotas
   cap it at one ``quota.window.size.seconds``.
 
+``controller_mutation_rate`` is Kafka's ControllerMutationQuotaManager: the same sensors and
+precedence, but each sensor is a ``TokenBucket`` (refilled at the quota per second, holding at
+most ``controller.quota.window.num * controller.quota.window.size.seconds * quota``) charged with
+the partitions a CreateTopics, CreatePartitions or DeleteTopics creates or deletes. A
+``MutationQuota`` is one request's view of it: *strict* (request versions that know
+THROTTLING_QUOTA_EXCEEDED) refuses a topic once the bucket is below zero and otherwise takes any
+number of partitions; *permissive* (older versions) takes everything and only throttles. The
+throttle time is the time the bucket needs to refill to zero.
+
 The broker side (what is recorded when, the muted connection) is ``kemu/broker/throttling.py``.
-Omissions: ``controller_mutation_rate`` is stored but not enforced; sensors are not expired after
-an hour of inactivity (a process meets few client ids).
+Omission: sensors are not expired after an hour of inactivity (a process meets few client ids).
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
 
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+MUTATION = "controller_mutation_rate"
+UNLIMITED = float(2**63 - 1)  # the bound Kafka gives a sensor without a quota (Long.MAX_VALUE)
 NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000  # a thread busy for one second is 100 %
 
 # Which kinds of entity carry a quota of one key (ClientQuotaManager's quotaTypesEnabled bits).
@@ -285,15 +295,133 @@ class QuotaManager:
         return rate
 
 
-class ClientThrottles:
-    """The produce, fetch and request quota managers of one process."""
+@dataclass(slots=True)
+class TokenBucket:
+    """Kafka's ``TokenBucket`` stat: credits refilled at ``bound`` per second up to the burst
+    ``samples * window * bound``; it starts empty at time 0, as Kafka's does."""
 
-    def __init__(self, store: ClientQuotas, samples: int = 11, window_seconds: int = 1) -> None:
+    tokens: float = 0.0
+    last_update_ms: int = 0
+
+    def measure(self, bound: float, burst: float, now_ms: int) -> float:
+        self._refill(bound, burst, now_ms)
+        return self.tokens
+
+    def record(self, value: float, bound: float, burst: float, now_ms: int) -> None:
+        self._refill(bound, burst, now_ms)
+        self.tokens = min(burst, self.tokens - value)
+
+    def _refill(self, bound: float, burst: float, now_ms: int) -> None:
+        self.tokens = min(burst, self.tokens + bound * ((now_ms - self.last_update_ms) / 1000.0))
+        self.last_update_ms = now_ms
+
+
+class MutationQuota:
+    """One request's controller mutation quota (Kafka's Strict-/PermissiveControllerMutationQuota).
+
+    ``record`` is called once per topic with the partitions it creates or deletes, after every
+    other check; False means the topic is refused with THROTTLING_QUOTA_EXCEEDED (strict only).
+    ``throttle_time`` is the answer's throttle: the last violation's, less the time since.
+    """
+
+    __slots__ = ("_bound", "_bucket", "_burst", "_last_throttle_ms", "_recorded_ms", "strict")
+
+    def __init__(
+        self, bucket: TokenBucket | None, bound: float, burst: float, *, strict: bool
+    ) -> None:
+        self._bucket = bucket  # None: no controller_mutation_rate quota at all
+        self._bound = bound
+        self._burst = burst
+        self.strict = strict
+        self._last_throttle_ms = 0
+        self._recorded_ms = 0
+
+    def record(self, permits: int, now_ms: int) -> bool:
+        bucket = self._bucket
+        if bucket is None:
+            return True
+        if self.strict:
+            tokens = bucket.measure(self._bound, self._burst, now_ms)
+            if tokens < 0:  # exhausted: refused, nothing recorded
+                self._violated(tokens, now_ms)
+                return False
+            bucket.record(permits, self._bound, self._burst, now_ms)
+            return True
+        bucket.record(permits, self._bound, self._burst, now_ms)
+        tokens = bucket.measure(self._bound, self._burst, now_ms)
+        if tokens < 0:
+            self._violated(tokens, now_ms)
+        return True
+
+    def throttle_time(self, now_ms: int) -> int:
+        if self._last_throttle_ms == 0:
+            return 0
+        return max(0, self._last_throttle_ms - (now_ms - self._recorded_ms))
+
+    def _violated(self, tokens: float, now_ms: int) -> None:
+        # ControllerMutationQuotaManager.throttleTimeMs: the time to refill to zero.
+        self._last_throttle_ms = _java_round(-tokens / self._bound * 1000)
+        self._recorded_ms = now_ms
+
+
+UNBOUNDED_MUTATIONS = MutationQuota(None, UNLIMITED, UNLIMITED, strict=False)
+
+
+class MutationQuotaManager:
+    """``controller_mutation_rate``: a token bucket per sensor, with ClientQuotaManager's
+    precedence and sensors (ControllerMutationQuotaManager)."""
+
+    def __init__(self, store: ClientQuotas, samples: int, window_ms: int) -> None:
+        self.store = store
+        self.samples = samples
+        self.window_ms = window_ms
+        self.buckets: dict[Tags, TokenBucket] = {}
+        self._limits: QuotaLimits | None = None
+        self._version = -1
+
+    @property
+    def limits(self) -> QuotaLimits:
+        if self._limits is None or self._version != self.store.version:
+            self._limits = QuotaLimits(MUTATION, self.store.quotas)
+            self._version = self.store.version
+        return self._limits
+
+    def quota_for(self, user: str, client_id: str, *, strict: bool) -> MutationQuota:
+        """One request's quota; unbounded while no ``controller_mutation_rate`` is stored."""
+        limits = self.limits
+        if not limits.enabled:
+            return UNBOUNDED_MUTATIONS
+        tags = limits.metric_tags(user, client_id)
+        bucket = self.buckets.get(tags)
+        if bucket is None:
+            bucket = self.buckets[tags] = TokenBucket()
+        bound = limits.bound(tags)
+        if bound is None:
+            bound = UNLIMITED
+        burst = self.samples * (self.window_ms / 1000.0) * bound
+        return MutationQuota(bucket, bound, burst, strict=strict)
+
+
+class ClientThrottles:
+    """The produce, fetch, request and controller mutation quota managers of one process."""
+
+    def __init__(
+        self,
+        store: ClientQuotas,
+        samples: int = 11,
+        window_seconds: int = 1,
+        *,
+        mutation_samples: int = 11,
+        mutation_window_seconds: int = 1,
+    ) -> None:
         window_ms = window_seconds * 1000
         self.store = store
         self.produce = QuotaManager(PRODUCE, store, samples, window_ms)
         self.fetch = QuotaManager(FETCH, store, samples, window_ms)
         self.request = QuotaManager(REQUEST, store, samples, window_ms, max_throttle_ms=window_ms)
+        self.mutation = MutationQuotaManager(
+            store, mutation_samples, mutation_window_seconds * 1000
+        )
 
     @property
     def active(self) -> bool:
@@ -313,7 +441,11 @@ def client_throttles(runtime: Runtime) -> ClientThrottles:
             return max(int(value or 1), 1)  # Kafka's validators: at least 1
 
         return ClientThrottles(
-            client_quotas(rt), setting("quota.window.num"), setting("quota.window.size.seconds")
+            client_quotas(rt),
+            setting("quota.window.num"),
+            setting("quota.window.size.seconds"),
+            mutation_samples=setting("controller.quota.window.num"),
+            mutation_window_seconds=setting("controller.quota.window.size.seconds"),
         )
 
     found: ClientThrottles = runtime.service("client_throttles", create)

@@ -1,8 +1,9 @@
 """Quota arithmetic (kemu/cluster/quota_enforcement.py) against Kafka 4.4's own quota managers.
 
-``quota_golden.json`` holds scenarios and the answers Kafka's ClientQuotaManager and
-ClientRequestQuotaManager gave (``python -m conformance.quota_golden``): every throttle time and
-quota-window maximum must be the same here.
+``quota_golden.json`` holds scenarios and the answers Kafka's ClientQuotaManager,
+ClientRequestQuotaManager and ControllerMutationQuotaManager gave (``python -m
+conformance.quota_golden``): every throttle time, quota-window maximum and accepted or refused
+mutation must be the same here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from kemu.cluster.client_quotas import CLIENT_ID, USER, ClientQuotas, QuotaOp, make_entity
 from kemu.cluster.quota_enforcement import (
     FETCH,
+    MUTATION,
     PRODUCE,
     REQUEST,
     ClientThrottles,
@@ -23,7 +25,7 @@ from kemu.cluster.quota_enforcement import (
 )
 
 GOLDEN = json.loads(Path(__file__).with_name("quota_golden.json").read_text())
-KEYS = {"produce": PRODUCE, "fetch": FETCH, "request": REQUEST}
+KEYS = {"produce": PRODUCE, "fetch": FETCH, "request": REQUEST, "mutation": MUTATION}
 
 
 def _name(token: str) -> str | None:
@@ -34,12 +36,24 @@ def replay(lines: list[str]) -> list[str]:
     store = ClientQuotas()
     answers: list[str] = []
     managers: dict[str, QuotaManager] = {}
+    throttles = ClientThrottles(store)
     for line in lines:
         verb, *fields = line.split()
         if verb == "config":
-            throttles = ClientThrottles(store, int(fields[0]), int(fields[1]))
+            samples, window = int(fields[0]), int(fields[1])
+            throttles = ClientThrottles(
+                store, samples, window, mutation_samples=samples, mutation_window_seconds=window
+            )
             managers = {"produce": throttles.produce, "fetch": throttles.fetch}
             managers["request"] = throttles.request
+            continue
+        if verb == "mutate":
+            mode, user, client, at, answer_at, *permits = fields
+            quota = throttles.mutation.quota_for(
+                user, "" if client == "~" else client, strict=mode == "strict"
+            )
+            accepted = ["a" if quota.record(int(p), int(at)) else "r" for p in permits]
+            answers.append(",".join(accepted) + f"|{quota.throttle_time(int(answer_at))}")
             continue
         kind, user, client = fields[0], fields[1], fields[2]
         if verb in ("set", "remove"):
@@ -123,3 +137,37 @@ def test_a_window_without_events_is_forgotten() -> None:
     rate.record(50_000, 0)
     assert rate.measure(0) == 5000.0  # spread over the 10 s minimum window
     assert rate.measure(11_000) == 0.0
+
+
+def test_strict_mutations_refuse_topics_once_the_bucket_is_empty() -> None:
+    """Kafka's documented arithmetic: a burst of samples x window x quota, refilled at the quota;
+    a strict quota takes a topic while the bucket is not below zero (whatever its size), refuses
+    the rest, and the throttle is the time to refill to zero."""
+    store = ClientQuotas()
+    store.alter(make_entity([(CLIENT_ID, "admin")]), [QuotaOp(MUTATION, 2.0, False)])
+    mutation = ClientThrottles(store).mutation
+    now = 1_700_000_000_000  # a bucket first measured at a wall-clock time is full: 22 tokens
+    strict = mutation.quota_for("ANONYMOUS", "admin", strict=True)
+    assert [strict.record(10, now) for _ in range(4)] == [True, True, True, False]
+    assert strict.throttle_time(now) == 4_000  # 30 taken from 22: -8 at 2 per second
+    assert strict.throttle_time(now + 1_500) == 2_500
+    assert not mutation.quota_for("ANONYMOUS", "admin", strict=True).record(1, now + 3_999)
+    assert mutation.quota_for("ANONYMOUS", "admin", strict=True).record(1, now + 4_000)
+
+
+def test_permissive_mutations_accept_everything_and_throttle() -> None:
+    store = ClientQuotas()
+    store.alter(make_entity([(USER, None)]), [QuotaOp(MUTATION, 5.0, False)])
+    permissive = ClientThrottles(store).mutation.quota_for("bob", "x", strict=False)
+    assert permissive.record(100, 10_000_000) and permissive.record(100, 10_000_000)
+    assert permissive.throttle_time(10_000_000) == 29_000  # 55 - 200 = -145 at 5 per second
+
+
+def test_no_mutation_quota_is_unbounded() -> None:
+    store = ClientQuotas()
+    store.alter(make_entity([(CLIENT_ID, "app")]), [QuotaOp(PRODUCE, 1.0, False)])
+    mutation = ClientThrottles(store).mutation
+    quota = mutation.quota_for("ANONYMOUS", "app", strict=True)
+    assert all(quota.record(10_000, 0) for _ in range(3))
+    assert quota.throttle_time(0) == 0
+    assert mutation.buckets == {}
