@@ -18,6 +18,14 @@ KIP-219 versions also hold back by themselves).
   (``max_value_in_window``), so a large fetch does not guarantee its own throttling. A throttled
   ShareFetch answers the same way (acquisition lock timeout 0), as Kafka 4.4 does: the records
   it acquired for that answer stay acquired by the member until their lock expires.
+- ``controller_mutation_rate``: CreateTopics, CreatePartitions and DeleteTopics charge each topic
+  with the partitions it creates or deletes, after every other check
+  (``controller_mutation_quota``, as Kafka's ControllerApis and ReplicationControlManager). From
+  the versions that know THROTTLING_QUOTA_EXCEEDED (CreateTopics v6, CreatePartitions v3,
+  DeleteTopics v5) the quota is strict: once the client's token bucket is below zero, further
+  topics are refused with that error; older versions are accepted and only throttled. The answer
+  carries the larger of this throttle and the request quota's, and the connection is muted as
+  for the other quotas (Kafka's broker mutes for the throttle its controller answered).
 
 The user is the connection's principal name (``ANONYMOUS`` on PLAINTEXT), the client id the
 request header's (``""`` when null).
@@ -31,8 +39,15 @@ from collections.abc import Coroutine, Generator
 from time import perf_counter_ns
 from typing import Any
 
+from kemu.cluster.client_quotas import client_quotas
 from kemu.cluster.context import RequestContext
-from kemu.cluster.quota_enforcement import NANOS_TO_PERCENTAGE, ClientThrottles
+from kemu.cluster.quota_enforcement import (
+    NANOS_TO_PERCENTAGE,
+    UNBOUNDED_MUTATIONS,
+    ClientThrottles,
+    MutationQuota,
+    client_throttles,
+)
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.wire import DecodedRequest
@@ -45,6 +60,18 @@ def user_and_client(context: RequestContext) -> tuple[str, str]:
     session = context.session
     principal = session.principal if session is not None else "User:ANONYMOUS"
     return principal.partition(":")[2] or principal, context.header.client_id or ""
+
+
+def controller_mutation_quota(context: RequestContext, strict_since: int) -> MutationQuota:
+    """This request's ``controller_mutation_rate`` quota, strict from version ``strict_since``
+    (ControllerMutationQuotaManager.newQuotaFor); kept on the context for the answer's throttle."""
+    if not client_quotas(context.runtime).quotas:
+        return UNBOUNDED_MUTATIONS
+    quota = client_throttles(context.runtime).mutation.quota_for(
+        *user_and_client(context), strict=context.header.api_version >= strict_since
+    )
+    context.mutation_quota = quota
+    return quota
 
 
 def cap_fetch_bytes(
@@ -92,6 +119,8 @@ def throttle(
             if getattr(body, "error_code", ErrorCode.none) == ErrorCode.none:
                 body = _emptied(body)
     throttle_ms = max(bandwidth_ms, request_ms)
+    if context.mutation_quota is not None:
+        throttle_ms = max(throttle_ms, context.mutation_quota.throttle_time(now_ms))
     if throttle_ms > 0 and body is not None and not encoded and hasattr(body, "throttle_time"):
         body = dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
     return body, throttle_ms

@@ -78,6 +78,9 @@ class RequestContext:
     # The connection's authentication (kemu.broker.security.session.SecuritySession) on a
     # listener configured with ``listeners``; None on the default PLAINTEXT listener.
     session: Any = None
+    # CreateTopics/CreatePartitions/DeleteTopics: the request's controller mutation quota
+    # (kemu.cluster.quota_enforcement.MutationQuota), whose throttle the answer carries.
+    mutation_quota: Any = None
 
     @property
     def cluster(self) -> Cluster:

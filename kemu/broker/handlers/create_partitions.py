@@ -8,7 +8,10 @@ as many as the topic's replication factor (INVALID_REPLICA_ASSIGNMENT). ``valida
 checks and changes nothing. New partitions start empty with leader epoch 0.
 
 A topic the caller may not ALTER gets TOPIC_AUTHORIZATION_FAILED (no message), as Kafka's
-controller answers. Omissions: no controller mutation quota.
+controller answers. Under a ``controller_mutation_rate`` quota a topic is charged its new
+partitions once the counts are checked (before the assignments' broker ids, as Kafka's
+controller; ``validate_only`` too); from v3 a topic met with the client's token bucket below zero
+gets THROTTLING_QUOTA_EXCEEDED, before v3 it grows and the answer is only throttled.
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ from typing import Any
 
 from kemu.broker.authorization import AclOperation, ResourceType, allowed_names
 from kemu.broker.handlers import handler
+from kemu.broker.throttling import controller_mutation_quota
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP, Topic
+from kemu.cluster.quota_enforcement import MutationQuota
 from kemu.cluster.replica_assignment import AssignmentError, check_manual_assignment
 from kemu.protocol.errors import ErrorCode, default_message
 
 API_KEY = 37
+STRICT_QUOTA_SINCE = 3  # the first version that knows THROTTLING_QUOTA_EXCEEDED
 
 
 class PartitionsError(Exception):
@@ -38,6 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(topic.name for topic in request.topics)
     results = []
     reported: set[str] = set()
+    quota = controller_mutation_quota(ctx, STRICT_QUOTA_SINCE)
     alterable = allowed_names(
         ctx, AclOperation.ALTER, ResourceType.TOPIC, (n for n, c in counts.items() if c == 1)
     )
@@ -53,7 +60,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             code = ErrorCode.topic_authorization_failed
         else:
             try:
-                _grow(ctx, topic, request.validate_only)
+                _grow(ctx, topic, request.validate_only, quota)
             except PartitionsError as error:
                 code, message = error.code, error.message
         results.append(
@@ -64,7 +71,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(results=tuple(results))
 
 
-def _grow(ctx: RequestContext, request: Any, validate_only: bool) -> None:
+def _grow(ctx: RequestContext, request: Any, validate_only: bool, quota: MutationQuota) -> None:
     cluster = ctx.cluster
     topic = cluster.topics.get(request.name)
     if topic is None:
@@ -82,6 +89,10 @@ def _grow(ctx: RequestContext, request: Any, validate_only: bool) -> None:
             f"The topic {topic.name} currently has {current} partition(s); {request.count} "
             "would not be an increase.",
         )
+    if request.assignments is not None and len(request.assignments) != request.count - current:
+        _assignments(ctx, topic, request)  # raises Kafka's count mismatch, before the quota
+    if not quota.record(request.count - current, ctx.now_ms()):
+        raise PartitionsError(ErrorCode.throttling_quota_exceeded)
     assignments = _assignments(ctx, topic, request) if request.assignments is not None else None
     if not validate_only:
         cluster.add_partitions(topic.name, request.count, assignments)

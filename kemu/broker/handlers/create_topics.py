@@ -15,6 +15,11 @@ topic config (value, source, read-only, sensitive).
 A request for more than 10,000 partitions in all gets POLICY_VIOLATION for every topic, as
 Kafka's controller answers an excessively large operation.
 
+Under a ``controller_mutation_rate`` quota each topic that passed every check is charged its
+partitions (``validate_only`` too, as Kafka's controller does); from v6 a topic met with the
+client's token bucket below zero gets THROTTLING_QUOTA_EXCEEDED, before v6 it is created and the
+answer only throttled (``kemu/broker/throttling.py``).
+
 Omissions: no create-topic policy and no authorizer; replica placement is kemu's round-robin,
 not Kafka's rack-aware striping.
 """
@@ -27,6 +32,7 @@ from typing import Any
 
 from kemu.broker.authorization import CLUSTER_NAME, AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
+from kemu.broker.throttling import controller_mutation_quota
 from kemu.cluster.config_resources import topic_config_entries, topic_config_problem
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import (
@@ -36,10 +42,13 @@ from kemu.cluster.model import (
     TopicError,
     topic_name_problem,
 )
+from kemu.cluster.quota_enforcement import MutationQuota
 from kemu.cluster.replica_assignment import AssignmentError, check_manual_assignment
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 19
+STRICT_QUOTA_SINCE = 6  # the first version that knows THROTTLING_QUOTA_EXCEEDED
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."  # Errors.THROTTLING_QUOTA_EXCEEDED
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 
@@ -62,6 +71,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(topic.name for topic in request.topics)
     results = []
     reported: set[str] = set()
+    quota = controller_mutation_quota(ctx, STRICT_QUOTA_SINCE)
     # KafkaApis: CREATE on the cluster, else on each topic.
     on_cluster = authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log=False)
     for topic in request.topics:
@@ -87,13 +97,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
             continue
         try:
-            results.append(_create(ctx, topic, request.validate_only))
+            results.append(_create(ctx, topic, request.validate_only, quota))
         except CreateError as error:
             results.append(_failure(ctx, topic.name, error.code, error.message))
     return ctx.respond(topics=tuple(results))
 
 
-def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+def _create(ctx: RequestContext, topic: Any, validate_only: bool, quota: MutationQuota) -> Any:
     cluster = ctx.cluster
     name = topic.name
     if name == CLUSTER_METADATA_TOPIC:
@@ -122,6 +132,8 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
         partitions, replication = len(assignments), len(assignments[0])
     else:
         partitions, replication = _counts(cluster, topic)
+    if not quota.record(partitions, ctx.now_ms()):
+        raise CreateError(ErrorCode.throttling_quota_exceeded, THROTTLED_MESSAGE)
     topic_id = uuid.uuid4()
     if not validate_only:
         try:

@@ -7,6 +7,10 @@ unknown name is UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. With
 ``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED (INVALID_REQUEST before
 v3). A deleted topic's log goes away and it is dropped from every fetch session.
 
+Under a ``controller_mutation_rate`` quota each topic about to be deleted is charged its
+partitions; from v5 a topic met with the client's token bucket below zero gets
+THROTTLING_QUOTA_EXCEEDED and stays, before v5 it is deleted and the answer only throttled.
+
 Deliberate difference: kemu refuses to delete its internal topics (``__consumer_offsets``,
 ``__transaction_state``, ``__share_group_state``) with INVALID_REQUEST, because its
 coordinators keep their state there; Kafka lets an admin delete them.
@@ -21,12 +25,14 @@ from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.broker.handlers.fetch import fetch_sessions
 from kemu.broker.share.manager import share_partitions
+from kemu.broker.throttling import controller_mutation_quota
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
 
 API_KEY = 20
+STRICT_QUOTA_SINCE = 5  # the first version that knows THROTTLING_QUOTA_EXCEEDED
 ZERO_UUID = uuid.UUID(int=0)
 
 Outcome = tuple[str | None, uuid.UUID, ErrorCode, str | None]
@@ -140,6 +146,7 @@ def _delete(ctx: RequestContext, entries: list[tuple[str | None, uuid.UUID]]) ->
             to_delete[topic.topic_id] = name
 
     sessions = fetch_sessions(ctx.runtime)
+    quota = controller_mutation_quota(ctx, STRICT_QUOTA_SINCE)
     for topic_id, name in to_delete.items():
         if name in INTERNAL_TOPICS:
             outcomes.append(
@@ -150,6 +157,9 @@ def _delete(ctx: RequestContext, entries: list[tuple[str | None, uuid.UUID]]) ->
                     f"Topic {name} is an internal topic of kemu and cannot be deleted.",
                 )
             )
+            continue
+        if not quota.record(len(cluster.topics[name].partitions), ctx.now_ms()):
+            outcomes.append(_error(name, topic_id, ErrorCode.throttling_quota_exceeded))
             continue
         cluster.delete_topic(name)
         sessions.remove_topic({name, topic_id})
