@@ -193,6 +193,7 @@ class KafkaServer(Server):
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            "group.streams.initial.rebalance.delay.ms": "0",  # as kemu serve's default
         }
         tls = self.sasl_ssl
         if tls is not None:

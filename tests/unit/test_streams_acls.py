@@ -23,9 +23,19 @@ T, G, C = AclResourceType.TOPIC, AclResourceType.GROUP, AclResourceType.CLUSTER
 HEARTBEAT, DESCRIBE = 88, 89
 
 
+# No initial rebalance delay (kemu serve's default) and no assignment interval: every heartbeat
+# computes its epoch's target, as Kafka's own request tests run.
+ASSIGN_AT_ONCE = {
+    "group.streams.initial.rebalance.delay.ms": "0",
+    "group.streams.assignment.interval.ms": "0",
+}
+
+
 @pytest.fixture
 def broker() -> Iterator[LoopBroker]:
-    b = LoopBroker(**{"authorizer.class.name": STANDARD, "super.users": "User:admin"})
+    b = LoopBroker(
+        **{"authorizer.class.name": STANDARD, "super.users": "User:admin", **ASSIGN_AT_ONCE}
+    )
     b.cluster.create_topic("in", 2, 1)
     yield b
     b.loop.close()
@@ -106,8 +116,7 @@ def test_internal_and_invalid_topic_names_are_refused_before_the_coordinator(
     internal = join(broker, topology=topology(broker, source="__consumer_offsets"))
     assert internal.error_code == ErrorCode.streams_invalid_topology
     assert internal.error_message == (
-        "Use of Kafka internal topics __consumer_offsets in a Kafka Streams topology is "
-        "prohibited."
+        "Use of Kafka internal topics __consumer_offsets in a Kafka Streams topology is prohibited."
     )
     invalid = join(broker, topology=topology(broker, changelog="no way"))
     assert invalid.error_code == ErrorCode.streams_invalid_topology
@@ -122,9 +131,7 @@ def test_internal_topics_are_created_only_with_create(broker: LoopBroker) -> Non
     joined = join(broker)
     assert joined.error_code == ErrorCode.none
     assert [s.status_code for s in joined.status] == [MISSING_INTERNAL_TOPICS]
-    assert joined.status[0].status_detail.endswith(
-        "; Unauthorized to CREATE on topics app-c."
-    )
+    assert joined.status[0].status_detail.endswith("; Unauthorized to CREATE on topics app-c.")
     assert "app-c" not in broker.cluster.topics
     allow(broker, T, "app-c", Operation.CREATE)  # on the topic is enough
     again = join(broker)
@@ -178,7 +185,7 @@ def test_describe_reports_authorized_operations(broker: LoopBroker) -> None:
 
 
 def test_describe_shows_the_task_offsets_members_reported() -> None:
-    b = LoopBroker()
+    b = LoopBroker(**ASSIGN_AT_ONCE)
     try:
         b.cluster.create_topic("in", 2, 1)
         offsets = (
@@ -209,7 +216,7 @@ def test_describe_shows_the_task_offsets_members_reported() -> None:
 
 
 def test_bad_heartbeats_get_kafkas_codes_and_change_nothing() -> None:
-    b = LoopBroker()
+    b = LoopBroker(**ASSIGN_AT_ONCE)
     try:
         b.cluster.create_topic("in", 2, 1)
         joined = join(b)

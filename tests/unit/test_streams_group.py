@@ -341,6 +341,7 @@ async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
     from kemu.coordinator.group.service import group_coordinator
 
     broker = Broker()
+    assign_at_once(broker)
     broker.cluster.create_topic("in", 2, 1)
 
     def topic_info(name: str) -> object:
@@ -464,6 +465,7 @@ async def test_v1_heartbeat_and_describe() -> None:
     from test_classic_group_handlers import Broker
 
     broker = Broker()
+    assign_at_once(broker)
     broker.cluster.create_topic("in", 2, 1)
     topology = broker.nested(
         88,
@@ -570,6 +572,7 @@ async def test_offsets_reset_before_the_first_run_do_not_block_the_join() -> Non
     from kemu.coordinator.group.service import group_coordinator
 
     broker = Broker()
+    assign_at_once(broker)
     broker.cluster.create_topic("in", 1, 1)
     partition = broker.nested(
         8, 9, "OffsetCommitRequestPartition", partition_index=0, committed_offset=5
@@ -615,3 +618,10 @@ def test_a_changed_standby_config_triggers_a_rebalance() -> None:
     changed = h.beat("a", a.member_epoch)
     assert changed.member_epoch == a.member_epoch + 1
     assert group.assignment_configs == (("num.standby.replicas", "1"),)
+
+
+def assign_at_once(broker: Any) -> None:
+    """No initial rebalance delay (``kemu serve``'s default) and no assignment interval (as
+    Kafka's own request tests run), so each step's target is computed on its heartbeat."""
+    broker.cluster.config.static["group.streams.initial.rebalance.delay.ms"] = "0"
+    broker.cluster.config.static["group.streams.assignment.interval.ms"] = "0"

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 SERVICE = "group_configs"
 STORE_FILE = "kemu-group-configs.json"
 
-INT, STRING, BOOLEAN = ConfigType.INT, ConfigType.STRING, ConfigType.BOOLEAN
+INT, LONG, STRING, BOOLEAN = ConfigType.INT, ConfigType.LONG, ConfigType.STRING, ConfigType.BOOLEAN
 
 # Broker configs kemu's BrokerConfig may not define, with Kafka's defaults.
 BROKER_FALLBACKS = {
@@ -49,6 +49,10 @@ BROKER_FALLBACKS = {
     "group.streams.max.size": "2147483647",
     "group.streams.acceptable.recovery.lag": "10000",
     "group.streams.task.offset.interval.ms": "60000",
+    # Kafka 4.4.0's internal broker configs (not in the broker catalogue)
+    "group.streams.min.task.offset.interval.ms": "15000",
+    "group.streams.num.warmup.replicas": "2",
+    "group.streams.max.warmup.replicas": "20",
     "group.share.session.timeout.ms": "45000",
     "group.share.min.session.timeout.ms": "45000",
     "group.share.max.session.timeout.ms": "60000",
@@ -90,6 +94,11 @@ class GroupConfigDef:
     broker_check: Callable[[str, str, BrokerConfig], None] | None = None
     # the value when not overridden, from the broker synonym's (e.g. the first of a list)
     from_broker: Callable[[str], str] | None = None
+    # broker configs holding a lone floor or ceiling (Kafka's validateIntMin / validateIntMax)
+    at_least: str | None = None
+    at_most: str | None = None
+    # Kafka's defineInternal: settable, not described
+    internal: bool = False
 
 
 def _broker(config: BrokerConfig, name: str) -> str:
@@ -251,6 +260,40 @@ GROUP_CONFIGS = _defs(
         "The number of standby replicas for each task.",
         broker_synonym="group.streams.num.standby.replicas",
         minimum=0,
+        at_most="group.streams.max.standby.replicas",
+    ),
+    # Internal in Kafka 4.4.0's GroupConfig: an AlterConfigs may set them, DescribeConfigs does
+    # not list them; the heartbeat answers them.
+    GroupConfigDef(
+        "streams.task.offset.interval.ms",
+        INT,
+        "60000",
+        "The interval in which the warmup task changelog offsets on a client are updated on the "
+        "broker. The offsets are sent with the next heartbeat after this time has passed.",
+        broker_synonym="group.streams.task.offset.interval.ms",
+        minimum=1,
+        at_least="group.streams.min.task.offset.interval.ms",
+        internal=True,
+    ),
+    GroupConfigDef(
+        "streams.num.warmup.replicas",
+        INT,
+        "2",
+        "The maximum number of warmup task replicas.",
+        broker_synonym="group.streams.num.warmup.replicas",
+        minimum=0,
+        at_most="group.streams.max.warmup.replicas",
+        internal=True,
+    ),
+    GroupConfigDef(
+        "streams.acceptable.recovery.lag",
+        LONG,
+        "10000",
+        "The maximum acceptable lag (number of offsets to catch up) for a client to be "
+        "considered caught-up enough to receive an active task assignment.",
+        broker_synonym="group.streams.acceptable.recovery.lag",
+        minimum=0,
+        internal=True,
     ),
     GroupConfigDef(
         "share.session.timeout.ms",
@@ -430,16 +473,17 @@ SESSION_HEARTBEAT_PAIRS = (
 
 def _parse(definition: GroupConfigDef, value: str) -> None:
     name = definition.name
-    if definition.type is INT:
+    if definition.type in (INT, LONG):
+        kind, bits = ("INT", 31) if definition.type is INT else ("LONG", 63)
         try:
             number = int(value.strip())
         except ValueError:
             raise InvalidConfig(
-                f"Invalid value {value} for configuration {name}: Not a number of type INT"
+                f"Invalid value {value} for configuration {name}: Not a number of type {kind}"
             ) from None
-        if not -(2**31) <= number < 2**31:
+        if not -(2**bits) <= number < 2**bits:
             raise InvalidConfig(
-                f"Invalid value {value} for configuration {name}: Not a number of type INT"
+                f"Invalid value {value} for configuration {name}: Not a number of type {kind}"
             )
         if definition.minimum is not None and number < definition.minimum:
             raise InvalidConfig(
@@ -466,7 +510,16 @@ def validate_group_configs(overrides: Mapping[str, str], broker: BrokerConfig) -
         if broker_check is not None:
             broker_check(name, value, broker)
     for name, value in overrides.items():
-        bounds = GROUP_CONFIGS[name].bounds
+        definition = GROUP_CONFIGS[name]
+        if definition.at_least is not None:
+            floor = int(_broker(broker, definition.at_least))
+            if int(value) < floor:
+                raise InvalidConfig(f"{name} must be greater than or equal to {floor}")
+        if definition.at_most is not None:
+            ceiling = int(_broker(broker, definition.at_most))
+            if int(value) > ceiling:
+                raise InvalidConfig(f"{name} must be less than or equal to {ceiling}")
+        bounds = definition.bounds
         if bounds is None:
             continue
         low, high = (int(_broker(broker, bound)) for bound in bounds)
@@ -535,6 +588,10 @@ class GroupConfigStore:
                 value = _broker(self.broker, definition.broker_synonym)
                 return definition.from_broker(value) if definition.from_broker else value
             return definition.default
+        if definition.at_least is not None:
+            override = str(max(int(override), int(_broker(self.broker, definition.at_least))))
+        if definition.at_most is not None:
+            override = str(min(int(override), int(_broker(self.broker, definition.at_most))))
         if definition.bounds is None:
             return override
         low, high = (int(_broker(self.broker, bound)) for bound in definition.bounds)
@@ -551,9 +608,8 @@ class GroupConfigStore:
         return ConfigSource.DEFAULT_CONFIG
 
     def describe(self, group_id: str, names: list[str] | None = None) -> list[DescribedGroupConfig]:
-        wanted = (
-            sorted(GROUP_CONFIGS) if names is None else [n for n in names if n in GROUP_CONFIGS]
-        )
+        described = [name for name in GROUP_CONFIGS if not GROUP_CONFIGS[name].internal]
+        wanted = sorted(described) if names is None else [n for n in names if n in described]
         return [
             DescribedGroupConfig(
                 name,

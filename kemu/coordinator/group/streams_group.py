@@ -40,6 +40,7 @@ from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.share_group import GroupError
 from kemu.coordinator.group.streams_assignor import EMPTY, AssignMember, Task, Tasks, TaskTuple
 from kemu.coordinator.group.streams_topology import (
+    ASSIGNMENT_DELAYED,
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     ConfiguredTopology,
@@ -65,6 +66,9 @@ class StreamsSettings:
     max_size: int = 2**31 - 1
     acceptable_recovery_lag: int = 10_000
     task_offset_interval_ms: int = 60_000
+    # Kafka's defaults are 3000 and 1000; 0 here (no delay) keeps the unit tests' steps short.
+    initial_rebalance_delay_ms: int = 0
+    assignment_interval_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +144,10 @@ class StreamsGroup:
     shutdown_requested_by: str | None = None
     # The assignment configs of the last target assignment (Kafka's lastAssignmentConfigs).
     assignment_configs: tuple[tuple[str, str], ...] = ()
+    # When the last target was computed (0: never, or the group emptied), for the interval.
+    assignment_timestamp_ms: int = 0
+    # Not persisted, as Kafka's timer: while set, no target is computed (the initial delay).
+    initial_delay_deadline_ms: int | None = None
     # Not persisted: recomputed from the topology and the topics.
     configured: ConfiguredTopology | None = None
     metadata: tuple[tuple[str, int], ...] = ()  # (topic, partitions) the configuration saw
@@ -257,16 +265,18 @@ class StreamsGroupCoordinator:
             return self._static_leave(request, settings)
         joining = request.member_epoch == JOIN_EPOCH
         group = self._group_for(request.group_id, create=joining)
+        self._end_initial_delay(group, settings, now_ms)
+        was_empty = not group.members
         if (
             joining
             and request.member_id not in group.members
             and len(group.members) >= settings.max_size
         ):
             raise GroupError(
-                    ErrorCode.group_max_size_reached,
-                    f"The streams group has reached its maximum capacity of "
-                    f"{settings.max_size} members.",
-                )
+                ErrorCode.group_max_size_reached,
+                f"The streams group has reached its maximum capacity of "
+                f"{settings.max_size} members.",
+            )
         old = group.members.get(request.member_id)
         if request.instance_id is not None:
             replaced = _check_static_member(group, request, joining)
@@ -308,9 +318,7 @@ class StreamsGroupCoordinator:
             ),
             process_id=request.process_id if request.process_id is not None else member.process_id,
             user_endpoint=(
-                request.user_endpoint
-                if request.user_endpoint is not None
-                else member.user_endpoint
+                request.user_endpoint if request.user_endpoint is not None else member.user_endpoint
             ),
             client_tags=(
                 request.client_tags if request.client_tags is not None else member.client_tags
@@ -369,8 +377,16 @@ class StreamsGroupCoordinator:
         self.registry.put(group)
         if bump:
             group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch:
-            self._compute_target(group, settings)
+        if (
+            was_empty
+            and settings.initial_rebalance_delay_ms > 0
+            and group.initial_delay_deadline_ms is None
+        ):
+            # Kafka's scheduleIfAbsent: the first member of an empty group starts the delay.
+            group.initial_delay_deadline_ms = now_ms + settings.initial_rebalance_delay_ms
+        delayed = self._maybe_update_target(group, settings, now_ms)
+        if delayed is not None:
+            status.append((ASSIGNMENT_DELAYED, delayed))
         reconciled = _reconcile(group, updated, request.owned, now_ms)
         group.members[reconciled.member_id] = reconciled
         if request.shutdown_application:
@@ -466,16 +482,19 @@ class StreamsGroupCoordinator:
     def remove_member(
         self, group: StreamsGroup, member_id: str, partition_count: PartitionCount
     ) -> None:
+        """Kafka's ``streamsGroupFenceMember``: a new group epoch whose target the next heartbeat
+        computes (within the assignment interval); the last member leaving stamps the empty
+        target with it and resets the assignment time."""
         group.members.pop(member_id, None)
         group.target.pop(member_id, None)
         group.task_offsets.pop(member_id, None)
         group.group_epoch += 1
-        if not group.members:
-            group.shutdown_requested_by = None
-        if group.shutdown_requested_by == member_id:
-            pass  # Kafka keeps the request until the group is empty
         self._reconfigure(group, partition_count)
-        self._compute_target(group, self.settings(group.group_id))
+        if not group.members:
+            group.shutdown_requested_by = None  # Kafka keeps it until the group is empty
+            group.target = {}
+            group.assignment_epoch = group.group_epoch
+            group.assignment_timestamp_ms = 0
 
     def reload(self, group: StreamsGroup, partition_count: PartitionCount) -> None:
         """A group read back from the log: its topology configured against today's topics (a
@@ -523,7 +542,39 @@ class StreamsGroupCoordinator:
         )
         return tuple((name, partition_count(name) or -1) for name in names)
 
-    def _compute_target(self, group: StreamsGroup, settings: StreamsSettings) -> None:
+    def _maybe_update_target(
+        self, group: StreamsGroup, settings: StreamsSettings, now_ms: int
+    ) -> str | None:
+        """Kafka's ``maybeUpdateStreamsTargetAssignment``: a new target for a new group epoch,
+        unless the initial delay runs or the last one is younger than the assignment interval;
+        then the ASSIGNMENT_DELAYED detail, and members reconcile towards the last target."""
+        if group.initial_delay_deadline_ms is not None:
+            return "Assignment delayed due to the configured initial rebalance delay."
+        if group.group_epoch <= group.assignment_epoch:
+            return None
+        if not can_compute_target(
+            group.assignment_timestamp_ms, settings.assignment_interval_ms, now_ms
+        ):
+            return "Assignment delayed due to the configured assignment interval."
+        self._compute_target(group, settings, now_ms)
+        return None
+
+    def _end_initial_delay(
+        self, group: StreamsGroup, settings: StreamsSettings, now_ms: int
+    ) -> bool:
+        """Kafka's ``computeDelayedTargetAssignment`` once the initial delay is over: True when
+        a target was computed."""
+        deadline = group.initial_delay_deadline_ms
+        if deadline is None or deadline > now_ms:
+            return False
+        group.initial_delay_deadline_ms = None
+        if not group.members or group.group_epoch <= group.assignment_epoch:
+            return False
+        if group.configured is None:
+            return False
+        return self._maybe_update_target(group, settings, now_ms) is None
+
+    def _compute_target(self, group: StreamsGroup, settings: StreamsSettings, now_ms: int) -> None:
         configured = group.configured
         if configured is None or not configured.ready or group.topology is None:
             group.target = {member_id: EMPTY for member_id in group.members}
@@ -548,6 +599,7 @@ class StreamsGroupCoordinator:
                 members, configured.tasks, stateful, settings.num_standby_replicas
             )
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp_ms = now_ms
 
     # --- timers --------------------------------------------------------------------------------
 
@@ -560,7 +612,21 @@ class StreamsGroupCoordinator:
             for d in (m.session_deadline_ms, m.revocation_deadline_ms)
             if d is not None
         ]
+        deadlines += [
+            group.initial_delay_deadline_ms
+            for group in self.registry
+            if isinstance(group, StreamsGroup) and group.initial_delay_deadline_ms is not None
+        ]
         return min(deadlines, default=None)
+
+    def end_initial_delays(self, now_ms: int) -> list[str]:
+        """The groups whose initial rebalance delay ended by ``now_ms`` and got a target."""
+        return [
+            group.group_id
+            for group in list(self.registry)
+            if isinstance(group, StreamsGroup)
+            and self._end_initial_delay(group, self.settings(group.group_id), now_ms)
+        ]
 
     def expire(self, now_ms: int, partition_count: PartitionCount) -> list[tuple[str, str]]:
         removed = []
@@ -576,6 +642,16 @@ class StreamsGroupCoordinator:
                     self.remove_member(group, member.member_id, partition_count)
                     removed.append((group.group_id, member.member_id))
         return removed
+
+
+def can_compute_target(assignment_timestamp_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """Kafka's ``canComputeNextTargetAssignment``: never computed (0), no interval, or the
+    interval has passed since the last one."""
+    return (
+        assignment_timestamp_ms == 0
+        or interval_ms == 0
+        or (now_ms >= assignment_timestamp_ms + interval_ms)
+    )
 
 
 def assignment_configs(settings: StreamsSettings) -> tuple[tuple[str, str], ...]:

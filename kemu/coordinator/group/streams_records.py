@@ -15,7 +15,8 @@ type  key                                         value v0
                                                   RebalanceTimeoutMs, TopologyEpoch, ProcessId,
                                                   UserEndpoint? {Host, Port uint16},
                                                   ClientTags [] {Key, Value}
-20    StreamsGroupTargetAssignmentMetadata: group AssignmentEpoch int32
+20    StreamsGroupTargetAssignmentMetadata: group AssignmentEpoch int32;
+                                                  tag 0 AssignmentTimestamp int64 (KIP-1263)
 21    StreamsGroupTargetAssignmentMember:         ActiveTasks, StandbyTasks, WarmupTasks:
       group, member                               [] {SubtopologyId, Partitions []int32}
 22    StreamsGroupCurrentMemberAssignment:        MemberEpoch, PreviousMemberEpoch, State int8
@@ -106,6 +107,7 @@ class StreamsMemberValue:
 @dataclass(frozen=True, slots=True)
 class StreamsTargetEpochValue:
     assignment_epoch: int
+    assignment_timestamp_ms: int = 0  # 0: Kafka's default, not written
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +227,8 @@ def encode_value(value: StreamsRecordValue) -> bytes:
             tags = encode_tags(tagged)
     elif isinstance(value, StreamsTargetEpochValue):
         body = _INT32.pack(value.assignment_epoch)
+        if value.assignment_timestamp_ms != 0:
+            tags = encode_tags([(0, _INT64.pack(value.assignment_timestamp_ms))])
     elif isinstance(value, StreamsMemberValue):
         endpoint = value.user_endpoint
         body = (
@@ -359,7 +363,13 @@ def decode_value(key: StreamsRecordKey, data: bytes | None) -> StreamsRecordValu
             reader.done()
             return StreamsGroupValue(epoch, validated, configs)
         if key.record_type == TARGET_METADATA:
-            value = StreamsTargetEpochValue(reader.int32())
+            assignment_epoch = reader.int32()
+            timestamp = 0
+            for tag, payload in reader.tags().items():
+                if tag == 0 and len(payload) == 8:
+                    (timestamp,) = _INT64.unpack(payload)
+            reader.done()
+            return StreamsTargetEpochValue(assignment_epoch, timestamp)
         elif key.record_type == MEMBER_METADATA:
             instance_id, rack_id = reader.compact_string(), reader.compact_string()
             client_id, client_host = reader.compact_string() or "", reader.compact_string() or ""
@@ -417,7 +427,9 @@ def image_of(group: StreamsGroup) -> Image:
         StreamsRecordKey(GROUP_METADATA, gid): StreamsGroupValue(
             group.group_epoch, group.validated_topology_epoch, group.assignment_configs
         ),
-        StreamsRecordKey(TARGET_METADATA, gid): StreamsTargetEpochValue(group.assignment_epoch),
+        StreamsRecordKey(TARGET_METADATA, gid): StreamsTargetEpochValue(
+            group.assignment_epoch, group.assignment_timestamp_ms
+        ),
     }
     if group.topology is not None:
         image[StreamsRecordKey(TOPOLOGY, gid)] = StreamsTopologyValue(group.topology)
@@ -495,6 +507,7 @@ class StreamsImageBuilder:
             for key, value in image.items():
                 if isinstance(value, StreamsTargetEpochValue):
                     group.assignment_epoch = value.assignment_epoch
+                    group.assignment_timestamp_ms = value.assignment_timestamp_ms
                 elif isinstance(value, StreamsTopologyValue):
                     group.topology = value.topology
                 elif isinstance(value, StreamsTargetMemberValue) and key.member is not None:

@@ -58,8 +58,12 @@ class StreamsGroups:
             heartbeat_interval_ms=int(configs.value(group_id, "streams.heartbeat.interval.ms")),
             num_standby_replicas=int(configs.value(group_id, "streams.num.standby.replicas")),
             max_size=broker_int(config, "group.streams.max.size"),
-            acceptable_recovery_lag=broker_int(config, "group.streams.acceptable.recovery.lag"),
-            task_offset_interval_ms=broker_int(config, "group.streams.task.offset.interval.ms"),
+            initial_rebalance_delay_ms=int(
+                configs.value(group_id, "streams.initial.rebalance.delay.ms")
+            ),
+            assignment_interval_ms=int(configs.value(group_id, "streams.assignment.interval.ms")),
+            acceptable_recovery_lag=int(configs.value(group_id, "streams.acceptable.recovery.lag")),
+            task_offset_interval_ms=int(configs.value(group_id, "streams.task.offset.interval.ms")),
         )
 
     def partition_count(self, name: str) -> int | None:
@@ -69,9 +73,7 @@ class StreamsGroups:
     def heartbeat(
         self, request: StreamsHeartbeat, not_creatable: NotCreatable = lambda names: []
     ) -> StreamsHeartbeatResult:
-        result = self.coordinator.heartbeat(
-            request, self.partition_count, self.runtime.clock_ms()
-        )
+        result = self.coordinator.heartbeat(request, self.partition_count, self.runtime.clock_ms())
         self.sync(request.group_id)
         if not result.topics_to_create:
             return result
@@ -151,10 +153,14 @@ class StreamsGroups:
         return self.coordinator.next_deadline_ms()
 
     def expire(self, now_ms: int) -> list[tuple[str, str]]:
+        """The service's timer: initial rebalance delays that ended, then expired members."""
+        assigned = self.coordinator.end_initial_delays(now_ms)
+        for group_id in assigned:
+            log.info("streams_delayed_assignment", group=group_id)
         removed = self.coordinator.expire(now_ms, self.partition_count)
         for group_id, member_id in removed:
             log.info("streams_member_removed", group=group_id, member=member_id)
-        for group_id in dict.fromkeys(group_id for group_id, _ in removed):
+        for group_id in dict.fromkeys([*assigned, *(group_id for group_id, _ in removed)]):
             self.sync(group_id)
         return removed
 
