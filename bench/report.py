@@ -425,10 +425,10 @@ def _later_phases(asked: set[str], workload: Workload) -> str:
     parts = []
     if "txn-share" in asked:
         parts.append(
-            f"txn cycle: {workload.cycle_target:,} records, polls of at most "
-            f"{workload.cycle_batch} records, one transaction each (kemu: kemu.client share "
-            "group + KIP-1289 TxnShareAcknowledge; Kafka: Java consumer group + "
-            "sendOffsetsToTransaction, bench/java/EosCycle.java)"
+            f"txn cycle: {workload.cycle_target:,} records in transactions of "
+            f"{workload.cycle_batch} (kemu: kemu.client share group, record_limit polls, "
+            "KIP-1289 TxnShareAcknowledge; Kafka: Java consumer group, polls queued to the "
+            "batch, sendOffsetsToTransaction, bench/java/EosCycle.java)"
         )
     if "client-share" in asked:
         parts.append(
