@@ -9,11 +9,12 @@ value that is not finite, not greater than 0 or too large for the key's type —
 INVALID_REQUEST. ``validate_only`` checks and changes nothing. Removing an entity's last key
 removes the entity.
 
-Quotas take effect at once: ``producer_byte_rate``, ``consumer_byte_rate`` and
-``request_percentage`` are enforced with Kafka's arithmetic and precedence
+Quotas take effect at once: ``producer_byte_rate``, ``consumer_byte_rate``,
+``request_percentage`` and ``controller_mutation_rate`` (CreateTopics, CreatePartitions,
+DeleteTopics) are enforced with Kafka's arithmetic and precedence
 (``kemu/cluster/quota_enforcement.py``, ``kemu/broker/throttling.py``: ThrottleTimeMs, then the
-connection muted). Omission: ``controller_mutation_rate`` and ``connection_creation_rate`` are
-stored and described but not enforced.
+connection muted). Omission: ``connection_creation_rate`` is stored and described but not
+enforced.
 
 ALTER_CONFIGS on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
 """
