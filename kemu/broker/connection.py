@@ -22,6 +22,7 @@ import structlog
 
 from kemu.broker.faults import FaultRule, fault_table
 from kemu.broker.handlers import REGISTRY, HandlerSpec, is_enabled, moved_keys
+from kemu.broker.refused_batches import PRODUCE_KEY, RefusedBatches
 from kemu.broker.stats import request_stats
 from kemu.broker.throttling import TimedCoroutine, cap_fetch_bytes, throttle
 from kemu.cluster.client_quotas import client_quotas
@@ -84,6 +85,8 @@ class Connection(asyncio.Protocol):
         # A faulted request not yet handled: later frames wait behind it, as Kafka reads one
         # request of a connection at a time (a later Produce must not be applied first).
         self._held = False
+        # Idempotent batches an injected Produce error refused (kemu/broker/refused_batches.py).
+        self._refused = RefusedBatches()
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -277,6 +280,14 @@ class Connection(asyncio.Protocol):
         )
         if self._quotas.quotas:
             request = cap_fetch_bytes(client_throttles(self.runtime), context, request)
+        if self._refused and spec.api_key == PRODUCE_KEY:
+            refusal = self._refused.refusal_for(request.body)
+            if refusal is not None:
+                error, rule_id = refusal
+                self._slots.append(
+                    self._injected_error(request, error, f"injected by kemu fault rule {rule_id}")
+                )
+                return True
         rules = self._rules.get(spec.api_key)
         if rules is not None:
             rule = self.faults.match(rules, self.node.node_id, request)
@@ -321,15 +332,12 @@ class Connection(asyncio.Protocol):
         if kind == "drop_before":
             return CutFrame()  # the frames behind it are never read: the connection closes
         if kind == "error":
-            header = request.header
-            body = error_response_for(
-                request, ErrorCode(rule.error_code), f"injected by kemu fault rule {rule.id}"
-            )
-            self.stats.answered(header.api_key, header.api_version, body, 0)
+            error = ErrorCode(rule.error_code)
+            if request.header.api_key == PRODUCE_KEY:
+                self._refused.note(request.body, error, rule.id)
+            refused = self._injected_error(request, error, f"injected by kemu fault rule {rule.id}")
             self._release_held_frames()
-            return wire.encode_response_frame(
-                header.api_key, header.api_version, header.correlation_id, body
-            )
+            return refused
         slot = self._dispatch(spec, context, request, size)
         if kind not in ("drop_after", "torn"):
             # Applied: the requests behind it may go on (their answers still queue in order).
@@ -343,6 +351,14 @@ class Connection(asyncio.Protocol):
         if kind == "torn":
             return CutFrame(frame[: max(1, len(frame) // 2)] if frame else b"")
         return frame
+
+    def _injected_error(self, request: DecodedRequest, error: ErrorCode, message: str) -> bytes:
+        header = request.header
+        body = error_response_for(request, error, message)
+        self.stats.answered(header.api_key, header.api_version, body, 0)
+        return wire.encode_response_frame(
+            header.api_key, header.api_version, header.correlation_id, body
+        )
 
     def _release_held_frames(self) -> None:
         self._held = False

@@ -90,11 +90,6 @@ def test_java_clients_retry_injected_faults(
         "ProduceConsume",
         kemu.bootstrap,
         "--topic-prefix", "jf", "--partitions", "3", "--records", "40", "--codecs", "none",
-        # One request in flight: an injected NOT_LEADER answers one request only, so a batch
-        # pipelined behind a fresh producer's refused first batch would be appended first (a
-        # partition with no state for a producer takes any first sequence, as Kafka's does),
-        # which no real leader change produces (docs/control.md, "Fault rules").
-        "--producer-props", "max.in.flight.requests.per.connection=1",
     )  # fmt: skip
     line = run.one("produce_consume", codec="none")
     assert line["ok"]

@@ -11,6 +11,7 @@ batch was written twice.
 from __future__ import annotations
 
 import asyncio
+import struct
 from typing import Any
 
 from kemu.broker.connection import Connection
@@ -31,6 +32,7 @@ class RecordingTransport:
     def __init__(self) -> None:
         self.writes: list[bytes] = []
         self.closed = False
+        self.connection: Connection | None = None
 
     def get_extra_info(self, name: str) -> Any:
         return ("127.0.0.1", 50000) if name == "peername" else None
@@ -72,12 +74,14 @@ def make_runtime() -> Runtime:
     return Runtime(cluster=cluster)
 
 
-def produce_frame(correlation_id: int, base_sequence: int, count: int) -> bytes:
+def produce_frame(
+    correlation_id: int, base_sequence: int, count: int, producer_id: int = PRODUCER_ID
+) -> bytes:
     module = wire.request_module(0, 9)
     batch = build_batch(
         [(None, f"v{base_sequence + i}".encode()) for i in range(count)],
         timestamp_ms=1,
-        producer_id=PRODUCER_ID,
+        producer_id=producer_id,
         producer_epoch=0,
         base_sequence=base_sequence,
     )
@@ -107,6 +111,7 @@ async def pipelined(runtime: Runtime, rule: dict[str, Any]) -> RecordingTranspor
     connection = Connection(NODE, runtime)
     transport = RecordingTransport()
     connection.connection_made(transport)  # type: ignore[arg-type]
+    transport.connection = connection
     connection.data_received(produce_frame(1, 0, 13) + produce_frame(2, 13, 1))
     for _ in range(50):
         await asyncio.sleep(0.01)
@@ -132,9 +137,50 @@ def test_after_a_drop_the_request_behind_it_is_never_applied() -> None:
     assert sequences_in_log(runtime) == [0]  # the second is resent by the client, in order
 
 
-def test_an_injected_error_lets_the_request_behind_it_through_after_it() -> None:
+def test_an_injected_error_refuses_the_batches_pipelined_behind_it_until_its_retry() -> None:
+    """As a broker that is really not the leader: the idempotent batch sent behind the refused
+    one gets the same error, and both are appended in order once the client retries."""
     runtime = make_runtime()
-    asyncio.run(pipelined(runtime, {"api": "produce", "error_code": 6, "count": 1}))
-    # The first was refused, not applied; the second came after it. A producer the partition
-    # has no state for may start at any sequence (Kafka's rule too), so it is appended.
-    assert sequences_in_log(runtime) == [13]
+
+    async def scenario() -> RecordingTransport:
+        transport = await pipelined(runtime, {"api": "produce", "error_code": 6, "count": 1})
+        assert sequences_in_log(runtime) == []
+        assert error_codes(b"".join(transport.writes)) == [6, 6]
+        connection = transport.connection
+        assert connection is not None
+        connection.data_received(produce_frame(3, 0, 13) + produce_frame(4, 13, 1))
+        await asyncio.sleep(0.05)
+        return transport
+
+    transport = asyncio.run(scenario())
+    assert sequences_in_log(runtime) == [0, 13]
+    assert error_codes(b"".join(transport.writes)) == [6, 6, 0, 0]
+
+
+def test_another_producers_batch_is_not_held_back() -> None:
+    runtime = make_runtime()
+
+    async def scenario() -> None:
+        fault_table(runtime).add_all([{"api": "produce", "error_code": 6, "count": 1}])
+        connection = Connection(NODE, runtime)
+        transport = RecordingTransport()
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        connection.data_received(
+            produce_frame(1, 0, 13) + produce_frame(2, 0, 1, producer_id=PRODUCER_ID + 1)
+        )
+        await asyncio.sleep(0.05)
+
+    asyncio.run(scenario())
+    assert sequences_in_log(runtime) == [0]
+
+
+def error_codes(written: bytes) -> list[int]:
+    """The partition error code of each one-partition Produce v9 answer frame in ``written``."""
+    codes = []
+    position = 0
+    while position < len(written):
+        (size,) = struct.unpack_from(">i", written, position)
+        _, body = wire.decode_response(0, 9, written[position + 4 : position + 4 + size])
+        codes.append(int(body.responses[0].partition_responses[0].error_code))
+        position += 4 + size
+    return codes
