@@ -34,7 +34,9 @@ Prints frames tried, outcomes, per-key counts, crashes, and the maximum resident
 
     .venv/bin/python -m bench.fuzz --frames 200000 --seed 1
 
-``--tcp`` sends the frames over real sockets instead (slower; the process is the same).
+Over TCP, ``tests/integration/test_bad_input.py`` throws random and mutated frames at a kemu
+subprocess through real sockets (fewer frames, ten request kinds); this is the same
+``Connection`` code without the sockets, so it tries every schema many times a second.
 ``tests/unit/test_fuzz_frames.py`` runs a bounded, seeded version in ``make test``.
 """
 

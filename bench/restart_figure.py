@@ -27,8 +27,12 @@ transactions and share-state updates, before and after compaction and share-stat
 Populating takes minutes: with ``--workdir DIR`` the data dirs are kept, and
 ``--restart-only --workdir DIR`` restarts copies of them (a fresh copy of ``DIR/<name>/data``
 per run, so every run starts from the same bytes) without populating again. Another source tree
-(an older commit) is measured by putting it first on ``PYTHONPATH``: the ``kemu serve`` child
-imports kemu from there.
+(an older commit) is measured from a directory without a ``kemu`` package in it, with that tree
+on ``PYTHONPATH`` (the ``kemu serve`` child runs ``python -m kemu.cli``, which looks in the
+current directory first):
+
+    cd /tmp && PYTHONPATH=/path/to/old/checkout /path/to/.venv/bin/python \\
+        /path/to/kemu/bench/restart_figure.py --restart-only --workdir DIR --runs 5
 """
 
 from __future__ import annotations
