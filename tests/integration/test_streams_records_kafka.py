@@ -68,9 +68,11 @@ def test_kafka_reads_kemus_streams_group_records(tmp_path: Path) -> None:
     if shutil.which("javac") is None or not all(jar.exists() for jar in JARS):
         pytest.skip("needs javac and Kafka's jars in bench/.cache/lib (make bench fetches them)")
     h = Harness()
+    h.now = 1_700_000_000_000  # written as the target's AssignmentTimestamp (tag 0)
     owned = h.beat("a", 0, user_endpoint=("localhost", 8080), client_tags=(("az", "1"),))
     h.beat("b", 0)
-    h.beat("a", 1, owned=owned.assignment)  # a is revoking: tasks pending revocation
+    # a is revoking: tasks pending revocation
+    h.beat("a", owned.member_epoch, owned=owned.assignment)
     group = h.coordinator.group("app")
     assert group is not None
     lines = [
@@ -104,3 +106,4 @@ def test_kafka_reads_kemus_streams_group_records(tmp_path: Path) -> None:
     assert "clientTags=[KeyValue(key='az', value='1')]" in text
     assert "state=1" in text and "activeTasksPendingRevocation=[TaskIds(subtopologyId=" in text
     assert "repartitionSinkTopics=[app-words-repartition]" in text
+    assert "assignmentTimestamp=1700000000000" in text

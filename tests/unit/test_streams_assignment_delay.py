@@ -16,13 +16,12 @@ from __future__ import annotations
 from test_streams_group import COUNT
 
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.streams_group import (
+from kemu.coordinator.group.streams_group import StreamsGroupCoordinator, can_compute_target
+from kemu.coordinator.group.streams_model import (
     StreamsGroup,
-    StreamsGroupCoordinator,
     StreamsHeartbeat,
     StreamsHeartbeatResult,
     StreamsSettings,
-    can_compute_target,
 )
 from kemu.coordinator.group.streams_records import (
     TARGET_METADATA,

@@ -11,9 +11,9 @@ import pytest
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.share_group import GroupError
 from kemu.coordinator.group.streams_assignor import AssignMember, TaskTuple, assign
-from kemu.coordinator.group.streams_group import (
+from kemu.coordinator.group.streams_group import StreamsGroupCoordinator
+from kemu.coordinator.group.streams_model import (
     StreamsGroup,
-    StreamsGroupCoordinator,
     StreamsHeartbeat,
     StreamsSettings,
 )

@@ -11,7 +11,7 @@ from test_streams_group import COUNT, Harness
 
 from kemu.coordinator.group.share_group import GroupError
 from kemu.coordinator.group.streams_assignor import AssignMember, TaskTuple, assign
-from kemu.coordinator.group.streams_group import (
+from kemu.coordinator.group.streams_model import (
     NO_TASK_OFFSETS,
     MemberTaskOffsets,
     StreamsGroup,

@@ -40,7 +40,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.streams_assignor import EMPTY, Task, Tasks, TaskTuple
-from kemu.coordinator.group.streams_group import NO_TASK_OFFSETS, MemberTaskOffsets, StreamsGroup
+from kemu.coordinator.group.streams_model import NO_TASK_OFFSETS, MemberTaskOffsets, StreamsGroup
 from kemu.coordinator.group.streams_topology import TopicInfo
 from kemu.protocol.errors import ErrorCode
 

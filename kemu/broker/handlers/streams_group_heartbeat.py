@@ -73,7 +73,7 @@ from kemu.coordinator.group import config_resource  # noqa: F401 - registers the
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share_group import GroupError
 from kemu.coordinator.group.streams_assignor import Tasks, TaskTuple
-from kemu.coordinator.group.streams_group import StreamsHeartbeat
+from kemu.coordinator.group.streams_model import StreamsHeartbeat
 from kemu.coordinator.group.streams_topology import (
     CopartitionGroup,
     Subtopology,

@@ -39,7 +39,7 @@ from kemu.coordinator.group.config import broker_int
 from kemu.coordinator.group.consumer_group import ConsumerGroup
 from kemu.coordinator.group.offset_manager import CommitPartition
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.streams_group import StreamsGroup
+from kemu.coordinator.group.streams_model import StreamsGroup
 from kemu.coordinator.transaction.service import PendingOffsets, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 

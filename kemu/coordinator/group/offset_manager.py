@@ -31,7 +31,7 @@ from kemu.coordinator.group.records import (
     RecordKey,
     RecordValue,
 )
-from kemu.coordinator.group.streams_group import StreamsGroup
+from kemu.coordinator.group.streams_model import StreamsGroup
 from kemu.protocol.errors import ErrorCode
 
 Record = tuple[RecordKey, RecordValue | None]

@@ -82,7 +82,7 @@ from kemu.coordinator.group.share_group import (
     ShareGroupCoordinator,
     TopicMeta,
 )
-from kemu.coordinator.group.streams_group import StreamsHeartbeat, StreamsHeartbeatResult
+from kemu.coordinator.group.streams_model import StreamsHeartbeat, StreamsHeartbeatResult
 from kemu.coordinator.group.streams_records import StreamsImageBuilder, StreamsRecordKey
 from kemu.coordinator.group.streams_service import NotCreatable, StreamsGroups
 from kemu.coordinator.share.persister import (

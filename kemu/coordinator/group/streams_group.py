@@ -1,5 +1,10 @@
-"""KIP-1071 streams groups (StreamsGroupHeartbeat): topology, epochs, task assignment and the
-revocation handshake. Sans-IO.
+"""KIP-1071 streams groups (StreamsGroupHeartbeat): the heartbeat's state machine, target
+assignments and the coordinator's timers. Sans-IO (the time is an argument).
+
+Around it: ``streams_model`` (the group, its members, the heartbeat's request and answer),
+``streams_validation`` (what a heartbeat may carry), ``streams_members`` (static membership,
+fencing, the one-step reconciliation towards the target), ``streams_topology`` (the topology
+against the topics) and ``streams_assignor`` (the tasks).
 
 As in Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
 
@@ -12,7 +17,8 @@ As in Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
   answered as statuses; while the topology is not ready no task is assigned.
 * The group epoch goes up when a member joins, leaves or changes its process/endpoint/tags, when
   the topology becomes ready or the partition counts of its topics change; the target
-  assignment (``streams_assignor``) is then recomputed and stamped with it.
+  assignment (``streams_assignor``) is then recomputed and stamped with it (by the next heartbeat
+  after a departure).
 * A member moves towards its target one heartbeat at a time: tasks it must give up are first only
   taken away (epoch kept, UNREVOKED_TASKS) until a heartbeat shows it no longer owns them; then it
   gets the new epoch and the target's active tasks that no other member still owns
@@ -27,206 +33,54 @@ As in Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
   FENCED_INSTANCE_ID.
 * Members that miss ``streams.session.timeout.ms``, or do not revoke within their rebalance
   timeout, are removed. ``ShutdownApplication`` makes every member get SHUTDOWN_APPLICATION.
+* The first member of an empty group starts ``streams.initial.rebalance.delay.ms``, during
+  which no target is computed; afterwards at most one per ``streams.assignment.interval.ms``.
+  Both answer ASSIGNMENT_DELAYED.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from kemu.coordinator.group import streams_assignor
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.share_group import GroupError
-from kemu.coordinator.group.streams_assignor import EMPTY, AssignMember, Task, Tasks, TaskTuple
+from kemu.coordinator.group.streams_assignor import EMPTY, AssignMember, TaskTuple
+from kemu.coordinator.group.streams_members import (
+    check_epoch,
+    check_static_member,
+    member_metadata,
+    reconcile,
+    with_heartbeat,
+)
+from kemu.coordinator.group.streams_model import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    NO_TASK_OFFSETS,
+    STABLE,
+    STATIC_LEAVE_EPOCH,
+    SettingsProvider,
+    StreamsGroup,
+    StreamsHeartbeat,
+    StreamsHeartbeatResult,
+    StreamsMember,
+    StreamsSettings,
+    assignment_configs,
+)
 from kemu.coordinator.group.streams_topology import (
     ASSIGNMENT_DELAYED,
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
-    ConfiguredTopology,
     PartitionCount,
-    TopicToCreate,
-    Topology,
     configure,
-    invalid_topology_reason,
+)
+from kemu.coordinator.group.streams_validation import (
+    check_tasks,
+    updated_task_offsets,
+    validate,
 )
 from kemu.protocol.errors import ErrorCode
-
-GROUP_TYPE = "streams"
-PROTOCOL_TYPE = "streams"
-JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
-STABLE, UNREVOKED, UNRELEASED = "STABLE", "UNREVOKED_TASKS", "UNRELEASED_TASKS"
-
-
-@dataclass(frozen=True, slots=True)
-class StreamsSettings:
-    session_timeout_ms: int = 45_000
-    heartbeat_interval_ms: int = 5_000
-    num_standby_replicas: int = 0
-    max_size: int = 2**31 - 1
-    acceptable_recovery_lag: int = 10_000
-    task_offset_interval_ms: int = 60_000
-    # Kafka's defaults are 3000 and 1000; 0 here (no delay) keeps the unit tests' steps short.
-    initial_rebalance_delay_ms: int = 0
-    assignment_interval_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class StreamsHeartbeat:
-    group_id: str
-    member_id: str
-    member_epoch: int
-    endpoint_information_epoch: int = 0
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    topology: Topology | None = None
-    owned: TaskTuple | None = None  # None: unchanged since the last heartbeat
-    # Some of ActiveTasks/StandbyTasks/WarmupTasks null and some not (Kafka refuses it).
-    partial_task_lists: bool = False
-    process_id: str | None = None
-    user_endpoint: tuple[str, int] | None = None
-    client_tags: tuple[tuple[str, str], ...] | None = None
-    shutdown_application: bool = False
-    client_id: str = ""
-    client_host: str = ""
-    # (subtopology id, partition, offset); None: unchanged since the last heartbeat
-    task_offsets: tuple[tuple[str, int, int], ...] | None = None
-    task_end_offsets: tuple[tuple[str, int, int], ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class MemberTaskOffsets:
-    """The changelog offset sums (and their end offsets) a member last reported per task, Kafka's
-    ``MemberTaskOffsets``: kept in memory only (KIP-1071: "not persisted, as they are constantly
-    changing"), re-reported every ``streams.task.offset.interval.ms``."""
-
-    offsets: dict[Task, int] = field(default_factory=dict)
-    end_offsets: dict[Task, int] = field(default_factory=dict)
-
-
-NO_TASK_OFFSETS = MemberTaskOffsets()
-
-
-@dataclass(frozen=True, slots=True)
-class StreamsMember:
-    member_id: str
-    member_epoch: int = 0
-    previous_member_epoch: int = -1
-    state: str = STABLE
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    rebalance_timeout_ms: int = 300_000
-    topology_epoch: int = -1
-    process_id: str = ""
-    user_endpoint: tuple[str, int] | None = None
-    client_tags: tuple[tuple[str, str], ...] = ()
-    assigned: TaskTuple = EMPTY
-    pending_revocation: TaskTuple = EMPTY
-    session_deadline_ms: int = 0
-    revocation_deadline_ms: int | None = None
-
-
-@dataclass(eq=False)
-class StreamsGroup:
-    group_id: str
-    # As Kafka 4.4's StreamsGroup and TargetAssignmentMetadata.INITIAL: a new group starts at
-    # epoch 1, so its first member gets epoch 2.
-    group_epoch: int = 1
-    assignment_epoch: int = 1
-    topology: Topology | None = None
-    validated_topology_epoch: int = -1
-    members: dict[str, StreamsMember] = field(default_factory=dict)
-    target: dict[str, TaskTuple] = field(default_factory=dict)
-    endpoint_information_epoch: int = 0
-    shutdown_requested_by: str | None = None
-    # The assignment configs of the last target assignment (Kafka's lastAssignmentConfigs).
-    assignment_configs: tuple[tuple[str, str], ...] = ()
-    # When the last target was computed (0: never, or the group emptied), for the interval.
-    assignment_timestamp_ms: int = 0
-    # Not persisted, as Kafka's timer: while set, no target is computed (the initial delay).
-    initial_delay_deadline_ms: int | None = None
-    # Not persisted: recomputed from the topology and the topics.
-    configured: ConfiguredTopology | None = None
-    metadata: tuple[tuple[str, int], ...] = ()  # (topic, partitions) the configuration saw
-    # Not persisted: what each member last reported (Kafka keeps them in memory too).
-    task_offsets: dict[str, MemberTaskOffsets] = field(default_factory=dict)
-
-    group_type = GROUP_TYPE
-    protocol_type = PROTOCOL_TYPE
-
-    @property
-    def state_name(self) -> str:
-        if not self.members:
-            return "Empty"
-        if self.configured is None or not self.configured.ready:
-            return "NotReady"
-        if self.group_epoch > self.assignment_epoch:
-            return "Assigning"
-        if any(
-            m.member_epoch != self.assignment_epoch or m.state != STABLE
-            for m in self.members.values()
-        ):
-            return "Reconciling"
-        return "Stable"
-
-    def is_empty(self) -> bool:
-        return not self.members
-
-    def active_owner(self, task: tuple[str, int]) -> str | None:
-        for member in self.members.values():
-            if task in member.assigned.active or task in member.pending_revocation.active:
-                return member.member_id
-        return None
-
-    def validate_offset_commit(self, member_id: str, member_epoch: int) -> ErrorCode | None:
-        """Kafka's ``StreamsGroup.validateOffsetCommit``: an admin (epoch -1) only while the
-        group is empty; a member with its current epoch (or the one before, whose tasks it may
-        still be committing)."""
-        if member_epoch < 0 and not self.members:
-            return None
-        member = self.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch not in (member.member_epoch, member.previous_member_epoch):
-            return ErrorCode.stale_member_epoch
-        return None
-
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
-        if member_epoch < 0:
-            return None
-        member = self.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return None
-
-    def input_topics(self) -> set[str]:
-        if self.topology is None:
-            return set()
-        return {name for sub in self.topology.subtopologies for name in sub.input_topics()}
-
-
-@dataclass(frozen=True, slots=True)
-class StreamsHeartbeatResult:
-    member_id: str
-    member_epoch: int
-    heartbeat_interval_ms: int
-    acceptable_recovery_lag: int
-    task_offset_interval_ms: int
-    assignment: TaskTuple | None  # None: not in the response
-    status: tuple[tuple[int, str], ...]
-    endpoint_information_epoch: int
-    # (host, port) -> (active tasks, standby tasks) of the members with an endpoint; None: unchanged
-    endpoints: dict[tuple[str, int], TaskTuple] | None
-    topics_to_create: tuple[TopicToCreate, ...] = ()
-    changed: bool = True
-
-
-SettingsProvider = Callable[[str], StreamsSettings]
 
 
 class StreamsGroupCoordinator:
@@ -267,108 +121,18 @@ class StreamsGroupCoordinator:
         group = self._group_for(request.group_id, create=joining)
         self._end_initial_delay(group, settings, now_ms)
         was_empty = not group.members
-        if (
-            joining
-            and request.member_id not in group.members
-            and len(group.members) >= settings.max_size
-        ):
-            raise GroupError(
-                ErrorCode.group_max_size_reached,
-                f"The streams group has reached its maximum capacity of "
-                f"{settings.max_size} members.",
-            )
-        old = group.members.get(request.member_id)
-        if request.instance_id is not None:
-            replaced = _check_static_member(group, request, joining)
-            if replaced is not None:
-                # A static member back under a new member id takes the place, epoch and tasks
-                # of the one that left with epoch -2: no rebalance.
-                group.members.pop(replaced.member_id)
-                group.task_offsets.pop(replaced.member_id, None)
-                group.target[request.member_id] = group.target.pop(replaced.member_id, EMPTY)
-                old = replace(replaced, member_id=request.member_id)
-                group.members[request.member_id] = old
-        if joining:
-            member = StreamsMember(request.member_id, instance_id=request.instance_id)
-            if old is not None and old.member_epoch == STATIC_LEAVE_EPOCH:
-                member = replace(old, member_epoch=0, state=STABLE)
-            elif old is not None:
-                member = replace(
-                    old, member_epoch=0, assigned=EMPTY, pending_revocation=EMPTY, state=STABLE
-                )
-        else:
-            if old is None:
-                raise GroupError(
-                    ErrorCode.unknown_member_id,
-                    f"Member {request.member_id} is not a member of group {request.group_id}.",
-                )
-            _check_epoch(old, request)
-            member = old
-        bump = False
-        updated = replace(
-            member,
-            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=(
-                request.rebalance_timeout_ms
-                if request.rebalance_timeout_ms > 0
-                else member.rebalance_timeout_ms
-            ),
-            topology_epoch=(
-                request.topology.epoch if request.topology is not None else member.topology_epoch
-            ),
-            process_id=request.process_id if request.process_id is not None else member.process_id,
-            user_endpoint=(
-                request.user_endpoint if request.user_endpoint is not None else member.user_endpoint
-            ),
-            client_tags=(
-                request.client_tags if request.client_tags is not None else member.client_tags
-            ),
-            client_id=request.client_id,
-            client_host=request.client_host,
-            session_deadline_ms=now_ms + settings.session_timeout_ms,
-        )
-        if old is None or _metadata(old) != _metadata(updated):
-            bump = True
-        status: list[tuple[int, str]] = []
-        # The topology.
-        if request.topology is not None:
-            incoming = request.topology.normalized()
-            if group.topology is None:
-                group.topology = incoming
-                group.configured = None
-            elif group.topology.epoch > incoming.epoch:
-                pass  # a stale member: told below
-            elif group.topology != incoming:
-                raise GroupError(
-                    ErrorCode.invalid_request, "Topology updates are not supported yet."
-                )
-        if group.topology is None:
-            raise GroupError(ErrorCode.unknown_member_id, "The group has no topology.")
-        if updated.topology_epoch < group.topology.epoch:
-            status.append(
-                (
-                    STALE_TOPOLOGY,
-                    f"The member's topology epoch {updated.topology_epoch} is behind the "
-                    f"group's topology epoch {group.topology.epoch}.",
-                )
-            )
-        if self._reconfigure(group, partition_count):
+        old, member = self._member_for(group, request, joining, settings)
+        updated = with_heartbeat(member, request, now_ms + settings.session_timeout_ms)
+        bump = old is None or member_metadata(old) != member_metadata(updated)
+        status = self._take_topology(group, request, updated)
+        if self._epoch_inputs_changed(group, settings, partition_count):
             bump = True
         configured = group.configured
         assert configured is not None
-        validated = group.topology.epoch if configured.ready else -1
-        if validated != group.validated_topology_epoch:
-            group.validated_topology_epoch = validated
-            bump = True
-        configs = assignment_configs(settings)
-        if configs != group.assignment_configs:
-            # Kafka: a changed streams.num.standby.replicas triggers a rebalance.
-            group.assignment_configs = configs
-            bump = True
         if configured.ready and request.owned is not None:
-            _check_tasks(configured, request.owned)
+            check_tasks(configured, request.owned)
         reported = group.task_offsets.get(updated.member_id, NO_TASK_OFFSETS)
-        reported = _updated_task_offsets(reported, request)
+        reported = updated_task_offsets(reported, request)
         group.members[updated.member_id] = updated
         if reported is NO_TASK_OFFSETS:
             group.task_offsets.pop(updated.member_id, None)
@@ -387,7 +151,7 @@ class StreamsGroupCoordinator:
         delayed = self._maybe_update_target(group, settings, now_ms)
         if delayed is not None:
             status.append((ASSIGNMENT_DELAYED, delayed))
-        reconciled = _reconcile(group, updated, request.owned, now_ms)
+        reconciled = reconcile(group, updated, request.owned, now_ms)
         group.members[reconciled.member_id] = reconciled
         if request.shutdown_application:
             group.shutdown_requested_by = reconciled.member_id
@@ -424,6 +188,103 @@ class StreamsGroupCoordinator:
             topics_to_create=configured.to_create,
             changed=bump or reconciled != old,
         )
+
+    def _member_for(
+        self,
+        group: StreamsGroup,
+        request: StreamsHeartbeat,
+        joining: bool,
+        settings: StreamsSettings,
+    ) -> tuple[StreamsMember | None, StreamsMember]:
+        """The member as the group knew it (None if new) and as this heartbeat starts from: a
+        join resets its epoch and tasks (a static member back after -2 keeps its tasks); any
+        other heartbeat must come from a known member at a valid epoch."""
+        if (
+            joining
+            and request.member_id not in group.members
+            and len(group.members) >= settings.max_size
+        ):
+            raise GroupError(
+                ErrorCode.group_max_size_reached,
+                f"The streams group has reached its maximum capacity of "
+                f"{settings.max_size} members.",
+            )
+        old = group.members.get(request.member_id)
+        if request.instance_id is not None:
+            replaced = check_static_member(group, request, joining)
+            if replaced is not None:
+                # A static member back under a new member id takes the place, epoch and tasks
+                # of the one that left with epoch -2: no rebalance.
+                group.members.pop(replaced.member_id)
+                group.task_offsets.pop(replaced.member_id, None)
+                group.target[request.member_id] = group.target.pop(replaced.member_id, EMPTY)
+                old = replace(replaced, member_id=request.member_id)
+                group.members[request.member_id] = old
+        if not joining:
+            if old is None:
+                raise GroupError(
+                    ErrorCode.unknown_member_id,
+                    f"Member {request.member_id} is not a member of group {request.group_id}.",
+                )
+            check_epoch(old, request)
+            return old, old
+        if old is None:
+            return None, StreamsMember(request.member_id, instance_id=request.instance_id)
+        if old.member_epoch == STATIC_LEAVE_EPOCH:
+            return old, replace(old, member_epoch=0, state=STABLE)
+        return old, replace(
+            old, member_epoch=0, assigned=EMPTY, pending_revocation=EMPTY, state=STABLE
+        )
+
+    @staticmethod
+    def _take_topology(
+        group: StreamsGroup, request: StreamsHeartbeat, member: StreamsMember
+    ) -> list[tuple[int, str]]:
+        """The first topology initializes the group's; the same one again (or an older epoch)
+        is accepted, another one refused. Returns the STALE_TOPOLOGY status if the member is
+        behind."""
+        if request.topology is not None:
+            incoming = request.topology.normalized()
+            if group.topology is None:
+                group.topology = incoming
+                group.configured = None
+            elif group.topology.epoch > incoming.epoch:
+                pass  # a stale member: told below
+            elif group.topology != incoming:
+                raise GroupError(
+                    ErrorCode.invalid_request, "Topology updates are not supported yet."
+                )
+        if group.topology is None:
+            raise GroupError(ErrorCode.unknown_member_id, "The group has no topology.")
+        if member.topology_epoch >= group.topology.epoch:
+            return []
+        return [
+            (
+                STALE_TOPOLOGY,
+                f"The member's topology epoch {member.topology_epoch} is behind the "
+                f"group's topology epoch {group.topology.epoch}.",
+            )
+        ]
+
+    def _epoch_inputs_changed(
+        self, group: StreamsGroup, settings: StreamsSettings, partition_count: PartitionCount
+    ) -> bool:
+        """The group-wide reasons for a new group epoch, recorded as they are seen: the
+        partition counts of the topology's topics, the validated topology epoch, and the
+        assignment configs (Kafka: a changed streams.num.standby.replicas rebalances)."""
+        assert group.topology is not None
+        changed = self._reconfigure(group, partition_count)
+        configured = group.configured
+        assert configured is not None
+        validated = group.topology.epoch if configured.ready else -1
+        if validated != group.validated_topology_epoch:
+            group.validated_topology_epoch = validated
+            changed = True
+        configs = assignment_configs(settings)
+        if configs != group.assignment_configs:
+            group.assignment_configs = configs
+            changed = True
+        return changed
 
     def _leave(
         self, request: StreamsHeartbeat, partition_count: PartitionCount, settings: StreamsSettings
@@ -654,123 +515,6 @@ def can_compute_target(assignment_timestamp_ms: int, interval_ms: int, now_ms: i
     )
 
 
-def assignment_configs(settings: StreamsSettings) -> tuple[tuple[str, str], ...]:
-    """The group configs the assignor uses, as Kafka records them with the group epoch."""
-    return (("num.standby.replicas", str(settings.num_standby_replicas)),)
-
-
-def _metadata(member: StreamsMember) -> tuple[object, ...]:
-    return (
-        member.rack_id,
-        member.process_id,
-        member.user_endpoint,
-        member.client_tags,
-        member.topology_epoch,
-        member.instance_id,
-    )
-
-
-def validate(request: StreamsHeartbeat) -> None:
-    """Kafka's ``throwIfStreamsGroupHeartbeatRequestIsInvalid`` (INVALID_REQUEST) and
-    ``throwIfInvalidTopology`` (STREAMS_INVALID_TOPOLOGY)."""
-
-    def invalid(message: str) -> GroupError:
-        return GroupError(ErrorCode.invalid_request, message)
-
-    if not request.member_id:
-        raise invalid("MemberId can't be empty.")
-    if not request.group_id:
-        raise invalid("GroupId can't be empty.")
-    if request.instance_id is not None and not request.instance_id:
-        raise invalid("InstanceId can't be empty.")
-    if request.rack_id is not None and not request.rack_id:
-        raise invalid("RackId can't be empty.")
-    if request.topology is not None:
-        for sub in request.topology.subtopologies:
-            if sub.source_topic_regex:
-                raise invalid("Regular expressions for source topics are not supported yet.")
-    if request.member_epoch == JOIN_EPOCH:
-        if request.rebalance_timeout_ms == -1:
-            raise invalid("RebalanceTimeoutMs must be provided in first request.")
-        if request.owned is not None:
-            for role, tasks in (
-                ("ActiveTasks", request.owned.active),
-                ("StandbyTasks", request.owned.standby),
-                ("WarmupTasks", request.owned.warmup),
-            ):
-                if tasks:
-                    raise invalid(f"{role} must be empty when (re-)joining.")
-        if request.topology is None:
-            raise invalid("Topology must be non-null when (re-)joining.")
-        reason = invalid_topology_reason(request.topology)
-        if reason is not None:
-            raise GroupError(ErrorCode.streams_invalid_topology, reason)
-    elif request.member_epoch == STATIC_LEAVE_EPOCH:
-        if request.instance_id is None:
-            raise invalid("InstanceId can't be null.")
-    elif request.member_epoch < STATIC_LEAVE_EPOCH:
-        raise invalid(
-            f"MemberEpoch is {request.member_epoch}, but must be greater than or equal to -2."
-        )
-    if request.partial_task_lists:
-        raise invalid("If one task-type is non-null, all must be non-null.")
-    if request.member_epoch != JOIN_EPOCH and request.topology is not None:
-        raise invalid("Topology can only be provided when (re-)joining.")
-
-
-def _check_static_member(
-    group: StreamsGroup, request: StreamsHeartbeat, joining: bool
-) -> StreamsMember | None:
-    """Kafka's static membership checks; returns the member a rejoining static member
-    replaces (it left with epoch -2 under another member id)."""
-    instance_id = request.instance_id
-    holder = next((m for m in group.members.values() if m.instance_id == instance_id), None)
-    if joining:
-        if holder is None or holder.member_id == request.member_id:
-            return None
-        if holder.member_epoch != STATIC_LEAVE_EPOCH:
-            raise GroupError(
-                ErrorCode.unreleased_instance_id,
-                f"Static member {request.member_id} with instance id {instance_id} cannot join "
-                f"the group because the instance id is owned by {holder.member_id} member.",
-            )
-        return holder
-    if holder is None:
-        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
-    if holder.member_id != request.member_id:
-        raise GroupError(
-            ErrorCode.fenced_instance_id,
-            f"Static member {request.member_id} with instance id {instance_id} was fenced by "
-            f"member {holder.member_id}.",
-        )
-    return None
-
-
-def _check_epoch(member: StreamsMember, request: StreamsHeartbeat) -> None:
-    received = request.member_epoch
-    if received > member.member_epoch:
-        raise GroupError(
-            ErrorCode.fenced_member_epoch,
-            f"The streams group member has a greater member epoch ({received}) than the one "
-            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-            "all its partitions and rejoin.",
-        )
-    if received < member.member_epoch:
-        owned = request.owned
-        subset = owned is None or (
-            owned.active <= member.assigned.active
-            and owned.standby <= member.assigned.standby
-            and owned.warmup <= member.assigned.warmup
-        )
-        if received != member.previous_member_epoch or not subset:
-            raise GroupError(
-                ErrorCode.fenced_member_epoch,
-                f"The streams group member has a smaller member epoch ({received}) than the one "
-                f"known by the group coordinator ({member.member_epoch}). The member must "
-                "abandon all its partitions and rejoin.",
-            )
-
-
 def _snapshot(group: StreamsGroup) -> dict[str, Any]:
     saved = dict(vars(group))
     for name in ("members", "target", "task_offsets"):
@@ -780,109 +524,3 @@ def _snapshot(group: StreamsGroup) -> dict[str, Any]:
 
 def _restore(group: StreamsGroup, saved: dict[str, Any]) -> None:
     vars(group).update(saved)
-
-
-def _updated_task_offsets(
-    reported: MemberTaskOffsets, request: StreamsHeartbeat
-) -> MemberTaskOffsets:
-    """Kafka's ``MemberTaskOffsets.update``: each list replaces its map when sent (null keeps
-    it); a task named twice is INVALID_REQUEST."""
-    if request.task_offsets is None and request.task_end_offsets is None:
-        return reported
-    return MemberTaskOffsets(
-        (
-            reported.offsets
-            if request.task_offsets is None
-            else _offsets_by_task(request.task_offsets)
-        ),
-        (
-            reported.end_offsets
-            if request.task_end_offsets is None
-            else _offsets_by_task(request.task_end_offsets)
-        ),
-    )
-
-
-def _offsets_by_task(entries: tuple[tuple[str, int, int], ...]) -> dict[Task, int]:
-    by_task: dict[Task, int] = {}
-    for subtopology_id, partition, offset in entries:
-        if (subtopology_id, partition) in by_task:
-            raise GroupError(
-                ErrorCode.invalid_request,
-                f"Task offsets contain a duplicate entry for subtopology {subtopology_id} "
-                f"and partition {partition}.",
-            )
-        by_task[(subtopology_id, partition)] = offset
-    return by_task
-
-
-def _check_tasks(configured: ConfiguredTopology, owned: TaskTuple) -> None:
-    """Kafka's ``throwIfRequestContainsInvalidTasks``."""
-    for sub, partition in owned.all():
-        n = configured.tasks.get(sub)
-        if n is None or not 0 <= partition < n:
-            raise GroupError(
-                ErrorCode.invalid_request,
-                f"Awaiting assignment to task {sub}_{partition}, but this task does not exist.",
-            )
-
-
-def _reconcile(
-    group: StreamsGroup, member: StreamsMember, owned: TaskTuple | None, now_ms: int
-) -> StreamsMember:
-    """Kafka's streams ``CurrentAssignmentBuilder``: one step towards the target."""
-    target_epoch = group.assignment_epoch
-    target = group.target.get(member.member_id, EMPTY)
-    if member.state == STABLE and member.member_epoch == target_epoch:
-        return member
-    if member.state == UNREVOKED:
-        still_owned = owned is None or bool(owned.all() & member.pending_revocation.all())
-        if still_owned:
-            return member
-        member = replace(member, pending_revocation=EMPTY, revocation_deadline_ms=None)
-    keep = TaskTuple(
-        member.assigned.active & target.active,
-        member.assigned.standby & target.standby,
-        member.assigned.warmup & target.warmup,
-    )
-    revoke = TaskTuple(
-        member.assigned.active - target.active,
-        member.assigned.standby - target.standby,
-        member.assigned.warmup - target.warmup,
-    )
-    if not revoke.is_empty() and owned is not None and not (owned.all() & revoke.all()):
-        revoke = EMPTY  # the member already let them go
-    if not revoke.is_empty():
-        return replace(
-            member,
-            state=UNREVOKED,
-            assigned=keep,
-            pending_revocation=revoke,
-            revocation_deadline_ms=now_ms + member.rebalance_timeout_ms,
-        )
-    others_active: set[tuple[str, int]] = set()
-    for other in group.members.values():
-        if other.member_id != member.member_id:
-            others_active |= other.assigned.active | other.pending_revocation.active
-    free: Tasks = frozenset(t for t in target.active if t not in others_active)
-    same_process_active = {
-        t
-        for other in group.members.values()
-        if other.member_id != member.member_id and other.process_id == member.process_id
-        for t in other.assigned.active | other.pending_revocation.active
-    }
-    standby = frozenset(t for t in target.standby if t not in same_process_active)
-    warmup = frozenset(t for t in target.warmup if t not in same_process_active)
-    unreleased = free != target.active or standby != target.standby or warmup != target.warmup
-    epoch = target_epoch
-    return replace(
-        member,
-        member_epoch=epoch,
-        previous_member_epoch=(
-            member.member_epoch if member.member_epoch != epoch else member.previous_member_epoch
-        ),
-        state=UNRELEASED if unreleased else STABLE,
-        assigned=TaskTuple(free, standby, warmup),
-        pending_revocation=EMPTY,
-        revocation_deadline_ms=None,
-    )

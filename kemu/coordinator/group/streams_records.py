@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from kemu.coordinator.group.streams_assignor import EMPTY, Tasks, TaskTuple
-from kemu.coordinator.group.streams_group import (
+from kemu.coordinator.group.streams_model import (
     STABLE,
     UNRELEASED,
     UNREVOKED,

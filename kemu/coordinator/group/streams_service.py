@@ -18,8 +18,8 @@ from kemu.cluster.context import Runtime
 from kemu.cluster.model import TopicError
 from kemu.coordinator.group.config import broker_int, group_config_store
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.streams_group import (
-    StreamsGroupCoordinator,
+from kemu.coordinator.group.streams_group import StreamsGroupCoordinator
+from kemu.coordinator.group.streams_model import (
     StreamsHeartbeat,
     StreamsHeartbeatResult,
     StreamsSettings,

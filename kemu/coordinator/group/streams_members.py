@@ -1,0 +1,177 @@
+"""A streams group member's epochs: static membership and fencing (Kafka's
+``getOrMaybeCreateStaticStreamsGroupMember`` and ``throwIfStreamsGroupMemberEpochIsInvalid``), the
+member metadata whose change bumps the group epoch, and the streams ``CurrentAssignmentBuilder``
+that moves a member one heartbeat at a time towards its target (revoke first, then the new epoch
+with the tasks no other member still owns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kemu.coordinator.group.share_group import GroupError
+from kemu.coordinator.group.streams_assignor import EMPTY, Tasks, TaskTuple
+from kemu.coordinator.group.streams_model import (
+    STABLE,
+    STATIC_LEAVE_EPOCH,
+    UNRELEASED,
+    UNREVOKED,
+    StreamsGroup,
+    StreamsHeartbeat,
+    StreamsMember,
+)
+from kemu.protocol.errors import ErrorCode
+
+
+def member_metadata(member: StreamsMember) -> tuple[object, ...]:
+    return (
+        member.rack_id,
+        member.process_id,
+        member.user_endpoint,
+        member.client_tags,
+        member.topology_epoch,
+        member.instance_id,
+    )
+
+
+def with_heartbeat(
+    member: StreamsMember, request: StreamsHeartbeat, session_deadline_ms: int
+) -> StreamsMember:
+    """The member with what a heartbeat says about it (a null field keeps the value) and a new
+    session deadline."""
+    return replace(
+        member,
+        rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+        rebalance_timeout_ms=(
+            request.rebalance_timeout_ms
+            if request.rebalance_timeout_ms > 0
+            else member.rebalance_timeout_ms
+        ),
+        topology_epoch=(
+            request.topology.epoch if request.topology is not None else member.topology_epoch
+        ),
+        process_id=request.process_id if request.process_id is not None else member.process_id,
+        user_endpoint=(
+            request.user_endpoint if request.user_endpoint is not None else member.user_endpoint
+        ),
+        client_tags=(
+            request.client_tags if request.client_tags is not None else member.client_tags
+        ),
+        client_id=request.client_id,
+        client_host=request.client_host,
+        session_deadline_ms=session_deadline_ms,
+    )
+
+
+def check_static_member(
+    group: StreamsGroup, request: StreamsHeartbeat, joining: bool
+) -> StreamsMember | None:
+    """Kafka's static membership checks; returns the member a rejoining static member
+    replaces (it left with epoch -2 under another member id)."""
+    instance_id = request.instance_id
+    holder = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+    if joining:
+        if holder is None or holder.member_id == request.member_id:
+            return None
+        if holder.member_epoch != STATIC_LEAVE_EPOCH:
+            raise GroupError(
+                ErrorCode.unreleased_instance_id,
+                f"Static member {request.member_id} with instance id {instance_id} cannot join "
+                f"the group because the instance id is owned by {holder.member_id} member.",
+            )
+        return holder
+    if holder is None:
+        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+    if holder.member_id != request.member_id:
+        raise GroupError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {request.member_id} with instance id {instance_id} was fenced by "
+            f"member {holder.member_id}.",
+        )
+    return None
+
+
+def check_epoch(member: StreamsMember, request: StreamsHeartbeat) -> None:
+    received = request.member_epoch
+    if received > member.member_epoch:
+        raise GroupError(
+            ErrorCode.fenced_member_epoch,
+            f"The streams group member has a greater member epoch ({received}) than the one "
+            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+            "all its partitions and rejoin.",
+        )
+    if received < member.member_epoch:
+        owned = request.owned
+        subset = owned is None or (
+            owned.active <= member.assigned.active
+            and owned.standby <= member.assigned.standby
+            and owned.warmup <= member.assigned.warmup
+        )
+        if received != member.previous_member_epoch or not subset:
+            raise GroupError(
+                ErrorCode.fenced_member_epoch,
+                f"The streams group member has a smaller member epoch ({received}) than the one "
+                f"known by the group coordinator ({member.member_epoch}). The member must "
+                "abandon all its partitions and rejoin.",
+            )
+
+
+def reconcile(
+    group: StreamsGroup, member: StreamsMember, owned: TaskTuple | None, now_ms: int
+) -> StreamsMember:
+    """Kafka's streams ``CurrentAssignmentBuilder``: one step towards the target."""
+    target_epoch = group.assignment_epoch
+    target = group.target.get(member.member_id, EMPTY)
+    if member.state == STABLE and member.member_epoch == target_epoch:
+        return member
+    if member.state == UNREVOKED:
+        still_owned = owned is None or bool(owned.all() & member.pending_revocation.all())
+        if still_owned:
+            return member
+        member = replace(member, pending_revocation=EMPTY, revocation_deadline_ms=None)
+    keep = TaskTuple(
+        member.assigned.active & target.active,
+        member.assigned.standby & target.standby,
+        member.assigned.warmup & target.warmup,
+    )
+    revoke = TaskTuple(
+        member.assigned.active - target.active,
+        member.assigned.standby - target.standby,
+        member.assigned.warmup - target.warmup,
+    )
+    if not revoke.is_empty() and owned is not None and not (owned.all() & revoke.all()):
+        revoke = EMPTY  # the member already let them go
+    if not revoke.is_empty():
+        return replace(
+            member,
+            state=UNREVOKED,
+            assigned=keep,
+            pending_revocation=revoke,
+            revocation_deadline_ms=now_ms + member.rebalance_timeout_ms,
+        )
+    others_active: set[tuple[str, int]] = set()
+    for other in group.members.values():
+        if other.member_id != member.member_id:
+            others_active |= other.assigned.active | other.pending_revocation.active
+    free: Tasks = frozenset(t for t in target.active if t not in others_active)
+    same_process_active = {
+        t
+        for other in group.members.values()
+        if other.member_id != member.member_id and other.process_id == member.process_id
+        for t in other.assigned.active | other.pending_revocation.active
+    }
+    standby = frozenset(t for t in target.standby if t not in same_process_active)
+    warmup = frozenset(t for t in target.warmup if t not in same_process_active)
+    unreleased = free != target.active or standby != target.standby or warmup != target.warmup
+    epoch = target_epoch
+    return replace(
+        member,
+        member_epoch=epoch,
+        previous_member_epoch=(
+            member.member_epoch if member.member_epoch != epoch else member.previous_member_epoch
+        ),
+        state=UNRELEASED if unreleased else STABLE,
+        assigned=TaskTuple(free, standby, warmup),
+        pending_revocation=EMPTY,
+        revocation_deadline_ms=None,
+    )
