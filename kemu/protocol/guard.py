@@ -298,23 +298,27 @@ def _null_check(cls: type[Any]) -> Check:
 
 
 def _compile_null_check(cls: type[Any]) -> Check:
-    arrays: list[tuple[str, Check | None]] = []  # non-nullable arrays, with an element check
+    # arrays: (name, whether null is allowed, the check of each element if it is an entity);
+    # the elements of a nullable array are checked too when it is not null (ElectLeaders v1:
+    # TopicPartitions is nullable, the Partitions of each entry are not)
+    arrays: list[tuple[str, bool, Check | None]] = []
     entities: list[tuple[str, Check]] = []
     for field in dataclasses.fields(cls):
         kind = classify_field(field)
         if isinstance(kind, EntityTupleField):
-            if not is_optional(field):
-                arrays.append((field.name, _null_check(kind.type_)))
+            arrays.append((field.name, is_optional(field), _null_check(kind.type_)))
         elif isinstance(kind, PrimitiveTupleField):
             if not is_optional(field):
-                arrays.append((field.name, None))
+                arrays.append((field.name, False, None))
         elif isinstance(kind, EntityField):
             entities.append((field.name, _null_check(kind.type_)))
 
     def check(value: Any) -> None:
-        for name, element in arrays:
+        for name, nullable, element in arrays:
             items = getattr(value, name)
             if items is None:
+                if nullable:
+                    continue
                 raise ImplausibleRequest(f"null array {cls.__name__}.{name}")
             if element is not None:
                 for item in items:

@@ -6,9 +6,12 @@ raised."""
 from __future__ import annotations
 
 import asyncio
+import struct
 import sys
 import uuid
 from typing import Any
+
+import pytest
 
 from kemu.broker.handlers import REGISTRY, load_handlers
 from kemu.cluster.config import BrokerConfig
@@ -103,3 +106,30 @@ def test_fetch_by_the_zero_topic_id_is_unknown_topic_id() -> None:
             assert response.error_code == ErrorCode.none
             codes = [p.error_code for t in response.responses for p in t.partitions]
             assert codes == [ErrorCode.unknown_topic_id]
+
+
+def test_a_null_partitions_array_inside_electleaders_topics_is_malformed() -> None:
+    # ElectLeaders v1 (legacy): TopicPartitions is nullable, each entry's Partitions is not; the
+    # null check skipped the elements of a nullable array and the handler iterated None
+    frame = bytes.fromhex(
+        "00000027002b0001000033fa000466757a7a0000000001000666757a7a2d62ffffffffffffffff00000064"
+    )
+    with pytest.raises(wire.MalformedFrame, match="null array"):
+        wire.decode_request(frame[4:])
+    # the same in v2 (flexible: compact count 0 is null)
+    body = (
+        b"\x00"  # election type
+        + b"\x02"  # one topic
+        + b"\x07fuzz-b"
+        + b"\x00"  # partitions: null
+        + b"\x00"  # the topic's tags
+        + struct.pack(">i", 100)  # timeout
+        + b"\x00"  # tags
+    )
+    header = struct.pack(">hhih", 43, 2, 1, 4) + b"fuzz" + b"\x00"
+    with pytest.raises(wire.MalformedFrame, match="null array"):
+        wire.decode_request(header + body)
+    # a null TopicPartitions (every partition) is still served
+    broker = Broker()
+    response = broker.send(broker.build(43, 1, topic_partitions=None))
+    assert response.error_code == ErrorCode.none
