@@ -1,0 +1,160 @@
+"""``controller_mutation_rate`` with the Java Admin (kafka-clients 4.4.0), on kemu and on a real
+Kafka 4.4.0 side by side.
+
+A client-id quota of 2 partitions/s (a full bucket: 11 windows x 1 s x 2 = 22 partitions), then
+one ``createTopics`` of 10 topics x 3 partitions with ``retryOnQuotaViolation(false)``: the first
+8 are created (the 8th still finds one token), the last 2 fail with
+ThrottlingQuotaExceededException carrying the throttle time (about 1 s: 2 tokens short at 2 per
+second). Created again with the default options, the Admin retries them after the throttle time
+until both exist. Skipped without javac or the jars ``make bench`` fetches into bench/.cache/lib.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kemu.testing.plugin import KemuProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.java]
+ROOT = Path(__file__).resolve().parents[2]
+LIB = ROOT / "bench" / ".cache" / "lib"
+CLIENTS_JAR = LIB / "kafka-clients-4.4.0.jar"
+
+DRIVER = """
+import java.util.*;
+import java.util.concurrent.ExecutionException;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.errors.ThrottlingQuotaExceededException;
+import org.apache.kafka.common.quota.*;
+
+public class MutationQuotaScenario {
+    public static void main(String[] args) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", args[0]);
+        props.put("client.id", "mutator");
+        try (Admin admin = Admin.create(props)) {
+            ClientQuotaEntity entity = new ClientQuotaEntity(Map.of(ClientQuotaEntity.CLIENT_ID, "mutator"));
+            admin.alterClientQuotas(List.of(new ClientQuotaAlteration(entity,
+                List.of(new ClientQuotaAlteration.Op("controller_mutation_rate", 2.0))))).all().get();
+            while (admin.describeClientQuotas(ClientQuotaFilter.all()).entities().get().isEmpty()) {
+                Thread.sleep(100);
+            }
+            Thread.sleep(2000);  // Kafka's controller applies the quota from its metadata log
+            List<NewTopic> burst = new ArrayList<>();
+            for (int i = 0; i < 10; i++) burst.add(new NewTopic("burst-" + i, 3, (short) 1));
+            CreateTopicsResult strict = admin.createTopics(burst,
+                new CreateTopicsOptions().retryOnQuotaViolation(false));
+            List<NewTopic> refused = new ArrayList<>();
+            for (NewTopic topic : burst) {
+                try {
+                    strict.values().get(topic.name()).get();
+                    System.out.println("strict " + topic.name() + " created");
+                } catch (ExecutionException e) {
+                    if (e.getCause() instanceof ThrottlingQuotaExceededException t) {
+                        System.out.println("strict " + topic.name() + " throttled " + t.throttleTimeMs());
+                        refused.add(topic);
+                    } else {
+                        System.out.println("strict " + topic.name() + " failed " + e.getCause());
+                    }
+                }
+            }
+            long started = System.nanoTime();
+            admin.createTopics(refused).all().get();
+            long tookMs = (System.nanoTime() - started) / 1_000_000;
+            System.out.println("retried " + refused.size() + " created");
+            System.err.println("retry took " + tookMs + " ms");
+            long burstTopics = 0;
+            for (int attempt = 0; attempt < 50 && burstTopics < burst.size(); attempt++) {
+                if (attempt > 0) Thread.sleep(200);  // a broker's metadata follows its controller
+                Set<String> names = admin.listTopics().names().get();
+                burstTopics = names.stream().filter(n -> n.startsWith("burst-")).count();
+            }
+            System.out.println("listed " + burstTopics + " burst topics");
+        }
+    }
+}
+"""
+
+
+def run_scenario(bootstrap: str, workdir: Path) -> tuple[list[str], str]:
+    """The driver's stdout lines (and its stderr), compiled once per directory."""
+    source = workdir / "MutationQuotaScenario.java"
+    source.write_text(DRIVER)
+    classpath = f"{LIB}/*"
+    if not (workdir / "MutationQuotaScenario.class").exists():
+        subprocess.run(
+            ["javac", "-cp", classpath, "-d", str(workdir), str(source)],
+            check=True,
+            capture_output=True,
+        )
+    log4j = workdir / "log4j2.properties"
+    log4j.write_text("rootLogger.level=ERROR\n")
+    done = subprocess.run(
+        [
+            "java",
+            "-Xmx256M",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            f"{workdir}:{classpath}",
+            "MutationQuotaScenario",
+            bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    (workdir / "mutation.out").write_text(done.stdout + done.stderr)
+    print(done.stdout + done.stderr)  # shown with pytest -s: the figures in docs/conformance.md
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines(), done.stderr
+
+
+def check(lines: list[str]) -> None:
+    created = [f"strict burst-{i} created" for i in range(8)]
+    assert lines[:8] == created
+    for index, line in zip((8, 9), lines[8:10], strict=True):
+        prefix = f"strict burst-{index} throttled "
+        assert line.startswith(prefix), lines
+        assert 0 < int(line[len(prefix) :]) <= 1000  # 2 tokens short at 2 per second
+    assert lines[10:] == ["retried 2 created", "listed 10 burst topics"]
+
+
+def needs_java() -> None:
+    if shutil.which("javac") is None or not CLIENTS_JAR.exists():
+        pytest.skip("needs javac and Kafka's jars in bench/.cache/lib (make bench fetches them)")
+
+
+def test_admin_create_topics_under_a_mutation_quota(tmp_path: Path) -> None:
+    needs_java()
+    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log").start()
+    try:
+        lines, _ = run_scenario(kemu.first_broker, tmp_path)
+    finally:
+        kemu.stop()
+    check(lines)
+
+
+@pytest.fixture(scope="module")
+def kafka_lines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    needs_java()
+    sys.path.insert(0, str(ROOT))
+    from bench.servers import KafkaServer
+
+    workdir = tmp_path_factory.mktemp("mutation-kafka")
+    server = KafkaServer(workdir, partitions=1)
+    server.start()
+    try:
+        yield run_scenario(server.bootstrap, workdir)[0]
+    finally:
+        server.stop()
+
+
+def test_the_same_scenario_on_kafka(kafka_lines: list[str]) -> None:
+    """The expectations above hold on Apache Kafka 4.4.0 itself."""
+    check(kafka_lines)
