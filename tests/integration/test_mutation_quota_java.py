@@ -39,9 +39,12 @@ public class MutationQuotaScenario {
         props.put("bootstrap.servers", args[0]);
         props.put("client.id", "mutator");
         try (Admin admin = Admin.create(props)) {
-            ClientQuotaEntity entity = new ClientQuotaEntity(Map.of(ClientQuotaEntity.CLIENT_ID, "mutator"));
-            admin.alterClientQuotas(List.of(new ClientQuotaAlteration(entity,
-                List.of(new ClientQuotaAlteration.Op("controller_mutation_rate", 2.0))))).all().get();
+            ClientQuotaEntity entity =
+                new ClientQuotaEntity(Map.of(ClientQuotaEntity.CLIENT_ID, "mutator"));
+            ClientQuotaAlteration.Op rate =
+                new ClientQuotaAlteration.Op("controller_mutation_rate", 2.0);
+            admin.alterClientQuotas(List.of(new ClientQuotaAlteration(entity, List.of(rate))))
+                .all().get();
             while (admin.describeClientQuotas(ClientQuotaFilter.all()).entities().get().isEmpty()) {
                 Thread.sleep(100);
             }
@@ -57,7 +60,8 @@ public class MutationQuotaScenario {
                     System.out.println("strict " + topic.name() + " created");
                 } catch (ExecutionException e) {
                     if (e.getCause() instanceof ThrottlingQuotaExceededException t) {
-                        System.out.println("strict " + topic.name() + " throttled " + t.throttleTimeMs());
+                        long throttle = t.throttleTimeMs();
+                        System.out.println("strict " + topic.name() + " throttled " + throttle);
                         refused.add(topic);
                     } else {
                         System.out.println("strict " + topic.name() + " failed " + e.getCause());
