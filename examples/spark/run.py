@@ -72,6 +72,7 @@ class Figures:
     duplicates: int = 0
     spark_batch_read: dict[str, Any] = field(default_factory=dict)
     micro_batches: int = 0
+    kemu_kills: int = 0
     seconds_total: float = 0.0
 
 
@@ -82,11 +83,12 @@ class Kemu:
         self.workdir = workdir
         self.process: subprocess.Popen[str] | None = None
         self.bootstrap = ""
+        self.port = 0  # the first start takes free ports; a restart takes the same ones
 
     def start(self, timeout_s: float = 120.0) -> None:
         kemu = Path(sys.executable).with_name("kemu")
         command = [
-            str(kemu), "serve", "--brokers", "3", "--port", "0",
+            str(kemu), "serve", "--brokers", "3", "--port", str(self.port),
             "--data-dir", str(self.workdir / "kemu-data"),
         ]  # fmt: skip
         log = (self.workdir / "kemu.log").open("a")
@@ -99,6 +101,7 @@ class Kemu:
             for line in self.process.stdout:
                 if line.startswith(READY_PREFIX):
                     self.bootstrap = line[len(READY_PREFIX) :].split()[0]
+                    self.port = int(self.bootstrap.split(",")[0].rsplit(":", 1)[1])
                     found.set()
 
         threading.Thread(target=watch, daemon=True).start()
@@ -107,6 +110,13 @@ class Kemu:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"kemu did not start; see {self.workdir / 'kemu.log'}")
+
+    def kill(self) -> None:
+        """SIGKILL, then the same ports and data dir again: what the logs kept must be there."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+        self.start()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -377,6 +387,11 @@ def run(args: argparse.Namespace) -> int:
             )  # fmt: skip
             print(f"driver {number}: {ending} after {seconds}s, {after - before} micro-batches "
                   f"committed in this run", flush=True)  # fmt: skip
+            if ending == "kill" and args.kill_kemu and isinstance(server, Kemu):
+                late_input.join()  # the input complete before kemu goes down
+                server.kill()
+                figures.kemu_kills += 1
+                print(f"kemu SIGKILLed and restarted at {server.bootstrap}", flush=True)
         figures.micro_batches = checkpoint.committed_batches()
         problems = check_output(read_output(server.bootstrap, 3), args.records, figures)
         figures.spark_batch_read = spark_batch_read(args, server.bootstrap)
@@ -432,6 +447,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-offsets-per-trigger", type=int, default=2_000)
     parser.add_argument("--kills", type=int, default=1, help="driver runs ended by SIGKILL")
     parser.add_argument("--stops", type=int, default=1, help="runs ended by query.stop()")
+    parser.add_argument(
+        "--kill-kemu",
+        action="store_true",
+        help="also SIGKILL kemu after each killed driver and restart it on its data dir",
+    )
     parser.add_argument("--batches-per-run", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per phase")
     parser.add_argument("--workdir", type=Path, default=HERE / ".work")
