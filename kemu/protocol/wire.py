@@ -27,13 +27,26 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
-from kemu.protocol import fastwrite, kip1289, streams_v1
+from kemu.protocol import fastwrite, kip1289
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.guard import check_legacy_nulls, check_request
 from kemu.protocol.kip1289 import NAMES as KEMU_NAMES
 
-# kemu's own schemas: KIP-1289's messages, and versions kio does not have yet (streams v1)
-KEMU_SCHEMAS = {**kip1289.SCHEMAS, **streams_v1.SCHEMAS}
+# kemu's own schemas: KIP-1289's messages, and versions kio does not have yet (streams v1).
+# The streams v1 classes (and the kio streams modules they build on, 0.1 s of CPU) are imported
+# on the first lookup of one of their keys, not at start-up; tests/unit/test_wire.py checks
+# that STREAMS_V1_KEYS names what kemu.protocol.streams_v1 defines.
+KEMU_SCHEMAS: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {**kip1289.SCHEMAS}
+STREAMS_V1_KEYS = frozenset({(88, 1), (89, 1)})
+
+
+def _kemu_schemas(api_key: int, api_version: int) -> tuple[type[Any], type[Any]] | None:
+    if (api_key, api_version) in STREAMS_V1_KEYS and (api_key, api_version) not in KEMU_SCHEMAS:
+        from kemu.protocol import streams_v1
+
+        KEMU_SCHEMAS.update(streams_v1.SCHEMAS)
+    return KEMU_SCHEMAS.get((api_key, api_version))
+
 
 SIZE = struct.Struct(">i")
 HEADER_PREFIX = struct.Struct(">hhi")
@@ -77,7 +90,7 @@ def api_name(api_key: int) -> str:
 def known_versions(api_key: int) -> tuple[int, int] | None:
     """The version range kio has schemas for, or None for an unknown key."""
     name = api_key_map.get(api_key)
-    ours = [version for key, version in KEMU_SCHEMAS if key == api_key]
+    ours = [version for key, version in {*KEMU_SCHEMAS, *STREAMS_V1_KEYS} if key == api_key]
     if name is None:
         return (min(ours), max(ours)) if ours else None
     versions = [*schema_name_map[name].keys(), *ours]
@@ -87,13 +100,13 @@ def known_versions(api_key: int) -> tuple[int, int] | None:
 # kemu's own schemas (KIP-1289, streams v1) are consulted before kio's.
 @cache
 def request_schema(api_key: int, api_version: int) -> type[Any]:
-    ours = KEMU_SCHEMAS.get((api_key, api_version))
+    ours = _kemu_schemas(api_key, api_version)
     return ours[0] if ours else load_request_schema(api_key, api_version)
 
 
 @cache
 def response_schema(api_key: int, api_version: int) -> type[Any]:
-    ours = KEMU_SCHEMAS.get((api_key, api_version))
+    ours = _kemu_schemas(api_key, api_version)
     return ours[1] if ours else load_response_schema(api_key, api_version)
 
 

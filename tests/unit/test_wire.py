@@ -373,3 +373,22 @@ def test_api_names() -> None:
     assert wire.api_name(9999) == "unknown_9999"
     assert wire.known_versions(9999) is None
     assert wire.known_versions(API_VERSIONS) == (0, 4)
+
+
+def test_streams_v1_schemas_load_on_first_lookup_and_are_the_ones_declared() -> None:
+    import subprocess
+    import sys
+
+    from kemu.protocol import streams_v1
+
+    assert frozenset(streams_v1.SCHEMAS) == wire.STREAMS_V1_KEYS
+    assert wire.known_versions(88) == (0, 1) and wire.known_versions(89) == (0, 1)
+    for key in wire.STREAMS_V1_KEYS:
+        assert wire.request_schema(*key) is streams_v1.SCHEMAS[key][0]
+        assert wire.response_schema(*key) is streams_v1.SCHEMAS[key][1]
+    # a fresh interpreter importing the wire does not import them (start-up time)
+    probe = (
+        "import sys, kemu.protocol.wire as w; assert 'kemu.protocol.streams_v1' not in sys.modules;"
+        " w.request_schema(88, 1); assert 'kemu.protocol.streams_v1' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
