@@ -111,7 +111,7 @@ class Kemu:
                 self.stop()
                 raise RuntimeError(f"kemu did not start; see {self.workdir / 'kemu.log'}")
 
-    def kill(self) -> None:
+    def kill_and_restart(self) -> None:
         """SIGKILL, then the same ports and data dir again: what the logs kept must be there."""
         assert self.process is not None
         self.process.kill()
@@ -389,7 +389,7 @@ def run(args: argparse.Namespace) -> int:
                   f"committed in this run", flush=True)  # fmt: skip
             if ending == "kill" and args.kill_kemu and isinstance(server, Kemu):
                 late_input.join()  # the input complete before kemu goes down
-                server.kill()
+                server.kill_and_restart()
                 figures.kemu_kills += 1
                 print(f"kemu SIGKILLed and restarted at {server.bootstrap}", flush=True)
         figures.micro_batches = checkpoint.committed_batches()
