@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from kemu.protocol.record_reader import control_type
 from kemu.protocol.records import CONTROL_COMMIT, BatchHeader, CorruptBatch
-from kemu.storage.recovery import DATA_BATCH, UNKNOWN_MARKER
+from kemu.storage.recovery import DATA_BATCH, UNKNOWN_MARKER, NotedBatch
 
 
 class PartitionTransactions:
@@ -64,10 +64,10 @@ class PartitionTransactions:
         gone = set(marker_offsets)
         self.aborted = [entry for entry in self.aborted if entry[0] not in gone]
 
-    def replay(self, noted: Iterable[tuple[int, int, int]]) -> None:
-        """What ``rebuild`` does, from the (base offset, producer id, marker) of each
-        transactional batch that a log's recovery noted (``kemu.storage.recovery``)."""
-        for offset, producer_id, marker in noted:
+    def replay(self, noted: Iterable[NotedBatch]) -> None:
+        """What ``rebuild`` does, from the transactional batches that a log's recovery noted
+        (``kemu.storage.recovery``)."""
+        for offset, _last_offset, producer_id, marker in noted:
             if marker == DATA_BATCH:
                 self.ongoing.setdefault(producer_id, offset)
             elif marker != UNKNOWN_MARKER:

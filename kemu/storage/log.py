@@ -13,9 +13,13 @@ from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kemu.protocol.records import BatchHeader
 from kemu.storage.compaction import CleanResult, CompactionPolicy
+
+if TYPE_CHECKING:
+    from kemu.storage.recovery import NotedBatch  # recovery imports this module
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,11 +112,12 @@ class PartitionLog(ABC):
         """Idempotent-producer state found in the log when it was opened (none in memory)."""
         return {}
 
-    def take_recovered_transactions(self) -> list[tuple[int, int, int]] | None:
-        """The transactional batches found when the log was opened, from the log start, in
-        offset order: (base offset, producer id, ``DATA_BATCH`` or the control batch's marker
-        type; ``kemu.storage.recovery``). Handed over once (later calls give []); None when the
-        log did not note them, and its batches must be read instead."""
+    def take_recovered_transactions(self) -> list[NotedBatch] | None:
+        """The transactional batches found when the log was opened, those ``batches(log start,
+        log end)`` gives, in offset order (``NotedBatch``: base and last offset, producer id,
+        ``DATA_BATCH`` or the control batch's marker type; ``kemu.storage.recovery``). Handed
+        over once (later calls give []); None when the log did not note them, and its batches
+        must be read instead."""
         return None
 
     def clean(

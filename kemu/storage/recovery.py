@@ -89,6 +89,8 @@ def _check_batch(
 
 DATA_BATCH = -1  # a transactional batch of records, in ``ProducerTracker.transactions``
 UNKNOWN_MARKER = -2  # a transactional control batch without a readable marker
+# (base offset, last offset, producer id, DATA_BATCH or the marker type) of a transactional batch
+NotedBatch = tuple[int, int, int, int]
 
 
 class ProducerTracker:
@@ -98,26 +100,34 @@ class ProducerTracker:
     the sequence ranges of its last few batches, so that a producer retrying a batch that was
     written just before a crash gets its original offset instead of a duplicate.
 
-    It also notes every transactional batch as it goes by (base offset, producer id, and
-    ``DATA_BATCH`` or the control batch's marker type), so that ``Partition`` rebuilds open
-    and aborted transactions from this list instead of reading the log a second time.
+    It also notes every transactional batch as it goes by (``NotedBatch``: base and last
+    offset, producer id, ``DATA_BATCH`` or the control batch's marker type), so that
+    ``Partition`` rebuilds open and aborted transactions from this list instead of reading
+    the log a second time.
     """
 
     def __init__(self) -> None:
         self.producers: dict[int, RecoveredProducer] = {}
-        self.transactions: list[tuple[int, int, int]] = []
+        self.transactions: list[NotedBatch] = []
 
     def observe_transactional(self, header: BatchHeader, batch: bytes | memoryview) -> None:
         """Note a transactional batch (``batch``: its bytes, read only for a control batch)."""
         if not header.is_control:
-            self.transactions.append((header.base_offset, header.producer_id, DATA_BATCH))
+            self.transactions.append(
+                (header.base_offset, header.last_offset, header.producer_id, DATA_BATCH)
+            )
             return
         try:
             marker = control_type(batch, header)
         except CorruptBatch:
             marker = None
         self.transactions.append(
-            (header.base_offset, header.producer_id, UNKNOWN_MARKER if marker is None else marker)
+            (
+                header.base_offset,
+                header.last_offset,
+                header.producer_id,
+                UNKNOWN_MARKER if marker is None else marker,
+            )
         )
 
     def observe(self, header: BatchHeader) -> None:

@@ -64,7 +64,7 @@ from kemu.storage.compaction import (
     track_producer,
 )
 from kemu.storage.log import BatchIndex, PartitionLog, RecoveredProducer, TimestampMatch
-from kemu.storage.recovery import ProducerTracker, scan_batches
+from kemu.storage.recovery import NotedBatch, ProducerTracker, scan_batches
 
 log = structlog.get_logger("kemu.storage")
 
@@ -229,8 +229,8 @@ class SegmentLog(PartitionLog):
         self._dirty = False
         self._directory_dirty = False
         self._recovered: dict[int, RecoveredProducer] = {}
-        # transactional batches seen when the log was opened: (base offset, producer id, marker)
-        self._recovered_transactions: list[tuple[int, int, int]] = []
+        # transactional batches seen when the log was opened
+        self._recovered_transactions: list[NotedBatch] = []
         self._producers: dict[int, ProducerLast] = {}  # what compaction must keep of each
         self._first_dirty = 0  # the cleaner checkpoint
         self._cleaning_aborted = False
@@ -394,10 +394,12 @@ class SegmentLog(PartitionLog):
     def recovered_producers(self) -> dict[int, RecoveredProducer]:
         return self._recovered
 
-    def take_recovered_transactions(self) -> list[tuple[int, int, int]]:
+    def take_recovered_transactions(self) -> list[NotedBatch]:
+        # the batches ``batches(log start, log end)`` would give: a batch the log start cuts
+        # through is still read
         found, self._recovered_transactions = self._recovered_transactions, []
         start, end = self.log_start_offset, self.log_end_offset
-        return [entry for entry in found if start <= entry[0] < end]
+        return [entry for entry in found if entry[1] >= start and entry[0] < end]
 
     # --- compaction -------------------------------------------------------------------------
 

@@ -102,3 +102,18 @@ def test_control_type_reads_markers_as_iter_records_does() -> None:
         keys = [key for key, _ in records if key is not None and len(key) >= 4]
         expected = int.from_bytes(keys[0][2:4], "big", signed=True) if keys else None
         assert control_type(batch) == expected
+
+
+def test_a_log_start_inside_an_open_transactions_batch_keeps_it_open(tmp_path: Path) -> None:
+    # DeleteRecords may move the log start into a batch; a read from the log start still
+    # returns that batch, so its open transaction holds the last stable offset back
+    directory = tmp_path / "p"
+    log = SegmentLog(directory)
+    partition = Partition("t", TOPIC_ID, 0, 1, [1], log)
+    _produce(partition, 1, True, {})  # offsets 0-1, producer 1's transaction left open
+    _produce(partition, 2, False, {})  # 2-3
+    log.advance_start(1)
+    log.close()
+    reopened = Partition("t", TOPIC_ID, 0, 1, [1], SegmentLog(directory))
+    assert reopened.transactions.ongoing == {1: 0}
+    assert reopened.last_stable_offset == 0
