@@ -32,7 +32,7 @@ api key, version, mutation, frame (hex) and traceback, and the run exits non-zer
 
 Prints frames tried, outcomes, per-key counts, crashes, and the maximum resident set size:
 
-    .venv/bin/python -m bench.fuzz --frames 200000 --seed 1
+    .venv/bin/python -m bench.fuzz --frames 100000 --seed 1 --concurrency 256 --answer-timeout 0.2
 
 Over TCP, ``tests/integration/test_bad_input.py`` throws random and mutated frames at a kemu
 subprocess through real sockets (fewer frames, ten request kinds); this is the same
