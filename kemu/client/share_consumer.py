@@ -172,6 +172,7 @@ class _Session:
     partitions: set[TopicIdPartition] = field(default_factory=set)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     fetch: asyncio.Task[Fetched] | None = None
+    flush: asyncio.Task[None] | None = None  # a ShareAcknowledge of acks no fetch took
 
     def advance(self) -> None:
         self.epoch = 1 if self.epoch >= MAX_SESSION_EPOCH else self.epoch + 1
@@ -318,7 +319,33 @@ class ShareConsumer:
             # As Java's consumer: the next ShareFetch goes out while the application works on
             # these records, so the next poll finds them (or the fetch) already there.
             await self._start_fetches(self.max_wait_ms)
+        self._flush_acknowledgements()
         return handed
+
+    def _flush_acknowledgements(self) -> None:
+        """Acknowledgements that no ShareFetch of this poll carries (a fetch was already in
+        flight, or none was needed) go in a ShareAcknowledge once the session is free, as Java's
+        consumer sends them when it does not fetch, instead of waiting for a later poll."""
+        if not self._pending:
+            return
+        loop = asyncio.get_running_loop()
+        for node, session in self._sessions.items():
+            if session.flush is not None or session.epoch == OPEN_SESSION:
+                continue
+            if any(tp in session.partitions for tp in self._pending):
+                session.flush = loop.create_task(self._flush(node, session))
+
+    async def _flush(self, node: int, session: _Session) -> None:
+        try:
+            # Queued behind the session's fetch: what that fetch took is no longer pending.
+            results = await self._share_acknowledge(node, session, session.epoch)
+            for tp, error in results.items():
+                if error is not None:
+                    self.acknowledgement_errors[tp] = error
+        except (KafkaError, RetriableError, ConnectionClosed) as exc:
+            log.info("sending acknowledgements failed: %s", exc)
+        finally:
+            session.flush = None
 
     def _settle_previous_poll(self) -> None:
         if not self._delivered:
@@ -368,15 +395,20 @@ class ShareConsumer:
         for node, partitions in by_leader.items():
             session = self._sessions.setdefault(node, _Session())
             if session.fetch is None:
+                # The acknowledgements pending now ride on it; later ones wait for the next poll
+                # or commit, as Java's consumer hands them over only in poll and commit (a
+                # ShareFetch started here runs after the application's next acknowledge calls).
+                acks = self._take_pending(tp for tp in self._pending if tp in session.partitions)
                 session.fetch = loop.create_task(
-                    self._share_fetch(node, session, partitions, wait_ms)
+                    self._share_fetch(node, session, partitions, wait_ms, acks)
                 )
             tasks.append(session.fetch)
         for node in set(self._sessions) - set(by_leader):
             session = self._sessions[node]
             if session.partitions and session.fetch is None:
                 # Leadership moved away: the next request to this leader forgets the partitions.
-                session.fetch = loop.create_task(self._share_fetch(node, session, set(), 0))
+                acks = self._take_pending(tp for tp in self._pending if tp in session.partitions)
+                session.fetch = loop.create_task(self._share_fetch(node, session, set(), 0, acks))
         return tasks
 
     async def _harvest(self, done: list[asyncio.Task[Fetched]]) -> None:
@@ -412,21 +444,27 @@ class ShareConsumer:
         return {tp: self._pending.pop(tp) for tp in list(partitions) if self._pending.get(tp)}
 
     async def _share_fetch(
-        self, node: int, session: _Session, wanted: set[TopicIdPartition], wait_ms: int
+        self,
+        node: int,
+        session: _Session,
+        wanted: set[TopicIdPartition],
+        wait_ms: int,
+        taken: dict[TopicIdPartition, dict[int, int]],
     ) -> Fetched:
         async with session.lock:
             version = await self.cluster.version(SHARE_FETCH, 2, node)
             if self.acquire_mode and version < 2:
+                self._restore(taken)
                 raise KafkaError(
                     ErrorCode.unsupported_version,
                     f"broker {node} has no ShareFetch v2: no record_limit acquire mode",
                 )
             # Acknowledgements ride on an open session only (epoch 0 with acks is INVALID_REQUEST).
-            acks = (
-                {}
-                if session.epoch == OPEN_SESSION
-                else self._take_pending(tp for tp in self._pending if tp in session.partitions)
-            )
+            if session.epoch == OPEN_SESSION:
+                self._restore(taken)
+                acks: dict[TopicIdPartition, dict[int, int]] = {}
+            else:
+                acks = taken
             listed = (wanted - session.partitions) | set(acks)
             if session.epoch == OPEN_SESSION:
                 listed = set(wanted)
@@ -486,8 +524,10 @@ class ShareConsumer:
             return self._acquired(response, session)
 
     def _restore(self, acks: dict[TopicIdPartition, dict[int, int]]) -> None:
+        """Put back acknowledgements a request did not deliver (a newer one for an offset,
+        made meanwhile, wins)."""
         for tp, types in acks.items():
-            self._pending.setdefault(tp, {}).update(types)
+            self._pending[tp] = {**types, **self._pending.get(tp, {})}
 
     def _ack_topics(
         self,
@@ -717,6 +757,9 @@ class ShareConsumer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat_task
         for node, session in list(self._sessions.items()):
+            if session.flush is not None:
+                with contextlib.suppress(Exception):
+                    await session.flush
             if session.fetch is not None:
                 with contextlib.suppress(Exception):
                     self._take_in(await session.fetch)

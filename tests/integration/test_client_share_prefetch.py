@@ -42,11 +42,9 @@ def in_flight(consumer: ShareConsumer) -> bool:
     return any(session.fetch is not None for session in consumer._sessions.values())
 
 
-async def start_offset(kemu: KemuProcess, group: str) -> int:
+async def lag(kemu: KemuProcess, group: str) -> int:
     async with Admin(kemu.bootstrap) as admin:
-        offsets = await admin.share_group_offsets(group, TOPIC)
-    [partition] = offsets.values()
-    return partition.start_offset
+        return await admin.share_group_lag(group, TOPIC)
 
 
 async def test_the_next_fetch_leaves_with_the_poll_and_carries_the_acks(
@@ -74,14 +72,47 @@ async def test_the_next_fetch_leaves_with_the_poll_and_carries_the_acks(
         second = [r.offset for r in await consumer.poll(5.0)]
         assert second == [3]
         # Implicit mode: the second poll accepted 0..2 and the fetch it sent carried them,
-        # without a commit; the group's start offset moves past them.
+        # without a commit: only 3 (acquired, not acknowledged) is left in the group's lag.
         assert in_flight(consumer)
-        start = 0
+        left = -1
         for _ in range(100):
-            start = await start_offset(kemu, "prefetch-group")
-            if start >= 3:
+            left = await lag(kemu, "prefetch-group")
+            if left == 1:
                 break
             await asyncio.sleep(0.1)
-        assert start == 3
+        assert left == 1
+    finally:
+        await consumer.close()
+
+
+async def test_acknowledgements_no_fetch_carries_are_sent_without_another_poll(
+    kemu: KemuProcess,
+) -> None:
+    consumer = ShareConsumer(kemu.bootstrap, "flush-group", acknowledgement_mode="explicit")
+    await consumer.subscribe([TOPIC])
+    try:
+        for _ in range(100):
+            assigned = bool(consumer._assignment)
+            assert await consumer.poll(0.2) == []
+            if assigned:
+                break
+        before = await lag(kemu, "flush-group")
+        produce(kemu, [b"e"])
+        records = []
+        for _ in range(50):
+            records = await consumer.poll(0.5)
+            if records:
+                break
+        assert len(records) == 1
+        assert in_flight(consumer)  # the next fetch left before the record was acknowledged
+        consumer.acknowledge(records[0])
+        assert await consumer.poll(0.01) == []  # returns while that fetch is still out
+        left = -1
+        for _ in range(100):  # no more polls: a ShareAcknowledge after the fetch carries it
+            left = await lag(kemu, "flush-group")
+            if left == before:
+                break
+            await asyncio.sleep(0.1)
+        assert left == before
     finally:
         await consumer.close()
