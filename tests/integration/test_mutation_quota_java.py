@@ -6,7 +6,9 @@ one ``createTopics`` of 10 topics x 3 partitions with ``retryOnQuotaViolation(fa
 8 are created (the 8th still finds one token), the last 2 fail with
 ThrottlingQuotaExceededException carrying the throttle time (about 1 s: 2 tokens short at 2 per
 second). Created again with the default options, the Admin retries them after the throttle time
-until both exist. Skipped without javac or the jars ``make bench`` fetches into bench/.cache/lib.
+until both exist. librdkafka's admin (CreateTopics v4, before THROTTLING_QUOTA_EXCEEDED) gets
+the permissive quota: everything created, the answer throttled. Skipped without javac or the
+jars ``make bench`` fetches into bench/.cache/lib.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.java]
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "bench" / ".cache" / "lib"
 CLIENTS_JAR = LIB / "kafka-clients-4.4.0.jar"
+TOOLS_JAR = LIB / "kafka-tools-4.4.0.jar"
 
 DRIVER = """
 import java.util.*;
@@ -130,7 +135,7 @@ def check(lines: list[str]) -> None:
 
 
 def needs_java() -> None:
-    if shutil.which("javac") is None or not CLIENTS_JAR.exists():
+    if shutil.which("javac") is None or not (CLIENTS_JAR.exists() and TOOLS_JAR.exists()):
         pytest.skip("needs javac and Kafka's jars in bench/.cache/lib (make bench fetches them)")
 
 
@@ -144,8 +149,74 @@ def test_admin_create_topics_under_a_mutation_quota(tmp_path: Path) -> None:
     check(lines)
 
 
+def run_permissive(bootstrap: str) -> tuple[dict[str, str], list[int]]:
+    """librdkafka's admin sends CreateTopics v4, older than THROTTLING_QUOTA_EXCEEDED: under a
+    quota of 2 partitions/s, 10 topics x 3 partitions are all created and the answer throttled;
+    a validate-only batch of 30 partitions right after is charged too (throttled again)."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    subprocess.run(
+        [
+            "java",
+            "-cp",
+            f"{LIB}/*",
+            "org.apache.kafka.tools.ConfigCommand",
+            "--bootstrap-server",
+            bootstrap,
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "rdkafka-admin",
+            "--add-config",
+            "controller_mutation_rate=2",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    time.sleep(2)  # Kafka's controller applies the quota from its metadata log
+    throttles: list[int] = []
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": "rdkafka-admin",
+        "throttle_cb": lambda event: throttles.append(round(event.throttle_time * 1000)),
+    }
+    admin = AdminClient(config)
+    outcomes: dict[str, str] = {}
+    for prefix, validate_only in (("old", False), ("checked", True)):
+        topics = [NewTopic(f"{prefix}-{i}", 3, 1) for i in range(10)]
+        for name, future in admin.create_topics(topics, validate_only=validate_only).items():
+            try:
+                future.result(60)
+                outcomes[name] = "ok"
+            except Exception as error:  # the outcome is what is compared
+                outcomes[name] = str(error)
+        deadline = time.monotonic() + 10
+        while len([t for t in throttles if t > 0]) < (2 if validate_only else 1):
+            admin.poll(0.2)
+            assert time.monotonic() < deadline, throttles
+    print(outcomes, throttles)
+    return outcomes, [t for t in throttles if t > 0]
+
+
+def check_permissive(outcomes: dict[str, str], throttles: list[int]) -> None:
+    assert set(outcomes.values()) == {"ok"}
+    assert len(outcomes) == 20
+    assert 0 < throttles[0] <= 4_000  # 22 - 30 = -8 tokens at 2 per second
+    assert throttles[1] > 0
+
+
+def test_older_create_topics_versions_are_permissive(tmp_path: Path) -> None:
+    needs_java()
+    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log").start()
+    try:
+        check_permissive(*run_permissive(kemu.first_broker))
+    finally:
+        kemu.stop()
+
+
 @pytest.fixture(scope="module")
-def kafka_lines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     needs_java()
     sys.path.insert(0, str(ROOT))
     from bench.servers import KafkaServer
@@ -154,11 +225,13 @@ def kafka_lines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]
     server = KafkaServer(workdir, partitions=1)
     server.start()
     try:
-        yield run_scenario(server.bootstrap, workdir)[0]
+        yield server.bootstrap, workdir
     finally:
         server.stop()
 
 
-def test_the_same_scenario_on_kafka(kafka_lines: list[str]) -> None:
+def test_the_same_scenarios_on_kafka(kafka_bootstrap: tuple[str, Path]) -> None:
     """The expectations above hold on Apache Kafka 4.4.0 itself."""
-    check(kafka_lines)
+    bootstrap, workdir = kafka_bootstrap
+    check(run_scenario(bootstrap, workdir)[0])
+    check_permissive(*run_permissive(bootstrap))
