@@ -82,12 +82,14 @@ def test_same_throttle_times_as_kafka(name: str) -> None:
 
 def test_golden_scenarios_throttle() -> None:
     """The scenarios do reach throttling (a golden file of zeros would prove nothing)."""
-    throttled = sum(
-        answer not in ("0", "none") and "." not in answer
-        for scenario in GOLDEN["scenarios"].values()
-        for answer in scenario["answers"]
-    )
+    answers = [
+        answer for scenario in GOLDEN["scenarios"].values() for answer in scenario["answers"]
+    ]
+    throttled = sum(answer.isdigit() and answer != "0" for answer in answers)
     assert throttled > 100
+    mutations = [answer for answer in answers if "|" in answer]
+    assert sum("r" in answer for answer in mutations) > 100  # strict refusals
+    assert sum(not answer.endswith("|0") for answer in mutations) > 100  # throttled answers
 
 
 def test_throttle_time_is_excess_over_quota_times_window() -> None:
