@@ -27,16 +27,20 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
-from kemu.protocol import fastwrite, kip1289
+from kemu.protocol import fastwrite, kafka44, kip1289
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.guard import check_legacy_nulls, check_request
 from kemu.protocol.kip1289 import NAMES as KEMU_NAMES
 
-# kemu's own schemas: KIP-1289's messages, and versions kio does not have yet (streams v1).
+# kemu's own schemas: KIP-1289's messages, and versions kio does not have yet (Kafka 4.4's
+# ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3; streams v1).
 # The streams v1 classes (and the kio streams modules they build on, 0.1 s of CPU) are imported
 # on the first lookup of one of their keys, not at start-up; tests/unit/test_wire.py checks
 # that STREAMS_V1_KEYS names what kemu.protocol.streams_v1 defines.
-KEMU_SCHEMAS: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {**kip1289.SCHEMAS}
+KEMU_SCHEMAS: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {
+    **kip1289.SCHEMAS,
+    **kafka44.SCHEMAS,
+}
 STREAMS_V1_KEYS = frozenset({(88, 1), (89, 1)})
 
 

@@ -5,6 +5,7 @@ broker version kafka-python infers from the answer is checked too."""
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
@@ -74,7 +75,7 @@ async def test_every_version_lists_exactly_what_is_served(version: int) -> None:
     response = await ask(make_runtime(), version)
     assert response.error_code == 0
     assert ranges(response) == served()
-    assert ranges(response)[API_VERSIONS] == (0, 4)
+    assert ranges(response)[API_VERSIONS] == (0, 5)
     if version >= 1:
         assert response.throttle_time_ms == 0
 
@@ -181,7 +182,7 @@ async def test_software_name_is_not_checked_before_v3() -> None:
     assert (await ask(make_runtime(), 2, name="-bad name-")).error_code == 0
 
 
-@pytest.mark.parametrize("version", [5, 6, 100, 32767])
+@pytest.mark.parametrize("version", [6, 100, 32767])
 def test_newer_request_is_not_decodable(version: int) -> None:
     frame = struct.pack(">hhih", API_VERSIONS, version, 5, -1) + b"\x00\x00\x00"
     with pytest.raises(wire.UnsupportedRequest) as raised:
@@ -194,7 +195,7 @@ def test_unsupported_version_answer_is_v0_and_lists_every_api() -> None:
     frame = api_versions.unsupported_version_frame(runtime, 99)
     (size,) = struct.unpack_from(">i", frame)
     assert size == len(frame) - 4
-    # A client that sent v5 reads this as v0 (Kafka's rule); kafka-python does so for any error.
+    # A client that sent v6 reads this as v0 (Kafka's rule); kafka-python does so for any error.
     for claimed in (0, 3, 4):
         decoded = ApiVersionsResponse.decode(frame[4:], version=claimed, header=True)
         assert decoded.header.correlation_id == 99
@@ -239,3 +240,83 @@ async def test_as_version_drops_apis_the_release_did_not_have() -> None:
     table = ranges(await ask(make_runtime(caps), 4))
     assert 1 not in table
     assert set(table) == set(served()) - {1}
+
+
+async def ask_v5(
+    cluster_id: str | None, node_id: int, name: str = "apache-kafka-java"
+) -> tuple[bytes, Any]:
+    """ApiVersions v5 (KIP-1242) through the handler, encoded and decoded with kemu's codec
+    (kafka-python has no v5); returns the request's body bytes and the decoded answer."""
+    runtime = make_runtime()
+    request_class = wire.request_schema(API_VERSIONS, 5)
+    body = wire.build(
+        request_class,
+        client_software_name=name,
+        client_software_version="4.4.0",
+        cluster_id=cluster_id,
+        node_id=node_id,
+    )
+    frame = wire.encode_request_frame(body, correlation_id=7)[4:]
+    request = wire.decode_request(frame)
+    assert request.body == body
+    context = RequestContext(NODE, runtime, request.header)
+    answer = await api_versions.handle(context, request.body)
+    payload = wire.encode_response_frame(API_VERSIONS, 5, 7, answer)[4:]
+    correlation_id, decoded = wire.decode_response(API_VERSIONS, 5, payload)
+    assert correlation_id == 7
+    return wire.encode_body(body), decoded
+
+
+async def test_v5_request_bytes_follow_kafka_44s_schema() -> None:
+    # v4's two compact strings, then ClusterId (compact nullable string) and NodeId (int32),
+    # then the empty tagged-field buffer
+    raw, _ = await ask_v5("unit", 1, name="j")
+    assert raw == b"\x02j\x064.4.0\x05unit\x00\x00\x00\x01\x00"
+    raw, _ = await ask_v5(None, -1, name="j")
+    assert raw == b"\x02j\x064.4.0\x00\xff\xff\xff\xff\x00"
+
+
+@pytest.mark.parametrize(("cluster_id", "node_id"), [(None, -1), ("unit", 1)])
+async def test_v5_without_ids_or_with_this_brokers_ids_lists_the_apis_and_features(
+    cluster_id: str | None, node_id: int
+) -> None:
+    _, answer = await ask_v5(cluster_id, node_id)
+    assert answer.error_code is ErrorCode.none
+    assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == served()
+    features = {f.name: (f.min_version, f.max_version) for f in answer.supported_features}
+    assert features["kraft.version"][0] == 0  # v4+: ranges starting at 0 are listed
+    assert {f.name for f in answer.finalized_features} >= {"metadata.version"}
+
+
+@pytest.mark.parametrize(("cluster_id", "node_id"), [("other", 1), ("unit", 2), ("", 1)])
+async def test_v5_for_another_cluster_or_node_is_rebootstrap_required(
+    cluster_id: str, node_id: int
+) -> None:
+    # KIP-1242: the client's bootstrap address now reaches another cluster or node
+    _, answer = await ask_v5(cluster_id, node_id)
+    assert answer.error_code is ErrorCode.rebootstrap_required
+    assert answer.api_keys == ()
+
+
+@pytest.mark.parametrize(("cluster_id", "node_id"), [("unit", -1), (None, 1)])
+async def test_v5_with_one_id_without_the_other_is_invalid_request(
+    cluster_id: str | None, node_id: int
+) -> None:
+    _, answer = await ask_v5(cluster_id, node_id)
+    assert answer.error_code is ErrorCode.invalid_request
+    assert answer.api_keys == ()
+
+
+def test_request_error_order_matches_kafka() -> None:
+    # isValid (pairing, then the software pattern) comes before the cluster check
+    class Request:
+        client_software_name = "bad name"
+        client_software_version = "1"
+        cluster_id = "other"
+        node_id = 1
+
+    assert api_versions.request_error(Request(), 5, "unit", 1) is ErrorCode.invalid_request
+    # before v5 the ids are not read, whatever the body holds
+    Request.client_software_name = "ok"
+    assert api_versions.request_error(Request(), 4, "unit", 1) is None
+    assert api_versions.request_error(Request(), 5, "unit", 1) is ErrorCode.rebootstrap_required

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import uuid
 from typing import Any
 
 import pytest
@@ -151,12 +152,16 @@ def test_end_txn_v5_bumps_the_epoch(broker: Broker) -> None:
     )
 
 
-def txn_offset_commit(broker: Broker, version: int, pid: int, epoch: int, **fields: Any) -> Any:
+def txn_offset_commit(
+    broker: Broker, version: int, pid: int, epoch: int, topic_id: Any = None, **fields: Any
+) -> Any:
     partition = broker.nested(TXN_COMMIT, version, "TxnOffsetCommitRequestPartition",
                               partition_index=0, committed_offset=5, committed_leader_epoch=-1,
                               committed_metadata="")  # fmt: skip
+    if topic_id is None:
+        topic_id = broker.cluster.topics["orders"].topic_id
     topic = broker.nested(TXN_COMMIT, version, "TxnOffsetCommitRequestTopic", name="orders",
-                          partitions=(partition,))  # fmt: skip
+                          topic_id=topic_id, partitions=(partition,))  # fmt: skip
     fields.setdefault("generation_id", -1)
     fields.setdefault("member_id", "")
     fields.setdefault("group_instance_id", None)
@@ -211,6 +216,41 @@ def test_txn_offset_commit_v5_joins_the_offsets_partition_without_add_offsets(
     first = init(broker)
     pid, epoch = first.producer_id, first.producer_epoch
     assert txn_offset_commit(broker, 5, pid, epoch) == ErrorCode.none
+    from kemu.coordinator.group.service import group_coordinator
+
+    async def commit() -> Any:
+        return end(broker, pid, epoch, True, version=5)
+
+    assert asyncio.run(commit()).error_code == ErrorCode.none
+    groups = group_coordinator(broker.runtime)
+    assert groups.fetch_offsets("g", [("orders", [0])])[1][0].offset == 5
+
+
+def test_txn_offset_commit_v6_names_topics_by_id(broker: Broker) -> None:
+    # KIP-1319: the topic is named by id; an unknown id is UNKNOWN_TOPIC_ID, and v6 reports a
+    # generation for an unknown group as GROUP_ID_NOT_FOUND (ILLEGAL_GENERATION before v6)
+    first = init(broker)
+    pid, epoch = first.producer_id, first.producer_epoch
+    assert txn_offset_commit(broker, 6, pid, epoch, topic_id=uuid.uuid4()) == (
+        ErrorCode.unknown_topic_id
+    )
+    assert txn_offset_commit(broker, 6, pid, epoch, generation_id=4) == (
+        ErrorCode.group_id_not_found
+    )
+    assert txn_offset_commit(broker, 5, pid, epoch, generation_id=4) == (
+        ErrorCode.illegal_generation
+    )
+    topic_id = broker.cluster.topics["orders"].topic_id
+    partition = broker.nested(TXN_COMMIT, 6, "TxnOffsetCommitRequestPartition",
+                              partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+                              committed_metadata="")  # fmt: skip
+    topic = broker.nested(TXN_COMMIT, 6, "TxnOffsetCommitRequestTopic", topic_id=topic_id,
+                          partitions=(partition,))  # fmt: skip
+    request = broker.request(TXN_COMMIT, 6, transactional_id=TXN, group_id="g", producer_id=pid,
+                             producer_epoch=epoch, topics=(topic,))  # fmt: skip
+    response = broker.send(request)
+    assert response.topics[0].topic_id == topic_id
+    assert response.topics[0].partitions[0].error_code == ErrorCode.none
     from kemu.coordinator.group.service import group_coordinator
 
     async def commit() -> Any:

@@ -118,7 +118,7 @@ def test_shorter_than_a_header_is_malformed(length: int) -> None:
         (4, 0),  # LeaderAndIsr: inter-broker, not in kio
         (0, 2),  # Produce v0-v2 were removed in Kafka 4
         (METADATA, 99),
-        (API_VERSIONS, 5),
+        (API_VERSIONS, 6),  # Kafka 4.4 stops at v5
     ],
 )
 def test_unknown_key_or_version_is_unsupported(api_key: int, api_version: int) -> None:
@@ -372,7 +372,7 @@ def test_api_names() -> None:
     assert wire.api_name(API_VERSIONS) == "api_versions"
     assert wire.api_name(9999) == "unknown_9999"
     assert wire.known_versions(9999) is None
-    assert wire.known_versions(API_VERSIONS) == (0, 4)
+    assert wire.known_versions(API_VERSIONS) == (0, 5)  # v5: kemu.protocol.kafka44
 
 
 def test_streams_v1_schemas_load_on_first_lookup_and_are_the_ones_declared() -> None:

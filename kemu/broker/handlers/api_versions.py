@@ -1,4 +1,4 @@
-"""ApiVersions (key 18), v0-v4.
+"""ApiVersions (key 18), v0-v5.
 
 Advertises exactly the handlers registered in ``kemu.broker.handlers`` (capped by
 ``--as-version``), except that Produce is advertised from v0 as Kafka 4.x brokers do
@@ -13,7 +13,13 @@ finalized at 3 (SV_3, KIP-1289) as long as TxnShareAcknowledge and
 AddShareAcknowledgementsToTxn are advertised (at their configured keys) with transaction version
 2; without it both keys are absent and share.version stays at 1 (spec §8).
 
-A request at a version newer than v4 is answered with a v0-encoded UNSUPPORTED_VERSION body
+v5 (KIP-1242) carries the cluster id and node id the client means to reach, checked as Kafka
+4.4's KafkaApis does: one given without the other is INVALID_REQUEST; both given and either
+not this broker's (its cluster id, the node id of the broker the connection reached) is
+REBOOTSTRAP_REQUIRED, so a client whose address now points at another cluster or node
+bootstraps again. Both answers carry the error alone, with no API list.
+
+A request at a version newer than v5 is answered with a v0-encoded UNSUPPORTED_VERSION body
 that still lists every API, which is how clients learn the range to retry with. Below v4 the
 supported features whose range starts at 0 are left out, as Kafka 4.4 does (older clients could
 not parse a 0 minimum, KAFKA-17011); finalized levels are listed at v3 and v4 alike.
@@ -47,6 +53,7 @@ KIP1289_KEYS = (TXN_SHARE_ACKNOWLEDGE_KEY, ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN_KEY
 PRODUCE_KEY = 0
 # Kafka's ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION: a broker advertises Produce from v0.
 PRODUCE_ADVERTISED_MIN_VERSION = 0
+CLUSTER_CHECK_VERSION = 5  # KIP-1242: ClusterId and NodeId in the request
 
 
 def advertised(runtime: Runtime) -> list[tuple[int, int, int]]:
@@ -106,20 +113,18 @@ def _kip1289_served(runtime: Runtime) -> bool:
     return _served(runtime, 26, 5) and all(_served(runtime, at[key]) for key in KIP1289_KEYS)
 
 
-@handler(API_KEY, 0, 4)
+@handler(API_KEY, 0, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.runtime
     module = ctx.response_module
+    refusal = request_error(request, ctx.version, runtime.cluster.cluster_id, ctx.node.node_id)
+    if refusal is not None:
+        # Kafka answers these with the error alone (ApiVersionsRequest.getErrorResponse).
+        return ctx.respond(error_code=refusal, api_keys=())
     keys = tuple(
         wire.build(module.ApiVersion, api_key=key, min_version=low, max_version=high)
         for key, low, high in advertised(runtime)
     )
-    if ctx.version >= 3:
-        name = getattr(request, "client_software_name", "")
-        version = getattr(request, "client_software_version", "")
-        if not _valid_software(name) or not _valid_software(version):
-            # Kafka answers a bad client software name/version with an empty API list.
-            return ctx.respond(error_code=ErrorCode.invalid_request, api_keys=())
     extras: dict[str, Any] = {}
     if ctx.version >= 3:
         extras = {
@@ -143,6 +148,27 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "zk_migration_ready": False,
         }
     return ctx.respond(error_code=ErrorCode.none, api_keys=keys, **extras)
+
+
+def request_error(request: Any, version: int, cluster_id: str, node_id: int) -> ErrorCode | None:
+    """Kafka 4.4's checks of an ApiVersions request, in its order: v5's ClusterId and NodeId
+    come together or not at all, v3+'s client software name and version match Kafka's
+    pattern (INVALID_REQUEST, ``ApiVersionsRequest.isValid``); then v5's ids, when given,
+    must be this broker's (REBOOTSTRAP_REQUIRED, KIP-1242)."""
+    wanted_cluster = (
+        getattr(request, "cluster_id", None) if version >= CLUSTER_CHECK_VERSION else None
+    )
+    wanted_node = getattr(request, "node_id", -1) if version >= CLUSTER_CHECK_VERSION else -1
+    if (wanted_cluster is None) != (wanted_node == -1):
+        return ErrorCode.invalid_request
+    if version >= 3:
+        name = getattr(request, "client_software_name", "")
+        software = getattr(request, "client_software_version", "")
+        if not _valid_software(name) or not _valid_software(software):
+            return ErrorCode.invalid_request
+    if wanted_cluster is not None and (wanted_cluster != cluster_id or wanted_node != node_id):
+        return ErrorCode.rebootstrap_required
+    return None
 
 
 def _valid_software(value: str) -> bool:

@@ -1,4 +1,4 @@
-"""DeleteGroups (key 42), v0-v2.
+"""DeleteGroups (key 42), v0-v3.
 
 Deletes each named group of any type: an empty id gets INVALID_GROUP_ID, an unknown one
 GROUP_ID_NOT_FOUND, a group with members NON_EMPTY_GROUP. Deleting a share group first deletes
@@ -8,6 +8,10 @@ whose deletion listeners drop what belongs to them (committed offsets).
 
 Every broker accepts the request (one group coordinator per process; see FindCoordinator).
 A group the caller may not DELETE gets GROUP_AUTHORIZATION_FAILED, as KafkaApis answers.
+
+v3 adds a per-group ``ErrorMessage``. Kafka 4.4 fills it only when deleting a streams group's
+internal topics fails (``GroupCoordinatorService.filterStreamsTopologyErrors``), which kemu
+does not do on deletion; every result carries null, as Kafka's do otherwise.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from kemu.protocol.errors import ErrorCode
 API_KEY = 42
 
 
-@handler(API_KEY, 0, 2)
+@handler(API_KEY, 0, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for group_id in request.groups_names:

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28), v0-v5.
+"""TxnOffsetCommit (key 28), v0-v6.
 
 Offsets a transactional producer commits for a consumer group. They are checked now and staged
 with the transaction; the transaction coordinator hands them to the group coordinator's offset
@@ -15,6 +15,11 @@ metadata above ``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE.
 
 v5 (transaction version 2) adds the group's ``__consumer_offsets`` partition to the transaction
 itself, as the client sends no AddOffsetsToTxn first.
+
+v6 (KIP-1319) names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID, and the answer
+echoes the ids. As Kafka 4.4's OffsetMetadataManager, v6 also answers a generation for an unknown
+group with GROUP_ID_NOT_FOUND and a stale member epoch with STALE_MEMBER_EPOCH; older versions
+get ILLEGAL_GENERATION for both.
 
 Omission: staged offsets are kept in memory until the commit (see the transaction service).
 """
@@ -46,10 +51,11 @@ from kemu.protocol.errors import ErrorCode
 API_KEY = 28
 FIRST_FENCED_VERSION = 3
 IMPLICIT_ADD_VERSION = 5  # KIP-890 part 2: no AddOffsetsToTxn before it
+TOPIC_ID_VERSION = 6  # KIP-1319: topic ids, GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH
 OFFSET_COMMIT_VERSION = 8  # how the group coordinator is asked to commit them at the marker
 
 
-@handler(API_KEY, 0, 5)
+@handler(API_KEY, 0, 6)
 def handle(ctx: RequestContext, request: Any) -> Any:
     denied = refused(
         ctx, request, txn_write(request.transactional_id), group_read(request.group_id)
@@ -65,6 +71,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     if error is ErrorCode.none:
         error = _check_group(ctx, request.group_id, member_id, instance_id, generation)
+        error = _group_error_for_version(error, ctx.version)
     if error is ErrorCode.none and ctx.version >= IMPLICIT_ADD_VERSION:
         # Transaction version 2 clients send no AddOffsetsToTxn: the group's offsets partition
         # joins the transaction here, or EndTxn would find a transaction with nothing in it.
@@ -77,23 +84,30 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     error = for_version(error, ctx.version, FIRST_FENCED_VERSION)
     max_metadata = broker_int(ctx.cluster.config, "offset.metadata.max.bytes")
     pending = PendingOffsets(member_id, instance_id, generation, OFFSET_COMMIT_VERSION)
+    by_id = ctx.version >= TOPIC_ID_VERSION
+    names = [_topic_name(ctx, topic, by_id) for topic in request.topics]
     readable = allowed_names(
-        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+        ctx, AclOperation.READ, ResourceType.TOPIC, (name or "" for name in names)
     )
     answers = []
-    for topic in request.topics:
+    for topic, name in zip(request.topics, names, strict=True):
         partitions = []
         for entry in topic.partitions:
-            code = error if topic.name in readable else ErrorCode.topic_authorization_failed
-            if code is ErrorCode.none:
+            if name is None:
+                code = ErrorCode.unknown_topic_id
+            elif name not in readable:
+                code = ErrorCode.topic_authorization_failed
+            else:
+                code = error
+            if code is ErrorCode.none and name is not None:
                 metadata = entry.committed_metadata
-                if ctx.cluster.partition(topic.name, entry.partition_index) is None:
+                if ctx.cluster.partition(name, entry.partition_index) is None:
                     code = ErrorCode.unknown_topic_or_partition
                 elif metadata is not None and len(metadata) > max_metadata:
                     code = ErrorCode.offset_metadata_too_large
                 else:
-                    pending.offsets[(topic.name, entry.partition_index)] = CommitPartition(
-                        topic=topic.name,
+                    pending.offsets[(name, entry.partition_index)] = CommitPartition(
+                        topic=name,
                         partition=entry.partition_index,
                         offset=entry.committed_offset,
                         leader_epoch=getattr(entry, "committed_leader_epoch", -1),
@@ -107,11 +121,36 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         answers.append(
-            ctx.make("TxnOffsetCommitResponseTopic", name=topic.name, partitions=tuple(partitions))
+            ctx.make(
+                "TxnOffsetCommitResponseTopic",
+                name=getattr(topic, "name", ""),
+                topic_id=getattr(topic, "topic_id", None),
+                partitions=tuple(partitions),
+            )
         )
     if pending.offsets:
         transactions.stage_offsets(request.transactional_id, request.group_id, pending)
     return ctx.respond(topics=tuple(answers))
+
+
+def _topic_name(ctx: RequestContext, topic: Any, by_id: bool) -> str | None:
+    """The topic's name: given before v6, looked up by id from v6 (None: no such topic)."""
+    if not by_id:
+        return str(topic.name)
+    found = ctx.cluster.topics_by_id.get(topic.topic_id)
+    return None if found is None else found.name
+
+
+def _group_error_for_version(error: ErrorCode, version: int) -> ErrorCode:
+    """Before v6 the client knows neither GROUP_ID_NOT_FOUND nor STALE_MEMBER_EPOCH here
+    (``TxnOffsetCommitRequest.supportsGroupIdNotFoundError``/``supportsStaleMemberEpochError``):
+    Kafka answers ILLEGAL_GENERATION instead."""
+    if version < TOPIC_ID_VERSION and error in (
+        ErrorCode.group_id_not_found,
+        ErrorCode.stale_member_epoch,
+    ):
+        return ErrorCode.illegal_generation
+    return error
 
 
 def _check_group(
@@ -126,7 +165,8 @@ def _check_group(
     group = group_coordinator(ctx.runtime).registry.get(group_id)
     identified = generation >= 0 or bool(member_id) or instance_id is not None
     if group is None:
-        return ErrorCode.illegal_generation if generation >= 0 else ErrorCode.none
+        # v6 reports GROUP_ID_NOT_FOUND, older versions ILLEGAL_GENERATION (mapped above)
+        return ErrorCode.group_id_not_found if generation >= 0 else ErrorCode.none
     if isinstance(group, ConsumerGroup):
         if generation < 0 and not member_id:
             return ErrorCode.none
