@@ -332,13 +332,21 @@ class ShareConsumer:
         for node, session in self._sessions.items():
             if session.flush is not None or session.epoch == OPEN_SESSION:
                 continue
-            if any(tp in session.partitions for tp in self._pending):
-                session.flush = loop.create_task(self._flush(node, session))
+            # Only what is pending now: acknowledgements made later are for the next fetch.
+            waiting = {
+                tp: set(types)
+                for tp, types in self._pending.items()
+                if types and tp in session.partitions
+            }
+            if waiting:
+                session.flush = loop.create_task(self._flush(node, session, waiting))
 
-    async def _flush(self, node: int, session: _Session) -> None:
+    async def _flush(
+        self, node: int, session: _Session, waiting: dict[TopicIdPartition, set[int]]
+    ) -> None:
         try:
             # Queued behind the session's fetch: what that fetch took is no longer pending.
-            results = await self._share_acknowledge(node, session, session.epoch)
+            results = await self._share_acknowledge(node, session, session.epoch, waiting)
             for tp, error in results.items():
                 if error is not None:
                     self.acknowledgement_errors[tp] = error
@@ -442,6 +450,22 @@ class ShareConsumer:
         self, partitions: Iterable[TopicIdPartition]
     ) -> dict[TopicIdPartition, dict[int, int]]:
         return {tp: self._pending.pop(tp) for tp in list(partitions) if self._pending.get(tp)}
+
+    def _take_offsets(
+        self, offsets: dict[TopicIdPartition, set[int]]
+    ) -> dict[TopicIdPartition, dict[int, int]]:
+        """The pending acknowledgements of these offsets, taken away."""
+        taken: dict[TopicIdPartition, dict[int, int]] = {}
+        for tp, wanted in offsets.items():
+            types = self._pending.get(tp)
+            if not types:
+                continue
+            moved = {offset: types.pop(offset) for offset in wanted if offset in types}
+            if moved:
+                taken[tp] = moved
+            if not types:
+                del self._pending[tp]
+        return taken
 
     async def _share_fetch(
         self,
@@ -691,14 +715,23 @@ class ShareConsumer:
             self._settle_previous_poll()
 
     async def _share_acknowledge(
-        self, node: int, session: _Session, epoch: int
+        self,
+        node: int,
+        session: _Session,
+        epoch: int,
+        only: dict[TopicIdPartition, set[int]] | None = None,
     ) -> dict[TopicIdPartition, KafkaError | None]:
+        """ShareAcknowledge of the pending acknowledgements of the session's partitions (with
+        ``only``: of those offsets alone, the ones still pending)."""
         async with session.lock:
             if session.epoch == OPEN_SESSION:
                 return {}  # no session at this leader (never opened, or lost): nothing to end
             if epoch != CLOSE_SESSION:
                 epoch = session.epoch
-            acks = self._take_pending(tp for tp in self._pending if tp in session.partitions)
+            if only is None:
+                acks = self._take_pending(tp for tp in self._pending if tp in session.partitions)
+            else:
+                acks = self._take_offsets(only)
             if not acks and epoch != CLOSE_SESSION:
                 return {}
             version = await self.cluster.version(SHARE_ACKNOWLEDGE, 2, node)
