@@ -9,7 +9,8 @@ record gets INVALID_PRODUCER_EPOCH, as from Kafka's partition leader, so its com
 InvalidProducerEpochException) and its own commit is the only record read_committed sees; Admin
 lists and describes an open transaction and sees it CompleteAbort after the abort. A
 consume-transform-produce loop copies a topic exactly once with a subscribed read_committed
-consumer, over the classic and the KIP-848 consumer group protocol.
+consumer, over the classic and the KIP-848 consumer group protocol. The client speaks Kafka
+4.4's newest versions to kemu: ApiVersions v5 and TxnOffsetCommit v6 (counted by /metrics).
 """
 
 from __future__ import annotations
@@ -28,14 +29,12 @@ RECORDS = 30
 
 
 @pytest.fixture(scope="module")
-def txn_run(
-    java_probes: Path,  # noqa: F811
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[ProbeRun]:
+def txn_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
     log_path = tmp_path_factory.mktemp("kemu-txn-java") / "kemu.log"
     kemu = KemuProcess(
         brokers=3,
         log_path=log_path,
+        with_control=True,
         overrides=[
             "group.initial.rebalance.delay.ms=300",
             # KIP-848 reconciles one heartbeat at a time: beat often so the test is quick.
@@ -44,11 +43,16 @@ def txn_run(
         ],
     ).start()
     try:
-        yield run_probe(
-            "TransactionProbe", kemu.bootstrap, "--topic", "java-txn", "--records", str(RECORDS)
-        )
+        yield kemu
     finally:
         kemu.stop()
+
+
+@pytest.fixture(scope="module")
+def txn_run(java_probes: Path, txn_kemu: KemuProcess) -> ProbeRun:  # noqa: F811
+    return run_probe(
+        "TransactionProbe", txn_kemu.bootstrap, "--topic", "java-txn", "--records", str(RECORDS)
+    )
 
 
 def test_read_committed_sees_only_committed_records(txn_run: ProbeRun) -> None:
@@ -91,3 +95,18 @@ def test_admin_lists_and_describes_transactions(txn_run: ProbeRun) -> None:
 
 def test_probe_exit_status(txn_run: ProbeRun) -> None:
     assert txn_run.returncode == 0, txn_run.stderr[-3000:]
+
+
+def test_the_client_uses_kafka_44s_newest_versions(
+    txn_run: ProbeRun, txn_kemu: KemuProcess
+) -> None:
+    # ApiVersions v5 (KIP-1242) and TxnOffsetCommit v6 (KIP-1319): no UNSUPPORTED_VERSION fallback
+    from prometheus_client.parser import text_string_to_metric_families
+
+    used: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(txn_kemu.control.metrics()):
+        for sample in family.samples:
+            if sample.name == "kafka_network_requests_total" and sample.value > 0:
+                used.setdefault(sample.labels["api"], set()).add(sample.labels["version"])
+    assert used["api_versions"] == {"5"}
+    assert "6" in used["txn_offset_commit"]
