@@ -62,15 +62,20 @@ def user_and_client(context: RequestContext) -> tuple[str, str]:
     return principal.partition(":")[2] or principal, context.header.client_id or ""
 
 
-def controller_mutation_quota(context: RequestContext, strict_since: int) -> MutationQuota:
+def controller_mutation_quota(
+    context: RequestContext, strict_since: int, *, throttles_answer: bool = True
+) -> MutationQuota:
     """This request's ``controller_mutation_rate`` quota, strict from version ``strict_since``
-    (ControllerMutationQuotaManager.newQuotaFor); kept on the context for the answer's throttle."""
+    (ControllerMutationQuotaManager.newQuotaFor); kept on the context for the answer's throttle
+    unless ``throttles_answer`` is false (a Metadata auto-creation: Kafka's broker forwards it
+    to the controller as the client's CreateTopics, whose throttle the client never sees)."""
     if not client_quotas(context.runtime).quotas:
         return UNBOUNDED_MUTATIONS
     quota = client_throttles(context.runtime).mutation.quota_for(
         *user_and_client(context), strict=context.header.api_version >= strict_since
     )
-    context.mutation_quota = quota
+    if throttles_answer:
+        context.mutation_quota = quota
     return quota
 
 

@@ -165,3 +165,37 @@ async def test_no_mutation_quota_no_throttle() -> None:
     assert {topic.error_code for topic in created.topics} == {ErrorCode.none}
     assert throttle_ms(created) == 0
     assert transport.reading
+
+
+def metadata(correlation_id: int, name: str) -> bytes:
+    module = wire.request_module(3, 12)
+    body = wire.build(
+        wire.request_schema(3, 12),
+        topics=(wire.build(module.MetadataRequestTopic, name=name, topic_id=uuid.UUID(int=0)),),
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    return wire.encode_request_frame(body, correlation_id, client_id="admin")
+
+
+@pytest.mark.asyncio
+async def test_metadata_auto_creation_is_charged_to_the_client() -> None:
+    """Kafka's broker forwards an auto-creation as the client's CreateTopics (strict): refused,
+    the topic is not created and Metadata says LEADER_NOT_AVAILABLE, without a throttle."""
+    clock = VirtualClock(start_ms=START_MS)
+    runtime, connection, transport = setup(clock)
+    set_quota(runtime, "controller_mutation_rate", 2.0, **{"client-id": "admin"})
+    connection.data_received(create_topics(1, 7, ["big"], 30))  # 22 - 30: the bucket at -8
+    await settle()
+    clock.advance(4_000)  # unmuted, the bucket back at 0: the next auto-creation is taken
+    connection.data_received(metadata(2, "auto-1"))
+    await settle()
+    connection.data_received(metadata(3, "auto-2"))
+    await settle()
+    first, second = (answer(frame, 3, 12) for frame in transport.answers()[1:])
+    assert first.topics[0].error_code == ErrorCode.none
+    assert second.topics[0].error_code == ErrorCode.leader_not_available
+    assert throttle_ms(second) == 0
+    assert "auto-1" in runtime.cluster.topics
+    assert "auto-2" not in runtime.cluster.topics
+    assert transport.reading

@@ -15,7 +15,10 @@ a non-zero id makes the whole request INVALID_REQUEST (each topic echoed with th
 name as ""; no brokers), as KafkaApis throws InvalidRequestException for it.
 
 With an authorizer, named topics need DESCRIBE (TOPIC_AUTHORIZATION_FAILED) and one to be
-auto-created CREATE on the cluster or the topic, as KafkaApis checks.
+auto-created CREATE on the cluster or the topic, as KafkaApis checks. An auto-creation is charged
+to the client's ``controller_mutation_rate`` (``num.partitions`` partitions), as Kafka's broker
+forwards it to the controller as the client's CreateTopics; refused, the topic gets
+LEADER_NOT_AVAILABLE and is not created (the Metadata answer is not throttled).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from kemu.broker.authorization import (
 )
 from kemu.broker.endpoints import advertised_nodes
 from kemu.broker.handlers import handler
+from kemu.broker.throttling import controller_mutation_quota
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, Cluster, Topic, TopicError, validate_topic_name
 from kemu.protocol.errors import ErrorCode
@@ -151,6 +155,13 @@ def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: bool)
         and cluster.config.get_bool("auto.create.topics.enable")
         and (name not in INTERNAL_TOPICS)
     ):
+        # Kafka's broker sends the creation to its controller as the client's own CreateTopics
+        # (latest version: strict), so it is charged to the client's controller_mutation_rate;
+        # refused, the topic is not created and Metadata says LEADER_NOT_AVAILABLE, as Kafka
+        # answers while an auto-creation is pending.
+        quota = controller_mutation_quota(ctx, 0, throttles_answer=False)
+        if not quota.record(cluster.config.get_int("num.partitions"), ctx.now_ms()):
+            return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.leader_not_available, operations)
         try:
             return _topic(ctx, auto_create(cluster, name), operations)
         except TopicError as error:
