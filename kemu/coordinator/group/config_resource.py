@@ -23,7 +23,12 @@ from kemu.cluster.config_resources import (
     Synonym,
     register_config_resource,
 )
-from kemu.coordinator.group.config import GROUP_CONFIGS, broker_default, group_config_store
+from kemu.coordinator.group.config import (
+    BROKER_FALLBACKS,
+    GROUP_CONFIGS,
+    broker_default,
+    group_config_store,
+)
 from kemu.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -53,7 +58,12 @@ class GroupConfigs(ConfigResourceType):
                 )
             synonym = definition.broker_synonym
             if synonym is not None and broker.get(synonym) is not None:
-                chain.append(Synonym(synonym, broker.get(synonym), broker.source(synonym)))
+                source = broker.source(synonym)
+                chain.append(Synonym(synonym, broker.get(synonym), source))
+                code_default = _code_default(synonym)
+                if source is not ConfigSource.DEFAULT_CONFIG and code_default is not None:
+                    # Kafka lists the code default after a broker value set in its properties.
+                    chain.append(Synonym(synonym, code_default, ConfigSource.DEFAULT_CONFIG))
             else:
                 # As Kafka lists them: the default, under the broker config that supplies it, or
                 # under the group config's own name when none does.
@@ -101,3 +111,14 @@ class GroupConfigs(ConfigResourceType):
 
 
 register_config_resource(GroupConfigs())
+
+
+def _code_default(broker_name: str) -> str | None:
+    """Kafka's code default of a broker ``group.*`` config (its catalogue, else kemu's
+    fallbacks for the ones Kafka does not list)."""
+    from kemu.cluster.broker_catalogue import catalogue
+
+    known = catalogue().get(broker_name)
+    if known is not None:
+        return known.default
+    return BROKER_FALLBACKS.get(broker_name)
