@@ -13,6 +13,8 @@ group coordinator applies them (``GroupMetadataManager.streamsGroupHeartbeat``,
 
 from __future__ import annotations
 
+from typing import Any
+
 from test_streams_group import COUNT
 
 from kemu.coordinator.group.registry import GroupRegistry
@@ -226,3 +228,62 @@ def test_the_heartbeat_answers_the_groups_own_streams_configs() -> None:
     # a broker ceiling lowered later clamps the group's value
     store.broker = BrokerConfig({"group.streams.max.standby.replicas": "1"})
     assert store.value("app", "streams.num.standby.replicas") == "1"
+
+
+async def test_the_coordinators_timer_ends_the_delay_through_the_wire() -> None:
+    """The service arms its timer on the delay's deadline; a virtual clock's advance fires it and
+    the target is computed (and written) before the member's next heartbeat."""
+    import datetime
+
+    from test_classic_group_handlers import Broker
+
+    from kemu.cluster.clock import VirtualClock
+    from kemu.cluster.context import Runtime
+    from kemu.coordinator.group.service import group_coordinator
+
+    broker = Broker()
+    clock = VirtualClock(1_000_000)
+    broker.runtime = Runtime(cluster=broker.cluster, clock=clock)
+    broker.cluster.create_topic("in", 2, 1)
+    stateless = broker.nested(
+        88, 0, "Topology", epoch=0,
+        subtopologies=(
+            broker.nested(
+                88, 0, "Subtopology", subtopology_id="0", source_topics=("in",),
+                repartition_sink_topics=(), state_changelog_topics=(),
+                repartition_source_topics=(), copartition_groups=(),
+            ),
+        ),
+    )  # fmt: skip
+    base = {
+        "group_id": "app", "member_id": "m1", "endpoint_information_epoch": 0,
+        "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
+        "client_tags": None, "task_offsets": None, "task_end_offsets": None,
+    }  # fmt: skip
+
+    async def beat(**fields: object) -> Any:
+        return await broker.send(broker.request(88, 0, **{**base, **fields}))
+
+    joined = await beat(
+        member_epoch=0,
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        topology=stateless,
+        process_id="p1",
+        active_tasks=(),
+        standby_tasks=(),
+        warmup_tasks=(),
+        client_tags=(),
+    )
+    assert (joined.member_epoch, joined.active_tasks) == (1, ())
+    assert [(s.status_code, s.status_detail) for s in joined.status] == [INITIAL]
+    group = group_coordinator(broker.runtime).streams.coordinator.group("app")
+    assert group is not None and (group.group_epoch, group.assignment_epoch) == (2, 1)
+    clock.advance(2999)
+    assert group.assignment_epoch == 1
+    clock.advance(1)  # Kafka's code default, 3000 ms: the broker config sets none
+    assert group.assignment_epoch == 2 and group.initial_delay_deadline_ms is None
+    assigned = await beat(member_epoch=1)
+    assert assigned.member_epoch == 2 and assigned.status == ()
+    assert [(t.subtopology_id, sorted(t.partitions)) for t in assigned.active_tasks] == [
+        ("0", [0, 1])
+    ]
