@@ -6,17 +6,7 @@ from __future__ import annotations
 
 from conformance.compare import Known
 
-API_SET = (
-    "kemu stops at the versions kio has schemas for (ApiVersions v4, TxnOffsetCommit v5, "
-    "DeleteGroups v2; Kafka 4.4 has v5 with KIP-1242's cluster and node id checks, v6 with topic "
-    "ids, v3 with per-group error messages), finalizes metadata.version 29 (4.2-IV1, the 4.2 "
-    "message set kio has; Kafka 4.4 is at 33) and neither eligible.leader.replicas.version nor "
-    "kraft.version (no ELR maintenance, no Raft quorum). The APIs only one side offers on "
-    "purpose are left out before comparing (KAFKA_ONLY_APIS, KEMU_ONLY_APIS in compare.py)"
-)
-
 KNOWN: tuple[Known, ...] = (
-    Known("api_versions", r"^\.(api_keys|supported_features|finalized_features)", API_SET),
     Known(
         "describe_quorum",
         r".",

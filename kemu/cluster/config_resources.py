@@ -580,6 +580,7 @@ class BrokerConfigs(ConfigResourceType):
         return definition.default if definition is not None else None
 
     def validate(self, ctx: RequestContext, name: str, values: dict[str, str]) -> None:
+        _check_elr_min_isr(self.explicit(ctx, name), name, values)
         fixed = sorted(k for k in values if (d := broker_definition(k)) is not None and d.read_only)
         if fixed:
             raise ConfigResourceError(
@@ -606,6 +607,24 @@ class BrokerConfigs(ConfigResourceType):
         for topic in ctx.cluster.topics.values():
             ctx.cluster.apply_log_configs(topic)  # log.segment.bytes / log.roll.ms defaults
         ctx.cluster.save_metadata()
+
+
+def _check_elr_min_isr(current: Mapping[str, str], name: str, values: Mapping[str, str]) -> None:
+    """kemu finalizes eligible.leader.replicas.version 1 as Kafka 4.4 does, whose controller
+    then keeps ``min.insync.replicas`` cluster-wide only
+    (``ConfigurationControlManager.isDisallowedBrokerMinIsrTransition``): a broker's own value
+    cannot change, the cluster-level one cannot be removed."""
+    key = "min.insync.replicas"
+    if name and current.get(key) != values.get(key):
+        raise ConfigResourceError(
+            ErrorCode.invalid_config,
+            "Broker-level min.insync.replicas cannot be altered while ELR is enabled.",
+        )
+    if not name and key in current and key not in values:
+        raise ConfigResourceError(
+            ErrorCode.invalid_config,
+            "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+        )
 
 
 def broker_definition(key: str) -> ConfigDef | None:

@@ -264,7 +264,7 @@ async def test_share_version_3_is_finalized_exactly_when_both_rpcs_are_served(
         assert TXN_SHARE_ACK not in keys and ADD not in keys
         assert dict(finalized_features(off.runtime))["share.version"] == 1
         supported = {n: (lo, hi) for n, lo, hi in supported_features(off.runtime)}
-        assert supported["share.version"] == (0, 1)
+        assert supported["share.version"] == (0, 2)  # Kafka 4.4.0's range (SV_2: DLQs)
         client = await off.client(coordinator_node(off))
         client.writer.write(wire.encode_request_frame(add_request({}, 1, 0), 1))
         assert await client.reader.read(4) == b""  # not served: the connection closes

@@ -123,8 +123,26 @@ async def test_feature_levels(version: int) -> None:
     finalized = {
         f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features
     }
-    assert finalized["metadata.version"] == (29, 29)
-    assert {"group.version", "share.version", "transaction.version"} <= set(finalized)
+    # Kafka 4.4.0's finalized levels (a fresh --standalone format)
+    assert finalized == {
+        "eligible.leader.replicas.version": (1, 1),
+        "group.version": (1, 1),
+        "kraft.version": (1, 1),
+        "metadata.version": (33, 33),
+        "share.version": (1, 1),
+        "streams.version": (1, 1),
+        "transaction.version": (2, 2),
+    }
+    if version >= 4:  # and the ranges it advertises
+        assert every == {
+            "eligible.leader.replicas.version": (0, 1),
+            "group.version": (0, 1),
+            "kraft.version": (0, 1),
+            "metadata.version": (7, 33),
+            "share.version": (0, 2),
+            "streams.version": (0, 1),
+            "transaction.version": (0, 2),
+        }
     for name, (low, high) in finalized.items():
         assert low == high
         assert every[name][0] <= high <= every[name][1]
@@ -143,12 +161,13 @@ def test_features_are_finalized_only_for_what_is_served(monkeypatch: pytest.Monk
     runtime = make_runtime()
     for key in (68, 76, 26, 88):
         monkeypatch.delitem(REGISTRY, key, raising=False)
-    assert dict(api_versions.finalized_features(runtime)) == {"metadata.version": 29}
+    always = {"eligible.leader.replicas.version": 1, "kraft.version": 1, "metadata.version": 33}
+    assert dict(api_versions.finalized_features(runtime)) == always
     monkeypatch.setitem(REGISTRY, 68, spec(68, 0, 1))
     monkeypatch.setitem(REGISTRY, 76, spec(76, 1, 1))
     monkeypatch.setitem(REGISTRY, 26, spec(26, 0, 4))
     assert dict(api_versions.finalized_features(runtime)) == {
-        "metadata.version": 29,
+        **always,
         "group.version": 1,
         "share.version": 1,
     }

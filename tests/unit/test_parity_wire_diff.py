@@ -305,3 +305,29 @@ def test_min_insync_replicas_is_the_cluster_wide_dynamic_default_kafka_4_4_write
             *([(value, ConfigSource.STATIC_BROKER_CONFIG)] if static else []),
             ("1", ConfigSource.DEFAULT_CONFIG),
         ]
+
+
+def test_elr_keeps_min_insync_replicas_cluster_wide() -> None:
+    """With eligible.leader.replicas.version 1 finalized, as kemu and Kafka 4.4 do, the
+    controller refuses a broker-level min.insync.replicas and the removal of the cluster-level
+    one (ConfigurationControlManager), with INVALID_CONFIG; the cluster-level value may change."""
+    broker = Broker()
+    broker_type = 4
+    (per_node,) = broker.incremental([(broker_type, "1", [("min.insync.replicas", 0, "2")])])
+    assert (per_node.error_code, per_node.error_message) == (
+        ErrorCode.invalid_config,
+        "Broker-level min.insync.replicas cannot be altered while ELR is enabled.",
+    )
+    (removal,) = broker.incremental([(broker_type, "", [("min.insync.replicas", 1, None)])])
+    assert (removal.error_code, removal.error_message) == (
+        ErrorCode.invalid_config,
+        "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+    )
+    # the legacy AlterConfigs replaces the whole set: leaving it out removes it
+    legacy = broker.alter(broker_type, "", {"log.retention.ms": "1000"})
+    assert legacy.error_code == ErrorCode.invalid_config
+    (changed,) = broker.incremental([(broker_type, "", [("min.insync.replicas", 0, "2")])])
+    assert changed.error_code == ErrorCode.none
+    assert broker.cluster.config.dynamic == {"min.insync.replicas": "2"}
+    (other,) = broker.incremental([(broker_type, "1", [("message.max.bytes", 0, "5000")])])
+    assert other.error_code == ErrorCode.none

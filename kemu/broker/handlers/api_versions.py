@@ -3,11 +3,17 @@
 Advertises exactly the handlers registered in ``kemu.broker.handlers`` (capped by
 ``--as-version``), except that Produce is advertised from v0 as Kafka 4.x brokers do
 (``ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION``, KAFKA-18659: older librdkafka needs a
-v0 minimum) while v0-v2 requests are still refused, plus feature levels the way a Kafka 4.2
-KRaft broker reports them: supported ranges for every feature, finalized levels only for what
-kemu really serves (``share.version`` needs the share handlers, ``transaction.version`` 2 needs
-EndTxn v5, ``group.version`` needs ConsumerGroupHeartbeat, ``streams.version`` 1 needs
-StreamsGroupHeartbeat).
+v0 minimum) while v0-v2 requests are still refused, plus feature levels the way a Kafka 4.4.0
+KRaft broker reports them: the supported ranges it advertises, ``metadata.version`` 33
+(4.4-IV2), and finalized levels for what kemu really serves (``share.version`` needs the share
+handlers, ``transaction.version`` 2 needs EndTxn v5, ``group.version`` needs
+ConsumerGroupHeartbeat, ``streams.version`` 1 needs StreamsGroupHeartbeat).
+``eligible.leader.replicas.version`` 1 and ``kraft.version`` 1 are finalized as a Kafka 4.4.0
+formatted ``--standalone`` finalizes them. ELR is honoured trivially: kemu's replicas share one
+log and stay in sync, so no ISR shrinks below ``min.insync.replicas`` and the ELR stays empty;
+the controller's ELR config rules apply (``kemu.cluster.config_resources``). kraft.version 1
+(a dynamic quorum) changes nothing a client does with kemu: DescribeQuorum describes kemu's
+virtual single voter, and Add/RemoveRaftVoter are not served under either level.
 With ``kemu.kip1289.enable`` ``share.version`` is supported up to 3 and
 finalized at 3 (SV_3, KIP-1289) as long as TxnShareAcknowledge and
 AddShareAcknowledgementsToTxn are advertised (at their configured keys) with transaction version
@@ -45,7 +51,7 @@ from kemu.protocol.kip1289 import (
 
 API_KEY = 18
 METADATA_VERSION_MIN = 7  # 3.3-IV3, the oldest level a 4.x broker accepts
-METADATA_VERSION = 29  # 4.2-IV1: kio's schemas are the 4.2 message set
+METADATA_VERSION = 33  # 4.4-IV2, Kafka 4.4.0's latest production level
 FINALIZED_FEATURES_EPOCH = 1
 # share.version 3 (SV_3): transactional share acknowledgements, KIP-1289 (spec §8)
 SHARE_VERSION_TXN_ACKS = 3
@@ -82,14 +88,19 @@ def supported_features(runtime: Runtime) -> list[tuple[str, int, int]]:
         ("group.version", 0, 1),
         ("kraft.version", 0, 1),
         ("metadata.version", METADATA_VERSION_MIN, METADATA_VERSION),
-        ("share.version", 0, SHARE_VERSION_TXN_ACKS if _kip1289_enabled(runtime) else 1),
+        # Kafka 4.4.0 supports share.version 2 (SV_2, bound to 4.4-IV0); kemu finalizes 1 as it
+        ("share.version", 0, SHARE_VERSION_TXN_ACKS if _kip1289_enabled(runtime) else 2),
         ("streams.version", 0, 1),
         ("transaction.version", 0, 2),
     ]
 
 
 def finalized_features(runtime: Runtime) -> list[tuple[str, int]]:
-    features = [("metadata.version", METADATA_VERSION)]
+    features = [
+        ("eligible.leader.replicas.version", 1),
+        ("kraft.version", 1),
+        ("metadata.version", METADATA_VERSION),
+    ]
     if _served(runtime, 68):
         features.append(("group.version", 1))
     if _served(runtime, 88):
