@@ -104,9 +104,15 @@ def test_the_client_uses_kafka_44s_newest_versions(
     from prometheus_client.parser import text_string_to_metric_families
 
     used: dict[str, set[str]] = {}
+    refused: set[str] = set()
     for family in text_string_to_metric_families(txn_kemu.control.metrics()):
         for sample in family.samples:
             if sample.name == "kafka_network_requests_total" and sample.value > 0:
                 used.setdefault(sample.labels["api"], set()).add(sample.labels["version"])
+            errors = sample.name == "kafka_network_request_errors_total" and sample.value > 0
+            if errors and sample.labels["api"] == "api_versions":
+                refused.add(sample.labels["error"])
     assert used["api_versions"] == {"5"}
+    # the ClusterId/NodeId the client sends once it knows them match the broker it reached
+    assert not refused
     assert "6" in used["txn_offset_commit"]
