@@ -1,5 +1,6 @@
-"""Process-level start and memory tuning: kio loads without hypothesis in the server process,
-hypothesis stays importable, and glibc's allocator tuning applies (or is skipped) quietly."""
+"""Process-level start and memory tuning: kio loads without hypothesis and structlog without
+rich in the server process, both stay importable, and glibc's allocator tuning applies (or is
+skipped) quietly."""
 
 from __future__ import annotations
 
@@ -22,6 +23,25 @@ print("ok")
 
 def test_kio_loads_without_hypothesis_which_stays_importable() -> None:
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+ENTRY_PROBE = """
+import sys
+from kemu.protocol.startup import import_structlog_without_rich
+import_structlog_without_rich()
+import kemu.cli
+assert "rich" not in sys.modules, "structlog pulled rich in"
+import rich
+print("ok")
+"""
+
+
+def test_the_console_entry_loads_structlog_without_rich_which_stays_importable() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY_PROBE], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
