@@ -21,41 +21,11 @@ from kemu.cluster.model import BrokerNode, Cluster
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import MemoryLog
+from kemu.testing.transport import RecordingTransport
 
 API_VERSIONS = 18
 VERSION = 3
 NODE = BrokerNode(1, "127.0.0.1", 19092)
-
-
-class RecordingTransport:
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.closed = False
-        self.reading = True
-
-    def get_extra_info(self, name: str) -> Any:
-        return ("127.0.0.1", 50000) if name == "peername" else None
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(bytes(data))
-
-    def writelines(self, frames: list[bytes]) -> None:
-        self.writes.append(b"".join(frames))
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
 
 
 def make_connection() -> tuple[Connection, RecordingTransport]:
@@ -68,7 +38,7 @@ def make_connection() -> tuple[Connection, RecordingTransport]:
     )
     connection = Connection(NODE, Runtime(cluster=cluster))
     transport = RecordingTransport()
-    connection.connection_made(transport)  # type: ignore[arg-type]
+    connection.connection_made(transport)
     return connection, transport
 
 

@@ -20,43 +20,10 @@ from kemu.cluster.model import BrokerNode, Cluster
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import MemoryLog
+from kemu.testing.transport import RecordingTransport
 
 NODE = BrokerNode(1, "127.0.0.1", 19092)
 DESCRIBE_CLUSTER = 60  # any API whose answer has a top-level error code
-
-
-class RecordingTransport(asyncio.Transport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = bytearray()
-        self.closed = False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def write(self, data: Any) -> None:
-        self.written += data
-
-    def writelines(self, list_of_data: Any) -> None:
-        for data in list_of_data:
-            self.written += data
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def frames(self) -> list[bytes]:
-        found, position = [], 0
-        while position < len(self.written):
-            (size,) = wire.SIZE.unpack_from(self.written, position)
-            found.append(bytes(self.written[position + 4 : position + 4 + size]))
-            position += 4 + size
-        return found
 
 
 def unencodable(ctx: RequestContext, request: Any) -> Any:
@@ -79,7 +46,7 @@ def connection() -> Iterator[tuple[Connection, RecordingTransport]]:
         log_factory=lambda topic, index: MemoryLog(),
     )
     conn = Connection(NODE, Runtime(cluster=cluster))
-    transport = RecordingTransport()
+    transport = RecordingTransport(peer=("127.0.0.1", 40000))
     conn.connection_made(transport)
     yield conn, transport
 

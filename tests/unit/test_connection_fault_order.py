@@ -23,43 +23,10 @@ from kemu.cluster.model import BrokerNode, Cluster
 from kemu.protocol import wire
 from kemu.protocol.records import build_batch, read_header
 from kemu.storage.log import MemoryLog
+from kemu.testing.transport import RecordingTransport
 
 NODE = BrokerNode(1, "127.0.0.1", 19092)
 PRODUCER_ID = 7
-
-
-class RecordingTransport:
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.closed = False
-        self.connection: Connection | None = None
-
-    def get_extra_info(self, name: str) -> Any:
-        return ("127.0.0.1", 50000) if name == "peername" else None
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(bytes(data))
-
-    def writelines(self, frames: list[bytes]) -> None:
-        self.writes.append(b"".join(frames))
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
 
 
 def make_runtime() -> Runtime:
@@ -105,19 +72,20 @@ def sequences_in_log(runtime: Runtime) -> list[int]:
     return sequences
 
 
-async def pipelined(runtime: Runtime, rule: dict[str, Any]) -> RecordingTransport:
+async def pipelined(
+    runtime: Runtime, rule: dict[str, Any]
+) -> tuple[Connection, RecordingTransport]:
     """Two Produce requests of one idempotent producer in one chunk, the first one faulted."""
     fault_table(runtime).add_all([rule])
     connection = Connection(NODE, runtime)
     transport = RecordingTransport()
-    connection.connection_made(transport)  # type: ignore[arg-type]
-    transport.connection = connection
+    connection.connection_made(transport)
     connection.data_received(produce_frame(1, 0, 13) + produce_frame(2, 13, 1))
     for _ in range(50):
         await asyncio.sleep(0.01)
-        if transport.closed or (len(b"".join(transport.writes)) > 0 and not connection._slots):
+        if transport.closed or (transport.writes and not connection._slots):
             break
-    return transport
+    return connection, transport
 
 
 def test_a_delayed_produce_is_applied_before_the_one_behind_it() -> None:
@@ -130,7 +98,7 @@ def test_a_delayed_produce_is_applied_before_the_one_behind_it() -> None:
 
 def test_after_a_drop_the_request_behind_it_is_never_applied() -> None:
     runtime = make_runtime()
-    transport = asyncio.run(
+    _, transport = asyncio.run(
         pipelined(runtime, {"api": "produce", "kind": "drop_after", "count": 1})
     )
     assert transport.closed
@@ -143,18 +111,18 @@ def test_an_injected_error_refuses_the_batches_pipelined_behind_it_until_its_ret
     runtime = make_runtime()
 
     async def scenario() -> RecordingTransport:
-        transport = await pipelined(runtime, {"api": "produce", "error_code": 6, "count": 1})
+        connection, transport = await pipelined(
+            runtime, {"api": "produce", "error_code": 6, "count": 1}
+        )
         assert sequences_in_log(runtime) == []
-        assert error_codes(b"".join(transport.writes)) == [6, 6]
-        connection = transport.connection
-        assert connection is not None
+        assert error_codes(transport.written) == [6, 6]
         connection.data_received(produce_frame(3, 0, 13) + produce_frame(4, 13, 1))
         await asyncio.sleep(0.05)
         return transport
 
     transport = asyncio.run(scenario())
     assert sequences_in_log(runtime) == [0, 13]
-    assert error_codes(b"".join(transport.writes)) == [6, 6, 0, 0]
+    assert error_codes(transport.written) == [6, 6, 0, 0]
 
 
 def test_another_producers_batch_is_not_held_back() -> None:
@@ -163,8 +131,7 @@ def test_another_producers_batch_is_not_held_back() -> None:
     async def scenario() -> None:
         fault_table(runtime).add_all([{"api": "produce", "error_code": 6, "count": 1}])
         connection = Connection(NODE, runtime)
-        transport = RecordingTransport()
-        connection.connection_made(transport)  # type: ignore[arg-type]
+        connection.connection_made(RecordingTransport())
         connection.data_received(
             produce_frame(1, 0, 13) + produce_frame(2, 0, 1, producer_id=PRODUCER_ID + 1)
         )
