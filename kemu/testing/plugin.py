@@ -6,6 +6,10 @@ Fixtures:
 - ``kemu_shared``: one 3-broker kemu shared by a whole test session (use unique topic names).
 - ``kemu_factory``: start kemu with your own options (``data_dir``, ``brokers``, overrides),
   and SIGKILL / restart it.
+
+Every kemu started here has a 500 ms share-group heartbeat (``TEST_DEFAULTS``): a share
+consumer is assigned its partitions on its second heartbeat, as on Kafka 4.4.0, and at Kafka's
+default 5 s that second heartbeat would make every share test wait.
 """
 
 from __future__ import annotations
@@ -25,6 +29,14 @@ import pytest
 
 from kemu.control.client import ControlClient
 
+# Share consumers get their partitions on the heartbeat after the one that joins them (as on
+# Kafka 4.4.0: the share state is initialised in between), so at Kafka's 5 s interval every test
+# with a share consumer would wait 5 s for its records. Tests get 500 ms unless they set the
+# keys themselves or start kemu with ``test_defaults=False`` (to compare configs with Kafka's).
+TEST_DEFAULTS = (
+    "group.share.min.heartbeat.interval.ms=500",
+    "group.share.heartbeat.interval.ms=500",
+)
 READY_PREFIX = "kemu ready bootstrap="
 LISTENER_PREFIX = "kemu listener "  # "kemu listener NAME bootstrap=host:port,..."
 TLS_PREFIX = "kemu tls "  # "kemu tls ca=PATH client_cert=PATH client_key=PATH"
@@ -82,6 +94,7 @@ class KemuProcess:
     listeners: dict[str, str] = field(default_factory=dict)
     # With --tls-self-signed: "ca", "client_cert", "client_key" -> PEM file paths
     tls: dict[str, str] = field(default_factory=dict)
+    test_defaults: bool = True  # TEST_DEFAULTS under the test's own overrides
 
     def start(self, timeout: float = 30.0) -> KemuProcess:
         if not self.port:
@@ -99,7 +112,9 @@ class KemuProcess:
         ]
         if self.data_dir is not None:
             command += ["--data-dir", str(self.data_dir)]
-        for override in self.overrides:
+        given = {override.partition("=")[0].strip() for override in self.overrides}
+        defaults = [d for d in TEST_DEFAULTS if d.partition("=")[0] not in given]
+        for override in [*(defaults if self.test_defaults else []), *self.overrides]:
             command += ["--override", override]
         if self.with_control:
             command += ["--control-port", "0"]

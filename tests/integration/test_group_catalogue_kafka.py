@@ -82,7 +82,7 @@ def test_kemu_describes_every_group_config_as_kafka_does(
     kafka_groups: dict[str, Any], tmp_path: Path
 ) -> None:
     # Kafka's bench server sets group.initial.rebalance.delay.ms=0 as kemu's default does
-    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log").start()
+    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log", test_defaults=False).start()
     try:
         mine = describe_group(kemu.first_broker, "catalogue-group")
     finally:
