@@ -1,0 +1,84 @@
+"""DescribeConfigs over a plain socket and a real Kafka 4.4.0 (bench's jars), shared by the tests
+that compare kemu's broker, topic and group config catalogues with Kafka's."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import struct
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kemu.protocol import wire
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
+DESCRIBE_CONFIGS = 32
+
+
+def _read(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def call(address: str, api_key: int, version: int, body: Any, timeout: float = 30) -> Any:
+    """One request on a fresh connection; the decoded answer's body."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(wire.encode_request_frame(body, 1, "catalogue"))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        return wire.decode_response(api_key, version, _read(sock, size))[1]
+
+
+def describe_configs(
+    address: str, resource_type: int, name: str, *, check_error: bool = True
+) -> dict[str, Any]:
+    """Every config of one resource (DescribeConfigs v4, synonyms and documentation), by name."""
+    module = wire.request_module(DESCRIBE_CONFIGS, 4)
+    resource = wire.build(
+        module.DescribeConfigsResource,
+        resource_type=resource_type,
+        resource_name=name,
+        configuration_keys=None,
+    )
+    body = wire.build(
+        wire.request_schema(DESCRIBE_CONFIGS, 4),
+        resources=(resource,),
+        include_synonyms=True,
+        include_documentation=True,
+    )
+    result = call(address, DESCRIBE_CONFIGS, 4, body, timeout=15).results[0]
+    if check_error:
+        assert result.error_code == 0, result.error_message
+    return {entry.name: entry for entry in result.configs}
+
+
+def summary(entry: Any) -> tuple[Any, ...]:
+    synonyms = tuple((s.name, s.value, s.source) for s in entry.synonyms)
+    return (entry.value, entry.config_type, entry.config_source, entry.read_only, synonyms)
+
+
+@contextmanager
+def kafka_bootstrap(workdir: Path) -> Iterator[str]:
+    """A real single-node Kafka 4.4.0 for the duration; the test is skipped without its jars."""
+    if shutil.which("java") is None or not BROKER_JAR.exists():
+        pytest.skip("needs java and Kafka's jars in bench/.cache/lib (make bench fetches them)")
+    sys.path.insert(0, str(ROOT))
+    from bench.servers import KafkaServer
+
+    server = KafkaServer(workdir, partitions=1)
+    server.start()
+    try:
+        yield server.bootstrap
+    finally:
+        server.stop()
