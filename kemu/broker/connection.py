@@ -280,7 +280,7 @@ class Connection(asyncio.Protocol):
         )
         if self._quotas.quotas:
             request = cap_fetch_bytes(client_throttles(self.runtime), context, request)
-        if self._refused and spec.api_key == PRODUCE_KEY:
+        if self._refused.by_partition and spec.api_key == PRODUCE_KEY:
             refusal = self._refused.refusal_for(request.body)
             if refusal is not None:
                 error, rule_id = refusal

@@ -40,10 +40,8 @@ class RefusedBatches:
     """The idempotent batches a connection's injected Produce errors refused, by partition."""
 
     def __init__(self) -> None:
-        self._refused: dict[PartitionKey, _Refused] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self._refused)
+        # Empty until a rule refuses a Produce: the request path tests it, no call needed.
+        self.by_partition: dict[PartitionKey, _Refused] = {}
 
     def note(self, body: Any, error: ErrorCode, rule_id: int) -> None:
         """Fault rule ``rule_id`` answered the Produce ``body`` with ``error``: remember its
@@ -51,7 +49,7 @@ class RefusedBatches:
         if error == ErrorCode.none:
             return
         for key, header in _idempotent_batches(body):
-            self._refused[key] = _Refused(
+            self.by_partition[key] = _Refused(
                 header.producer_id, header.producer_epoch, header.base_sequence, error, rule_id
             )
 
@@ -62,7 +60,7 @@ class RefusedBatches:
         clears its partition."""
         refusal: tuple[ErrorCode, int] | None = None
         for key, header in _idempotent_batches(body):
-            refused = self._refused.get(key)
+            refused = self.by_partition.get(key)
             if refused is None:
                 continue
             if (
@@ -70,7 +68,7 @@ class RefusedBatches:
                 or header.producer_epoch != refused.producer_epoch
                 or header.base_sequence <= refused.base_sequence
             ):
-                del self._refused[key]  # the retry (or a new producer/epoch): in order again
+                del self.by_partition[key]  # the retry (or a new producer/epoch): in order again
             else:
                 refusal = (refused.error, refused.rule_id)
         return refusal
