@@ -14,6 +14,11 @@ its SASL variables: ``KGO_TEST_SCRAM_SEEDS`` (the SASL_PLAINTEXT listener) and `
 points ``KGO_SEEDS`` at the SSL listener with ``KGO_TEST_TLS`` (CA, client certificate and key),
 so every test chosen by ``--run`` connects over TLS.
 
+``--wire-check`` puts the recording proxy of ``make conformance-diff`` (``conformance/proxy.py``)
+between the tests and kemu: every request and response is decoded with kemu's codec (kio and
+``kemu.protocol``), encoded again and compared with the bytes that crossed the wire; a per-API
+table follows the results, and the run fails if any frame differed or did not decode.
+
 The test binary is built before kemu starts, so compile time is not test time. Prints one line
 per test result as it comes, then a table of the top-level results; the ``go test -v`` output and
 kemu's log are kept in ``--log-dir``. Exits with the test binary's status.
@@ -33,6 +38,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance.proxy import ProxyThread, RecordingProxy, roundtrip_table
 from kemu.testing.plugin import KemuProcess
 
 MODULE = "github.com/twmb/franz-go"
@@ -115,6 +121,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --security: KGO_SEEDS is the SSL listener, KGO_TEST_TLS its CA/cert/key",
     )
+    parser.add_argument(
+        "--wire-check",
+        action="store_true",
+        help="run through a proxy that re-encodes every request and response and compares bytes",
+    )
     parser.add_argument("--client-log", default="none", help="KGO_LOG_LEVEL: none, info or debug")
     parser.add_argument(
         "--log-dir", type=Path, help="keep go test output and kemu's log here (default: a temp dir)"
@@ -140,8 +151,10 @@ def build_tests(go: str, package_dir: Path, binary: Path, race: bool) -> None:
     subprocess.run(command, check=True, cwd=package_dir)
 
 
-def test_environment(kemu: KemuProcess, args: argparse.Namespace) -> dict[str, str]:
-    bootstrap = kemu.bootstrap
+def test_environment(
+    kemu: KemuProcess, args: argparse.Namespace, proxy: RecordingProxy | None = None
+) -> dict[str, str]:
+    bootstrap = proxy.bootstrap if proxy is not None else kemu.bootstrap
     security: dict[str, str] = {}
     if args.security:
         security["KGO_TEST_SCRAM_SEEDS"] = kemu.listeners["SASL_PLAINTEXT"]
@@ -197,6 +210,12 @@ def run_tests(
         return process.wait(), results
 
 
+def upstreams(bootstrap: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` as (host, port) pairs, one per broker the proxy stands for."""
+    pairs = [address.rsplit(":", 1) for address in bootstrap.split(",") if address]
+    return [(host, int(port)) for host, port in pairs]
+
+
 def summary_table(results: list[Outcome]) -> str:
     """One row per test, in first-finished order; with -count N the verdicts are tallied."""
     by_name: dict[str, list[Outcome]] = {}
@@ -229,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.tls and not args.security:
         print("--tls needs --security", file=sys.stderr)
         return 2
+    if args.wire_check and args.tls:
+        print("--wire-check reads plaintext frames: not with --tls", file=sys.stderr)
+        return 2
     kemu = KemuProcess(
         brokers=args.brokers,
         data_dir=data_dir,
@@ -237,28 +259,34 @@ def main(argv: list[str] | None = None) -> int:
         extra_args=["--tls-self-signed"] if args.security else [],
     )
     kemu.start()
-    seeds = kemu.listeners["SSL"] if args.tls else kemu.bootstrap
+    proxy_thread = ProxyThread(upstreams(kemu.bootstrap)) if args.wire_check else None
+    proxy = proxy_thread.__enter__() if proxy_thread is not None else None
+    env = test_environment(kemu, args, proxy)
+    seeds = env["KGO_SEEDS"]
     print(f"kemu ready, KGO_SEEDS={seeds}; running go test -run '{args.run}'", flush=True)
     restart = None
     if args.restart_after:
         restart = threading.Timer(args.restart_after, kemu.restart)
         restart.start()
     try:
-        status, results = run_tests(
-            binary,
-            package_dir,
-            test_environment(kemu, args),
-            args,
-            log_dir / "go-test.log",
-        )
+        status, results = run_tests(binary, package_dir, env, args, log_dir / "go-test.log")
     finally:
         if restart is not None:
             restart.cancel()
             restart.join()
+        if proxy_thread is not None:
+            proxy_thread.__exit__(None, None, None)
         kemu.stop()
 
     print()
     print(summary_table(results))
+    if proxy is not None:
+        table, clean = roundtrip_table(proxy.exchanges)
+        print(f"\nwire check (decoded, re-encoded, compared byte for byte):\n{table}")
+        (log_dir / "wire-check.txt").write_text(table + "\n")
+        if not clean:
+            print("wire check: some frames differed or did not decode", flush=True)
+            status = status or 1
     print(f"\ngo test exit status {status}; logs in {log_dir}")
     return status
 

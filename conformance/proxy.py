@@ -5,7 +5,10 @@ recorded with its request as an :class:`Exchange`. Responses that name brokers (
 FindCoordinator, DescribeCluster, and the NodeEndpoints of Produce, Fetch, ShareFetch and
 ShareAcknowledge — any struct with ``host`` and ``port`` fields) are rewritten so that a
 broker's address becomes the proxy port standing for it, and clients keep talking through the
-proxy. A response with no broker address is passed on byte for byte.
+proxy. A response with no broker address is passed on byte for byte. Each request and response
+is also encoded again from what was decoded and compared with the bytes received
+(:func:`roundtrip_table`): a frame with bytes left over or a field read differently from how it
+is written shows up there.
 
 The proxy runs on its own event loop in a daemon thread (:class:`ProxyThread`), so synchronous
 clients (confluent-kafka, a JVM in a subprocess) can be driven from the main thread while it
@@ -44,6 +47,10 @@ class Exchange:
     request: Any = None
     response: Any = None
     error: str | None = None  # why a side could not be decoded, or that no answer came
+    # Whether each side, decoded, encodes back to the bytes that crossed the wire (None: not
+    # decoded, or no answer yet); the wire check of ``make conformance-franz ARGS=--wire-check``.
+    request_identical: bool | None = None
+    response_identical: bool | None = None
 
 
 def rewrite_addresses(body: Any, addresses: dict[tuple[str, int], tuple[str, int]]) -> Any:
@@ -153,6 +160,7 @@ class RecordingProxy:
                     decoded = wire.decode_request(frame)
                     exchange.request = decoded.body
                     exchange.client_id = decoded.header.client_id
+                    exchange.request_identical = wire.reencodes_identically(frame, decoded.schema)
                 except Exception as exc:  # an unknown key or version: recorded, forwarded
                     exchange.error = f"request: {exc}"
                 self.exchanges.append(exchange)
@@ -180,18 +188,23 @@ class RecordingProxy:
             out.close()
 
     def _record_response(self, exchange: Exchange, frame: bytes) -> bytes:
+        version = exchange.api_version
         try:
-            _, body = wire.decode_response(exchange.api_key, exchange.api_version, frame)
+            _, body = wire.decode_response(exchange.api_key, version, frame)
         except Exception as exc:
             if exchange.api_key != wire.API_VERSIONS_KEY:
                 exchange.error = f"response: {exc}"
                 return frame
             try:  # a version the broker does not serve is answered in v0 (KIP-511)
-                _, body = wire.decode_response(exchange.api_key, 0, frame)
+                version = 0
+                _, body = wire.decode_response(exchange.api_key, version, frame)
             except Exception:
                 exchange.error = f"response: {exc}"
                 return frame
         exchange.response = body
+        exchange.response_identical = wire.reencodes_identically(
+            frame, wire.response_schema(exchange.api_key, version)
+        )
         rewritten = rewrite_addresses(body, self.listen)
         if rewritten is body:
             return frame
@@ -199,6 +212,31 @@ class RecordingProxy:
         if header is None:
             return frame
         return frame[:header] + wire.encode_body(rewritten)
+
+
+def roundtrip_table(exchanges: list[Exchange]) -> tuple[str, bool]:
+    """A Markdown table per API of how many requests and responses were seen, re-encoded
+    byte-identical, differed or did not decode; and whether every one seen was identical."""
+    rows: dict[str, list[int]] = {}
+    for exchange in exchanges:
+        row = rows.setdefault(wire.api_name(exchange.api_key), [0] * 6)
+        request_ok = exchange.request_identical
+        row[0 if request_ok else 1 if request_ok is False else 2] += 1
+        response_ok = exchange.response_identical
+        if exchange.response is not None or (exchange.error or "").startswith("response"):
+            row[3 if response_ok else 4 if response_ok is False else 5] += 1
+    lines = [
+        "| API | requests identical | differ | undecoded | responses identical | differ "
+        "| undecoded |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    totals = [0] * 6
+    for name, row in sorted(rows.items()):
+        lines.append(f"| {name} | " + " | ".join(map(str, row)) + " |")
+        totals = [a + b for a, b in zip(totals, row, strict=True)]
+    lines.append("| **all** | " + " | ".join(f"**{n:,}**" for n in totals) + " |")
+    clean = totals[1] == totals[2] == totals[4] == totals[5] == 0
+    return "\n".join(lines), clean
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:

@@ -187,6 +187,15 @@ def encode_body(body: Any) -> bytes:
     return buffer.getvalue()
 
 
+def reencodes_identically(frame: bytes, schema: type[Any]) -> bool:
+    """Whether ``frame`` (a request or a response, without its size prefix) decodes as
+    ``schema``'s header and body and encodes back to the same bytes: nothing left over, no
+    field kio reads differently from how it writes it. Raises when the frame does not decode."""
+    header, used = _reader(schema.__header_schema__)(frame, 0)
+    body, _ = _reader(schema)(frame, used)
+    return encode_body(header) + encode_body(body) == frame
+
+
 def _response_header_bytes(api_key: int, api_version: int, correlation_id: int) -> bytes:
     flexible = response_schema(api_key, api_version).__flexible__
     if flexible and api_key != API_VERSIONS_KEY:
