@@ -72,7 +72,9 @@ def controller_mutation_quota(
     if not client_quotas(context.runtime).quotas:
         return UNBOUNDED_MUTATIONS
     quota = client_throttles(context.runtime).mutation.quota_for(
-        *user_and_client(context), strict=context.header.api_version >= strict_since
+        *user_and_client(context),
+        strict=context.header.api_version >= strict_since,
+        now_ms=context.now_ms(),
     )
     if throttles_answer:
         context.mutation_quota = quota

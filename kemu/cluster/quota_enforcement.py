@@ -26,15 +26,20 @@ THROTTLING_QUOTA_EXCEEDED) refuses a topic once the bucket is below zero and oth
 number of partitions; *permissive* (older versions) takes everything and only throttles. The
 throttle time is the time the bucket needs to refill to zero.
 
+A sensor (a rate or a bucket) on which nothing was recorded for an hour is dropped, as Kafka's
+``Metrics`` expires quota sensors (``inactiveSensorExpirationTimeSeconds`` 3600, checked every
+30 s by its ExpireSensorTask): ``SensorExpiry`` sweeps when a record comes at least 30 s after
+the last sweep, on the time it is given, so the memory of clients gone quiet is freed. A sensor
+made again starts empty, which is what an hour of silence leaves of the old one anyway.
+
 The broker side (what is recorded when, the muted connection) is ``kemu/broker/throttling.py``.
-Omission: sensors are not expired after an hour of inactivity (a process meets few client ids).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kemu.cluster.client_quotas import CLIENT_ID, USER, ClientQuotas, Entity
 
@@ -45,6 +50,8 @@ PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_p
 MUTATION = "controller_mutation_rate"
 UNLIMITED = float(2**63 - 1)  # the bound Kafka gives a sensor without a quota (Long.MAX_VALUE)
 NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000  # a thread busy for one second is 100 %
+SENSOR_EXPIRY_MS = 3_600_000  # ClientQuotaManager's InactiveSensorExpirationTimeSeconds
+EXPIRY_SWEEP_MS = 30_000  # how often Kafka's Metrics runs its ExpireSensorTask
 
 # Which kinds of entity carry a quota of one key (ClientQuotaManager's quotaTypesEnabled bits).
 CLIENT_LEVEL, USER_LEVEL, USER_CLIENT_LEVEL = 1, 2, 4
@@ -83,10 +90,12 @@ class WindowedRate:
 
     samples: int
     window_ms: int
+    last_record_ms: int = 0  # the sensor's lastRecordTime: it expires an hour after it
     _ring: list[_Sample] = field(default_factory=list)
     _current: int = 0
 
     def record(self, value: float, now_ms: int) -> None:
+        self.last_record_ms = now_ms
         sample = self._current_sample(now_ms)
         if now_ms - sample.start_ms >= self.window_ms:
             sample = self._advance(now_ms)
@@ -140,6 +149,33 @@ class WindowedRate:
         for sample in self._ring:
             if now_ms - sample.last_event_ms >= expire_after:
                 sample.reset(now_ms)
+
+
+class _Expiring(Protocol):
+    last_record_ms: int
+
+
+SensorT = TypeVar("SensorT", bound=_Expiring)
+
+
+@dataclass(slots=True)
+class SensorExpiry:
+    """Drops the sensors of a map that saw no record for ``expire_ms`` (Kafka's
+    ``Sensor.hasExpired``: strictly more), looking at most every ``sweep_ms``."""
+
+    expire_ms: int = SENSOR_EXPIRY_MS
+    sweep_ms: int = EXPIRY_SWEEP_MS
+    _next_sweep_ms: int | None = None
+
+    def sweep(self, sensors: dict[Tags, SensorT], now_ms: int) -> None:
+        if self._next_sweep_ms is not None and now_ms < self._next_sweep_ms:
+            return
+        self._next_sweep_ms = now_ms + self.sweep_ms
+        expired = [
+            tags for tags, s in sensors.items() if now_ms - s.last_record_ms > self.expire_ms
+        ]
+        for tags in expired:
+            del sensors[tags]
 
 
 # Quota entities as ClientQuotas keys them: sorted (type, name) pairs, None for <default>.
@@ -236,6 +272,7 @@ class QuotaManager:
         self.window_ms = window_ms
         self.max_throttle_ms = max_throttle_ms  # request quotas: one window at most
         self.rates: dict[Tags, WindowedRate] = {}
+        self.expiry = SensorExpiry()
         self._limits: QuotaLimits | None = None
         self._version = -1
 
@@ -256,7 +293,7 @@ class QuotaManager:
         if not limits.enabled:
             return 0
         tags = limits.metric_tags(user, client_id)
-        rate = self._rate(tags)
+        rate = self._rate(tags, now_ms)
         rate.record(value, now_ms)
         bound = limits.bound(tags)
         if bound is None:
@@ -272,7 +309,7 @@ class QuotaManager:
     def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         limits = self.limits
         if limits.enabled:
-            self._rate(limits.metric_tags(user, client_id)).record(value, now_ms)
+            self._rate(limits.metric_tags(user, client_id), now_ms).record(value, now_ms)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a recorded value (a throttled Fetch answers empty)."""
@@ -288,10 +325,11 @@ class QuotaManager:
             return None
         return bound * (self.samples - 1) * self.window_ms / 1000
 
-    def _rate(self, tags: Tags) -> WindowedRate:
+    def _rate(self, tags: Tags, now_ms: int) -> WindowedRate:
+        self.expiry.sweep(self.rates, now_ms)
         rate = self.rates.get(tags)
         if rate is None:
-            rate = self.rates[tags] = WindowedRate(self.samples, self.window_ms)
+            rate = self.rates[tags] = WindowedRate(self.samples, self.window_ms, now_ms)
         return rate
 
 
@@ -302,12 +340,14 @@ class TokenBucket:
 
     tokens: float = 0.0
     last_update_ms: int = 0
+    last_record_ms: int = 0  # the sensor's lastRecordTime: it expires an hour after it
 
     def measure(self, bound: float, burst: float, now_ms: int) -> float:
         self._refill(bound, burst, now_ms)
         return self.tokens
 
     def record(self, value: float, bound: float, burst: float, now_ms: int) -> None:
+        self.last_record_ms = now_ms
         self._refill(bound, burst, now_ms)
         self.tokens = min(burst, self.tokens - value)
 
@@ -376,6 +416,7 @@ class MutationQuotaManager:
         self.samples = samples
         self.window_ms = window_ms
         self.buckets: dict[Tags, TokenBucket] = {}
+        self.expiry = SensorExpiry()
         self._limits: QuotaLimits | None = None
         self._version = -1
 
@@ -386,15 +427,16 @@ class MutationQuotaManager:
             self._version = self.store.version
         return self._limits
 
-    def quota_for(self, user: str, client_id: str, *, strict: bool) -> MutationQuota:
+    def quota_for(self, user: str, client_id: str, *, strict: bool, now_ms: int) -> MutationQuota:
         """One request's quota; unbounded while no ``controller_mutation_rate`` is stored."""
         limits = self.limits
         if not limits.enabled:
             return UNBOUNDED_MUTATIONS
         tags = limits.metric_tags(user, client_id)
+        self.expiry.sweep(self.buckets, now_ms)
         bucket = self.buckets.get(tags)
         if bucket is None:
-            bucket = self.buckets[tags] = TokenBucket()
+            bucket = self.buckets[tags] = TokenBucket(last_record_ms=now_ms)
         bound = limits.bound(tags)
         if bound is None:
             bound = UNLIMITED

@@ -50,7 +50,7 @@ def replay(lines: list[str]) -> list[str]:
         if verb == "mutate":
             mode, user, client, at, answer_at, *permits = fields
             quota = throttles.mutation.quota_for(
-                user, "" if client == "~" else client, strict=mode == "strict"
+                user, "" if client == "~" else client, strict=mode == "strict", now_ms=int(at)
             )
             accepted = ["a" if quota.record(int(p), int(at)) else "r" for p in permits]
             answers.append(",".join(accepted) + f"|{quota.throttle_time(int(answer_at))}")
@@ -149,18 +149,21 @@ def test_strict_mutations_refuse_topics_once_the_bucket_is_empty() -> None:
     store.alter(make_entity([(CLIENT_ID, "admin")]), [QuotaOp(MUTATION, 2.0, False)])
     mutation = ClientThrottles(store).mutation
     now = 1_700_000_000_000  # a bucket first measured at a wall-clock time is full: 22 tokens
-    strict = mutation.quota_for("ANONYMOUS", "admin", strict=True)
+    strict = mutation.quota_for("ANONYMOUS", "admin", strict=True, now_ms=now)
     assert [strict.record(10, now) for _ in range(4)] == [True, True, True, False]
     assert strict.throttle_time(now) == 4_000  # 30 taken from 22: -8 at 2 per second
     assert strict.throttle_time(now + 1_500) == 2_500
-    assert not mutation.quota_for("ANONYMOUS", "admin", strict=True).record(1, now + 3_999)
-    assert mutation.quota_for("ANONYMOUS", "admin", strict=True).record(1, now + 4_000)
+    again = mutation.quota_for("ANONYMOUS", "admin", strict=True, now_ms=now + 3_999)
+    assert not again.record(1, now + 3_999)
+    later = mutation.quota_for("ANONYMOUS", "admin", strict=True, now_ms=now + 4_000)
+    assert later.record(1, now + 4_000)
 
 
 def test_permissive_mutations_accept_everything_and_throttle() -> None:
     store = ClientQuotas()
     store.alter(make_entity([(USER, None)]), [QuotaOp(MUTATION, 5.0, False)])
-    permissive = ClientThrottles(store).mutation.quota_for("bob", "x", strict=False)
+    mutation = ClientThrottles(store).mutation
+    permissive = mutation.quota_for("bob", "x", strict=False, now_ms=10_000_000)
     assert permissive.record(100, 10_000_000) and permissive.record(100, 10_000_000)
     assert permissive.throttle_time(10_000_000) == 29_000  # 55 - 200 = -145 at 5 per second
 
@@ -169,7 +172,55 @@ def test_no_mutation_quota_is_unbounded() -> None:
     store = ClientQuotas()
     store.alter(make_entity([(CLIENT_ID, "app")]), [QuotaOp(PRODUCE, 1.0, False)])
     mutation = ClientThrottles(store).mutation
-    quota = mutation.quota_for("ANONYMOUS", "app", strict=True)
+    quota = mutation.quota_for("ANONYMOUS", "app", strict=True, now_ms=0)
     assert all(quota.record(10_000, 0) for _ in range(3))
     assert quota.throttle_time(0) == 0
     assert mutation.buckets == {}
+
+
+def test_idle_sensors_expire_after_an_hour() -> None:
+    """Kafka drops a quota sensor nothing was recorded on for over an hour (checked every 30 s):
+    the rates and buckets of clients gone quiet are freed; a busy one stays."""
+    store = ClientQuotas()
+    store.alter(make_entity([(CLIENT_ID, None)]), [QuotaOp(PRODUCE, 1000.0, False)])
+    store.alter(make_entity([(CLIENT_ID, None)]), [QuotaOp(MUTATION, 2.0, False)])
+    throttles = ClientThrottles(store)
+    start = 5_000_000
+    for index in range(100):
+        throttles.produce.record("ANONYMOUS", f"gone-{index}", 10, start)
+        throttles.mutation.quota_for("ANONYMOUS", f"gone-{index}", strict=True, now_ms=start)
+    assert len(throttles.produce.rates) == 100 and len(throttles.mutation.buckets) == 100
+    now = start
+    while now < start + 3_600_000:  # a busy client, every 10 minutes
+        throttles.produce.record("ANONYMOUS", "busy", 10, now)
+        throttles.mutation.quota_for("ANONYMOUS", "busy", strict=True, now_ms=now).record(1, now)
+        now += 600_000
+    throttles.produce.record("ANONYMOUS", "busy", 10, start + 3_600_000)  # exactly an hour: kept
+    assert len(throttles.produce.rates) == 101
+    throttles.produce.record("ANONYMOUS", "busy", 10, start + 3_630_001)  # a sweep 30 s later
+    throttles.mutation.quota_for("ANONYMOUS", "busy", strict=True, now_ms=start + 3_630_001)
+    assert list(throttles.produce.rates) == [("", "busy")]
+    assert list(throttles.mutation.buckets) == [("", "busy")]
+
+
+def test_an_expired_sensor_comes_back_empty_with_the_same_answers() -> None:
+    """A client back after more than an hour is measured on a new sensor, and is throttled as
+    the old sensor (its samples long forgotten) would have throttled it."""
+    store = ClientQuotas()
+    store.alter(make_entity([(CLIENT_ID, "app")]), [QuotaOp(PRODUCE, 1000.0, False)])
+    kept = QuotaManager(PRODUCE, store, 11, 1000)
+    kept.expiry.expire_ms = 10**12  # never expires
+    expiring = QuotaManager(PRODUCE, store, 11, 1000)
+    for manager in (kept, expiring):
+        manager.record("ANONYMOUS", "app", 50_000, 1_000)
+    old = expiring.rates[("", "app")]
+    later = 1_000 + 3_600_001 + 30_000
+    answers = [
+        (
+            kept.record("ANONYMOUS", "app", size, later + i),
+            expiring.record("ANONYMOUS", "app", size, later + i),
+        )
+        for i, size in enumerate((20_000, 5, 30_000))
+    ]
+    assert expiring.rates[("", "app")] is not old
+    assert all(a == b for a, b in answers) and answers[-1][0] > 0
