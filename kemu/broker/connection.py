@@ -82,9 +82,11 @@ class Connection(asyncio.Protocol):
         self._muted_until = 0  # clock ms: a throttled client's next request is read then
         self._unmute_timer: TimerHandle | None = None
         self._write_paused = False
-        # A faulted request not yet handled: later frames wait behind it, as Kafka reads one
-        # request of a connection at a time (a later Produce must not be applied first).
-        self._held = False
+        # Requests not yet handled that later frames wait behind, as Kafka reads one request of
+        # a connection at a time: a faulted request (a later Produce must not be applied first)
+        # and, under client quotas, a coroutine handler's request (its throttle, known only
+        # when it finishes, must mute what the client pipelined behind it).
+        self._held = 0
         # Idempotent batches an injected Produce error refused (kemu/broker/refused_batches.py).
         self._refused = RefusedBatches()
 
@@ -308,9 +310,7 @@ class Connection(asyncio.Protocol):
     ) -> bool:
         if rule.kind == "drop_before" and not rule.latency_ms:
             return False  # closes; the answers ready before it still go out
-        self._held = True
-        if self.transport is not None:
-            self.transport.pause_reading()
+        self._hold_frames()
         task = asyncio.get_running_loop().create_task(
             self._faulted(rule, spec, context, request, size)
         )
@@ -360,8 +360,14 @@ class Connection(asyncio.Protocol):
             header.api_key, header.api_version, header.correlation_id, body
         )
 
+    def _hold_frames(self) -> None:
+        """Read no further frame until ``_release_held_frames`` (one release per hold)."""
+        self._held += 1
+        if self.transport is not None:
+            self.transport.pause_reading()
+
     def _release_held_frames(self) -> None:
-        self._held = False
+        self._held -= 1
         self._read_waiting_frames()
 
     def abort(self) -> None:
@@ -440,6 +446,8 @@ class Connection(asyncio.Protocol):
             outcome = spec.function(context, request.body)
             if asyncio.iscoroutine(outcome):
                 timed = TimedCoroutine(outcome)
+                # The frames behind it wait for its throttle, as on Kafka (muted, not read).
+                self._hold_frames()
                 task = asyncio.get_running_loop().create_task(
                     self._finish_throttled(timed, context, request, size, started)
                 )
@@ -463,6 +471,19 @@ class Connection(asyncio.Protocol):
         return frame
 
     async def _finish_throttled(
+        self,
+        timed: TimedCoroutine,
+        context: RequestContext,
+        request: DecodedRequest,
+        size: int,
+        started: int,
+    ) -> bytes | None:
+        try:
+            return await self._throttled_answer(timed, context, request, size, started)
+        finally:
+            self._release_held_frames()  # after the mute: what waits stays unread until it ends
+
+    async def _throttled_answer(
         self,
         timed: TimedCoroutine,
         context: RequestContext,

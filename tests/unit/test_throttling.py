@@ -261,3 +261,49 @@ def test_share_fetch_max_bytes_capped_to_one_quota_window() -> None:
     context = RequestContext(NODE, runtime, request.header)
     capped = cap_fetch_bytes(client_throttles(runtime), context, request)
     assert capped.body.max_bytes == 5_000  # 500 B/s x (11 - 1) windows of 1 s
+
+
+@pytest.mark.asyncio
+async def test_a_request_pipelined_behind_a_throttled_coroutine_handler_waits_for_the_mute() -> (
+    None
+):
+    """Fetch is a coroutine handler: its throttle is known only once it finishes. The Produce the
+    client had already sent behind it is not handled until the throttle time has passed, as on
+    Kafka, which reads a connection's next request only after answering the one before it."""
+    clock = VirtualClock(start_ms=0)
+    runtime, connection, transport = setup(clock)
+    set_quota(runtime, "request_percentage", 1e-9, **{"client-id": "app"})
+    connection.data_received(fetch_frame(1) + produce_frame(2, 100))
+    for _ in range(20):
+        await settle()
+    answers = transport.answers()
+    assert len(answers) == 1  # the Fetch only
+    throttle = throttle_ms(decode(FETCH, 12, answers[0])[1])
+    assert throttle > 0
+    assert not transport.reading
+    assert runtime.cluster.topics["t"].partitions[0].high_watermark == 0  # not applied yet
+    clock.advance(throttle)
+    for _ in range(20):
+        await settle()
+    answers = transport.answers()
+    assert len(answers) == 2
+    produced = decode(PRODUCE, 9, answers[1])[1]
+    assert produced.responses[0].partition_responses[0].error_code == 0
+    assert runtime.cluster.topics["t"].partitions[0].high_watermark == 1
+
+
+@pytest.mark.asyncio
+async def test_pipelined_coroutine_requests_are_answered_in_order_without_quota_for_them() -> None:
+    """Held one at a time under quotas, requests of a client without a quota still all get
+    their answers, in order, unthrottled."""
+    clock = VirtualClock(start_ms=0)
+    runtime, connection, transport = setup(clock)
+    set_quota(runtime, "request_percentage", 1e-9, **{"client-id": "someone-else"})
+    connection.data_received(
+        fetch_frame(1) + fetch_frame(2) + produce_frame(3, 100) + fetch_frame(4)
+    )
+    for _ in range(40):
+        await settle()
+    answers = transport.answers()
+    assert [struct.unpack_from(">i", frame)[0] for frame in answers] == [1, 2, 3, 4]
+    assert transport.reading
