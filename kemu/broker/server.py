@@ -20,7 +20,7 @@ from kemu.broker.ports import free_port_block
 from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.crash_points import crash_point
-from kemu.cluster.listeners import Listener, configured_listeners
+from kemu.cluster.listeners import Listener, configured_listeners, listen_backlog
 from kemu.cluster.model import BrokerNode, Cluster
 from kemu.storage.lock import DataDirLock
 from kemu.storage.log import MemoryLog, PartitionLog
@@ -91,6 +91,8 @@ class KemuServer:
             self.listeners = configured_listeners(
                 options.config, options.host, first, options.brokers, options.advertised_host
             )
+        for listener in self.listeners:
+            listen_backlog(options.config, listener.name)  # a bad value fails before any bind
         self._secured = options.config.get("listeners") is not None
         listener_nodes = {
             listener.name: {
@@ -145,8 +147,8 @@ class KemuServer:
         # One event loop both accepts and serves (Kafka has an acceptor thread of its own), so
         # a burst of connects waits in the kernel's queue while requests are served: a queue
         # too short drops SYNs, and each dropped client retries a second or more later.
-        backlog = self.cluster.config.get_int("socket.listen.backlog.size")
         for listener in self.listeners:
+            backlog = listen_backlog(self.cluster.config, listener.name)
             factory = self._listener_factory(listener)
             context = self._tls_context(listener)  # a bad keystore fails start-up here
             for node_id in self.cluster.node_ids:

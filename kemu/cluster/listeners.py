@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kemu.cluster.config import BrokerConfig, InvalidConfig
+from kemu.cluster.config import BROKER_CONFIGS, BrokerConfig, InvalidConfig, validate_value
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
@@ -55,6 +55,10 @@ SECURITY_CONFIGS = frozenset(
 )
 
 
+# Socket configs Kafka parses in their listener.name.<l>.* form too (listen_backlog).
+LISTENER_SOCKET_CONFIGS = frozenset({"socket.listen.backlog.size"})
+
+
 def is_security_config(name: str) -> bool:
     """A config name kemu's listeners read (so not an unknown config)."""
     if name in SECURITY_CONFIGS or name.endswith(".sasl.jaas.config"):
@@ -63,7 +67,7 @@ def is_security_config(name: str) -> bool:
         rest = name[len("listener.name.") :].partition(".")[2]
         if rest.endswith(".connections.max.reauth.ms"):
             return True
-        return rest in SECURITY_CONFIGS
+        return rest in SECURITY_CONFIGS or rest in LISTENER_SOCKET_CONFIGS
     return False
 
 
@@ -181,6 +185,29 @@ def listener_value(config: BrokerConfig, listener: str, name: str) -> str | None
     """``listener.name.<listener>.<name>``, else ``name``, as Kafka resolves listener configs."""
     prefixed = config.get(f"listener.name.{listener.lower()}.{name}")
     return prefixed if prefixed is not None else config.get(name)
+
+
+def listen_backlog(config: BrokerConfig, listener: str) -> int:
+    """The listen backlog of ``listener``'s sockets: ``socket.listen.backlog.size``.
+
+    As Kafka 4.4.0: SocketServer parses the listener's configs with
+    ``valuesFromThisConfigWithPrefixOverride("listener.name.<name in lower case>.")``, so a
+    ``listener.name.<l>.socket.listen.backlog.size`` (or ``listener.name.<l>.<x>.socket...``)
+    that is not an int of at least 1 fails start-up with the unprefixed name in the message;
+    but its Acceptor binds with the broker-wide ``KafkaConfig.socketListenBacklogSize``, so a
+    valid per-listener value changes nothing (a real 4.4.0 with the broker-wide value 33 and
+    ``listener.name.plaintext.socket.listen.backlog.size=7`` listens with a backlog of 33).
+    Raises InvalidConfig with Kafka's message.
+    """
+    name = "socket.listen.backlog.size"
+    prefix = f"listener.name.{listener.lower()}."
+    for key, value in config.static.items():
+        if not key.startswith(prefix):
+            continue
+        rest = key[len(prefix) :]
+        if rest == name or rest.partition(".")[2] == name:
+            validate_value(BROKER_CONFIGS[name], value)
+    return config.get_int(name)
 
 
 def enabled_mechanisms(config: BrokerConfig, listener: str) -> list[str]:

@@ -149,3 +149,21 @@ def test_a_bad_value_of_a_known_config_fails_with_kafkas_message() -> None:
     assert one_line(refused.stderr) == (
         "kemu: Invalid value many for configuration num.partitions: Not a number of type INT"
     )
+
+
+def test_a_bad_per_listener_listen_backlog_fails_with_kafkas_message() -> None:
+    # Kafka 4.4.0 parses listener.name.<l>.socket.listen.backlog.size at start-up too (and then
+    # listens with the broker-wide value: tests/unit/test_listen_backlog.py).
+    refused = serve(
+        "--port",
+        str(free_port_block(1)),
+        "--override",
+        "listener.name.plaintext.socket.listen.backlog.size=0",
+        "--strict-config",
+    )
+    assert refused.returncode != 0
+    assert one_line(refused.stderr) == (
+        "kemu: Invalid value 0 for configuration socket.listen.backlog.size: Value must be at "
+        "least 1"
+    )
+    assert "kemu ready" not in refused.stdout
