@@ -194,6 +194,8 @@ class KafkaServer(Server):
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "group.streams.initial.rebalance.delay.ms": "0",  # as kemu serve's default
+            "group.consumer.assignment.interval.ms": "0",  # likewise
+            "group.share.assignment.interval.ms": "0",
         }
         tls = self.sasl_ssl
         if tls is not None:

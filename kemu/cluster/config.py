@@ -405,6 +405,12 @@ SHIPPED_SERVER_PROPERTIES: dict[str, str] = {
     # Not in Kafka's file but kemu's choice for the same reason (and what Kafka's own streams
     # request tests set): a new streams group's first target assignment is computed at once.
     "group.streams.initial.rebalance.delay.ms": "0",
+    # kemu's choice too (what Kafka's own heartbeat request tests set): a consumer or share
+    # group computes its target with every new group epoch instead of at most once a second
+    # (Kafka's group.consumer/share.assignment.interval.ms default, 1000), so that a member
+    # joining is assigned by the heartbeat that joins it, not by one after the interval.
+    "group.consumer.assignment.interval.ms": "0",
+    "group.share.assignment.interval.ms": "0",
 }
 
 

@@ -72,7 +72,14 @@ class LoopBroker(Broker):
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    b = LoopBroker(**{"authorizer.class.name": STANDARD, "super.users": "User:admin"})
+    b = LoopBroker(
+        **{
+            "authorizer.class.name": STANDARD,
+            "super.users": "User:admin",
+            # kemu serve's: a target with every new group epoch (the clock here stands still)
+            "group.share.assignment.interval.ms": "0",
+        }
+    )
     # as an admin would, before ACLs are in force: the topics exist
     for name in ("t1", "t2"):
         b.cluster.create_topic(name, 1, 1)

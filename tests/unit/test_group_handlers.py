@@ -35,6 +35,12 @@ ZERO_UUID = uuid.UUID(int=0)
 NOW = 1_700_000_000_000
 
 
+SERVE_ASSIGNMENT_INTERVALS = {
+    "group.consumer.assignment.interval.ms": "0",
+    "group.share.assignment.interval.ms": "0",
+}
+
+
 class Broker:
     """A 3-node kemu model whose handlers are reached through encoded frames."""
 
@@ -44,7 +50,8 @@ class Broker:
         self.cluster = Cluster(
             cluster_id="unit-cluster",
             nodes=nodes,
-            config=BrokerConfig(static),
+            # kemu serve's assignment intervals (0: the frozen clock never passes Kafka's 1 s).
+            config=BrokerConfig({**SERVE_ASSIGNMENT_INTERVALS, **static}),
             log_factory=lambda topic, index: MemoryLog(),
             data_dir=data_dir,
         )

@@ -14,8 +14,12 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
 * A new group starts at epoch 1 (group and assignment), as Kafka 4.4's groups do, so its first
   member gets epoch 2. The group epoch goes up when membership, a subscription or the
   subscribed topics change; the next heartbeat then recomputes the target assignment
-  (``consumer_assignor``) and stamps it with it. When the last member leaves, the empty target
-  takes the new epoch at once.
+  (``consumer_assignor``) and stamps it with it, unless the last one is younger than
+  ``consumer.assignment.interval.ms`` (Kafka's ``canComputeNextTargetAssignment``): then members
+  reconcile towards the last target (a new member gets its epoch and nothing) and the first
+  heartbeat after the interval computes it; Kafka has no timer for it either. A new group's
+  first target is never delayed. When the last member leaves, the empty target takes the new
+  epoch at once and the assignment time is reset.
 * A member moves towards its target one heartbeat at a time: partitions it must give up are
   first only taken away (it keeps its epoch, state UNREVOKED_PARTITIONS) until a heartbeat shows
   it no longer owns them; then it gets the new epoch and the target partitions that nobody else
@@ -45,6 +49,16 @@ from dataclasses import dataclass, field, replace
 from kemu.coordinator.group import consumer_assignor
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.classic_group import ClassicGroup
+from kemu.coordinator.group.modern_group import (
+    can_compute_target,
+    check_member_epoch,
+    check_static_heartbeat,
+    group_state,
+    late_member_ids,
+    member_deadlines,
+    static_holder,
+    unreleased_instance_id,
+)
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.share_group import GroupError, TopicLookup, TopicMeta
 from kemu.protocol.errors import ErrorCode
@@ -67,6 +81,9 @@ class ConsumerSettings:
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
     max_size: int = 2**31 - 1
+    # Kafka's default is 1000; 0 here (a target with every new group epoch) keeps the unit
+    # tests' steps short, and is what ``kemu serve`` sets (docs/conformance.md).
+    assignment_interval_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,22 +139,15 @@ class ConsumerGroup:
     resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
     regex_resolved_ms: int | None = None
     regex_resolved_topics: frozenset[str] = frozenset()
+    # When the last target was computed (0: never, or the group emptied), for the interval.
+    assignment_timestamp_ms: int = 0
 
     group_type = GROUP_TYPE
     protocol_type = PROTOCOL_TYPE
 
     @property
     def state_name(self) -> str:
-        if not self.members:
-            return "Empty"
-        if self.group_epoch > self.assignment_epoch:
-            return "Assigning"
-        if any(
-            m.member_epoch != self.assignment_epoch or m.state != STABLE
-            for m in self.members.values()
-        ):
-            return "Reconciling"
-        return "Stable"
+        return group_state(self.group_epoch, self.assignment_epoch, self.members.values())
 
     def is_empty(self) -> bool:
         return not self.members
@@ -293,8 +303,10 @@ class ConsumerGroupCoordinator:
         if bump or metadata != group.subscribed_metadata:
             group.subscribed_metadata = metadata
             group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch:
-            self._update_target(group, assignor)
+        if group.group_epoch > group.assignment_epoch and can_compute_target(
+            group.assignment_timestamp_ms, settings.assignment_interval_ms, now_ms
+        ):
+            self._update_target(group, assignor, now_ms)
         reconciled = self._reconcile(group, updated, request.owned, now_ms)
         group.members[member_id] = reconciled
         full = (
@@ -341,34 +353,27 @@ class ConsumerGroupCoordinator:
         group.subscribed_metadata = self.subscribed_metadata(group, topics)
         group.group_epoch += 1
         # As Kafka's fencing of members: the epoch goes up and the remaining members get their
-        # new target on their next heartbeat; when the last one left, the (empty) target
-        # assignment is stamped with the new epoch.
+        # new target on their next heartbeat (within the assignment interval); when the last
+        # one left, the (empty) target assignment is stamped with the new epoch and no time, so
+        # the next first member is assigned at once.
         if not group.members:
             group.assignment_epoch = group.group_epoch
+            group.assignment_timestamp_ms = 0
 
     # --- sessions and revocation deadlines -------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:
-        deadlines = [
-            d
-            for g in self.groups()
-            for m in g.members.values()
-            for d in (m.session_deadline_ms, m.revocation_deadline_ms)
-            if d is not None
-        ]
-        return min(deadlines) if deadlines else None
+        return min(
+            (d for g in self.groups() for d in member_deadlines(g.members.values())), default=None
+        )
 
     def expire(self, now_ms: int, topics: TopicLookup) -> list[tuple[str, str]]:
         """Remove members whose session ran out or who did not revoke in time."""
         removed = []
         for group in self.groups():
-            for member in list(group.members.values()):
-                late = member.revocation_deadline_ms is not None and (
-                    member.revocation_deadline_ms <= now_ms
-                )
-                if member.session_deadline_ms <= now_ms or late:
-                    self.remove_member(group, member.member_id, topics)
-                    removed.append((group.group_id, member.member_id))
+            for member_id in late_member_ids(group.members.values(), now_ms):
+                self.remove_member(group, member_id, topics)
+                removed.append((group.group_id, member_id))
         return removed
 
     # --- offsets ---------------------------------------------------------------------------------
@@ -510,7 +515,7 @@ class ConsumerGroupCoordinator:
                 metadata[name] = meta
         return metadata
 
-    def _update_target(self, group: ConsumerGroup, assignor: str | None) -> None:
+    def _update_target(self, group: ConsumerGroup, assignor: str | None, now_ms: int) -> None:
         names = [m.server_assignor for m in group.members.values() if m.server_assignor]
         group.assignor_name = assignor or (names[0] if names else consumer_assignor.UNIFORM)
         metadata = group.subscribed_metadata
@@ -524,6 +529,7 @@ class ConsumerGroupCoordinator:
             group.assignor_name, subscriptions, counts, group.target
         )
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp_ms = now_ms
 
     def _reconcile(
         self,
@@ -625,45 +631,18 @@ def _check_static_member(
     """Kafka's ``getOrMaybeSubscribeStaticConsumerGroupMember`` checks: a join may take an
     instance id only once its holder left with the static-leave epoch (kemu removes such a member
     at once, so any holder is active); a heartbeat must come from the instance id's holder."""
-    holder = next((m for m in group.members.values() if m.instance_id == instance_id), None)
-    if joining:
-        if holder is not None and holder.member_epoch != STATIC_LEAVE_EPOCH:
-            raise GroupError(
-                ErrorCode.unreleased_instance_id,
-                f"Static member {member_id} with instance id {instance_id} cannot join the group "
-                f"because the instance id is owned by {holder.member_id} member.",
-            )
-        return
-    if holder is None:
-        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
-    if holder.member_id != member_id:
-        raise GroupError(
-            ErrorCode.fenced_instance_id,
-            f"Static member {member_id} with instance id {instance_id} was fenced by member "
-            f"{holder.member_id}.",
-        )
+    holder = static_holder(group.members.values(), instance_id)
+    if not joining:
+        check_static_heartbeat(holder, member_id, instance_id)
+    elif holder is not None and holder.member_epoch != STATIC_LEAVE_EPOCH:
+        raise unreleased_instance_id(member_id, instance_id, holder.member_id)
 
 
 def _check_epoch(member: ConsumerMember, request: ConsumerHeartbeat) -> None:
-    received = request.member_epoch
-    if received > member.member_epoch:
-        raise GroupError(
-            ErrorCode.fenced_member_epoch,
-            f"The consumer group member has a greater member epoch ({received}) than the one "
-            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-            "all its partitions and rejoin.",
-        )
-    if received < member.member_epoch:
-        # The answer with the new epoch may have been lost: the previous epoch is accepted if the
-        # member owns no more than its assignment.
-        owned_ok = request.owned is None or request.owned <= member.assigned
-        if received != member.previous_member_epoch or not owned_ok:
-            raise GroupError(
-                ErrorCode.fenced_member_epoch,
-                f"The consumer group member has a smaller member epoch ({received}) than the one "
-                f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-                "all its partitions and rejoin.",
-            )
+    # The answer with the new epoch may have been lost: the previous epoch is accepted if the
+    # member owns no more than its assignment.
+    owned_ok = request.owned is None or request.owned <= member.assigned
+    check_member_epoch("consumer", member, request.member_epoch, owned_ok)
 
 
 def _matches(pattern: str, topic: str) -> bool:

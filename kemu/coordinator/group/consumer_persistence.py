@@ -44,6 +44,7 @@ STATES = (STABLE, UNREVOKED, UNRELEASED)
 class Image:
     epoch: int = 0
     assignment_epoch: int = 0
+    assignment_timestamp_ms: int = 0
     members: dict[str, MemberMetadataValue] = field(default_factory=dict)
     targets: dict[str, Partitions] = field(default_factory=dict)
     current: dict[str, CurrentAssignmentValue] = field(default_factory=dict)
@@ -54,6 +55,7 @@ def image_of(group: ConsumerGroup) -> Image:
     return Image(
         epoch=group.group_epoch,
         assignment_epoch=group.assignment_epoch,
+        assignment_timestamp_ms=group.assignment_timestamp_ms,
         members={m.member_id: _member_value(m) for m in group.members.values()},
         targets=dict(group.target),
         current={
@@ -108,8 +110,11 @@ def diff(group_id: str, old: Image | None, new: Image | None) -> list[Record]:
     for member, partitions in sorted(new.targets.items()):
         if old.targets.get(member) != partitions:
             records.append((key(TARGET_MEMBER, member), TargetMemberValue(partitions)))
-    if not old.has_metadata or old.assignment_epoch != new.assignment_epoch:
-        records.append((key(TARGET_METADATA), TargetEpochValue(new.assignment_epoch)))
+    target_metadata = (new.assignment_epoch, new.assignment_timestamp_ms)
+    if not old.has_metadata or (old.assignment_epoch, old.assignment_timestamp_ms) != (
+        target_metadata
+    ):
+        records.append((key(TARGET_METADATA), TargetEpochValue(*target_metadata)))
     for member, current in sorted(new.current.items()):
         if old.current.get(member) != current:
             records.append((key(CURRENT_ASSIGNMENT, member), current))
@@ -133,6 +138,7 @@ class ImageBuilder:
         elif key.record_type == TARGET_METADATA:
             if isinstance(value, TargetEpochValue):
                 image.assignment_epoch = value.assignment_epoch
+                image.assignment_timestamp_ms = value.assignment_timestamp_ms
         elif key.record_type == MEMBER_METADATA:
             _set(image.members, member, value, MemberMetadataValue)
         elif key.record_type == TARGET_MEMBER:
@@ -151,7 +157,10 @@ class ImageBuilder:
             if not image.has_metadata:
                 continue
             group = ConsumerGroup(
-                group_id, group_epoch=image.epoch, assignment_epoch=image.assignment_epoch
+                group_id,
+                group_epoch=image.epoch,
+                assignment_epoch=image.assignment_epoch,
+                assignment_timestamp_ms=image.assignment_timestamp_ms,
             )
             for member_id, meta in image.members.items():
                 current = image.current.get(member_id)

@@ -4,7 +4,8 @@ and the records that bring the log up to date with a group (``diff``).
 Framing as for every coordinator record (``records``): key = int16 record type + key body
 (not flexible: int16-length strings); value = int16 version (0) + body, flexible: compact
 strings and arrays (unsigned varint length + 1, 0 for null), 16-byte uuids, and a tagged-field
-section after every struct (kemu writes none and skips those it reads).
+section after every struct (kemu writes and reads only AssignmentTimestamp, when not 0, as Kafka
+does, and skips the others).
 
 ====  ==========================================  ==========================================
 type  key                                         value v0
@@ -14,7 +15,8 @@ type  key                                         value v0
                                                   SubscribedTopicNames []string,
                                                   SubscribedTopicRegex?, RebalanceTimeoutMs int32,
                                                   ServerAssignor?
-6     ConsumerGroupTargetAssignmentMetadata: group  AssignmentEpoch int32
+6     ConsumerGroupTargetAssignmentMetadata: group  AssignmentEpoch int32; tag 0
+                                                  AssignmentTimestamp int64 (KIP-1263)
 7     ConsumerGroupTargetAssignmentMember:        TopicPartitions [] {TopicId uuid,
       group, member                                 Partitions []int32}
 8     ConsumerGroupCurrentMemberAssignment:       MemberEpoch int32, PreviousMemberEpoch int32,
@@ -33,7 +35,7 @@ import uuid
 from dataclasses import dataclass
 
 from kemu.coordinator.group.assignor import TopicPartition
-from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader
+from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader, encode_tags
 from kemu.protocol.records import uvarint
 
 GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 5, 6, 7, 8
@@ -43,6 +45,7 @@ STATE_NAMES = {code: name for name, code in STATE_CODES.items()}
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 
 Partitions = frozenset[TopicPartition]
 
@@ -77,6 +80,7 @@ class MemberMetadataValue:
 @dataclass(frozen=True, slots=True)
 class TargetEpochValue:
     assignment_epoch: int
+    assignment_timestamp_ms: int = 0  # 0: Kafka's default, not written
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,10 +142,13 @@ def encode_key(key: ConsumerRecordKey) -> bytes:
 
 
 def encode_value(value: ConsumerRecordValue) -> bytes:
+    tags = uvarint(0)
     if isinstance(value, GroupEpochValue):
         body = _INT32.pack(value.epoch)
     elif isinstance(value, TargetEpochValue):
         body = _INT32.pack(value.assignment_epoch)
+        if value.assignment_timestamp_ms != 0:
+            tags = encode_tags([(0, _INT64.pack(value.assignment_timestamp_ms))])
     elif isinstance(value, MemberMetadataValue):
         names = value.subscribed_topic_names
         body = (
@@ -165,7 +172,7 @@ def encode_value(value: ConsumerRecordValue) -> bytes:
             + _partitions(value.assigned)
             + _partitions(value.pending_revocation)
         )
-    return _INT16.pack(0) + body + uvarint(0)
+    return _INT16.pack(0) + body + tags
 
 
 # --- decoding ---------------------------------------------------------------------------------
@@ -207,7 +214,13 @@ def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordVa
         if key.record_type == GROUP_METADATA:
             value = GroupEpochValue(reader.int32())
         elif key.record_type == TARGET_METADATA:
-            value = TargetEpochValue(reader.int32())
+            assignment_epoch = reader.int32()
+            timestamp = 0
+            for tag, payload in reader.tags().items():
+                if tag == 0 and len(payload) == 8:
+                    (timestamp,) = _INT64.unpack(payload)
+            reader.done()
+            return TargetEpochValue(assignment_epoch, timestamp)
         elif key.record_type == MEMBER_METADATA:
             instance_id, rack_id = reader.compact_string(), reader.compact_string()
             client_id, client_host = reader.compact_string() or "", reader.compact_string() or ""

@@ -33,6 +33,7 @@ def group_to_json(group: ShareGroup) -> dict[str, Any]:
     return {
         "group_epoch": group.group_epoch,
         "assignment_epoch": group.assignment_epoch,
+        "assignment_timestamp_ms": group.assignment_timestamp_ms,
         "members": {
             member.member_id: {
                 "member_epoch": member.member_epoch,
@@ -75,6 +76,7 @@ def group_from_json(group_id: str, data: dict[str, Any], session_deadline_ms: in
         group_id=group_id,
         group_epoch=int(data["group_epoch"]),
         assignment_epoch=int(data["assignment_epoch"]),
+        assignment_timestamp_ms=int(data.get("assignment_timestamp_ms", 0)),  # older files: 0
         members=members,
         target={m: _restore_partitions(t) for m, t in data["target"].items()},
         subscribed_metadata={

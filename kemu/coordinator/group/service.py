@@ -168,6 +168,7 @@ class GroupCoordinatorService:
             session_timeout_ms=int(configs.value(group_id, "consumer.session.timeout.ms")),
             heartbeat_interval_ms=int(configs.value(group_id, "consumer.heartbeat.interval.ms")),
             max_size=broker_int(self.runtime.cluster.config, "group.consumer.max.size"),
+            assignment_interval_ms=int(configs.value(group_id, "consumer.assignment.interval.ms")),
         )
 
     def consumer_heartbeat(self, request: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
@@ -249,6 +250,7 @@ class GroupCoordinatorService:
             session_timeout_ms=int(configs.value(group_id, "share.session.timeout.ms")),
             heartbeat_interval_ms=int(configs.value(group_id, "share.heartbeat.interval.ms")),
             max_size=broker_int(self.runtime.cluster.config, "group.share.max.size"),
+            assignment_interval_ms=int(configs.value(group_id, "share.assignment.interval.ms")),
         )
 
     def topic_meta(self, name: str) -> TopicMeta | None:

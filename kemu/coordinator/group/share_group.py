@@ -15,8 +15,12 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` share-group path:
   later heartbeat bumps the epoch and assigns them. So a member's first heartbeat assigns
   nothing, as in Kafka.
 * When the group epoch is ahead of the assignment epoch the coordinator computes a new target
-  assignment for everybody (``assignor``) and stamps it with the group epoch. When the last
-  member leaves, the empty target takes the new epoch at once.
+  assignment for everybody (``assignor``) and stamps it with the group epoch, unless the last
+  one is younger than ``share.assignment.interval.ms`` (Kafka's
+  ``canComputeNextTargetAssignment``): then members are brought to the last target and the
+  first heartbeat after the interval computes the new one (no timer, as in Kafka). When the
+  last member leaves, the empty target takes the new epoch at once and the assignment time is
+  reset, so a new first member is assigned at once.
 * A member is brought to the target on its own next heartbeat: its epoch becomes the assignment
   epoch and its partitions the target's. Share groups have no revocation handshake.
 * A member that has not heartbeated for the session timeout is removed as if it had left.
@@ -33,6 +37,8 @@ from dataclasses import dataclass, field, replace
 
 from kemu.coordinator.group import assignor
 from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.errors import GroupError as GroupError  # re-exported for the handlers
+from kemu.coordinator.group.modern_group import can_compute_target
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.protocol.errors import ErrorCode
 
@@ -41,15 +47,6 @@ LEAVE_EPOCH = -1
 GROUP_TYPE = "share"
 PROTOCOL_TYPE = "share"
 ASSIGNOR_NAME = "simple"
-
-
-class GroupError(Exception):
-    """A request the coordinator refuses, with the error code Kafka answers."""
-
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +63,9 @@ class MembershipSettings:
     session_timeout_ms: int
     heartbeat_interval_ms: int
     max_size: int
+    # Kafka's default is 1000; 0 (a target with every new group epoch) is what ``kemu serve``
+    # sets (docs/conformance.md).
+    assignment_interval_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +108,8 @@ class ShareGroup:
     # Share partitions asked to be initialized and not done yet (not kept across a restart: a
     # heartbeat asks again).
     initializing: dict[uuid.UUID, set[int]] = field(default_factory=dict)
+    # When the last target was computed (0: never, or the group emptied), for the interval.
+    assignment_timestamp_ms: int = 0
 
     group_type = GROUP_TYPE
     protocol_type = PROTOCOL_TYPE
@@ -212,8 +214,10 @@ class ShareGroupCoordinator:
             bump = True
         if bump:
             group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch:
-            self._update_target(group)
+        if group.group_epoch > group.assignment_epoch and can_compute_target(
+            group.assignment_timestamp_ms, settings.assignment_interval_ms, now_ms
+        ):
+            self._update_target(group, now_ms)
         updated = _reconcile(group, updated)
         group.members[updated.member_id] = updated
         if self.registry.get(group.group_id) is not group:
@@ -314,6 +318,7 @@ class ShareGroupCoordinator:
         group.group_epoch += 1
         if not group.members:  # Kafka's fencing of the last member stamps the empty target
             group.assignment_epoch = group.group_epoch
+            group.assignment_timestamp_ms = 0
         return MemberRemoved(group.group_id, member_id, reason)
 
     def partitions_initialized(
@@ -337,7 +342,7 @@ class ShareGroupCoordinator:
                 changed = True
         return changed
 
-    def _update_target(self, group: ShareGroup) -> None:
+    def _update_target(self, group: ShareGroup, now_ms: int) -> None:
         metadata = group.subscribed_metadata
         subscriptions = {
             member.member_id: frozenset(
@@ -356,6 +361,7 @@ class ShareGroupCoordinator:
         }
         group.target = assignor.assign(subscriptions, assignable, group.target)
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp_ms = now_ms
 
 
 def validate_heartbeat(request: HeartbeatRequest) -> None:

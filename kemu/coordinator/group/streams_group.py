@@ -44,6 +44,11 @@ from dataclasses import replace
 from typing import Any
 
 from kemu.coordinator.group import streams_assignor
+from kemu.coordinator.group.modern_group import (
+    can_compute_target,
+    late_member_ids,
+    member_deadlines,
+)
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.share_group import GroupError
 from kemu.coordinator.group.streams_assignor import EMPTY, AssignMember, TaskTuple
@@ -469,9 +474,7 @@ class StreamsGroupCoordinator:
             d
             for group in self.registry
             if isinstance(group, StreamsGroup)
-            for m in group.members.values()
-            for d in (m.session_deadline_ms, m.revocation_deadline_ms)
-            if d is not None
+            for d in member_deadlines(group.members.values())
         ]
         deadlines += [
             group.initial_delay_deadline_ms
@@ -494,25 +497,10 @@ class StreamsGroupCoordinator:
         for group in list(self.registry):
             if not isinstance(group, StreamsGroup):
                 continue
-            for member in list(group.members.values()):
-                late = member.session_deadline_ms <= now_ms or (
-                    member.revocation_deadline_ms is not None
-                    and member.revocation_deadline_ms <= now_ms
-                )
-                if late:
-                    self.remove_member(group, member.member_id, partition_count)
-                    removed.append((group.group_id, member.member_id))
+            for member_id in late_member_ids(group.members.values(), now_ms):
+                self.remove_member(group, member_id, partition_count)
+                removed.append((group.group_id, member_id))
         return removed
-
-
-def can_compute_target(assignment_timestamp_ms: int, interval_ms: int, now_ms: int) -> bool:
-    """Kafka's ``canComputeNextTargetAssignment``: never computed (0), no interval, or the
-    interval has passed since the last one."""
-    return (
-        assignment_timestamp_ms == 0
-        or interval_ms == 0
-        or (now_ms >= assignment_timestamp_ms + interval_ms)
-    )
 
 
 def _snapshot(group: StreamsGroup) -> dict[str, Any]:

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kemu.coordinator.group.share_group import GroupError
+from kemu.coordinator.group.modern_group import (
+    check_member_epoch,
+    check_static_heartbeat,
+    static_holder,
+    unreleased_instance_id,
+)
 from kemu.coordinator.group.streams_assignor import EMPTY, Tasks, TaskTuple
 from kemu.coordinator.group.streams_model import (
     STABLE,
@@ -20,7 +25,6 @@ from kemu.coordinator.group.streams_model import (
     StreamsHeartbeat,
     StreamsMember,
 )
-from kemu.protocol.errors import ErrorCode
 
 
 def member_metadata(member: StreamsMember) -> tuple[object, ...]:
@@ -69,51 +73,26 @@ def check_static_member(
     """Kafka's static membership checks; returns the member a rejoining static member
     replaces (it left with epoch -2 under another member id)."""
     instance_id = request.instance_id
-    holder = next((m for m in group.members.values() if m.instance_id == instance_id), None)
-    if joining:
-        if holder is None or holder.member_id == request.member_id:
-            return None
-        if holder.member_epoch != STATIC_LEAVE_EPOCH:
-            raise GroupError(
-                ErrorCode.unreleased_instance_id,
-                f"Static member {request.member_id} with instance id {instance_id} cannot join "
-                f"the group because the instance id is owned by {holder.member_id} member.",
-            )
-        return holder
-    if holder is None:
-        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
-    if holder.member_id != request.member_id:
-        raise GroupError(
-            ErrorCode.fenced_instance_id,
-            f"Static member {request.member_id} with instance id {instance_id} was fenced by "
-            f"member {holder.member_id}.",
-        )
-    return None
+    assert instance_id is not None
+    holder = static_holder(group.members.values(), instance_id)
+    if not joining:
+        check_static_heartbeat(holder, request.member_id, instance_id)
+        return None
+    if holder is None or holder.member_id == request.member_id:
+        return None
+    if holder.member_epoch != STATIC_LEAVE_EPOCH:
+        raise unreleased_instance_id(request.member_id, instance_id, holder.member_id)
+    return holder
 
 
 def check_epoch(member: StreamsMember, request: StreamsHeartbeat) -> None:
-    received = request.member_epoch
-    if received > member.member_epoch:
-        raise GroupError(
-            ErrorCode.fenced_member_epoch,
-            f"The streams group member has a greater member epoch ({received}) than the one "
-            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-            "all its partitions and rejoin.",
-        )
-    if received < member.member_epoch:
-        owned = request.owned
-        subset = owned is None or (
-            owned.active <= member.assigned.active
-            and owned.standby <= member.assigned.standby
-            and owned.warmup <= member.assigned.warmup
-        )
-        if received != member.previous_member_epoch or not subset:
-            raise GroupError(
-                ErrorCode.fenced_member_epoch,
-                f"The streams group member has a smaller member epoch ({received}) than the one "
-                f"known by the group coordinator ({member.member_epoch}). The member must "
-                "abandon all its partitions and rejoin.",
-            )
+    owned = request.owned
+    subset = owned is None or (
+        owned.active <= member.assigned.active
+        and owned.standby <= member.assigned.standby
+        and owned.warmup <= member.assigned.warmup
+    )
+    check_member_epoch("streams", member, request.member_epoch, subset)
 
 
 def reconcile(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kemu.coordinator.group.modern_group import group_state
 from kemu.coordinator.group.streams_assignor import EMPTY, Task, TaskTuple
 from kemu.coordinator.group.streams_topology import ConfiguredTopology, TopicToCreate, Topology
 from kemu.protocol.errors import ErrorCode
@@ -124,14 +125,7 @@ class StreamsGroup:
             return "Empty"
         if self.configured is None or not self.configured.ready:
             return "NotReady"
-        if self.group_epoch > self.assignment_epoch:
-            return "Assigning"
-        if any(
-            m.member_epoch != self.assignment_epoch or m.state != STABLE
-            for m in self.members.values()
-        ):
-            return "Reconciling"
-        return "Stable"
+        return group_state(self.group_epoch, self.assignment_epoch, self.members.values())
 
     def is_empty(self) -> bool:
         return not self.members

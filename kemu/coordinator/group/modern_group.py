@@ -1,0 +1,146 @@
+"""What the KIP-848 consumer, KIP-932 share and KIP-1071 streams coordinators share (Kafka's
+``modern`` group package and the parts of ``GroupMetadataManager`` its three heartbeats call
+alike). Sans-IO: the time is an argument.
+
+* ``can_compute_target``: Kafka's ``canComputeNextTargetAssignment``, the assignment interval
+  (``consumer.``/``share.``/``streams.assignment.interval.ms``) that lets a group compute at most
+  one target assignment per interval.
+* Static membership (``group.instance.id``): who holds an instance id, and the errors a join or
+  a heartbeat naming someone else's gets.
+* The group state Describe shows.
+* Member-epoch fencing: a heartbeat's epoch must be the member's, or the one before when the
+  answer carrying the new one was lost and the member owns no more than its assignment.
+* Sessions and revocation deadlines: when a member is late and is removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Protocol, TypeVar
+
+from kemu.coordinator.group.errors import GroupError
+from kemu.protocol.errors import ErrorCode
+
+# --- the assignment interval -----------------------------------------------------------------
+
+
+def can_compute_target(assignment_timestamp_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """Kafka's ``canComputeNextTargetAssignment``: never computed (0: a new group, or one whose
+    last member left), no interval, or the interval has passed since the last target."""
+    return (
+        assignment_timestamp_ms == 0
+        or interval_ms == 0
+        or now_ms >= assignment_timestamp_ms + interval_ms
+    )
+
+
+# --- members ---------------------------------------------------------------------------------
+
+
+class ModernMember(Protocol):
+    """A consumer or streams group member, as these checks read it."""
+
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def member_epoch(self) -> int: ...
+    @property
+    def previous_member_epoch(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def instance_id(self) -> str | None: ...
+    @property
+    def session_deadline_ms(self) -> int: ...
+    @property
+    def revocation_deadline_ms(self) -> int | None: ...
+
+
+Member = TypeVar("Member", bound=ModernMember)
+STABLE = "STABLE"  # a member's state once it holds its whole target
+
+
+def group_state(group_epoch: int, assignment_epoch: int, members: Collection[ModernMember]) -> str:
+    """The state ConsumerGroupDescribe and StreamsGroupDescribe show (Kafka's
+    ``ConsumerGroup``/``StreamsGroup`` state): Empty; Assigning while the group epoch is ahead
+    of the target's; Reconciling until every member is at the target's epoch and stable."""
+    if not members:
+        return "Empty"
+    if group_epoch > assignment_epoch:
+        return "Assigning"
+    if any(m.member_epoch != assignment_epoch or m.state != STABLE for m in members):
+        return "Reconciling"
+    return "Stable"
+
+
+def static_holder(members: Iterable[Member], instance_id: str | None) -> Member | None:
+    """The member holding ``instance_id``, if any."""
+    return next((m for m in members if m.instance_id == instance_id), None)
+
+
+def unreleased_instance_id(member_id: str, instance_id: str, holder_id: str) -> GroupError:
+    """A join with an instance id another member still holds."""
+    return GroupError(
+        ErrorCode.unreleased_instance_id,
+        f"Static member {member_id} with instance id {instance_id} cannot join the group "
+        f"because the instance id is owned by {holder_id} member.",
+    )
+
+
+def check_static_heartbeat(holder: ModernMember | None, member_id: str, instance_id: str) -> None:
+    """A heartbeat (not a join) naming an instance id must come from its holder."""
+    if holder is None:
+        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+    if holder.member_id != member_id:
+        raise GroupError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+            f"{holder.member_id}.",
+        )
+
+
+def check_member_epoch(
+    kind: str, member: ModernMember, received: int, owns_no_more_than_assigned: bool
+) -> None:
+    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid`` and its streams twin (``kind``:
+    "consumer" or "streams"): FENCED_MEMBER_EPOCH for an epoch ahead of the member's, or behind
+    it unless it is the previous one and the member owns no more than its assignment."""
+    if received > member.member_epoch:
+        raise _fenced(kind, "greater", received, member.member_epoch)
+    if received < member.member_epoch and (
+        received != member.previous_member_epoch or not owns_no_more_than_assigned
+    ):
+        raise _fenced(kind, "smaller", received, member.member_epoch)
+
+
+def _fenced(kind: str, relation: str, received: int, known: int) -> GroupError:
+    return GroupError(
+        ErrorCode.fenced_member_epoch,
+        f"The {kind} group member has a {relation} member epoch ({received}) than the one known "
+        f"by the group coordinator ({known}). The member must abandon all its partitions and "
+        "rejoin.",
+    )
+
+
+# --- sessions and revocation deadlines ---------------------------------------------------------
+
+
+def member_deadlines(members: Iterable[ModernMember]) -> list[int]:
+    """Every session and revocation deadline of ``members``."""
+    return [
+        deadline
+        for member in members
+        for deadline in (member.session_deadline_ms, member.revocation_deadline_ms)
+        if deadline is not None
+    ]
+
+
+def late_member_ids(members: Iterable[ModernMember], now_ms: int) -> list[str]:
+    """The members whose session ran out, or who did not revoke within their rebalance
+    timeout, by ``now_ms``: the coordinator removes them."""
+    return [
+        member.member_id
+        for member in members
+        if member.session_deadline_ms <= now_ms
+        or (member.revocation_deadline_ms is not None and member.revocation_deadline_ms <= now_ms)
+    ]
