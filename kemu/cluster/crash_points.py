@@ -7,7 +7,20 @@ that instant. Unset (always, outside tests), ``crash_point`` is a set lookup and
 Points (each where a crash leaves durable state that recovery must finish):
 * ``txn.prepared``: a transaction's PREPARE_COMMIT/PREPARE_ABORT is in ``__transaction_state``,
   no marker is written yet.
-* ``txn.markers_written``: every marker is written, the COMPLETE_* record is not.
+* ``txn.share_state_marker_written``: the first marker written to a ``__share_group_state``
+  partition is durable (KIP-1289: beside the TX_PENDING records it resolves); nothing has
+  replayed it, so no ShareUpdate states the outcome, and the partitions after it in the
+  transaction's (sorted) order have no marker yet.
+* ``txn.data_marker_written``: the first marker written to any other partition is durable; the
+  partitions after it have none yet (a ``__share_group_state`` partition sorts after a topic
+  whose name starts with an upper-case letter or a digit, before a lower-case one).
+* ``txn.markers_appended``: every marker is durable; nothing has applied them yet (the share
+  coordinator has written no ShareUpdate for them, no share-partition leader, group
+  coordinator or marker listener was told).
+* ``txn.markers_written``: every marker is written and the share coordinator has written the
+  ShareUpdates stating what they resolved; the COMPLETE_* record is not written.
+* ``share.enlisted``: KIP-1289 TxnShareAcknowledge enlisted the ``__share_group_state``
+  partitions in the transaction (durable in ``__transaction_state``), nothing is staged yet.
 * ``share.staged``: KIP-1289 records are durably TX_PENDING, the client has no answer yet.
 * ``share.archiving``: KIP-1191 records are durably ARCHIVING, not yet written to the DLQ topic.
 * ``share.dead_lettered``: KIP-1191 records are durably ARCHIVING and written to the DLQ topic,
@@ -27,7 +40,11 @@ ENVIRONMENT = "KEMU_CRASH_AT"
 POINTS = frozenset(
     {
         "txn.prepared",
+        "txn.share_state_marker_written",
+        "txn.data_marker_written",
+        "txn.markers_appended",
         "txn.markers_written",
+        "share.enlisted",
         "share.staged",
         "share.archiving",
         "share.dead_lettered",

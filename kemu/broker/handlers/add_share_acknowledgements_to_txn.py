@@ -14,15 +14,16 @@ Served at api key 96 unless ``kemu.kip1289.add.api.key`` says otherwise, and onl
 as for any key kemu does not serve).
 
 Errors, one top-level code with an ErrorMessage, in this order, and nothing changes on any of
-them: INVALID_REQUEST for a null or empty TransactionalId; NOT_COORDINATOR on a broker that does
+them: with an authorizer, TRANSACTIONAL_ID_AUTHORIZATION_FAILED (no WRITE on the
+TransactionalId) and GROUP_AUTHORIZATION_FAILED (no READ on the group), as AddOffsetsToTxn;
+INVALID_REQUEST for a null or empty TransactionalId; NOT_COORDINATOR on a broker that does
 not lead the TransactionalId's ``__transaction_state`` partition; INVALID_REQUEST for an empty
 GroupId, empty Topics or a topic with no partitions; UNKNOWN_TOPIC_ID for a topic id that does
 not exist, UNKNOWN_TOPIC_OR_PARTITION for a partition it does not have; then the transaction
 coordinator's INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS (the
 transaction is completing) or COORDINATOR_NOT_AVAILABLE (``__transaction_state`` not writable).
 
-Omissions: authorization (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED are
-never answered); INVALID_TXN_STATE and COORDINATOR_LOAD_IN_PROGRESS are never answered (kemu
+Omissions: INVALID_TXN_STATE and COORDINATOR_LOAD_IN_PROGRESS are never answered (kemu
 holds no transaction in a state Kafka refuses with it, and loads its state before it listens);
 the group is not checked to exist. What was enlisted is written to ``__transaction_state``
 (kemu's tagged field 100 of the transaction record), so explicit mode survives a restart.

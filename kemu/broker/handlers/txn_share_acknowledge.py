@@ -5,7 +5,9 @@ analogue of TxnOffsetCommit. Served at api key 95 unless ``kemu.kip1289.txn.shar
 says otherwise, and only when the broker config ``kemu.kip1289.enable`` is true (otherwise the
 key is neither advertised nor served, as an unknown key).
 
-Order (spec §5.3): a null TransactionalId, an empty GroupId or MemberId is INVALID_REQUEST; an
+Order (spec §5.3): a null TransactionalId, an empty GroupId or MemberId is INVALID_REQUEST;
+then, with an authorizer, WRITE on the TransactionalId (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+and READ on the group (else GROUP_AUTHORIZATION_FAILED), every partition carrying the code; an
 unknown member UNKNOWN_MEMBER_ID and a member epoch other than the member's current one
 ILLEGAL_GENERATION (what Java maps to CommitFailedException, spec Q7).
 
@@ -27,7 +29,7 @@ The markers of the transaction resolve the staged records, at the share coordina
 state log and at a loaded leader (``share/txn_acks.py``), also after any restart.
 ApiVersions advertises ``share.version`` 3 while it is served.
 
-Omissions: authorization; no legacy layouts of keys 93/94 (spec §4.2, §4.3), only the final
+Omissions: no legacy layouts of keys 93/94 (spec §4.2, §4.3), only the final
 revision, at whatever key is configured.
 """
 
@@ -44,6 +46,7 @@ from kemu.broker.share.sessions import SharePartitionRef
 from kemu.broker.share.settings import share_settings
 from kemu.broker.share.txn_acks import txn_share_acks
 from kemu.cluster.context import RequestContext
+from kemu.cluster.crash_points import crash_point
 from kemu.coordinator.group.share_group import GroupError
 from kemu.coordinator.transaction.share_enlistment import (
     TxnProducer,
@@ -61,16 +64,14 @@ RENEW_CAPABLE_VERSION = 2  # parse every ack type; the share partition refuses t
 
 @handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    denied = refused(
-        ctx, request, txn_write(request.transactional_id), group_read(request.group_id)
-    )
-    if denied is not None:
-        return denied
     group_id = request.group_id or ""
     member_id = request.member_id or ""
     transactional_id = request.transactional_id
     if transactional_id is None or not group_id or not member_id:
         return ctx.respond(error_code=ErrorCode.invalid_request, responses=())
+    denied = refused(ctx, request, txn_write(transactional_id), group_read(group_id))
+    if denied is not None:
+        return denied
     error = _check_member(ctx, group_id, member_id, request.member_epoch)
     if error is not ErrorCode.none:
         return ctx.respond(error_code=error, responses=())
@@ -87,6 +88,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     if error is not ErrorCode.none:
         return ctx.respond(error_code=error, responses=())
+    crash_point("share.enlisted")
 
     txn_share_acks(ctx.runtime)  # the markers must find the staged records
     manager = share_partitions(ctx.runtime)

@@ -38,6 +38,7 @@ from kemu.coordinator.group.placement import (
     coordinator_partition,
     internal_topic,
 )
+from kemu.coordinator.share.service import SHARE_STATE_TOPIC
 from kemu.coordinator.transaction.coordinator import (
     Markers,
     Outcome,
@@ -310,6 +311,13 @@ class TransactionService:
                     partition=index,
                     error=str(error),
                 )
+            else:
+                crash_point(
+                    "txn.share_state_marker_written"
+                    if topic_name == SHARE_STATE_TOPIC
+                    else "txn.data_marker_written"
+                )
+        crash_point("txn.markers_appended")
         groups = self.pending_offsets.pop(markers.transactional_id, {})
         if markers.commit:
             for group_id, pending in groups.items():
