@@ -1,6 +1,6 @@
 """``consumer.assignment.interval.ms`` and ``share.assignment.interval.ms`` as Kafka 4.4.0's
-``GroupMetadataManager.maybeUpdateTargetAssignment`` applies them (``canComputeNextTargetAssignment``,
-read in the 4.4.0 jar), on a virtual clock:
+``GroupMetadataManager.maybeUpdateTargetAssignment`` applies them
+(``canComputeNextTargetAssignment``, read in the 4.4.0 jar), on a virtual clock:
 
 - a group that never computed a target (or whose last member left) computes one at once;
 - afterwards at most one per interval: a heartbeat inside it bumps the group epoch as usual but
