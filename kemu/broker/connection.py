@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from time import perf_counter_ns
+from time import monotonic, perf_counter_ns
 from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
+from kemu.broker.acceptors import Ticket, connection_acceptors
 from kemu.broker.faults import FaultRule, fault_table
 from kemu.broker.handlers import REGISTRY, HandlerSpec, is_enabled, moved_keys
 from kemu.broker.refused_batches import PRODUCE_KEY, RefusedBatches
 from kemu.broker.stats import request_stats
 from kemu.broker.throttling import TimedCoroutine, cap_fetch_bytes, throttle
 from kemu.cluster.client_quotas import client_quotas
+from kemu.cluster.connection_quotas import normalize_ip
 from kemu.cluster.context import ConnectionHooks, RequestContext, Runtime
 from kemu.cluster.model import BrokerNode
 from kemu.cluster.quota_enforcement import client_throttles
@@ -61,6 +63,7 @@ class Connection(asyncio.Protocol):
         self.runtime = runtime
         self.peer = "unknown"
         self.client_host = "127.0.0.1"
+        self.client_ip = "127.0.0.1"  # as connection quotas key it (kemu/broker/acceptors.py)
         self.max_request_bytes = runtime.cluster.config.get_int("socket.request.max.bytes")
         self.transport: asyncio.Transport | None = None
         self._partial = bytearray()  # the start of a frame not yet received whole
@@ -89,6 +92,13 @@ class Connection(asyncio.Protocol):
         self._held = 0
         # Idempotent batches an injected Produce error refused (kemu/broker/refused_batches.py).
         self._refused = RefusedBatches()
+        # Connection quotas (kemu/broker/acceptors.py): "arriving" while the listener's acceptor
+        # decides, "queued" (frames held) until it takes the connection, then "admitted" with
+        # the ticket that counts it, or "throttled" (unread until closed).
+        self._admission = "arriving"
+        self.ticket: Ticket | None = None
+        self._close_timer: TimerHandle | None = None
+        self._last_active = monotonic()
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -107,10 +117,19 @@ class Connection(asyncio.Protocol):
             from kemu.broker.security.session import open_session
 
             self.session = open_session(self.listener, self.runtime, transport, self.peer)
+        if self._closing:
+            return
+        self.client_ip = normalize_ip(self.client_host)
+        acceptors = connection_acceptors(self.runtime, self.node.node_id)
+        acceptors.acceptor(self.listener.name if self.listener else None).arrive(self)
+        if self._admission == "arriving":  # its listener's acceptor takes it later
+            self._admission = "queued"
+            self._hold_frames()
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        self._last_active = monotonic()
         self.stats.bytes_in += len(data)
         try:
             self._receive(data)
@@ -128,6 +147,10 @@ class Connection(asyncio.Protocol):
         self._closing = True
         if self._unmute_timer is not None:
             self._unmute_timer.cancel()
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+        if self.ticket is not None:
+            self.ticket.release()
         self._cancel_pending()
         try:
             self.hooks.closed()
@@ -149,6 +172,45 @@ class Connection(asyncio.Protocol):
             and not self._held
         ):
             self.transport.resume_reading()
+
+    # --- connection quotas: what the listener's acceptor decided (kemu/broker/acceptors.py) ----
+
+    def admitted(self, ticket: Ticket) -> None:
+        self.ticket = ticket
+        queued = self._admission == "queued"
+        self._admission = "admitted"
+        if self._closing:  # the client left while it waited: Kafka counts it, then closes it
+            ticket.release()
+        elif queued:
+            self._release_held_frames()
+
+    def throttled(self, close_at_ms: int) -> None:
+        """Over its IP's connection_creation_rate: never read, closed at ``close_at_ms``."""
+        if self._admission == "arriving":
+            self._hold_frames()
+        self._admission = "throttled"
+        if not self._closing:
+            self._close_timer = self.runtime.clock.call_at(close_at_ms, self._close_throttled)
+
+    def _close_throttled(self) -> None:
+        self._close_timer = None
+        self._closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def refused(self) -> None:
+        """Past max.connections.per.ip: closed at once."""
+        self._admission = "refused"
+        self._closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def last_active(self) -> float:
+        return self._last_active
+
+    def close_least_recently_used(self) -> None:
+        """Closed to make room under max.connections (unsent answers dropped, as Kafka)."""
+        self.abort()
 
     # --- client quotas: a throttled connection is muted (kemu/broker/throttling.py) -----------
 

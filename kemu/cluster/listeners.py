@@ -59,6 +59,10 @@ SECURITY_CONFIGS = frozenset(
 LISTENER_SOCKET_CONFIGS = frozenset({"socket.listen.backlog.size"})
 
 
+# Per-listener connection limits (kemu/broker/acceptors.py), as listener.name.<l>.<config>.
+LISTENER_CONNECTION_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate"})
+
+
 def is_security_config(name: str) -> bool:
     """A config name kemu's listeners read (so not an unknown config)."""
     if name in SECURITY_CONFIGS or name.endswith(".sasl.jaas.config"):
@@ -66,6 +70,8 @@ def is_security_config(name: str) -> bool:
     if name.startswith("listener.name."):
         rest = name[len("listener.name.") :].partition(".")[2]
         if rest.endswith(".connections.max.reauth.ms"):
+            return True
+        if rest in LISTENER_CONNECTION_CONFIGS:
             return True
         return rest in SECURITY_CONFIGS or rest in LISTENER_SOCKET_CONFIGS
     return False

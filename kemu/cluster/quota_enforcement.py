@@ -156,6 +156,7 @@ class _Expiring(Protocol):
 
 
 SensorT = TypeVar("SensorT", bound=_Expiring)
+KeyT = TypeVar("KeyT")
 
 
 @dataclass(slots=True)
@@ -167,7 +168,7 @@ class SensorExpiry:
     sweep_ms: int = EXPIRY_SWEEP_MS
     _next_sweep_ms: int | None = None
 
-    def sweep(self, sensors: dict[Tags, SensorT], now_ms: int) -> None:
+    def sweep(self, sensors: dict[KeyT, SensorT], now_ms: int) -> None:
         if self._next_sweep_ms is not None and now_ms < self._next_sweep_ms:
             return
         self._next_sweep_ms = now_ms + self.sweep_ms
@@ -176,6 +177,20 @@ class SensorExpiry:
         ]
         for tags in expired:
             del sensors[tags]
+
+
+def throttle_time_ms(
+    rate: WindowedRate, bound: float, now_ms: int, max_throttle_ms: int | None = None
+) -> int:
+    """Once a value is recorded on ``rate``: 0 within ``bound``, else Kafka's throttle time
+    (QuotaUtils.throttleTime, or boundedThrottleTime with ``max_throttle_ms``)."""
+    observed = rate.measure(now_ms)
+    if observed <= bound:
+        return 0
+    throttle = _java_round((observed - bound) / bound * rate.window_size_ms(now_ms))
+    if max_throttle_ms is not None:
+        throttle = min(throttle, max_throttle_ms)
+    return int(throttle)
 
 
 # Quota entities as ClientQuotas keys them: sorted (type, name) pairs, None for <default>.
@@ -298,13 +313,7 @@ class QuotaManager:
         bound = limits.bound(tags)
         if bound is None:
             return 0
-        observed = rate.measure(now_ms)
-        if observed <= bound:
-            return 0
-        throttle = _java_round((observed - bound) / bound * rate.window_size_ms(now_ms))
-        if self.max_throttle_ms is not None:
-            throttle = min(throttle, self.max_throttle_ms)
-        return int(throttle)
+        return throttle_time_ms(rate, bound, now_ms, self.max_throttle_ms)
 
     def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         limits = self.limits

@@ -1,0 +1,207 @@
+"""Connection quotas on connections (kemu/broker/acceptors.py and the Connection's admission), on
+a virtual clock: a connection over the creation rate waits unread in its listener's queue and is
+taken (its pipelined ApiVersions answered) when Kafka's acceptor would take it; one over its IP's
+``connection_creation_rate`` is never read and is closed after its throttle time; one past
+``max.connections.per.ip`` is closed at once; ``max.connections`` holds new connections until
+one closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kemu.broker.acceptors import connection_acceptors, connection_limits, parse_overrides
+from kemu.broker.connection import Connection
+from kemu.broker.handlers import load_handlers
+from kemu.cluster.client_quotas import IP, QuotaOp, client_quotas, make_entity
+from kemu.cluster.clock import VirtualClock
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.context import Runtime
+from kemu.cluster.model import BrokerNode, Cluster
+from kemu.protocol import wire
+from kemu.storage.log import MemoryLog
+
+NODE = BrokerNode(1, "127.0.0.1", 19092)
+
+
+class Transport:
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.writes: list[bytes] = []
+        self.reading = True
+        self.closed = False
+
+    def get_extra_info(self, name: str) -> Any:
+        return (self.host, 50000) if name == "peername" else None
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def writelines(self, frames: list[bytes]) -> None:
+        self.writes.append(b"".join(frames))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+
+def runtime_with(config: dict[str, str]) -> tuple[Runtime, VirtualClock]:
+    load_handlers()
+    clock = VirtualClock(start_ms=1_000_000)
+    cluster = Cluster(
+        cluster_id="unit",
+        nodes={1: NODE},
+        config=BrokerConfig({"quota.window.num": "2", **config}),
+        log_factory=lambda topic, index: MemoryLog(),
+    )
+    return Runtime(cluster=cluster, clock=clock), clock
+
+
+def connect(runtime: Runtime, host: str = "127.0.0.1") -> tuple[Connection, Transport]:
+    connection = Connection(NODE, runtime)
+    transport = Transport(host)
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    # Every client starts with an ApiVersions, sent as soon as TCP connects.
+    body = wire.build(
+        wire.request_schema(18, 3), client_software_name="unit", client_software_version="1"
+    )
+    connection.data_received(wire.encode_request_frame(body, 1, client_id="c"))
+    return connection, transport
+
+
+def close(connection: Connection, transport: Transport) -> None:
+    transport.closed = True
+    connection.connection_lost(None)
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.asyncio
+async def test_over_the_creation_rate_connections_wait_in_order_then_are_served() -> None:
+    runtime, clock = runtime_with({"max.connection.creation.rate": "2"})
+    made = [connect(runtime) for _ in range(4)]
+    await settle()
+    answered = [bool(transport.writes) for _, transport in made]
+    assert answered == [True, True, False, False]  # 3/s against 2/s: the acceptor waits
+    assert not made[2][1].reading
+    clock.advance(499)
+    await settle()
+    assert not made[2][1].writes
+    clock.advance(1)  # (3 - 2) / 2 x 1 s
+    await settle()
+    assert made[2][1].writes and not made[3][1].writes  # the next one waits again
+    clock.advance(1_000)
+    await settle()
+    assert all(transport.writes for _, transport in made)
+    assert connection_acceptors(runtime, 1).quotas.total == 4
+
+
+@pytest.mark.asyncio
+async def test_over_the_ip_rate_a_connection_is_never_read_and_closed_after_the_throttle() -> None:
+    runtime, clock = runtime_with({})
+    client_quotas(runtime).alter(
+        make_entity([(IP, "127.0.0.1")]), [QuotaOp("connection_creation_rate", 2, False)]
+    )
+    made = [connect(runtime) for _ in range(3)]
+    other = connect(runtime, "127.0.0.2")  # another IP: no quota
+    await settle()
+    assert [bool(transport.writes) for _, transport in made] == [True, True, False]
+    assert other[1].writes
+    throttled = made[2][1]
+    assert not throttled.reading and not throttled.closed
+    clock.advance(499)
+    assert not throttled.closed
+    clock.advance(1)  # (3 - 2) / 2 x 1 s
+    assert throttled.closed and not throttled.writes
+    assert connection_acceptors(runtime, 1).quotas.count("127.0.0.1") == 2
+
+
+@pytest.mark.asyncio
+async def test_past_max_connections_per_ip_a_connection_is_closed_at_once() -> None:
+    runtime, _ = runtime_with(
+        {"max.connections.per.ip": "1", "max.connections.per.ip.overrides": "localhost:2"}
+    )
+    first = connect(runtime, "127.0.0.2")
+    second = connect(runtime, "127.0.0.2")
+    await settle()
+    assert first[1].writes and second[1].closed and not second[1].writes
+    close(*first)
+    third = connect(runtime, "127.0.0.2")
+    await settle()
+    assert third[1].writes
+    local = [connect(runtime, "127.0.0.1") for _ in range(3)]  # localhost's override: 2
+    assert [t.closed for _, t in local] == [False, False, True]
+
+
+@pytest.mark.asyncio
+async def test_max_connections_holds_new_connections_until_one_closes() -> None:
+    runtime, _ = runtime_with({"max.connections": "2"})
+    made = [connect(runtime) for _ in range(3)]
+    await settle()
+    assert [bool(t.writes) for _, t in made] == [True, True, False]
+    assert not made[2][1].closed
+    close(*made[0])
+    await settle()
+    assert made[2][1].writes
+    assert connection_acceptors(runtime, 1).quotas.total == 2
+
+
+@pytest.mark.asyncio
+async def test_a_connection_gone_while_queued_is_counted_then_released() -> None:
+    runtime, clock = runtime_with({"max.connection.creation.rate": "1"})
+    kept = connect(runtime)
+    gone = connect(runtime)
+    close(*gone)
+    clock.advance(1_000)
+    await settle()
+    quotas = connection_acceptors(runtime, 1).quotas
+    assert quotas.total == 1 and kept[1].writes
+
+
+@pytest.mark.asyncio
+async def test_dynamic_per_broker_config_applies_to_the_next_connection() -> None:
+    runtime, _ = runtime_with({})
+    connect(runtime)
+    runtime.cluster.config.node_dynamic[1] = {"max.connections.per.ip": "1"}
+    refused = connect(runtime)
+    assert refused[1].closed
+
+
+def test_limits_read_listener_prefixes_and_overrides() -> None:
+    config = BrokerConfig(
+        {
+            "max.connections": "50",
+            "listener.name.external.max.connections": "5",
+            "listener.name.external.max.connection.creation.rate": "3",
+            "max.connections.per.ip.overrides": "10.0.0.1:4, ::1:7,bad",
+            "inter.broker.listener.name": "INTERNAL",
+        }
+    )
+    limits = connection_limits(config, 1, ("INTERNAL", "EXTERNAL"))
+    assert limits.max_connections == 50
+    assert limits.listener_max_connections == {"EXTERNAL": 5}
+    assert limits.listener_creation_rate == {"EXTERNAL": 3}
+    assert limits.max_creation_rate == 2**31 - 1
+    assert limits.per_ip_overrides == {"10.0.0.1": 4, "::1": 7}
+    assert limits.inter_broker_listener == "INTERNAL"
+    assert parse_overrides("") == {}
