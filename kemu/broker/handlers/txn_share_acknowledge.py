@@ -6,31 +6,33 @@ says otherwise, and only when the broker config ``kemu.kip1289.enable`` is true 
 key is neither advertised nor served, as an unknown key).
 
 Order (spec §5.3): a null TransactionalId, an empty GroupId or MemberId is INVALID_REQUEST;
-then, with an authorizer, WRITE on the TransactionalId (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-and READ on the group (else GROUP_AUTHORIZATION_FAILED), every partition carrying the code; an
-unknown member UNKNOWN_MEMBER_ID and a member epoch other than the member's current one
-ILLEGAL_GENERATION (what Java maps to CommitFailedException, spec Q7).
+then, with an authorizer, WRITE on the TransactionalId (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and READ on the group (else GROUP_AUTHORIZATION_FAILED),
+every partition carrying the code; an unknown member is UNKNOWN_MEMBER_ID and a member epoch
+other than the member's current one ILLEGAL_GENERATION (what Java maps to
+CommitFailedException, spec Q7).
 
 Enlistment (spec §2.7), ``kemu.kip1289.enlist``: ``implicit`` (default, the PR's flow) adds
 every source partition's ``__share_group_state`` partition to the transaction through the
 enlistment AddShareAcknowledgementsToTxn uses (``kemu.coordinator.transaction.
-share_enlistment``) before anything is staged; ``explicit`` adds nothing, and a partition that
-no AddShareAcknowledgementsToTxn of the same producer id and epoch enlisted is refused with
-INVALID_TXN_STATE, nothing staged. Either way the transaction coordinator's error
-(PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, ...) answers the whole
-request. Then per partition: UNKNOWN_TOPIC_ID / NOT_LEADER_OR_FOLLOWER as for
-ShareAcknowledge, INVALID_TXN_STATE when not enlisted (explicit), UNKNOWN_TOPIC_OR_PARTITION
-when the group has no share partition there yet, else the share partition stages the records
-ACQUIRED -> TX_PENDING durably, all or nothing: INVALID_RECORD_STATE for records that member
-does not hold ACQUIRED, INVALID_REQUEST for types other than ACCEPT, REJECT and gap (gap
-offsets are staged too, spec Q8) or malformed batches. Staging again exactly what this producer
-id/epoch and member staged (a retry after a lost response) is NONE and changes nothing (Q5).
-The markers of the transaction resolve the staged records, at the share coordinator from the
-state log and at a loaded leader (``share/txn_acks.py``), also after any restart.
-ApiVersions advertises ``share.version`` 3 while it is served.
+share_enlistment``) before anything is staged (a topic id or partition that does not exist is
+not enlisted); ``explicit`` adds nothing, and a partition that no AddShareAcknowledgementsToTxn
+of the same producer id and epoch enlisted is refused with INVALID_TXN_STATE, nothing staged.
+Either way the transaction coordinator's error (PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING,
+CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, ...) answers the whole request. Then per
+partition: UNKNOWN_TOPIC_ID / NOT_LEADER_OR_FOLLOWER as for ShareAcknowledge,
+INVALID_TXN_STATE when not enlisted (explicit), UNKNOWN_TOPIC_OR_PARTITION when the group has
+no share partition there yet, else the share partition stages the records ACQUIRED ->
+TX_PENDING durably, all or nothing: INVALID_RECORD_STATE for records that member does not hold
+ACQUIRED, INVALID_REQUEST for types other than ACCEPT, REJECT and gap (gap offsets are staged
+too, spec Q8) or malformed batches. Staging again exactly what this producer id/epoch and
+member staged (a retry after a lost response) is NONE and changes nothing (Q5). The markers of
+the transaction resolve the staged records, at the share coordinator from the state log and at
+a loaded leader (``share/txn_acks.py``), also after any restart. ApiVersions advertises
+``share.version`` 3 while it is served.
 
-Omissions: no legacy layouts of keys 93/94 (spec §4.2, §4.3), only the final
-revision, at whatever key is configured.
+Omissions: no legacy layouts of keys 93/94 (spec §4.2, §4.3), only the final revision, at
+whatever key is configured.
 """
 
 from __future__ import annotations
@@ -76,16 +78,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if error is not ErrorCode.none:
         return ctx.respond(error_code=error, responses=())
 
-    refs = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
+    routes = {
+        (t.topic_id, p.partition_index): route(ctx, t.topic_id, p.partition_index)
+        for t in request.topics
+        for p in t.partitions
+    }
+    # a topic id or partition that does not exist is no share partition: never enlisted
+    refs = [ref for ref, where in routes.items() if where.partition is not None]
     txn = TxnProducer(transactional_id, request.producer_id, request.producer_epoch)
     not_enlisted: set[SharePartitionRef] = set()
     if explicit_enlistment(ctx.runtime):
         error, enlisted = enlisted_share_partitions(ctx.runtime, txn)
         not_enlisted = {ref for ref in refs if (group_id, *ref) not in enlisted}
     else:
-        error = enlist_share_state(
-            ctx.runtime, txn, group_id, [ref for ref in refs if ref[0] is not None]
-        )
+        error = enlist_share_state(ctx.runtime, txn, group_id, refs)
     if error is not ErrorCode.none:
         return ctx.respond(error_code=error, responses=())
     crash_point("share.enlisted")
@@ -97,7 +103,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         for p in topic.partitions:
             ref = (topic.topic_id, p.partition_index)
-            where = route(ctx, *ref)
+            where = routes[ref]
             actor = manager.existing(group_id, *ref)
             if where.error is not ErrorCode.none or where.partition is None:
                 answers[ref] = (where.error, None)

@@ -1,0 +1,144 @@
+"""The error codes of KIP-1289's two RPCs that the other tests do not reach (spec §2.7, §5.3,
+§9): the transaction coordinator's answers through each handler, and a TxnShareAcknowledge
+partition the broker does not know, which must not join the transaction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from test_add_share_acknowledgements_to_txn import (
+    ENABLED,
+    add_request,
+    coordinator_node,
+    start,
+    stop,
+    transaction,
+)
+from test_share_handlers import GROUP, Harness, partition_data
+from test_txn_share_acknowledge import ACCEPT, acquire_three, states, txn_ack
+
+from kemu.broker.share.states import RecordState
+from kemu.coordinator.transaction.coordinator import TxnState
+from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
+from kemu.protocol.errors import ErrorCode
+
+
+@pytest.fixture
+async def kemu() -> AsyncIterator[Harness]:
+    harness = await start(ENABLED)
+    try:
+        yield harness
+    finally:
+        await stop(harness)
+
+
+def completing(kemu: Harness) -> None:
+    """The transaction as between its PREPARE_COMMIT and its COMPLETE_COMMIT."""
+    transaction(kemu).state = TxnState.PREPARE_COMMIT
+
+
+def refuse_transaction_log_writes(kemu: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    service = transaction_coordinator(kemu.runtime)
+    assert isinstance(service, TransactionService)
+    monkeypatch.setattr(service, "_write", lambda records, now: ErrorCode.coordinator_not_available)
+
+
+# --- AddShareAcknowledgementsToTxn ------------------------------------------------------------
+
+
+async def test_add_during_a_completing_transaction_is_concurrent_transactions(
+    kemu: Harness,
+) -> None:
+    _, _, pid, epoch = await acquire_three(kemu)
+    coordinator = await kemu.client(coordinator_node(kemu))
+    tid = kemu.topic_id("t")
+    assert (await coordinator.call(add_request({tid: (0,)}, pid, epoch))).error_code == 0
+    completing(kemu)
+    response = await coordinator.call(add_request({tid: (1,)}, pid, epoch))
+    assert response.error_code == ErrorCode.concurrent_transactions
+    assert response.error_message == "The transaction is completing; retry"
+    assert transaction(kemu).share_partitions == {(GROUP, tid, 0)}  # 1 not enlisted
+
+
+async def test_add_when_the_transaction_log_cannot_be_written_is_coordinator_not_available(
+    kemu: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, _, pid, epoch = await acquire_three(kemu)
+    coordinator = await kemu.client(coordinator_node(kemu))
+    refuse_transaction_log_writes(kemu, monkeypatch)
+    response = await coordinator.call(add_request({kemu.topic_id("t"): (0,)}, pid, epoch))
+    assert response.error_code == ErrorCode.coordinator_not_available
+    assert response.error_message == "The transaction log cannot be written"
+
+
+# --- TxnShareAcknowledge: the transaction coordinator's answers, whole request ----------------
+
+
+async def test_stage_with_a_producer_id_not_the_transactional_ids_is_invalid_mapping(
+    kemu: Harness,
+) -> None:
+    client, member_epoch, pid, epoch = await acquire_three(kemu)
+    response = await client.call(
+        txn_ack(
+            kemu.topic_id("t"), {0: [(0, 0, [ACCEPT])]}, pid + 1, epoch, member_epoch=member_epoch
+        )
+    )
+    assert response.error_code == ErrorCode.invalid_producer_id_mapping
+    assert response.responses == ()
+    assert set(states(kemu).values()) == {RecordState.ACQUIRED}
+
+
+async def test_stage_during_a_completing_transaction_is_concurrent_transactions(
+    kemu: Harness,
+) -> None:
+    client, member_epoch, pid, epoch = await acquire_three(kemu)
+    tid = kemu.topic_id("t")
+    first = await client.call(
+        txn_ack(tid, {0: [(0, 0, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
+    )
+    assert partition_data(first, 0).error_code == ErrorCode.none
+    completing(kemu)
+    response = await client.call(
+        txn_ack(tid, {0: [(1, 1, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
+    )
+    assert response.error_code == ErrorCode.concurrent_transactions
+    assert states(kemu)[1] is RecordState.ACQUIRED  # nothing staged
+
+
+async def test_stage_when_the_transaction_log_cannot_be_written_stages_nothing(
+    kemu: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, member_epoch, pid, epoch = await acquire_three(kemu)
+    refuse_transaction_log_writes(kemu, monkeypatch)
+    response = await client.call(
+        txn_ack(kemu.topic_id("t"), {0: [(0, 0, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
+    )
+    assert response.error_code == ErrorCode.coordinator_not_available
+    assert set(states(kemu).values()) == {RecordState.ACQUIRED}
+
+
+# --- TxnShareAcknowledge: partitions the broker does not know ----------------------------------
+
+
+async def test_an_unknown_topic_id_or_partition_is_refused_and_never_enlisted(
+    kemu: Harness,
+) -> None:
+    """Spec §5.3 steps 4-6: the state partitions of the request's share partitions join the
+    transaction; a topic id or partition that does not exist is no share partition, so it gets
+    UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION and the transaction is not told about it."""
+    client, member_epoch, pid, epoch = await acquire_three(kemu)
+    unknown = uuid.uuid4()
+    response = await client.call(
+        txn_ack(unknown, {0: [(0, 0, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
+    )
+    assert response.error_code == ErrorCode.none
+    assert partition_data(response, 0).error_code == ErrorCode.unknown_topic_id
+    response = await client.call(
+        txn_ack(kemu.topic_id("t"), {7: [(0, 0, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
+    )
+    assert partition_data(response, 7).error_code == ErrorCode.unknown_topic_or_partition
+    meta = transaction(kemu)
+    assert meta.share_partitions == set() and meta.partitions == set()
+    assert meta.state is not TxnState.ONGOING  # nothing started a transaction
