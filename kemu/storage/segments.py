@@ -33,8 +33,11 @@ every append with ``flush_every_append``) fdatasyncs it against power loss. On o
 is scanned and validated (``kemu.storage.recovery``); a torn or corrupt tail is cut at the last
 whole valid batch, with a warning saying how many bytes went, and later segments are removed.
 
-Reads never scan: an in-memory index of batch positions gives the first batch by bisection and
-the bytes come from one ``pread`` per segment touched.
+Reads use an in-memory sparse index (``_SparseIndex``: the first batch of each segment, then a
+batch each ``index.interval.bytes``, as Kafka's offset and time indexes): a bisection gives the
+entry at or before the offset wanted, one ``pread`` from there reads the batches, and their
+headers are walked to where the read starts and stops. Memory grows with the bytes on disk over
+the interval (24 bytes per 4 KiB by default), not with the number of batches.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from kemu.storage.compaction import (
     plan_cleaning,
     track_producer,
 )
-from kemu.storage.log import BatchIndex, PartitionLog, RecoveredProducer, TimestampMatch
+from kemu.storage.log import PartitionLog, RecoveredProducer, TimestampMatch
 from kemu.storage.recovery import NotedBatch, ProducerTracker, scan_batches
 
 log = structlog.get_logger("kemu.storage")
@@ -86,6 +89,9 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096
 OPEN_READERS = 4  # descriptors kept open per log for reading rolled segments
 BATCHES_READ_CHUNK = 1 << 20
 BATCHES_FIRST_READ = 64 << 10
+SCAN_SLACK = 4096  # read past a sparse entry's interval: the batch that crossed it
+# what a scan reads of a batch header: base offset, batch length, last offset delta, max timestamp
+_PEEK = struct.Struct(">qi11xi8xq")
 
 _datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
@@ -113,59 +119,76 @@ def _segment_base(name: str) -> int | None:
     return None
 
 
-class _PositionedIndex(BatchIndex):
-    """The batch index of one segment, with each batch's file position."""
+class _SparseIndex:
+    """Where a scan of one segment starts: the first batch, then one batch each time more than
+    ``index.interval.bytes`` went by (Kafka's offset and time indexes, in memory).
 
-    __slots__ = ("positions",)
+    Reads bisect it for the last entry at or before an offset and walk the batch headers from
+    there, so memory grows with the bytes on disk divided by the interval (24 bytes per 4 KiB by
+    default), not with the number of batches.
+    """
+
+    __slots__ = ("base_offsets", "max_timestamps_before", "positions")
 
     def __init__(self) -> None:
-        super().__init__()
+        self.base_offsets: array[int] = array("q")  # of the batch at the entry
         self.positions: array[int] = array("q")
+        # the max timestamp of every batch before the entry, in file order: non-decreasing
+        self.max_timestamps_before: array[int] = array("q")
 
-    def add_at(self, header: BatchHeader, position: int, size: int) -> None:
-        # BatchIndex.add inlined: opening a log calls this for every batch it holds
-        self.base_offsets.append(header.base_offset)
-        self.next_offsets.append(header.base_offset + header.last_offset_delta + 1)
-        self.max_timestamps.append(header.max_timestamp)
-        self.sizes.append(size)
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def add(self, base_offset: int, position: int, max_timestamp_before: int) -> None:
+        self.base_offsets.append(base_offset)
         self.positions.append(position)
+        self.max_timestamps_before.append(max_timestamp_before)
 
-    def drop_front(self, count: int) -> None:
-        super().drop_front(count)
-        del self.positions[:count]
+    def entry_for_offset(self, offset: int) -> int:
+        """The last entry whose batch begins at or before ``offset`` (0 when none does)."""
+        return max(bisect.bisect_right(self.base_offsets, offset) - 1, 0)
 
-    def drop_back(self, keep: int) -> None:
-        super().drop_back(keep)
+    def entry_for_timestamp(self, timestamp_ms: int) -> int:
+        """The last entry before which every batch is older than ``timestamp_ms``."""
+        return max(bisect.bisect_left(self.max_timestamps_before, timestamp_ms) - 1, 0)
+
+    def drop_from(self, position: int) -> None:
+        """Forget the entries at or past ``position`` (the file was cut there)."""
+        keep = bisect.bisect_left(self.positions, position)
+        del self.base_offsets[keep:]
         del self.positions[keep:]
+        del self.max_timestamps_before[keep:]
 
 
 class _Segment:
-    """One ``.log`` file: what is in it, kept in memory. Batches below the log start offset are
-    dropped from ``index`` but still counted in ``size``, ``next_offset`` and ``max_timestamp``.
+    """One ``.log`` file: its sparse index and totals. Batches below the log start offset are
+    still counted in ``size``, ``next_offset`` and ``max_timestamp``; reads skip them.
     """
 
     __slots__ = (
         "base_offset",
         "created_ms",
         "first_timestamp",
-        "index",
         "last_modified_ms",
         "max_timestamp",
+        "max_timestamp_offset",
         "next_offset",
         "path",
         "pending_index",
         "since_index_entry",
         "size",
+        "sparse",
     )
 
     def __init__(self, directory: Path, base_offset: int) -> None:
         self.base_offset = base_offset
         self.path = directory / segment_file_name(base_offset)
-        self.index = _PositionedIndex()
+        self.sparse = _SparseIndex()
         self.size = 0
         self.next_offset = base_offset
         self.first_timestamp = -1  # max timestamp of the first batch: Kafka's roll clock
         self.max_timestamp = -1
+        self.max_timestamp_offset = -1  # the last offset of the first batch holding it
         self.last_modified_ms = -1  # retention falls back on this without batch timestamps
         self.created_ms = -1  # and rolling on this
         self.since_index_entry = 0
@@ -178,17 +201,20 @@ class _Segment:
     def note_batch(self, header: BatchHeader, position: int, interval_bytes: int) -> None:
         """Record a batch written at ``position``, buffering the sparse index entry it earns."""
         size = header.batch_length + LOG_OVERHEAD  # header.size, once
-        if self.since_index_entry > interval_bytes:
+        if not self.sparse.positions:
+            self.sparse.add(header.base_offset, position, self.max_timestamp)
+        elif self.since_index_entry > interval_bytes:
             self.pending_index += INDEX_ENTRY.pack(header.last_offset - self.base_offset, position)
+            self.sparse.add(header.base_offset, position, self.max_timestamp)
             self.since_index_entry = 0
         self.since_index_entry += size
-        self.index.add_at(header, position, size)
         if self.size == 0:
             self.first_timestamp = header.max_timestamp
         self.size = position + size
         self.next_offset = header.base_offset + header.last_offset_delta + 1
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp or self.max_timestamp_offset < 0:
+            self.max_timestamp = max(header.max_timestamp, self.max_timestamp)
+            self.max_timestamp_offset = self.next_offset - 1
 
     def write_pending_index(self) -> None:
         if self.pending_index:
@@ -272,57 +298,53 @@ class SegmentLog(PartitionLog):
             self._dirty = True
 
     def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool = True) -> bytes:
+        target = max(offset, self.log_start_offset)
+        if target >= self.log_end_offset:
+            return b""
         chunks: list[bytes] = []
         budget = max_bytes
-        number, start = self._locate(offset)
+        number = self._segment_number(target)
         while number < len(self._segments):
-            segment = self._segments[number]
-            index = segment.index
-            end, length = index.take(start, budget, upper, min_one=min_one and not chunks)
-            if end > start:
-                chunks.append(self._pread(segment, index.positions[start], length))
-                budget -= length
-            if end < len(index):
+            data, stopped = self._take(
+                self._segments[number], target, budget, upper, min_one=min_one and not chunks
+            )
+            if data:
+                chunks.append(data)
+                budget -= len(data)
+            if stopped:
                 break  # out of budget, or reached ``upper``
-            number, start = number + 1, 0
+            number += 1
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def batches(self, offset: int, upper: int) -> Iterator[tuple[BatchHeader, bytes]]:
-        # Callers often stop after a few batches (a share fetch acquiring 100 records): the
-        # first read is small and each next one doubles, up to BATCHES_READ_CHUNK.
-        number, start = self._locate(offset)
-        chunk = BATCHES_FIRST_READ
+        target = max(offset, self.log_start_offset)
+        number = self._segment_number(target)
         while number < len(self._segments):
-            segment = self._segments[number]
-            index = segment.index
-            end, length = index.take(start, chunk, upper, min_one=True)
-            chunk = min(chunk * 2, BATCHES_READ_CHUNK)
-            if end == start:
+            if (yield from self._walk(self._segments[number], target, upper)):
                 return
-            data = self._pread(segment, index.positions[start], length)
-            position = 0
-            for _ in range(start, end):
-                header = read_header(data, position)
-                yield header, data[position : position + header.size]
-                position += header.size
-            if end < len(index):
-                start = end
-            else:
-                number, start = number + 1, 0
+            number += 1
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampMatch | None:
+        start = self.log_start_offset
         for segment in self._segments:
-            if segment.max_timestamp < timestamp_ms:
-                continue  # covers the whole file, so nothing in it can match
-            found = segment.index.offset_for_timestamp(timestamp_ms, self.log_start_offset)
-            if found is not None:
-                return found
+            sparse = segment.sparse
+            if segment.max_timestamp < timestamp_ms or segment.next_offset <= start or not sparse:
+                continue  # nothing in it can match
+            entry = max(sparse.entry_for_timestamp(timestamp_ms), sparse.entry_for_offset(start))
+            for _, _, base, last, max_timestamp in self._headers(segment, sparse.positions[entry]):
+                if last >= start and max_timestamp >= timestamp_ms:
+                    return TimestampMatch(max(base, start), max_timestamp)
         return None
 
     def max_timestamp(self) -> TimestampMatch | None:
         best: TimestampMatch | None = None
-        for segment in self._segments:
-            found = segment.index.max_timestamp()
+        for number, segment in enumerate(self._segments):
+            if not segment.sparse:
+                continue
+            if number == 0 and self.log_start_offset > segment.sparse.base_offsets[0]:
+                found = self._max_timestamp_from(segment, self.log_start_offset)
+            else:
+                found = TimestampMatch(segment.max_timestamp_offset, segment.max_timestamp)
             if found is not None and (best is None or found.timestamp > best.timestamp):
                 best = found
         return best
@@ -348,18 +370,26 @@ class SegmentLog(PartitionLog):
                 self._delete_segment(self._segments[-1])
             self._activate(self._segments[-1])
         segment = self._segments[-1]
-        keep = bisect.bisect_left(segment.index.base_offsets, target)
-        if keep == len(segment.index):
-            return
+        cut = -1
+        if segment.sparse:
+            first = segment.sparse.positions[segment.sparse.entry_for_offset(target)]
+            for position, _, base, _, _ in self._headers(segment, first):
+                if base >= target:
+                    cut, segment.next_offset = position, base
+                    break
+        if cut < 0:
+            return  # ``target`` is inside the last batch, which stays whole
         segment.write_pending_index()  # so that the entries past the cut are filtered with the rest
-        cut = segment.index.positions[keep]
-        segment.next_offset = segment.index.base_offsets[keep]
-        segment.index.drop_back(keep)
+        segment.sparse.drop_from(cut)
         os.ftruncate(self._active_fd, cut)
         self._size -= segment.size - cut
         segment.size = cut
         segment.since_index_entry = 0
-        segment.max_timestamp = max(segment.index.max_timestamps, default=-1)
+        segment.max_timestamp = segment.max_timestamp_offset = -1
+        for _, _, _, last, max_timestamp in self._headers(segment, 0):
+            if max_timestamp > segment.max_timestamp or segment.max_timestamp_offset < 0:
+                segment.max_timestamp = max(max_timestamp, segment.max_timestamp)
+                segment.max_timestamp_offset = last
         if cut == 0:
             segment.first_timestamp = -1
         self._rewrite_index(segment, _index_entries_before(segment.index_path, cut))
@@ -513,18 +543,8 @@ class SegmentLog(PartitionLog):
         self._cleaning_aborted = True
 
     def _segment_batches(self, segment: _Segment) -> Iterator[tuple[BatchHeader, bytes]]:
-        """Every batch of a rolled segment at or past the log start, read a chunk at a time."""
-        index = segment.index
-        start = 0
-        while start < len(index):
-            end, length = index.take(start, BATCHES_READ_CHUNK, 2**63 - 1, min_one=True)
-            data = self._pread(segment, index.positions[start], length)
-            position = 0
-            for _ in range(start, end):
-                header = read_header(data, position)
-                yield header, data[position : position + header.size]
-                position += header.size
-            start = end
+        """Every batch of a rolled segment at or past the log start."""
+        yield from self._walk(segment, self.log_start_offset, 2**63 - 1)
 
     def _write_cleaned(
         self, group: list[_Segment], batch_filter: BatchFilter
@@ -719,17 +739,113 @@ class SegmentLog(PartitionLog):
     def _forget_below_start(self) -> None:
         while len(self._segments) > 1 and self._segments[1].base_offset <= self.log_start_offset:
             self._delete_segment(self._segments[0])
-        first = self._segments[0].index
-        first.drop_front(first.position_of(self.log_start_offset))
 
-    def _locate(self, offset: int) -> tuple[int, int]:
-        """(segment number, batch number in it) of the first batch holding ``offset`` or after."""
-        number = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        start = self._segments[number].index.position_of(offset)
-        while start == len(self._segments[number].index) and number + 1 < len(self._segments):
-            number += 1
-            start = self._segments[number].index.position_of(offset)
-        return number, start
+    # --- reading: from a sparse index entry, along the batch headers --------------------------
+
+    def _segment_number(self, offset: int) -> int:
+        """The segment a search for ``offset`` starts in (a later one may hold it: gaps)."""
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def _take(
+        self, segment: _Segment, target: int, budget: int, upper: int, *, min_one: bool
+    ) -> tuple[bytes, bool]:
+        """The bytes of ``segment``'s batches from the one holding ``target`` on, as many as fit
+        ``budget`` (the first one regardless with ``min_one``) and begin before ``upper``; and
+        whether the budget or ``upper`` stopped it before the end of the segment."""
+        if not segment.sparse:
+            return b"", False
+        position = segment.sparse.positions[segment.sparse.entry_for_offset(target)]
+        buffer = b""
+        buffer_start = position
+        first = -1
+        total = 0
+        stopped = False
+        end = segment.size
+        while position < end:
+            relative = position - buffer_start
+            if relative + _PEEK.size > len(buffer):
+                want = max(budget - total, 0) + self.index_interval_bytes + SCAN_SLACK
+                buffer = self._pread(segment, position, min(end - position, want))
+                buffer_start, relative = position, 0
+            base, length, last_delta, _ = _PEEK.unpack_from(buffer, relative)
+            size = length + LOG_OVERHEAD
+            if first < 0 and base + last_delta < target:
+                position += size  # before the batch holding ``target``
+                continue
+            if base >= upper or (total + size > budget and (total or not min_one)):
+                stopped = True
+                break
+            if first < 0:
+                first = position
+            total += size
+            position += size
+        if not total:
+            return b"", stopped
+        relative = first - buffer_start
+        if relative >= 0 and relative + total <= len(buffer):
+            if relative == 0 and total == len(buffer):
+                return buffer, stopped
+            return buffer[relative : relative + total], stopped
+        return self._pread(segment, first, total), stopped
+
+    def _walk(
+        self, segment: _Segment, target: int, upper: int
+    ) -> Generator[tuple[BatchHeader, bytes], None, bool]:
+        """``segment``'s batches from the one holding ``target``; True when one at or past
+        ``upper`` ended the walk. Callers often stop after a few batches (a share fetch
+        acquiring 100 records): the first read is small and each next one doubles."""
+        if not segment.sparse:
+            return False
+        position = segment.sparse.positions[segment.sparse.entry_for_offset(target)]
+        chunk = BATCHES_FIRST_READ
+        buffer = b""
+        buffer_start = position
+        while position < segment.size:
+            relative = position - buffer_start
+            if relative + _PEEK.size > len(buffer):
+                buffer = self._pread(segment, position, min(segment.size - position, chunk))
+                buffer_start, relative = position, 0
+                chunk = min(chunk * 2, BATCHES_READ_CHUNK)
+            base, length, last_delta, _ = _PEEK.unpack_from(buffer, relative)
+            size = length + LOG_OVERHEAD
+            if base + last_delta >= target:
+                if base >= upper:
+                    return True
+                if relative + size > len(buffer):
+                    want = min(segment.size - position, max(chunk, size))
+                    buffer = self._pread(segment, position, want)
+                    buffer_start, relative = position, 0
+                yield read_header(buffer, relative), buffer[relative : relative + size]
+            position += size
+        return False
+
+    def _headers(
+        self, segment: _Segment, position: int
+    ) -> Iterator[tuple[int, int, int, int, int]]:
+        """(position, size, base offset, last offset, max timestamp) of each batch of
+        ``segment`` from ``position`` (a batch boundary) to its end."""
+        buffer = b""
+        buffer_start = position
+        while position < segment.size:
+            relative = position - buffer_start
+            if relative + _PEEK.size > len(buffer):
+                want = min(segment.size - position, BATCHES_FIRST_READ)
+                buffer = self._pread(segment, position, want)
+                buffer_start, relative = position, 0
+            base, length, last_delta, max_timestamp = _PEEK.unpack_from(buffer, relative)
+            size = length + LOG_OVERHEAD
+            yield position, size, base, base + last_delta, max_timestamp
+            position += size
+
+    def _max_timestamp_from(self, segment: _Segment, start: int) -> TimestampMatch | None:
+        """The greatest timestamp of ``segment``'s batches holding offsets at or past ``start``,
+        with the last offset of the first batch that has it."""
+        found: TimestampMatch | None = None
+        first = segment.sparse.positions[segment.sparse.entry_for_offset(start)]
+        for _, _, _, last, max_timestamp in self._headers(segment, first):
+            if last >= start and (found is None or max_timestamp > found.timestamp):
+                found = TimestampMatch(last, max_timestamp)
+        return found
 
     def _pread(self, segment: _Segment, position: int, length: int) -> bytes:
         if segment is self._segments[-1]:
