@@ -89,6 +89,7 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096
 OPEN_READERS = 4  # descriptors kept open per log for reading rolled segments
 BATCHES_READ_CHUNK = 1 << 20
 BATCHES_FIRST_READ = 64 << 10
+BATCH_STARTS_KEPT = 32  # per log: the batches most recently appended or read up to
 SCAN_SLACK = 4096  # read past a sparse entry's interval: the batch that crossed it
 # what a scan reads of a batch header: base offset, batch length, last offset delta, max timestamp
 _PEEK = struct.Struct(">qi11xi8xq")
@@ -255,6 +256,10 @@ class SegmentLog(PartitionLog):
         self._dirty = False
         self._directory_dirty = False
         self._recovered: dict[int, RecoveredProducer] = {}
+        # where recent batches begin, so that a consumer at the tail starts its read without a
+        # walk from the sparse entry: base offset -> (segment, position); forgotten whenever a
+        # segment is cut, cleaned or deleted
+        self._batch_starts: dict[int, tuple[_Segment, int]] = {}
         # transactional batches seen when the log was opened
         self._recovered_transactions: list[NotedBatch] = []
         self._producers: dict[int, ProducerLast] = {}  # what compaction must keep of each
@@ -287,6 +292,7 @@ class SegmentLog(PartitionLog):
             segment.created_ms = now_ms
         _write_fully(self._active_fd, batch, position)
         segment.note_batch(header, position, self.index_interval_bytes)
+        self._remember_start(header.base_offset, segment, position)
         segment.last_modified_ms = now_ms
         self._size += len(batch)
         if header.producer_id >= 0:
@@ -362,6 +368,7 @@ class SegmentLog(PartitionLog):
         if target >= self.log_end_offset:
             return
         self._abort_cleaning()
+        self._batch_starts.clear()
         if target <= self._segments[0].base_offset:
             self._restart_at(target)
             return
@@ -619,6 +626,7 @@ class SegmentLog(PartitionLog):
         _fsync_directory(self.directory)
         replacement.last_modified_ms = replacement.created_ms = modified
         first = self._segments.index(group[0])
+        self._batch_starts.clear()
         self._segments[first : first + len(group)] = [replacement]
         self._bases[first : first + len(group)] = [base]
         self._size += replacement.size - sum(segment.size for segment in group)
@@ -718,6 +726,7 @@ class SegmentLog(PartitionLog):
         self._active_fd = os.open(segment.path, os.O_RDWR | os.O_CREAT, 0o644)
 
     def _delete_segment(self, segment: _Segment) -> None:
+        self._batch_starts.clear()
         number = self._segments.index(segment)
         del self._segments[number]
         del self._bases[number]
@@ -754,7 +763,7 @@ class SegmentLog(PartitionLog):
         whether the budget or ``upper`` stopped it before the end of the segment."""
         if not segment.sparse:
             return b"", False
-        position = segment.sparse.positions[segment.sparse.entry_for_offset(target)]
+        position = self._scan_start(segment, target)
         buffer = b""
         buffer_start = position
         first = -1
@@ -774,6 +783,7 @@ class SegmentLog(PartitionLog):
                 continue
             if base >= upper or (total + size > budget and (total or not min_one)):
                 stopped = True
+                self._remember_start(base, segment, position)  # where the next read starts
                 break
             if first < 0:
                 first = position
@@ -788,6 +798,19 @@ class SegmentLog(PartitionLog):
             return buffer[relative : relative + total], stopped
         return self._pread(segment, first, total), stopped
 
+    def _scan_start(self, segment: _Segment, target: int) -> int:
+        """A batch boundary of ``segment`` at or before the batch holding ``target``."""
+        known = self._batch_starts.get(target)
+        if known is not None and known[0] is segment:
+            return known[1]
+        return segment.sparse.positions[segment.sparse.entry_for_offset(target)]
+
+    def _remember_start(self, base_offset: int, segment: _Segment, position: int) -> None:
+        starts = self._batch_starts
+        starts[base_offset] = (segment, position)
+        if len(starts) > BATCH_STARTS_KEPT:
+            del starts[next(iter(starts))]  # the oldest
+
     def _walk(
         self, segment: _Segment, target: int, upper: int
     ) -> Generator[tuple[BatchHeader, bytes], None, bool]:
@@ -796,7 +819,7 @@ class SegmentLog(PartitionLog):
         acquiring 100 records): the first read is small and each next one doubles."""
         if not segment.sparse:
             return False
-        position = segment.sparse.positions[segment.sparse.entry_for_offset(target)]
+        position = self._scan_start(segment, target)
         chunk = BATCHES_FIRST_READ
         buffer = b""
         buffer_start = position
