@@ -1,0 +1,218 @@
+"""Connection quotas against kemu and Apache Kafka 4.4.0 side by side.
+
+    python -m bench.connection_quota_figure [--only kemu|kafka] [--connections 6]
+
+Each server runs with ``quota.window.num=2`` and ``quota.window.size.seconds=1`` (a rate is then
+measured over at least one second, so the scenario takes seconds). The limits are set as an
+operator sets them, with Kafka's own ``kafka-configs`` (``org.apache.kafka.tools.ConfigCommand``:
+IncrementalAlterConfigs on the broker default, AlterClientQuotas on the default IP entity), then
+``--connections`` sockets are opened one after the other from 127.0.0.1, each sending an
+ApiVersions request at once, and each one's fate is printed: answered after N ms, or closed
+unanswered after N ms.
+
+1. ``max.connections.per.ip=3``: the connections past the third are closed at once.
+2. ``max.connection.creation.rate=2``: the acceptor takes the connections one by one, waiting
+   the throttle time before each one over the rate: answers come later and later.
+3. ``connection_creation_rate=2`` for the default IP entity: the connections over the rate are
+   never read and are closed after their throttle time.
+
+Then ``real_clients_under_ip_rate``: confluent-kafka producers started together under that IP
+rate each deliver a message, after reconnecting where their first connection was throttled.
+``tests/integration/test_connection_quotas_clients.py`` runs the same on kemu and on Kafka.
+"""
+
+from __future__ import annotations
+
+import argparse
+import selectors
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kemu.protocol import wire
+
+ROOT = Path(__file__).resolve().parent.parent
+LIB = ROOT / "bench" / ".cache" / "lib"
+QUOTA_WINDOW = ("quota.window.num=2", "quota.window.size.seconds=1")
+SETTLE_S = 2.5  # more than quota.window.num x quota.window.size.seconds: rates start afresh
+API_VERSIONS = 18
+
+
+@dataclass(frozen=True)
+class Fate:
+    answered: bool
+    after_ms: int  # from the connect
+
+    def __str__(self) -> str:
+        return f"{'answered' if self.answered else 'closed'} {self.after_ms} ms"
+
+
+def config_command(bootstrap: str, *args: str) -> None:
+    """``kafka-configs --bootstrap-server B ARGS`` with Kafka 4.4.0's own tool."""
+    done = subprocess.run(
+        [
+            *("java", "-Xmx256M", "-cp", f"{LIB}/*", "org.apache.kafka.tools.ConfigCommand"),
+            *("--bootstrap-server", bootstrap, *args),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"kafka-configs {' '.join(args)}: {done.stdout}{done.stderr}")
+
+
+def open_connections(bootstrap: str, count: int, wait_s: float = 6.0) -> list[Fate | None]:
+    """``count`` connections opened in turn, each sending ApiVersions v0; what became of each
+    (None: still waiting after ``wait_s``)."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    frame = wire.encode_request_frame(wire.build(wire.request_schema(API_VERSIONS, 0)), 1, "cq")
+    selector = selectors.DefaultSelector()
+    started: dict[int, float] = {}
+    fates: list[Fate | None] = [None] * count
+    sockets: dict[int, socket.socket] = {}
+    for index in range(count):
+        sock = socket.create_connection((host, int(port)), timeout=5)
+        started[index] = time.monotonic()
+        sock.sendall(frame)
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ, index)
+        sockets[index] = sock
+    deadline = time.monotonic() + wait_s
+    while any(fate is None for fate in fates) and time.monotonic() < deadline:
+        for key, _ in selector.select(timeout=0.05):
+            index = key.data
+            sock = sockets[index]
+            try:
+                data = sock.recv(65536)
+            except OSError:
+                data = b""
+            after = round((time.monotonic() - started[index]) * 1000)
+            fates[index] = Fate(bool(data), after)
+            selector.unregister(sock)
+    for sock in sockets.values():
+        sock.close()
+    selector.close()
+    return fates
+
+
+def real_clients_under_ip_rate(bootstrap: str, clients: int = 4) -> tuple[int, int]:
+    """confluent-kafka producers created together, one message each: (messages delivered,
+    broker disconnects reported). Under a per-IP connection_creation_rate some first connections
+    are closed unanswered; librdkafka reconnects and every message is still delivered."""
+    from confluent_kafka import Producer
+
+    disconnects: list[str] = []
+    delivered: list[bool] = []
+
+    def on_error(error: object) -> None:
+        disconnects.append(str(error))
+
+    producers = [
+        Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": f"cq-{index}",
+                "error_cb": on_error,
+                "reconnect.backoff.ms": 100,
+                "reconnect.backoff.max.ms": 1000,
+                "message.timeout.ms": 60_000,
+            }
+        )
+        for index in range(clients)
+    ]
+    for producer in producers:
+        producer.produce(
+            "connection-quota",
+            b"x",
+            on_delivery=lambda error, _m: delivered.append(error is None),
+        )
+    deadline = time.monotonic() + 60
+    while len(delivered) < clients and time.monotonic() < deadline:
+        for producer in producers:
+            producer.poll(0.05)
+    for producer in producers:
+        producer.flush(5)
+    return sum(delivered), len(disconnects)
+
+
+def scenario(bootstrap: str, connections: int, with_clients: bool = True) -> list[str]:
+    lines: list[str] = []
+
+    def phase(name: str, *configure: str, undo: tuple[str, ...]) -> None:
+        config_command(bootstrap, "--alter", *configure)
+        time.sleep(SETTLE_S)
+        fates = open_connections(bootstrap, connections)
+        lines.append(f"{name}: " + ", ".join(str(f) if f else "waiting" for f in fates))
+        time.sleep(SETTLE_S)
+        config_command(bootstrap, "--alter", *undo)
+        time.sleep(SETTLE_S)
+
+    brokers = ("--entity-type", "brokers", "--entity-default")
+    ips = ("--entity-type", "ips", "--entity-default")
+    phase(
+        "max.connections.per.ip=3",
+        *brokers,
+        "--add-config",
+        "max.connections.per.ip=3",
+        undo=(*brokers, "--delete-config", "max.connections.per.ip"),
+    )
+    phase(
+        "max.connection.creation.rate=2",
+        *brokers,
+        "--add-config",
+        "max.connection.creation.rate=2",
+        undo=(*brokers, "--delete-config", "max.connection.creation.rate"),
+    )
+    phase(
+        "ip connection_creation_rate=2",
+        *ips,
+        "--add-config",
+        "connection_creation_rate=2",
+        undo=(*ips, "--add-config", "connection_creation_rate=2"),  # kept for the clients
+    )
+    if with_clients:
+        delivered, disconnects = real_clients_under_ip_rate(bootstrap)
+        lines.append(
+            f"4 confluent-kafka producers under it: {delivered} delivered, "
+            f"{disconnects} disconnects reported"
+        )
+    return lines
+
+
+def run(server_name: str, connections: int) -> list[str]:
+    from bench.servers import KafkaServer, make_server
+
+    class WindowKafka(KafkaServer):
+        def _server_properties(self) -> str:
+            return super()._server_properties() + "".join(f"{p}\n" for p in QUOTA_WINDOW)
+
+    with tempfile.TemporaryDirectory(prefix=f"connection-quota-{server_name}-") as directory:
+        workdir = Path(directory)
+        server = (
+            WindowKafka(workdir, 1)
+            if server_name == "kafka"
+            else make_server("kemu", workdir, 1, kemu_overrides=QUOTA_WINDOW)
+        )
+        server.start()
+        try:
+            return [f"{server_name} {line}" for line in scenario(server.bootstrap, connections)]
+        finally:
+            server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", choices=("kemu", "kafka"))
+    parser.add_argument("--connections", type=int, default=6)
+    args = parser.parse_args()
+    for name in [args.only] if args.only else ["kafka", "kemu"]:
+        for line in run(name, args.connections):
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
