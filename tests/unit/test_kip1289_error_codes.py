@@ -16,10 +16,12 @@ from test_add_share_acknowledgements_to_txn import (
     stop,
     transaction,
 )
-from test_share_handlers import GROUP, Harness, partition_data
-from test_txn_share_acknowledge import ACCEPT, acquire_three, states, txn_ack
+from test_share_handlers import GROUP, Harness, acquired, partition_data, share_fetch
+from test_txn_share_acknowledge import ACCEPT, acquire_three, persisted, states, txn_ack
 
+from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import RecordState
+from kemu.coordinator.share.service import share_persister
 from kemu.coordinator.transaction.coordinator import TxnState
 from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
@@ -142,3 +144,41 @@ async def test_an_unknown_topic_id_or_partition_is_refused_and_never_enlisted(
     meta = transaction(kemu)
     assert meta.share_partitions == set() and meta.partitions == set()
     assert meta.state is not TxnState.ONGOING  # nothing started a transaction
+
+
+# --- the share coordinator refuses the stage's write (spec §7) ---------------------------------
+
+
+async def test_a_refused_stage_write_answers_the_partition_and_stages_nothing(
+    kemu: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spec §7: "Stage persisted write fails — revert to ACQUIRED; partition error returned".
+    kemu returns the persister's error for the partition (COORDINATOR_NOT_AVAILABLE, as
+    Kafka's SharePartition maps it) and nothing is TX_PENDING, durably or in memory. What
+    differs: kemu drops the in-memory state after any refused write and reloads the durable
+    one, where acquisitions are not kept, so the records are AVAILABLE again (delivered again,
+    count + 1) rather than still ACQUIRED by the member."""
+    client, member_epoch, pid, epoch = await acquire_three(kemu)
+    tid = kemu.topic_id("t")
+    persister = share_persister(kemu.runtime)
+
+    async def refused(*args: object, **kwargs: object) -> ErrorCode:
+        return ErrorCode.coordinator_not_available
+
+    monkeypatch.setattr(persister, "write_state", refused)
+    response = await client.call(
+        txn_ack(tid, {0: [(0, 2, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
+    )
+    assert response.error_code == ErrorCode.none
+    assert partition_data(response, 0).error_code == ErrorCode.coordinator_not_available
+    monkeypatch.undo()
+    assert all(b[2] != int(RecordState.TX_PENDING) for b in persisted(kemu))
+    actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
+    assert actor is not None and actor.core is None  # reloaded on next use
+    again = await client.call(share_fetch(tid, {0: []}, epoch=2))
+    assert acquired(again) == [(0, 2, 2)]
+    staged = await client.call(
+        txn_ack(tid, {0: [(0, 2, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
+    )
+    assert partition_data(staged, 0).error_code == ErrorCode.none
+    assert set(states(kemu).values()) == {RecordState.TX_PENDING}

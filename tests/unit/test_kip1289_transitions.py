@@ -1,0 +1,106 @@
+"""The TX_PENDING transitions the other KIP-1289 tests leave out (spec §5.2, §5.7, §11.3 and
+Q6), on the sans-IO share-partition core: staging from states other than ACQUIRED, a marker
+reaching records nobody staged, the log start passing staged records, and an abort at the
+delivery limit with a dead-letter queue."""
+
+from __future__ import annotations
+
+from share_helpers import FakeLog, ack, acquire, ranges
+
+from kemu.broker.share.partition import SharePartitionConfig, SharePartitionCore
+from kemu.broker.share.states import RecordState
+from kemu.coordinator.share.persister import PersistedState
+from kemu.protocol.errors import ErrorCode
+
+A, Q, K, G, R, T = (
+    RecordState.AVAILABLE,
+    RecordState.ACQUIRED,
+    RecordState.ACKNOWLEDGED,
+    RecordState.ARCHIVING,
+    RecordState.ARCHIVED,
+    RecordState.TX_PENDING,
+)
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+def acquired_five(**config: object) -> tuple[FakeLog, SharePartitionCore]:
+    """m1 holds offsets 0-4, delivered once."""
+    log = FakeLog()
+    log.append(5)
+    core, _ = SharePartitionCore.from_persisted(
+        PersistedState(0, 0),
+        SharePartitionConfig(**config),  # type: ignore[arg-type]
+        reset_offset=0,
+    )
+    acquire(core, log, "m1", now=0)
+    return log, core
+
+
+def test_only_acquired_records_can_be_staged() -> None:
+    """§11.3 InFlightStateTxnTest: staging from AVAILABLE or ACKNOWLEDGED fails, nothing
+    changes (TX_PENDING is Q5's, in test_kip1289_markers)."""
+    _, core = acquired_five()
+    core.acknowledge("m1", [ack(0, 0, ACCEPT), ack(1, 1, RELEASE)], 1)
+    before = core.spans()
+    assert core.start == 1 and before[0][:3] == (1, 1, A)  # 0 ACKNOWLEDGED, past the start
+    for first in (0, 1):  # 0 ACKNOWLEDGED (below the start now), 1 AVAILABLE
+        refused = core.stage("m1", 100, 1, [ack(first, first, ACCEPT)], 2)
+        assert refused.error is ErrorCode.invalid_record_state, first
+        assert refused.effects.batches == ()
+    assert core.spans() == before
+    assert core.pending_transactions() == set()
+
+
+def test_a_marker_changes_nothing_it_did_not_stage() -> None:
+    """§11.3: a marker on ACQUIRED records (nothing staged) is a no-op, lock kept."""
+    _, core = acquired_five()
+    before = core.spans()
+    deadline = core.next_deadline()
+    for commit in (True, False):
+        effects = core.apply_marker(100, 1, commit=commit, now_ms=5)
+        assert effects.batches == () and not effects.available
+    assert core.spans() == before and core.next_deadline() == deadline
+    assert [s[2] for s in core.spans()] == [Q]
+
+
+def test_the_log_start_passing_staged_records_leaves_them_to_their_transaction() -> None:
+    """§5.7: TX_PENDING is left only by a marker; records retention or DeleteRecords removed
+    meanwhile are archived by an abort (there is nothing to deliver again) and acknowledged
+    by a commit."""
+    for commit, outcome in ((True, K), (False, R)):
+        _, core = acquired_five()
+        assert core.stage("m1", 100, 1, [ack(0, 2, ACCEPT)], 1).error is ErrorCode.none
+        core.advance_log_start(3)
+        assert core.spans()[0][:3] == (0, 2, T) and core.start == 0
+        assert core.pending_transactions() == {(100, 1)}
+        effects = core.apply_marker(100, 1, commit=commit, now_ms=2)
+        written = [(b.first_offset, b.last_offset, b.delivery_state) for b in effects.batches]
+        assert written == [(0, 2, int(outcome))]
+        assert core.start == 3, commit  # either way done: the start moves past them
+        assert not effects.available
+
+
+def test_an_abort_at_the_delivery_limit_with_a_dead_letter_queue_is_archiving() -> None:
+    """Q6 with KIP-1191: the abort of a record's last delivery archives it as a release at the
+    limit would, through the dead-letter queue (ARCHIVING, a dead letter due)."""
+    log = FakeLog()
+    log.append(2)
+    config = SharePartitionConfig(delivery_count_limit=2, dlq_enabled=True)
+    core, _ = SharePartitionCore.from_persisted(PersistedState(0, 0), config, reset_offset=0)
+    acquire(core, log, "m1", now=0)
+    core.acknowledge("m1", [ack(0, 1, RELEASE)], 1)
+    assert ranges(acquire(core, log, "m1", now=2)) == [(0, 1, 2)]
+    assert core.stage("m1", 100, 1, [ack(0, 1, ACCEPT)], 3).error is ErrorCode.none
+    effects = core.apply_marker(100, 1, commit=False, now_ms=4)
+    assert [s[2] for s in core.spans()] == [G]
+    assert [(d.first_offset, d.last_offset) for d in effects.dead_letters] == [(0, 1)]
+    assert ranges(acquire(core, log, "m2", now=5)) == []
+
+
+def test_a_committed_reject_with_a_dead_letter_queue_is_archiving() -> None:
+    """§5.2: TX_PENDING -> ARCHIVING on a committed REJECT when the group has a DLQ."""
+    _, core = acquired_five(dlq_enabled=True)
+    assert core.stage("m1", 100, 1, [ack(0, 0, REJECT)], 1).error is ErrorCode.none
+    effects = core.apply_marker(100, 1, commit=True, now_ms=2)
+    assert core.spans()[0][:3] == (0, 0, G)
+    assert [(d.first_offset, d.last_offset) for d in effects.dead_letters] == [(0, 0)]
