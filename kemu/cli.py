@@ -141,11 +141,13 @@ async def _serve(options: ServerOptions, args: argparse.Namespace) -> None:
     ready = f"kemu ready bootstrap={server.bootstrap_servers}"
     if control is not None:
         ready += f" control={control.url}"
-    print(ready, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
+        # Before the ready line: whoever reads it may stop kemu at once (a SIGTERM before this
+        # would end the process with the signal's default action, exit status -15).
         loop.add_signal_handler(sig, stop.set)
+    print(ready, flush=True)
     await stop.wait()
     if control is not None:
         await control.close()
@@ -219,9 +221,12 @@ def _unknown_configs(config: BrokerConfig) -> list[str]:
     on, included): what is left is most likely a typo."""
     from kemu.cluster.broker_catalogue import catalogue
     from kemu.cluster.listeners import is_security_config
-    from kemu.coordinator.group.config import BROKER_FALLBACKS
 
-    unknown = unknown_broker_keys(config.static, BROKER_FALLBACKS, catalogue())
+    unknown = unknown_broker_keys(config.static, catalogue())
+    if unknown:  # only then the group coordinator's config module, not needed to start
+        from kemu.coordinator.group.config import BROKER_FALLBACKS
+
+        unknown = unknown_broker_keys(unknown, BROKER_FALLBACKS)
     return [name for name in unknown if not is_security_config(name)]
 
 

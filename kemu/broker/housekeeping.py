@@ -10,25 +10,30 @@ partitions. Kafka runs it in cleaner threads; here it runs on the event loop.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import structlog
 
 from kemu.cluster.config import TopicConfig
 from kemu.cluster.context import Runtime
-from kemu.cluster.model import Topic
-from kemu.storage.compaction import CleanResult, CompactionPolicy
+from kemu.cluster.model import SHARE_STATE_TOPIC, Topic
+
+if TYPE_CHECKING:
+    from kemu.storage.compaction import CleanResult, CompactionPolicy
 
 log = structlog.get_logger("kemu.housekeeping")
 
 
 def start_housekeeping(runtime: Runtime) -> list[asyncio.Task[None]]:
     loop = asyncio.get_running_loop()
-    return [
+    tasks = [
         loop.create_task(_retention_loop(runtime)),
         loop.create_task(_flush_loop(runtime)),
         loop.create_task(_cleaner_loop(runtime)),
-        loop.create_task(_resume_dead_letters(runtime)),
     ]
+    if SHARE_STATE_TOPIC in runtime.cluster.topics:  # else no share partition has state yet
+        tasks.append(loop.create_task(_resume_dead_letters(runtime)))
+    return tasks
 
 
 def apply_retention(runtime: Runtime) -> None:
@@ -47,6 +52,8 @@ def apply_retention(runtime: Runtime) -> None:
 
 def compaction_policy(config: TopicConfig) -> CompactionPolicy:
     """A topic's cleaner settings from its configs (and their broker synonyms)."""
+    from kemu.storage.compaction import CompactionPolicy  # with the first compacted topic
+
     return CompactionPolicy(
         delete_retention_ms=config.get_int("delete.retention.ms"),
         min_compaction_lag_ms=config.get_int("min.compaction.lag.ms"),

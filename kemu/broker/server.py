@@ -21,7 +21,7 @@ from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.crash_points import crash_point
 from kemu.cluster.listeners import Listener, configured_listeners, listen_backlog
-from kemu.cluster.model import BrokerNode, Cluster
+from kemu.cluster.model import SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, BrokerNode, Cluster
 from kemu.storage.lock import DataDirLock
 from kemu.storage.log import MemoryLog, PartitionLog
 
@@ -53,13 +53,14 @@ def _log_factory(options: ServerOptions) -> Callable[[str, int], PartitionLog]:
     data_dir = options.data_dir
     if data_dir is None:
         return lambda topic, index: MemoryLog()
-    from kemu.storage.segments import SegmentLog
-
     config = options.config
     segment_bytes = config.get_int("log.segment.bytes")
     flush_always = (config.get("kemu.log.flush") or "interval") == "always"
 
     def make(topic: str, index: int) -> PartitionLog:
+        # Imported with the first partition, not at start: a fresh data dir has none yet.
+        from kemu.storage.segments import SegmentLog
+
         return SegmentLog(
             data_dir / f"{topic}-{index}",
             segment_bytes=segment_bytes,
@@ -116,11 +117,14 @@ class KemuServer:
         self.runtime = Runtime(cluster=cluster, max_versions=options.max_versions)
         if self._secured:
             self.runtime.services["listener_nodes"] = listener_nodes  # kemu/broker/endpoints.py
-        # Always, before any request: the share coordinator replays __share_group_state
-        # (including the transaction markers that resolve KIP-1289 staged records).
-        from kemu.coordinator.share.service import share_persister
+        # Before any request: the share coordinator replays __share_group_state (including the
+        # transaction markers that resolve KIP-1289 staged records). Without that topic there is
+        # nothing to replay, and the coordinator (its modules a tenth of a fresh start) is
+        # created on first use.
+        if SHARE_STATE_TOPIC in cluster.topics:
+            from kemu.coordinator.share.service import share_persister
 
-        share_persister(self.runtime)  # replays __share_group_state before any request
+            share_persister(self.runtime)
         self.servers: list[asyncio.Server] = []
         self._tls_servers: list[TlsServer] = []  # SSL and SASL_SSL ports
         self._background: list[asyncio.Task[None]] = []
@@ -184,9 +188,10 @@ class KemuServer:
         from kemu.broker.housekeeping import start_housekeeping
 
         self._background.extend(start_housekeeping(self.runtime))
-        from kemu.coordinator.transaction.service import start_transactions
+        if TRANSACTION_STATE_TOPIC in self.cluster.topics:
+            from kemu.coordinator.transaction.service import start_transactions
 
-        start_transactions(self.runtime)  # finishes or times out transactions a restart left
+            start_transactions(self.runtime)  # finishes or times out transactions a restart left
         if self.cluster.config.get_bool("kemu.kip1289.enable"):
             from kemu.broker.share.txn_acks import txn_share_acks
 

@@ -22,7 +22,9 @@ from kemu.storage.log import PartitionLog
 
 LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 # Kafka's controller refuses an operation that would write more records than this (one per
 # partition when creating topics or partitions).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kemu.cluster.partition_transactions import PartitionTransactions
 from kemu.protocol.errors import ErrorCode
@@ -21,8 +22,10 @@ from kemu.protocol.records import (
     with_log_append_time,
     with_offset,
 )
-from kemu.storage.compaction import CleanResult, CompactionPolicy
 from kemu.storage.log import PartitionLog, drain
+
+if TYPE_CHECKING:
+    from kemu.storage.compaction import CleanResult, CompactionPolicy
 
 Listener = Callable[[], None]
 

@@ -8,9 +8,7 @@ positional arguments in order) and whether it takes a JSON body.
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +103,11 @@ class ControlClient:
         return self.request(found.method, path, body)
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
+        # Here, not at the top: ``kemu serve`` imports this module (for its --help) and would
+        # load urllib.request's http and email modules for nothing.
+        import urllib.error
+        import urllib.request
+
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
             self.url + path,

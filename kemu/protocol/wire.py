@@ -13,6 +13,7 @@ always v0 so that a client can read it before it knows the broker's versions).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import io
 import struct
 import sys
@@ -27,29 +28,38 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
-from kemu.protocol import fastwrite, kafka44, kip1289
+from kemu.protocol import fastwrite
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.guard import check_legacy_nulls, check_request
 from kemu.protocol.kip1289 import NAMES as KEMU_NAMES
 
 # kemu's own schemas: KIP-1289's messages, and versions kio does not have yet (Kafka 4.4's
-# ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3; streams v1).
-# The streams v1 classes (and the kio streams modules they build on, 0.1 s of CPU) are imported
-# on the first lookup of one of their keys, not at start-up; tests/unit/test_wire.py checks
-# that STREAMS_V1_KEYS names what kemu.protocol.streams_v1 defines.
-KEMU_SCHEMAS: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {
-    **kip1289.SCHEMAS,
-    **kafka44.SCHEMAS,
+# ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3; streams v1). Each package (and the kio
+# modules its classes build on, together about 0.05 s of CPU) is imported on the first lookup
+# of one of its keys, not at start-up. tests/unit/test_wire.py checks that this table names
+# exactly what each package's ``SCHEMAS`` defines.
+KEMU_SCHEMA_PACKAGES: dict[tuple[int, int], str] = {
+    (18, 5): "kemu.protocol.kafka44",
+    (28, 6): "kemu.protocol.kafka44",
+    (42, 3): "kemu.protocol.kafka44",
+    (88, 1): "kemu.protocol.streams_v1",
+    (89, 1): "kemu.protocol.streams_v1",
+    (95, 0): "kemu.protocol.kip1289.schemas",
+    (96, 0): "kemu.protocol.kip1289.schemas",
 }
-STREAMS_V1_KEYS = frozenset({(88, 1), (89, 1)})
+# the classes of the packages imported so far: (api key, version) -> (request, response)
+KEMU_SCHEMAS: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {}
 
 
 def _kemu_schemas(api_key: int, api_version: int) -> tuple[type[Any], type[Any]] | None:
-    if (api_key, api_version) in STREAMS_V1_KEYS and (api_key, api_version) not in KEMU_SCHEMAS:
-        from kemu.protocol import streams_v1
-
-        KEMU_SCHEMAS.update(streams_v1.SCHEMAS)
-    return KEMU_SCHEMAS.get((api_key, api_version))
+    package = KEMU_SCHEMA_PACKAGES.get((api_key, api_version))
+    if package is None:
+        return None
+    found = KEMU_SCHEMAS.get((api_key, api_version))
+    if found is None:
+        KEMU_SCHEMAS.update(importlib.import_module(package).SCHEMAS)
+        found = KEMU_SCHEMAS[(api_key, api_version)]
+    return found
 
 
 SIZE = struct.Struct(">i")
@@ -94,14 +104,14 @@ def api_name(api_key: int) -> str:
 def known_versions(api_key: int) -> tuple[int, int] | None:
     """The version range kio has schemas for, or None for an unknown key."""
     name = api_key_map.get(api_key)
-    ours = [version for key, version in {*KEMU_SCHEMAS, *STREAMS_V1_KEYS} if key == api_key]
+    ours = [version for key, version in KEMU_SCHEMA_PACKAGES if key == api_key]
     if name is None:
         return (min(ours), max(ours)) if ours else None
     versions = [*schema_name_map[name].keys(), *ours]
     return min(versions), max(versions)
 
 
-# kemu's own schemas (KIP-1289, streams v1) are consulted before kio's.
+# kemu's own schemas (KEMU_SCHEMA_PACKAGES) are consulted before kio's.
 @cache
 def request_schema(api_key: int, api_version: int) -> type[Any]:
     ours = _kemu_schemas(api_key, api_version)

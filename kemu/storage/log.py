@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kemu.protocol.records import BatchHeader
-from kemu.storage.compaction import CleanResult, CompactionPolicy
 
 if TYPE_CHECKING:
+    # compaction: types only here, loaded with the segment log (a fresh start has no use for it)
+    from kemu.storage.compaction import CleanResult, CompactionPolicy
     from kemu.storage.recovery import NotedBatch  # recovery imports this module
 
 

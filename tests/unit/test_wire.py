@@ -375,20 +375,33 @@ def test_api_names() -> None:
     assert wire.known_versions(API_VERSIONS) == (0, 5)  # v5: kemu.protocol.kafka44
 
 
-def test_streams_v1_schemas_load_on_first_lookup_and_are_the_ones_declared() -> None:
+def test_kemu_schemas_load_on_first_lookup_and_are_the_ones_declared() -> None:
+    import importlib
     import subprocess
     import sys
 
-    from kemu.protocol import streams_v1
-
-    assert frozenset(streams_v1.SCHEMAS) == wire.STREAMS_V1_KEYS
+    packages = set(wire.KEMU_SCHEMA_PACKAGES.values())
+    assert packages == {
+        "kemu.protocol.kafka44",
+        "kemu.protocol.kip1289.schemas",
+        "kemu.protocol.streams_v1",
+    }
+    for package in packages:
+        schemas = importlib.import_module(package).SCHEMAS
+        declared = {key for key, name in wire.KEMU_SCHEMA_PACKAGES.items() if name == package}
+        assert set(schemas) == declared, package
+        for key in declared:
+            assert wire.request_schema(*key) is schemas[key][0]
+            assert wire.response_schema(*key) is schemas[key][1]
     assert wire.known_versions(88) == (0, 1) and wire.known_versions(89) == (0, 1)
-    for key in wire.STREAMS_V1_KEYS:
-        assert wire.request_schema(*key) is streams_v1.SCHEMAS[key][0]
-        assert wire.response_schema(*key) is streams_v1.SCHEMAS[key][1]
-    # a fresh interpreter importing the wire does not import them (start-up time)
+    assert wire.known_versions(95) == (0, 0) and wire.known_versions(96) == (0, 0)
+    # a fresh interpreter importing the wire imports none of them (start-up time)
     probe = (
-        "import sys, kemu.protocol.wire as w; assert 'kemu.protocol.streams_v1' not in sys.modules;"
-        " w.request_schema(88, 1); assert 'kemu.protocol.streams_v1' in sys.modules"
+        "import sys, kemu.protocol.wire as w\n"
+        f"packages = {sorted(packages)!r}\n"
+        "assert not [p for p in packages if p in sys.modules], sys.modules.keys()\n"
+        "w.request_schema(88, 1); assert 'kemu.protocol.streams_v1' in sys.modules\n"
+        "w.response_schema(18, 5); assert 'kemu.protocol.kafka44' in sys.modules\n"
+        "w.request_schema(95, 0); assert 'kemu.protocol.kip1289.schemas' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True)

@@ -1,0 +1,77 @@
+"""What ``kemu serve`` imports before its ready line: only what the first ApiVersions needs.
+
+Handler modules, the coordinators, the segment log and kemu's own schemas for newer versions
+are imported on first use (or, for the handlers, in the background right after start): a fresh
+start that imported them took about twice the CPU (docs/benchmarks.md). The coordinators that
+replay a log at start-up are still loaded before the ready line when their topic exists.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kemu.cluster import model
+
+# Starts kemu as the console script does and prints sys.modules the moment the ready line comes.
+PROBE = """
+import builtins, json, os, sys
+real_print = builtins.print
+def print_at_ready(*args, **kwargs):
+    if args and str(args[0]).startswith("kemu ready"):
+        real_print(json.dumps(sorted(sys.modules)), flush=True)
+        os._exit(0)
+    real_print(*args, **kwargs)
+builtins.print = print_at_ready
+from kemu.entry import main
+sys.argv = ["kemu", "serve", "--brokers", "1", "--port", "0", *sys.argv[1:]]
+main()
+"""
+
+LOADED_ON_FIRST_USE = (
+    "kemu.coordinator.",
+    "kemu.broker.share.",
+    "kemu.storage.segments",
+    "kemu.storage.compaction",
+    "kemu.protocol.kafka44",
+    "kemu.protocol.streams_v1",
+    "kemu.protocol.kip1289.schemas",
+    "urllib.request",
+)
+LOADED_AT_START = ("kemu.broker.handlers._index", "kemu.broker.handlers.api_versions")
+
+
+def modules_at_ready(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    modules: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return modules
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in-memory", "data-dir"])
+def test_a_fresh_start_imports_only_what_the_first_api_versions_needs(
+    on_disk: bool, tmp_path: Path
+) -> None:
+    modules = modules_at_ready(*(["--data-dir", str(tmp_path / "data")] if on_disk else []))
+    assert "kemu.broker.server" in modules and "kemu.broker.handlers.api_versions" in modules
+    early = [m for m in modules if m.startswith(LOADED_ON_FIRST_USE)]
+    assert early == []
+    handlers = [
+        m for m in modules if m.startswith("kemu.broker.handlers.") and m not in LOADED_AT_START
+    ]
+    assert handlers == []
+
+
+def test_the_start_path_names_the_coordinators_topics_as_they_do() -> None:
+    # kemu.broker.server loads a coordinator at start only when its topic exists.
+    from kemu.coordinator.share.service import SHARE_STATE_TOPIC
+    from kemu.coordinator.transaction.service import TOPIC
+
+    assert model.SHARE_STATE_TOPIC == SHARE_STATE_TOPIC
+    assert model.TRANSACTION_STATE_TOPIC == TOPIC
