@@ -154,6 +154,7 @@ class BrokerAcceptors:
         )
         self.acceptors = {name: ListenerAcceptor(self, name) for name in listeners}
         self.open_tickets: dict[str, dict[Ticket, None]] = {}
+        self._settings: tuple[str | None, ...] | None = None  # what the limits were read from
 
     def acceptor(self, listener: str | None) -> ListenerAcceptor:
         name = listener or DEFAULT_LISTENER
@@ -164,9 +165,13 @@ class BrokerAcceptors:
         return found
 
     def refreshed(self) -> ConnectionQuotas:
-        self.quotas.limits = connection_limits(
-            self.runtime.cluster.config, self.node_id, self.quotas.listeners
-        )
+        """The quotas under the current settings (read again only when one changed)."""
+        config = self.runtime.cluster.config
+        listeners = self.quotas.listeners
+        settings = _raw_settings(config, self.node_id, listeners)
+        if settings != self._settings:
+            self._settings = settings
+            self.quotas.limits = connection_limits(config, self.node_id, listeners)
         return self.quotas
 
     def released(self, ticket: Ticket) -> None:
@@ -245,6 +250,36 @@ def connection_limits(
         per_ip_overrides=parse_overrides(overrides),
         inter_broker_listener=inter_broker.upper(),
     )
+
+
+BROKER_SETTINGS = (
+    "max.connections",
+    "max.connection.creation.rate",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "inter.broker.listener.name",
+    "security.inter.broker.protocol",
+)
+LISTENER_SETTINGS = ("max.connections", "max.connection.creation.rate")
+
+
+def _raw_settings(
+    config: BrokerConfig, node_id: int, listeners: tuple[str, ...]
+) -> tuple[str | None, ...]:
+    """The values the limits come from, as stored (a cheap check that none changed)."""
+    node = config.node_dynamic.get(node_id) or {}
+    dynamic, static = config.dynamic, config.static
+    return tuple([node.get(n, dynamic.get(n, static.get(n))) for n in _setting_names(listeners)])
+
+
+@cache
+def _setting_names(listeners: tuple[str, ...]) -> tuple[str, ...]:
+    prefixed = (
+        f"listener.name.{listener.lower()}.{name}"
+        for listener in listeners
+        for name in LISTENER_SETTINGS
+    )
+    return (*BROKER_SETTINGS, *prefixed)
 
 
 @cache

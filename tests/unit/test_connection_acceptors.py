@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 
-from kemu.broker.acceptors import connection_acceptors, connection_limits, parse_overrides
+from kemu.broker.acceptors import (
+    Ticket,
+    connection_acceptors,
+    connection_limits,
+    parse_overrides,
+)
 from kemu.broker.connection import Connection
 from kemu.broker.handlers import load_handlers
 from kemu.cluster.client_quotas import IP, QuotaOp, client_quotas, make_entity
@@ -205,3 +210,47 @@ def test_limits_read_listener_prefixes_and_overrides() -> None:
     assert limits.per_ip_overrides == {"10.0.0.1": 4, "::1": 7}
     assert limits.inter_broker_listener == "INTERNAL"
     assert parse_overrides("") == {}
+
+
+class FakeArrival:
+    def __init__(self, ip: str, active: float) -> None:
+        self.client_ip = ip
+        self.active = active
+        self.ticket: Ticket | None = None
+        self.closed = False
+
+    def admitted(self, ticket: Ticket) -> None:
+        self.ticket = ticket
+
+    def throttled(self, close_at_ms: int) -> None:
+        raise AssertionError("not throttled here")
+
+    def refused(self) -> None:
+        self.closed = True
+
+    def last_active(self) -> float:
+        return self.active
+
+    def close_least_recently_used(self) -> None:
+        self.closed = True
+
+
+def test_the_protected_listener_closes_the_least_recently_used_connections_of_others() -> None:
+    """Kafka's inter-broker listener takes connections past max.connections; the broker then
+    closes the least recently used connections of its other listeners."""
+    runtime, _ = runtime_with({"listeners": "PLAINTEXT://:0,EXTERNAL://:0", "max.connections": "2"})
+    broker = connection_acceptors(runtime, 1)
+    older, newer = FakeArrival("10.0.0.1", 1.0), FakeArrival("10.0.0.2", 2.0)
+    for arrival in (older, newer):
+        broker.acceptor("EXTERNAL").arrive(arrival)
+    held = FakeArrival("10.0.0.3", 3.0)
+    broker.acceptor("EXTERNAL").arrive(held)
+    assert held.ticket is None  # the broker is full for EXTERNAL
+    internal = FakeArrival("10.0.0.4", 4.0)
+    broker.acceptor("PLAINTEXT").arrive(internal)  # protected: taken all the same
+    assert internal.ticket is not None
+    assert older.closed and not newer.closed  # 3 > 2: the least recently used one closes
+    assert broker.quotas.total == 2
+    assert held.ticket is None  # still full: it waits for the next close
+    newer.ticket.release()  # type: ignore[union-attr]
+    assert held.ticket is not None
