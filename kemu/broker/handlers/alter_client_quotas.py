@@ -13,8 +13,9 @@ Quotas take effect at once: ``producer_byte_rate``, ``consumer_byte_rate``,
 ``request_percentage`` and ``controller_mutation_rate`` (CreateTopics, CreatePartitions,
 DeleteTopics) are enforced with Kafka's arithmetic and precedence
 (``kemu/cluster/quota_enforcement.py``, ``kemu/broker/throttling.py``: ThrottleTimeMs, then the
-connection muted). Omission: ``connection_creation_rate`` is stored and described but not
-enforced.
+connection muted); ``connection_creation_rate`` (an IP or the default IP) throttles the IP's
+new connections, kept unread and closed after the throttle time, as Kafka's ConnectionQuotas
+(``kemu/cluster/connection_quotas.py``, ``kemu/broker/acceptors.py``).
 
 ALTER_CONFIGS on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
 """
