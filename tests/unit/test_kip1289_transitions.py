@@ -1,12 +1,14 @@
 """The TX_PENDING transitions the other KIP-1289 tests leave out (spec §5.2, §5.7, §11.3 and
 Q6), on the sans-IO share-partition core: staging from states other than ACQUIRED, a marker
-reaching records nobody staged, the log start passing staged records, and an abort at the
-delivery limit with a dead-letter queue."""
+reaching records nobody staged, the log start passing staged records, an abort at the
+delivery limit with a dead-letter queue, and malformed batches (all or nothing)."""
 
 from __future__ import annotations
 
+import pytest
 from share_helpers import FakeLog, ack, acquire, ranges
 
+from kemu.broker.share.acknowledgement import AckBatch
 from kemu.broker.share.partition import SharePartitionConfig, SharePartitionCore
 from kemu.broker.share.states import RecordState
 from kemu.coordinator.share.persister import PersistedState
@@ -104,3 +106,30 @@ def test_a_committed_reject_with_a_dead_letter_queue_is_archiving() -> None:
     effects = core.apply_marker(100, 1, commit=True, now_ms=2)
     assert core.spans()[0][:3] == (0, 0, G)
     assert [(d.first_offset, d.last_offset) for d in effects.dead_letters] == [(0, 0)]
+
+
+@pytest.mark.parametrize(
+    ("batches", "message"),
+    [
+        ([AckBatch(0, 2, (1, 1))], "Acknowledge types must be one type or one per offset"),
+        ([AckBatch(0, 0, ())], "Acknowledge types must be one type or one per offset"),
+        ([AckBatch(2, 0, (1,))], "Acknowledgement batch first offset is invalid"),
+        ([AckBatch(-1, 0, (1,))], "Acknowledgement batch first offset is invalid"),
+        ([AckBatch(3, 7, (1,))], "The last offset in request is past acquired records"),
+        ([AckBatch(0, 2, (1,)), AckBatch(2, 3, (1,))], "overlap or are unordered"),
+        ([AckBatch(3, 3, (1,)), AckBatch(0, 0, (1,))], "overlap or are unordered"),
+        ([AckBatch(0, 0, (9,))], "Only ACCEPT or REJECT permitted in transaction"),
+        ([AckBatch(0, 0, (1,)), AckBatch(1, 1, (2,))], "Only ACCEPT or REJECT permitted"),
+    ],
+)
+def test_malformed_batches_are_invalid_request_and_stage_nothing(
+    batches: list[AckBatch], message: str
+) -> None:
+    """§10.5 and §5.2: the batches of a stage are checked as ShareAcknowledge's, and a
+    partition's staging is all or nothing (a good batch beside a bad one is not staged)."""
+    _, core = acquired_five()
+    before = core.spans()
+    result = core.stage("m1", 100, 1, batches, 1)
+    assert result.error is ErrorCode.invalid_request
+    assert result.message is not None and message in result.message
+    assert result.effects.batches == () and core.spans() == before
