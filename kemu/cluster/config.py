@@ -251,6 +251,11 @@ BROKER_CONFIGS = _defs(
     # accepts between requests, so a burst of connects needs a longer queue (the kernel caps it
     # at net.core.somaxconn). docs/reliability.md has the figures.
     ConfigDef("socket.listen.backlog.size", I, "1024", read_only=True, minimum=1),
+    # Connection limits (kemu/broker/acceptors.py), with SocketServerConfigs' ranges.
+    ConfigDef("max.connections", I, "2147483647", minimum=0),
+    ConfigDef("max.connection.creation.rate", I, "2147483647", minimum=0),
+    ConfigDef("max.connections.per.ip", I, "2147483647", minimum=0),
+    ConfigDef("max.connections.per.ip.overrides", T, ""),
     ConfigDef("delete.topic.enable", B, "true", read_only=True),
     ConfigDef("log.retention.ms", L, None),
     ConfigDef("log.retention.minutes", I, None, read_only=True),

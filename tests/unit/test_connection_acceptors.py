@@ -254,3 +254,13 @@ def test_the_protected_listener_closes_the_least_recently_used_connections_of_ot
     assert held.ticket is None  # still full: it waits for the next close
     newer.ticket.release()  # type: ignore[union-attr]
     assert held.ticket is not None
+
+
+def test_negative_limits_are_refused_with_kafkas_message() -> None:
+    """SocketServerConfigs defines the four with atLeast(0): a bad value ends start-up."""
+    from kemu.cluster.config import InvalidConfig
+
+    for name in ("max.connections", "max.connection.creation.rate", "max.connections.per.ip"):
+        with pytest.raises(InvalidConfig, match=f"{name}: Value must be at least 0"):
+            BrokerConfig.load(None, [f"{name}=-1"])
+    assert BrokerConfig.load(None, ["max.connections=0"]).get("max.connections") == "0"
