@@ -12,7 +12,8 @@ the CPU figures move far less than the wall-clock ones. kemu's bytecode is compi
 
 ``--baseline DIR`` also starts another source tree (e.g. ``git archive <commit> kemu | tar -x -C
 DIR``) with ``DIR`` on ``PYTHONPATH``, alternating with this one run by run, so that both see the
-same load; its bytecode is compiled too.
+same load; its bytecode is compiled too. ``--candidate DIR`` measures such a tree instead of this
+checkout (e.g. a commit without the uncommitted edits of a shared working tree).
 """
 
 from __future__ import annotations
@@ -112,14 +113,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="a directory holding another kemu package, started alternately with this one",
     )
+    parser.add_argument(
+        "--candidate",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a directory holding the kemu package to measure instead of this checkout's",
+    )
     args = parser.parse_args(argv)
     executable = [str(Path(sys.executable).with_name("kemu"))]
     _compile_kemu()
-    trees: dict[str, Path | None] = {"this tree": None}
-    if args.baseline is not None:
-        baseline = args.baseline.resolve()
-        compileall.compile_dir(baseline / "kemu", quiet=1)
-        trees = {f"baseline {baseline}": baseline, "this tree": None}
+    trees: dict[str, Path | None] = {}
+    for role, directory in (("baseline", args.baseline), ("candidate", args.candidate)):
+        if directory is not None:
+            compileall.compile_dir(directory.resolve() / "kemu", quiet=1)
+            trees[f"{role} {directory.resolve()}"] = directory.resolve()
+    if args.candidate is None:
+        trees["this tree"] = None
     starts: dict[str, list[Start]] = {name: [] for name in trees}
     for number in range(args.runs):
         for name, pythonpath in trees.items():
