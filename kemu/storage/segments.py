@@ -761,7 +761,8 @@ class SegmentLog(PartitionLog):
         """The bytes of ``segment``'s batches from the one holding ``target`` on, as many as fit
         ``budget`` (the first one regardless with ``min_one``) and begin before ``upper``; and
         whether the budget or ``upper`` stopped it before the end of the segment."""
-        if not segment.sparse:
+        sparse = segment.sparse
+        if not sparse:
             return b"", False
         position = self._scan_start(segment, target)
         buffer = b""
@@ -787,6 +788,16 @@ class SegmentLog(PartitionLog):
                 break
             if first < 0:
                 first = position
+                # Jump over whole index intervals: the last entry within the budget whose batch
+                # begins at or before ``upper`` ends a run of batches that all fit.
+                entry = min(
+                    bisect.bisect_right(sparse.positions, first + budget) - 1,
+                    bisect.bisect_right(sparse.base_offsets, upper) - 1,
+                )
+                if entry >= 0 and sparse.positions[entry] > first + size:
+                    position = sparse.positions[entry]
+                    total = position - first
+                    continue
             total += size
             position += size
         if not total:
