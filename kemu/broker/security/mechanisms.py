@@ -21,6 +21,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
 import secrets
 from collections.abc import Callable
 from typing import Protocol
@@ -200,12 +201,41 @@ class ScramServer:
         return b"v=" + base64.b64encode(server_signature)
 
 
+def _not_json(constant: str) -> float:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
 def _b64url_json(part: str) -> dict[str, object]:
     padded = part + "=" * (-len(part) % 4)
-    value = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    try:
+        # NaN and Infinity are not JSON (Kafka's Jackson refuses them too)
+        value = json.loads(base64.urlsafe_b64decode(padded.encode()), parse_constant=_not_json)
+    except RecursionError:
+        # nested deeper than the interpreter's stack (Jackson stops at its nesting limit)
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value
+
+
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+def _claim_ms(value: object) -> int | None:
+    """A time claim (seconds) in ms as Kafka computes it, ``Math.round(seconds * 1000)`` on a
+    double (saturating at Java's long bounds: a huge or 1e400 ``exp`` never expires); None
+    when the claim is not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return LONG_MAX if value > 0 else LONG_MIN
+        value = round(value * 1000)
+    else:
+        value *= 1000
+    return max(LONG_MIN, min(LONG_MAX, value))
 
 
 class OAuthBearerServer:
@@ -269,16 +299,15 @@ class OAuthBearerServer:
         subject = claims.get(self.principal_claim)
         if not isinstance(subject, str) or not subject.strip():
             return f"no principal claim '{self.principal_claim}'"
-        expiry = claims.get("exp")
-        if isinstance(expiry, bool) or not isinstance(expiry, int | float):
+        expiry_ms = _claim_ms(claims.get("exp"))
+        if expiry_ms is None:
             return "no numeric 'exp' claim"
-        issued = claims.get("iat")
-        if issued is not None and (isinstance(issued, bool) or not isinstance(issued, int | float)):
+        issued_ms = _claim_ms(claims["iat"]) if "iat" in claims else None
+        if "iat" in claims and issued_ms is None:
             return "'iat' claim is not a number"
-        expiry_ms = int(expiry * 1000)
         if expiry_ms <= now_ms:
             return f"the token expired at {expiry_ms} (now {now_ms})"
-        if issued is not None and int(issued * 1000) > expiry_ms:
+        if issued_ms is not None and issued_ms > expiry_ms:
             return "the token's 'iat' is after its 'exp'"
         self.user = subject
         self.expiry_ms = expiry_ms

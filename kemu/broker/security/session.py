@@ -36,6 +36,9 @@ log = structlog.get_logger("kemu.sasl")
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 ALWAYS_ALLOWED = frozenset({API_VERSIONS, SASL_HANDSHAKE})
 SIZE = struct.Struct(">i")
+# A token valid for ever (Kafka: up to Long.MAX_VALUE ms) is told ~31,700 years: the answer's
+# SessionLifetimeMs is a timedelta here, and kio reads one only up to 2**63 microseconds.
+MAX_SESSION_LIFETIME_MS = 10**15
 
 
 class SecuritySession:
@@ -178,9 +181,10 @@ class SecuritySession:
         if expiry is None and max_reauth <= 0:
             return 0
         if expiry is None:
-            return max_reauth
+            return min(max_reauth, MAX_SESSION_LIFETIME_MS)
         remaining = max(0, expiry - now_ms)
-        return remaining if max_reauth <= 0 else min(remaining, max_reauth)
+        lifetime = remaining if max_reauth <= 0 else min(remaining, max_reauth)
+        return min(lifetime, MAX_SESSION_LIFETIME_MS)
 
     def _fail(self, reason: str, user: str | None = None) -> None:
         log.warning(
