@@ -1,4 +1,5 @@
-"""KIP-1289 decisions (spec §12) that no other integration test reaches, through the wire.
+"""KIP-1289 decisions (spec §12), and a §11.3 case, that no other integration test reaches,
+through the wire.
 
 Q8, gaps: the source topic is written by a transactional producer, so every record is
 followed by a COMMIT marker, and a share fetch (read_uncommitted) hands the markers' offsets out
@@ -12,6 +13,10 @@ records, which are delivered again.
 Q10, several members in one transaction: two members of a group each hold a record; one
 producer transaction carries both members' acknowledgements (each TxnShareAcknowledge names its
 own member and epoch); the commit completes both records, the abort gives both back.
+
+§11.3 (KafkaApisTest ``testWriteTxnMarkersDoesNotApplyShareMarkerForNonShareStatePartition``):
+a marker a tool writes to a data partition of the transaction does not resolve the share
+acknowledgements staged in it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from test_kip1289 import ShareMember, WireClient
 from test_kip1289 import setup as setup_two_members
 from test_kip1289 import wait_for_lag as wait_for_member_lag
@@ -42,6 +48,8 @@ from kemu.client import (
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.integration
+
+DESCRIBE_TRANSACTIONS, WRITE_TXN_MARKERS = 65, 27
 
 
 @pytest.fixture(scope="module")
@@ -191,3 +199,62 @@ async def test_one_transaction_aborts_two_members_acknowledgements(kemu: KemuPro
         assert m1.lag() == 2
     finally:
         m1.client.close()
+
+
+# --- §11.3 KafkaApisTest: a marker outside the state partition ---------------------------------
+
+
+async def test_a_tool_aborting_a_data_partition_leaves_staged_acknowledgements_alone(
+    kemu: KemuProcess,
+) -> None:
+    """``kafka-transactions.sh abort`` (Admin.abortTransaction) writes an ABORT marker, with
+    WriteTxnMarkers, to the one data partition it names. The share acknowledgements staged in
+    the same transaction live in ``__share_group_state``, which that marker did not reach: they
+    stay TX_PENDING (not delivered again) and the transaction's own commit completes them."""
+    name, output = "tool-abort", "tool-abort-out"
+    client, m1, m2 = setup_two_members(kemu, name)
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    admin.create_topics([NewTopic(output, 1, 3)])[output].result(timeout=15)
+    try:
+        assert m1.fetch_until(1) == [(0, 0, 1)]
+        transactional = TransactionalProducer(kemu.bootstrap, f"tx-{name}")
+        try:
+            await transactional.init_transactions()
+            transactional.begin_transaction()
+            await transactional.send(output, b"output", partition=0)
+            tp = TopicIdPartition(m1.topic_id, name, 0)
+            await transactional.send_share_acknowledgements_to_transaction(
+                ShareAcknowledgements({tp: [ShareAcknowledgementBatch(0, 0, (1,))]}),
+                ShareGroupMetadata(name, m1.member_id, m1.member_epoch),
+            )
+            described = client.call(
+                client.coordinator(1, f"tx-{name}"),
+                DESCRIBE_TRANSACTIONS,
+                0,
+                transactional_ids=(f"tx-{name}",),
+            )
+            [state] = described.transaction_states
+            topic = client.nested(
+                WRITE_TXN_MARKERS, 1, "WritableTxnMarkerTopic", name=output, partition_indexes=(0,)
+            )
+            marker = client.nested(
+                WRITE_TXN_MARKERS,
+                1,
+                "WritableTxnMarker",
+                producer_id=state.producer_id,
+                producer_epoch=state.producer_epoch,
+                transaction_result=False,
+                topics=(topic,),
+                coordinator_epoch=0,
+            )
+            written = client.call(client.leader(output)[1], WRITE_TXN_MARKERS, 1, markers=(marker,))
+            assert written.markers[0].topics[0].partitions[0].error_code == 0
+            assert m2.fetch(wait_ms=500) == []  # still TX_PENDING: not delivered again
+            assert m1.lag() == 1
+            await transactional.commit_transaction()
+        finally:
+            await transactional.close()
+        wait_for_member_lag(m1, 0)  # the transaction's own marker completed it
+        assert m2.fetch(wait_ms=500) == []
+    finally:
+        client.close()

@@ -12,8 +12,10 @@ Two places hold staged records, and a marker reaches both:
 The runtime service ``txn_share_acks`` listens to the transaction coordinator's markers (EndTxn,
 a transaction timeout, a producer fenced by a new epoch, WriteTxnMarkers) and first has the
 share coordinator replay them at once (``follow_markers``), then applies the outcome to every
-loaded share partition holding TX_PENDING records of that producer; each actor persists what it
-changed. A share partition loaded later reads the resolved state.
+loaded share partition holding TX_PENDING records of that producer whose state partition the
+markers reached (the transaction enlisted it; a marker a tool wrote to other partitions alone
+resolves nothing, spec §11.3's KafkaApisTest); each actor persists what it changed. A share
+partition loaded later reads the resolved state.
 
 Markers are matched by producer id and an epoch at least the staged one: under transaction
 version 2 EndTxn bumps the epoch and the markers carry the bumped one (spec Q4).
@@ -61,9 +63,13 @@ class TxnShareAcks:
         task.add_done_callback(self._tasks.discard)
 
     async def apply(self, markers: Markers) -> None:
+        # Only where the marker landed in the share partition's own state partition: a marker
+        # written to other partitions alone (WriteTxnMarkers from a tool) resolves nothing.
+        state_partitions = {i for topic, i in markers.partitions if topic == SHARE_STATE_TOPIC}
+        persister = share_persister(self.runtime)
         for actor in list(share_partitions(self.runtime).actors.values()):
             core = actor.core
-            if core is None:
+            if core is None or persister.partition_for(actor.key) not in state_partitions:
                 continue
             staged = sorted(
                 epoch
@@ -81,9 +87,8 @@ class TxnShareAcks:
                     )
         # a committed REJECT (or an abort at the delivery limit) of a share partition not
         # loaded here is ARCHIVING in the durable state: its dead letter (KIP-1191) is due now
-        state_partitions = [i for topic, i in markers.partitions if topic == SHARE_STATE_TOPIC]
         if state_partitions:
-            await share_partitions(self.runtime).resume_dead_letters(state_partitions)
+            await share_partitions(self.runtime).resume_dead_letters(sorted(state_partitions))
 
     async def drain(self) -> None:
         """Wait until every marker seen so far is applied (tests)."""
