@@ -1,7 +1,8 @@
 """The TX_PENDING transitions the other KIP-1289 tests leave out (spec §5.2, §5.7, §11.3 and
 Q6), on the sans-IO share-partition core: staging from states other than ACQUIRED, a marker
 reaching records nobody staged, the log start passing staged records, an abort at the
-delivery limit with a dead-letter queue, and malformed batches (all or nothing)."""
+delivery limit with a dead-letter queue, malformed batches (all or nothing), and the
+control plane's operator actions."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from share_helpers import FakeLog, ack, acquire, ranges
 
 from kemu.broker.share.acknowledgement import AckBatch
+from kemu.broker.share.admin import expire_locks, set_range
 from kemu.broker.share.partition import SharePartitionConfig, SharePartitionCore
 from kemu.broker.share.states import RecordState
 from kemu.coordinator.share.persister import PersistedState
@@ -133,3 +135,19 @@ def test_malformed_batches_are_invalid_request_and_stage_nothing(
     assert result.error is ErrorCode.invalid_request
     assert result.message is not None and message in result.message
     assert result.effects.batches == () and core.spans() == before
+
+
+def test_operator_actions_leave_tx_pending_to_its_transaction() -> None:
+    """The control plane's release / archive of a range and its lock expiry (``docs/control.md``)
+    skip TX_PENDING records (§5.2: only a marker leaves TX_PENDING)."""
+    _, core = acquired_five()
+    assert core.stage("m1", 100, 1, [ack(0, 1, ACCEPT)], 1).error is ErrorCode.none
+    for target in (A, R):
+        moved, _ = set_range(core, 0, 4, target)
+        assert core.spans()[0][:3] == (0, 1, T), target
+    assert moved == 3  # 2-4 only
+    expired, _ = expire_locks(core, None, 2)
+    assert expired == 0 and core.spans()[0][:3] == (0, 1, T)
+    assert core.pending_transactions() == {(100, 1)}
+    core.apply_marker(100, 1, commit=True, now_ms=3)
+    assert core.start == 5  # 0-1 acknowledged, 2-4 archived by the operator
