@@ -4,6 +4,7 @@ partition the broker does not know, which must not join the transaction."""
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import AsyncIterator
 
@@ -24,6 +25,7 @@ from kemu.broker.share.states import RecordState
 from kemu.coordinator.share.service import share_persister
 from kemu.coordinator.transaction.coordinator import TxnState
 from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
+from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 
 
@@ -182,3 +184,21 @@ async def test_a_refused_stage_write_answers_the_partition_and_stages_nothing(
     )
     assert partition_data(staged, 0).error_code == ErrorCode.none
     assert set(states(kemu).values()) == {RecordState.TX_PENDING}
+
+
+# --- versions ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [1, 2, -1])
+async def test_a_version_other_than_0_closes_the_connection(kemu: Harness, version: int) -> None:
+    """Both RPCs are v0 only (spec §2.7, §4.1): another version cannot be parsed, and the
+    broker closes the connection as Kafka does for a request it cannot parse."""
+    for body in (
+        add_request({kemu.topic_id("t"): (0,)}, 1, 0),
+        txn_ack(kemu.topic_id("t"), {0: [(0, 0, [ACCEPT])]}, 1, 0, member_epoch=1),
+    ):
+        client = await kemu.client(coordinator_node(kemu))
+        frame = bytearray(wire.encode_request_frame(body, 1))
+        struct.pack_into(">h", frame, 6, version)
+        client.writer.write(bytes(frame))
+        assert await client.reader.read(4) == b""
