@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -56,14 +57,62 @@ def _configure_logging(level: str, json_logs: bool) -> None:
     )
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _broker_count(text: str) -> int:
+    count = _integer(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 broker, not {count}")
+    return count
+
+
+def _port(text: str) -> int:
+    port = _integer(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
+    return port
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def _override(text: str) -> str:
+    """``--override KEY=VALUE``: a pair with a name (the value may be empty, as in a properties
+    file)."""
+    name, sep, _ = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return text
+
+
+def _host_port(text: str) -> str:
+    """``--bootstrap HOST:PORT[,HOST:PORT...]``: the first address is the one used."""
+    host, sep, port = text.split(",")[0].rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kemu", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run brokers until interrupted")
-    serve.add_argument("--brokers", type=int, default=1, help="virtual brokers (node ids 1..N)")
+    serve.add_argument(
+        "--brokers", type=_broker_count, default=1, help="virtual brokers (node ids 1..N)"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--advertised-host", default=None, help="host advertised in metadata")
-    serve.add_argument("--port", type=int, default=9092, help="first broker's port")
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=9092,
+        help="first broker's port; broker N listens on PORT+N-1 (0: a free block)",
+    )
     serve.add_argument(
         "--data-dir",
         type=Path,
@@ -76,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--override",
         action="append",
+        type=_override,
         default=[],
         metavar="KEY=VALUE",
         help="set a Kafka broker property (repeatable)",
@@ -97,16 +147,22 @@ def _parser() -> argparse.ArgumentParser:
         help="make a CA and certificates for localhost (in DATA_DIR/tls or a temporary dir) and "
         "serve them on SSL/SASL_SSL listeners; with no 'listeners' set, the listener is SSL",
     )
-    serve.add_argument("--cluster-id", default=None)
-    serve.add_argument("--log-level", default="info")
-    serve.add_argument("--json-logs", action="store_true")
+    serve.add_argument(
+        "--cluster-id", default=None, help="the cluster id clients see (default: a random one)"
+    )
+    serve.add_argument(
+        "--log-level", default="info", type=str.lower, choices=LOG_LEVELS, help="default: info"
+    )
+    serve.add_argument("--json-logs", action="store_true", help="log JSON lines on stderr")
     add_serve_arguments(serve)  # --control-port, --control-host, --clock
     decode = commands.add_parser(
         "decode-share-state",
         help="print __share_group_state records and the share-partition states, as JSON lines",
     )
     source = decode.add_mutually_exclusive_group(required=True)
-    source.add_argument("--bootstrap", metavar="HOST:PORT", help="read from a running cluster")
+    source.add_argument(
+        "--bootstrap", metavar="HOST:PORT", type=_host_port, help="read from a running cluster"
+    )
     source.add_argument("--data-dir", type=Path, help="read a (stopped or running) data dir")
     decode.add_argument("--states-only", action="store_true", help="only the final states")
     add_ctl_parser(commands)  # kemu ctl --control URL VERB ...
@@ -116,10 +172,15 @@ def _parser() -> argparse.ArgumentParser:
 def _decode_share_state(args: argparse.Namespace) -> int:
     from kemu.coordinator.share.decode import decode_all, fetch_from_cluster, read_data_dir
 
+    if args.data_dir is not None and not args.data_dir.is_dir():
+        print(f"kemu: no data directory {args.data_dir}", file=sys.stderr)
+        return 1
     records = fetch_from_cluster(args.bootstrap) if args.bootstrap else read_data_dir(args.data_dir)
     try:
         for line in decode_all(records, states_only=args.states_only):
             print(line)
+    except BrokenPipeError:
+        raise  # a reader that stopped reading (| head) is not an error to report
     except OSError as error:
         print(f"kemu: {error}", file=sys.stderr)
         return 1
@@ -131,7 +192,13 @@ async def _serve(options: ServerOptions, args: argparse.Namespace) -> None:
 
     open_files = raise_open_file_limit()
     structlog.get_logger("kemu").debug("open_file_limit", soft=open_files)
-    server = KemuServer(options)
+    try:
+        server = KemuServer(options)
+    except OSError as error:
+        if options.data_dir is None:
+            raise
+        # the data dir cannot be created, locked or read: Kafka too stops on an unusable log dir
+        raise _StartFailed(f"cannot use data directory {options.data_dir}: {error}") from None
     use_virtual_clock(server, args)
     await server.start()
     control = await start_control(server, args)
@@ -165,14 +232,28 @@ def main(argv: list[str] | None = None) -> int:
     from kemu.broker.server import ServerOptions
 
     args = _parser().parse_args(argv)
-    if args.command == "decode-share-state":
-        return _decode_share_state(args)
-    if args.command == "ctl":
-        return run_ctl(args)
+    if args.command in ("decode-share-state", "ctl"):
+        run = _decode_share_state if args.command == "decode-share-state" else run_ctl
+        try:
+            status = run(args)
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+            return status
+        except BrokenPipeError:  # `kemu ctl state | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
+    if args.port and args.port + args.brokers - 1 > 65535:
+        print(
+            f"kemu: --port {args.port} leaves no room for {args.brokers} brokers", file=sys.stderr
+        )
+        return 2
     _configure_logging(args.log_level, args.json_logs)
     try:
         config = BrokerConfig.load(args.config, args.override, base=SHIPPED_SERVER_PROPERTIES)
         check_wire_keys(config)  # the KIP-1289 api keys, before anything listens
+        if config.get("kemu.sasl.users"):
+            from kemu.broker.security.credentials import config_users
+
+            config_users(config)  # a malformed entry would otherwise just not authenticate
     except (InvalidConfig, OSError) as error:
         print(f"kemu: {error}", file=sys.stderr)
         return 2
@@ -209,10 +290,14 @@ def main(argv: list[str] | None = None) -> int:
         uvloop.run(_serve(options, args))
     except KeyboardInterrupt:
         pass
-    except (DataDirLocked, ListenError, InvalidConfig) as error:
+    except (DataDirLocked, ListenError, InvalidConfig, _StartFailed) as error:
         print(f"kemu: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+class _StartFailed(Exception):
+    """Start-up cannot go on; the message is the one line kemu prints."""
 
 
 def _unknown_configs(config: BrokerConfig) -> list[str]:

@@ -109,13 +109,15 @@ class ControlClient:
         import urllib.request
 
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path,
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"} if data is not None else {},
-        )
+        from http.client import HTTPException  # urllib.request has loaded it
+
         try:
+            request = urllib.request.Request(
+                self.url + path,
+                data=data,
+                method=method,
+                headers={"Content-Type": "application/json"} if data is not None else {},
+            )
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                 raw = answer.read()
                 if answer.headers.get_content_type() != "application/json":
@@ -130,6 +132,14 @@ class ControlClient:
             raise ControlError(error.code, message) from None
         except urllib.error.URLError as error:
             raise ControlError(0, f"cannot reach {self.url}: {error.reason}") from None
+        except json.JSONDecodeError as error:
+            raise ControlError(0, f"{self.url} answered something not JSON: {error}") from None
+        except ValueError as error:  # urllib's "unknown url type"
+            raise ControlError(0, f"not a control API URL (http://HOST:PORT): {error}") from None
+        except (HTTPException, OSError) as error:
+            # e.g. a Kafka port, which closes the connection on an HTTP request
+            reason = str(error) or type(error).__name__
+            raise ControlError(0, f"no HTTP answer from {self.url}: {reason}") from None
 
     # --- the verbs as methods ------------------------------------------------------------------
 

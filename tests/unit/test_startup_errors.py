@@ -167,3 +167,63 @@ def test_a_bad_per_listener_listen_backlog_fails_with_kafkas_message() -> None:
         "least 1"
     )
     assert "kemu ready" not in refused.stdout
+
+
+def usage_error(refused: subprocess.CompletedProcess[str]) -> str:
+    """argparse's refusal: exit 2, the usage, then one ``error:`` line; no traceback."""
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "kemu ready" not in refused.stdout
+    return refused.stderr.strip().splitlines()[-1]
+
+
+def test_an_override_without_a_key_and_a_value_is_a_usage_error() -> None:
+    # It used to start, warning about an unknown config named 'num.partitions3'.
+    port = str(free_port_block(1))
+    for bad in ("num.partitions3", "=3"):
+        line = usage_error(serve("--port", port, "--override", bad))
+        assert line == f"kemu serve: error: argument --override: expected KEY=VALUE, got '{bad}'"
+
+
+def test_ports_and_broker_counts_out_of_range_are_usage_errors() -> None:
+    # --port 70000 used to start and print bootstrap=127.0.0.1:70000; --brokers 0 an empty one.
+    assert usage_error(serve("--port", "70000")).endswith("70000 is not a TCP port (0-65535)")
+    assert usage_error(serve("--port", "-1")).endswith("-1 is not a TCP port (0-65535)")
+    zero = usage_error(serve("--port", str(free_port_block(1)), "--brokers", "0"))
+    assert zero.endswith("argument --brokers: at least 1 broker, not 0")
+    assert usage_error(serve("--log-level", "loud")).startswith(
+        "kemu serve: error: argument --log-level: invalid choice: 'loud'"
+    )
+    command = [sys.executable, "-m", "kemu.cli", "serve", "--brokers", "3", "--port", "65535"]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert one_line(refused.stderr) == "kemu: --port 65535 leaves no room for 3 brokers"
+
+
+def test_a_data_dir_that_cannot_be_used_is_named_in_one_line(tmp_path: Path) -> None:
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("")
+    port = str(free_port_block(1))
+    for data_dir, reason in ((a_file, "File exists"), (a_file / "data", "Not a directory")):
+        refused = serve("--port", port, "--data-dir", str(data_dir))
+        assert refused.returncode == 1
+        line = one_line(refused.stderr)
+        assert line.startswith(f"kemu: cannot use data directory {data_dir}: "), line
+        assert reason in line
+
+
+def test_a_malformed_sasl_user_list_is_refused_in_one_line() -> None:
+    # 'alice' without a password used to be dropped silently: alice then just failed to log in.
+    refused = serve(
+        "--port",
+        str(free_port_block(1)),
+        "--override",
+        "listeners=SASL_PLAINTEXT://:0",
+        "--override",
+        "kemu.sasl.users=bob:pw,alice",
+    )
+    assert refused.returncode == 2
+    assert one_line(refused.stderr) == (
+        "kemu: Invalid value bob:pw,alice for configuration kemu.sasl.users: 'alice' is not "
+        "user:password (entries are separated by commas)"
+    )

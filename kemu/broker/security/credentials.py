@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kemu.cluster.config import BrokerConfig
+from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.listeners import listener_value
 
@@ -92,17 +92,31 @@ def jaas_users(text: str | None) -> dict[str, str]:
     return {name: value.replace('\\"', '"') for name, value in _JAAS_USER.findall(text)}
 
 
+def config_users(config: BrokerConfig) -> dict[str, str]:
+    """``kemu.sasl.users=alice:secret,bob:pw`` as user -> password; InvalidConfig for an entry
+    that is not ``user:password`` (checked at start-up: such a user would only fail to log in)."""
+    value = config.get("kemu.sasl.users") or ""
+    users: dict[str, str] = {}
+    for entry in value.split(","):
+        if not entry.strip():
+            continue
+        name, sep, password = entry.strip().partition(":")
+        if not sep or not name:
+            raise InvalidConfig(
+                f"Invalid value {value} for configuration kemu.sasl.users: {entry.strip()!r} "
+                "is not user:password (entries are separated by commas)"
+            )
+        users[name] = password
+    return users
+
+
 class Credentials:
     """The process's credential store (runtime service ``sasl_credentials``)."""
 
     def __init__(self, config: BrokerConfig, data_dir: Path | None) -> None:
         self.config = config
         self.path = data_dir / FILE_NAME if data_dir is not None else None
-        self.config_users: dict[str, str] = {}
-        for entry in (config.get("kemu.sasl.users") or "").split(","):
-            name, sep, password = entry.strip().partition(":")
-            if sep and name:
-                self.config_users[name] = password
+        self.config_users = config_users(config)
         # user -> mechanism -> credential
         self.scram: dict[str, dict[str, ScramCredential]] = {
             user: {m: ScramCredential.from_password(m, pw) for m in SCRAM_HASHES}
