@@ -27,6 +27,7 @@ from kemu.control.cli import (
     add_serve_arguments,
     run_ctl,
     start_control,
+    tcp_port,
     use_virtual_clock,
 )
 from kemu.protocol.versions import KAFKA_RELEASES, caps_for_release
@@ -67,13 +68,6 @@ def _broker_count(text: str) -> int:
     return count
 
 
-def _port(text: str) -> int:
-    port = _integer(text)
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
-    return port
-
-
 def _integer(text: str) -> int:
     try:
         return int(text)
@@ -109,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--advertised-host", default=None, help="host advertised in metadata")
     serve.add_argument(
         "--port",
-        type=_port,
+        type=tcp_port,
         default=9092,
         help="first broker's port; broker N listens on PORT+N-1 (0: a free block)",
     )
@@ -270,7 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         # Kafka's wording for a property no ConfigDef defines.
         log.warning(f"The configuration '{name}' was supplied but isn't a known config.")
     if args.tls_self_signed:
-        _self_signed(config, args.data_dir)
+        try:
+            _self_signed(config, args.data_dir)
+        except OSError as error:  # DATA_DIR/tls cannot be made or written
+            print(f"kemu: --tls-self-signed: {error}", file=sys.stderr)
+            return 1
     options = ServerOptions(
         brokers=args.brokers,
         host=args.host,

@@ -9,10 +9,21 @@ from typing import Any
 from kemu.control.client import VERBS, ctl_main
 
 
+def tcp_port(text: str) -> int:
+    """An argparse type: 0-65535 (an out-of-range port would wrap: 70000 listened on 4464)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
+    return port
+
+
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--control-port",
-        type=int,
+        type=tcp_port,
         default=None,
         help="serve the HTTP control API on this port (0: any free port); printed in the ready "
         "line as control=URL",

@@ -227,3 +227,21 @@ def test_a_malformed_sasl_user_list_is_refused_in_one_line() -> None:
         "kemu: Invalid value bob:pw,alice for configuration kemu.sasl.users: 'alice' is not "
         "user:password (entries are separated by commas)"
     )
+
+
+def test_self_signed_certificates_in_a_data_dir_that_cannot_hold_them(tmp_path: Path) -> None:
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("")
+    refused = serve(
+        "--port", str(free_port_block(1)), "--tls-self-signed", "--data-dir", str(a_file)
+    )
+    assert refused.returncode == 1
+    assert one_line(refused.stderr) == (
+        f"kemu: --tls-self-signed: [Errno 20] Not a directory: '{a_file / 'tls'}'"
+    )
+
+
+def test_a_control_port_out_of_range_is_a_usage_error() -> None:
+    # --control-port 70000 used to serve the control API on port 4464 (70000 - 65536).
+    line = usage_error(serve("--port", str(free_port_block(1)), "--control-port", "70000"))
+    assert line == "kemu serve: error: argument --control-port: 70000 is not a TCP port (0-65535)"
