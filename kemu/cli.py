@@ -251,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     except (InvalidConfig, OSError) as error:
         print(f"kemu: {error}", file=sys.stderr)
         return 2
+    except UnicodeDecodeError as error:
+        print(
+            f"kemu: --config {args.config} is not a UTF-8 properties file: {error}", file=sys.stderr
+        )
+        return 2
     unknown = _unknown_configs(config)
     if unknown and args.strict_config:
         names = ", ".join(f"'{name}'" for name in unknown)

@@ -245,3 +245,12 @@ def test_a_control_port_out_of_range_is_a_usage_error() -> None:
     # --control-port 70000 used to serve the control API on port 4464 (70000 - 65536).
     line = usage_error(serve("--port", str(free_port_block(1)), "--control-port", "70000"))
     assert line == "kemu serve: error: argument --control-port: 70000 is not a TCP port (0-65535)"
+
+
+def test_a_config_file_that_is_not_text_is_named_in_one_line(tmp_path: Path) -> None:
+    binary = tmp_path / "server.properties"
+    binary.write_bytes(b"num.partitions=3\n\xd0\xff\n")
+    refused = serve("--port", str(free_port_block(1)), "--config", str(binary))
+    assert refused.returncode == 2
+    line = one_line(refused.stderr)
+    assert line.startswith(f"kemu: --config {binary} is not a UTF-8 properties file: "), line
