@@ -1,6 +1,8 @@
 """``kemu serve``: run a Kafka-compatible cluster of N virtual brokers in one process.
 
 ``kemu decode-share-state``: print what ``__share_group_state`` holds.
+
+``kemu ctl``: call a verb of a running kemu's control API (docs/control.md).
 """
 
 from __future__ import annotations
@@ -93,7 +95,11 @@ def _host_port(text: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kemu", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="kemu",
+        description=(__doc__ or "").replace("``", ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # one line per command
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run brokers until interrupted")
     serve.add_argument(
