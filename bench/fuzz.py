@@ -34,6 +34,12 @@ Prints frames tried, outcomes, per-key counts, crashes, and the maximum resident
 
     .venv/bin/python -m bench.fuzz --frames 100000 --seed 1 --concurrency 256 --answer-timeout 0.2
 
+``--sasl N`` adds N connections to SASL_PLAINTEXT and SASL_SSL listeners playing mutated
+PLAIN, SCRAM and OAUTHBEARER exchanges and KIP-368 re-authentications (``bench/fuzz_sasl.py``);
+``--records N`` adds N Produce requests whose batches are validly framed around mutated,
+compressed or decompression-bomb contents (``bench/fuzz_records.py``). Each runs on a server of
+its own; ``--frames 0`` skips the schema fuzzing.
+
 Over TCP, ``tests/integration/test_bad_input.py`` throws random and mutated frames at a kemu
 subprocess through real sockets (fewer frames, ten request kinds); this is the same
 ``Connection`` code without the sockets, so it tries every schema many times a second.
@@ -523,9 +529,11 @@ class Fuzzer:
 
 
 @contextlib.asynccontextmanager
-async def fuzzing_server(data_dir: Path) -> Any:
+async def fuzzing_server(data_dir: Path, config: dict[str, str] | None = None) -> Any:
     server = KemuServer(
-        ServerOptions(brokers=3, port=0, data_dir=data_dir, config=BrokerConfig(dict(CONFIG)))
+        ServerOptions(
+            brokers=3, port=0, data_dir=data_dir, config=BrokerConfig(dict(config or CONFIG))
+        )
     )
     await server.start()
     load_handlers()
@@ -583,20 +591,58 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--answer-timeout", type=float, default=0.5)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--sasl",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N connections to SASL listeners (bench/fuzz_sasl.py)",
+    )
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N Produce requests with mutated batch contents (bench/fuzz_records.py)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.CRITICAL)
-    with tempfile.TemporaryDirectory(prefix="kemu-fuzz-") as data_dir:
-        report = asyncio.run(
-            fuzz(
-                args.frames,
-                args.seed,
-                data_dir=Path(data_dir),
-                answer_timeout=args.answer_timeout,
-                concurrency=args.concurrency,
+    crashes = 0
+    if args.frames:
+        with tempfile.TemporaryDirectory(prefix="kemu-fuzz-") as data_dir:
+            report = asyncio.run(
+                fuzz(
+                    args.frames,
+                    args.seed,
+                    data_dir=Path(data_dir),
+                    answer_timeout=args.answer_timeout,
+                    concurrency=args.concurrency,
+                )
             )
-        )
-    print_report(report)
-    sys.exit(1 if report.crashes else 0)
+        print_report(report)
+        crashes += len(report.crashes)
+    if args.sasl:
+        from bench.fuzz_sasl import fuzz_sasl, print_sasl_report
+
+        with tempfile.TemporaryDirectory(prefix="kemu-fuzz-sasl-") as data_dir:
+            sasl = asyncio.run(
+                fuzz_sasl(
+                    args.sasl,
+                    args.seed,
+                    data_dir=Path(data_dir),
+                    answer_timeout=args.answer_timeout,
+                )
+            )
+        print_sasl_report(sasl)
+        crashes += len(sasl.crashes)
+    if args.records:
+        from bench.fuzz_records import fuzz_records, print_record_report
+
+        with tempfile.TemporaryDirectory(prefix="kemu-fuzz-records-") as data_dir:
+            records = asyncio.run(fuzz_records(args.records, args.seed, data_dir=Path(data_dir)))
+        print_record_report(records)
+        crashes += len(records.crashes)
+    sys.exit(1 if crashes else 0)
 
 
 if __name__ == "__main__":

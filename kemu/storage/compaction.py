@@ -243,7 +243,19 @@ def compress(codec: int, data: bytes) -> bytes:
             chunks.append(struct.pack(">i", len(block)) + block)
         return b"".join(chunks)
     if codec == 3:
-        return bytes(cramjam.lz4.compress(data))
+        # Kafka's writer: 64 KiB independent blocks, no content size or checksum. Kafka's reader
+        # (the Java consumer's) refuses a frame of dependent blocks, which cramjam writes.
+        import lz4.frame  # type: ignore[import-untyped]
+
+        return bytes(
+            lz4.frame.compress(
+                data,
+                block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                block_linked=False,
+                content_checksum=False,
+                store_size=False,
+            )
+        )
     if codec == 4:
         return bytes(cramjam.zstd.compress(data))
     raise CorruptBatch(f"unknown compression codec {codec}")

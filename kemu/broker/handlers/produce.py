@@ -24,6 +24,15 @@ of its transactional id gets INVALID_PRODUCER_EPOCH, as Kafka's partition leader
 coordinator's PRODUCER_FENCED. Transactional records in a request without a transactional id get
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka.
 
+The records are checked as Kafka's LogValidator reads them (``_refused_records``): a client's
+control batch or a producer id without a sequence is INVALID_RECORD; a compressed payload is
+decompressed (bounded: ``record_reader.MAX_DECOMPRESSED_BATCH_BYTES``) and one that cannot be
+is CORRUPT_MESSAGE (Kafka 4.4.0 answers UNKNOWN_SERVER_ERROR); records whose lengths do not
+tile the batch, or longer than ``max.decompressed.message.bytes``, are INVALID_RECORD with
+Kafka's message. On a compacted topic every field of every record is parsed; elsewhere only
+the records' lengths are walked (a full parse costs several times more in Python), so a key,
+value or header length that contradicts its record's bytes there is stored as sent.
+
 Omissions: compression is passed through, never recompressed
 (``compression.type`` is reported but not applied).
 """
@@ -37,15 +46,17 @@ import structlog
 from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.broker.leadership import leader_fields, node_endpoints
+from kemu.cluster.config import TopicConfig
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.record_reader import keyless_record_indexes
+from kemu.protocol.record_reader import validate_produced
 from kemu.protocol.records import BatchHeader, CorruptBatch, InvalidBatch, split_batches
 
 API_KEY = 0
 STORAGE_ERROR_MESSAGE = "Disk error when trying to access log file on the disk."
+MAX_RECORD_BYTES = 2**31 - 1  # an uncompressed record is bounded by its batch already
 
 log = structlog.get_logger("kemu.produce")
 
@@ -184,10 +195,9 @@ def _append(
             return _result(ctx, partition.index, ErrorCode.invalid_producer_epoch)
         if joined is not ErrorCode.none:
             return _result(ctx, partition.index, joined)
-    if "compact" in (config.get("cleanup.policy") or ""):
-        refused = _keyless_records(ctx, partition, batches)
-        if refused is not None:
-            return refused
+    refused = _refused_records(ctx, partition, batches, config)
+    if refused is not None:
+        return refused
     try:
         result = partition.append(batches, now_ms=now, log_append_time=log_append_time)
     except OSError as error:
@@ -210,23 +220,53 @@ def _append(
     )
 
 
-def _keyless_records(
-    ctx: RequestContext, partition: Partition, batches: list[tuple[BatchHeader, bytes]]
+def _refused_records(
+    ctx: RequestContext,
+    partition: Partition,
+    batches: list[tuple[BatchHeader, bytes]],
+    config: TopicConfig,
 ) -> Any | None:
-    """Kafka's LogValidator on a compacted topic: every record needs a key, else the batch is
-    refused with INVALID_RECORD, a RecordError per keyless record (its index in the batch) and
-    the summary Kafka's RecordValidationException carries as the error message."""
+    """Kafka's LogValidator: the batch itself (no control batch from a client, a sequence with
+    a producer id), then its records, decompressed first (``validate_produced``): on a
+    compacted topic every field of every record is parsed and every record needs a key, else
+    the batch is refused with INVALID_RECORD, a RecordError per keyless record (its index in
+    the batch) and the summary Kafka's RecordValidationException carries as the error
+    message; on other topics the records' lengths must tile the batch."""
     where = f"{partition.topic_name}-{partition.index}"
-    message = f"Compacted topic cannot accept message without key in topic partition {where}"
-    for _header, batch in batches:
+    compacted = "compact" in (config.get("cleanup.policy") or "")
+    for header, batch in batches:
+        problem: str | None = None
+        if header.is_control:
+            problem = f"Clients are not allowed to write control records in topic partition {where}"
+        elif header.producer_id >= 0 and header.base_sequence < 0:
+            problem = (
+                f"Invalid sequence number {header.base_sequence} in record batch with producerId "
+                f"{header.producer_id} in topic partition {where}"
+            )
+        if problem is not None:
+            return _result(ctx, partition.index, ErrorCode.invalid_record, error_message=problem)
         try:
-            keyless = keyless_record_indexes(batch)
+            keyless = validate_produced(
+                batch,
+                header,
+                config.get_int("max.decompressed.message.bytes")
+                if header.compression
+                else MAX_RECORD_BYTES,
+                # every field of every record where keys are read anyway; elsewhere the
+                # records' lengths only: the full parse costs several times more in Python
+                full=compacted,
+            )
+        except InvalidBatch as invalid:
+            return _result(
+                ctx, partition.index, ErrorCode.invalid_record, error_message=str(invalid)
+            )
         except CorruptBatch as corrupt:
             return _result(
                 ctx, partition.index, ErrorCode.corrupt_message, error_message=str(corrupt)
             )
-        if not keyless:
+        if not keyless or not compacted:
             continue
+        message = f"Compacted topic cannot accept message without key in topic partition {where}"
         shown = ", ".join(
             f"RecordError(batchIndex={index}, message='{message}')" for index in keyless[:3]
         )
@@ -235,6 +275,7 @@ def _keyless_records(
             partition.index,
             ErrorCode.invalid_record,
             log_start_offset=partition.log_start_offset,
+            # v8+ (KIP-467); older versions carry the error code alone
             record_errors=tuple(
                 ctx.make(
                     "BatchIndexAndErrorMessage",
@@ -242,7 +283,9 @@ def _keyless_records(
                     batch_index_error_message=message,
                 )
                 for index in keyless
-            ),
+            )
+            if ctx.has("BatchIndexAndErrorMessage")
+            else (),
             error_message=f"One or more records have been rejected due to {len(keyless)} "
             f"record errors in total, and only showing the first three errors at most: [{shown}]",
         )
