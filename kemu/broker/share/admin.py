@@ -93,6 +93,11 @@ def set_range(
         raise AdminError(f"records can be released or archived, not moved to {target.name}")
     if first > last:
         raise AdminError(f"first_offset {first} is after last_offset {last}")
+    if core.start == core.end:  # "[30, 29]" would read as a typo
+        raise AdminError(
+            f"[{first}, {last}] is not inside the in-flight window: it is empty, at offset "
+            f"{core.start} (no record fetched and not yet done)"
+        )
     if first < core.start or last >= core.end:
         raise AdminError(
             f"[{first}, {last}] is not inside the in-flight window [{core.start}, {core.end - 1}]"
