@@ -255,3 +255,14 @@ def test_bad_records_are_refused_and_nothing_is_appended() -> None:
     assert broker.end_offset("plain") == 0
     assert broker.produce(9, "plain", batch_of(payload, 3, codec=1)).error_code == ErrorCode.none
     assert broker.end_offset("plain") == 3
+
+
+def test_transactional_records_without_a_transactional_id_are_refused_before_timestamps() -> None:
+    """Kafka's KafkaApis refuses them before any validation of the records: a batch from the
+    far future without a transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED there, not
+    INVALID_TIMESTAMP (seen comparing the fuzzer's batches with Kafka 4.4.0)."""
+    broker = Broker()
+    after_crc = struct.pack(">hiqqqhii", 0x10, 0, 2**62, 2**62, 7, 0, 0, 1) + records(1)
+    batch = struct.pack(">qiibI", 0, 9 + len(after_crc), 0, 2, crc32c_of(after_crc)) + after_crc
+    answer = broker.produce(9, "plain", batch)
+    assert answer.error_code == ErrorCode.transactional_id_authorization_failed

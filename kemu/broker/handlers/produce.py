@@ -160,6 +160,11 @@ def _append(
         return _result(ctx, partition.index, ErrorCode.invalid_record, error_message=str(invalid))
     except CorruptBatch as corrupt:
         return _result(ctx, partition.index, ErrorCode.corrupt_message, error_message=str(corrupt))
+    if batches[0][0].is_transactional and transactional_id is None:
+        # As Kafka: transactional records need the request's transactional id (its check is an
+        # authorization one, made before any validation of the records); appended untracked
+        # they would hold the LSO back for ever.
+        return _result(ctx, partition.index, ErrorCode.transactional_id_authorization_failed)
     topic = ctx.cluster.topics[partition.topic_name]
     config = topic.config
     max_bytes = config.get_int("max.message.bytes")
@@ -178,10 +183,6 @@ def _append(
         if problem is not None:
             return _result(ctx, partition.index, ErrorCode.invalid_timestamp, error_message=problem)
     first = batches[0][0]
-    if first.is_transactional and transactional_id is None:
-        # As Kafka: transactional records need the request's transactional id (its check is an
-        # authorization one); appended untracked they would hold the LSO back for ever.
-        return _result(ctx, partition.index, ErrorCode.transactional_id_authorization_failed)
     if first.is_transactional and transactional_id is not None:
         joined = transaction_coordinator(ctx.runtime).on_transactional_produce(
             transactional_id,
