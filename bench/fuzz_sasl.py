@@ -35,6 +35,7 @@ import hashlib
 import hmac
 import json
 import random
+import resource
 import ssl
 import time
 import traceback
@@ -359,7 +360,9 @@ class SaslReport:
     per_mutation: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
     crashes: list[Crash] = field(default_factory=list)
+    reauthenticated: int = 0  # successful KIP-368 re-authentications
     seconds: float = 0.0
+    max_rss_kib: int = 0
 
 
 class SaslFuzzer:
@@ -404,6 +407,7 @@ class SaslFuzzer:
             self._collect("")
         await self._still_serving()
         self.report.seconds = time.monotonic() - began
+        self.report.max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return self.report
 
     # --- one connection ---------------------------------------------------------------------
@@ -513,6 +517,7 @@ class SaslFuzzer:
                 )
                 if outcome != "authenticated":
                     return f"re-authentication: {outcome}"
+                self.report.reauthenticated += 1
                 continue
             await self._request(channel, rng, sent, METADATA, 12, topics=None)
             if await channel.reply() is None:
@@ -720,6 +725,8 @@ def print_sasl_report(report: SaslReport, out: Any = print) -> None:
     )
     out("step mutations: " + ", ".join(f"{k} {v}" for k, v in sorted(report.per_mutation.items())))
     out("outcomes: " + ", ".join(f"{k} {v}" for k, v in report.outcomes.most_common()))
+    out(f"re-authentications that succeeded: {report.reauthenticated}")
+    out(f"max RSS: {report.max_rss_kib / 1024:.1f} MiB")
     out(f"SASL crashes: {len(report.crashes)}")
     kinds: dict[str, list[Crash]] = {}
     for crash in report.crashes:
@@ -735,7 +742,7 @@ async def fuzz_sasl(
     *,
     data_dir: Path,
     answer_timeout: float = 0.5,
-    concurrency: int = 32,
+    concurrency: int = 128,
     tls_share: float = 0.05,
 ) -> SaslReport:
     """Run ``connections`` SASL connections against a fresh in-process kemu on ``data_dir``."""

@@ -158,8 +158,12 @@ def validate_produced(
         flags = batch[BATCH_HEADER_SIZE + 4] if len(batch) > BATCH_HEADER_SIZE + 4 else 0
         if not flags & 0x20:
             raise CorruptBatch("cannot decompress the batch: Dependent block stream is unsupported")
+    if header.size > len(batch):
+        raise CorruptBatch(f"batch of {header.size} bytes cut short at {len(batch)}")
+    body = memoryview(batch)[BATCH_HEADER_SIZE : header.size]
     try:
-        _header, data = _records_data(batch)
+        # bytes, not a view: the walks index it (a copy of a decompressed bomb would double it)
+        data = decompress(header.compression, body) if header.compression else bytes(body)
     except DecompressedTooLarge as large:
         raise InvalidBatch(str(large)) from None
     if full:
@@ -168,9 +172,8 @@ def validate_produced(
     return []
 
 
-def _walk_lengths(data: memoryview | bytes, count: int, max_record_bytes: int) -> None:
+def _walk_lengths(buffer: bytes, count: int, max_record_bytes: int) -> None:
     """The records' lengths tile the data: ``validate_produced`` without ``full``."""
-    buffer = bytes(data)
     total = len(buffer)
     position = 0
     for _ in range(count):
@@ -210,10 +213,9 @@ def _refuse_length(length: int, max_record_bytes: int, remaining: int) -> None:
     )
 
 
-def _validated_keyless(data: memoryview | bytes, count: int, max_record_bytes: int) -> list[int]:
+def _validated_keyless(buffer: bytes, count: int, max_record_bytes: int) -> list[int]:
     """The walk of ``validate_produced``. A hot path (every produced batch): one-byte varints
     are decoded inline, longer ones by ``read_varint``; every read stays inside its record."""
-    buffer = bytes(data)  # indexing bytes is faster than a memoryview
     keyless: list[int] = []
     total = len(buffer)
     position = 0
