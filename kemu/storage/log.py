@@ -1,9 +1,10 @@
 """Partition logs: append-only sequences of v2 record batches addressed by offset.
 
 Every partition, internal topics included, sits on a ``PartitionLog``. ``MemoryLog`` keeps the
-batches in lists; ``kemu.storage.segments.SegmentLog`` keeps them in segment files with a sparse
-offset index and survives a restart. Both keep an in-memory batch index (base offset, next
-offset, max timestamp, position) so that reads are a bisect, not a scan.
+batches in lists with a ``BatchIndex`` (one entry per batch), so that reads are a bisect;
+``kemu.storage.segments.SegmentLog`` keeps them in segment files and survives a restart: its
+in-memory index is sparse (one entry per ``index.interval.bytes``), so its memory does not grow
+with the number of batches on disk.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ class PartitionLog(ABC):
 
 
 class BatchIndex:
-    """Parallel arrays over the batches of a log: the shared read-side machinery.
+    """Parallel arrays over the batches of a ``MemoryLog``.
 
     Machine-word arrays rather than lists of ints: 32 bytes per batch instead of about 140, which
     is most of a busy partition's resident memory (500,000 1 KiB records are 33,000 batches).
