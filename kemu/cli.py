@@ -32,7 +32,7 @@ from kemu.control.cli import (
     tcp_port,
     use_virtual_clock,
 )
-from kemu.protocol.versions import KAFKA_RELEASES, caps_for_release
+from kemu.protocol.versions import CURRENT_RELEASE, KAFKA_RELEASES, release_caps
 
 if TYPE_CHECKING:
     from kemu.broker.server import ServerOptions
@@ -138,8 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--as-version",
         default=None,
-        choices=sorted(KAFKA_RELEASES),
-        help="advertise only what this Kafka release served",
+        choices=[*sorted(KAFKA_RELEASES), CURRENT_RELEASE],
+        help=f"advertise only what this Kafka release served ({CURRENT_RELEASE}: the default)",
     )
     serve.add_argument(
         "--tls-self-signed",
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         advertised_host=args.advertised_host,
         data_dir=args.data_dir,
         config=config,
-        max_versions=caps_for_release(args.as_version) if args.as_version else None,
+        max_versions=release_caps(args.as_version),
         cluster_id=args.cluster_id,
     )
     from kemu.broker.server import ListenError

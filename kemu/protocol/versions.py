@@ -617,5 +617,16 @@ KAFKA_RELEASES: dict[str, dict[int, int]] = {
 }
 
 
+# The release kemu's own ranges follow: ``--as-version 4.4`` is the default advertisement.
+CURRENT_RELEASE = "4.4"
+
+
 def caps_for_release(release: str) -> dict[int, int]:
     return dict(KAFKA_RELEASES[release])
+
+
+def release_caps(release: str | None) -> dict[int, int] | None:
+    """``--as-version``'s caps: None (kemu's own ranges) when no release or CURRENT_RELEASE."""
+    if release is None or release == CURRENT_RELEASE:
+        return None
+    return caps_for_release(release)
