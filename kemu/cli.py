@@ -254,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             from kemu.broker.security.credentials import config_users
 
             config_users(config)  # a malformed entry would otherwise just not authenticate
+        _check_start_configs(config)
     except (InvalidConfig, OSError) as error:
         print(f"kemu: {error}", file=sys.stderr)
         return 2
@@ -303,6 +304,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kemu: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_start_configs(config: BrokerConfig) -> None:
+    """What Kafka 4.4.0 refuses at start-up (rather than kemu serving something no client can use):
+    raises InvalidConfig with Kafka's message where it has one."""
+    if (config.get("authorizer.class.name") or "").strip():
+        from kemu.broker.security.acls import super_users
+
+        super_users(config)  # StandardAuthorizer parses them only when it is configured
 
 
 class _StartFailed(Exception):

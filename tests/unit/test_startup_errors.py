@@ -254,3 +254,20 @@ def test_a_config_file_that_is_not_text_is_named_in_one_line(tmp_path: Path) -> 
     assert refused.returncode == 2
     line = one_line(refused.stderr)
     assert line.startswith(f"kemu: --config {binary} is not a UTF-8 properties file: "), line
+
+
+def test_a_super_user_that_is_not_a_principal_is_refused_in_one_line() -> None:
+    # 'bogus' (no 'User:') used to start: nobody was a super user.
+    refused = serve(
+        "--port",
+        str(free_port_block(1)),
+        "--override",
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--override",
+        "super.users=bogus",
+    )
+    assert refused.returncode == 2
+    assert one_line(refused.stderr) == (
+        "kemu: Invalid value bogus for configuration super.users: expected a string in format "
+        "principalType:principalName but got bogus"
+    )

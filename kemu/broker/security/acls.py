@@ -25,7 +25,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kemu.cluster.config import BrokerConfig
+from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.context import Runtime
 
 FILE_NAME = "kemu-acls.json"
@@ -188,14 +188,27 @@ def _applies(acl: AclBinding, operation: Operation) -> bool:
     return acl.operation == operation
 
 
+def super_users(config: BrokerConfig) -> frozenset[str]:
+    """``super.users``: principals separated by ';', each ``Type:name`` (as Kafka 4.4.0's
+    StandardAuthorizer reads them when it is configured: an entry without a colon fails start-up
+    with SecurityUtils.parseKafkaPrincipal's message). Raises InvalidConfig."""
+    value = config.get("super.users") or ""
+    users = [user.strip() for user in value.split(";") if user.strip()]
+    for user in users:
+        if ":" not in user:
+            raise InvalidConfig(
+                f"Invalid value {value} for configuration super.users: expected a string in "
+                f"format principalType:principalName but got {user}"
+            )
+    return frozenset(users)
+
+
 class AclStore:
     """The process's ACLs and authorizer settings (runtime service ``acls``)."""
 
     def __init__(self, config: BrokerConfig, data_dir: Path | None) -> None:
         self.enabled = bool((config.get("authorizer.class.name") or "").strip())
-        self.super_users = frozenset(
-            user.strip() for user in (config.get("super.users") or "").split(";") if user.strip()
-        )
+        self.super_users = super_users(config) if self.enabled else frozenset()
         self.allow_if_no_acl = (
             config.get("allow.everyone.if.no.acl.found") or "false"
         ).lower() == "true"
