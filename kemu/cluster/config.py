@@ -379,6 +379,17 @@ BROKER_CONFIGS = _defs(
         valid=("always", "interval"),
         doc="kemu: fsync after every append ('always') or every log.flush.interval.ms",
     ),
+    ConfigDef(
+        "kemu.produce.validate.records",
+        T,
+        "lengths",
+        valid=("full", "lengths", "none"),
+        doc="kemu: how Produce checks the records of a batch on a topic that is not compacted "
+        "(compacted topics always get 'full'): 'full' parses every field of every record as "
+        "Kafka's LogValidator does, 'lengths' walks the records' lengths only (several times "
+        "cheaper), 'none' stores them unread (a payload that cannot be decompressed is "
+        "then accepted)",
+    ),
 )
 
 

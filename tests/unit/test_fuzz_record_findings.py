@@ -200,12 +200,12 @@ def test_client_batches_of_every_codec_pass(builder_name: str, codec: int) -> No
 
 
 class Broker:
-    def __init__(self) -> None:
+    def __init__(self, **config: str) -> None:
         load_handlers()
         self.cluster = Cluster(
             cluster_id="fuzz-records",
             nodes={1: BrokerNode(1, "127.0.0.1", 19092)},
-            config=BrokerConfig({}),
+            config=BrokerConfig(config),
             log_factory=lambda topic, index: MemoryLog(),
         )
         self.runtime = Runtime(cluster=self.cluster, clock_ms=lambda: TS)
@@ -266,3 +266,23 @@ def test_transactional_records_without_a_transactional_id_are_refused_before_tim
     batch = struct.pack(">qiibI", 0, 9 + len(after_crc), 0, 2, crc32c_of(after_crc)) + after_crc
     answer = broker.produce(9, "plain", batch)
     assert answer.error_code == ErrorCode.transactional_id_authorization_failed
+
+
+def test_how_much_of_the_records_is_checked_is_configurable() -> None:
+    """``kemu.produce.validate.records``: 'lengths' (default) lets a key length that lies
+    inside its record through on a plain topic, 'full' refuses it as Kafka does, 'none'
+    stores even an undecompressable payload; a compacted topic is always parsed in full."""
+    lying_key = batch_of(framed(b"\x00\x00\x00\x02k\x7ev\x00"), 1)  # value length 63
+    corrupt = batch_of(compress(1, records(3))[:20], 3, codec=1)
+    expected = {
+        "lengths": (ErrorCode.none, ErrorCode.corrupt_message),
+        "full": (ErrorCode.invalid_record, ErrorCode.corrupt_message),
+        "none": (ErrorCode.none, ErrorCode.none),
+    }
+    for mode, (for_lying_key, for_corrupt) in expected.items():
+        broker = Broker(**{"kemu.produce.validate.records": mode})
+        assert broker.produce(9, "plain", lying_key).error_code == for_lying_key, mode
+        assert broker.produce(9, "plain", corrupt).error_code == for_corrupt, mode
+        assert broker.produce(9, "compacted", lying_key).error_code == ErrorCode.invalid_record
+        control = batch_of(records(1), 1, attributes=0x20)
+        assert broker.produce(9, "plain", control).error_code == ErrorCode.invalid_record

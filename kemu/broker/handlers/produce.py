@@ -31,7 +31,9 @@ is CORRUPT_MESSAGE (Kafka 4.4.0 answers UNKNOWN_SERVER_ERROR); records whose len
 tile the batch, or longer than ``max.decompressed.message.bytes``, are INVALID_RECORD with
 Kafka's message. On a compacted topic every field of every record is parsed; elsewhere only
 the records' lengths are walked (a full parse costs several times more in Python), so a key,
-value or header length that contradicts its record's bytes there is stored as sent.
+value or header length that contradicts its record's bytes there is stored as sent;
+``kemu.produce.validate.records=full`` parses every record everywhere, ``none`` stores the
+records unread (the control-batch and sequence checks remain).
 
 Omissions: compression is passed through, never recompressed
 (``compression.type`` is reported but not applied).
@@ -235,6 +237,7 @@ def _refused_records(
     message; on other topics the records' lengths must tile the batch."""
     where = f"{partition.topic_name}-{partition.index}"
     compacted = "compact" in (config.get("cleanup.policy") or "")
+    mode = "full" if compacted else ctx.cluster.config.get("kemu.produce.validate.records")
     for header, batch in batches:
         problem: str | None = None
         if header.is_control:
@@ -246,6 +249,8 @@ def _refused_records(
             )
         if problem is not None:
             return _result(ctx, partition.index, ErrorCode.invalid_record, error_message=problem)
+        if mode == "none":
+            continue
         try:
             keyless = validate_produced(
                 batch,
@@ -254,8 +259,9 @@ def _refused_records(
                 if header.compression
                 else MAX_RECORD_BYTES,
                 # every field of every record where keys are read anyway; elsewhere the
-                # records' lengths only: the full parse costs several times more in Python
-                full=compacted,
+                # records' lengths only unless configured: the full parse costs several times
+                # more in Python
+                full=mode == "full",
             )
         except InvalidBatch as invalid:
             return _result(
