@@ -309,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
 def _check_start_configs(config: BrokerConfig) -> None:
     """What Kafka 4.4.0 refuses at start-up (rather than kemu serving something no client can use):
     raises InvalidConfig with Kafka's message where it has one."""
+    from kemu.cluster.listeners import configured_listeners
+
+    configured_listeners(config, "localhost", 9092, 1)  # listeners, advertised.listeners
     if (config.get("authorizer.class.name") or "").strip():
         from kemu.broker.security.acls import super_users
 

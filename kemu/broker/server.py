@@ -20,7 +20,12 @@ from kemu.broker.ports import free_port_block
 from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.crash_points import crash_point
-from kemu.cluster.listeners import Listener, configured_listeners, listen_backlog
+from kemu.cluster.listeners import (
+    Listener,
+    configured_listeners,
+    listen_backlog,
+    unserved_controller_listeners,
+)
 from kemu.cluster.model import SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, BrokerNode, Cluster
 from kemu.storage.lock import DataDirLock
 from kemu.storage.log import MemoryLog, PartitionLog
@@ -94,6 +99,13 @@ class KemuServer:
             )
         for listener in self.listeners:
             listen_backlog(options.config, listener.name)  # a bad value fails before any bind
+        for name in unserved_controller_listeners(options.config):
+            log.info(
+                "controller_listener_ignored",
+                listener=name,
+                reason="in controller.listener.names: kemu runs no KRaft controller, so it is "
+                "neither bound nor advertised",
+            )
         self._secured = options.config.get("listeners") is not None
         listener_nodes = {
             listener.name: {

@@ -8,7 +8,9 @@ listener's, counting from ``--port``: listener ``k`` (0-based) then starts at
 The first listener is the one ``kemu ready bootstrap=`` prints. The security protocol of a
 listener comes from ``listener.security.protocol.map`` (Kafka's default maps each protocol name
 to itself). Without ``listeners`` kemu has one PLAINTEXT listener on ``--host``/``--port``, as
-it always had.
+it always had (``advertised.listeners`` may then name only PLAINTEXT). Listeners named in
+``controller.listener.names`` (Kafka's shipped KRaft ``server.properties`` has a CONTROLLER
+one) are checked as Kafka checks them but not served: kemu runs no KRaft controller.
 
 Per-listener settings use Kafka's prefix ``listener.name.<name in lower case>.<config>``
 (``listener_value``), falling back to the unprefixed config.
@@ -138,7 +140,34 @@ def protocol_map(config: BrokerConfig) -> dict[str, str]:
                 f"No enum constant SecurityProtocol {protocol or part}"
             )
         mapping[name.strip().upper()] = protocol
+    if not config.get("listener.security.protocol.map"):
+        # As Kafka 4.4.0's effectiveListenerSecurityProtocolMap: with the default map, controller
+        # listeners are PLAINTEXT unless a controller or listener name is SSL or SASL_*.
+        controllers = controller_listener_names(config)
+        listed = [part.partition("://")[0].strip().upper() for part in _listed(config)]
+        if not any(name in PROTOCOLS[1:] for name in [*controllers, *listed]):
+            for name in controllers:
+                mapping.setdefault(name, "PLAINTEXT")
     return mapping
+
+
+def _listed(config: BrokerConfig) -> list[str]:
+    return [part for part in (config.get("listeners") or "").split(",") if part.strip()]
+
+
+def controller_listener_names(config: BrokerConfig) -> list[str]:
+    """``controller.listener.names``, upper-cased: listeners a KRaft controller serves. They are
+    not broker listeners (Kafka 4.4.0 neither advertises them in Metadata nor serves broker APIs
+    there) and kemu, which runs no controller, does not bind them."""
+    value = config.get("controller.listener.names") or ""
+    return [name.strip().upper() for name in value.split(",") if name.strip()]
+
+
+def unserved_controller_listeners(config: BrokerConfig) -> list[str]:
+    """The listeners of ``listeners`` that ``controller.listener.names`` names (not bound)."""
+    controllers = controller_listener_names(config)
+    listed = [name for name, _, _ in _entries(config.get("listeners") or "", "listeners")]
+    return [name for name in listed if name in controllers]
 
 
 def configured_listeners(
@@ -148,43 +177,68 @@ def configured_listeners(
     brokers: int,
     advertised_host: str | None = None,
 ) -> list[Listener]:
-    """The listeners of ``config`` (one PLAINTEXT one on ``host:port`` when none is set)."""
+    """The broker listeners of ``config`` (one PLAINTEXT one on ``host:port`` when none is set);
+    listeners named in ``controller.listener.names`` are left out. Raises InvalidConfig with
+    Kafka 4.4.0's KafkaConfig messages."""
     value = config.get("listeners")
     advertised_default = advertised_host or host
+    advertised_entries = _entries(config.get("advertised.listeners") or "", "advertised.listeners")
+    controllers = set(controller_listener_names(config))
+    # Kafka's effective advertised broker listeners leave the controller listeners out.
+    advertised = {name: (h, p) for name, h, p in advertised_entries if name not in controllers}
     if not value:
-        return [Listener("PLAINTEXT", "PLAINTEXT", host, port, advertised_default, port)]
+        _check_advertised_subset(advertised, ["PLAINTEXT"])
+        ad_host, ad_port = advertised.get("PLAINTEXT", ("", 0))
+        return [
+            Listener(
+                "PLAINTEXT",
+                "PLAINTEXT",
+                host,
+                port,
+                ad_host or advertised_default,
+                ad_port or port,
+            )
+        ]
     mapping = protocol_map(config)
-    advertised = {
-        name: (h, p)
-        for name, h, p in _entries(config.get("advertised.listeners") or "", "advertised.listeners")
-    }
-    listeners: list[Listener] = []
-    for index, (name, bind_host, bind_port) in enumerate(_entries(value, "listeners")):
-        protocol = mapping.get(name)
-        if protocol is None:
+    entries = _entries(value, "listeners")
+    for name, _, _ in entries:
+        if name not in mapping:
             raise InvalidConfig(
                 f"Invalid value {value} for configuration listeners: No security protocol "
                 f"defined for listener {name}"
             )
-        first = bind_port or port + index * brokers
+    _check_advertised_subset(advertised, [name for name, _, _ in entries])
+    listeners: list[Listener] = []
+    for name, bind_host, bind_port in entries:
+        if name in controllers:
+            continue
+        first = bind_port or port + len(listeners) * brokers
         ad_host, ad_port = advertised.get(name, ("", 0))
         listeners.append(
             Listener(
                 name=name,
-                protocol=protocol,
+                protocol=mapping[name],
                 host=bind_host or host,
                 port=first,
                 advertised_host=ad_host or advertised_host or bind_host or host,
                 advertised_port=ad_port or first,
             )
         )
-    unknown = set(advertised) - {listener.name for listener in listeners}
-    if unknown:
+    if not listeners or (advertised_entries and not advertised):
         raise InvalidConfig(
-            "advertised.listeners listener names must be equal to or a subset of the ones "
-            f"defined in listeners. Found {','.join(sorted(unknown))}."
+            "There must be at least one broker advertised listener. Perhaps all listeners appear "
+            "in controller.listener.names?"
         )
     return listeners
+
+
+def _check_advertised_subset(advertised: dict[str, tuple[str, int]], names: list[str]) -> None:
+    if not set(advertised) <= set(names):
+        raise InvalidConfig(
+            "advertised.listeners listener names must be equal to or a subset of the ones "
+            f"defined in listeners. Found {','.join(advertised)}. The valid options based on "
+            f"the current configuration are {','.join(names)}"
+        )
 
 
 def listener_value(config: BrokerConfig, listener: str, name: str) -> str | None:

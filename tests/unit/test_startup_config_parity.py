@@ -3,11 +3,14 @@ one-line refusals of ``kemu serve`` itself are in test_startup_errors.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kemu.broker.security.acls import super_users
 from kemu.cli import _check_start_configs, _parser
 from kemu.cluster.config import BrokerConfig, InvalidConfig
+from kemu.cluster.listeners import configured_listeners, unserved_controller_listeners
 from kemu.protocol.versions import CURRENT_RELEASE, KAFKA_RELEASES, release_caps
 
 
@@ -34,3 +37,90 @@ def test_super_users_must_be_principals_when_an_authorizer_is_configured() -> No
         _check_start_configs(bad)
     # Without an authorizer Kafka never parses super.users.
     _check_start_configs(BrokerConfig.load(None, ["super.users=bogus"]))
+
+
+# The lines of Kafka 4.4.0's shipped config/server.properties (KRaft combined mode) that kemu
+# reads: bench/.cache holds only Kafka's jars, not its config directory.
+KAFKA_SHIPPED_KRAFT = """\
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+"""
+
+
+def shipped(tmp_path: Path, *extra: str) -> BrokerConfig:
+    properties = tmp_path / "server.properties"
+    properties.write_text(KAFKA_SHIPPED_KRAFT)
+    return BrokerConfig.load(properties, extra)
+
+
+def test_the_controller_listener_of_kafkas_shipped_file_is_not_served(tmp_path: Path) -> None:
+    config = shipped(tmp_path)
+    # Kafka advertises (and serves broker APIs on) PLAINTEXT only; kemu binds nothing else.
+    (plaintext,) = configured_listeners(config, "127.0.0.1", 19092, 3)
+    assert (plaintext.name, plaintext.port) == ("PLAINTEXT", 9092)
+    assert (plaintext.advertised_host, plaintext.advertised_port) == ("localhost", 9092)
+    assert unserved_controller_listeners(config) == ["CONTROLLER"]
+    _check_start_configs(config)
+
+
+def test_port_blocks_skip_the_controller_listener(tmp_path: Path) -> None:
+    config = shipped(tmp_path, "listeners=CONTROLLER://:0,PLAINTEXT://:0,SSL://:0")
+    plaintext, ssl = configured_listeners(config, "127.0.0.1", 20000, 3)
+    assert (plaintext.port, ssl.port) == (20000, 20003)
+
+
+def test_only_controller_listeners_is_refused_with_kafkas_message() -> None:
+    controller = ["controller.listener.names=CONTROLLER"]
+    only_controllers = (
+        ["listeners=CONTROLLER://:9093"],
+        ["listeners=PLAINTEXT://:9092,CONTROLLER://:9093", "advertised.listeners=CONTROLLER://h:1"],
+    )
+    for listeners in only_controllers:
+        config = BrokerConfig.load(None, [*controller, *listeners])
+        with pytest.raises(InvalidConfig) as refused:
+            configured_listeners(config, "127.0.0.1", 9092, 1)
+        assert str(refused.value) == (
+            "There must be at least one broker advertised listener. Perhaps all listeners "
+            "appear in controller.listener.names?"
+        )
+
+
+def test_advertised_listeners_without_listeners_are_parsed_as_kafka_does() -> None:
+    # kemu's listener without 'listeners' is PLAINTEXT (Kafka's default, PLAINTEXT://:9092).
+    with pytest.raises(InvalidConfig) as garbage:
+        _check_start_configs(BrokerConfig.load(None, ["advertised.listeners=garbage"]))
+    assert str(garbage.value) == (
+        "Invalid value garbage for configuration advertised.listeners: Error creating broker "
+        "listeners from 'garbage': Unable to parse garbage to a broker endpoint"
+    )
+    with pytest.raises(InvalidConfig) as other:
+        _check_start_configs(BrokerConfig.load(None, ["advertised.listeners=SSL://h:1"]))
+    assert str(other.value) == (
+        "advertised.listeners listener names must be equal to or a subset of the ones defined "
+        "in listeners. Found SSL. The valid options based on the current configuration are "
+        "PLAINTEXT"
+    )
+    config = BrokerConfig.load(None, ["advertised.listeners=PLAINTEXT://kafka.example:29092"])
+    (listener,) = configured_listeners(config, "127.0.0.1", 9092, 3, advertised_host="x")
+    assert (listener.host, listener.port) == ("127.0.0.1", 9092)
+    assert (listener.advertised_host, listener.advertised_port) == ("kafka.example", 29092)
+
+
+def test_controller_listeners_default_to_plaintext_as_kafka_maps_them() -> None:
+    # Kafka's default listener.security.protocol.map has no CONTROLLER; KafkaConfig adds it as
+    # PLAINTEXT unless an SSL or SASL_* listener is in use.
+    controller = "controller.listener.names=CONTROLLER"
+    plain = BrokerConfig.load(None, [controller, "listeners=PLAINTEXT://:0,CONTROLLER://:0"])
+    assert [item.name for item in configured_listeners(plain, "h", 9092, 1)] == ["PLAINTEXT"]
+    ssl = BrokerConfig.load(None, [controller, "listeners=SSL://:0,CONTROLLER://:0"])
+    with pytest.raises(InvalidConfig, match="No security protocol defined for listener CONTROLLER"):
+        configured_listeners(ssl, "h", 9092, 1)

@@ -271,3 +271,13 @@ def test_a_super_user_that_is_not_a_principal_is_refused_in_one_line() -> None:
         "kemu: Invalid value bogus for configuration super.users: expected a string in format "
         "principalType:principalName but got bogus"
     )
+
+
+def test_advertised_listeners_that_do_not_parse_are_refused_without_listeners() -> None:
+    # advertised.listeners=garbage used to start when 'listeners' was not set.
+    refused = serve("--port", str(free_port_block(1)), "--override", "advertised.listeners=garbage")
+    assert refused.returncode == 2
+    assert one_line(refused.stderr) == (
+        "kemu: Invalid value garbage for configuration advertised.listeners: Error creating "
+        "broker listeners from 'garbage': Unable to parse garbage to a broker endpoint"
+    )
