@@ -263,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             f"kemu: --config {args.config} is not a UTF-8 properties file: {error}", file=sys.stderr
         )
         return 2
+    if args.data_dir is None:
+        args.data_dir = _data_dir_from_log_dirs(config)
     unknown = _unknown_configs(config)
     if unknown and args.strict_config:
         names = ", ".join(f"'{name}'" for name in unknown)
@@ -304,6 +306,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kemu: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _data_dir_from_log_dirs(config: BrokerConfig) -> Path | None:
+    """Without --data-dir, the first of ``log.dirs`` (else ``log.dir``) given in --config or
+    --override: whoever runs Kafka's own server.properties expects the data kept there. kemu
+    keeps one directory; the others are named in the log line and not used."""
+    value = config.static.get("log.dirs") or config.static.get("log.dir") or ""
+    dirs = [part.strip() for part in value.split(",") if part.strip()]
+    if not dirs:
+        return None
+    log.info("data_dir_from_log_dirs", data_dir=dirs[0], not_used=dirs[1:] or None)
+    return Path(dirs[0])
 
 
 def _check_start_configs(config: BrokerConfig) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kemu.broker.security.acls import super_users
-from kemu.cli import _check_start_configs, _parser
+from kemu.cli import _check_start_configs, _data_dir_from_log_dirs, _parser
 from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.listeners import configured_listeners, unserved_controller_listeners
 from kemu.protocol.versions import CURRENT_RELEASE, KAFKA_RELEASES, release_caps
@@ -124,3 +124,11 @@ def test_controller_listeners_default_to_plaintext_as_kafka_maps_them() -> None:
     ssl = BrokerConfig.load(None, [controller, "listeners=SSL://:0,CONTROLLER://:0"])
     with pytest.raises(InvalidConfig, match="No security protocol defined for listener CONTROLLER"):
         configured_listeners(ssl, "h", 9092, 1)
+
+
+def test_log_dirs_is_the_data_dir_when_no_data_dir_is_given(tmp_path: Path) -> None:
+    assert _data_dir_from_log_dirs(shipped(tmp_path)) == Path("/tmp/kraft-combined-logs")
+    two = BrokerConfig.load(None, [f"log.dirs= {tmp_path}/a , {tmp_path}/b"])
+    assert _data_dir_from_log_dirs(two) == tmp_path / "a"
+    assert _data_dir_from_log_dirs(BrokerConfig.load(None, ["log.dir=/x"])) == Path("/x")
+    assert _data_dir_from_log_dirs(BrokerConfig.load(None, [])) is None  # in memory

@@ -281,3 +281,29 @@ def test_advertised_listeners_that_do_not_parse_are_refused_without_listeners() 
         "kemu: Invalid value garbage for configuration advertised.listeners: Error creating "
         "broker listeners from 'garbage': Unable to parse garbage to a broker endpoint"
     )
+
+
+def test_kafkas_shipped_kraft_file_serves_no_controller_and_keeps_data_in_log_dirs(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    # The KRaft lines of Kafka 4.4.0's config/server.properties, on free ports and a temp dir.
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        "process.roles=broker,controller\n"
+        "node.id=1\n"
+        "controller.quorum.bootstrap.servers=localhost:9093\n"
+        "listeners=PLAINTEXT://:0,CONTROLLER://:0\n"
+        "inter.broker.listener.name=PLAINTEXT\n"
+        "controller.listener.names=CONTROLLER\n"
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,"
+        "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL\n"
+        f"log.dirs={tmp_path / 'kraft-combined-logs'}\n"
+    )
+    process = kemu_factory(brokers=1, extra_args=["--config", str(properties)]).start()
+    assert (tmp_path / "kraft-combined-logs" / ".lock").exists()
+    process.stop()
+    assert process.log_path is not None
+    log = process.log_path.read_text()
+    assert "data_dir_from_log_dirs" in log
+    ignored = [line for line in log.splitlines() if "controller_listener_ignored" in line]
+    assert len(ignored) == 1 and "listener=CONTROLLER" in ignored[0], log
