@@ -57,6 +57,7 @@ from kemu.coordinator.group.modern_group import (
     late_member_ids,
     member_deadlines,
     static_holder,
+    unknown_member,
     unreleased_instance_id,
 )
 from kemu.coordinator.group.registry import GroupRegistry
@@ -238,10 +239,7 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             if not joining:
-                raise GroupError(
-                    ErrorCode.unknown_member_id,
-                    f"Member {member_id} is not a member of group {group.group_id}.",
-                )
+                raise unknown_member(member_id, group.group_id)
             if len(group.members) >= settings.max_size:
                 raise GroupError(
                     ErrorCode.group_max_size_reached,
@@ -338,10 +336,7 @@ class ConsumerGroupCoordinator:
                 member_id,
             )
         if member_id not in group.members:
-            raise GroupError(
-                ErrorCode.unknown_member_id,
-                f"Member {member_id} is not a member of group {group.group_id}.",
-            )
+            raise unknown_member(member_id, group.group_id)
         self.remove_member(group, member_id, topics)
         return ConsumerHeartbeatResult(request.member_id, request.member_epoch, 0, None)
 

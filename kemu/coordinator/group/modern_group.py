@@ -73,6 +73,13 @@ def group_state(group_epoch: int, assignment_epoch: int, members: Collection[Mod
     return "Stable"
 
 
+def unknown_member(member_id: str, group_id: str) -> GroupError:
+    """A heartbeat from a member the group does not know."""
+    return GroupError(
+        ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group_id}."
+    )
+
+
 def static_holder(members: Iterable[Member], instance_id: str | None) -> Member | None:
     """The member holding ``instance_id``, if any."""
     return next((m for m in members if m.instance_id == instance_id), None)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from kemu.coordinator.group import assignor
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.errors import GroupError as GroupError  # re-exported for the handlers
-from kemu.coordinator.group.modern_group import can_compute_target
+from kemu.coordinator.group.modern_group import can_compute_target, unknown_member
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.protocol.errors import ErrorCode
 
@@ -186,7 +186,7 @@ class ShareGroupCoordinator:
         member = group.members.get(request.member_id)
         if member is None:
             if not joining:
-                raise _unknown_member(request.member_id, group.group_id)
+                raise unknown_member(request.member_id, group.group_id)
             member = ShareMember(request.member_id)
         _check_member_epoch(member, request.member_epoch)
         epochs_before = (group.group_epoch, group.assignment_epoch)
@@ -246,7 +246,7 @@ class ShareGroupCoordinator:
     def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
         group = self._share_group(request.group_id, create=False)
         if request.member_id not in group.members:
-            raise _unknown_member(request.member_id, group.group_id)
+            raise unknown_member(request.member_id, group.group_id)
         effect = self._remove_member(group, request.member_id, "the member left the group")
         return HeartbeatResult(request.member_id, LEAVE_EPOCH, 0, None, (effect,))
 
@@ -273,7 +273,7 @@ class ShareGroupCoordinator:
         UNKNOWN_MEMBER_ID and it rejoins, as after a session expiry."""
         group = self._share_group(group_id, create=False)
         if member_id not in group.members:
-            raise _unknown_member(member_id, group_id)
+            raise unknown_member(member_id, group_id)
         return self._remove_member(group, member_id, reason)
 
     # --- lookups for the other share-group APIs ------------------------------------------------
@@ -379,12 +379,6 @@ def validate_heartbeat(request: HeartbeatRequest) -> None:
             )
     elif request.member_epoch < LEAVE_EPOCH:
         raise GroupError(ErrorCode.invalid_request, "MemberEpoch is invalid.")
-
-
-def _unknown_member(member_id: str, group_id: str) -> GroupError:
-    return GroupError(
-        ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group_id}."
-    )
 
 
 def _check_member_epoch(member: ShareMember, received: int) -> None:

@@ -48,6 +48,7 @@ from kemu.coordinator.group.modern_group import (
     can_compute_target,
     late_member_ids,
     member_deadlines,
+    unknown_member,
 )
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.share_group import GroupError
@@ -227,10 +228,7 @@ class StreamsGroupCoordinator:
                 group.members[request.member_id] = old
         if not joining:
             if old is None:
-                raise GroupError(
-                    ErrorCode.unknown_member_id,
-                    f"Member {request.member_id} is not a member of group {request.group_id}.",
-                )
+                raise unknown_member(request.member_id, request.group_id)
             check_epoch(old, request)
             return old, old
         if old is None:
@@ -296,22 +294,9 @@ class StreamsGroupCoordinator:
     ) -> StreamsHeartbeatResult:
         group = self._group_for(request.group_id, create=False)
         if request.member_id not in group.members:
-            raise GroupError(
-                ErrorCode.unknown_member_id,
-                f"Member {request.member_id} is not a member of group {request.group_id}.",
-            )
+            raise unknown_member(request.member_id, request.group_id)
         self.remove_member(group, request.member_id, partition_count)
-        return StreamsHeartbeatResult(
-            member_id=request.member_id,
-            member_epoch=LEAVE_EPOCH,
-            heartbeat_interval_ms=0,
-            acceptable_recovery_lag=settings.acceptable_recovery_lag,
-            task_offset_interval_ms=settings.task_offset_interval_ms,
-            assignment=None,
-            status=(),
-            endpoint_information_epoch=group.endpoint_information_epoch,
-            endpoints=None,
-        )
+        return _departed(request, LEAVE_EPOCH, group, settings)
 
     def _static_leave(
         self, request: StreamsHeartbeat, settings: StreamsSettings
@@ -321,10 +306,7 @@ class StreamsGroupCoordinator:
         group = self._group_for(request.group_id, create=False)
         member = group.members.get(request.member_id)
         if member is None:
-            raise GroupError(
-                ErrorCode.unknown_member_id,
-                f"Member {request.member_id} is not a member of group {request.group_id}.",
-            )
+            raise unknown_member(request.member_id, request.group_id)
         if member.instance_id is None:
             raise GroupError(
                 ErrorCode.invalid_request,
@@ -333,17 +315,7 @@ class StreamsGroupCoordinator:
         group.members[member.member_id] = replace(
             member, member_epoch=STATIC_LEAVE_EPOCH, revocation_deadline_ms=None
         )
-        return StreamsHeartbeatResult(
-            member_id=request.member_id,
-            member_epoch=STATIC_LEAVE_EPOCH,
-            heartbeat_interval_ms=0,
-            acceptable_recovery_lag=settings.acceptable_recovery_lag,
-            task_offset_interval_ms=settings.task_offset_interval_ms,
-            assignment=None,
-            status=(),
-            endpoint_information_epoch=group.endpoint_information_epoch,
-            endpoints=None,
-        )
+        return _departed(request, STATIC_LEAVE_EPOCH, group, settings)
 
     def remove_member(
         self, group: StreamsGroup, member_id: str, partition_count: PartitionCount
@@ -501,6 +473,23 @@ class StreamsGroupCoordinator:
                 self.remove_member(group, member_id, partition_count)
                 removed.append((group.group_id, member_id))
         return removed
+
+
+def _departed(
+    request: StreamsHeartbeat, epoch: int, group: StreamsGroup, settings: StreamsSettings
+) -> StreamsHeartbeatResult:
+    """The answer to a leave (-1) or a static member's temporary leave (-2)."""
+    return StreamsHeartbeatResult(
+        member_id=request.member_id,
+        member_epoch=epoch,
+        heartbeat_interval_ms=0,
+        acceptable_recovery_lag=settings.acceptable_recovery_lag,
+        task_offset_interval_ms=settings.task_offset_interval_ms,
+        assignment=None,
+        status=(),
+        endpoint_information_epoch=group.endpoint_information_epoch,
+        endpoints=None,
+    )
 
 
 def _snapshot(group: StreamsGroup) -> dict[str, Any]:
