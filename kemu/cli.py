@@ -326,6 +326,9 @@ def _check_start_configs(config: BrokerConfig) -> None:
     from kemu.cluster.listeners import configured_listeners
 
     configured_listeners(config, "localhost", 9092, 1)  # listeners, advertised.listeners
+    from kemu.coordinator.group.config import check_broker_group_configs
+
+    check_broker_group_configs(config)  # heartbeat intervals, session timeouts in their bounds
     if (config.get("authorizer.class.name") or "").strip():
         from kemu.broker.security.acls import super_users
 

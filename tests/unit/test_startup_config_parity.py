@@ -11,6 +11,7 @@ from kemu.broker.security.acls import super_users
 from kemu.cli import _check_start_configs, _data_dir_from_log_dirs, _parser
 from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.listeners import configured_listeners, unserved_controller_listeners
+from kemu.coordinator.group.config import check_broker_group_configs
 from kemu.protocol.versions import CURRENT_RELEASE, KAFKA_RELEASES, release_caps
 
 
@@ -132,3 +133,48 @@ def test_log_dirs_is_the_data_dir_when_no_data_dir_is_given(tmp_path: Path) -> N
     assert _data_dir_from_log_dirs(two) == tmp_path / "a"
     assert _data_dir_from_log_dirs(BrokerConfig.load(None, ["log.dir=/x"])) == Path("/x")
     assert _data_dir_from_log_dirs(BrokerConfig.load(None, [])) is None  # in memory
+
+
+# What KafkaConfig.fromProps of the 4.4.0 jars (bench/.cache/lib) answered for each.
+KAFKA_GROUP_REFUSALS = {
+    "group.share.heartbeat.interval.ms=1000": "group.share.heartbeat.interval.ms must be "
+    "greater than or equal to group.share.min.heartbeat.interval.ms",
+    "group.share.heartbeat.interval.ms=20000": "group.share.heartbeat.interval.ms must be less "
+    "than or equal to group.share.max.heartbeat.interval.ms",
+    "group.share.max.heartbeat.interval.ms=4000": "group.share.max.heartbeat.interval.ms must be "
+    "greater than or equal to group.share.min.heartbeat.interval.ms",
+    "group.share.session.timeout.ms=1000": "group.share.session.timeout.ms must be greater than "
+    "or equal to group.share.min.session.timeout.ms",
+    "group.consumer.heartbeat.interval.ms=20000": "group.consumer.heartbeat.interval.ms must be "
+    "less than or equal to group.consumer.max.heartbeat.interval.ms",
+    "group.consumer.session.timeout.ms=70000": "group.consumer.session.timeout.ms must be less "
+    "than or equal to group.consumer.max.session.timeout.ms",
+    "group.streams.heartbeat.interval.ms=1": "group.streams.heartbeat.interval.ms must be "
+    "greater than or equal to group.streams.min.heartbeat.interval.ms",
+    "group.consumer.min.session.timeout.ms=5000,group.consumer.session.timeout.ms=5000": (
+        "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"
+    ),
+}
+
+
+@pytest.mark.parametrize("overrides", sorted(KAFKA_GROUP_REFUSALS))
+def test_group_heartbeats_and_sessions_out_of_bounds_are_refused(overrides: str) -> None:
+    config = BrokerConfig.load(None, overrides.split(","))
+    with pytest.raises(InvalidConfig) as refused:
+        _check_start_configs(config)
+    assert str(refused.value) == KAFKA_GROUP_REFUSALS[overrides]
+
+
+def test_group_heartbeats_and_sessions_within_bounds_start() -> None:
+    check_broker_group_configs(BrokerConfig.load(None, []))  # Kafka's defaults
+    check_broker_group_configs(
+        BrokerConfig.load(
+            None,
+            [
+                "group.share.min.heartbeat.interval.ms=100",
+                "group.share.heartbeat.interval.ms=100",
+                "group.share.min.session.timeout.ms=1000",
+                "group.share.session.timeout.ms=1000",
+            ],
+        )
+    )

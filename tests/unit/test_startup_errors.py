@@ -307,3 +307,18 @@ def test_kafkas_shipped_kraft_file_serves_no_controller_and_keeps_data_in_log_di
     assert "data_dir_from_log_dirs" in log
     ignored = [line for line in log.splitlines() if "controller_listener_ignored" in line]
     assert len(ignored) == 1 and "listener=CONTROLLER" in ignored[0], log
+
+
+def test_a_share_heartbeat_interval_below_its_minimum_is_refused_in_one_line() -> None:
+    # It used to start; Kafka 4.4.0's GroupCoordinatorConfig refuses it.
+    refused = serve(
+        "--port",
+        str(free_port_block(1)),
+        "--override",
+        "group.share.heartbeat.interval.ms=1000",
+    )
+    assert refused.returncode == 2
+    assert one_line(refused.stderr) == (
+        "kemu: group.share.heartbeat.interval.ms must be greater than or equal to "
+        "group.share.min.heartbeat.interval.ms"
+    )

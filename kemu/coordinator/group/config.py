@@ -685,3 +685,28 @@ def group_config(runtime: Runtime, group_id: str) -> ShareGroupConfig:
 def broker_int(broker: BrokerConfig, name: str) -> int:
     """A broker ``group.*`` setting as an int, with Kafka's default when kemu does not define it."""
     return int(_broker(broker, name))
+
+
+def check_broker_group_configs(broker: BrokerConfig) -> None:
+    """The broker's heartbeat intervals and session timeouts of consumer, share and streams groups
+    against their min and max, as Kafka 4.4.0's GroupCoordinatorConfig requires at start-up (in
+    its order, with its messages). Raises InvalidConfig."""
+    for kind in ("consumer", "share", "streams"):
+        prefix = f"group.{kind}."
+        for setting in ("heartbeat.interval.ms", "session.timeout.ms"):
+            name, low, high = prefix + setting, prefix + "min." + setting, prefix + "max." + setting
+            _require(broker, high, ">=", low)
+            _require(broker, name, ">=", low)
+            _require(broker, name, "<=", high)
+        if kind == "streams":
+            replicas = prefix + "num.standby.replicas"
+            _require(broker, replicas, "<=", prefix + "max.standby.replicas")
+        _require(broker, prefix + "heartbeat.interval.ms", "<", prefix + "session.timeout.ms")
+
+
+def _require(broker: BrokerConfig, name: str, relation: str, other: str) -> None:
+    value, bound = broker_int(broker, name), broker_int(broker, other)
+    holds = {">=": value >= bound, "<=": value <= bound, "<": value < bound}[relation]
+    if not holds:
+        words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+        raise InvalidConfig(f"{name} must be {words[relation]} {other}")
