@@ -323,9 +323,10 @@ def _data_dir_from_log_dirs(config: BrokerConfig) -> Path | None:
 def _check_start_configs(config: BrokerConfig) -> None:
     """What Kafka 4.4.0 refuses at start-up (rather than kemu serving something no client can use):
     raises InvalidConfig with Kafka's message where it has one."""
-    from kemu.cluster.listeners import configured_listeners
+    from kemu.cluster.listeners import check_sasl_mechanisms, configured_listeners
 
-    configured_listeners(config, "localhost", 9092, 1)  # listeners, advertised.listeners
+    listeners = configured_listeners(config, "localhost", 9092, 1)  # + advertised.listeners
+    check_sasl_mechanisms(config, listeners)
     from kemu.coordinator.group.config import check_broker_group_configs
 
     check_broker_group_configs(config)  # heartbeat intervals, session timeouts in their bounds

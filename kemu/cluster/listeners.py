@@ -277,3 +277,28 @@ def enabled_mechanisms(config: BrokerConfig, listener: str) -> list[str]:
     if value is None:
         return list(SASL_MECHANISMS)
     return [m.strip().upper() for m in value.split(",") if m.strip()]
+
+
+def check_sasl_mechanisms(config: BrokerConfig, listeners: list[Listener]) -> None:
+    """Each SASL listener's ``sasl.enabled.mechanisms`` must be ones kemu implements: a Kafka
+    with GSSAPI and no Kerberos login fails to start, and a mechanism kemu lacks would leave a
+    listener no client can log in to. Raises InvalidConfig naming the key and the mechanisms
+    kemu supports."""
+    for listener in listeners:
+        if not listener.uses_sasl:
+            continue
+        enabled = enabled_mechanisms(config, listener.name)
+        missing = [mechanism for mechanism in enabled if mechanism not in SASL_MECHANISMS]
+        if enabled and not missing:
+            continue
+        prefixed = f"listener.name.{listener.name.lower()}.sasl.enabled.mechanisms"
+        key = prefixed if config.get(prefixed) is not None else "sasl.enabled.mechanisms"
+        reason = (
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not implemented by kemu"
+            if missing
+            else "no mechanism is enabled"
+        )
+        raise InvalidConfig(
+            f"Invalid value {config.get(key)} for configuration {key}: {reason} (listener "
+            f"{listener.name}; kemu supports {', '.join(SASL_MECHANISMS)})"
+        )

@@ -178,3 +178,33 @@ def test_group_heartbeats_and_sessions_within_bounds_start() -> None:
             ],
         )
     )
+
+
+SUPPORTED = "kemu supports PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"
+
+
+def sasl_refusal(*overrides: str) -> str:
+    with pytest.raises(InvalidConfig) as refused:
+        _check_start_configs(BrokerConfig.load(None, overrides))
+    return str(refused.value)
+
+
+def test_sasl_mechanisms_kemu_does_not_implement_are_refused() -> None:
+    sasl = "listeners=PLAINTEXT://:0,SASL_PLAINTEXT://:0"
+    assert sasl_refusal(sasl, "sasl.enabled.mechanisms=PLAIN,GSSAPI") == (
+        "Invalid value PLAIN,GSSAPI for configuration sasl.enabled.mechanisms: GSSAPI is not "
+        f"implemented by kemu (listener SASL_PLAINTEXT; {SUPPORTED})"
+    )
+    prefixed = "listener.name.sasl_ssl.sasl.enabled.mechanisms"
+    assert sasl_refusal("listeners=SASL_SSL://:0", f"{prefixed}=FOO,BAR") == (
+        f"Invalid value FOO,BAR for configuration {prefixed}: FOO, BAR are not implemented by "
+        f"kemu (listener SASL_SSL; {SUPPORTED})"
+    )
+    assert sasl_refusal(sasl, "sasl.enabled.mechanisms=") == (
+        "Invalid value  for configuration sasl.enabled.mechanisms: no mechanism is enabled "
+        f"(listener SASL_PLAINTEXT; {SUPPORTED})"
+    )
+    # Only SASL listeners read it (Kafka's default is GSSAPI), and supported ones start.
+    _check_start_configs(BrokerConfig.load(None, ["sasl.enabled.mechanisms=GSSAPI"]))
+    _check_start_configs(BrokerConfig.load(None, [sasl, "sasl.enabled.mechanisms=SCRAM-SHA-512"]))
+    _check_start_configs(BrokerConfig.load(None, [sasl]))  # kemu's default: all of them

@@ -322,3 +322,21 @@ def test_a_share_heartbeat_interval_below_its_minimum_is_refused_in_one_line() -
         "kemu: group.share.heartbeat.interval.ms must be greater than or equal to "
         "group.share.min.heartbeat.interval.ms"
     )
+
+
+def test_a_sasl_mechanism_kemu_does_not_implement_is_refused_in_one_line() -> None:
+    # sasl.enabled.mechanisms=GSSAPI used to start a listener no client could log in to.
+    refused = serve(
+        "--port",
+        str(free_port_block(1)),
+        "--override",
+        "listeners=SASL_PLAINTEXT://:0",
+        "--override",
+        "sasl.enabled.mechanisms=GSSAPI",
+    )
+    assert refused.returncode == 2
+    assert one_line(refused.stderr) == (
+        "kemu: Invalid value GSSAPI for configuration sasl.enabled.mechanisms: GSSAPI is not "
+        "implemented by kemu (listener SASL_PLAINTEXT; kemu supports PLAIN, SCRAM-SHA-256, "
+        "SCRAM-SHA-512, OAUTHBEARER)"
+    )
