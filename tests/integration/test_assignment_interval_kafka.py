@@ -23,8 +23,6 @@ Both servers get the same requests and the same assertions.
 from __future__ import annotations
 
 import shutil
-import socket
-import struct
 import sys
 import time
 import uuid
@@ -33,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from config_describe import call as call_body
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -77,22 +76,10 @@ def bootstrap(
 
 
 def call(address: str, api_key: int, version: int, **fields: Any) -> Any:
-    host, port = address.rsplit(":", 1)
-    body = wire.build(wire.request_schema(api_key, version), **fields)
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(wire.encode_request_frame(body, 1, "assignment-interval"))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        return wire.decode_response(api_key, version, _read(sock, size))[1]
-
-
-def _read(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
+    """One request on a fresh connection; the decoded answer's body."""
+    return call_body(
+        address, api_key, version, wire.build(wire.request_schema(api_key, version), **fields)
+    )
 
 
 def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
@@ -166,12 +153,18 @@ def polled(consumers: list[Consumer]) -> None:
         each.poll(0.05)
 
 
-def describe_consumers(bootstrap: str, group: str) -> Any:
+def describe(bootstrap: str, api_key: int, group: str) -> Any:
+    """ConsumerGroupDescribe v0 or ShareGroupDescribe v1 of one group."""
+    version = 0 if api_key == CONSUMER_DESCRIBE else 1
     (described,) = call(
-        bootstrap, CONSUMER_DESCRIBE, 0, group_ids=(group,), include_authorized_operations=False
+        bootstrap, api_key, version, group_ids=(group,), include_authorized_operations=False
     ).groups
     assert described.error_code == ErrorCode.none, described
     return described
+
+
+def describe_consumers(bootstrap: str, group: str) -> Any:
+    return describe(bootstrap, CONSUMER_DESCRIBE, group)
 
 
 def partition_count(assignment: Any) -> int:
@@ -260,11 +253,7 @@ def share_beat(bootstrap: str, group: str, member: str, epoch: int, topic: str |
 
 
 def describe_share(bootstrap: str, group: str) -> Any:
-    (described,) = call(
-        bootstrap, SHARE_DESCRIBE, 1, group_ids=(group,), include_authorized_operations=False
-    ).groups
-    assert described.error_code == ErrorCode.none, described
-    return described
+    return describe(bootstrap, SHARE_DESCRIBE, group)
 
 
 def share_member_assigned_after_initialization(

@@ -147,8 +147,7 @@ def encode_value(value: ConsumerRecordValue) -> bytes:
         body = _INT32.pack(value.epoch)
     elif isinstance(value, TargetEpochValue):
         body = _INT32.pack(value.assignment_epoch)
-        if value.assignment_timestamp_ms != 0:
-            tags = encode_tags([(0, _INT64.pack(value.assignment_timestamp_ms))])
+        tags = target_metadata_tags(value.assignment_timestamp_ms)
     elif isinstance(value, MemberMetadataValue):
         names = value.subscribed_topic_names
         body = (
@@ -175,7 +174,27 @@ def encode_value(value: ConsumerRecordValue) -> bytes:
     return _INT16.pack(0) + body + tags
 
 
+def target_metadata_tags(assignment_timestamp_ms: int) -> bytes:
+    """The tagged fields of a TargetAssignmentMetadata value (this record 6, the streams
+    group's 20): tag 0 AssignmentTimestamp int64 (KIP-1263) when not 0, as Kafka writes it."""
+    if assignment_timestamp_ms == 0:
+        return uvarint(0)
+    return encode_tags([(0, _INT64.pack(assignment_timestamp_ms))])
+
+
 # --- decoding ---------------------------------------------------------------------------------
+
+
+def read_target_metadata(reader: RecordReader) -> tuple[int, int]:
+    """A TargetAssignmentMetadata value's AssignmentEpoch and AssignmentTimestamp (0 when
+    absent), to its end."""
+    assignment_epoch = reader.int32()
+    timestamp = 0
+    for tag, payload in reader.tags().items():
+        if tag == 0 and len(payload) == 8:
+            (timestamp,) = _INT64.unpack(payload)
+    reader.done()
+    return assignment_epoch, timestamp
 
 
 def _read_partitions(reader: RecordReader) -> Partitions:
@@ -214,13 +233,7 @@ def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordVa
         if key.record_type == GROUP_METADATA:
             value = GroupEpochValue(reader.int32())
         elif key.record_type == TARGET_METADATA:
-            assignment_epoch = reader.int32()
-            timestamp = 0
-            for tag, payload in reader.tags().items():
-                if tag == 0 and len(payload) == 8:
-                    (timestamp,) = _INT64.unpack(payload)
-            reader.done()
-            return TargetEpochValue(assignment_epoch, timestamp)
+            return TargetEpochValue(*read_target_metadata(reader))
         elif key.record_type == MEMBER_METADATA:
             instance_id, rack_id = reader.compact_string(), reader.compact_string()
             client_id, client_host = reader.compact_string() or "", reader.compact_string() or ""

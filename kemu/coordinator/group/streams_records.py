@@ -35,6 +35,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from kemu.coordinator.group.consumer_records import read_target_metadata, target_metadata_tags
 from kemu.coordinator.group.streams_assignor import EMPTY, Tasks, TaskTuple
 from kemu.coordinator.group.streams_model import (
     STABLE,
@@ -227,8 +228,7 @@ def encode_value(value: StreamsRecordValue) -> bytes:
             tags = encode_tags(tagged)
     elif isinstance(value, StreamsTargetEpochValue):
         body = _INT32.pack(value.assignment_epoch)
-        if value.assignment_timestamp_ms != 0:
-            tags = encode_tags([(0, _INT64.pack(value.assignment_timestamp_ms))])
+        tags = target_metadata_tags(value.assignment_timestamp_ms)
     elif isinstance(value, StreamsMemberValue):
         endpoint = value.user_endpoint
         body = (
@@ -363,13 +363,7 @@ def decode_value(key: StreamsRecordKey, data: bytes | None) -> StreamsRecordValu
             reader.done()
             return StreamsGroupValue(epoch, validated, configs)
         if key.record_type == TARGET_METADATA:
-            assignment_epoch = reader.int32()
-            timestamp = 0
-            for tag, payload in reader.tags().items():
-                if tag == 0 and len(payload) == 8:
-                    (timestamp,) = _INT64.unpack(payload)
-            reader.done()
-            return StreamsTargetEpochValue(assignment_epoch, timestamp)
+            return StreamsTargetEpochValue(*read_target_metadata(reader))
         elif key.record_type == MEMBER_METADATA:
             instance_id, rack_id = reader.compact_string(), reader.compact_string()
             client_id, client_host = reader.compact_string() or "", reader.compact_string() or ""
