@@ -357,13 +357,15 @@ def _too_large(limit: int) -> DecompressedTooLarge:
 
 
 def _gzip(data: bytes | memoryview, limit: int) -> bytes:
-    """One or more gzip members, as ``gzip.decompress`` reads them, at most ``limit`` bytes."""
+    """gzip members, at most ``limit`` bytes, read as Java's GZIPInputStream (Kafka's reader)
+    reads them: members follow one another, and bytes after a member that do not start
+    another one are ignored."""
     pieces: list[bytes] = []
     total = 0
     rest = bytes(data)
-    while True:
-        if not rest.startswith(b"\x1f\x8b"):
-            raise OSError("Not a gzipped file")
+    if not rest.startswith(b"\x1f\x8b"):
+        raise OSError("Not in GZIP format")
+    while rest.startswith(b"\x1f\x8b"):
         member = zlib.decompressobj(16 + zlib.MAX_WBITS)
         piece = member.decompress(rest, limit + 1 - total)
         total += len(piece)
@@ -371,10 +373,8 @@ def _gzip(data: bytes | memoryview, limit: int) -> bytes:
             raise _too_large(limit)
         pieces.append(piece)
         if not member.eof:
-            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+            raise EOFError("Unexpected end of ZLIB input stream")
         rest = member.unused_data
-        if not rest.strip(b"\x00"):  # gzip.decompress ignores zero padding after a member
-            break
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
