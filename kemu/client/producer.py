@@ -404,6 +404,8 @@ class TransactionalProducer:
         self, acknowledgements: ShareAcknowledgements, metadata: ShareGroupMetadata
     ) -> None:
         remaining = dict(acknowledgements.acknowledgements)
+        # partition -> the leader that answered UNKNOWN_TOPIC_OR_PARTITION (see below)
+        not_hosted: dict[TopicIdPartition, int] = {}
 
         async def attempt() -> None:
             by_leader: dict[int, dict[TopicIdPartition, Any]] = {}
@@ -412,7 +414,7 @@ class TransactionalProducer:
                 by_leader.setdefault(leader, {})[tp] = batches
             outcomes = await asyncio.gather(
                 *(
-                    self._txn_share_acknowledge_to(node, acks, metadata)
+                    self._txn_share_acknowledge_to(node, acks, metadata, not_hosted)
                     for node, acks in by_leader.items()
                 ),
                 return_exceptions=True,
@@ -436,8 +438,17 @@ class TransactionalProducer:
         node: int,
         acks: dict[TopicIdPartition, Any],
         metadata: ShareGroupMetadata,
+        not_hosted: dict[TopicIdPartition, int],
     ) -> list[TopicIdPartition]:
-        """Stage ``acks`` at one leader; the partitions it staged (others are to be retried)."""
+        """Stage ``acks`` at one leader; the partitions it staged (others are to be retried).
+
+        UNKNOWN_TOPIC_OR_PARTITION once is a leader that may have moved: the metadata is
+        refreshed and the partition retried. From the same leader again (the metadata still
+        names it), that leader has no share partition loaded, as after it restarted: the records
+        this member acquired were in its memory and are gone, so no retry can stage them. That is
+        raised at once (abortable: abort and poll again) rather than retried until the request
+        timeout, which would outlive a transaction timeout of the same length and end in
+        PRODUCER_FENCED."""
         key = TXN_SHARE_ACKNOWLEDGE
         await self._require_served(self.txn_share_acknowledge_api_key, node)
         by_topic: dict[Any, list[TopicIdPartition]] = {}
@@ -504,7 +515,15 @@ class TransactionalProducer:
                 perror = partition.error_code
                 if perror == ErrorCode.none:
                     staged.append(tp)
+                elif perror == ErrorCode.unknown_topic_or_partition and not_hosted.get(tp) == node:
+                    raise KafkaError(
+                        perror,
+                        f"{tp}: broker {node} has no share partition for it (restarted?), so "
+                        f"not the records this member acquired: {partition.error_message or ''}",
+                    )
                 elif perror in LEADER_MOVED:
+                    if perror == ErrorCode.unknown_topic_or_partition:
+                        not_hosted[tp] = node
                     moved = True
                 elif perror in MEMBER_FENCED:
                     raise CommitFailedError(perror, partition.error_message)
