@@ -310,6 +310,7 @@ class RecordReport:
     seconds: float = 0.0
     max_rss_kib: int = 0
     rss_after_warmup_kib: int = 0
+    rss_at_end_kib: int = 0  # what stays once the last request is answered (a leak would)
 
 
 class RecordFuzzer:
@@ -356,6 +357,7 @@ class RecordFuzzer:
         await self._read_back(next(iter(TOPICS)), always=True)
         self.report.seconds = time.monotonic() - began
         self.report.max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        self.report.rss_at_end_kib = _current_rss_kib()
         return self.report
 
     async def produce_one(self) -> None:
@@ -546,6 +548,7 @@ def print_record_report(report: RecordReport, out: Any = print) -> None:
         out(f"    {mutation} on {topic}: {batch[:300]}")
     out(
         f"RSS after warm-up {report.rss_after_warmup_kib / 1024:.1f} MiB, "
+        f"at the end {report.rss_at_end_kib / 1024:.1f} MiB, "
         f"max RSS {report.max_rss_kib / 1024:.1f} MiB"
     )
     out(f"record crashes: {len(report.crashes)}")
