@@ -9,7 +9,6 @@ one closes.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
@@ -28,43 +27,9 @@ from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
 from kemu.protocol import wire
 from kemu.storage.log import MemoryLog
+from kemu.testing.transport import RecordingTransport
 
 NODE = BrokerNode(1, "127.0.0.1", 19092)
-
-
-class Transport:
-    def __init__(self, host: str) -> None:
-        self.host = host
-        self.writes: list[bytes] = []
-        self.reading = True
-        self.closed = False
-
-    def get_extra_info(self, name: str) -> Any:
-        return (self.host, 50000) if name == "peername" else None
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(bytes(data))
-
-    def writelines(self, frames: list[bytes]) -> None:
-        self.writes.append(b"".join(frames))
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
 
 
 def runtime_with(config: dict[str, str]) -> tuple[Runtime, VirtualClock]:
@@ -79,10 +44,10 @@ def runtime_with(config: dict[str, str]) -> tuple[Runtime, VirtualClock]:
     return Runtime(cluster=cluster, clock=clock), clock
 
 
-def connect(runtime: Runtime, host: str = "127.0.0.1") -> tuple[Connection, Transport]:
+def connect(runtime: Runtime, host: str = "127.0.0.1") -> tuple[Connection, RecordingTransport]:
     connection = Connection(NODE, runtime)
-    transport = Transport(host)
-    connection.connection_made(transport)  # type: ignore[arg-type]
+    transport = RecordingTransport(peer=(host, 50000))
+    connection.connection_made(transport)
     # Every client starts with an ApiVersions, sent as soon as TCP connects.
     body = wire.build(
         wire.request_schema(18, 3), client_software_name="unit", client_software_version="1"
@@ -91,7 +56,7 @@ def connect(runtime: Runtime, host: str = "127.0.0.1") -> tuple[Connection, Tran
     return connection, transport
 
 
-def close(connection: Connection, transport: Transport) -> None:
+def close(connection: Connection, transport: RecordingTransport) -> None:
     transport.closed = True
     connection.connection_lost(None)
 
