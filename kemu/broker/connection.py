@@ -479,6 +479,9 @@ class Connection(asyncio.Protocol):
                     self._finish(outcome, request, started)
                 )
                 task.add_done_callback(self._task_done)
+                # a task cancelled before its first step never awaits the handler's coroutine:
+                # closing it spares a "never awaited" warning (a no-op once it has run)
+                task.add_done_callback(lambda _: outcome.close())
                 return task
             frame = self._encode(request, outcome)
         except Exception:
@@ -514,6 +517,7 @@ class Connection(asyncio.Protocol):
                     self._finish_throttled(timed, context, request, size, started)
                 )
                 task.add_done_callback(self._task_done)
+                task.add_done_callback(lambda _: outcome.close())  # as in ``_dispatch``
                 return task
             body, throttle_ms = throttle(
                 client_throttles(self.runtime),

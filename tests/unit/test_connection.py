@@ -8,7 +8,9 @@ covered by the integration tests.
 from __future__ import annotations
 
 import asyncio
+import gc
 import struct
+import warnings
 from typing import Any
 
 import pytest
@@ -188,6 +190,30 @@ async def test_a_peer_that_leaves_cancels_pending_handlers(
     connection.connection_lost(None)
     await settle()
     assert cancelled.is_set()
+    assert transport.writes == []
+
+
+async def test_a_peer_that_leaves_before_a_handler_starts_leaves_no_unawaited_coroutine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = REGISTRY[API_VERSIONS]
+
+    async def never_started(ctx: RequestContext, request: Any) -> Any:
+        raise AssertionError("cancelled before its first step")
+
+    monkeypatch.setitem(
+        REGISTRY,
+        API_VERSIONS,
+        HandlerSpec(API_VERSIONS, original.min_version, original.max_version, never_started, "t"),
+    )
+    connection, transport = make_connection()
+    connection.data_received(api_versions_frame(1))
+    connection.connection_lost(None)  # in the same loop iteration: the task never ran
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        await settle()
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)]
     assert transport.writes == []
 
 
