@@ -320,6 +320,10 @@ def _data_dir_from_log_dirs(config: BrokerConfig) -> Path | None:
     return Path(dirs[0])
 
 
+# what check_broker_group_configs reads, of group.consumer.*, group.share.*, group.streams.*
+GROUP_BOUNDED_SUFFIXES = ("heartbeat.interval.ms", "session.timeout.ms", "standby.replicas")
+
+
 def _check_start_configs(config: BrokerConfig) -> None:
     """What Kafka 4.4.0 refuses at start-up (rather than kemu serving something no client can use):
     raises InvalidConfig with Kafka's message where it has one."""
@@ -327,9 +331,14 @@ def _check_start_configs(config: BrokerConfig) -> None:
 
     listeners = configured_listeners(config, "localhost", 9092, 1)  # + advertised.listeners
     check_sasl_mechanisms(config, listeners)
-    from kemu.coordinator.group.config import check_broker_group_configs
+    if any(
+        name.startswith("group.") and name.endswith(GROUP_BOUNDED_SUFFIXES)
+        for name in config.static
+    ):
+        # only then the group coordinator's config module: Kafka's defaults hold together
+        from kemu.coordinator.group.config import check_broker_group_configs
 
-    check_broker_group_configs(config)  # heartbeat intervals, session timeouts in their bounds
+        check_broker_group_configs(config)  # heartbeat intervals, session timeouts in bounds
     if (config.get("authorizer.class.name") or "").strip():
         from kemu.broker.security.acls import super_users
 
