@@ -57,6 +57,14 @@ LEAVE_EPOCH = -1
 log = logging.getLogger("kemu.client.share")
 
 
+def _note_unharvested_failure(task: asyncio.Task[Any]) -> None:
+    """Mark a fetch's failure as seen. A fetch whose connection died drops its own session (its
+    acknowledgements already restored), so no poll may harvest it; without this asyncio reports
+    "Task exception was never retrieved". A poll that harvests it still gets the exception."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("share fetch ended: %s", task.exception())
+
+
 class AcknowledgeType(enum.IntEnum):
     """Kafka's acknowledge types (ShareFetch/ShareAcknowledge ``AcknowledgeTypes``)."""
 
@@ -410,6 +418,7 @@ class ShareConsumer:
                 session.fetch = loop.create_task(
                     self._share_fetch(node, session, partitions, wait_ms, acks)
                 )
+                session.fetch.add_done_callback(_note_unharvested_failure)
             tasks.append(session.fetch)
         for node in set(self._sessions) - set(by_leader):
             session = self._sessions[node]
@@ -417,6 +426,7 @@ class ShareConsumer:
                 # Leadership moved away: the next request to this leader forgets the partitions.
                 acks = self._take_pending(tp for tp in self._pending if tp in session.partitions)
                 session.fetch = loop.create_task(self._share_fetch(node, session, set(), 0, acks))
+                session.fetch.add_done_callback(_note_unharvested_failure)
         return tasks
 
     async def _harvest(self, done: list[asyncio.Task[Fetched]]) -> None:
