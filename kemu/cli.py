@@ -339,6 +339,10 @@ def _check_start_configs(config: BrokerConfig) -> None:
         from kemu.coordinator.group.config import check_broker_group_configs
 
         check_broker_group_configs(config)  # heartbeat intervals, session timeouts in bounds
+    if any(name.startswith("share.coordinator.") for name in config.static):
+        from kemu.coordinator.share.config import check_share_coordinator_configs
+
+        check_share_coordinator_configs(config)  # Kafka's internal ones, not in the catalogue
     if (config.get("authorizer.class.name") or "").strip():
         from kemu.broker.security.acls import super_users
 
@@ -359,8 +363,9 @@ def _unknown_configs(config: BrokerConfig) -> list[str]:
     unknown = unknown_broker_keys(config.static, catalogue())
     if unknown:  # only then the group coordinator's config module, not needed to start
         from kemu.coordinator.group.config import BROKER_FALLBACKS
+        from kemu.coordinator.share.config import INTERNAL_BROKER_CONFIGS
 
-        unknown = unknown_broker_keys(unknown, BROKER_FALLBACKS)
+        unknown = unknown_broker_keys(unknown, BROKER_FALLBACKS, INTERNAL_BROKER_CONFIGS)
     return [name for name in unknown if not is_security_config(name)]
 
 

@@ -296,6 +296,12 @@ REFUSED_OVERRIDES = {
         "kemu: group.share.heartbeat.interval.ms must be greater than or equal to "
         "group.share.min.heartbeat.interval.ms",
     ),
+    # an internal config of Kafka's share coordinator (not in the catalogue)
+    "cold partition snapshot interval below 1": (
+        ["share.coordinator.cold.partition.snapshot.interval.ms=0"],
+        "kemu: Invalid value 0 for configuration "
+        "share.coordinator.cold.partition.snapshot.interval.ms: Value must be at least 1",
+    ),
     # started a listener no client could log in to
     "sasl mechanism kemu does not implement": (
         ["listeners=SASL_PLAINTEXT://:0", "sasl.enabled.mechanisms=GSSAPI"],

@@ -37,17 +37,27 @@ redundant: every live key's latest snapshot is at or above it, and a snapshot is
 a state that already replayed every earlier marker, so neither a record nor a KIP-1289 marker
 that the latest snapshot does not cover is ever dropped; a deleted key's tombstone only goes
 with the records before it. A restart replays from the log start.
+
+Cold partitions (Kafka's ``snapshot-cold-partitions`` job): every
+``share.coordinator.cold.partition.snapshot.interval.ms`` (5 minutes) a timer on the runtime's
+clock asks every shard for ``snapshot_cold_partitions`` and appends what it gives, then re-arms;
+a key written once and never again so gets a newer snapshot and stops holding the log start
+back. The timer is armed only where it can run (a virtual clock, or a running event loop): a
+service built outside one (offline tools, synchronous tests) has none.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Iterable
 
 import structlog
 
+from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Topic, TopicError
+from kemu.coordinator.share.config import cold_partition_snapshot_interval_ms
 from kemu.coordinator.share.decode import batch_records, control_marker
 from kemu.coordinator.share.keys import coordinator_key, partition_for_key_string
 from kemu.coordinator.share.persister import (
@@ -108,9 +118,11 @@ class ShareCoordinatorService:
         self.replayed: dict[int, int] = {}  # per state partition: the next offset to replay
         # per state partition: the offset of each key's latest ShareSnapshot (pruning)
         self.snapshot_offsets: dict[int, dict[SharePartitionKey, int]] = {}
+        self._cold_timer: TimerHandle | None = None
         existing = self.cluster.topics.get(SHARE_STATE_TOPIC)
         if existing is not None:
             self._load(existing)
+        self._arm_cold_snapshots()
 
     # --- where state lives -------------------------------------------------------------------
 
@@ -349,6 +361,49 @@ class ShareCoordinatorService:
         if target > partition.log_start_offset:
             partition.log.advance_start(target)
             log.debug("share_state_pruned", partition=index, log_start=target)
+
+    # --- cold partitions ----------------------------------------------------------------------
+
+    def _arm_cold_snapshots(self) -> None:
+        if not self.runtime.clock.virtual:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop to run a real timer on
+        interval = cold_partition_snapshot_interval_ms(self.cluster.config)
+        self._cold_timer = self.runtime.clock.call_later(interval, self._on_cold_timer)
+
+    def _on_cold_timer(self) -> None:
+        self._cold_timer = None
+        try:
+            self.snapshot_cold_partitions()
+        finally:
+            self._arm_cold_snapshots()
+
+    def close(self) -> None:
+        """Stop the cold-partition timer."""
+        if self._cold_timer is not None:
+            self._cold_timer.cancel()
+            self._cold_timer = None
+
+    def snapshot_cold_partitions(self) -> int:
+        """Append each shard's cold-partition snapshots (and prune); returns how many."""
+        if SHARE_STATE_TOPIC not in self.cluster.topics:
+            return 0
+        now = self.runtime.clock_ms()
+        interval = cold_partition_snapshot_interval_ms(self.cluster.config)
+        written = 0
+        for index in sorted(self.shards):
+            result = self._run_on(
+                index, lambda s: s.snapshot_cold_partitions(now_ms=now, interval_ms=interval)
+            )
+            if result.error is ErrorCode.none:
+                written += len(result.records)
+            else:
+                log.warning("share_state_cold_snapshot_failed", partition=index)
+        if written:
+            log.debug("share_state_cold_snapshots", records=written)
+        return written
 
     def initialize_sync(
         self, key: SharePartitionKey, state_epoch: int, start_offset: int

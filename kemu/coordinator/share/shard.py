@@ -24,6 +24,13 @@ epoch seen, and how many ShareUpdates followed the last snapshot.
   wrote to this partition resolves the TX_PENDING records it staged in every key here, as it is
   replayed; ``settle_markers`` then gives the ShareUpdates that write the outcome out explicitly
   (for readers of the log that do not interpret markers), which change nothing on replay.
+* cold partitions (``snapshot_cold_partitions``, Kafka's ``snapshotColdPartitions``, run every
+  ``share.coordinator.cold.partition.snapshot.interval.ms``): a fresh ShareSnapshot of every key
+  whose write timestamp (that of its latest snapshot; a ShareUpdate carries none) is at least
+  the interval old: the same state, snapshot epoch one up, create timestamp kept, write
+  timestamp now. Nothing when every key's latest snapshot already is such a cold one (create
+  and write timestamps differ): the partition is quiet. So a key written once and never again
+  stops holding the state log's prune point at its old snapshot.
 * Every operation answers UNKNOWN_TOPIC_OR_PARTITION when the topic id or partition is not in the
   cluster.
 
@@ -31,8 +38,8 @@ Batches are merged with ``merge_batches`` (later writes win per offset). Kafka 4
 for overlapping offsets, the batch with the higher (delivery count, delivery state); the two agree
 whenever writes never lower that pair, which holds without KIP-1289 (an abort lowers
 TX_PENDING back to AVAILABLE). GROUP_ID_NOT_FOUND is listed in the RPC schemas but Kafka's share
-coordinator never returns it, and neither does kemu. Omitted: cold-partition snapshots and
-pruning the topic below the oldest snapshot still needed.
+coordinator never returns it, and neither does kemu. Pruning the topic below the oldest
+snapshot still needed is the service's (``service.redundant_below``).
 """
 
 from __future__ import annotations
@@ -269,6 +276,31 @@ class ShareCoordinatorShard:
                 if key.topic_id == topic_id
             )
         )
+
+    def snapshot_cold_partitions(self, *, now_ms: int, interval_ms: int) -> ShardResult:
+        """Kafka's ``snapshotColdPartitions``: a ShareSnapshot of the unchanged state of every key
+        not snapshotted for ``interval_ms``, so that its older records become redundant."""
+        cold_snapshotted = sum(
+            1 for state in self.states.values() if state.create_timestamp != state.write_timestamp
+        )
+        if cold_snapshotted == len(self.states):
+            return ShardResult()  # quiet: every key's latest snapshot is a cold one already
+        records = []
+        for key, current in self:
+            if now_ms - current.write_timestamp < interval_ms:
+                continue
+            snapshot = ShareSnapshotValue(
+                snapshot_epoch=current.snapshot_epoch + 1,
+                state_epoch=current.state_epoch,
+                leader_epoch=current.leader_epoch,
+                start_offset=current.start_offset,
+                create_timestamp=current.create_timestamp,
+                write_timestamp=now_ms,
+                state_batches=current.batches,
+                delivery_complete_count=current.delivery_complete_count,
+            )
+            records.append(StateRecord(_key(SHARE_SNAPSHOT, key), snapshot))
+        return ShardResult(records=tuple(records))
 
     # --- replay -------------------------------------------------------------------------------
 
