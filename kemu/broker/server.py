@@ -259,6 +259,11 @@ class KemuServer:
     async def close(self) -> None:
         for task in self._background:
             task.cancel()
+        from kemu.coordinator.share.service import SERVICE as SHARE_STATE
+
+        share_state = self.runtime.services.get(SHARE_STATE)  # created on first use only
+        if share_state is not None and hasattr(share_state, "close"):
+            share_state.close()  # its cold-partition timer must not append to closed logs
         for server in self.servers:
             server.close()
         for tls in self._tls_servers:
