@@ -225,7 +225,11 @@ def test_expired_lock_redelivers_to_another_member(share_run: ProbeRun) -> None:
     assert held and all(key.endswith("#1") for key in expiry["held"])
     other = expiry["other"]
     assert sorted(map(offset_of, other)) == list(range(SINGLE_RECORDS))
-    assert {key for key in other if offset_of(key) in held} == {f"{o}#2" for o in held}
+    # A's records come to B with a higher delivery count: 2, or 3 when A's background fetch,
+    # parked when the locks first expired, acquired them again before B joined (a race the
+    # machine's load decides, on Kafka as on kemu).
+    redelivered = {offset_of(key): int(key.split("#")[1]) for key in other}
+    assert all(redelivered[offset] >= 2 for offset in held), (held, other)
     assert expiry["other_commit_errors"] == {}
     late = expiry["late_commit_errors"]
     assert list(late) == [f"{SINGLE}-0"]
