@@ -284,6 +284,27 @@ class _Transport:
         pass
 
 
+class _KeepingTransport(_Transport):
+    """``_Transport`` keeping what is written, so a fuzzing script can read the answers."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(port)
+        self.buffer = bytearray()
+
+    def write(self, data: bytes) -> None:
+        super().write(data)
+        self.buffer += data
+
+    def writelines(self, data: Any) -> None:
+        for chunk in data:
+            self.write(chunk)
+
+    def has_frame(self) -> bool:
+        return len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(
+            self.buffer[:4], "big"
+        )
+
+
 @dataclass
 class Crash:
     kind: str

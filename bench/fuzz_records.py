@@ -46,7 +46,7 @@ from typing import Any
 import cramjam
 import structlog
 
-from bench.fuzz import Crash, _CrashLog, _Transport
+from bench.fuzz import Crash, _CrashLog, _KeepingTransport
 from kemu.broker.connection import Connection
 from kemu.broker.server import KemuServer
 from kemu.protocol import wire
@@ -460,7 +460,7 @@ class RecordFuzzer:
         node = cluster.nodes[cluster.topics[topic].partitions[0].leader_id]
         connection = Connection(node, self.server.runtime)
         self._ports += 1
-        transport = _Keeping(200_000_000 + self._ports)
+        transport = _KeepingTransport(200_000_000 + self._ports)
         connection.connection_made(transport)  # type: ignore[arg-type]
         try:
             connection.data_received(frame)
@@ -491,25 +491,6 @@ class RecordFuzzer:
 
     def _crash(self, kind: str, detail: str) -> None:
         self.report.crashes.append(Crash(kind, PRODUCE, 0, "records", self._current, detail))
-
-
-class _Keeping(_Transport):
-    def __init__(self, port: int) -> None:
-        super().__init__(port)
-        self.buffer = bytearray()
-
-    def write(self, data: bytes) -> None:
-        super().write(data)
-        self.buffer += data
-
-    def writelines(self, data: Any) -> None:
-        for chunk in data:
-            self.write(chunk)
-
-    def has_frame(self) -> bool:
-        return len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(
-            self.buffer[:4], "big"
-        )
 
 
 def _schema_class(api_key: int, version: int, name: str) -> type[Any]:

@@ -46,7 +46,7 @@ from typing import Any
 
 import structlog
 
-from bench.fuzz import Crash, _CrashLog, _Transport, mutate
+from bench.fuzz import Crash, _CrashLog, _KeepingTransport, mutate
 from kemu.broker.connection import Connection
 from kemu.broker.server import KemuServer
 from kemu.cluster.listeners import Listener
@@ -82,22 +82,6 @@ def client_tls_context(tls_dir: Path) -> ssl.SSLContext:
 
 
 # --- channels: the same script in process or over TLS -----------------------------------------
-
-
-class _KeepingTransport(_Transport):
-    """``bench.fuzz``'s transport, keeping what is written so the script can read answers."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(port)
-        self.buffer = bytearray()
-
-    def write(self, data: bytes) -> None:
-        super().write(data)
-        self.buffer += data
-
-    def writelines(self, data: Any) -> None:
-        for chunk in data:
-            self.write(chunk)
 
 
 class InProcessChannel:
