@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import logging
 import os
 import signal
@@ -154,6 +155,12 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", default="info", type=str.lower, choices=LOG_LEVELS, help="default: info"
     )
     serve.add_argument("--json-logs", action="store_true", help="log JSON lines on stderr")
+    serve.add_argument(
+        "--kip1289",
+        action="store_true",
+        help="serve the KIP-1289 preview (transactional share acknowledgements): the same as "
+        "--override kemu.kip1289.enable=true",
+    )
     add_serve_arguments(serve)  # --control-port, --control-host, --clock
     decode = commands.add_parser(
         "decode-share-state",
@@ -200,25 +207,52 @@ async def _serve(options: ServerOptions, args: argparse.Namespace) -> None:
         # the data dir cannot be created, locked or read: Kafka too stops on an unusable log dir
         raise _StartFailed(f"cannot use data directory {options.data_dir}: {error}") from None
     use_virtual_clock(server, args)
-    await server.start()
-    control = await start_control(server, args)
+    control = await start_control(server, args)  # a control port in use: before "started"
+    try:
+        await server.start()
+    except BaseException:
+        if control is not None:
+            await control.close()
+        raise
     if options.config.get("listeners") is not None:
         for name, bootstrap in server.listener_bootstraps().items():
             print(f"kemu listener {name} bootstrap={bootstrap}", flush=True)
     ready = f"kemu ready bootstrap={server.bootstrap_servers}"
     if control is not None:
         ready += f" control={control.url}"
+    previews = enabled_previews(options.config)
+    if previews:
+        ready += f" previews={','.join(previews)}"
     stop = asyncio.Event()
+    received: list[str] = []
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig.name)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         # Before the ready line: whoever reads it may stop kemu at once (a SIGTERM before this
         # would end the process with the signal's default action, exit status -15).
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     print(ready, flush=True)
     await stop.wait()
     if control is not None:
         await control.close()
     await server.close()
+    log.info(
+        "stopped",
+        signal=received[0] if received else None,
+        data_dir=str(options.data_dir) if options.data_dir else None,
+    )
+
+
+# Previews of proposed KIPs kemu serves only when asked: the ready line names those that are on.
+PREVIEWS = {"kip1289": "kemu.kip1289.enable"}
+
+
+def enabled_previews(config: BrokerConfig) -> list[str]:
+    return [name for name, key in PREVIEWS.items() if config.get_bool(key)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,7 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     from kemu.broker.handlers import check_wire_keys
     from kemu.broker.server import ServerOptions
 
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unrecognized = parser.parse_known_args(argv)
+    if unrecognized:
+        command = _command_parser(parser, args.command)
+        command.error(_unrecognized(command, unrecognized))
     if args.command in ("decode-share-state", "ctl"):
         run = _decode_share_state if args.command == "decode-share-state" else run_ctl
         try:
@@ -247,6 +285,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     _configure_logging(args.log_level, args.json_logs)
+    problem = _path_problem("--config", args.config, want_dir=False) or _path_problem(
+        "--data-dir", args.data_dir, want_dir=True
+    )
+    if problem:
+        print(f"kemu: {problem}", file=sys.stderr)
+        return 2 if args.config is not None and problem.startswith("--config") else 1
+    if args.kip1289:
+        args.override.append(f"{PREVIEWS['kip1289']}=true")
     try:
         config = BrokerConfig.load(args.config, args.override, base=SHIPPED_SERVER_PROPERTIES)
         check_wire_keys(config)  # the KIP-1289 api keys, before anything listens
@@ -275,8 +321,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     for name in unknown:
-        # Kafka's wording for a property no ConfigDef defines.
-        log.warning(f"The configuration '{name}' was supplied but isn't a known config.")
+        # Kafka's wording for a property no ConfigDef defines, and the nearest known name.
+        message = f"The configuration '{name}' was supplied but isn't a known config."
+        near = difflib.get_close_matches(name, _known_config_names(), n=1, cutoff=0.8)
+        if near:
+            message += f" Did you mean '{near[0]}'?"
+        log.warning(message)
     if args.tls_self_signed:
         try:
             _self_signed(config, args.data_dir)
@@ -367,6 +417,62 @@ def _unknown_configs(config: BrokerConfig) -> list[str]:
 
         unknown = unknown_broker_keys(unknown, BROKER_FALLBACKS, INTERNAL_BROKER_CONFIGS)
     return [name for name in unknown if not is_security_config(name)]
+
+
+def _known_config_names() -> list[str]:
+    from kemu.cluster.broker_catalogue import catalogue
+    from kemu.cluster.config import BROKER_CONFIGS
+    from kemu.coordinator.group.config import BROKER_FALLBACKS
+
+    return sorted({*catalogue(), *BROKER_CONFIGS, *BROKER_FALLBACKS})
+
+
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            sub: argparse.ArgumentParser = action.choices[command]
+            return sub
+    return parser
+
+
+def _unrecognized(command: argparse.ArgumentParser, words: list[str]) -> str:
+    """argparse's "unrecognized arguments" with the nearest option of the command, so that
+    ``--data_dir`` is answered with ``did you mean --data-dir?``."""
+    options = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
+    message = f"unrecognized arguments: {' '.join(words)}"
+    for word in words:
+        if not word.startswith("-"):
+            continue
+        flag = word.partition("=")[0]
+        near = difflib.get_close_matches(flag.replace("_", "-"), options, n=1, cutoff=0.7)
+        if near:
+            message += f" (did you mean {near[0]}?)"
+            break
+    return message
+
+
+def _path_problem(flag: str, path: Path | None, *, want_dir: bool) -> str | None:
+    """What is wrong with a path given on the command line, in one line naming the flag: a
+    config file that is not there, a data dir that is a file (or under one)."""
+    if path is None:
+        return None
+    if not want_dir:
+        if not path.exists():
+            return f"{flag} {path}: no such file"
+        if path.is_dir():
+            return f"{flag} {path}: a directory, not a properties file"
+        return None
+    for part in (path, *path.parents):
+        if part.exists():
+            if part.is_dir():
+                return None
+            if part == path:
+                return (
+                    f"{flag} {path}: a file, not a directory (give a directory; kemu creates "
+                    "it when it is missing)"
+                )
+            return f"{flag} {path}: {part} is a file, not a directory"
+    return None
 
 
 def _self_signed(config: BrokerConfig, data_dir: Path | None) -> None:

@@ -330,7 +330,7 @@ def _parse(spec: dict[str, Any], rule_id: int, runtime: Runtime) -> FaultRule:
     unknown = sorted(set(spec) - known)
     if unknown:
         raise RuleError(f"unknown rule fields: {', '.join(unknown)}")
-    kind = spec.get("kind", "error")
+    kind = spec.get("kind", _default_kind(spec))
     if kind not in KINDS:
         raise RuleError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
     api_key = _api_key(spec)
@@ -408,6 +408,13 @@ def _api_key(spec: dict[str, Any]) -> int:
     raise RuleError("a rule needs api_key (a number) or api (a name such as 'produce')")
 
 
+def _default_kind(spec: dict[str, Any]) -> str:
+    """Without ``kind``: a rule that names a delay and no error is a latency rule (``api=produce
+    latency_ms=500`` means a slow answer, not a question about which error to answer with)."""
+    names_error = "error" in spec or "error_code" in spec
+    return "latency" if spec.get("latency_ms") and not names_error else "error"
+
+
 def _error_code(spec: dict[str, Any]) -> int:
     value = spec.get("error_code", spec.get("error"))
     if isinstance(value, str):
@@ -421,7 +428,10 @@ def _error_code(spec: dict[str, Any]) -> int:
         except ValueError:
             raise RuleError(f"unknown error code {value}") from None
     else:
-        raise RuleError("an error rule needs error_code (a number) or error (a name)")
+        raise RuleError(
+            "an error rule needs error (a name, e.g. NOT_LEADER_OR_FOLLOWER) or error_code "
+            "(a number); for a delay alone give latency_ms=N (kind=latency)"
+        )
     if code is ErrorCode.none:
         raise RuleError("error code 0 (NONE) is not an error")
     return int(code)

@@ -192,7 +192,7 @@ def test_bad_rules_change_nothing(kemu: KemuProcess) -> None:
         ({"api": "nope", "error": "NOT_LEADER_OR_FOLLOWER"}, "unknown API"),
         ({"api": "produce", "error": "NO_SUCH_ERROR"}, "unknown error"),
         ({"api": "produce", "error": "NONE"}, "not an error"),
-        ({"api": "produce"}, "needs error_code"),
+        ({"api": "produce"}, "needs error (a name"),
         ({"api": "produce", "kind": "explode"}, "kind must be"),
         ({"api": "produce", "kind": "latency"}, "latency_ms"),
         ({"api": "produce", "error_code": 6, "topic": "missing"}, "unknown topic"),

@@ -145,3 +145,14 @@ def test_rules_for_other_clients_are_not_walked_and_order_is_kept() -> None:
     assert table.match(rules, 1, produce("orders", 0)) is mine
     assert table.match(rules, 1, produce("orders", 0)) is None
     assert table.match(rules, 1, produce("orders", 0, client_id="c7")).client_id == "c7"
+
+
+def test_a_delay_without_kind_is_a_latency_rule_not_a_question_about_errors() -> None:
+    table = FaultTable(runtime())
+    slow = table.add({"api": "produce", "latency_ms": 500})
+    assert (slow.kind, slow.latency_ms, slow.error_code) == ("latency", 500, 0)
+    # an error named beside the delay keeps it an error rule that also waits
+    late_error = table.add({"api": "produce", "latency_ms": 500, "error": 6})
+    assert (late_error.kind, late_error.error_code) == ("error", 6)
+    with pytest.raises(RuleError, match="for a delay alone give latency_ms"):
+        table.add({"api": "produce"})

@@ -111,6 +111,31 @@ def test_unknown_configs_are_warned_about_once_each(
         for line in warned
     )
     assert any("'log.retention.hour'" in line for line in warned)
+    # the nearest known name, when one is near (difflib)
+    assert any("Did you mean 'group.share.record.lock.duration.ms'?" in line for line in warned)
+    assert any("Did you mean 'log.retention.hours'?" in line for line in warned)
+
+
+def test_the_kip1289_flag_turns_the_preview_on_and_the_ready_line_says_so(
+    kemu_factory: type[KemuProcess],
+) -> None:
+    process = kemu_factory(brokers=1, with_control=True, extra_args=["--kip1289"]).start()
+    assert process.control.call("health")  # the control= field is still read
+    process.stop()
+    assert process.log_path is not None
+    log = process.log_path.read_text()
+    # the last line is the shutdown line, after the brokers closed
+    lines = log.strip().splitlines()
+    assert "stopped" in lines[-1] and "signal=SIGTERM" in lines[-1], log
+    command = [sys.executable, "-m", "kemu.cli", "serve", "--brokers", "1", "--port", "0"]
+    for extra, previews in (["--kip1289"], " previews=kip1289"), ([], ""):
+        started = subprocess.Popen([*command, *extra], stdout=subprocess.PIPE, text=True)
+        assert started.stdout is not None
+        ready = started.stdout.readline().strip()
+        started.terminate()
+        started.wait(30)
+        assert ready.startswith("kemu ready bootstrap=127.0.0.1:"), ready
+        assert ready.endswith(previews) and ready.count("previews=") == len(extra), ready
 
 
 def test_strict_config_refuses_unknown_configs_in_one_line(tmp_path: Path) -> None:
@@ -206,24 +231,66 @@ def test_a_data_dir_that_cannot_be_used_is_named_in_one_line(tmp_path: Path) -> 
     a_file = tmp_path / "not-a-dir"
     a_file.write_text("")
     port = str(free_port_block(1))
-    for data_dir, reason in ((a_file, "File exists"), (a_file / "data", "Not a directory")):
-        refused = serve("--port", port, "--data-dir", str(data_dir))
-        assert refused.returncode == 1
-        line = one_line(refused.stderr)
-        assert line.startswith(f"kemu: cannot use data directory {data_dir}: "), line
-        assert reason in line
+    # It used to say "[Errno 17] File exists": true, and no help.
+    refused = serve("--port", port, "--data-dir", str(a_file))
+    assert refused.returncode == 1
+    assert one_line(refused.stderr) == (
+        f"kemu: --data-dir {a_file}: a file, not a directory (give a directory; kemu creates it "
+        "when it is missing)"
+    )
+    refused = serve("--port", port, "--data-dir", str(a_file / "data" / "deeper"))
+    assert refused.returncode == 1
+    assert one_line(refused.stderr) == (
+        f"kemu: --data-dir {a_file / 'data' / 'deeper'}: {a_file} is a file, not a directory"
+    )
+
+
+def test_a_missing_config_file_names_the_flag(tmp_path: Path) -> None:
+    port = str(free_port_block(1))
+    refused = serve("--port", port, "--config", str(tmp_path / "nope.properties"))
+    assert refused.returncode == 2
+    missing = tmp_path / "nope.properties"
+    assert one_line(refused.stderr) == f"kemu: --config {missing}: no such file"
+    refused = serve("--port", port, "--config", str(tmp_path))
+    assert one_line(refused.stderr) == (
+        f"kemu: --config {tmp_path}: a directory, not a properties file"
+    )
+
+
+def test_a_misspelt_flag_is_answered_with_the_nearest_one() -> None:
+    line = usage_error(serve("--data_dir", "x"))
+    assert line == (
+        "kemu serve: error: unrecognized arguments: --data_dir x (did you mean --data-dir?)"
+    )
+    line = usage_error(serve("--controlport=3"))
+    assert line.endswith("(did you mean --control-port?)"), line
+    assert usage_error(serve("--zzz")) == "kemu serve: error: unrecognized arguments: --zzz"
+
+
+def test_a_control_port_in_use_is_reported_before_the_brokers_start() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = serve("--port", str(free_port_block(1)), "--control-port", str(port))
+    assert refused.returncode == 1
+    # one line: no "started" line before it, as if the brokers had served
+    assert one_line(refused.stderr) == (
+        f"kemu: Control API failed to bind to 127.0.0.1:{port}: Address already in use."
+    )
 
 
 def test_self_signed_certificates_in_a_data_dir_that_cannot_hold_them(tmp_path: Path) -> None:
-    a_file = tmp_path / "not-a-dir"
-    a_file.write_text("")
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "tls").write_text("")  # where the certificates would go: a file
     refused = serve(
-        "--port", str(free_port_block(1)), "--tls-self-signed", "--data-dir", str(a_file)
+        "--port", str(free_port_block(1)), "--tls-self-signed", "--data-dir", str(data_dir)
     )
     assert refused.returncode == 1
-    assert one_line(refused.stderr) == (
-        f"kemu: --tls-self-signed: [Errno 20] Not a directory: '{a_file / 'tls'}'"
-    )
+    line = one_line(refused.stderr)
+    assert line.startswith("kemu: --tls-self-signed: [Errno "), line
+    assert str(data_dir / "tls") in line
 
 
 def test_a_control_port_out_of_range_is_a_usage_error() -> None:
