@@ -54,6 +54,7 @@ LEADER_MOVED = frozenset(
 )
 MEMBER_FENCED = frozenset(
     {
+        ErrorCode.group_id_not_found,
         ErrorCode.illegal_generation,
         ErrorCode.unknown_member_id,
         ErrorCode.stale_member_epoch,

@@ -342,7 +342,7 @@ async def test_row3_rejects_fenced_member_epochs(
     kemu: KemuProcess, closing: list[Any], which: str
 ) -> None:
     """Row 3 (and 3'), testTransactionalShareAckRejectsFencedMemberEpochs: the member's epoch
-    + 1 ("future") and - 2 ("stale", 0 mapped to -1) are refused (ILLEGAL_GENERATION), raised as
+    + 1 ("future") and - 2 ("stale", 0 mapped to -1) are refused (STALE_MEMBER_EPOCH), raised as
     CommitFailedError; the producer aborts and the record is still to be done (lag 1)."""
     name = f"s3-fenced-member-{which}"
     setup(kemu, name)
@@ -360,7 +360,7 @@ async def test_row3_rejects_fenced_member_epochs(
         await producer.send_share_acknowledgements_to_transaction(
             consumer.acknowledgements_for_transaction(), wrong
         )
-    assert refused.value.error == ErrorCode.illegal_generation  # spec Q7
+    assert refused.value.error == ErrorCode.stale_member_epoch  # spec Q7
     await producer.abort_transaction()
     assert await wait_for_lag(kemu, name, name, 1) == 1
     assert state_of(decode_share_state(kemu), name, record) != TX_PENDING  # nothing was staged

@@ -123,6 +123,7 @@ def txn_ack(
     member: str = "m1",
     member_epoch: int,
     transactional_id: str | None = TXN,
+    group: str = GROUP,
 ) -> Any:
     module = wire.request_module(TXN_SHARE_ACK, 0)
     topic = module.TxnShareAcknowledgeTopic(
@@ -142,7 +143,7 @@ def txn_ack(
     )
     return module.TxnShareAcknowledgeRequest(
         transactional_id=transactional_id,
-        group_id=GROUP,
+        group_id=group,
         producer_id=pid,
         producer_epoch=epoch,
         member_id=member,
@@ -218,7 +219,15 @@ async def test_null_transactional_id_and_member_checks(kemu: Harness) -> None:
         ),
         (
             txn_ack(tid, acks, pid, epoch, member_epoch=member_epoch + 1),
-            ErrorCode.illegal_generation,
+            ErrorCode.stale_member_epoch,  # spec Q7: a future epoch too
+        ),
+        (
+            txn_ack(tid, acks, pid, epoch, member_epoch=member_epoch - 1),
+            ErrorCode.stale_member_epoch,
+        ),
+        (
+            txn_ack(tid, acks, pid, epoch, member_epoch=member_epoch, group="no-such-group"),
+            ErrorCode.group_id_not_found,
         ),
         (txn_ack(tid, acks, pid, epoch + 7, member_epoch=member_epoch), ErrorCode.producer_fenced),
     ]:

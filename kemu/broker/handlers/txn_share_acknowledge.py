@@ -8,9 +8,10 @@ key is neither advertised nor served, as an unknown key).
 Order (spec §5.3): a null TransactionalId, an empty GroupId or MemberId is INVALID_REQUEST;
 then, with an authorizer, WRITE on the TransactionalId (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and READ on the group (else GROUP_AUTHORIZATION_FAILED),
-every partition carrying the code; an unknown member is UNKNOWN_MEMBER_ID and a member epoch
-other than the member's current one ILLEGAL_GENERATION (what Java maps to
-CommitFailedException, spec Q7).
+every partition carrying the code; an unknown group is GROUP_ID_NOT_FOUND, an unknown member
+UNKNOWN_MEMBER_ID and a member epoch other than the member's current one (future or stale)
+STALE_MEMBER_EPOCH: the three codes the KIP author's draft client turns into an abortable
+CommitFailedException (it treats ILLEGAL_GENERATION as fatal, so not even an abort works).
 
 Enlistment (spec §2.7), ``kemu.kip1289.enlist``: ``implicit`` (default, the PR's flow) adds
 every source partition's ``__share_group_state`` partition to the transaction through the
@@ -20,7 +21,10 @@ not enlisted); ``explicit`` adds nothing, and a partition that no AddShareAcknow
 of the same producer id and epoch enlisted is refused with INVALID_TXN_STATE, nothing staged.
 Either way the transaction coordinator's error (PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING,
 CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, ...) answers the whole request. Then per
-partition: UNKNOWN_TOPIC_ID / NOT_LEADER_OR_FOLLOWER as for ShareAcknowledge,
+partition: UNKNOWN_TOPIC_OR_PARTITION for a topic id or partition that does not exist (as the
+draft PR's share-partition manager answers a partition it has no share partition for; the
+draft client retries it, where UNKNOWN_TOPIC_ID would be fatal), NOT_LEADER_OR_FOLLOWER on a
+broker that does not lead the partition (also an offline one),
 INVALID_TXN_STATE when not enlisted (explicit), UNKNOWN_TOPIC_OR_PARTITION when the group has
 no share partition there yet, else the share partition stages the records ACQUIRED ->
 TX_PENDING durably, all or nothing: INVALID_RECORD_STATE for records that member does not hold
@@ -61,6 +65,7 @@ from kemu.protocol.kip1289 import TXN_SHARE_ACKNOWLEDGE_KEY
 
 API_KEY = TXN_SHARE_ACKNOWLEDGE_KEY
 NOT_ENLISTED = "Not enlisted by AddShareAcknowledgementsToTxn of this producer id and epoch"
+UNKNOWN_TOPIC_ID_MESSAGE = "Unknown topic id"
 RENEW_CAPABLE_VERSION = 2  # parse every ack type; the share partition refuses the wrong ones
 
 
@@ -105,7 +110,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ref = (topic.topic_id, p.partition_index)
             where = routes[ref]
             actor = manager.existing(group_id, *ref)
-            if where.error is not ErrorCode.none or where.partition is None:
+            if where.error is ErrorCode.unknown_topic_id:
+                answers[ref] = (ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC_ID_MESSAGE)
+            elif where.error is not ErrorCode.none or where.partition is None:
                 answers[ref] = (where.error, None)
             elif ref in not_enlisted:
                 answers[ref] = (ErrorCode.invalid_txn_state, NOT_ENLISTED)
@@ -145,10 +152,10 @@ def _check_member(ctx: RequestContext, group_id: str, member_id: str, epoch: int
     try:
         group = group_coordinator(ctx.runtime).share.describe(group_id)
     except GroupError:
-        return ErrorCode.unknown_member_id
+        return ErrorCode.group_id_not_found
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.unknown_member_id
     if member.member_epoch != epoch:
-        return ErrorCode.illegal_generation
+        return ErrorCode.stale_member_epoch  # spec Q7: strict equality, future epochs too
     return ErrorCode.none
