@@ -1,5 +1,6 @@
-"""The few admin calls a share pipeline's tests need: a share group's start offsets and lag
-(DescribeShareGroupOffsets, v1 for KIP-1226's Lag)."""
+"""The few admin calls a share pipeline needs: a group's configs (IncrementalAlterConfigs on the
+GROUP resource, e.g. ``share.auto.offset.reset=earliest``) and a share group's start offsets and
+lag (DescribeShareGroupOffsets, v1 for KIP-1226's Lag)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from kemu.client.errors import COORDINATOR_MOVED, KafkaError
 from kemu.protocol.errors import ErrorCode
 
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
+INCREMENTAL_ALTER_CONFIGS = 44
+GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP
+SET = 0  # AlterConfigOp.OpType.SET
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +33,49 @@ class Admin:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.cluster.close()
+
+    async def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Set a group's dynamic configs (``kafka-configs --alter --entity-type groups``), e.g.
+        ``{"share.auto.offset.reset": "earliest"}`` before a share group's first member joins,
+        so that it reads what the topic already holds."""
+        if not self.cluster.nodes:
+            await self.cluster.start()
+
+        async def attempt() -> None:
+            node = next(iter(sorted(self.cluster.nodes)))
+            version = await self.cluster.version(INCREMENTAL_ALTER_CONFIGS, 1, node)
+            nested = self.cluster.nested
+            entries = tuple(
+                nested(
+                    INCREMENTAL_ALTER_CONFIGS,
+                    version,
+                    "AlterableConfig",
+                    name=name,
+                    config_operation=SET,
+                    value=value,
+                )
+                for name, value in configs.items()
+            )
+            resource = nested(
+                INCREMENTAL_ALTER_CONFIGS,
+                version,
+                "AlterConfigsResource",
+                resource_type=GROUP_RESOURCE,
+                resource_name=group_id,
+                configs=entries,
+            )
+            response = await self.cluster.call(
+                node,
+                INCREMENTAL_ALTER_CONFIGS,
+                version,
+                resources=(resource,),
+                validate_only=False,
+            )
+            for answer in response.responses:
+                if answer.error_code != ErrorCode.none:
+                    raise KafkaError(answer.error_code, answer.error_message)
+
+        await self.cluster.retry(attempt)
 
     async def share_group_offsets(
         self, group_id: str, topic: str

@@ -59,12 +59,35 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return addresses
 
 
+# Metadata errors for a topic that no waiting will bring (answered at once, not retried).
+TOPIC_CANNOT_EXIST = {
+    ErrorCode.invalid_topic_exception: (
+        "topic {name!r} cannot exist: the broker refuses the name (at most 249 characters of "
+        "ASCII letters, digits, '.', '_' and '-')"
+    ),
+    ErrorCode.topic_authorization_failed: "not authorized to describe or create topic {name!r}",
+}
+# How long UNKNOWN_TOPIC_OR_PARTITION is waited out (a topic just created elsewhere, whose
+# metadata has not reached every broker yet) before it is reported.
+UNKNOWN_TOPIC_GRACE_S = 2.0
+
+
 class ClusterClient:
     """Connections to the brokers of one cluster, made on first use and remade after a failure."""
 
-    def __init__(self, bootstrap: str, client_id: str = "kemu-client") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        client_id: str = "kemu-client",
+        *,
+        allow_auto_topic_creation: bool = False,
+    ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
+        # Metadata's AllowAutoTopicCreation, as the Java producer and consumer send it (their
+        # default: true); a broker with auto.create.topics.enable=false still refuses.
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.topic_errors: dict[str, ErrorCode] = {}
         self.nodes: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
@@ -181,12 +204,20 @@ class ClusterClient:
         )
         try:
             response = await connection.call(
-                METADATA, version, topics=wanted, allow_auto_topic_creation=False
+                METADATA,
+                version,
+                topics=wanted,
+                allow_auto_topic_creation=self.allow_auto_topic_creation,
             )
         except (ConnectionClosed, OSError) as exc:
             raise RetriableError(str(exc)) from exc
         self.nodes = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
         for topic in response.topics:
+            if topic.name is not None:
+                if topic.error_code != ErrorCode.none:
+                    self.topic_errors[str(topic.name)] = topic.error_code
+                else:
+                    self.topic_errors.pop(str(topic.name), None)
             if topic.error_code != ErrorCode.none or topic.name is None:
                 continue
             info = TopicInfo(str(topic.name), uuid.UUID(str(topic.topic_id)))
@@ -196,18 +227,44 @@ class ClusterClient:
             self.topic_names[info.topic_id] = info.name
 
     async def topic(self, name: str, *, timeout: float = 30.0) -> TopicInfo:
-        """Metadata of one topic, waiting for it to exist and have leaders."""
+        """Metadata of one topic (created by the broker on first use when this client allows
+        it), waiting for it to have leaders. A topic that cannot exist fails fast with a
+        KafkaError saying why: a name the broker refuses, no authorization, or no such topic
+        past UNKNOWN_TOPIC_GRACE_S (the broker, or this client, does not create topics)."""
+        loop = asyncio.get_running_loop()
+        unknown_since: float | None = None
 
         async def attempt() -> TopicInfo:
+            nonlocal unknown_since
             info = self.topics.get(name)
             if info is None or any(leader < 0 for leader in info.leaders.values()):
                 await self.refresh_metadata([name, *self.topics])
                 info = self.topics.get(name)
+            if info is None:
+                error = self.topic_errors.get(name)
+                if error is not None and error != ErrorCode.unknown_topic_or_partition:
+                    if error in TOPIC_CANNOT_EXIST:
+                        raise KafkaError(error, TOPIC_CANNOT_EXIST[error].format(name=name))
+                elif error is not None:
+                    unknown_since = loop.time() if unknown_since is None else unknown_since
+                    if loop.time() - unknown_since >= UNKNOWN_TOPIC_GRACE_S:
+                        raise KafkaError(error, self._unknown_topic_message(name))
             if info is None or not info.leaders or min(info.leaders.values()) < 0:
                 raise RetriableError(f"topic {name} has no metadata yet")
             return info
 
         return await self.retry(attempt, timeout=timeout)
+
+    def _unknown_topic_message(self, name: str) -> str:
+        if self.allow_auto_topic_creation:
+            return (
+                f"topic {name!r} does not exist and the broker does not create topics on first "
+                "use (auto.create.topics.enable=false): create it first"
+            )
+        return (
+            f"topic {name!r} does not exist and this client does not ask for it to be created "
+            "(allow_auto_topic_creation=False): create it first"
+        )
 
     async def leader(self, name: str, partition: int) -> int:
         info = await self.topic(name)

@@ -43,12 +43,16 @@ class Consumer:
         isolation_level: str = "read_committed",
         client_id: str = "kemu-consumer",
         max_wait_ms: int = 500,
+        allow_auto_topic_creation: bool = True,
     ) -> None:
         if isolation_level not in ("read_committed", "read_uncommitted"):
             raise ValueError("isolation_level is 'read_committed' or 'read_uncommitted'")
         self.isolation = READ_COMMITTED if isolation_level == "read_committed" else READ_UNCOMMITTED
         self.max_wait_ms = max_wait_ms
-        self.cluster = ClusterClient(bootstrap, client_id)
+        # the Java consumer's allow.auto.create.topics (default true)
+        self.cluster = ClusterClient(
+            bootstrap, client_id, allow_auto_topic_creation=allow_auto_topic_creation
+        )
         self.positions: dict[tuple[str, int], int] = {}
 
     async def __aenter__(self) -> Consumer:

@@ -79,6 +79,7 @@ class TransactionalProducer:
         add_share_acknowledgements_api_key: int = ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN,
         client_id: str = "kemu-transactional-producer",
         request_timeout: float = 30.0,
+        allow_auto_topic_creation: bool = True,
     ) -> None:
         if share_acknowledgement_form not in (ONE_RPC, TWO_RPC):
             raise ValueError(f"share_acknowledgement_form is {ONE_RPC!r} or {TWO_RPC!r}")
@@ -88,7 +89,11 @@ class TransactionalProducer:
         self.txn_share_acknowledge_api_key = txn_share_acknowledge_api_key
         self.add_share_acknowledgements_api_key = add_share_acknowledgements_api_key
         self.request_timeout = request_timeout
-        self.cluster = ClusterClient(bootstrap, client_id)
+        # As the Java producer: a send to a topic that does not exist asks the broker to create
+        # it (with the broker's num.partitions); False to refuse, failing such a send at once.
+        self.cluster = ClusterClient(
+            bootstrap, client_id, allow_auto_topic_creation=allow_auto_topic_creation
+        )
         self.producer_id = -1
         self.producer_epoch = -1
         self._state = _State.UNINITIALIZED
