@@ -104,7 +104,27 @@ def test_rule_for_another_topic_does_not_fire(kemu: KemuProcess) -> None:
     assert fired(kemu, rule["id"]) == 0
 
 
+def produce_one_by_one(kemu: KemuProcess, topic: str, count: int, **config: Any) -> list[Any]:
+    """Produce ``count`` records, each flushed before the next: one Produce request (and its
+    retries) per record, so that a rule's fraction is drawn at least ``count`` times. Stops at
+    the first record not delivered."""
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 0, **config})
+    for index in range(count):
+        producer.produce(
+            topic, value=b"v%d" % index, partition=0, on_delivery=lambda e, m: errors.append(e)
+        )
+        assert producer.flush(TIMEOUT) == 0
+        if errors[-1] is not None:
+            break  # a rule that fires every time: fail now, not after ``count`` timeouts
+    return errors
+
+
 def test_fraction_and_client_id(kemu: KemuProcess) -> None:
+    """A fraction 0.5 rule for one client id fires on some of that client's requests (2**-20 that
+    20 requests draw none), lets the others through (the retried records all arrive before the
+    producer's message timeout, which a rule firing on every request would exhaust), and never
+    fires for another client id (2**-10 that a broken match would miss all 10 requests)."""
     topic = make_topic(kemu)
     rule = kemu.control.add_fault(
         api="produce",
@@ -113,10 +133,13 @@ def test_fraction_and_client_id(kemu: KemuProcess) -> None:
         fraction=0.5,
         client_id="flaky-app",
     )
-    assert produce(kemu, topic, 20, **{"client.id": "flaky-app", "linger.ms": 0}) == [None] * 20
-    assert produce(kemu, topic, 1, **{"client.id": "other-app"}) == [None]
-    assert fired(kemu, rule["id"]) >= 0  # still installed: count None keeps it until cleared
-    assert len(read_all(kemu, topic, 21)) == 21
+    flaky = {"client.id": "flaky-app", "message.timeout.ms": 20_000}
+    assert produce_one_by_one(kemu, topic, 20, **flaky) == [None] * 20
+    fired_for_flaky = fired(kemu, rule["id"])
+    assert fired_for_flaky >= 1  # still installed: count None keeps it until cleared
+    assert produce_one_by_one(kemu, topic, 10, **{"client.id": "other-app"}) == [None] * 10
+    assert fired(kemu, rule["id"]) == fired_for_flaky
+    assert len(read_all(kemu, topic, 30)) == 30
     assert kemu.control.clear_faults()["removed"] == 1
 
 
