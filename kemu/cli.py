@@ -177,14 +177,25 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _decode_share_state(args: argparse.Namespace) -> int:
-    from kemu.coordinator.share.decode import decode_all, fetch_from_cluster, read_data_dir
+    from kemu.coordinator.share.decode import (
+        cluster_topic_names,
+        data_dir_topic_names,
+        decode_all,
+        fetch_from_cluster,
+        read_data_dir,
+    )
 
     if args.data_dir is not None and not args.data_dir.is_dir():
         print(f"kemu: no data directory {args.data_dir}", file=sys.stderr)
         return 1
     records = fetch_from_cluster(args.bootstrap) if args.bootstrap else read_data_dir(args.data_dir)
     try:
-        for line in decode_all(records, states_only=args.states_only):
+        names = (
+            cluster_topic_names(args.bootstrap)
+            if args.bootstrap
+            else data_dir_topic_names(args.data_dir)
+        )
+        for line in decode_all(records, states_only=args.states_only, topic_names=names):
             print(line)
     except BrokenPipeError:
         raise  # a reader that stopped reading (| head) is not an error to report

@@ -4,9 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Mapping
 from typing import Any
 
 from kemu.control.client import VERBS, ctl_main
+
+CONTROL_ENV = "KEMU_CONTROL"
+DEFAULT_CONTROL_URL = "http://127.0.0.1:9192"
 
 
 def tcp_port(text: str) -> int:
@@ -49,14 +54,31 @@ def add_ctl_parser(commands: Any) -> None:
         description=f"verbs: {verbs}. Path arguments come first, then key=value body fields "
         "(values are JSON when they parse as JSON), or --json BODY. See docs/control.md.",
     )
-    ctl.add_argument("--control", required=True, metavar="URL", help="e.g. http://127.0.0.1:9192")
+    ctl.add_argument(
+        "--control",
+        default=None,
+        metavar="URL",
+        help=f"the control API (default: ${CONTROL_ENV}, else {DEFAULT_CONTROL_URL}, where "
+        "`make serve` and `kemu serve --control-port 9192` serve it)",
+    )
     ctl.add_argument("--json", dest="body_json", default=None, help="the JSON body")
     ctl.add_argument("verb")
     ctl.add_argument("words", nargs="*", help="path arguments, then key=value fields")
 
 
 def run_ctl(args: argparse.Namespace) -> int:
-    return ctl_main(args.control, args.verb, args.words, args.body_json)
+    url, source = control_url(args.control, os.environ)
+    return ctl_main(url, args.verb, args.words, args.body_json, source=source)
+
+
+def control_url(flag: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
+    """The control API's URL and where it came from: --control, then $KEMU_CONTROL, then the
+    usual local port."""
+    if flag:
+        return flag, "--control"
+    if environ.get(CONTROL_ENV):
+        return environ[CONTROL_ENV], f"from ${CONTROL_ENV}"
+    return DEFAULT_CONTROL_URL, "the default URL"
 
 
 def use_virtual_clock(server: Any, args: argparse.Namespace) -> None:

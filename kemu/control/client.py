@@ -252,8 +252,11 @@ def parse_fields(pairs: list[str]) -> dict[str, Any]:
     return fields
 
 
-def ctl_main(url: str, verb: str, words: list[str], body_json: str | None) -> int:
-    """``kemu ctl``: print the verb's JSON answer; exit 1 when refused, 2 on bad usage."""
+def ctl_main(
+    url: str, verb: str, words: list[str], body_json: str | None, *, source: str = "--control"
+) -> int:
+    """``kemu ctl``: print the verb's JSON answer; exit 1 when refused, 2 on bad usage.
+    ``source`` says where ``url`` came from, for the message when nothing answers there."""
     import sys
 
     found = VERBS.get(verb)
@@ -278,7 +281,14 @@ def ctl_main(url: str, verb: str, words: list[str], body_json: str | None) -> in
             raise ControlError(0, f"{verb} takes no body")
         answer = ControlClient(url).call(verb, *args, body=body)
     except ControlError as error:
-        print(f"kemu ctl: {error}", file=sys.stderr)
+        where = ""
+        unreachable = error.message.startswith(("cannot reach", "no HTTP answer"))
+        if not error.status and unreachable and source != "--control":
+            where = (
+                f" ({source}: start kemu with --control-port 9192, or give "
+                "KEMU_CONTROL=URL or --control URL)"
+            )
+        print(f"kemu ctl: {error}{where}", file=sys.stderr)
         return 1 if error.status else 2
     print(answer if isinstance(answer, str) else json.dumps(answer, indent=2, default=str))
     return 0

@@ -271,7 +271,7 @@ class Control:
                     "members": [
                         {
                             "member_id": member.member_id,
-                            "assigned": sorted([t, p] for t, p in member.assigned),
+                            "assigned": self._assignment(member.assigned),
                         }
                         for member in group.members.values()
                     ],
@@ -319,6 +319,11 @@ class Control:
                 }
             )
         return found
+
+    def _assignment(self, assigned: Any) -> list[dict[str, Any]]:
+        """A member's partitions, each topic by name beside its id."""
+        named = sorted((self._topic_name(t), p, str(t)) for t, p in assigned)
+        return [{"topic": name, "topic_id": tid, "partition": p} for name, p, tid in named]
 
     def _topic_name(self, topic_id: Any) -> str:
         topic = self.runtime.cluster.topics_by_id.get(topic_id)

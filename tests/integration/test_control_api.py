@@ -123,3 +123,21 @@ def test_without_control_port_nothing_listens(kemu_factory: type[KemuProcess]) -
     assert plain.control_url == "" and "," not in plain.bootstrap
     with pytest.raises(RuntimeError, match="with_control=True"):
         _ = plain.control
+
+
+def test_ctl_finds_the_control_api_in_kemu_control_or_at_the_usual_port(
+    kemu: KemuProcess,
+) -> None:
+    import os
+
+    command = [sys.executable, "-m", "kemu.cli", "ctl", "health"]
+    environment = {**os.environ, "KEMU_CONTROL": kemu.control_url}
+    found = subprocess.run(command, capture_output=True, text=True, timeout=60, env=environment)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["brokers"] == [1, 2]
+    # without either, http://127.0.0.1:9192; the message says where the URL came from
+    environment = {**os.environ, "KEMU_CONTROL": "http://127.0.0.1:1"}
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=60, env=environment)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("kemu ctl: cannot reach http://127.0.0.1:1: "), refused.stderr
+    assert "(from $KEMU_CONTROL: start kemu with --control-port 9192" in refused.stderr

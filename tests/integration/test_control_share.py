@@ -141,6 +141,10 @@ def test_release_archive_and_kick(
     member = next(s["member_id"] for s in spans(kemu, group, topic) if s["first_offset"] == 4)
     (listed,) = [g for g in control.share_groups() if g["group"] == group]
     assert member in [m["member_id"] for m in listed["members"]]
+    # assignments name their topic beside its id
+    assigned = [a for m in listed["members"] for a in m["assigned"]]
+    assert {(a["topic"], a["partition"]) for a in assigned} == {(topic, 0)}
+    assert all(len(a["topic_id"]) == 36 for a in assigned)
     control.kick(group, member)
     (listed,) = [g for g in control.share_groups() if g["group"] == group]
     assert member not in [m["member_id"] for m in listed["members"]]

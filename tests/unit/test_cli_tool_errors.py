@@ -109,3 +109,14 @@ def test_decode_share_state_names_a_missing_data_dir(tmp_path: Path) -> None:
     assert one_line(result) == f"kemu: no data directory {tmp_path / 'missing'}"
     empty = run("decode-share-state", "--data-dir", str(tmp_path))
     assert (empty.returncode, empty.stdout, empty.stderr) == (0, "", "")
+
+
+def test_the_control_url_comes_from_the_flag_then_kemu_control_then_the_usual_port() -> None:
+    from kemu.control.cli import control_url
+
+    assert control_url("http://h:1", {"KEMU_CONTROL": "http://e:2"}) == ("http://h:1", "--control")
+    assert control_url(None, {"KEMU_CONTROL": "http://e:2"}) == (
+        "http://e:2",
+        "from $KEMU_CONTROL",
+    )
+    assert control_url(None, {}) == ("http://127.0.0.1:9192", "the default URL")

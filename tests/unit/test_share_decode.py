@@ -6,12 +6,14 @@ import gzip
 import json
 import struct
 import uuid
+from pathlib import Path
 
 import crc32c
 
 from kemu.coordinator.share.decode import (
     LogRecord,
     batch_records,
+    data_dir_topic_names,
     decode_all,
     split_fetched,
 )
@@ -113,10 +115,12 @@ def test_decode_all_prints_records_then_states() -> None:
             "firstOffset": 5,
             "lastOffset": 6,
             "deliveryState": 2,
+            "deliveryStateName": "ACKNOWLEDGED",
             "deliveryCount": 1,
             "stagedProducerId": 9,
             "stagedProducerEpoch": 0,
             "stagedAckType": 1,
+            "stagedAckTypeName": "ACCEPT",
         }
     ]
     assert "error" in lines[2]
@@ -136,3 +140,24 @@ def test_decode_all_prints_records_then_states() -> None:
     }
     only_states = [json.loads(line) for line in decode_all(records, states_only=True)]
     assert only_states == [lines[3]]
+
+
+def test_topic_names_stand_beside_topic_ids_when_known(tmp_path: Path) -> None:
+    key = StateRecordKey(SHARE_SNAPSHOT, "g", TOPIC, 0)
+    snapshot = ShareSnapshotValue(0, 1, 0, 0, 10, 10, (PersistedBatch(0, 3, 5, 1),), 0)
+    records = [LogRecord(0, 0, encode_key(key), encode_value(snapshot))]
+    (tmp_path / "kemu-metadata.json").write_text(
+        json.dumps({"topics": [{"name": "orders", "topic_id": str(TOPIC)}]})
+    )
+    names = data_dir_topic_names(tmp_path)
+    assert names == {TOPIC: "orders"}
+    record, state = (json.loads(line) for line in decode_all(records, topic_names=names))
+    assert record["key"]["data"] == {
+        "groupId": "g",
+        "topicId": "AQIDBAUGBwgJCgsMDQ4PEA",
+        "topicName": "orders",
+        "partition": 0,
+    }
+    assert state["state"]["topicName"] == "orders"
+    assert state["state"]["stateBatches"][0]["deliveryStateName"] == "TX_PENDING"
+    assert data_dir_topic_names(tmp_path / "none") == {}  # no catalogue: ids alone

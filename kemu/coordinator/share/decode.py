@@ -44,6 +44,17 @@ from kemu.protocol.records import (
 )
 
 SHARE_STATE_TOPIC = "__share_group_state"
+# Printed beside the numbers Kafka's formatter prints (Kafka's RecordState and AcknowledgeType
+# ids; the broker's enums sit a layer above this one).
+DELIVERY_STATE_NAMES = {
+    0: "AVAILABLE",
+    1: "ACQUIRED",
+    2: "ACKNOWLEDGED",
+    3: "ARCHIVING",
+    4: "ARCHIVED",
+    5: "TX_PENDING",
+}
+ACK_TYPE_NAMES = {0: "GAP", 1: "ACCEPT", 2: "RELEASE", 3: "REJECT", 4: "RENEW"}
 _CONTROL_KEY = struct.Struct(">hh")  # version, type (0 ABORT, 1 COMMIT)
 
 
@@ -117,11 +128,17 @@ def split_fetched(data: bytes) -> Iterator[tuple[BatchHeader, bytes]]:
 # --- JSON ---------------------------------------------------------------------------------------
 
 
+def _name(names: dict[int, str], number: int) -> str:
+    return names.get(number, f"UNKNOWN({number})")
+
+
 def _batch_json(batch: PersistedBatch) -> dict[str, Any]:
+    """Kafka's fields, each state or acknowledge type followed by its name (``...Name``)."""
     found: dict[str, Any] = {
         "firstOffset": batch.first_offset,
         "lastOffset": batch.last_offset,
         "deliveryState": batch.delivery_state,
+        "deliveryStateName": _name(DELIVERY_STATE_NAMES, batch.delivery_state),
         "deliveryCount": batch.delivery_count,
     }
     if batch.staged_producer_id != -1:
@@ -130,27 +147,43 @@ def _batch_json(batch: PersistedBatch) -> dict[str, Any]:
         found["stagedProducerEpoch"] = batch.staged_producer_epoch
     if batch.staged_ack_type != -1:
         found["stagedAckType"] = batch.staged_ack_type
+        found["stagedAckTypeName"] = _name(ACK_TYPE_NAMES, batch.staged_ack_type)
     if batch.staged_commit_state != -1:
         found["stagedCommitState"] = batch.staged_commit_state
+        found["stagedCommitStateName"] = _name(DELIVERY_STATE_NAMES, batch.staged_commit_state)
     if batch.staged_abort_state != -1:
         found["stagedAbortState"] = batch.staged_abort_state
+        found["stagedAbortStateName"] = _name(DELIVERY_STATE_NAMES, batch.staged_abort_state)
     return found
 
 
-def share_key_json(key: SharePartitionKey) -> dict[str, Any]:
+def _topic_json(topic_id: uuid.UUID, topic_names: dict[uuid.UUID, str]) -> dict[str, Any]:
+    """The topic id as Kafka prints it, and its name beside it when the cluster knows it."""
+    found: dict[str, Any] = {"topicId": kafka_uuid(topic_id)}
+    name = topic_names.get(topic_id)
+    if name is not None:
+        found["topicName"] = name
+    return found
+
+
+def share_key_json(
+    key: SharePartitionKey, topic_names: dict[uuid.UUID, str] | None = None
+) -> dict[str, Any]:
     return {
         "groupId": key.group_id,
-        "topicId": kafka_uuid(key.topic_id),
+        **_topic_json(key.topic_id, topic_names or {}),
         "partition": key.partition,
     }
 
 
-def key_json(key: StateRecordKey) -> dict[str, Any]:
+def key_json(
+    key: StateRecordKey, topic_names: dict[uuid.UUID, str] | None = None
+) -> dict[str, Any]:
     return {
         "type": key.record_type,
         "data": {
             "groupId": key.group_id,
-            "topicId": kafka_uuid(key.topic_id),
+            **_topic_json(key.topic_id, topic_names or {}),
             "partition": key.partition,
         },
     }
@@ -173,10 +206,16 @@ def value_json(value: StateValue | None) -> dict[str, Any] | None:
     return {"version": 0, "data": data}
 
 
-def state_json(group_id: str, topic_id: uuid.UUID, partition: int, state: ShareState) -> Any:
+def state_json(
+    group_id: str,
+    topic_id: uuid.UUID,
+    partition: int,
+    state: ShareState,
+    topic_names: dict[uuid.UUID, str] | None = None,
+) -> Any:
     return {
         "groupId": group_id,
-        "topicId": kafka_uuid(topic_id),
+        **_topic_json(topic_id, topic_names or {}),
         "partition": partition,
         "snapshotEpoch": state.snapshot_epoch,
         "stateEpoch": state.state_epoch,
@@ -190,8 +229,9 @@ def state_json(group_id: str, topic_id: uuid.UUID, partition: int, state: ShareS
 class ShareStateDecoder:
     """Feed the records of ``__share_group_state`` in log order (per partition)."""
 
-    def __init__(self) -> None:
+    def __init__(self, topic_names: dict[uuid.UUID, str] | None = None) -> None:
         self.shards: dict[int, ShareCoordinatorShard] = {}
+        self.topic_names = topic_names or {}
 
     def add(self, record: LogRecord) -> dict[str, Any]:
         """Decode and replay one record; returns its JSON line."""
@@ -206,7 +246,7 @@ class ShareStateDecoder:
                 "type": "COMMIT" if marker.commit else "ABORT",
                 "producerId": marker.producer_id,
                 "producerEpoch": marker.producer_epoch,
-                "resolved": [share_key_json(k) for k in resolved],
+                "resolved": [share_key_json(k, self.topic_names) for k in resolved],
             }
             return line
         if record.key is None:
@@ -219,7 +259,7 @@ class ShareStateDecoder:
             return line
         shard.replay(key, value)
         line["recordType"] = RECORD_TYPE_NAMES[key.record_type]
-        line["key"] = key_json(key)
+        line["key"] = key_json(key, self.topic_names)
         line["value"] = value_json(value)
         return line
 
@@ -230,15 +270,23 @@ class ShareStateDecoder:
                 found.append(
                     {
                         "statePartition": index,
-                        **state_json(key.group_id, key.topic_id, key.partition, state),
+                        **state_json(
+                            key.group_id, key.topic_id, key.partition, state, self.topic_names
+                        ),
                     }
                 )
         return found
 
 
-def decode_all(records: Iterable[LogRecord], *, states_only: bool = False) -> Iterator[str]:
-    """JSON lines: every record (unless ``states_only``), then one ``{"state": ...}`` per key."""
-    decoder = ShareStateDecoder()
+def decode_all(
+    records: Iterable[LogRecord],
+    *,
+    states_only: bool = False,
+    topic_names: dict[uuid.UUID, str] | None = None,
+) -> Iterator[str]:
+    """JSON lines: every record (unless ``states_only``), then one ``{"state": ...}`` per key;
+    ``topicName`` beside each ``topicId`` found in ``topic_names``."""
+    decoder = ShareStateDecoder(topic_names)
     for record in records:
         line = decoder.add(record)
         if not states_only:
@@ -275,6 +323,33 @@ def read_data_dir(data_dir: Path) -> Iterator[LogRecord]:
                 for record in log_records(partition, header, batch):
                     if record.offset >= start:
                         yield record
+
+
+def data_dir_topic_names(data_dir: Path) -> dict[uuid.UUID, str]:
+    """Topic id -> name from a data dir's topic catalogue (empty when there is none)."""
+    try:
+        catalogue = json.loads((data_dir / "kemu-metadata.json").read_text())
+        return {uuid.UUID(t["topic_id"]): str(t["name"]) for t in catalogue["topics"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def cluster_topic_names(bootstrap: str, timeout: float = 10.0) -> dict[uuid.UUID, str]:
+    """Topic id -> name of every topic a running cluster's Metadata names."""
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    client = _Client(host, int(port), timeout)
+    try:
+        meta = wire.request_module(3, METADATA_VERSION)
+        metadata = client.call(
+            wire.build(meta.MetadataRequest, topics=None, allow_auto_topic_creation=False)
+        )
+    finally:
+        client.close()
+    return {
+        uuid.UUID(str(t.topic_id)): str(t.name)
+        for t in metadata.topics
+        if t.error_code == ErrorCode.none and t.name is not None
+    }
 
 
 def _checkpointed_start(directory: Path) -> int:
