@@ -222,15 +222,28 @@ def test_without_an_interval_the_share_member_is_assigned_on_its_second_heartbea
 
 
 def test_the_share_group_resets_its_assignment_time_when_empty_and_keeps_it_on_disk() -> None:
-    from kemu.coordinator.group.persistence import group_from_json, group_to_json
+    from kemu.coordinator.group import share_records
+    from kemu.coordinator.group.persistence import group_from_json
 
     shares = Shares()
     shares.join("m")
-    saved = group_to_json(shares.group)
-    assert saved["assignment_timestamp_ms"] == START_MS
-    assert group_from_json("s", saved, 0).assignment_timestamp_ms == START_MS
-    older = {key: value for key, value in saved.items() if key != "assignment_timestamp_ms"}
-    assert group_from_json("s", older, 0).assignment_timestamp_ms == 0  # a file from before
+    log = share_records.ShareImageBuilder()
+    image = share_records.image_of(shares.group, lambda topic_id: "t")
+    for key, value in share_records.diff("s", None, image):
+        encoded = share_records.encode_value(value) if value is not None else None
+        log.apply(key, share_records.decode_value(key, encoded))
+    replayed = share_records.group_from_image("s", log.images["s"], 0)
+    assert replayed.assignment_timestamp_ms == START_MS
+    # a share-groups file of an older kemu had no assignment time
+    older = {
+        "group_epoch": 1,
+        "assignment_epoch": 1,
+        "members": {},
+        "target": {},
+        "subscribed_metadata": {},
+        "initialized": {},
+    }
+    assert group_from_json("s", older, 0).assignment_timestamp_ms == 0
     shares.beat("m", -1)
     assert shares.group.assignment_timestamp_ms == 0
 

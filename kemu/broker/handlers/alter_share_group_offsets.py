@@ -77,7 +77,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 partitions=tuple(partitions),
             )
         )
-    coordinator.persist(group.group_id)
+    coordinator.write_group(group.group_id)
     coordinator.forget_share_state(group.group_id, altered)
     return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
 

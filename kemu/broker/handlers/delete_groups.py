@@ -64,7 +64,7 @@ async def _delete(ctx: RequestContext, group_id: str) -> ErrorCode:
         return ErrorCode.non_empty_group  # a member joined while the state was deleted
     registry.remove(group_id)
     coordinator = group_coordinator(ctx.runtime)
-    coordinator.persist(group_id)
+    coordinator.write_group(group_id)
     if isinstance(group, ShareGroup):
         coordinator.forget_share_state(group_id)
     return ErrorCode.none

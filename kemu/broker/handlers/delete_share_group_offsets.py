@@ -73,7 +73,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             del group.initialized[topic.topic_id]
         deleted.add(topic.topic_id)
         topics.append(_topic(ctx, name, topic.topic_id, failure, default_message(failure)))
-    coordinator.persist(group.group_id)
+    coordinator.write_group(group.group_id)
     coordinator.forget_share_state(group.group_id, deleted)
     return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
 

@@ -174,6 +174,9 @@ def encode_value(value: ConsumerRecordValue) -> bytes:
     return _INT16.pack(0) + body + tags
 
 
+write_partitions = _partitions  # the TopicPartitions array, shared with the share-group records
+
+
 def target_metadata_tags(assignment_timestamp_ms: int) -> bytes:
     """The tagged fields of a TargetAssignmentMetadata value (this record 6, the streams
     group's 20): tag 0 AssignmentTimestamp int64 (KIP-1263) when not 0, as Kafka writes it."""
@@ -205,6 +208,9 @@ def _read_partitions(reader: RecordReader) -> Partitions:
             found.add((topic_id, reader.int32()))
         reader.tags()
     return frozenset(found)
+
+
+read_partitions = _read_partitions
 
 
 def decode_key(data: bytes) -> ConsumerRecordKey:

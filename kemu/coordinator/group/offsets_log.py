@@ -11,7 +11,7 @@ loader skips record types it does not know, too).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import structlog
 
@@ -35,14 +35,33 @@ log = structlog.get_logger("kemu.group")
 TOPIC = INTERNAL_TOPICS[GROUP].name
 Record = tuple[RecordKey, RecordValue | None]
 
+# What Kafka's group coordinator answers when its records could not be appended, by the
+# append's error (CoordinatorRuntime's write failing; GroupCoordinatorService maps it): the
+# client looks the coordinator up again, or retries.
+APPEND_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+
+
+def answer_for(append_error: ErrorCode) -> ErrorCode:
+    """The error a client gets for an operation whose records hit ``append_error``."""
+    return APPEND_ERRORS.get(append_error, append_error)
+
 
 class OffsetsLog:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
 
     def append(self, group_id: str, records: list[Record], now_ms: int) -> ErrorCode:
-        """Write ``records`` as one batch to the group's partition (NOT_COORDINATOR on a
-        storage error, as Kafka maps it)."""
+        """Write ``records`` as one batch to the group's partition; on failure the error the
+        operation answers (``answer_for``: NOT_COORDINATOR on a storage error, as Kafka)."""
         if not records:
             return ErrorCode.none
         partition = coordinator_partition(self.cluster, GROUP, group_id)
@@ -53,13 +72,12 @@ class OffsetsLog:
             appended = partition.append([(read_header(batch), batch)], now_ms=now_ms)
         except OSError as error:
             log.error("consumer_offsets_append_failed", group=group_id, error=str(error))
-            return ErrorCode.not_coordinator
-        if appended.error is not ErrorCode.none:
-            return ErrorCode.not_coordinator
-        return ErrorCode.none
+            return answer_for(ErrorCode.kafka_storage_error)
+        return answer_for(appended.error)
 
-    def replay(self) -> Iterator[Record]:
-        """Every record of an existing ``__consumer_offsets``, partition by partition.
+    def replay(self, partitions: Iterable[int] | None = None) -> Iterator[Record]:
+        """Every record of an existing ``__consumer_offsets`` (of the given partitions; all by
+        default), partition by partition.
 
         A group commits the same few keys over and over, so each distinct key's bytes are
         decoded once (keys are frozen values, shared safely)."""
@@ -67,7 +85,10 @@ class OffsetsLog:
         if topic is None:
             return
         keys: dict[bytes, RecordKey] = {}
+        wanted = None if partitions is None else set(partitions)
         for partition in topic.partitions:
+            if wanted is not None and partition.index not in wanted:
+                continue
             for header, batch in partition.log.batches(
                 partition.log_start_offset, partition.high_watermark
             ):

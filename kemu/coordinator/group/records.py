@@ -7,7 +7,8 @@ Kafka's coordinator record serde frames a record as
 
 Record types kept here: 0 and 1 OffsetCommit (0 is the pre-2.0 key version, same layout),
 2 GroupMetadata; the KIP-848 consumer-group types (3, 5-8) are in ``consumer_records``, the
-KIP-1071 streams-group types (17, 19-23) in ``streams_records``. Keys
+KIP-1071 streams-group types (17, 19-23) in ``streams_records``, the KIP-932 share-group types
+(10-15) in ``share_records``. Keys
 are not flexible: strings are an int16 length and UTF-8 bytes.
 
 OffsetCommitKey: group string, topic string, partition int32.
@@ -29,12 +30,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kemu.coordinator.group import consumer_records, streams_records
+from kemu.coordinator.group import consumer_records, share_records, streams_records
 from kemu.coordinator.group.consumer_records import (
     ConsumerRecordError,
     ConsumerRecordKey,
     ConsumerRecordValue,
 )
+from kemu.coordinator.group.share_records import ShareRecordKey, ShareRecordValue
 from kemu.coordinator.group.streams_records import StreamsRecordKey, StreamsRecordValue
 from kemu.protocol.coordinator_records import RecordDecodeError as RecordDecodeError
 from kemu.protocol.coordinator_records import RecordReader
@@ -99,8 +101,16 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey | StreamsRecordKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue | StreamsRecordValue
+RecordKey = (
+    OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey | StreamsRecordKey | ShareRecordKey
+)
+RecordValue = (
+    OffsetCommitValue
+    | GroupMetadataValue
+    | ConsumerRecordValue
+    | StreamsRecordValue
+    | ShareRecordValue
+)
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -124,6 +134,8 @@ def encode_key(key: RecordKey) -> bytes:
         return consumer_records.encode_key(key)
     if isinstance(key, StreamsRecordKey):
         return streams_records.encode_key(key)
+    if isinstance(key, ShareRecordKey):
+        return share_records.encode_key(key)
     if isinstance(key, OffsetCommitKey):
         return (
             _INT16.pack(OFFSET_COMMIT)
@@ -140,6 +152,8 @@ def encode_value(value: RecordValue | None) -> bytes | None:
         return None
     if isinstance(value, StreamsRecordValue):
         return streams_records.encode_value(value)
+    if isinstance(value, ShareRecordValue):
+        return share_records.encode_value(value)
     if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
         return consumer_records.encode_value(value)
     if isinstance(value, OffsetCommitValue):
@@ -189,6 +203,8 @@ def decode_key(data: bytes) -> RecordKey:
     record_type = reader.int16()
     if record_type in streams_records.RECORD_TYPES:
         return streams_records.decode_key(data)
+    if record_type in share_records.RECORD_TYPES:
+        return share_records.decode_key(data)
     if record_type in consumer_records.RECORD_TYPES:
         try:
             return consumer_records.decode_key(data)
@@ -215,6 +231,8 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
             return fast
     if isinstance(key, StreamsRecordKey):
         return streams_records.decode_value(key, data)
+    if isinstance(key, ShareRecordKey):
+        return share_records.decode_value(key, data)
     if isinstance(key, ConsumerRecordKey):
         try:
             return consumer_records.decode_value(key, data)

@@ -78,6 +78,14 @@ class GroupRegistry:
                 listener(group)
         return group
 
+    def restore(self, group_id: str, group: Group | None) -> None:
+        """Put back what ``group_id`` named before an operation whose records were not written
+        (None: nothing), telling no listener: nothing happened."""
+        if group is None:
+            self._groups.pop(group_id, None)
+        else:
+            self._groups[group_id] = group
+
     def __iter__(self) -> Iterator[Group]:
         return iter(list(self._groups.values()))
 

@@ -1,28 +1,32 @@
 """The asyncio side of the group coordinator: one per process, shared by every broker.
 
-It owns the group registry and the share-group state machine, feeds them the cluster's topics
-and the clock, runs the session-expiry timer, saves share groups when kemu has a data directory
-(``persistence``), and carries out the state machine's effects: share state is
-initialized through the share persister just after the heartbeat is answered (as Kafka does; a
-later heartbeat assigns the partitions), and a departed member's acquired records are released
-through the ``share_partitions`` service when one runs.
+It owns the group registry and the group types' state machines, feeds them the cluster's topics
+and the clock, runs the session-expiry timer, and carries out the state machines' effects: share
+state is initialized through the share persister just after the heartbeat is answered (as Kafka
+does; a later heartbeat assigns the partitions), and a departed member's acquired records are
+released through the ``share_partitions`` service when one runs.
 
-Classic groups and committed offsets (``classic_group``, ``offset_manager``) live in
-``__consumer_offsets`` as Kafka's records (``offsets_log``), replayed when the service starts. A
-parked JoinGroup or SyncGroup is an asyncio future the state machine holds as its waiter; the
-service resolves it when an effect answers it. A KIP-848 group's regexes are resolved just after
-the heartbeat that asked for it (``resolve_pending_regexes``, on the next loop tick), as Kafka's
-coordinator resolves them on its executor. Records are appended before any answer that
-depends on them is given, with no ``await`` in between, so operations never interleave.
+Every group type and the committed offsets live in ``__consumer_offsets`` as Kafka's records
+(``offsets_log``; ``records``, ``consumer_records``, ``share_records``, ``streams_records``),
+replayed when the service starts (``load``, which also loads one coordinator partition). An
+operation is Kafka's write operation (``_written_or_undone``): the state machine changes the
+group, the records that bring the log up to date with it (each type's ``diff`` against what
+the log holds) are appended as one batch, and only then is the answer given; when the append
+fails the group is put back as it was and the answer is Kafka's error for it (NOT_COORDINATOR
+for a storage error). There is no ``await`` between the change and the append, so operations
+never interleave. A parked JoinGroup or SyncGroup is an asyncio future the state machine holds
+as its waiter; the service resolves it when an effect answers it. A KIP-848 group's regexes are
+resolved just after the heartbeat that asked for it (``resolve_pending_regexes``, on the next
+loop tick), as Kafka's coordinator resolves them on its executor.
 """
-
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import inspect
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -31,6 +35,7 @@ import structlog
 from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.coordinator.group import classic_group as classic
+from kemu.coordinator.group import share_records
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.classic_group import (
     ClassicGroup,
@@ -68,11 +73,12 @@ from kemu.coordinator.group.offset_manager import (
 )
 from kemu.coordinator.group.offsets import OffsetStore
 from kemu.coordinator.group.offsets_log import OffsetsLog
-from kemu.coordinator.group.persistence import STORE_FILE, ShareGroupStore
+from kemu.coordinator.group.persistence import LEGACY_FILE, load_legacy_share_groups
 from kemu.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
 from kemu.coordinator.group.registry import Group, GroupRegistry
 from kemu.coordinator.group.share_group import (
     Effect,
+    GroupError,
     HeartbeatRequest,
     HeartbeatResult,
     InitializePartitions,
@@ -82,7 +88,12 @@ from kemu.coordinator.group.share_group import (
     ShareGroupCoordinator,
     TopicMeta,
 )
-from kemu.coordinator.group.streams_model import StreamsHeartbeat, StreamsHeartbeatResult
+from kemu.coordinator.group.share_records import ShareImageBuilder, ShareRecordKey
+from kemu.coordinator.group.streams_model import (
+    StreamsGroup,
+    StreamsHeartbeat,
+    StreamsHeartbeatResult,
+)
 from kemu.coordinator.group.streams_records import StreamsImageBuilder, StreamsRecordKey
 from kemu.coordinator.group.streams_service import NotCreatable, StreamsGroups
 from kemu.coordinator.share.persister import (
@@ -119,7 +130,7 @@ class GroupCoordinatorService:
         self.consumer = ConsumerGroupCoordinator(
             self.registry, self.consumer_settings, lambda: list(runtime.cluster.topics)
         )
-        self.streams = StreamsGroups(runtime, self.registry, self._append)
+        self.streams = StreamsGroups(runtime, self.registry)
         self.offsets = OffsetStore()
         self.offset_manager = OffsetManager(
             self.classic,
@@ -132,26 +143,17 @@ class GroupCoordinatorService:
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_retention_check_ms = 0
         self._consumer_written: dict[str, Image] = {}  # what the log holds of each group
-        self._load_consumer_offsets(runtime.clock_ms())
+        self._share_written = ShareImageBuilder()  # ditto, share groups: the records replayed
+        self.load()
         self.registry.deletion_listeners.append(self._on_group_deleted)
-        data_dir = runtime.cluster.data_dir
-        self.store = ShareGroupStore(data_dir / STORE_FILE if data_dir is not None else None)
-        now = runtime.clock_ms()
-        for group in self.store.load(now):
-            timeout = self.membership_settings(group.group_id).session_timeout_ms
-            for member_id, member in group.members.items():
-                group.members[member_id] = replace(member, session_deadline_ms=now + timeout)
-            self.registry.put(group)
+        self._migrate_share_groups_file()
         with contextlib.suppress(RuntimeError):  # no event loop yet: the first heartbeat arms
             self._rearm()
 
-    def persist(self, group_id: str) -> None:
-        """Save a share group's durable state after a change (no-op without a data dir)."""
-        found = self.registry.get(group_id)
-        if found is None:
-            self.store.update(group_id, None)
-        elif isinstance(found, ShareGroup):
-            self.store.update(group_id, found)
+    def write_group(self, group_id: str) -> ErrorCode:
+        """Write what changed in a KIP-848, share or streams group since the log last saw it
+        (tombstones when it is gone), as one batch; the log's image moves only when written."""
+        return self._write_group(group_id, [])
 
     def classic_settings(self, group_id: str) -> ClassicSettings:
         config = self.runtime.cluster.config
@@ -173,26 +175,17 @@ class GroupCoordinatorService:
 
     def consumer_heartbeat(self, request: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
         """KIP-848; raises ``GroupError`` with Kafka's error. The group's changed records are
-        written before the answer."""
+        written before the answer; when they cannot be, the answer is Kafka's error for the
+        failed append and the group is as it was."""
         before = self.registry.get(request.group_id)
-        try:
-            return self.consumer.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
-        finally:
-            if (
-                isinstance(before, ClassicGroup)
-                and self.registry.get(request.group_id) is not before
-            ):
-                # An empty classic group was taken over: its metadata goes, its offsets stay.
-                self._append(
-                    request.group_id,
-                    [(GroupMetadataKey(request.group_id), None)],
-                    self.runtime.clock_ms(),
-                )
-            self._sync_consumer_group(request.group_id)
-            self._rearm()
-            if self.consumer.pending_regexes:
-                with contextlib.suppress(RuntimeError):  # no loop: resolve_pending_regexes later
-                    asyncio.get_running_loop().call_soon(self.resolve_pending_regexes)
+        with self._written_or_undone(request.group_id) as first:
+            result = self.consumer.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
+            first += self._taken_over(request.group_id, before)
+        self._rearm()
+        if self.consumer.pending_regexes:
+            with contextlib.suppress(RuntimeError):  # no loop: resolve_pending_regexes later
+                asyncio.get_running_loop().call_soon(self.resolve_pending_regexes)
+        return result
 
     def resolve_pending_regexes(self) -> None:
         """Resolve the regexes a heartbeat asked for, after answering it, as Kafka's coordinator
@@ -200,45 +193,84 @@ class GroupCoordinatorService:
         regex's topics on their next heartbeat."""
         now = self.runtime.clock_ms()
         for group_id in list(self.consumer.pending_regexes):
-            if self.consumer.resolve_regexes(group_id, self.topic_meta, now):
-                self._sync_consumer_group(group_id)
+            with contextlib.suppress(GroupError), self._written_or_undone(group_id):
+                self.consumer.resolve_regexes(group_id, self.topic_meta, now)
 
-    def _sync_consumer_group(self, group_id: str) -> None:
-        """Write what changed in a consumer group since the log last saw it (tombstones when
-        it is gone, e.g. deleted or turned into a classic group)."""
+    @contextlib.contextmanager
+    def _written_or_undone(self, group_id: str) -> Iterator[list[Record]]:
+        """Kafka's write operation: the body changes the group (and may add records of its own
+        to the list it is given, written first); then the group's changed records are appended
+        as one batch. A refusal (``GroupError``) or a failed append puts the group back as it
+        was, so nothing moved; a failed append raises ``GroupError`` with Kafka's error."""
+        saved = _snapshot(self.registry.get(group_id))
+        pending_regexes = self.consumer.pending_regexes.get(group_id)
+        first: list[Record] = []
+
+        def undo() -> None:
+            self.registry.restore(group_id, saved)
+            self.consumer.pending_regexes.pop(group_id, None)
+            if pending_regexes is not None:
+                self.consumer.pending_regexes[group_id] = pending_regexes
+
+        try:
+            yield first
+        except GroupError:
+            undo()
+            raise
+        error = self._write_group(group_id, first)
+        if error != ErrorCode.none:
+            undo()
+            raise GroupError(error)
+
+    def _taken_over(self, group_id: str, before: Group | None) -> list[Record]:
+        """The tombstone of the empty classic group ``before`` if a KIP-848-style group took
+        it over (its metadata goes, its offsets stay)."""
+        if isinstance(before, ClassicGroup) and self.registry.get(group_id) is not before:
+            return [(GroupMetadataKey(group_id), None)]
+        return []
+
+    def _write_group(self, group_id: str, first: list[Record]) -> ErrorCode:
         found = self.registry.get(group_id)
-        new = image_of(found) if isinstance(found, ConsumerGroup) else None
-        old = self._consumer_written.get(group_id)
-        if old is None and new is None:
-            return
-        records: list[Record] = list(diff(group_id, old, new))
-        if records and self._append(group_id, records, self.runtime.clock_ms()) != ErrorCode.none:
-            return
-        if new is None:
+        consumer_image = image_of(found) if isinstance(found, ConsumerGroup) else None
+        share_image = (
+            share_records.image_of(found, self._topic_name)
+            if isinstance(found, ShareGroup)
+            else None
+        )
+        records = [
+            *first,
+            *diff(group_id, self._consumer_written.get(group_id), consumer_image),
+            *share_records.diff(group_id, self._share_written.images.get(group_id), share_image),
+            *self.streams.pending(group_id),
+        ]
+        if not records:
+            return ErrorCode.none
+        error = self._append(group_id, records, self.runtime.clock_ms())
+        if error != ErrorCode.none:
+            return error
+        if consumer_image is None:
             self._consumer_written.pop(group_id, None)
         else:
-            self._consumer_written[group_id] = new
+            self._consumer_written[group_id] = consumer_image
+        self.streams.written_now(group_id)
+        return ErrorCode.none
 
     def streams_heartbeat(
         self,
         request: StreamsHeartbeat,
         not_creatable: NotCreatable = lambda names: [],
     ) -> StreamsHeartbeatResult:
-        """KIP-1071; raises ``GroupError`` with Kafka's error. Missing internal topics are
-        created before the answer, unless ``not_creatable`` names some of them (the
+        """KIP-1071; raises ``GroupError`` with Kafka's error (Kafka's error for a failed
+        append of the group's records too: then the group is as it was). Missing internal
+        topics are created before the answer, unless ``not_creatable`` names some of them (the
         principal may not create them): then none is, and the status says why."""
         before = self.registry.get(request.group_id)
         try:
-            return self.streams.heartbeat(request, not_creatable)
+            with self._written_or_undone(request.group_id) as first:
+                result = self.streams.heartbeat(request)
+                first += self._taken_over(request.group_id, before)
+            return self.streams.create_topics(request.group_id, result, not_creatable)
         finally:
-            taken_over = self.registry.get(request.group_id) is not before
-            if isinstance(before, ClassicGroup) and taken_over:
-                # An empty classic group was taken over: its metadata goes, its offsets stay.
-                self._append(
-                    request.group_id,
-                    [(GroupMetadataKey(request.group_id), None)],
-                    self.runtime.clock_ms(),
-                )
             self._rearm()
 
     def streams_task_topics(self, group_id: str) -> dict[str, list[str]]:
@@ -253,6 +285,10 @@ class GroupCoordinatorService:
             assignment_interval_ms=int(configs.value(group_id, "share.assignment.interval.ms")),
         )
 
+    def _topic_name(self, topic_id: uuid.UUID) -> str:
+        topic = self.runtime.cluster.topics_by_id.get(topic_id)
+        return topic.name if topic is not None else ""
+
     def topic_meta(self, name: str) -> TopicMeta | None:
         topic = self.runtime.cluster.topics.get(name)
         if topic is None:
@@ -260,10 +296,14 @@ class GroupCoordinatorService:
         return TopicMeta(topic.topic_id, len(topic.partitions))
 
     async def share_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
-        result = self.share.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
-        if result.changed:
-            self.persist(request.group_id)
-        self._rearm()
+        """KIP-932; raises ``GroupError`` with Kafka's error (Kafka's error for a failed append
+        of the group's records too: then the group is as it was and no effect is carried
+        out)."""
+        try:
+            with self._written_or_undone(request.group_id):
+                result = self.share.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
+        finally:
+            self._rearm()
         # As Kafka's coordinator: share state is initialized after the heartbeat is answered;
         # a later heartbeat assigns what it initialized.
         initializing = [e for e in result.effects if isinstance(e, InitializePartitions)]
@@ -283,9 +323,11 @@ class GroupCoordinatorService:
     async def remove_share_member(self, group_id: str, member_id: str, reason: str) -> None:
         """Remove a share-group member now (raises GroupError for an unknown group or member);
         what it held is released."""
-        effect = self.share.remove_member(group_id, member_id, reason)
-        self.persist(group_id)
-        self._rearm()
+        try:
+            with self._written_or_undone(group_id):
+                effect = self.share.remove_member(group_id, member_id, reason)
+        finally:
+            self._rearm()
         await self.apply((effect,))
 
     async def apply(self, effects: Iterable[Effect]) -> None:
@@ -322,10 +364,10 @@ class GroupCoordinatorService:
         finally:
             asked = set(effect.partitions)
             failed.extend(sorted(asked - set(done) - set(failed)))  # not reached: try again
-            changed = self.share.partitions_initialized(effect.group_id, done)
+            self.share.partitions_initialized(effect.group_id, done)
             self.share.partitions_initialized(effect.group_id, failed, succeeded=False)
-            if changed:
-                self.persist(effect.group_id)
+            # Not written: the next heartbeat asks again for what is not initialized.
+            self.write_group(effect.group_id)
 
     async def _release(self, effect: MemberRemoved) -> None:
         log.info(
@@ -356,7 +398,7 @@ class GroupCoordinatorService:
     async def join_group(self, request: JoinRequest) -> JoinResponse:
         waiter: asyncio.Future[JoinResponse] = asyncio.get_running_loop().create_future()
         self._apply_classic(self.classic.join(request, waiter, self.runtime.clock_ms()))
-        self._sync_consumer_group(request.group_id)  # an empty consumer group may be gone
+        self.write_group(request.group_id)  # an empty consumer group may be gone
         return await waiter
 
     async def sync_group(self, request: SyncRequest) -> SyncResponse:
@@ -443,6 +485,9 @@ class GroupCoordinatorService:
         error = self.offsets_log.append(group_id, records, now_ms)
         if error == ErrorCode.none:
             self.offset_manager.replay(records)
+            for key, value in records:
+                if isinstance(key, ShareRecordKey):
+                    self._share_written.apply(key, value)  # type: ignore[arg-type]
         else:
             log.warning("group_records_not_written", group=group_id, error=error.name)
         return error
@@ -453,14 +498,19 @@ class GroupCoordinatorService:
         )
         self._append(group.group_id, records, self.runtime.clock_ms())
         self.offsets.drop_group(group.group_id)
-        self._sync_consumer_group(group.group_id)
-        self.streams.sync(group.group_id)
+        self.write_group(group.group_id)
 
-    def _load_consumer_offsets(self, now_ms: int) -> None:
+    def load(self, partitions: Iterable[int] | None = None) -> None:
+        """Replay ``__consumer_offsets`` (the given partitions, every one by default) into the
+        coordinator, as Kafka loads a coordinator partition: classic, KIP-848, share and streams
+        groups and committed offsets come back from their records alone, each member with a
+        fresh session."""
+        now_ms = self.runtime.clock_ms()
         groups = offsets = 0
         consumer_groups = ImageBuilder()
         streams_groups = StreamsImageBuilder()
-        for key, value in self.offsets_log.replay():
+        share_groups: set[str] = set()
+        for key, value in self.offsets_log.replay(partitions):
             if isinstance(key, StreamsRecordKey):
                 groups += 1
                 streams_groups.apply(key, value)  # type: ignore[arg-type]
@@ -469,11 +519,16 @@ class GroupCoordinatorService:
                 groups += 1
                 consumer_groups.apply(key, value)  # type: ignore[arg-type]
                 continue
+            if isinstance(key, ShareRecordKey):
+                groups += 1
+                share_groups.add(key.group)
+                self._share_written.apply(key, value)  # type: ignore[arg-type]
+                continue
             if isinstance(key, GroupMetadataKey):
                 groups += 1
                 if value is None:
                     if isinstance(self.registry.get(key.group), ClassicGroup):
-                        self.registry.remove(key.group)  # no listener is registered yet
+                        self.registry.restore(key.group, None)
                 elif isinstance(value, GroupMetadataValue):
                     self.registry.put(load_group(key.group, value, now_ms))
                 continue
@@ -482,6 +537,7 @@ class GroupCoordinatorService:
                 value is not None
                 and self.registry.get(key.group) is None
                 and key.group not in streams_groups.images  # a streams group's offsets
+                and key.group not in share_groups
             ):
                 self.classic.simple_group(key.group, now_ms)
             self.offset_manager.replay([(key, value)])
@@ -494,8 +550,41 @@ class GroupCoordinatorService:
             self.registry.put(group)
             self._consumer_written[group.group_id] = image
         self.streams.load(streams_groups, now_ms)
+        for group_id in share_groups:
+            written = self._share_written.images.get(group_id)
+            if written is not None and written.has_metadata:
+                self._put_share_group(share_records.group_from_image(group_id, written, 0), now_ms)
         if groups or offsets:
             log.info("consumer_offsets_loaded", group_records=groups, offset_records=offsets)
+
+    def _put_share_group(self, group: ShareGroup, now_ms: int) -> None:
+        """A share group loaded from the log (or the old file): fresh sessions, and the
+        subscribed topics as they are now."""
+        timeout = self.membership_settings(group.group_id).session_timeout_ms
+        for member_id, member in group.members.items():
+            group.members[member_id] = replace(member, session_deadline_ms=now_ms + timeout)
+        names = sorted(group.subscribed_topic_names())
+        found = {name: self.topic_meta(name) for name in names}
+        group.subscribed_metadata = {name: meta for name, meta in found.items() if meta}
+        self.registry.put(group)
+
+    def _migrate_share_groups_file(self) -> None:
+        """Share groups kept by a kemu of before the records, in ``kemu-share-groups.json``:
+        read once, written as records (groups the log already holds win), the file dropped."""
+        data_dir = self.runtime.cluster.data_dir
+        path = data_dir / LEGACY_FILE if data_dir is not None else None
+        if path is None or not path.exists():
+            return
+        now_ms = self.runtime.clock_ms()
+        written = True
+        for group in load_legacy_share_groups(path):
+            if self.registry.get(group.group_id) is not None:
+                continue
+            self._put_share_group(group, now_ms)
+            written = self.write_group(group.group_id) == ErrorCode.none and written
+        if written:
+            path.unlink()
+            log.info("share_groups_file_migrated", path=str(path))
 
     def _expire_offsets(self, now_ms: int) -> None:
         config = self.runtime.cluster.config
@@ -537,17 +626,26 @@ class GroupCoordinatorService:
         now = self.runtime.clock_ms()
         effects = self.share.expire_sessions(now)
         for group_id in {e.group_id for e in effects}:
-            self.persist(group_id)
+            self.write_group(group_id)  # not written: the next write of the group catches up
         if effects:
             task = asyncio.get_running_loop().create_task(self.apply(effects))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         for group_id, member_id in self.consumer.expire(now, self.topic_meta):
             log.info("consumer_member_removed", group=group_id, member=member_id)
-            self._sync_consumer_group(group_id)
-        self.streams.expire(now)
+            self.write_group(group_id)
+        for group_id in self.streams.expire(now):
+            self.write_group(group_id)
         self._expire_offsets(now)
         self._apply_classic(self.classic.tick(now))  # re-arms
+
+
+def _snapshot(group: Group | None) -> Group | None:
+    """A copy of a KIP-848-style group to put back if its operation's records are not written
+    (a classic group is not changed in place by a KIP-848-style operation: it is replaced)."""
+    if isinstance(group, ConsumerGroup | ShareGroup | StreamsGroup):
+        return copy.deepcopy(group)
+    return group
 
 
 def _has_state(state: PersistedState | None) -> bool:

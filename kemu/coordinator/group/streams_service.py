@@ -2,15 +2,16 @@
 
 It feeds ``StreamsGroupCoordinator`` the topics' partition counts, the group configs and the
 clock, creates the internal topics a heartbeat found missing before that heartbeat is answered
-(Kafka's ``KafkaApis`` hands them to its auto-topic-creation manager), and expires sessions when
-the service's timer fires.
+(Kafka's ``KafkaApis`` hands them to its auto-topic-creation manager, once the heartbeat's
+records are written), expires sessions when the service's timer fires, and keeps what
+``__consumer_offsets`` holds of each group (``pending``: the records a change needs; the
+service appends them with the rest of the operation's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import structlog
 
@@ -27,28 +28,26 @@ from kemu.coordinator.group.streams_model import (
 from kemu.coordinator.group.streams_records import (
     Image,
     StreamsImageBuilder,
+    StreamsRecord,
     diff,
     image_of,
 )
 from kemu.coordinator.group.streams_topology import MISSING_INTERNAL_TOPICS, TopicToCreate
-from kemu.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kemu.group")
 
 
-# (group id, records, now) -> the append's error; the service's ``_append``
-Append = Callable[[str, list[Any], int], ErrorCode]
 # internal topics to create -> those the request's principal may not create
 NotCreatable = Callable[[list[str]], list[str]]
 
 
 class StreamsGroups:
-    def __init__(self, runtime: Runtime, registry: GroupRegistry, append: Append) -> None:
+    def __init__(self, runtime: Runtime, registry: GroupRegistry) -> None:
         self.runtime = runtime
         self.registry = registry
         self.coordinator = StreamsGroupCoordinator(registry, self.settings)
-        self.append = append
         self.written: dict[str, Image] = {}  # what __consumer_offsets holds of each group
+        self._pending: dict[str, Image | None] = {}  # the images ``pending`` computed
 
     def settings(self, group_id: str) -> StreamsSettings:
         configs = group_config_store(self.runtime)
@@ -70,11 +69,18 @@ class StreamsGroups:
         topic = self.runtime.cluster.topics.get(name)
         return None if topic is None else len(topic.partitions)
 
-    def heartbeat(
-        self, request: StreamsHeartbeat, not_creatable: NotCreatable = lambda names: []
+    def heartbeat(self, request: StreamsHeartbeat) -> StreamsHeartbeatResult:
+        """The group's part of the heartbeat (its records are the service's to write)."""
+        return self.coordinator.heartbeat(request, self.partition_count, self.runtime.clock_ms())
+
+    def create_topics(
+        self,
+        group_id: str,
+        result: StreamsHeartbeatResult,
+        not_creatable: NotCreatable = lambda names: [],
     ) -> StreamsHeartbeatResult:
-        result = self.coordinator.heartbeat(request, self.partition_count, self.runtime.clock_ms())
-        self.sync(request.group_id)
+        """Create the internal topics the heartbeat found missing (or say in its status why
+        none was)."""
         if not result.topics_to_create:
             return result
         refused = not_creatable([topic.name for topic in result.topics_to_create])
@@ -82,20 +88,23 @@ class StreamsGroups:
             # KafkaApis creates none of them and says why in the MISSING_INTERNAL_TOPICS status.
             return replace(result, status=_unauthorized_status(result.status, refused))
         for topic in result.topics_to_create:
-            self._create(request.group_id, topic)
+            self._create(group_id, topic)
         return result
 
-    def sync(self, group_id: str) -> None:
-        """Write what changed in a streams group since the log last saw it (tombstones when it
-        is gone)."""
+    def pending(self, group_id: str) -> list[StreamsRecord]:
+        """The records that bring the log up to date with the group (tombstones when it is
+        gone); ``written_now`` notes them written."""
         found = self.coordinator.group(group_id)
         new = image_of(found) if found is not None else None
         old = self.written.get(group_id)
-        if old is None and new is None:
+        self._pending[group_id] = new
+        return diff(old, new) if old is not None or new is not None else []
+
+    def written_now(self, group_id: str) -> None:
+        """The records ``pending`` returned were appended."""
+        if group_id not in self._pending:
             return
-        records = diff(old, new)
-        if records and self.append(group_id, records, self.runtime.clock_ms()) != ErrorCode.none:
-            return
+        new = self._pending.pop(group_id)
         if new is None:
             self.written.pop(group_id, None)
         else:
@@ -152,17 +161,16 @@ class StreamsGroups:
     def next_deadline_ms(self) -> int | None:
         return self.coordinator.next_deadline_ms()
 
-    def expire(self, now_ms: int) -> list[tuple[str, str]]:
-        """The service's timer: initial rebalance delays that ended, then expired members."""
+    def expire(self, now_ms: int) -> list[str]:
+        """The service's timer: initial rebalance delays that ended, then expired members; the
+        groups that changed (to write)."""
         assigned = self.coordinator.end_initial_delays(now_ms)
         for group_id in assigned:
             log.info("streams_delayed_assignment", group=group_id)
         removed = self.coordinator.expire(now_ms, self.partition_count)
         for group_id, member_id in removed:
             log.info("streams_member_removed", group=group_id, member=member_id)
-        for group_id in dict.fromkeys([*assigned, *(group_id for group_id, _ in removed)]):
-            self.sync(group_id)
-        return removed
+        return list(dict.fromkeys([*assigned, *(group_id for group_id, _ in removed)]))
 
 
 def _unauthorized_status(

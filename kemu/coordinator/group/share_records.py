@@ -1,0 +1,451 @@
+"""KIP-932 share-group records in ``__consumer_offsets``, byte for byte as Kafka 4.4 writes them,
+the records that bring the log up to date with a group (``diff``), and the groups rebuilt from
+them (``ShareImageBuilder``).
+
+Framing as for every coordinator record (``records``): key = int16 record type + key body (not
+flexible), value = int16 version (0) + flexible body (compact strings and arrays, 16-byte uuids,
+a tagged-field section after every struct).
+
+====  ==========================================  ==========================================
+type  key                                         value v0
+====  ==========================================  ==========================================
+10    ShareGroupMemberMetadata: group, member     RackId?, ClientId, ClientHost,
+                                                  SubscribedTopicNames []string
+11    ShareGroupMetadata: group                   Epoch int32, MetadataHash int64
+12    ShareGroupTargetAssignmentMetadata: group   AssignmentEpoch int32; tag 0
+                                                  AssignmentTimestamp int64 (when not 0)
+13    ShareGroupTargetAssignmentMember:           TopicPartitions [] {TopicId uuid,
+      group, member                                 Partitions []int32}
+14    ShareGroupCurrentMemberAssignment:          MemberEpoch int32, PreviousMemberEpoch int32,
+      group, member                               State int8 (0: stable), AssignedPartitions []
+15    ShareGroupStatePartitionMetadata: group     InitializingTopics [], InitializedTopics []
+                                                  {TopicId, TopicName, Partitions []int32},
+                                                  DeletingTopics [] {TopicId, TopicName}
+====  ==========================================  ==========================================
+
+kemu writes MetadataHash 0: it does not keep Kafka's topic hash; a loaded group takes the
+subscribed topics as they are at load (as a loaded KIP-848 group does). Partitions being
+initialized are written as Kafka writes them, but a loaded group asks again (its next heartbeat
+initializes what is still missing; the state already there is kept, ``service._initialize``).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.consumer_records import (
+    read_partitions,
+    read_target_metadata,
+    target_metadata_tags,
+    write_partitions,
+)
+from kemu.coordinator.group.share_group import ShareGroup, ShareMember
+from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader
+from kemu.protocol.records import uvarint
+
+MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA, TARGET_MEMBER = 10, 11, 12, 13
+CURRENT_ASSIGNMENT, STATE_PARTITIONS = 14, 15
+RECORD_TYPES = (
+    MEMBER_METADATA,
+    GROUP_METADATA,
+    TARGET_METADATA,
+    TARGET_MEMBER,
+    CURRENT_ASSIGNMENT,
+    STATE_PARTITIONS,
+)
+PER_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+STABLE = 0  # Kafka's MemberState.STABLE: a share member has no other
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+Partitions = frozenset[TopicPartition]
+TopicNames = Callable[[uuid.UUID], str]  # a topic id's name ("" when the topic is gone)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRecordKey:
+    record_type: int
+    group: str
+    member: str | None = None  # for the per-member record types
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberValue:
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareEpochValue:
+    epoch: int
+    metadata_hash: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ShareTargetEpochValue:
+    assignment_epoch: int
+    assignment_timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ShareTargetMemberValue:
+    partitions: Partitions
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    assigned: Partitions
+    state: int = STABLE
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionsInfo:
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStatePartitionsValue:
+    initializing: tuple[TopicPartitionsInfo, ...] = ()
+    initialized: tuple[TopicPartitionsInfo, ...] = ()
+    deleting: tuple[tuple[uuid.UUID, str], ...] = ()
+
+
+ShareRecordValue = (
+    ShareMemberValue
+    | ShareEpochValue
+    | ShareTargetEpochValue
+    | ShareTargetMemberValue
+    | ShareAssignmentValue
+    | ShareStatePartitionsValue
+)
+
+
+# --- encoding ---------------------------------------------------------------------------------
+
+
+def _key_string(text: str) -> bytes:
+    data = text.encode()
+    return _INT16.pack(len(data)) + data
+
+
+def _compact_string(text: str | None) -> bytes:
+    if text is None:
+        return uvarint(0)
+    data = text.encode()
+    return uvarint(len(data) + 1) + data
+
+
+def _int32s(values: tuple[int, ...]) -> bytes:
+    return uvarint(len(values) + 1) + b"".join(_INT32.pack(v) for v in values)
+
+
+def _topics_info(topics: tuple[TopicPartitionsInfo, ...]) -> bytes:
+    parts = [uvarint(len(topics) + 1)]
+    for topic in topics:
+        parts += [
+            topic.topic_id.bytes,
+            _compact_string(topic.topic_name),
+            _int32s(topic.partitions),
+            uvarint(0),
+        ]
+    return b"".join(parts)
+
+
+def encode_key(key: ShareRecordKey) -> bytes:
+    body = _INT16.pack(key.record_type) + _key_string(key.group)
+    if key.record_type in PER_MEMBER:
+        body += _key_string(key.member or "")
+    return body
+
+
+def encode_value(value: ShareRecordValue) -> bytes:
+    tags = uvarint(0)
+    if isinstance(value, ShareMemberValue):
+        names = value.subscribed_topic_names
+        body = (
+            _compact_string(value.rack_id)
+            + _compact_string(value.client_id)
+            + _compact_string(value.client_host)
+            + uvarint(len(names) + 1)
+            + b"".join(_compact_string(name) for name in names)
+        )
+    elif isinstance(value, ShareEpochValue):
+        body = _INT32.pack(value.epoch) + _INT64.pack(value.metadata_hash)
+    elif isinstance(value, ShareTargetEpochValue):
+        body = _INT32.pack(value.assignment_epoch)
+        tags = target_metadata_tags(value.assignment_timestamp_ms)
+    elif isinstance(value, ShareTargetMemberValue):
+        body = write_partitions(value.partitions)
+    elif isinstance(value, ShareAssignmentValue):
+        body = (
+            _INT32.pack(value.member_epoch)
+            + _INT32.pack(value.previous_member_epoch)
+            + struct.pack(">b", value.state)
+            + write_partitions(value.assigned)
+        )
+    else:
+        deleting = [uvarint(len(value.deleting) + 1)]
+        for topic_id, name in value.deleting:
+            deleting += [topic_id.bytes, _compact_string(name), uvarint(0)]
+        body = (
+            _topics_info(value.initializing) + _topics_info(value.initialized) + b"".join(deleting)
+        )
+    return _INT16.pack(0) + body + tags
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+def decode_key(data: bytes) -> ShareRecordKey:
+    reader = RecordReader(data)
+    record_type = reader.int16()
+    if record_type not in RECORD_TYPES:
+        raise RecordDecodeError(f"record type {record_type} is not a share group record")
+    try:
+        group = reader.key_string()
+        member = reader.key_string() if record_type in PER_MEMBER else None
+    except UnicodeDecodeError as error:
+        raise RecordDecodeError(str(error)) from None
+    reader.done()
+    return ShareRecordKey(record_type, group, member)
+
+
+def _read_topics_info(reader: RecordReader) -> tuple[TopicPartitionsInfo, ...]:
+    topics = []
+    for _ in range(max(reader.uvarint() - 1, 0)):
+        topic_id = uuid.UUID(bytes=reader.take(16))
+        name = reader.compact_string() or ""
+        partitions = tuple(reader.int32() for _ in range(max(reader.uvarint() - 1, 0)))
+        reader.tags()
+        topics.append(TopicPartitionsInfo(topic_id, name, partitions))
+    return tuple(topics)
+
+
+def decode_value(key: ShareRecordKey, data: bytes | None) -> ShareRecordValue | None:
+    if data is None:
+        return None
+    reader = RecordReader(data)
+    version = reader.int16()
+    if version != 0:
+        raise RecordDecodeError(f"value version {version} is not 0")
+    value: ShareRecordValue
+    try:
+        if key.record_type == TARGET_METADATA:
+            return ShareTargetEpochValue(*read_target_metadata(reader))
+        if key.record_type == MEMBER_METADATA:
+            rack_id = reader.compact_string()
+            client_id, client_host = reader.compact_string() or "", reader.compact_string() or ""
+            names = tuple(
+                reader.compact_string() or "" for _ in range(max(reader.uvarint() - 1, 0))
+            )
+            value = ShareMemberValue(rack_id, client_id, client_host, names)
+        elif key.record_type == GROUP_METADATA:
+            value = ShareEpochValue(reader.int32(), reader.int64())
+        elif key.record_type == TARGET_MEMBER:
+            value = ShareTargetMemberValue(read_partitions(reader))
+        elif key.record_type == CURRENT_ASSIGNMENT:
+            epoch, previous = reader.int32(), reader.int32()
+            (state,) = struct.unpack(">b", reader.take(1))
+            value = ShareAssignmentValue(epoch, previous, read_partitions(reader), state)
+        else:
+            initializing, initialized = _read_topics_info(reader), _read_topics_info(reader)
+            deleting = []
+            for _ in range(max(reader.uvarint() - 1, 0)):
+                topic_id = uuid.UUID(bytes=reader.take(16))
+                deleting.append((topic_id, reader.compact_string() or ""))
+                reader.tags()
+            value = ShareStatePartitionsValue(initializing, initialized, tuple(deleting))
+    except UnicodeDecodeError as error:
+        raise RecordDecodeError(str(error)) from None
+    reader.tags()
+    reader.done()
+    return value
+
+
+# --- what the log holds of a group ------------------------------------------------------------
+
+Record = tuple[ShareRecordKey, ShareRecordValue | None]
+
+
+@dataclass
+class ShareImage:
+    epoch: int = 0
+    assignment_epoch: int = 0
+    assignment_timestamp_ms: int = 0
+    members: dict[str, ShareMemberValue] = field(default_factory=dict)
+    targets: dict[str, Partitions] = field(default_factory=dict)
+    current: dict[str, ShareAssignmentValue] = field(default_factory=dict)
+    state_partitions: ShareStatePartitionsValue | None = None
+    has_metadata: bool = False
+
+
+def _topics(
+    partitions: dict[uuid.UUID, set[int]], names: TopicNames
+) -> tuple[TopicPartitionsInfo, ...]:
+    return tuple(
+        TopicPartitionsInfo(topic_id, names(topic_id), tuple(sorted(indexes)))
+        for topic_id, indexes in sorted(partitions.items())
+        if indexes
+    )
+
+
+def image_of(group: ShareGroup, names: TopicNames) -> ShareImage:
+    initializing = _topics(group.initializing, names)
+    initialized = _topics(group.initialized, names)
+    return ShareImage(
+        epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignment_timestamp_ms=group.assignment_timestamp_ms,
+        members={
+            m.member_id: ShareMemberValue(
+                m.rack_id, m.client_id, m.client_host, tuple(sorted(m.subscribed_topic_names))
+            )
+            for m in group.members.values()
+        },
+        targets=dict(group.target),
+        current={
+            m.member_id: ShareAssignmentValue(m.member_epoch, m.previous_member_epoch, m.assigned)
+            for m in group.members.values()
+        },
+        state_partitions=(
+            ShareStatePartitionsValue(initializing, initialized)
+            if initializing or initialized
+            else None
+        ),
+        has_metadata=True,
+    )
+
+
+def diff(group_id: str, old: ShareImage | None, new: ShareImage | None) -> list[Record]:
+    """The records that turn what the log holds (``old``) into ``new`` (None: no group)."""
+    old = old or ShareImage()
+    target = new or ShareImage()
+    records: list[Record] = []
+
+    def key(record_type: int, member: str | None = None) -> ShareRecordKey:
+        return ShareRecordKey(record_type, group_id, member)
+
+    # Departures first, in Kafka's order: current assignment, target, member.
+    for member in sorted(set(old.current) - set(target.current)):
+        records.append((key(CURRENT_ASSIGNMENT, member), None))
+    for member in sorted(set(old.targets) - set(target.targets)):
+        records.append((key(TARGET_MEMBER, member), None))
+    for member in sorted(set(old.members) - set(target.members)):
+        records.append((key(MEMBER_METADATA, member), None))
+    if new is None:
+        if old.has_metadata:
+            if old.state_partitions is not None:
+                records.append((key(STATE_PARTITIONS), None))
+            records.append((key(TARGET_METADATA), None))
+            records.append((key(GROUP_METADATA), None))
+        return records
+    for member, value in sorted(new.members.items()):
+        if old.members.get(member) != value:
+            records.append((key(MEMBER_METADATA, member), value))
+    if not old.has_metadata or old.epoch != new.epoch:
+        records.append((key(GROUP_METADATA), ShareEpochValue(new.epoch)))
+    if new.state_partitions != old.state_partitions:
+        records.append((key(STATE_PARTITIONS), new.state_partitions or ShareStatePartitionsValue()))
+    for member, partitions in sorted(new.targets.items()):
+        if old.targets.get(member) != partitions:
+            records.append((key(TARGET_MEMBER, member), ShareTargetMemberValue(partitions)))
+    target_metadata = (new.assignment_epoch, new.assignment_timestamp_ms)
+    if not old.has_metadata or (old.assignment_epoch, old.assignment_timestamp_ms) != (
+        target_metadata
+    ):
+        records.append((key(TARGET_METADATA), ShareTargetEpochValue(*target_metadata)))
+    for member, current in sorted(new.current.items()):
+        if old.current.get(member) != current:
+            records.append((key(CURRENT_ASSIGNMENT, member), current))
+    return records
+
+
+class ShareImageBuilder:
+    """Images rebuilt from replayed records, as Kafka's replay applies them: at load, and after
+    each successful append (what the log holds of each group)."""
+
+    def __init__(self) -> None:
+        self.images: dict[str, ShareImage] = {}
+
+    def apply(self, key: ShareRecordKey, value: ShareRecordValue | None) -> None:
+        if key.record_type == GROUP_METADATA and value is None:
+            self.images.pop(key.group, None)
+            return
+        image = self.images.setdefault(key.group, ShareImage())
+        member = key.member or ""
+        if isinstance(value, ShareEpochValue):
+            image.epoch, image.has_metadata = value.epoch, True
+        elif isinstance(value, ShareTargetEpochValue):
+            image.assignment_epoch = value.assignment_epoch
+            image.assignment_timestamp_ms = value.assignment_timestamp_ms
+        elif isinstance(value, ShareMemberValue):
+            image.members[member] = value
+        elif isinstance(value, ShareTargetMemberValue):
+            image.targets[member] = value.partitions
+        elif isinstance(value, ShareAssignmentValue):
+            image.current[member] = value
+        elif isinstance(value, ShareStatePartitionsValue):
+            empty = not (value.initializing or value.initialized or value.deleting)
+            image.state_partitions = None if empty else value
+        elif value is None:
+            if key.record_type == MEMBER_METADATA:
+                image.members.pop(member, None)
+            elif key.record_type == TARGET_MEMBER:
+                image.targets.pop(member, None)
+            elif key.record_type == CURRENT_ASSIGNMENT:
+                image.current.pop(member, None)
+            elif key.record_type == STATE_PARTITIONS:
+                image.state_partitions = None
+
+    def groups(self, session_deadline_ms: int) -> list[ShareGroup]:
+        """The groups, each member with a fresh session and nothing being initialized (a
+        heartbeat asks again)."""
+        built = []
+        for group_id, image in self.images.items():
+            if image.has_metadata:
+                built.append(group_from_image(group_id, image, session_deadline_ms))
+        return built
+
+
+def group_from_image(group_id: str, image: ShareImage, session_deadline_ms: int) -> ShareGroup:
+    members = {}
+    for member_id, meta in image.members.items():
+        member = ShareMember(
+            member_id,
+            rack_id=meta.rack_id,
+            client_id=meta.client_id,
+            client_host=meta.client_host,
+            subscribed_topic_names=frozenset(meta.subscribed_topic_names),
+            session_deadline_ms=session_deadline_ms,
+        )
+        current = image.current.get(member_id)
+        if current is not None:
+            member = replace(
+                member,
+                member_epoch=current.member_epoch,
+                previous_member_epoch=current.previous_member_epoch,
+                assigned=current.assigned,
+            )
+        members[member_id] = member
+    initialized = image.state_partitions.initialized if image.state_partitions else ()
+    return ShareGroup(
+        group_id,
+        group_epoch=image.epoch,
+        assignment_epoch=image.assignment_epoch,
+        assignment_timestamp_ms=image.assignment_timestamp_ms,
+        members=members,
+        target={m: p for m, p in image.targets.items() if m in members},
+        initialized={t.topic_id: set(t.partitions) for t in initialized if t.partitions},
+    )

@@ -1,0 +1,204 @@
+"""Records first, then state, for every KIP-848-style group type: when the ``__consumer_offsets``
+append of a KIP-848, share or streams heartbeat fails (a storage fault on the group's partition),
+the heartbeat is answered with Kafka's error for it (NOT_COORDINATOR for a storage error, as
+Kafka 4.4's GroupCoordinatorService maps it), the group is exactly as before, and a restart
+(a fresh coordinator replaying the log) brings back that same group. Share groups come back from
+their records alone, and a data dir written by a kemu that kept them in
+``kemu-share-groups.json`` still loads."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_classic_group_handlers import Broker as ClassicBroker
+from test_consumer_group import consumer_beat
+from test_group_handlers import Broker
+from test_streams_group import COUNT
+
+from kemu.cluster.partition import Partition
+from kemu.coordinator.group import consumer_persistence, share_records, streams_records
+from kemu.coordinator.group.consumer_group import ConsumerGroup
+from kemu.coordinator.group.offsets_log import TOPIC, answer_for
+from kemu.coordinator.group.persistence import LEGACY_FILE
+from kemu.coordinator.group.placement import GROUP, coordinator_partition
+from kemu.coordinator.group.service import group_coordinator
+from kemu.coordinator.group.share_group import GroupError, ShareGroup
+from kemu.coordinator.group.streams_model import StreamsGroup, StreamsHeartbeat
+from kemu.protocol.errors import ErrorCode
+
+
+@contextmanager
+def failing_appends(broker: Broker | ClassicBroker) -> Iterator[list[str]]:
+    """Every append to ``__consumer_offsets`` fails as a disk does (OSError) while inside."""
+    coordinator_partition(broker.cluster, GROUP, "any")  # created as on first use
+    failed: list[str] = []
+    broken = {id(p) for p in broker.cluster.topics[TOPIC].partitions}
+    append = Partition.append
+
+    def failing(self: Partition, *args: Any, **kwargs: Any) -> Any:
+        if id(self) in broken:
+            failed.append("append")
+            raise OSError("disk gone")
+        return append(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Partition, "append", failing)
+        yield failed
+
+
+def durable(broker: Broker | ClassicBroker, group_id: str) -> object:
+    """What the log must hold of the group: its image as each type writes it."""
+    group = group_coordinator(broker.runtime).registry.get(group_id)
+    if isinstance(group, ConsumerGroup):
+        return consumer_persistence.image_of(group)
+    if isinstance(group, ShareGroup):
+        return share_records.image_of(group, lambda topic_id: "t")
+    if isinstance(group, StreamsGroup):
+        return streams_records.image_of(group)
+    return group
+
+
+def test_kafka_maps_append_errors_to_coordinator_errors() -> None:
+    assert answer_for(ErrorCode.kafka_storage_error) == ErrorCode.not_coordinator
+    assert answer_for(ErrorCode.not_leader_or_follower) == ErrorCode.not_coordinator
+    assert answer_for(ErrorCode.not_enough_replicas) == ErrorCode.coordinator_not_available
+    assert answer_for(ErrorCode.request_timed_out) == ErrorCode.coordinator_not_available
+    assert answer_for(ErrorCode.record_list_too_large) == ErrorCode.unknown_server_error
+
+
+async def test_a_kip848_heartbeat_whose_records_fail_is_refused_and_changes_nothing() -> None:
+    broker = ClassicBroker()
+    first = str(uuid.uuid4())
+    joined = await consumer_beat(broker, 1, member_id=first)
+    assert joined.error_code == ErrorCode.none
+    before = durable(broker, "kip848")
+    with failing_appends(broker) as failed:
+        second = await consumer_beat(broker, 1, member_id=str(uuid.uuid4()))
+        assert second.error_code == ErrorCode.not_coordinator and failed
+        left = await consumer_beat(broker, 1, member_id=first, member_epoch=-1)
+        assert left.error_code == ErrorCode.not_coordinator
+        fresh = await consumer_beat(broker, 1, group_id="fresh", member_id=str(uuid.uuid4()))
+        assert fresh.error_code == ErrorCode.not_coordinator
+    assert durable(broker, "kip848") == before
+    assert group_coordinator(broker.runtime).registry.get("fresh") is None
+    broker.restart()
+    assert durable(broker, "kip848") == before
+    # The member carries on with the epoch it was given; the refused joiner can join now.
+    again = await consumer_beat(
+        broker, 1, member_id=first, member_epoch=joined.member_epoch, subscribed_topic_names=None
+    )
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, joined.member_epoch)
+    assert (await consumer_beat(broker, 1, member_id=str(uuid.uuid4()))).error_code == 0
+
+
+async def test_a_share_heartbeat_whose_records_fail_is_refused_and_changes_nothing() -> None:
+    broker = Broker()
+    broker.cluster.create_topic("t", 3, 1)
+    joined = await broker.join("shares", "m1")
+    assert joined.error_code == ErrorCode.none and joined.assignment is not None
+    before = durable(broker, "shares")
+    with failing_appends(broker) as failed:
+        second = await broker.heartbeat("shares", "m2", 0, ("t",))
+        assert second.error_code == ErrorCode.not_coordinator and failed
+        left = await broker.heartbeat("shares", "m1", -1)
+        assert left.error_code == ErrorCode.not_coordinator
+        fresh = await broker.heartbeat("fresh", "m3", 0, ("t",))
+        assert fresh.error_code == ErrorCode.not_coordinator
+    assert durable(broker, "shares") == before
+    assert group_coordinator(broker.runtime).registry.get("fresh") is None
+    broker.restart()
+    assert durable(broker, "shares") == before
+    again = await broker.heartbeat("shares", "m1", joined.member_epoch)
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, joined.member_epoch)
+
+
+async def test_a_streams_heartbeat_whose_records_fail_is_refused_and_changes_nothing() -> None:
+    broker = Broker(**{"group.streams.initial.rebalance.delay.ms": "0"})
+    for name in ("in", "app-words-repartition", "app-counts-changelog"):
+        broker.cluster.create_topic(name, 2, 1)
+    service = group_coordinator(broker.runtime)
+
+    def beat(member: str, epoch: int) -> Any:
+        fields: dict[str, Any] = {}
+        if epoch == 0:
+            fields = {"topology": COUNT, "rebalance_timeout_ms": 30_000, "process_id": member}
+        return service.streams_heartbeat(StreamsHeartbeat("app", member, epoch, **fields))
+
+    joined = beat("a", 0)
+    assert joined.member_epoch == 2 and joined.assignment.active
+    before = durable(broker, "app")
+    with failing_appends(broker) as failed:
+        with pytest.raises(GroupError) as refused:
+            beat("b", 0)
+        assert refused.value.code == ErrorCode.not_coordinator and failed
+        with pytest.raises(GroupError):
+            beat("a", -1)
+    assert durable(broker, "app") == before
+    broker.restart()
+    service = group_coordinator(broker.runtime)
+    assert durable(broker, "app") == before
+    assert beat("a", joined.member_epoch).member_epoch == joined.member_epoch
+
+
+async def test_share_groups_come_back_from_their_records_alone(tmp_path: Path) -> None:
+    broker = Broker(data_dir=tmp_path)
+    broker.cluster.create_topic("t", 3, 1)
+    joined = await broker.join("shares", "m1")
+    await broker.join("shares", "m2")
+    before = durable(broker, "shares")
+    assert not (tmp_path / LEGACY_FILE).exists()  # nothing but records
+    broker.restart()
+    group = group_coordinator(broker.runtime).registry.get("shares")
+    assert isinstance(group, ShareGroup) and durable(broker, "shares") == before
+    assert group.initialized == {broker.cluster.topics["t"].topic_id: {0, 1, 2}}
+    again = await broker.heartbeat("shares", "m1", group.members["m1"].member_epoch)
+    assert again.error_code == ErrorCode.none and joined.member_id == "m1"
+    # A deleted group stays deleted.
+    for member in ("m1", "m2"):
+        await broker.heartbeat("shares", member, -1)
+    deleted = await broker.send(broker.request(42, 2, groups_names=("shares",)))
+    assert deleted.results[0].error_code == ErrorCode.none
+    broker.restart()
+    assert group_coordinator(broker.runtime).registry.get("shares") is None
+
+
+async def test_a_share_groups_file_of_an_older_kemu_is_written_as_records(tmp_path: Path) -> None:
+    broker = Broker(data_dir=tmp_path)
+    broker.cluster.create_topic("t", 3, 1)
+    topic_id = str(broker.cluster.topics["t"].topic_id)
+    old = {
+        "shares": {
+            "group_epoch": 4,
+            "assignment_epoch": 4,
+            "assignment_timestamp_ms": 123,
+            "members": {
+                "m1": {
+                    "member_epoch": 4,
+                    "previous_member_epoch": 3,
+                    "rack_id": None,
+                    "client_id": "c1",
+                    "client_host": "/127.0.0.1",
+                    "subscribed_topic_names": ["t"],
+                    "assigned": [[topic_id, 0], [topic_id, 1], [topic_id, 2]],
+                }
+            },
+            "target": {"m1": [[topic_id, 0], [topic_id, 1], [topic_id, 2]]},
+            "subscribed_metadata": {"t": [topic_id, 3]},
+            "initialized": {topic_id: [0, 1, 2]},
+        }
+    }
+    (tmp_path / LEGACY_FILE).write_text(json.dumps(old))
+    group = group_coordinator(broker.runtime).registry.get("shares")
+    assert isinstance(group, ShareGroup) and group.group_epoch == 4
+    assert not (tmp_path / LEGACY_FILE).exists()  # read once, then records only
+    before = durable(broker, "shares")
+    broker.restart()
+    assert durable(broker, "shares") == before
+    beat = await broker.heartbeat("shares", "m1", 4)
+    assert (beat.error_code, beat.member_epoch) == (ErrorCode.none, 4)
