@@ -9,7 +9,7 @@ ARGS ?=
 
 .PHONY: install serve test test-unit test-integration test-java lint bench eos-crash java clean conformance-franz \
 	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark example-flink \
-	bench-connections soak
+	bench-connections soak bench-first-record
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,14 @@ test-integration: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(ARGS)
+
+# Issue 20: how long a test waits for its first record, and for a group to settle after a member
+# joins or leaves, with Java and confluent-kafka clients of every group type (and a transactional
+# round trip), on Kafka 4.4.0 (code defaults), kemu --timing kafka and kemu --timing fast side by
+# side; appends the table to docs/benchmarks.md. E.g. ARGS="--rows share --repeat 5". Also
+# `make bench ARGS="--phases first-record"`.
+bench-first-record: $(STAMP) java
+	$(BIN)/python -m bench.first_record $(ARGS)
 
 # What fault rules (the control API's, docs/control.md) cost the request path: no rules, 1000 on
 # another API, 1000 non-matching on the same API.

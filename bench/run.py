@@ -9,7 +9,9 @@ share phase alone (the records are still produced first, untimed in the table).
 Phases asked for by name (not in the default list): ``txn-share``, the transactional cycle of
 issue 9 (kemu: kemu.client share group + KIP-1289; Kafka: consumer group +
 sendOffsetsToTransaction), ``client-share``, kemu.client's share consumption beside
-ShareConsumerPerformance, and ``tls``, produce and consume over SASL_SSL (issue 12).
+ShareConsumerPerformance, ``tls``, produce and consume over SASL_SSL (issue 12), and
+``first-record``, the first-record and rebalance-settle times of issue 20 (bench.first_record,
+its own servers and table; ``--repeat``, ``--only``, ``--no-write`` and ``--note`` carry over).
 """
 
 from __future__ import annotations
@@ -437,6 +439,12 @@ def main(argv: list[str] | None = None) -> int:
         cycle_records=args.cycle_records,
         cycle_batch=args.cycle_batch,
     )
+    status = 0
+    if "first-record" in args.phases:
+        status = _first_record(args, argv)
+        args.phases = tuple(phase for phase in args.phases if phase != "first-record")
+        if not args.phases:
+            return status
     servers = _servers(args)
     java.ensure_jars()  # the tools are Kafka's even when only kemu runs
     load_before = report.machine_facts()["load"]
@@ -470,7 +478,31 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"\nwritten to {written}")
     failed = any(run.errors for runs in results.values() for run in runs)
-    return 1 if failed else 0
+    return 1 if failed or status else 0
+
+
+def first_record_argv(args: argparse.Namespace) -> list[str]:
+    """``bench.first_record``'s arguments for this run's --repeat, --only, --no-write, --note."""
+    argv = ["--repeat", str(args.repeat)]
+    servers = _servers(args)
+    if servers == ["kemu"]:
+        argv += ["--servers", "kemu-kafka,kemu-fast"]
+    elif servers == ["kafka"]:
+        argv += ["--servers", "kafka"]
+    if args.no_write:
+        argv.append("--no-write")
+    if args.note:
+        argv += ["--note", args.note]
+    return argv
+
+
+def _first_record(args: argparse.Namespace, argv: list[str] | None) -> int:
+    from bench import first_record
+
+    given = argv if argv is not None else sys.argv[1:]
+    return first_record.main(
+        first_record_argv(args), command=f'make bench ARGS="{shlex.join(given)}"'
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shlex
@@ -128,10 +129,36 @@ class Server(ABC):
             process.wait()
 
 
+# What the benchmark's Kafka sets beside its listeners unless it runs on code defaults: no wait
+# before a new group's first assignment, as `kemu serve` (and Kafka's shipped server.properties,
+# for the classic delay) choose.
+ASSIGN_AT_ONCE = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.streams.initial.rebalance.delay.ms": "0",  # as kemu serve's default
+    "group.consumer.assignment.interval.ms": "0",  # likewise
+    "group.share.assignment.interval.ms": "0",
+}
+
+
 class KafkaServer(Server):
-    """A single-node KRaft Apache Kafka (broker and controller in one JVM)."""
+    """A single-node KRaft Apache Kafka (broker and controller in one JVM).
+
+    ``code_defaults``: leave every group timer at Kafka's code default (no ``ASSIGN_AT_ONCE``);
+    ``features``: extra ``--feature NAME=LEVEL`` for the storage format (``streams.version=1``)."""
 
     name = "kafka"
+
+    def __init__(
+        self,
+        workdir: Path,
+        partitions: int,
+        *,
+        code_defaults: bool = False,
+        features: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(workdir, partitions)
+        self.code_defaults = code_defaults
+        self.features = features
 
     def prepare(self) -> None:
         self.controller_port = free_port()
@@ -162,6 +189,7 @@ class KafkaServer(Server):
                 str(self.properties),
                 "--feature",
                 "share.version=1",
+                *(arg for feature in self.features for arg in ("--feature", feature)),
                 *scram,
             ],
         )
@@ -192,11 +220,9 @@ class KafkaServer(Server):
             "share.coordinator.state.topic.min.isr": "1",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            "group.streams.initial.rebalance.delay.ms": "0",  # as kemu serve's default
-            "group.consumer.assignment.interval.ms": "0",  # likewise
-            "group.share.assignment.interval.ms": "0",
         }
+        if not self.code_defaults:
+            props.update(ASSIGN_AT_ONCE)
         tls = self.sasl_ssl
         if tls is not None:
             props["listeners"] += f",SASL_SSL://{tls.bootstrap}"
@@ -236,17 +262,23 @@ class KemuServer(Server):
     name = "kemu"
     in_memory = False  # bench.loadgen can measure without the disk
 
-    def __init__(self, workdir: Path, partitions: int, overrides: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        partitions: int,
+        overrides: tuple[str, ...] = (),
+        *,
+        timing: str | None = None,
+    ) -> None:
         super().__init__(workdir, partitions)
         self.overrides = overrides  # extra KEY=VALUE broker properties
+        # None: the benchmark's usual kemu (no classic initial delay, as its Kafka); "fast" or
+        # "kafka": that timing profile and nothing else of the benchmark's own
+        self.timing = timing
         _compile_kemu()
 
     def _command(self) -> list[str]:
-        # KEMU_COMMAND swaps the executable, e.g. to A/B an older checkout of kemu.
-        launcher = os.environ.get("KEMU_COMMAND")
-        executable = (
-            shlex.split(launcher) if launcher else [str(Path(sys.executable).with_name("kemu"))]
-        )
+        executable = kemu_executable()
         command = [
             *executable,
             "serve",
@@ -256,10 +288,12 @@ class KemuServer(Server):
             str(self.port),
             "--override",
             f"num.partitions={self.partitions}",
-            # As the Kafka server above: ConsumerPerformance's rate includes its first join.
-            "--override",
-            "group.initial.rebalance.delay.ms=0",
         ]
+        if self.timing is None:
+            # As the Kafka server above: ConsumerPerformance's rate includes its first join.
+            command += ["--override", "group.initial.rebalance.delay.ms=0"]
+        else:
+            command += timing_arguments(self.timing, executable)
         for override in self.overrides:
             command += ["--override", override]
         tls = self.sasl_ssl
@@ -279,6 +313,46 @@ class KemuServer(Server):
         else:
             self.notes.append("kemu ran in memory: kemu.storage.segments is not there yet")
         return command
+
+
+def kemu_executable() -> list[str]:
+    """This venv's ``kemu``; KEMU_COMMAND swaps it, e.g. to A/B an older checkout of kemu."""
+    launcher = os.environ.get("KEMU_COMMAND")
+    return shlex.split(launcher) if launcher else [str(Path(sys.executable).with_name("kemu"))]
+
+
+# Kafka 4.4.0's code defaults for the group timers kemu serve's defaults shorten (its log prints
+# them at start); how a kemu without --timing runs as `--timing kafka`.
+KAFKA_CODE_TIMERS = {
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.streams.initial.rebalance.delay.ms": "3000",
+    "group.consumer.assignment.interval.ms": "1000",
+    "group.share.assignment.interval.ms": "1000",
+    "group.streams.assignment.interval.ms": "1000",
+}
+
+
+@functools.cache
+def has_timing_flag(executable: tuple[str, ...]) -> bool:
+    """Whether this kemu's ``serve`` knows ``--timing`` (issue 20's profiles)."""
+    done = subprocess.run([*executable, "serve", "--help"], capture_output=True, text=True)
+    return "--timing" in done.stdout
+
+
+def timing_arguments(timing: str, executable: list[str]) -> list[str]:
+    """``--timing NAME``, or on a kemu without the flag the overrides that come closest: none for
+    ``fast`` (its defaults are the test-friendly ones) and Kafka's code timers for ``kafka``."""
+    if timing not in ("fast", "kafka"):
+        raise ValueError(f"timing is fast or kafka; got {timing!r}")
+    if has_timing_flag(tuple(executable)):
+        return ["--timing", timing]
+    if timing == "fast":
+        return []
+    return [
+        arg
+        for name, value in KAFKA_CODE_TIMERS.items()
+        for arg in ("--override", f"{name}={value}")
+    ]
 
 
 def on_disk_available() -> bool:
