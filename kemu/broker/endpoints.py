@@ -15,8 +15,14 @@ from kemu.cluster.model import BrokerNode
 
 
 def advertised_nodes(ctx: RequestContext) -> dict[int, BrokerNode]:
+    """The running brokers' endpoints (a stopped broker is not advertised, as Kafka's metadata
+    leaves out a broker that is not alive)."""
     session = ctx.session
-    if session is None:
-        return ctx.cluster.nodes
-    by_listener: dict[str, dict[int, BrokerNode]] = ctx.runtime.services["listener_nodes"]
-    return by_listener.get(session.listener.name, ctx.cluster.nodes)
+    nodes = ctx.cluster.nodes
+    if session is not None:
+        by_listener: dict[str, dict[int, BrokerNode]] = ctx.runtime.services["listener_nodes"]
+        nodes = by_listener.get(session.listener.name, ctx.cluster.nodes)
+    stopped = ctx.cluster.stopped
+    if not stopped:
+        return nodes
+    return {node_id: node for node_id, node in nodes.items() if node_id not in stopped}

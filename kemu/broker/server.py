@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from kemu.broker.connection import Connection
+from kemu.broker.failover import NODE_LISTENERS, install_failover
 from kemu.broker.handlers import handler_module_names, register_placeholders
 from kemu.broker.ports import free_port_block
 from kemu.cluster.config import BrokerConfig
@@ -139,6 +140,7 @@ class KemuServer:
             share_persister(self.runtime)
         self.servers: list[asyncio.Server] = []
         self._tls_servers: list[TlsServer] = []  # SSL and SASL_SSL ports
+        self._node_servers: dict[int, list[asyncio.Server | TlsServer]] = {}
         self._background: list[asyncio.Task[None]] = []
 
     @property
@@ -168,35 +170,16 @@ class KemuServer:
             factory = self._listener_factory(listener)
             context = self._tls_context(listener)  # a bad keystore fails start-up here
             for node_id in self.cluster.node_ids:
-                port = listener.port + node_id - 1
                 try:
-                    if context is not None:
-                        from kemu.broker.security.acceptor import TlsServer
-
-                        self._tls_servers.append(
-                            await TlsServer.start(
-                                listener, context, factory(node_id), listener.host, port, backlog
-                            )
-                        )
-                        continue
-                    server = await asyncio.get_running_loop().create_server(
-                        factory(node_id),
-                        listener.host,
-                        port,
-                        reuse_address=True,
-                        backlog=backlog,
-                    )
-                except OSError as error:
+                    await self._bind(listener, node_id, factory, context, backlog)
+                except ListenError:
                     for opened in self.servers:
                         opened.close()
                     for tls in self._tls_servers:
                         tls.close()
-                    reason = os.strerror(error.errno) if error.errno else str(error)
-                    # Kafka's SocketServer words it the same way.
-                    raise ListenError(
-                        f"Socket server failed to bind to {listener.host}:{port}: {reason}."
-                    ) from None
-                self.servers.append(server)
+                    raise
+        self.runtime.services[NODE_LISTENERS] = self  # kemu/broker/failover.py stops/starts nodes
+        install_failover(self.runtime)
         from kemu.broker.housekeeping import start_housekeeping
 
         self._background.extend(start_housekeeping(self.runtime))
@@ -215,6 +198,58 @@ class KemuServer:
             cluster_id=self.cluster.cluster_id,
             data_dir=str(self.options.data_dir) if self.options.data_dir else None,
         )
+
+    async def _bind(
+        self,
+        listener: Listener,
+        node_id: int,
+        factory: Callable[[int], Callable[[], Connection]],
+        context: ssl.SSLContext | None,
+        backlog: int,
+    ) -> None:
+        """Listen on ``listener``'s port for ``node_id``."""
+        port = listener.port + node_id - 1
+        opened: list[asyncio.Server | TlsServer] = self._node_servers.setdefault(node_id, [])
+        try:
+            if context is not None:
+                from kemu.broker.security.acceptor import TlsServer
+
+                tls = await TlsServer.start(
+                    listener, context, factory(node_id), listener.host, port, backlog
+                )
+                self._tls_servers.append(tls)
+                opened.append(tls)
+                return
+            server = await asyncio.get_running_loop().create_server(
+                factory(node_id), listener.host, port, reuse_address=True, backlog=backlog
+            )
+        except OSError as error:
+            reason = os.strerror(error.errno) if error.errno else str(error)
+            # Kafka's SocketServer words it the same way.
+            raise ListenError(
+                f"Socket server failed to bind to {listener.host}:{port}: {reason}."
+            ) from None
+        self.servers.append(server)
+        opened.append(server)
+
+    def stop_listening(self, node_id: int) -> None:
+        """Close ``node_id``'s listening sockets (a connect is refused); its connections are
+        the caller's to close."""
+        for server in self._node_servers.pop(node_id, []):
+            server.close()
+            if server in self.servers:  # an asyncio (or uvloop) server
+                self.servers.remove(server)
+            else:
+                self._tls_servers.remove(server)  # type: ignore[arg-type]
+
+    async def listen(self, node_id: int) -> None:
+        """Listen again on every listener's port for ``node_id`` (after ``stop_listening``)."""
+        if node_id in self._node_servers:
+            return
+        for listener in self.listeners:
+            backlog = listen_backlog(self.cluster.config, listener.name)
+            factory = self._listener_factory(listener)
+            await self._bind(listener, node_id, factory, self._tls_context(listener), backlog)
 
     def _warm_handlers(self) -> None:
         """Import the handler modules one per loop turn, shortly after start, so that the first

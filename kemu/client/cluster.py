@@ -139,6 +139,7 @@ class ClusterClient:
             try:
                 await connection.connect()
             except ConnectionClosed as exc:
+                self._forget_node(node_id)
                 raise RetriableError(str(exc)) from exc  # the broker is restarting, or moved
             self._connections[node_id] = connection
             return connection
@@ -310,6 +311,16 @@ class ClusterClient:
         node_id = await self.retry(attempt, timeout=timeout)
         self._coordinators[(key_type, key)] = node_id
         return node_id
+
+    def _forget_node(self, node_id: int) -> None:
+        """A broker refused a connection (it stopped): what it led or coordinated is looked
+        up again, as Kafka's clients refresh their metadata on a disconnect."""
+        for key, node in list(self._coordinators.items()):
+            if node == node_id:
+                del self._coordinators[key]
+        for name, info in list(self.topics.items()):
+            if node_id in info.leaders.values():
+                del self.topics[name]
 
     def forget_coordinator(self, key_type: int, key: str) -> None:
         self._coordinators.pop((key_type, key), None)

@@ -32,6 +32,10 @@ MAX_RECORDS_PER_USER_OP = 10_000
 EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
 
 LogFactory = Callable[[str, int], PartitionLog]
+NO_LEADER = -1  # an offline partition's leader (Kafka's Metadata says -1)
+# told (partition, previous leader) after a partition's leader changed: coordinators and share
+# partitions that moved reload their state from the log (kemu/broker/failover.py)
+LeaderListener = Callable[[Partition, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +96,10 @@ class Cluster:
     data_dir: Path | None = None
     topics: dict[str, Topic] = field(default_factory=dict)
     topics_by_id: dict[uuid.UUID, Topic] = field(default_factory=dict)
+    # virtual brokers stopped by the control plane (kemu/cluster/failover.py); never persisted:
+    # a new process starts every broker
+    stopped: set[int] = field(default_factory=set)
+    leader_listeners: list[LeaderListener] = field(default_factory=list)
     _placement_cursor: int = 0
 
     def __post_init__(self) -> None:
@@ -104,7 +112,17 @@ class Cluster:
 
     @property
     def controller_id(self) -> int:
-        return min(self.nodes)
+        return min(self.live_node_ids or self.node_ids)
+
+    @property
+    def live_node_ids(self) -> list[int]:
+        """The brokers running (not stopped), in id order."""
+        return [n for n in sorted(self.nodes) if n not in self.stopped]
+
+    def in_sync(self, partition: Partition) -> list[int]:
+        """The partition's in-sync replicas: kemu keeps one copy of each log, so every replica
+        of a running broker is in sync, and a stopped broker's is not."""
+        return [r for r in partition.replicas if r not in self.stopped]
 
     @property
     def node_ids(self) -> list[int]:
@@ -119,6 +137,10 @@ class Cluster:
     def all_partitions(self) -> Iterator[Partition]:
         for topic in self.topics.values():
             yield from topic.partitions
+
+    def _first_running(self, replicas: list[int]) -> int:
+        """A new partition's leader: its first replica on a running broker."""
+        return next((r for r in replicas if r not in self.stopped), NO_LEADER)
 
     def _place(self, count: int, replication_factor: int) -> list[list[int]]:
         node_ids = self.node_ids
@@ -174,7 +196,7 @@ class Cluster:
                     name,
                     topic.topic_id,
                     index,
-                    replicas[0],
+                    self._first_running(replicas),
                     replicas,
                     self._new_log(name, index) if persist else self.log_factory(name, index),
                 )
@@ -201,7 +223,7 @@ class Cluster:
                     name,
                     topic.topic_id,
                     index,
-                    replicas[0],
+                    self._first_running(replicas),
                     replicas,
                     self._new_log(name, index),
                 )
@@ -236,13 +258,17 @@ class Cluster:
     def move_leader(self, partition: Partition, leader: int) -> None:
         """Make ``leader`` (one of the partition's replicas) its leader, with a new leader epoch:
         clients still on the old one get NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH and refresh
-        their metadata. kemu keeps one copy of each log, so nothing moves but the leadership."""
+        their metadata. kemu keeps one copy of each log, so nothing moves but the leadership.
+        ``NO_LEADER`` makes it offline. The leader listeners are told afterwards."""
         if leader == partition.leader_id:
             return
+        previous = partition.leader_id
         partition.leader_id = leader
         partition.leader_epoch += 1
         partition.notify()
         self.save_metadata()
+        for listener in list(self.leader_listeners):
+            listener(partition, previous)
 
     def reassign(self, partition: Partition, replicas: list[int]) -> None:
         """Give the partition a new replica set, completed at once (every replica is in sync by

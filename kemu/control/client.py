@@ -33,6 +33,15 @@ VERBS: dict[str, Verb] = {
     "brokers": Verb("GET", "/brokers", "the brokers, down or up"),
     "broker-down": Verb("POST", "/brokers/{node}/down", "refuse connections on a broker"),
     "broker-up": Verb("POST", "/brokers/{node}/up", "accept connections again"),
+    "broker-stop": Verb(
+        "POST", "/brokers/{node}/stop", "stop a broker: its leaderships and coordinators move"
+    ),
+    "broker-start": Verb(
+        "POST",
+        "/brokers/{node}/start",
+        "start a stopped broker as a follower (elect_preferred=true: its leaderships back)",
+        True,
+    ),
     "move-leader": Verb(
         "POST", "/partitions/{topic}/{partition}/leader", "move a partition's leader", True
     ),
@@ -175,6 +184,20 @@ class ControlClient:
         result: dict[str, Any] = self.call("broker-up", node_id)
         return result
 
+    def broker_stop(self, node_id: int) -> dict[str, Any]:
+        """Stop a virtual broker: its port refuses, its connections close, every partition it
+        led moves (or goes offline) and the coordinators it hosted load elsewhere."""
+        result: dict[str, Any] = self.call("broker-stop", node_id)
+        return result
+
+    def broker_start(self, node_id: int, *, elect_preferred: bool = False) -> dict[str, Any]:
+        """Start a stopped broker again, as a follower; ``elect_preferred`` then gives it back
+        the partitions it is the preferred leader of (a preferred-leader election)."""
+        result: dict[str, Any] = self.call(
+            "broker-start", node_id, body={"elect_preferred": elect_preferred}
+        )
+        return result
+
     def move_leader(self, topic: str, partition: int, broker: int) -> dict[str, Any]:
         result: dict[str, Any] = self.call("move-leader", topic, partition, broker=broker)
         return result
@@ -259,6 +282,8 @@ def ctl_main(
     ``source`` says where ``url`` came from, for the message when nothing answers there."""
     import sys
 
+    if verb == "broker" and words and words[0] in ("stop", "start"):
+        verb, words = f"broker-{words[0]}", words[1:]  # kemu ctl broker stop N
     found = VERBS.get(verb)
     if found is None:
         print(f"kemu ctl: unknown verb {verb!r}; verbs:", file=sys.stderr)

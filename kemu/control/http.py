@@ -104,6 +104,13 @@ def build_app(runtime: Runtime) -> web.Application:
     async def brokers(request: web.Request) -> web.Response:
         return _json(_control(request).brokers())
 
+    async def broker_stop(request: web.Request) -> web.Response:
+        return _json(_control(request).broker_stop(m(request, "node")))
+
+    async def broker_start(request: web.Request) -> web.Response:
+        body = await _object(request)
+        return _json(await _control(request).broker_start(m(request, "node"), body))
+
     async def broker_down(request: web.Request) -> web.Response:
         return _json(_control(request).broker_down(m(request, "node")))
 
@@ -188,6 +195,8 @@ def build_app(runtime: Runtime) -> web.Application:
             web.get("/brokers", brokers),
             web.post("/brokers/{node}/down", broker_down),
             web.post("/brokers/{node}/up", broker_up),
+            web.post("/brokers/{node}/stop", broker_stop),
+            web.post("/brokers/{node}/start", broker_start),
             web.post("/partitions/{topic}/{partition}/leader", move_leader),
             web.get("/faults", faults),
             web.post("/faults", add_fault),

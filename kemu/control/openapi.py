@@ -57,6 +57,7 @@ def _object(**properties: Any) -> dict[str, Any]:
 
 
 _INT = {"type": "integer"}
+_BOOL = {"type": "boolean"}
 _STR = {"type": "string"}
 _RULE = _object(
     kind={"enum": list(KINDS), "default": "error"},
@@ -97,6 +98,21 @@ def openapi() -> dict[str, Any]:
                 )
             },
             "/brokers/{node}/up": {"post": _op("accept connections again", params=("node",))},
+            "/brokers/{node}/stop": {
+                "post": _op(
+                    "stop a broker: its port refuses, its connections close, its leaderships "
+                    "and coordinators move (new leader epochs; RF 1 partitions go offline)",
+                    params=("node",),
+                )
+            },
+            "/brokers/{node}/start": {
+                "post": _op(
+                    "start a stopped broker as a follower; elect_preferred gives it back the "
+                    "partitions it prefers",
+                    params=("node",),
+                    body=_object(elect_preferred=_BOOL),
+                )
+            },
             "/partitions/{topic}/{partition}/leader": {
                 "post": _op(
                     "move a partition's leader (new leader epoch)",

@@ -12,12 +12,14 @@ from typing import Any
 
 import structlog
 
+from kemu.broker import failover
 from kemu.broker.faults import RuleError, fault_table
 from kemu.broker.share import admin
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import RecordState
 from kemu.cluster.clock import VirtualClock
 from kemu.cluster.context import Runtime
+from kemu.cluster.failover import FailoverError, LeaderChange
 from kemu.cluster.partition import Partition
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share_group import GroupError, ShareGroup
@@ -90,6 +92,7 @@ class Control:
                 "host": node.host,
                 "port": node.port,
                 "down": node.node_id in self.faults.down,
+                "stopped": node.node_id in self.runtime.cluster.stopped,
                 "connections": len(self.faults.of_node(node.node_id)),
             }
             for node in sorted(self.runtime.cluster.nodes.values(), key=lambda n: n.node_id)
@@ -113,6 +116,38 @@ class Control:
             closed += 1
         log.info("broker_down", node_id=node, connections_closed=closed)
         return {"node_id": node, "down": True, "connections_closed": closed}
+
+    def broker_stop(self, node_id: Any) -> dict[str, Any]:
+        """Stop a virtual broker (``kemu/broker/failover.py``): its port refuses, its
+        connections close, the partitions it led move to another replica with a new leader
+        epoch (or go offline), and the coordinators it hosted load their state elsewhere."""
+        node = self._node(node_id)
+        try:
+            changes, cut = failover.stop(self.runtime, node)
+        except FailoverError as error:
+            raise ControlError(409, str(error)) from None
+        return {
+            "node_id": node,
+            "stopped": True,
+            "connections_closed": cut,
+            "moved": [_change(c) for c in changes],
+        }
+
+    async def broker_start(self, node_id: Any, body: dict[str, Any]) -> dict[str, Any]:
+        """Start a stopped broker as a follower; ``elect_preferred`` gives it back the
+        partitions it is the first replica of."""
+        node = self._node(node_id)
+        _only(body, {"elect_preferred"})
+        elect = body.get("elect_preferred", False)
+        if not isinstance(elect, bool):
+            raise bad_request("elect_preferred is true or false")
+        from kemu.broker.server import ListenError
+
+        try:
+            changes = await failover.start(self.runtime, node, elect_preferred=elect)
+        except (OSError, ListenError) as error:
+            raise ControlError(409, f"broker {node} cannot listen again: {error}") from None
+        return {"node_id": node, "stopped": False, "moved": [_change(c) for c in changes]}
 
     def broker_up(self, node_id: Any) -> dict[str, Any]:
         node = self._node(node_id)
@@ -415,3 +450,12 @@ def _only(body: dict[str, Any], allowed: set[str]) -> None:
         raise bad_request(
             f"unknown fields: {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})"
         )
+
+
+def _change(change: LeaderChange) -> dict[str, Any]:
+    return {
+        "topic": change.topic,
+        "partition": change.partition,
+        "previous": change.previous,
+        "leader": change.leader,
+    }

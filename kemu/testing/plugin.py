@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,6 +185,15 @@ class KemuProcess:
         if not self.control_url:
             raise RuntimeError("kemu was started without a control port: pass with_control=True")
         return ControlClient(self.control_url)
+
+    def stop_broker(self, node_id: int) -> dict[str, Any]:
+        """Stop one virtual broker (needs the control port): its port refuses, its leaderships
+        and coordinators move to the others (docs/control.md, "Stopping a broker")."""
+        return self.control.broker_stop(node_id)
+
+    def start_broker(self, node_id: int, *, elect_preferred: bool = False) -> dict[str, Any]:
+        """Start it again as a follower; ``elect_preferred`` gives its leaderships back."""
+        return self.control.broker_start(node_id, elect_preferred=elect_preferred)
 
     @property
     def first_broker(self) -> str:

@@ -680,9 +680,8 @@ async def test_row13_commit_after_source_leader_failover_with_pending_state(
 ) -> None:
     """Row 13, testTransactionalShareAckCommitAfterSourceLeaderFailoverWithPendingState.
 
-    What differs: kemu's brokers are virtual nodes of one process and leadership never moves,
-    so the source leader cannot go down alone. The closest honest equivalent is taking the whole
-    kemu down with SIGKILL and starting it again from its data dir: the source partition's
+    The whole-process variant (one broker stopped alone: ``test_kip1289_failover.py``): the
+    whole kemu is SIGKILLed and started again from its data dir: the source partition's
     leader (and every other broker) comes back with only what it had made durable, the
     TX_PENDING state, and must learn the outcome from the transaction's markers. The producer
     survives (its producer id and epoch, its transaction open in ``__transaction_state``)."""
@@ -706,11 +705,11 @@ async def test_row15_commit_after_share_coordinator_failover_with_pending_state(
 ) -> None:
     """Row 15, testTransactionalShareAckCommitAfterShareCoordinatorFailoverWithPendingState.
 
-    What differs: the ``__share_group_state`` partition's leader cannot go down alone in kemu
-    either (one process). Kafka's IT shuts the broker down cleanly, so here the whole kemu is
-    stopped cleanly (SIGTERM) and started again from its data dir; the share coordinator
-    replays its state partitions, TX_PENDING included, and resolves it from the transaction's
-    markers. The source partition's leader is not the state partition's leader, as in row 11."""
+    The whole-process variant (one broker stopped alone: ``test_kip1289_failover.py``). Kafka's
+    IT shuts the broker down cleanly, so here the whole kemu is stopped cleanly (SIGTERM) and
+    started again from its data dir; the share coordinator replays its state partitions,
+    TX_PENDING included, and resolves it from the transaction's markers. The source
+    partition's leader is not the state partition's leader, as in row 11."""
     await failover_scenario(
         durable_kemu, closing, "s15-coordinator-failover-commit", commit=True, how="clean"
     )

@@ -64,7 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             rack=node.rack,
             is_fenced=False,
         )
-        for node in (nodes[i] for i in cluster.node_ids)
+        for node in (nodes[i] for i in cluster.node_ids if i in nodes)
     )
     return ctx.respond(
         error_code=ErrorCode.none,

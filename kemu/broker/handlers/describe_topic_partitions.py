@@ -74,15 +74,15 @@ def _topic(ctx: RequestContext, topic: Topic, start: int, end: int) -> Any:
     partitions = tuple(
         ctx.make(
             "DescribeTopicPartitionsResponsePartition",
-            error_code=ErrorCode.none,
+            error_code=ErrorCode.none if p.leader_id >= 0 else ErrorCode.leader_not_available,
             partition_index=p.index,
             leader_id=p.leader_id,
             leader_epoch=p.leader_epoch,
             replica_nodes=tuple(p.replicas),
-            isr_nodes=tuple(p.replicas),
+            isr_nodes=tuple(ctx.cluster.in_sync(p)),
             eligible_leader_replicas=(),
             last_known_elr=(),
-            offline_replicas=(),
+            offline_replicas=tuple(r for r in p.replicas if r in ctx.cluster.stopped),
         )
         for p in topic.partitions[start:end]
     )

@@ -4,9 +4,12 @@ Elections run on the cluster model, as Kafka's controller runs them (any broker 
 Kafka broker forwards the request to its controller):
 
 - PREFERRED (0; the only type before v1): the first replica becomes leader with a new leader
-  epoch, unless it already leads (ELECTION_NOT_NEEDED). kemu's replicas are always in sync and
-  alive, so PREFERRED_LEADER_NOT_AVAILABLE never happens.
-- UNCLEAN (1): a partition always has a live leader in kemu, so ELECTION_NOT_NEEDED.
+  epoch, unless it already leads (ELECTION_NOT_NEEDED) or its broker is stopped
+  (PREFERRED_LEADER_NOT_AVAILABLE; ``kemu ctl broker stop``). This is how leaderships come back
+  to a broker started again.
+- UNCLEAN (1): an offline partition (leader -1) gets its first replica on a running broker
+  (ELIGIBLE_LEADERS_NOT_AVAILABLE when none runs); a partition with a leader needs none
+  (ELECTION_NOT_NEEDED).
 - Unknown topics and partitions get UNKNOWN_TOPIC_OR_PARTITION with Kafka's messages ("No such
   topic as T", "No such partition as T-P").
 - ``topic_partitions`` null elects over every partition and, as Kafka, lists only the
@@ -27,6 +30,7 @@ from typing import Any
 from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
+from kemu.cluster.model import NO_LEADER
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 43
@@ -43,8 +47,26 @@ def elect(
     if not 0 <= index < len(found.partitions):
         return ErrorCode.unknown_topic_or_partition, f"No such partition as {topic}-{index}"
     partition = found.partitions[index]
-    if election_type == PREFERRED and partition.leader_id != partition.replicas[0]:
-        ctx.cluster.move_leader(partition, partition.replicas[0])
+    cluster = ctx.cluster
+    preferred = partition.replicas[0]
+    if election_type == PREFERRED and partition.leader_id != preferred:
+        if preferred in cluster.stopped:
+            return (
+                ErrorCode.preferred_leader_not_available,
+                f"Failed to elect leader for partition {topic}-{index} under strategy "
+                "PreferredReplicaPartitionLeaderElectionStrategy",
+            )
+        cluster.move_leader(partition, preferred)
+        return ErrorCode.none, None
+    if election_type == UNCLEAN and partition.leader_id == NO_LEADER:
+        running = [r for r in partition.replicas if r not in cluster.stopped]
+        if not running:
+            return (
+                ErrorCode.eligible_leaders_not_available,
+                f"Failed to elect leader for partition {topic}-{index} under strategy "
+                "UncleanRecoveryStrategy",
+            )
+        cluster.move_leader(partition, running[0])
         return ErrorCode.none, None
     return ErrorCode.election_not_needed, "Leader election not needed for topic partition."
 

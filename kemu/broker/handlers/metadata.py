@@ -4,11 +4,13 @@ Brokers, cluster id, controller and topics by name or (v12+) topic id. A null to
 an empty one at v0) means every topic. Unknown topics are created on the spot when the request
 allows it (v4+, always before) and ``auto.create.topics.enable`` is true, with ``num.partitions``
 and ``default.replication.factor``; otherwise UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for
-ids). Every replica is reported in sync: kemu keeps one copy. Authorized operations, when asked
-(cluster operations at v8-v10, topic operations from v8), come from ``kemu.broker.authorization``:
-as Kafka without an authorizer, every operation of the resource type (7 cluster operations,
-8 topic operations), for topics found and for names that get an error; topics asked for by an
-unknown id get none.
+ids). Every replica of a running broker is reported in sync (kemu keeps one copy); a stopped
+broker's is offline, absent from the brokers and the in-sync replicas, and a partition it was the
+last in-sync replica of has leader -1 and LEADER_NOT_AVAILABLE (``kemu/cluster/failover.py``).
+Authorized operations, when asked (cluster operations at v8-v10, topic operations from v8), come
+from ``kemu.broker.authorization``: as Kafka without an authorizer, every operation of the
+resource type (7 cluster operations, 8 topic operations), for topics found and for names that
+get an error; topics asked for by an unknown id get none.
 
 v10 and v11 carry a topic id and a nullable name but serve neither: a topic with a null name or
 a non-zero id makes the whole request INVALID_REQUEST (each topic echoed with that error, a null
@@ -187,13 +189,14 @@ def _topic(ctx: RequestContext, topic: Topic, operations: bool) -> Any:
     partitions = tuple(
         ctx.make(
             "MetadataResponsePartition",
-            error_code=ErrorCode.none,
+            # an offline partition (its only in-sync replica's broker is stopped): leader -1
+            error_code=ErrorCode.none if p.leader_id >= 0 else ErrorCode.leader_not_available,
             partition_index=p.index,
             leader_id=p.leader_id,
             leader_epoch=p.leader_epoch,
             replica_nodes=tuple(p.replicas),
-            isr_nodes=tuple(p.replicas),
-            offline_replicas=(),
+            isr_nodes=tuple(ctx.cluster.in_sync(p)),
+            offline_replicas=tuple(r for r in p.replicas if r in ctx.cluster.stopped),
         )
         for p in topic.partitions
     )

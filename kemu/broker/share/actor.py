@@ -272,6 +272,14 @@ class SharePartitionActor:
         self.core = None
         self._wake()
 
+    async def reload(self) -> None:
+        """The source partition's leader moved: forget the in-memory state once the operations
+        queued before this one are done; the next use loads it from ``__share_group_state``, as
+        Kafka's new share-partition leader does (acquisitions, never persisted, are gone;
+        TX_PENDING staging is kept)."""
+        async with self._mailbox:
+            self.close()
+
     def retire(self) -> None:
         """The manager replaced this actor (its durable state was rewritten by an admin, or the
         topic is gone): stop its timer and wake its waiters, who will find the new one.

@@ -151,6 +151,20 @@ class SharePartitionManager:
             loaded += 1
         return loaded
 
+    def reload_partition(self, topic_id: uuid.UUID, partition: int) -> int:
+        """The source partition's leader moved: every group's share partition there reloads
+        its state from the share coordinator on next use. Returns how many there were."""
+        actors = [
+            actor
+            for key, actor in self.actors.items()
+            if key.topic_id == topic_id and key.partition == partition
+        ]
+        for actor in actors:
+            task = asyncio.get_running_loop().create_task(actor.reload())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return len(actors)
+
     def forget_group(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
         """An admin deleted or rewrote the group's share state (DeleteGroups, Alter/Delete share
         group offsets): drop the cached partitions (``topic_ids`` None: all) so that the next

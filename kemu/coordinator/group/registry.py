@@ -86,6 +86,11 @@ class GroupRegistry:
         else:
             self._groups[group_id] = group
 
+    def unload(self, group_id: str) -> Group | None:
+        """Forget a group without telling the listeners: its coordinator moved and will load it
+        again from ``__consumer_offsets`` (nothing about it is deleted)."""
+        return self._groups.pop(group_id, None)
+
     def __iter__(self) -> Iterator[Group]:
         return iter(list(self._groups.values()))
 

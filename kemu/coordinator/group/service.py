@@ -72,6 +72,7 @@ from kemu.coordinator.group.offset_manager import (
     load_group,
 )
 from kemu.coordinator.group.offsets import OffsetStore
+from kemu.coordinator.group.offsets_log import TOPIC as OFFSETS_TOPIC
 from kemu.coordinator.group.offsets_log import OffsetsLog
 from kemu.coordinator.group.persistence import LEGACY_FILE, load_legacy_share_groups
 from kemu.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
@@ -499,6 +500,30 @@ class GroupCoordinatorService:
         self._append(group.group_id, records, self.runtime.clock_ms())
         self.offsets.drop_group(group.group_id)
         self.write_group(group.group_id)
+
+    def reload_partition(self, index: int) -> None:
+        """A ``__consumer_offsets`` partition's leader moved (a broker stopped or came back):
+        unload the groups it holds and their offsets, then replay the partition (``load``), as
+        Kafka's new group coordinator loads the partition it takes over (members get a fresh
+        session)."""
+        from kemu.coordinator.group.hashing import partition_for
+
+        topic = self.runtime.cluster.topics.get(OFFSETS_TOPIC)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return
+        count = len(topic.partitions)
+        for group in list(self.registry):
+            if partition_for(group.group_id, count) == index:
+                self.registry.unload(group.group_id)
+                self._consumer_written.pop(group.group_id, None)
+                self._share_written.images.pop(group.group_id, None)
+                self.streams.written.pop(group.group_id, None)
+        for group_id in [g for g in self.offsets.group_ids() if partition_for(g, count) == index]:
+            self.offsets.drop_group(group_id)
+        self.load([index])
+        with contextlib.suppress(RuntimeError):
+            self._rearm()
+        log.info("consumer_offsets_partition_loaded", partition=index)
 
     def load(self, partitions: Iterable[int] | None = None) -> None:
         """Replay ``__consumer_offsets`` (the given partitions, every one by default) into the

@@ -275,6 +275,26 @@ class ShareCoordinatorService:
             if result.error is not ErrorCode.none:
                 log.warning("share_state_marker_settle_failed", partition=index)
 
+    def reload_partition(self, index: int) -> int:
+        """The state partition's leader moved (a broker stopped or came back): drop its shard
+        and replay it from the log, as Kafka's new share coordinator loads the partition it
+        takes over (TX_PENDING staging and KIP-1289 markers included). Returns the number of
+        keys loaded."""
+        self.shards.pop(index, None)
+        self.replayed.pop(index, None)
+        self.snapshot_offsets.pop(index, None)
+        records, markers = self._catch_up(index)
+        self._settle_markers(index)
+        keys = len(self.shards[index].states) if index in self.shards else 0
+        log.info(
+            "share_state_partition_loaded",
+            partition=index,
+            records=records,
+            markers=markers,
+            keys=keys,
+        )
+        return keys
+
     def follow_markers(self, indexes: Iterable[int]) -> None:
         """Transaction markers were just written to these state partitions: replay them now
         (they would be at the next operation anyway) so that reads see their outcome."""

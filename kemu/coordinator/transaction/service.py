@@ -372,6 +372,32 @@ class TransactionService:
 
     # --- timer, load ---------------------------------------------------------------------------
 
+    def reload_partition(self, index: int) -> int:
+        """A ``__transaction_state`` partition's leader moved (a broker stopped or came back):
+        forget its transactional ids and replay them from the log, as Kafka's new transaction
+        coordinator loads the partition it takes over; a transaction found prepared gets its
+        markers and COMPLETE record, an Ongoing one goes on (its producer may still end it, its
+        timeout still runs from its start). TxnOffsetCommit offsets waiting for a commit are
+        kept: in Kafka they live in ``__consumer_offsets``, not here. Returns how many
+        transactional ids it loaded."""
+        topic = self.runtime.cluster.topics.get(TOPIC)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return 0
+        count = len(topic.partitions)
+        transactions = self.coordinator.transactions
+        for transactional_id in [t for t in transactions if partition_for(t, count) == index]:
+            del transactions[transactional_id]
+        for transactional_id, value in self._replay([index]):
+            self.coordinator.replay(transactional_id, value)
+        loaded = sum(1 for t in transactions if partition_for(t, count) == index)
+        now = self.runtime.clock_ms()
+        for markers in self.coordinator.recover():
+            self._write_markers(markers, now)
+            self._write(self.coordinator.complete(markers.transactional_id, now), now)
+        self.rearm()
+        log.info("transaction_state_partition_loaded", partition=index, transactional_ids=loaded)
+        return loaded
+
     def rearm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -398,12 +424,16 @@ class TransactionService:
             self._write([record], now)
         self.rearm()
 
-    def _replay(self) -> Iterator[tuple[str, TransactionLogValue | None]]:
+    def _replay(
+        self, indexes: list[int] | None = None
+    ) -> Iterator[tuple[str, TransactionLogValue | None]]:
         topic = self.runtime.cluster.topics.get(TOPIC)
         if topic is None:
             return
         keys: dict[bytes, str] = {}  # a few transactional ids written many times: decoded once
         for partition in topic.partitions:
+            if indexes is not None and partition.index not in indexes:
+                continue
             for header, batch in partition.log.batches(
                 partition.log_start_offset, partition.high_watermark
             ):
