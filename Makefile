@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# `make serve` needs the runtime dependencies only; `make test` and the rest add the test and dev
+# extras (STAMP). Editable in compat mode (a .pth naming the checkout): no build warnings.
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+EDITABLE := --config-settings editable_mode=compat -e
 PORT ?= 9092
 BROKERS ?= 3
 ARGS ?=
@@ -14,13 +18,21 @@ ARGS ?=
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,dev]'
-	touch $(STAMP)
+	$(BIN)/pip install -q $(EDITABLE) '.[test,dev]'
+	touch $(STAMP) $(RUNTIME_STAMP)
+
+$(RUNTIME_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check $(EDITABLE) .
+	touch $(RUNTIME_STAMP)
 
 install: $(STAMP)
 
-serve: $(STAMP)
-	$(BIN)/kemu serve --brokers $(BROKERS) --port $(PORT) $(ARGS)
+# The README's quick start runs against this: the control API on its usual port (kemu ctl's
+# default) and the KIP-1289 preview on.
+CONTROL_PORT ?= 9192
+serve: $(RUNTIME_STAMP)
+	$(BIN)/kemu serve --brokers $(BROKERS) --port $(PORT) --control-port $(CONTROL_PORT) --kip1289 $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kemu tests

@@ -95,12 +95,30 @@ def _host_port(text: str) -> str:
     return text
 
 
+class _Version(argparse.Action):
+    """``kemu --version``: the installed distribution's version (read only when asked)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=str(kwargs.get("help")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("kemu")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            found = "unknown (not installed)"
+        print(f"kemu {found}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kemu",
         description=(__doc__ or "").replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,  # one line per command
     )
+    parser.add_argument("--version", action=_Version, help="print kemu's version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run brokers until interrupted")
     serve.add_argument(
