@@ -666,11 +666,24 @@ class GroupCoordinatorService:
 
 
 def _snapshot(group: Group | None) -> Group | None:
-    """A copy of a KIP-848-style group to put back if its operation's records are not written
-    (a classic group is not changed in place by a KIP-848-style operation: it is replaced)."""
-    if isinstance(group, ConsumerGroup | ShareGroup | StreamsGroup):
-        return copy.deepcopy(group)
-    return group
+    """A copy of a KIP-848-style group to put back if its operation's records are not written.
+    Its members, targets and topologies are frozen values that an operation replaces, never
+    changes, so copying the containers that hold them is enough (the sets in a dict too: a
+    share group's initialized partitions). A classic group is not changed in place by a
+    KIP-848-style operation: it is replaced."""
+    if not isinstance(group, ConsumerGroup | ShareGroup | StreamsGroup):
+        return group
+    copied = copy.copy(group)
+    for name, value in vars(group).items():
+        if isinstance(value, dict):
+            setattr(copied, name, {k: _container_copy(v) for k, v in value.items()})
+        elif isinstance(value, set | list):
+            setattr(copied, name, copy.copy(value))
+    return copied
+
+
+def _container_copy(value: object) -> object:
+    return copy.copy(value) if isinstance(value, set | list | dict) else value
 
 
 def _has_state(state: PersistedState | None) -> bool:
