@@ -80,7 +80,7 @@ def _moved(runtime: Runtime, partition: Partition, previous: int) -> None:
         manager = services.get(SHARE_PARTITIONS)
         if manager is not None and hasattr(manager, "reload_partition"):
             manager.reload_partition(partition.topic_id, index)
-    log.info(
+    log.debug(
         "leader_changed",
         topic=topic,
         partition=index,

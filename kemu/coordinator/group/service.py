@@ -523,7 +523,7 @@ class GroupCoordinatorService:
         self.load([index])
         with contextlib.suppress(RuntimeError):
             self._rearm()
-        log.info("consumer_offsets_partition_loaded", partition=index)
+        log.debug("consumer_offsets_partition_loaded", partition=index)
 
     def load(self, partitions: Iterable[int] | None = None) -> None:
         """Replay ``__consumer_offsets`` (the given partitions, every one by default) into the

@@ -286,7 +286,7 @@ class ShareCoordinatorService:
         records, markers = self._catch_up(index)
         self._settle_markers(index)
         keys = len(self.shards[index].states) if index in self.shards else 0
-        log.info(
+        log.debug(
             "share_state_partition_loaded",
             partition=index,
             records=records,

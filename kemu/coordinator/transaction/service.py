@@ -395,7 +395,7 @@ class TransactionService:
             self._write_markers(markers, now)
             self._write(self.coordinator.complete(markers.transactional_id, now), now)
         self.rearm()
-        log.info("transaction_state_partition_loaded", partition=index, transactional_ids=loaded)
+        log.debug("transaction_state_partition_loaded", partition=index, transactional_ids=loaded)
         return loaded
 
     def rearm(self) -> None:
