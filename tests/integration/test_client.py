@@ -10,8 +10,11 @@ the client's share consumer reads batches it did not write itself.
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import contextlib
 import dataclasses
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -324,6 +327,22 @@ async def test_the_documented_pipeline_runs(kemu: KemuProcess) -> None:
     output = await committed_values(kemu, "doc-output")
     assert sorted(output) == sorted(f"VALUE-{index}".encode() for index in range(30))
     assert await wait_for_lag(kemu, "doc", "doc-input", 0) == 0
+    # the page's check() snippet, with the page's topic and group names made this test's
+    check_source = doc.split("```python\n", 2)[2].split("```", 1)[0]
+    for page, here in (
+        ('"output"', '"doc-output"'),
+        ('"upper"', '"doc"'),
+        ('"input"', '"doc-input"'),
+    ):
+        assert page in check_source, page
+        check_source = check_source.replace(page, here)
+    exec(compile(check_source, "docs/client.md", "exec"), namespace)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        await namespace["check"](kemu.bootstrap)
+    values, lag = printed.getvalue().splitlines()
+    shown = ast.literal_eval(values)  # one poll: what the leaders answered at once
+    assert shown and set(shown) <= set(output) and lag == "0"
 
 
 @pytest.fixture(scope="module")
