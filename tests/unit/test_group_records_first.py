@@ -202,3 +202,20 @@ async def test_a_share_groups_file_of_an_older_kemu_is_written_as_records(tmp_pa
     assert durable(broker, "shares") == before
     beat = await broker.heartbeat("shares", "m1", 4)
     assert (beat.error_code, beat.member_epoch) == (ErrorCode.none, 4)
+
+
+async def test_one_coordinator_partition_loads_on_its_own() -> None:
+    """``load(partitions)`` replays just those ``__consumer_offsets`` partitions (what a
+    coordinator taking a partition over does)."""
+    broker = Broker(**{"offsets.topic.num.partitions": "5"})
+    broker.cluster.create_topic("t", 3, 1)
+    await broker.join("shares", "m1")
+    before = durable(broker, "shares")
+    service = group_coordinator(broker.runtime)
+    index = coordinator_partition(broker.cluster, GROUP, "shares").index
+    others = [i for i in range(5) if i != index]
+    service.registry.restore("shares", None)
+    service.load(others)
+    assert service.registry.get("shares") is None
+    service.load([index])
+    assert durable(broker, "shares") == before

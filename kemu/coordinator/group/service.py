@@ -534,7 +534,7 @@ class GroupCoordinatorService:
         groups = offsets = 0
         consumer_groups = ImageBuilder()
         streams_groups = StreamsImageBuilder()
-        share_groups: set[str] = set()
+        share_groups = ShareImageBuilder()
         for key, value in self.offsets_log.replay(partitions):
             if isinstance(key, StreamsRecordKey):
                 groups += 1
@@ -546,8 +546,7 @@ class GroupCoordinatorService:
                 continue
             if isinstance(key, ShareRecordKey):
                 groups += 1
-                share_groups.add(key.group)
-                self._share_written.apply(key, value)  # type: ignore[arg-type]
+                share_groups.apply(key, value)  # type: ignore[arg-type]
                 continue
             if isinstance(key, GroupMetadataKey):
                 groups += 1
@@ -562,7 +561,7 @@ class GroupCoordinatorService:
                 value is not None
                 and self.registry.get(key.group) is None
                 and key.group not in streams_groups.images  # a streams group's offsets
-                and key.group not in share_groups
+                and key.group not in share_groups.images
             ):
                 self.classic.simple_group(key.group, now_ms)
             self.offset_manager.replay([(key, value)])
@@ -575,9 +574,9 @@ class GroupCoordinatorService:
             self.registry.put(group)
             self._consumer_written[group.group_id] = image
         self.streams.load(streams_groups, now_ms)
-        for group_id in share_groups:
-            written = self._share_written.images.get(group_id)
-            if written is not None and written.has_metadata:
+        for group_id, written in share_groups.images.items():
+            if written.has_metadata:
+                self._share_written.images[group_id] = written
                 self._put_share_group(share_records.group_from_image(group_id, written, 0), now_ms)
         if groups or offsets:
             log.info("consumer_offsets_loaded", group_records=groups, offset_records=offsets)
