@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -311,7 +312,8 @@ async def test_acknowledgements_across_polls_and_partitions_in_one_transaction(
 async def test_the_documented_pipeline_runs(kemu: KemuProcess) -> None:
     """docs/client.md's share -> transform -> transactional produce loop, as written there."""
     doc = (Path(__file__).resolve().parents[2] / "docs" / "client.md").read_text()
-    source = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    # the page's python blocks (fenced run-by=this file; tests/integration/test_doc_blocks.py)
+    source, check_source = re.findall(r"^```python[^\n]*\n(.*?)^```", doc, re.S | re.M)
     namespace: dict[str, Any] = {"__name__": "documented_pipeline"}
     exec(compile(source, "docs/client.md", "exec"), namespace)
     create_topics(kemu, ("doc-input", 3), ("doc-output", 3))
@@ -328,7 +330,6 @@ async def test_the_documented_pipeline_runs(kemu: KemuProcess) -> None:
     assert sorted(output) == sorted(f"VALUE-{index}".encode() for index in range(30))
     assert await wait_for_lag(kemu, "doc", "doc-input", 0) == 0
     # the page's check() snippet, with the page's topic and group names made this test's
-    check_source = doc.split("```python\n", 2)[2].split("```", 1)[0]
     for page, here in (
         ('"output"', '"doc-output"'),
         ('"upper"', '"doc"'),
