@@ -281,10 +281,55 @@ def build(cls: type[Any], **values: Any) -> Any:
         plan = _BUILD_PLANS[cls] = _build_plan(cls)
     names, neutrals = plan
     kwargs = {name: value for name, value in values.items() if name in names}
+    if len(kwargs) != len(values):
+        _check_known_somewhere(cls, values.keys() - names)
     for name, neutral in neutrals:
         if name not in kwargs:
             kwargs[name] = neutral
     return cls(**kwargs)
+
+
+class UnknownField(TypeError):
+    """A message was built with a field name that no version of its class has: a misspelling,
+    which ``build`` would otherwise drop without a word."""
+
+
+def _check_known_somewhere(cls: type[Any], dropped: set[str]) -> None:
+    unknown = dropped - _names_in_any_version(cls)
+    if unknown:
+        raise UnknownField(
+            f"{cls.__module__}.{cls.__qualname__} has no field {', '.join(sorted(unknown))} "
+            "in any version"
+        )
+
+
+_NAMES_IN_ANY_VERSION: dict[type[Any], frozenset[str]] = {}
+
+
+def _names_in_any_version(cls: type[Any]) -> frozenset[str]:
+    """The union of the field names of every version of ``cls`` (same class name, same API)."""
+    found = _NAMES_IN_ANY_VERSION.get(cls)
+    if found is None:
+        found = _NAMES_IN_ANY_VERSION[cls] = _union_of_versions(cls)
+    return found
+
+
+def _union_of_versions(cls: type[Any]) -> frozenset[str]:
+    api_key = getattr(cls, "__api_key__", None)
+    versions = known_versions(api_key) if isinstance(api_key, int) else None
+    if api_key is None or versions is None:
+        return _field_info(cls)[0]
+    names: set[str] = set()
+    for version in range(versions[0], versions[1] + 1):
+        for module_of in (request_module, response_module):
+            try:
+                module = module_of(api_key, version)
+            except (KeyError, ValueError, ImportError, LookupError):
+                continue
+            same = getattr(module, cls.__name__, None)
+            if isinstance(same, type) and dataclasses.is_dataclass(same):
+                names.update(_field_info(same)[0])
+    return frozenset(names | _field_info(cls)[0])
 
 
 # Per class: its field names, and the neutral value of each field without a default. Neutral

@@ -11,6 +11,7 @@ batch was written twice.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import struct
 from typing import Any
 
@@ -54,7 +55,12 @@ def produce_frame(
     )
     partition = wire.build(module.PartitionProduceData, index=0, records=batch)
     topic = wire.build(module.TopicProduceData, name="t", partition_data=(partition,))
-    body = wire.build(wire.request_schema(0, 9), acks=-1, timeout_ms=1000, topic_data=(topic,))
+    body = wire.build(
+        wire.request_schema(0, 9),
+        acks=-1,
+        timeout=datetime.timedelta(seconds=1),
+        topic_data=(topic,),
+    )
     return wire.encode_request_frame(body, correlation_id)
 
 

@@ -71,7 +71,6 @@ def test_response_round_trips_and_builds_from_field_union() -> None:
         partition_index=1,
         error_code=ErrorCode.invalid_record_state,
         error_message="not acquired",
-        current_leader=None,  # not in this schema: dropped
     )
     body = wire.build(
         module.TxnShareAcknowledgeResponse,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -35,7 +36,7 @@ def produce(broker: Broker, topic: str, batch: bytes, version: int = 9) -> Any:
         version,
         transactional_id=None,
         acks=-1,
-        timeout_ms=1000,
+        timeout=datetime.timedelta(seconds=1),
         topic_data=(
             broker.nested(PRODUCE, version, "TopicProduceData", name=topic, partition_data=(data,)),
         ),

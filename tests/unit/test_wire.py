@@ -230,7 +230,6 @@ def metadata_response(version: int) -> object:
         replica_nodes=(3, 1),
         isr_nodes=(3,),
         offline_replicas=(),
-        not_a_field_in_any_version="ignored",
     )
     topic = wire.build(
         module.MetadataResponseTopic,
@@ -250,6 +249,20 @@ def metadata_response(version: int) -> object:
         topics=(topic,),
         throttle_time=datetime.timedelta(milliseconds=5),
     )
+
+
+@pytest.mark.parametrize("version", [0, 13])
+def test_build_refuses_a_field_no_version_has(version: int) -> None:
+    """A misspelt field is an error, not a field silently missing from the answer."""
+    module = wire.response_module(METADATA, version)
+    with pytest.raises(wire.UnknownField, match="leader_epoc in any version"):
+        wire.build(module.MetadataResponsePartition, partition_index=2, leader_epoc=9)
+
+
+def test_build_still_drops_a_field_only_other_versions_have() -> None:
+    module = wire.response_module(METADATA, 0)
+    partition = wire.build(module.MetadataResponsePartition, partition_index=2, leader_epoch=9)
+    assert partition.partition_index == 2 and not hasattr(partition, "leader_epoch")
 
 
 @pytest.mark.parametrize("version", range(0, 14))

@@ -62,7 +62,6 @@ def _denied(ctx: RequestContext, index: int) -> Any:
         timestamp=-1,
         offset=-1,
         leader_epoch=-1,
-        old_style_offsets=(),
     )
 
 
@@ -79,7 +78,6 @@ def _answer(
             timestamp=timestamp,
             offset=offset,
             leader_epoch=epoch,
-            old_style_offsets=(),
         )
 
     if topic is None or not 0 <= index < len(topic.partitions):

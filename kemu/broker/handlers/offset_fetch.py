@@ -101,6 +101,11 @@ def _group(
         visible = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, by_topic)
         by_topic = {name: entries for name, entries in by_topic.items() if name in visible}
     answered = []
+
+    def id_field(topic_id: uuid.UUID | None) -> dict[str, Any]:
+        # only the v10+ topic shape has a topic id
+        return {"topic_id": topic_id} if by_id else {}
+
     for name, entries in by_topic.items():
         topic_id = None
         if by_id:
@@ -112,7 +117,7 @@ def _group(
             ctx.make(
                 topic_class,
                 name=name,
-                topic_id=topic_id,
+                **id_field(topic_id),
                 partitions=tuple(_partition(ctx, e, ErrorCode.none) for e in entries),
             )
         )
@@ -132,7 +137,7 @@ def _group(
             ctx.make(
                 topic_class,
                 name=name,
-                topic_id=topic_id,
+                **id_field(topic_id),
                 partitions=tuple(
                     _partition(
                         ctx, FetchedOffset(name, index), ErrorCode.topic_authorization_failed
