@@ -137,7 +137,10 @@ def run_sh(block: Block, kemu: KemuProcess) -> str:
         words = shlex.split(line, comments=True)
         if not words:
             continue
-        assert words[0] == "kemu", (block.where, line)  # what a user runs after make serve
+        # what a user runs beside make serve's kemu; starting one of its own never returns
+        assert words[0] == "kemu" and words[1:2] != ["serve"], (
+            f"{block.where}: {line!r} cannot run here: mark the block not-run"
+        )
         ran = subprocess.run(
             [*kemu_command, *words[1:]],
             capture_output=True,
