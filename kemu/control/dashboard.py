@@ -179,7 +179,8 @@ function render(state) {
   drawRate(document.getElementById("rate"));
   document.getElementById("status").textContent =
     state.clock + " clock, " + new Date(state.now_ms).toISOString() + ", brokers " +
-    state.brokers.map(b => b.node_id + (b.down ? " (down)" : "")).join(", ");
+    state.brokers.map(
+      b => b.node_id + (b.stopped ? " (stopped)" : b.down ? " (down)" : "")).join(", ");
   const legend = document.getElementById("legend");
   legend.replaceChildren(...Object.entries(state.colours).map(([name, colour]) => {
     const span = document.createElement("span");

@@ -115,3 +115,51 @@ def test_share_coordinator_reload_replays_its_partition() -> None:
     assert service.reload_partition(index) == 1
     assert service.shards[index] is not before
     assert service.shards[index].states[key].start_offset == 5
+
+
+async def test_group_coordinator_reload_replays_its_partition() -> None:
+    from kemu.coordinator.group.hashing import partition_for
+    from kemu.coordinator.group.offset_manager import CommitPartition
+    from kemu.coordinator.group.service import GroupCoordinatorService
+
+    model = cluster()
+    runtime = Runtime(cluster=model)
+    service = GroupCoordinatorService(runtime)
+    result = service.commit_offsets(
+        "g", "", None, -1, [CommitPartition("rf3", 0, 7)], api_version=8
+    )
+    assert result.error.name == "none"
+    group = service.registry.get("g")
+    assert group is not None
+    index = partition_for("g", len(model.topics["__consumer_offsets"].partitions))
+    service.offsets.drop_group("g")  # in memory only: the log still holds the commit
+    service.reload_partition(index)
+    assert service.offsets.get("g", "rf3", 0) is not None
+    assert service.offsets.get("g", "rf3", 0).offset == 7  # type: ignore[union-attr]
+    assert service.registry.get("g") is not group  # loaded again
+    service.reload_partition((index + 1) % 50)  # another partition: nothing of g changes
+    assert service.offsets.get("g", "rf3", 0) is not None
+
+
+async def test_a_moved_source_partition_drops_its_share_partitions_state() -> None:
+    import asyncio
+
+    from share_helpers import new_core
+
+    from kemu.broker.failover import install_failover
+    from kemu.broker.share.manager import share_partitions
+
+    model = cluster()
+    runtime = Runtime(cluster=model)
+    install_failover(runtime)
+    manager = share_partitions(runtime)
+    moved = model.topics["rf3"].partitions[1]
+    here = manager.actor("g", moved.topic_id, 1)
+    elsewhere = manager.actor("g", moved.topic_id, 0)
+    here.core, elsewhere.core = new_core(), new_core()
+    stop_broker(model, moved.leader_id)  # the listener hears the move
+    for _ in range(3):
+        await asyncio.sleep(0)  # the reload waits for the operations queued before it
+    assert here.core is None  # loaded again from __share_group_state on next use
+    assert elsewhere.core is not None
+    assert manager.existing("g", moved.topic_id, 1) is here  # TxnShareAcknowledge still finds it
