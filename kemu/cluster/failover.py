@@ -54,6 +54,8 @@ def stop_broker(cluster: Cluster, node_id: int) -> list[LeaderChange]:
     for partition in list(cluster.all_partitions()):
         if partition.leader_id == node_id:
             leader = new_leader(cluster, partition)
+            if leader == NO_LEADER:
+                cluster.last_in_sync[(partition.topic_name, partition.index)] = node_id
             changes.append(_move(cluster, partition, leader))
     return changes
 
@@ -76,6 +78,8 @@ def start_broker(cluster: Cluster, node_id: int, *, elect_preferred: bool) -> li
 
 
 def _move(cluster: Cluster, partition: Partition, leader: int) -> LeaderChange:
+    if leader != NO_LEADER:
+        cluster.last_in_sync.pop((partition.topic_name, partition.index), None)
     previous = partition.leader_id
     cluster.move_leader(partition, leader)
     return LeaderChange(partition.topic_name, partition.index, previous, leader)

@@ -99,6 +99,8 @@ class Cluster:
     # virtual brokers stopped by the control plane (kemu/cluster/failover.py); never persisted:
     # a new process starts every broker
     stopped: set[int] = field(default_factory=set)
+    # an offline partition's last in-sync replica: Kafka's controller never empties an ISR
+    last_in_sync: dict[tuple[str, int], int] = field(default_factory=dict)
     leader_listeners: list[LeaderListener] = field(default_factory=list)
     _placement_cursor: int = 0
 
@@ -121,7 +123,11 @@ class Cluster:
 
     def in_sync(self, partition: Partition) -> list[int]:
         """The partition's in-sync replicas: kemu keeps one copy of each log, so every replica
-        of a running broker is in sync, and a stopped broker's is not."""
+        of a running broker is in sync, and a stopped broker's is not; an offline partition
+        keeps its last in-sync replica, as Kafka's controller never empties an ISR."""
+        if partition.leader_id == NO_LEADER:
+            last = self.last_in_sync.get((partition.topic_name, partition.index))
+            return [] if last is None else [last]
         return [r for r in partition.replicas if r not in self.stopped]
 
     @property

@@ -107,6 +107,7 @@ async def test_stop_and_start_one_broker(kemu_factory: type[KemuProcess]) -> Non
             assert partition.leader_epoch == before[index].leader_epoch  # not moved
     [offline] = (await metadata(kemu, other, "rf1")).topics[0].partitions
     assert offline.leader_id == -1 and offline.error_code == ErrorCode.leader_not_available
+    assert list(offline.isr_nodes) == [victim] == list(offline.offline_replicas)  # as Kafka
 
     # the group's offsets are where its (maybe moved) coordinator loaded them from
     again = Consumer({"bootstrap.servers": kemu.bootstrap, "group.id": "g-stop"})

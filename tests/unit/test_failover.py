@@ -46,6 +46,7 @@ def test_stop_moves_every_leadership_with_a_new_epoch_and_rf1_goes_offline() -> 
         moved = (p.topic_name, p.index) in {(c.topic, c.partition) for c in changes}
         assert p.leader_epoch == epochs[(p.topic_name, p.index)] + (1 if moved else 0)
     assert model.in_sync(model.topics["rf3"].partitions[0]) == [1, 3]
+    assert model.in_sync(model.topics["rf1"].partitions[0]) == [2]  # offline: its last ISR
     assert model.live_node_ids == [1, 3]
     assert stop_broker(model, 2) == []  # already stopped: nothing more
 
