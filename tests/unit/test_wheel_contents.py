@@ -58,6 +58,7 @@ def test_the_wheel_carries_every_data_file(wheel: Path) -> None:
         "kemu/cluster/kafka_broker_catalogue.json",
         "kemu/cluster/kafka_group_catalogue.json",
         "kemu/cluster/kafka_topic_catalogue.json",
+        "kemu/protocol/kafka_releases.json",
         "kemu/py.typed",
     } <= expected
     assert expected - set(zipfile.ZipFile(wheel).namelist()) == set()
