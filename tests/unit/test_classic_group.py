@@ -23,6 +23,7 @@ from kemu.coordinator.group.classic_group import (
     JoinResponse,
     LeavingMember,
     PersistGroup,
+    StoreAssignment,
     SyncCompleted,
     SyncRequest,
     SyncResponse,
@@ -55,6 +56,7 @@ class Harness:
         self.waiters = itertools.count()
         self.answers: dict[Any, Any] = {}
         self.persisted: list[str] = []
+        self.store_error = ErrorCode.none  # what writing the leader's assignment answers
 
     def _collect(self, effects: list[Effect]) -> None:
         for effect in effects:
@@ -63,6 +65,14 @@ class Harness:
                 self.answers[effect.waiter] = effect.response
             elif isinstance(effect, PersistGroup):
                 self.persisted.append(effect.group_id)
+            elif isinstance(effect, StoreAssignment):
+                if self.store_error == ErrorCode.none:
+                    self.persisted.append(effect.group_id)
+                self._collect(
+                    self.coordinator.assignment_stored(
+                        effect.group_id, effect.generation_id, self.store_error, self.now
+                    )
+                )
 
     def join(
         self,
@@ -236,6 +246,30 @@ def test_the_group_grows_from_one_to_three_members(harness: Harness) -> None:
     harness.sync(first, 3, {first: b"1", second: b"2", third: b"3"})
     assert harness.answer(harness.sync(third, 3)).assignment == b"3"
     assert harness.heartbeat(second, 3) == ErrorCode.none
+
+
+def test_an_assignment_that_is_not_written_is_given_to_nobody(harness: Harness) -> None:
+    """Kafka's SyncGroup append callback: the parked SyncGroups get the append's error, the
+    assignment is dropped and the group rebalances; once written, everybody gets it."""
+    (first,), _ = harness.stable_group(1)
+    second = harness.new_member()
+    joining = harness.join(second)
+    harness.join(first)
+    assert harness.answer(joining).generation_id == 2
+    follower_sync = harness.sync(second, 2)
+    harness.store_error = ErrorCode.not_coordinator
+    leader_sync = harness.sync(first, 2, {first: b"a", second: b"b"})
+    assert harness.answer(leader_sync) == SyncResponse(ErrorCode.not_coordinator, b"")
+    assert harness.answer(follower_sync) == SyncResponse(ErrorCode.not_coordinator, b"")
+    assert harness.group.state == PREPARING_REBALANCE
+    assert {m.assignment for m in harness.group.members.values()} == {b""}
+    harness.store_error = ErrorCode.none
+    rejoined = [harness.join(first), harness.join(second)]
+    assert {harness.answer(w).generation_id for w in rejoined} == {3}
+    follower_sync = harness.sync(second, 3)
+    assert harness.answer(harness.sync(first, 3, {first: b"a", second: b"b"})).assignment == b"a"
+    assert harness.answer(follower_sync).assignment == b"b"
+    assert harness.group.state == STABLE
 
 
 def test_a_member_that_does_not_rejoin_is_dropped_after_the_rebalance_timeout(

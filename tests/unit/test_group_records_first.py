@@ -1,8 +1,9 @@
-"""Records first, then state, for every KIP-848-style group type: when the ``__consumer_offsets``
-append of a KIP-848, share or streams heartbeat fails (a storage fault on the group's partition),
-the heartbeat is answered with Kafka's error for it (NOT_COORDINATOR for a storage error, as
-Kafka 4.4's GroupCoordinatorService maps it), the group is exactly as before, and a restart
-(a fresh coordinator replaying the log) brings back that same group. Share groups come back from
+"""Records first, then state, for every group type: when the ``__consumer_offsets`` append of a
+KIP-848, share or streams heartbeat fails (a storage fault on the group's partition), the
+heartbeat is answered with Kafka's error for it (NOT_COORDINATOR for a storage error, as Kafka
+4.4's GroupCoordinatorService maps it), the group is exactly as before, and a restart (a fresh
+coordinator replaying the log) brings back that same group; a classic leader's SyncGroup whose
+assignment is not written gives it to nobody. Share groups come back from
 their records alone, and a data dir written by a kemu that kept them in
 ``kemu-share-groups.json`` still loads."""
 
@@ -219,3 +220,26 @@ async def test_one_coordinator_partition_loads_on_its_own() -> None:
     assert service.registry.get("shares") is None
     service.load([index])
     assert durable(broker, "shares") == before
+
+
+async def test_a_classic_assignment_whose_record_fails_is_given_to_nobody() -> None:
+    """The leader's SyncGroup writes the group's assignment before anyone gets it: when the
+    append fails, SyncGroup answers Kafka's error, the group rebalances, and a restart finds
+    the group as the log last held it (not Stable with an assignment nobody was given)."""
+    broker = ClassicBroker()
+    member = (await broker.joined(9, "g")).member_id
+    with failing_appends(broker) as failed:
+        synced = await broker.sync(5, "g", member, 1, {member: b"asg"})
+    assert synced.error_code == ErrorCode.not_coordinator and failed
+    assert synced.assignment == b""
+    group = group_coordinator(broker.runtime).registry.get("g")
+    assert group is not None and group.state_name == "PreparingRebalance"
+    broker.restart()
+    group = group_coordinator(broker.runtime).registry.get("g")
+    assert group is not None and group.state_name == "Empty"
+    member = (await broker.joined(9, "g")).member_id
+    synced = await broker.sync(5, "g", member, 1, {member: b"asg"})
+    assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"asg")
+    broker.restart()
+    group = group_coordinator(broker.runtime).registry.get("g")
+    assert group is not None and group.state_name == "Stable"

@@ -8,8 +8,11 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` classic path, one pa
 * ``classic_join.py``: JoinGroup, MEMBER_ID_REQUIRED and static membership;
 * here: ``ClassicGroupCoordinator`` with SyncGroup, Heartbeat, LeaveGroup and simple groups.
 
-SyncGroup from the leader hands out the assignment: the group becomes Stable and every parked
-SyncGroup is answered. Followers that sync first are parked until then. A heartbeat (or an
+SyncGroup from the leader hands out the assignment: once it is written (``StoreAssignment``,
+then ``assignment_stored``) the group becomes Stable and every parked SyncGroup is answered;
+when it cannot be written every parked SyncGroup gets Kafka's error for the failed append and
+the group rebalances (Kafka's ``resetAndPropagateAssignmentWithError``). Followers that sync
+first are parked until then. A heartbeat (or an
 offset commit) keeps a member's session alive; LeaveGroup removes members (a static one by its
 instance id, for an admin) and rebalances the rest.
 """
@@ -37,6 +40,7 @@ from kemu.coordinator.group.classic_messages import (
     PersistGroup,
     Protocol,
     SettingsProvider,
+    StoreAssignment,
     SyncCompleted,
     SyncRequest,
     SyncResponse,
@@ -74,6 +78,7 @@ __all__ = [
     "PersistGroup",
     "Protocol",
     "SettingsProvider",
+    "StoreAssignment",
     "SyncCompleted",
     "SyncRequest",
     "SyncResponse",
@@ -124,9 +129,28 @@ class ClassicGroupCoordinator(ClassicJoin):
         assignments = dict(request.assignments)
         for other in group.members.values():
             other.assignment = assignments.get(other.member_id, b"")
-        group.transition(STABLE, now_ms)
-        propagated = self._propagate_assignment(group, ErrorCode.none, now_ms)
-        return [PersistGroup(group.group_id), *propagated]
+        return [StoreAssignment(group.group_id, group.generation_id)]
+
+    def assignment_stored(
+        self, group_id: str, generation_id: int, error: ErrorCode, now_ms: int
+    ) -> list[Effect]:
+        """The leader's assignment for ``generation_id`` was written (``error`` none: the group
+        becomes Stable and the parked SyncGroups get it) or not (they get ``error``, the
+        assignment is dropped and the group rebalances), unless the group moved on meanwhile."""
+        group = self.group(group_id)
+        if (
+            group is None
+            or group.state != COMPLETING_REBALANCE
+            or group.generation_id != generation_id
+        ):
+            return []
+        if error == ErrorCode.none:
+            group.transition(STABLE, now_ms)
+            return self._propagate_assignment(group, ErrorCode.none, now_ms)
+        for member in group.members.values():
+            member.assignment = b""
+        effects = self._propagate_assignment(group, error, now_ms)
+        return effects + self._prepare_rebalance_or_complete_join(group, now_ms)
 
     @staticmethod
     def _synced(group: ClassicGroup, member_id: str) -> None:

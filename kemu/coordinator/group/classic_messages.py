@@ -2,7 +2,9 @@
 
 Parked requests are opaque ``waiter`` objects supplied by the caller; their answers come back as
 ``JoinCompleted``/``SyncCompleted`` effects, possibly from a later call (another member's join,
-a timer). ``PersistGroup`` asks for the group's metadata record to be written.
+a timer). ``PersistGroup`` asks for the group's metadata record to be written;
+``StoreAssignment`` too, and for the outcome to be told back (``assignment_stored``): the
+leader's SyncGroup is answered only once the assignment is written.
 """
 
 from __future__ import annotations
@@ -127,7 +129,16 @@ class PersistGroup:
     group_id: str
 
 
-Effect = JoinCompleted | SyncCompleted | PersistGroup
+@dataclass(frozen=True, slots=True)
+class StoreAssignment:
+    """Write the group's metadata record with the leader's assignment, then tell the
+    coordinator whether it was written (``ClassicGroupCoordinator.assignment_stored``)."""
+
+    group_id: str
+    generation_id: int
+
+
+Effect = JoinCompleted | SyncCompleted | PersistGroup | StoreAssignment
 
 
 def join_error(error: ErrorCode, member_id: str = UNKNOWN_MEMBER_ID) -> JoinResponse:

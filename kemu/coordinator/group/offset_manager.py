@@ -278,11 +278,12 @@ def _committed(value: OffsetCommitValue) -> CommittedOffset:
 # --- group metadata records ----------------------------------------------------------------------
 
 
-def group_record(group: ClassicGroup) -> Record:
+def group_record(group: ClassicGroup, *, assigned: bool = False) -> Record:
     """The GroupMetadata record of a group as it stands (members only once Stable, as the
-    assignment is what the record is for)."""
+    assignment is what the record is for; ``assigned``: with the leader's assignment, which
+    makes it Stable once written)."""
     timestamp = group.state_timestamp_ms if group.state_timestamp_ms is not None else NO_TIMESTAMP
-    if group.state != STABLE:
+    if group.state != STABLE and not assigned:
         value = GroupMetadataValue(
             protocol_type=group.protocol_type if group.state == EMPTY else "",
             generation=group.generation_id if group.state == EMPTY else 0,

@@ -19,6 +19,7 @@ as its waiter; the service resolves it when an effect answers it. A KIP-848 grou
 resolved just after the heartbeat that asked for it (``resolve_pending_regexes``, on the next
 loop tick), as Kafka's coordinator resolves them on its executor.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -47,6 +48,7 @@ from kemu.coordinator.group.classic_group import (
     LeaveResult,
     LeavingMember,
     PersistGroup,
+    StoreAssignment,
     SyncCompleted,
     SyncRequest,
     SyncResponse,
@@ -421,17 +423,32 @@ class GroupCoordinatorService:
         return result
 
     def _apply_classic(self, effects: list[classic.Effect]) -> None:
-        """Write what must be durable, then answer the parked requests, then re-arm."""
+        """Write what must be durable, then answer the parked requests, then re-arm. The
+        leader's assignment is written before anyone gets it; if it cannot be, the state
+        machine answers with Kafka's error for the failed append instead."""
         now = self.runtime.clock_ms()
-        for group_id in dict.fromkeys(e.group_id for e in effects if isinstance(e, PersistGroup)):
-            group = self.classic.group(group_id)
-            if group is not None:
-                self._append(group_id, [group_record(group)], now)
-        for effect in effects:
-            if isinstance(effect, JoinCompleted | SyncCompleted):
-                waiter: Any = effect.waiter
-                if not waiter.done():  # its connection may be gone
-                    waiter.set_result(effect.response)
+        pending = list(effects)
+        while pending:
+            batch, pending = pending, []
+            for group_id in dict.fromkeys(e.group_id for e in batch if isinstance(e, PersistGroup)):
+                group = self.classic.group(group_id)
+                if group is not None:
+                    self._append(group_id, [group_record(group)], now)
+            for effect in batch:
+                if isinstance(effect, StoreAssignment):
+                    group = self.classic.group(effect.group_id)
+                    error = (
+                        self._append(effect.group_id, [group_record(group, assigned=True)], now)
+                        if group is not None
+                        else ErrorCode.none
+                    )
+                    pending += self.classic.assignment_stored(
+                        effect.group_id, effect.generation_id, error, now
+                    )
+                elif isinstance(effect, JoinCompleted | SyncCompleted):
+                    waiter: Any = effect.waiter
+                    if not waiter.done():  # its connection may be gone
+                        waiter.set_result(effect.response)
         self._rearm()
 
     # --- committed offsets ---------------------------------------------------------------------
