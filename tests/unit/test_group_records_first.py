@@ -243,3 +243,19 @@ async def test_a_classic_assignment_whose_record_fails_is_given_to_nobody() -> N
     broker.restart()
     group = group_coordinator(broker.runtime).registry.get("g")
     assert group is not None and group.state_name == "Stable"
+
+
+async def test_a_group_whose_tombstones_fail_is_not_deleted() -> None:
+    broker = ClassicBroker()
+    member = str(uuid.uuid4())
+    joined = await consumer_beat(broker, 1, member_id=member)
+    await consumer_beat(broker, 1, member_id=member, member_epoch=-1)
+    before = durable(broker, "kip848")
+    delete = broker.request(42, 2, groups_names=("kip848",))
+    with failing_appends(broker):
+        refused = await broker.send(delete)
+    assert refused.results[0].error_code == ErrorCode.not_coordinator
+    assert durable(broker, "kip848") == before and joined.error_code == ErrorCode.none
+    assert (await broker.send(delete)).results[0].error_code == ErrorCode.none
+    broker.restart()
+    assert group_coordinator(broker.runtime).registry.get("kip848") is None

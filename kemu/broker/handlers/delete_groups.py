@@ -3,8 +3,9 @@
 Deletes each named group of any type: an empty id gets INVALID_GROUP_ID, an unknown one
 GROUP_ID_NOT_FOUND, a group with members NON_EMPTY_GROUP. Deleting a share group first deletes
 the share state of every partition it initialized through the share persister; if that fails
-the group stays and gets the persister's error. Other group types are removed from the registry,
-whose deletion listeners drop what belongs to them (committed offsets).
+the group stays and gets the persister's error. Then the group's and its committed offsets'
+tombstones are written to ``__consumer_offsets`` (``GroupCoordinatorService.delete_group``): if
+that fails the group stays and gets Kafka's error for the failed append.
 
 Every broker accepts the request (one group coordinator per process; see FindCoordinator).
 A group the caller may not DELETE gets GROUP_AUTHORIZATION_FAILED, as KafkaApis answers.
@@ -62,9 +63,10 @@ async def _delete(ctx: RequestContext, group_id: str) -> ErrorCode:
         return ErrorCode.none  # deleted by a concurrent request meanwhile
     if not group.is_empty():
         return ErrorCode.non_empty_group  # a member joined while the state was deleted
-    registry.remove(group_id)
     coordinator = group_coordinator(ctx.runtime)
-    coordinator.write_group(group_id)
+    code = coordinator.delete_group(group_id)
+    if code != ErrorCode.none:
+        return code  # the tombstones were not written: the group stays
     if isinstance(group, ShareGroup):
         coordinator.forget_share_state(group_id)
     return ErrorCode.none

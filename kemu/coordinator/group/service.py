@@ -510,6 +510,25 @@ class GroupCoordinatorService:
             log.warning("group_records_not_written", group=group_id, error=error.name)
         return error
 
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups' write: the tombstones of the group's offsets and records, one batch.
+        The group is gone only once they are written; otherwise it stays and the answer is
+        Kafka's error for the failed append."""
+        group = self.registry.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found
+        offsets = self.offset_manager.group_tombstones(
+            group_id, classic=isinstance(group, ClassicGroup)
+        )
+        self.registry.restore(group_id, None)
+        error = self._write_group(group_id, offsets)
+        if error != ErrorCode.none:
+            self.registry.restore(group_id, group)
+            return error
+        self.offsets.drop_group(group_id)
+        self._rearm()
+        return ErrorCode.none
+
     def _on_group_deleted(self, group: Group) -> None:
         records = self.offset_manager.group_tombstones(
             group.group_id, classic=isinstance(group, ClassicGroup)
