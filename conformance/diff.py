@@ -2,8 +2,8 @@
 request by request.
 
 1. Starts a single-node KRaft Kafka 4.4.0 (``bench/servers.py``, the jars ``make bench``
-   fetches) and a single-broker kemu (``kemu serve --brokers 1``), with the same settings that
-   clients see (share-group heartbeats every 500 ms).
+   fetches) and a single-broker kemu (``kemu serve --brokers 1 --timing kafka``), with the same
+   settings that clients see (the Kafka server's timers, share-group heartbeats every 500 ms).
 2. Warms each broker up straight, not through the proxy (``warm_up`` in
    ``conformance/scenarios.py``: a topic, a transaction, a consumer group and a share group, so
    every coordinator and internal topic exists), then puts a recording proxy
@@ -28,7 +28,7 @@ import time
 import traceback
 from pathlib import Path
 
-from bench.servers import KafkaServer, KemuServer, Server
+from bench.servers import KafkaServer, KemuServer, Server, kafka_timing_overrides
 from conformance.compare import compare, table
 from conformance.known import KNOWN
 from conformance.proxy import Exchange, ProxyThread
@@ -47,7 +47,8 @@ class DiffKafka(KafkaServer):
 
 
 def make_kemu(workdir: Path) -> KemuServer:
-    return KemuServer(workdir, 1, tuple(f"{k}={v}" for k, v in SHARED_SETTINGS.items()))
+    """kemu with Kafka's timers (--timing kafka) and the Kafka server's settings."""
+    return KemuServer(workdir, 1, tuple(kafka_timing_overrides(**SHARED_SETTINGS)), timing="kafka")
 
 
 def run_side(server: Server, names: list[str], log: Path) -> list[Exchange]:

@@ -100,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", default="20m", help="go test -timeout")
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument(
+        "--timing",
+        choices=("kafka", "fast"),
+        default="kafka",
+        help="kemu serve --timing: kafka (default: the suite is written against Kafka's timers)",
+    )
+    parser.add_argument(
         "--chaos", action="store_true", help="KGO_TEST_CHAOS=1: connections die every 0.5-1.5 s"
     )
     parser.add_argument(
@@ -257,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         log_path=log_dir / "kemu.log",
         overrides=SECURITY_OVERRIDES if args.security else [],
         extra_args=["--tls-self-signed"] if args.security else [],
+        timing=args.timing,
     )
     kemu.start()
     proxy_thread = ProxyThread(upstreams(kemu.bootstrap)) if args.wire_check else None

@@ -30,7 +30,7 @@ from pathlib import Path
 
 # Imported here, not in the per-server threads: two threads importing at once can see a
 # half-initialised module.
-from bench.servers import KafkaServer
+from bench.servers import KafkaServer, kafka_timing_overrides
 from kemu.testing.plugin import KemuProcess
 
 TOOLS = "org.apache.kafka.tools."
@@ -334,8 +334,12 @@ class KemuTarget(Target):
     name = "kemu"
 
     def __init__(self, workdir: Path) -> None:
-        self.process = KemuProcess(
-            brokers=1, data_dir=workdir / "data", log_path=workdir / "kemu.log"
+        self.process = KemuProcess(  # with the timers of the Kafka server beside it
+            brokers=1,
+            data_dir=workdir / "data",
+            log_path=workdir / "kemu.log",
+            timing="kafka",
+            overrides=kafka_timing_overrides(),
         )
 
     def start(self) -> None:

@@ -40,7 +40,7 @@ class Exchange:
 
     scenario: str
     connection: int
-    sequence: int  # order of the request among all requests of the run
+    sequence: int  # order of the request's arrival among the run's arrivals and answers
     api_key: int
     api_version: int
     client_id: str | None
@@ -51,6 +51,9 @@ class Exchange:
     # decoded, or no answer yet); the wire check of ``make conformance-franz ARGS=--wire-check``.
     request_identical: bool | None = None
     response_identical: bool | None = None
+    # Order of the response's arrival, on the same count as ``sequence`` (None: no answer yet),
+    # so that a test can tell what a broker answered before another request reached it.
+    answered: int | None = None
 
 
 def rewrite_addresses(body: Any, addresses: dict[tuple[str, int], tuple[str, int]]) -> Any:
@@ -182,6 +185,7 @@ class RecordingProxy:
                 exchange = inflight.pop(correlation_id, None)
                 if exchange is not None:
                     frame = self._record_response(exchange, frame)
+                    exchange.answered = next(self._sequence)
                 out.write(SIZE.pack(len(frame)) + frame)
                 await out.drain()
         finally:

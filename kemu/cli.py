@@ -14,17 +14,18 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 
 from kemu.cluster.config import (
-    SHIPPED_SERVER_PROPERTIES,
     BrokerConfig,
     InvalidConfig,
     unknown_broker_keys,
 )
+from kemu.cluster.timing import DEFAULT_PROFILE, PROFILES, profile_properties
 from kemu.control.cli import (
     add_ctl_parser,
     add_serve_arguments,
@@ -148,6 +149,14 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="set a Kafka broker property (repeatable)",
+    )
+    serve.add_argument(
+        "--timing",
+        default=DEFAULT_PROFILE,
+        metavar="{fast,kafka}",
+        help="fast (default): short group timers, so tests do not wait (docs/configuration.md, "
+        "What `--timing fast` changes); kafka: Kafka 4.4.0's code defaults. --config and "
+        "--override win",
     )
     serve.add_argument(
         "--strict-config",
@@ -313,6 +322,12 @@ def main(argv: list[str] | None = None) -> int:
             f"kemu: --port {args.port} leaves no room for {args.brokers} brokers", file=sys.stderr
         )
         return 2
+    if args.timing not in PROFILES:  # checked here for one line, not argparse's usage too
+        print(
+            f"kemu: --timing {args.timing}: not a timing profile (expected fast or kafka)",
+            file=sys.stderr,
+        )
+        return 2
     _configure_logging(args.log_level, args.json_logs)
     problem = _path_problem("--config", args.config, want_dir=False) or _path_problem(
         "--data-dir", args.data_dir, want_dir=True
@@ -323,13 +338,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.kip1289:
         args.override.append(f"{PREVIEWS['kip1289']}=true")
     try:
-        config = BrokerConfig.load(args.config, args.override, base=SHIPPED_SERVER_PROPERTIES)
+        profile = profile_properties(args.timing)
+        config = BrokerConfig.load(args.config, args.override, base=profile)
         check_wire_keys(config)  # the KIP-1289 api keys, before anything listens
         if config.get("kemu.sasl.users"):
             from kemu.broker.security.credentials import config_users
 
             config_users(config)  # a malformed entry would otherwise just not authenticate
-        _check_start_configs(config)
+        _check_start_configs(config, profile)
     except (InvalidConfig, OSError) as error:
         print(f"kemu: {error}", file=sys.stderr)
         return 2
@@ -403,17 +419,16 @@ def _data_dir_from_log_dirs(config: BrokerConfig) -> Path | None:
 GROUP_BOUNDED_SUFFIXES = ("heartbeat.interval.ms", "session.timeout.ms", "standby.replicas")
 
 
-def _check_start_configs(config: BrokerConfig) -> None:
+def _check_start_configs(config: BrokerConfig, profile: Mapping[str, str] | None = None) -> None:
     """What Kafka 4.4.0 refuses at start-up (rather than kemu serving something no client can use):
-    raises InvalidConfig with Kafka's message where it has one."""
+    raises InvalidConfig with Kafka's message where it has one. The timing ``profile``'s own
+    values hold together (tests/unit/test_timing_profiles.py): only what differs is checked."""
+    given = {name for name, value in config.static.items() if (profile or {}).get(name) != value}
     from kemu.cluster.listeners import check_sasl_mechanisms, configured_listeners
 
     listeners = configured_listeners(config, "localhost", 9092, 1)  # + advertised.listeners
     check_sasl_mechanisms(config, listeners)
-    if any(
-        name.startswith("group.") and name.endswith(GROUP_BOUNDED_SUFFIXES)
-        for name in config.static
-    ):
+    if any(name.startswith("group.") and name.endswith(GROUP_BOUNDED_SUFFIXES) for name in given):
         # only then the group coordinator's config module: Kafka's defaults hold together
         from kemu.coordinator.group.config import check_broker_group_configs
 

@@ -373,6 +373,15 @@ BROKER_CONFIGS = _defs(
         "(KIP-1289 spec Q6); false makes it AVAILABLE again, as the draft PR does",
     ),
     ConfigDef(
+        "kemu.group.share.initialize.before.answer",
+        B,
+        "false",
+        read_only=True,
+        doc="kemu: a ShareGroupHeartbeat that subscribes to partitions whose share state is not "
+        "initialized waits for the initialization and assigns them in its own answer (true, "
+        "--timing fast), instead of on the member's next heartbeat as Kafka does (false)",
+    ),
+    ConfigDef(
         "kemu.log.flush",
         T,
         "interval",
@@ -408,25 +417,6 @@ MILLIS_PER_UNIT = {
     "log.retention.hours": 3_600_000,
     "log.roll.hours": 3_600_000,
     "log.roll.jitter.hours": 3_600_000,
-}
-
-
-# What ``kemu serve`` starts with before ``--config`` and ``--override``: the values Kafka's shipped
-# config/server.properties (and its container images) set where they differ from the code
-# defaults above, so that kemu behaves like the Kafka people run in tests. DescribeConfigs reports
-# them as STATIC_BROKER_CONFIG, with the code default as the DEFAULT_CONFIG synonym, as Kafka does.
-SHIPPED_SERVER_PROPERTIES: dict[str, str] = {
-    # No 3 s wait before a new classic group's first rebalance.
-    "group.initial.rebalance.delay.ms": "0",
-    # Not in Kafka's file but kemu's choice for the same reason (and what Kafka's own streams
-    # request tests set): a new streams group's first target assignment is computed at once.
-    "group.streams.initial.rebalance.delay.ms": "0",
-    # kemu's choice too (what Kafka's own heartbeat request tests set): a consumer or share
-    # group computes its target with every new group epoch instead of at most once a second
-    # (Kafka's group.consumer/share.assignment.interval.ms default, 1000), so that a member
-    # joining is assigned by the heartbeat that joins it, not by one after the interval.
-    "group.consumer.assignment.interval.ms": "0",
-    "group.share.assignment.interval.ms": "0",
 }
 
 
@@ -552,7 +542,7 @@ class BrokerConfig:
         overrides: Iterable[str],
         base: Mapping[str, str] | None = None,
     ) -> BrokerConfig:
-        """``base`` (e.g. SHIPPED_SERVER_PROPERTIES), then the file's properties, then overrides;
+        """``base`` (e.g. a timing profile's, ``kemu.cluster.timing``), then the file's properties, then overrides;
         a bad value of a known config raises InvalidConfig with Kafka's message."""
         static: dict[str, str] = dict(base or {})
         if path is not None:

@@ -7,9 +7,9 @@ Fixtures:
 - ``kemu_factory``: start kemu with your own options (``data_dir``, ``brokers``, overrides),
   and SIGKILL / restart it.
 
-Every kemu started here has a 500 ms share-group heartbeat (``TEST_DEFAULTS``): a share
-consumer is assigned its partitions on its second heartbeat, as on Kafka 4.4.0, and at Kafka's
-default 5 s that second heartbeat would make every share test wait.
+Every kemu started here runs ``kemu serve``'s default timing profile (``--timing fast``: short
+group timers, docs/configuration.md, "What `--timing fast` changes"); ``timing="kafka"`` starts
+it with Kafka 4.4.0's code defaults instead, for tests that compare kemu with a real Kafka.
 """
 
 from __future__ import annotations
@@ -30,14 +30,6 @@ import pytest
 
 from kemu.control.client import ControlClient
 
-# Share consumers get their partitions on the heartbeat after the one that joins them (as on
-# Kafka 4.4.0: the share state is initialised in between), so at Kafka's 5 s interval every test
-# with a share consumer would wait 5 s for its records. Tests get 500 ms unless they set the
-# keys themselves or start kemu with ``test_defaults=False`` (to compare configs with Kafka's).
-TEST_DEFAULTS = (
-    "group.share.min.heartbeat.interval.ms=500",
-    "group.share.heartbeat.interval.ms=500",
-)
 READY_PREFIX = "kemu ready bootstrap="
 LISTENER_PREFIX = "kemu listener "  # "kemu listener NAME bootstrap=host:port,..."
 TLS_PREFIX = "kemu tls "  # "kemu tls ca=PATH client_cert=PATH client_key=PATH"
@@ -95,7 +87,7 @@ class KemuProcess:
     listeners: dict[str, str] = field(default_factory=dict)
     # With --tls-self-signed: "ca", "client_cert", "client_key" -> PEM file paths
     tls: dict[str, str] = field(default_factory=dict)
-    test_defaults: bool = True  # TEST_DEFAULTS under the test's own overrides
+    timing: str = "fast"  # kemu serve --timing: "fast" (its default) or "kafka"
 
     def start(self, timeout: float = 30.0) -> KemuProcess:
         if not self.port:
@@ -110,12 +102,12 @@ class KemuProcess:
             str(self.brokers),
             "--port",
             str(self.port),
+            "--timing",
+            self.timing,
         ]
         if self.data_dir is not None:
             command += ["--data-dir", str(self.data_dir)]
-        given = {override.partition("=")[0].strip() for override in self.overrides}
-        defaults = [d for d in TEST_DEFAULTS if d.partition("=")[0] not in given]
-        for override in [*(defaults if self.test_defaults else []), *self.overrides]:
+        for override in self.overrides:
             command += ["--override", override]
         if self.with_control:
             command += ["--control-port", "0"]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
 
@@ -172,7 +173,8 @@ def test_kafka_acls_sh_answers_as_on_kafka(kafka_output: Output, tmp_path: Path)
         brokers=1,
         data_dir=tmp_path / "data",
         log_path=tmp_path / "kemu.log",
-        overrides=[f"{key}={value}" for key, value in AUTHORIZER.items()],
+        timing="kafka",
+        overrides=kafka_timing_overrides(**AUTHORIZER),
     ).start()
     try:
         mine = run_scenario(kemu.first_broker, tmp_path)

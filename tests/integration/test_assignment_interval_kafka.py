@@ -34,6 +34,7 @@ import pytest
 from config_describe import call as call_body
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from parity import kafka_timing_overrides
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
@@ -56,7 +57,12 @@ def bootstrap(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     if request.param == "kemu":
-        kemu = KemuProcess(brokers=1, log_path=tmp_path_factory.mktemp("kemu") / "kemu.log")
+        kemu = KemuProcess(
+            brokers=1,
+            log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
+            timing="kafka",
+            overrides=kafka_timing_overrides(),
+        )
         kemu.start()
         yield kemu.bootstrap
         kemu.stop()

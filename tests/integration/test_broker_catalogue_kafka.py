@@ -34,7 +34,7 @@ def kafka_configs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
 def test_kemu_describes_every_broker_config_as_kafka_does(
     kafka_configs: dict[str, Any], tmp_path: Path
 ) -> None:
-    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log", test_defaults=False).start()
+    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log", timing="kafka").start()
     try:
         mine = describe_broker(kemu.first_broker)
     finally:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
 
@@ -53,7 +54,12 @@ def check(lines: list[str]) -> None:
 
 def test_connection_quotas_on_kemu(tmp_path: Path) -> None:
     needs_java()
-    kemu = KemuProcess(brokers=1, overrides=list(QUOTA_WINDOW), log_path=tmp_path / "kemu.log")
+    kemu = KemuProcess(
+        brokers=1,
+        timing="kafka",  # as the Kafka server its figures are compared with
+        overrides=[*kafka_timing_overrides(), *QUOTA_WINDOW],
+        log_path=tmp_path / "kemu.log",
+    )
     kemu.start()
     try:
         check(scenario(kemu.first_broker, 6))

@@ -97,7 +97,7 @@ def test_every_code_block_is_run_or_says_why_not() -> None:
 
 @pytest.fixture(scope="module")
 def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    """As ``make serve`` starts it, on free ports (the test defaults: heartbeats every 500 ms)."""
+    """As ``make serve`` starts it, on free ports (``--timing fast``, its default)."""
     process = KemuProcess(
         brokers=3,
         with_control=True,

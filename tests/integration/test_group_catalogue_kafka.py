@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from config_describe import describe_configs, kafka_bootstrap, summary
+from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
 
@@ -31,8 +32,13 @@ def kafka_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
 def test_kemu_describes_every_group_config_as_kafka_does(
     kafka_groups: dict[str, Any], tmp_path: Path
 ) -> None:
-    # Kafka's bench server sets group.initial.rebalance.delay.ms=0 as kemu's default does
-    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log", test_defaults=False).start()
+    # Kafka's timers, with what the bench Kafka server sets of them
+    kemu = KemuProcess(
+        brokers=1,
+        log_path=tmp_path / "kemu.log",
+        timing="kafka",
+        overrides=kafka_timing_overrides(),
+    ).start()
     try:
         mine = describe_group(kemu.first_broker, "catalogue-group")
     finally:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
 
@@ -141,7 +142,12 @@ def needs_java() -> None:
 
 def test_admin_create_topics_under_a_mutation_quota(tmp_path: Path) -> None:
     needs_java()
-    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log").start()
+    kemu = KemuProcess(
+        brokers=1,
+        log_path=tmp_path / "kemu.log",
+        timing="kafka",  # as the Kafka server its answers are compared with
+        overrides=kafka_timing_overrides(),
+    ).start()
     try:
         lines, _ = run_scenario(kemu.first_broker, tmp_path)
     finally:
@@ -208,7 +214,12 @@ def check_permissive(outcomes: dict[str, str], throttles: list[int]) -> None:
 
 def test_older_create_topics_versions_are_permissive(tmp_path: Path) -> None:
     needs_java()
-    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log").start()
+    kemu = KemuProcess(
+        brokers=1,
+        log_path=tmp_path / "kemu.log",
+        timing="kafka",  # as the Kafka server its answers are compared with
+        overrides=kafka_timing_overrides(),
+    ).start()
     try:
         check_permissive(*run_permissive(kemu.first_broker))
     finally:

@@ -34,6 +34,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from parity import kafka_timing_overrides
 from test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 from kemu.testing.plugin import KemuProcess
@@ -108,9 +109,21 @@ def check_offsets(result: ProbeRun) -> None:
     assert ACCEPT <= figures["start"] < RECORDS
 
 
+# On both servers: share heartbeats every 500 ms rather than Kafka's 5 s.
+SHARE_HEARTBEAT = {
+    "group.share.min.heartbeat.interval.ms": "500",
+    "group.share.heartbeat.interval.ms": "500",
+}
+
+
 @pytest.fixture(scope="module")
 def kemu_run(java_probes: Path, tmp_path_factory: pytest.TempPathFactory) -> ProbeRun:  # noqa: F811
-    kemu = KemuProcess(brokers=1, log_path=tmp_path_factory.mktemp("kemu-close") / "kemu.log")
+    kemu = KemuProcess(
+        brokers=1,
+        log_path=tmp_path_factory.mktemp("kemu-close") / "kemu.log",
+        timing="kafka",
+        overrides=kafka_timing_overrides(**SHARE_HEARTBEAT),
+    )
     kemu.start()
     try:
         return run(kemu.bootstrap)
@@ -127,10 +140,11 @@ def kafka_run(java_probes: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
     class ShareKafka(KafkaServer):
         def _server_properties(self) -> str:
-            return super()._server_properties() + (
-                "group.share.min.heartbeat.interval.ms=500\n"
-                "group.share.heartbeat.interval.ms=500\n"
-                "share.coordinator.state.topic.num.partitions=1\n"
+            heartbeat = "".join(f"{key}={value}\n" for key, value in SHARE_HEARTBEAT.items())
+            return (
+                super()._server_properties()
+                + heartbeat
+                + "share.coordinator.state.topic.num.partitions=1\n"
             )
 
     server = ShareKafka(tmp_path_factory.mktemp("kafka-close"), partitions=1)

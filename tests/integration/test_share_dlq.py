@@ -38,6 +38,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from parity import kafka_timing_overrides
 
 from kemu.client import AcknowledgeType, Admin, ShareConsumer, TransactionalProducer
 from kemu.testing.plugin import KemuProcess
@@ -616,11 +617,21 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server.stop()
 
 
+def dlq_kafka_timing() -> list[str]:
+    """The DLQ Kafka's timers, for kemu started with --timing kafka."""
+    return kafka_timing_overrides(
+        **{
+            "group.share.min.heartbeat.interval.ms": "500",
+            "group.share.heartbeat.interval.ms": "500",
+        }
+    )
+
+
 @pytest.mark.java
 def test_kafka_and_kemu_write_the_same_dlq_records(
     kafka: Any, kemu_factory: type[KemuProcess]
 ) -> None:
-    kemu = kemu_factory(brokers=1).start()
+    kemu = kemu_factory(brokers=1, timing="kafka", overrides=dlq_kafka_timing()).start()
     on_kafka = run_main_scenario(kafka.bootstrap)
     on_kemu = run_main_scenario(kemu.bootstrap)
     assert on_kemu == on_kafka == expected_dlq("workers", "orders", 3, 2)
@@ -630,7 +641,7 @@ def test_kafka_and_kemu_write_the_same_dlq_records(
 def test_kafka_and_kemu_refuse_the_same_dlq_configs(
     kafka: Any, kemu_factory: type[KemuProcess]
 ) -> None:
-    kemu = kemu_factory(brokers=1).start()
+    kemu = kemu_factory(brokers=1, timing="kafka", overrides=dlq_kafka_timing()).start()
     for bootstrap in (kafka.bootstrap, kemu.bootstrap):
         create_topic(
             bootstrap, "cmp-unprefixed", 1, **{"errors.deadletterqueue.group.enable": "true"}

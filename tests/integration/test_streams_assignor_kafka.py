@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from parity import kafka_timing_overrides
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
@@ -56,7 +57,8 @@ def bootstrap(
         kemu = KemuProcess(
             brokers=3,
             log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
-            overrides=[f"{name}={value}" for name, value in ASSIGN_AT_ONCE.items()],
+            timing="kafka",
+            overrides=kafka_timing_overrides(**ASSIGN_AT_ONCE),
         )
         kemu.start()
         yield kemu.bootstrap

@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from parity import kafka_timing_overrides
 from test_java_clients import CLASSES, LIB, java_probes  # noqa: F401  (fixture)
 
 from kemu.client.cluster import GROUP_COORDINATOR, ClusterClient
@@ -76,7 +77,8 @@ def streams_server(
     kemu = KemuProcess(
         brokers=3,
         log_path=log_path,
-        overrides=[f"{name}={value}" for name, value in STREAMS_OVERRIDES.items()],
+        timing="kafka",
+        overrides=kafka_timing_overrides(**STREAMS_OVERRIDES),
     )
     kemu.start()
     yield kemu.bootstrap

@@ -50,7 +50,7 @@ def kafka_topic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
 def test_kemu_describes_every_topic_config_as_kafka_does(
     kafka_topic: dict[str, Any], tmp_path: Path
 ) -> None:
-    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log", test_defaults=False).start()
+    kemu = KemuProcess(brokers=1, log_path=tmp_path / "kemu.log", timing="kafka").start()
     try:
         mine = describe_new_topic(kemu.first_broker)
     finally:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from parity import kafka_timing_overrides
 from test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 from kemu.testing.plugin import KemuProcess
@@ -33,7 +34,12 @@ def endings(
 ) -> Iterator[ProbeRun]:
     workdir = tmp_path_factory.mktemp(f"txn-endings-{request.param}")
     if request.param == "kemu":
-        kemu = KemuProcess(brokers=1, log_path=workdir / "kemu.log").start()
+        kemu = KemuProcess(
+            brokers=1,
+            log_path=workdir / "kemu.log",
+            timing="kafka",
+            overrides=kafka_timing_overrides(),
+        ).start()
         try:
             yield run_probe("TxnAdminProbe", kemu.bootstrap)
         finally:

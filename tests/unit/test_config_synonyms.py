@@ -14,8 +14,9 @@ from __future__ import annotations
 import pytest
 from test_admin_handlers import BROKER, Broker, configs_by_name
 
-from kemu.cluster.config import SHIPPED_SERVER_PROPERTIES, BrokerConfig, ConfigSource, TopicConfig
+from kemu.cluster.config import BrokerConfig, ConfigSource, TopicConfig
 from kemu.cluster.config_resources import topic_config_entries
+from kemu.cluster.timing import profile_properties
 
 LONG_MAX = "9223372036854775807"
 STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG
@@ -160,14 +161,14 @@ def test_broker_resource_retention_ms_has_no_default() -> None:
 
 
 def test_kemu_serves_defaults_are_static_over_kafkas_code_default() -> None:
-    """kemu serve starts from Kafka's shipped server.properties values: reported as a Kafka broker
-    started with that file reports them, static over the code default."""
-    broker = Broker(**BrokerConfig.load(None, [], base=SHIPPED_SERVER_PROPERTIES).static)
+    """kemu serve starts from its timing profile's values: reported as a Kafka broker started with
+    them in its server.properties reports them, static over the code default."""
+    broker = Broker(**BrokerConfig.load(None, [], base=profile_properties("fast")).static)
     configs = configs_by_name(broker.describe_configs(BROKER, "1"))
     entry = configs["group.initial.rebalance.delay.ms"]
     assert (entry.value, entry.config_source) == ("0", STATIC)
     assert [(s.value, s.source) for s in entry.synonyms] == [("0", STATIC), ("3000", DEFAULT)]
     restored = BrokerConfig.load(
-        None, ["group.initial.rebalance.delay.ms=3000"], base=SHIPPED_SERVER_PROPERTIES
+        None, ["group.initial.rebalance.delay.ms=3000"], base=profile_properties("fast")
     )
     assert restored.get_int("group.initial.rebalance.delay.ms") == 3000

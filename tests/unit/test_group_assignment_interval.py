@@ -252,16 +252,17 @@ def test_the_share_group_resets_its_assignment_time_when_empty_and_keeps_it_on_d
 
 
 def test_kemu_serve_sets_both_intervals_to_zero_and_kafkas_default_is_one_second() -> None:
-    from kemu.cluster.config import SHIPPED_SERVER_PROPERTIES, BrokerConfig
+    from kemu.cluster.config import BrokerConfig
+    from kemu.cluster.timing import profile_properties
     from kemu.coordinator.group.config import GroupConfigStore
 
-    served = GroupConfigStore(BrokerConfig.load(None, [], base=SHIPPED_SERVER_PROPERTIES))
+    served = GroupConfigStore(BrokerConfig.load(None, [], base=profile_properties("fast")))
     kafka = GroupConfigStore(BrokerConfig.load(None, [], base={}))
     for name in ("consumer.assignment.interval.ms", "share.assignment.interval.ms"):
         assert (served.value("g", name), kafka.value("g", name)) == ("0", "1000")
     restored = GroupConfigStore(
         BrokerConfig.load(
-            None, ["group.consumer.assignment.interval.ms=1000"], base=SHIPPED_SERVER_PROPERTIES
+            None, ["group.consumer.assignment.interval.ms=1000"], base=profile_properties("fast")
         )
     )
     assert restored.value("g", "consumer.assignment.interval.ms") == "1000"

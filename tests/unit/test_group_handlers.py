@@ -225,6 +225,39 @@ async def test_joining_initializes_share_state_once(broker: Broker) -> None:
     assert broker.persister.states[key].start_offset == 4  # not re-initialized
 
 
+async def test_initialized_before_the_answer_the_join_answer_assigns() -> None:
+    """kemu.group.share.initialize.before.answer (--timing fast): the join waits for the share
+    state it asks for and answers what Kafka answers on the member's next heartbeat."""
+    broker = Broker(**{"kemu.group.share.initialize.before.answer": "true"})
+    broker.cluster.create_topic("t", 3, 1)
+    topic_id = broker.cluster.topics["t"].topic_id
+    everything = {(topic_id, 0), (topic_id, 1), (topic_id, 2)}
+    joined = await broker.heartbeat("g", "m1", 0, ("t",))
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 3)
+    assert assigned(joined) == everything
+    key = SharePartitionKey("g", topic_id, 0)
+    assert broker.persister.states[key].state_epoch == 2  # asked for by the join, as on Kafka
+    steady = await broker.heartbeat("g", "m1", 3)
+    assert (steady.member_epoch, steady.assignment) == (3, None)
+    second = await broker.heartbeat("g", "m2", 0, ("t",))  # nothing left to initialize
+    assert (second.member_epoch, len(assigned(second))) == (4, 1)
+
+
+async def test_a_failed_initialization_before_the_answer_assigns_nothing_yet() -> None:
+    class Refusing(InMemorySharePersister):
+        async def initialize(
+            self, key: SharePartitionKey, state_epoch: int, start_offset: int
+        ) -> ErrorCode:
+            return ErrorCode.coordinator_not_available
+
+    broker = Broker(**{"kemu.group.share.initialize.before.answer": "true"})
+    broker.persister = Refusing()
+    broker.restart()
+    broker.cluster.create_topic("t", 3, 1)
+    joined = await broker.heartbeat("g", "m1", 0, ("t",))
+    assert (joined.error_code, joined.member_epoch, assigned(joined)) == (ErrorCode.none, 2, set())
+
+
 # --- FindCoordinator ---------------------------------------------------------------------------
 
 

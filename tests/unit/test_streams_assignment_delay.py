@@ -178,17 +178,19 @@ def test_the_assignment_time_is_tag_0_of_the_target_metadata_record() -> None:
     assert decode_value(key, encode_value(plain)) == plain
 
 
-def test_kemu_serve_assigns_a_new_group_at_once_and_keeps_kafkas_interval() -> None:
-    """kemu's default for tests (as group.initial.rebalance.delay.ms=0 for classic groups); the
-    assignment interval stays Kafka's 1000 ms."""
-    from kemu.cluster.config import SHIPPED_SERVER_PROPERTIES, BrokerConfig
+def test_kemu_serve_assigns_a_new_group_at_once_and_kafkas_timing_waits() -> None:
+    """--timing fast (kemu serve's default): no initial delay and no assignment interval, as for
+    consumer and share groups; --timing kafka keeps Kafka's 3000 ms and 1000 ms."""
+    from kemu.cluster.config import BrokerConfig
+    from kemu.cluster.timing import profile_properties
     from kemu.coordinator.group.config import GroupConfigStore
 
-    served = GroupConfigStore(BrokerConfig.load(None, [], base=SHIPPED_SERVER_PROPERTIES))
+    served = GroupConfigStore(BrokerConfig.load(None, [], base=profile_properties("fast")))
     assert served.value("g", "streams.initial.rebalance.delay.ms") == "0"
-    assert served.value("g", "streams.assignment.interval.ms") == "1000"
-    kafka = GroupConfigStore(BrokerConfig.load(None, [], base={}))
+    assert served.value("g", "streams.assignment.interval.ms") == "0"
+    kafka = GroupConfigStore(BrokerConfig.load(None, [], base=profile_properties("kafka")))
     assert kafka.value("g", "streams.initial.rebalance.delay.ms") == "3000"
+    assert kafka.value("g", "streams.assignment.interval.ms") == "1000"
 
 
 def test_the_heartbeat_answers_the_groups_own_streams_configs() -> None:

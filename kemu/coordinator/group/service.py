@@ -111,6 +111,8 @@ log = structlog.get_logger("kemu.group")
 
 SERVICE = "group_coordinator"
 PERSISTER_SERVICE = "share_persister"
+# --timing fast: a share heartbeat waits for the share-state initialization it asks for
+INITIALIZE_FIRST = "kemu.group.share.initialize.before.answer"
 SHARE_PARTITIONS_SERVICE = "share_partitions"
 NO_LEADER_EPOCH = -1
 
@@ -302,20 +304,53 @@ class GroupCoordinatorService:
         """KIP-932; raises ``GroupError`` with Kafka's error (Kafka's error for a failed append
         of the group's records too: then the group is as it was and no effect is carried
         out)."""
+        result = self._share_heartbeat(request)
+        # As Kafka's coordinator: share state is initialized after the heartbeat is answered;
+        # a later heartbeat assigns what it initialized. With
+        # kemu.group.share.initialize.before.answer (--timing fast) the initialization is
+        # awaited and that later heartbeat happens at once, so the answer carries the partitions.
+        initializing = self._initialize_in_background(result)
+        if initializing is not None and self.runtime.cluster.config.get_bool(INITIALIZE_FIRST):
+            await asyncio.wait({initializing})  # not cancelled with the request
+            result = self._heartbeat_again(request, result)
+        await self.apply(e for e in result.effects if not isinstance(e, InitializePartitions))
+        return result
+
+    def _share_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
         try:
             with self._written_or_undone(request.group_id):
                 result = self.share.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
         finally:
             self._rearm()
-        # As Kafka's coordinator: share state is initialized after the heartbeat is answered;
-        # a later heartbeat assigns what it initialized.
-        initializing = [e for e in result.effects if isinstance(e, InitializePartitions)]
-        if initializing:
-            task = asyncio.get_running_loop().create_task(self.apply(initializing))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        await self.apply(e for e in result.effects if not isinstance(e, InitializePartitions))
         return result
+
+    def _initialize_in_background(self, result: HeartbeatResult) -> asyncio.Task[None] | None:
+        initializing = [e for e in result.effects if isinstance(e, InitializePartitions)]
+        if not initializing:
+            return None
+        task = asyncio.get_running_loop().create_task(self.apply(initializing))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _heartbeat_again(
+        self, request: HeartbeatRequest, first: HeartbeatResult
+    ) -> HeartbeatResult:
+        """The member's next plain heartbeat, now that its partitions' share state is
+        initialized: what Kafka's answers one heartbeat interval later. A member gone or fenced
+        in between keeps the first answer (its own next heartbeat learns it)."""
+        again = replace(request, member_epoch=first.member_epoch, subscribed_topic_names=None)
+        try:
+            second = self._share_heartbeat(again)
+        except GroupError:
+            return first
+        self._initialize_in_background(second)  # partitions added in between, as usual
+        return replace(
+            second,
+            assignment=second.assignment if second.assignment is not None else first.assignment,
+            effects=first.effects,
+            changed=first.changed or second.changed,
+        )
 
     async def background_done(self) -> None:
         """Wait until the work started in the background so far (share-state initialization,

@@ -1,0 +1,121 @@
+"""Timing profiles: ``kemu serve --timing fast`` (the default) or ``--timing kafka``.
+
+``kafka`` is Kafka 4.4.0's code default for every timer: kemu starts from no properties at all,
+as a Kafka broker with an empty ``server.properties`` does. ``fast`` is ``FAST_TIMING``: a
+broker property per row, set as if written in ``server.properties`` (so DescribeConfigs reports
+it as STATIC_BROKER_CONFIG with Kafka's code default as the DEFAULT_CONFIG synonym, as Kafka
+reports any configured value), under ``--config`` and ``--override``, which still win.
+
+Every row changes only *when* something happens (a timer, a wait), never *what* happens: the
+same records, assignments, epochs and errors, sooner. docs/configuration.md shows this table
+("What `--timing fast` changes").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PROFILES = ("fast", "kafka")
+DEFAULT_PROFILE = "fast"
+
+# The broker-driven heartbeat interval of KIP-848 consumer, share and streams groups under
+# ``fast``: a rebalance needs a member's next heartbeat (one interval) and, for consumer groups,
+# the revoking member's acknowledgement and then the new owner's next heartbeat (two), so 200 ms
+# settles one within half a second; a heartbeat costs a few microseconds of broker time.
+FAST_HEARTBEAT_MS = "200"
+
+
+@dataclass(frozen=True, slots=True)
+class TimingRow:
+    name: str  # a broker property
+    fast: str  # kemu's value under --timing fast
+    kafka: str  # Kafka 4.4.0's code default (what --timing kafka leaves in place)
+    why: str  # one line: what a test stops waiting for
+
+
+FAST_TIMING: tuple[TimingRow, ...] = (
+    TimingRow(
+        "group.initial.rebalance.delay.ms",
+        "0",
+        "3000",
+        "a new classic group's first rebalance does not wait 3 s for more members "
+        "(Kafka's shipped server.properties sets 0 too)",
+    ),
+    TimingRow(
+        "group.streams.initial.rebalance.delay.ms",
+        "0",
+        "3000",
+        "a new streams group's first target assignment is computed at once",
+    ),
+    TimingRow(
+        "group.consumer.assignment.interval.ms",
+        "0",
+        "1000",
+        "a consumer group computes a new target with every new group epoch, not at most once a "
+        "second",
+    ),
+    TimingRow(
+        "group.share.assignment.interval.ms",
+        "0",
+        "1000",
+        "likewise for share groups",
+    ),
+    TimingRow(
+        "group.streams.assignment.interval.ms",
+        "0",
+        "1000",
+        "likewise for streams groups",
+    ),
+    TimingRow(
+        "kemu.group.share.initialize.before.answer",
+        "true",
+        "false",
+        "a share consumer gets its partitions in the answer to its first heartbeat, not one "
+        "heartbeat interval (5 s) later: kemu initializes their share state before answering",
+    ),
+    TimingRow(
+        "group.consumer.heartbeat.interval.ms",
+        FAST_HEARTBEAT_MS,
+        "5000",
+        "a KIP-848 consumer learns of a rebalance (a member joined or left) within 0.2 s",
+    ),
+    TimingRow(
+        "group.consumer.min.heartbeat.interval.ms",
+        FAST_HEARTBEAT_MS,
+        "5000",
+        "the floor under the row above (Kafka refuses an interval below it)",
+    ),
+    TimingRow(
+        "group.share.heartbeat.interval.ms",
+        FAST_HEARTBEAT_MS,
+        "5000",
+        "a share consumer learns of a rebalance within 0.2 s",
+    ),
+    TimingRow(
+        "group.share.min.heartbeat.interval.ms",
+        FAST_HEARTBEAT_MS,
+        "5000",
+        "the floor under the row above",
+    ),
+    TimingRow(
+        "group.streams.heartbeat.interval.ms",
+        FAST_HEARTBEAT_MS,
+        "5000",
+        "a streams member learns of a rebalance within 0.2 s",
+    ),
+    TimingRow(
+        "group.streams.min.heartbeat.interval.ms",
+        FAST_HEARTBEAT_MS,
+        "5000",
+        "the floor under the row above",
+    ),
+)
+
+
+def profile_properties(profile: str) -> dict[str, str]:
+    """The broker properties a profile starts from, before ``--config`` and ``--override``."""
+    if profile == "fast":
+        return {row.name: row.fast for row in FAST_TIMING}
+    if profile == "kafka":
+        return {}
+    raise ValueError(f"unknown timing profile {profile!r}: expected one of {', '.join(PROFILES)}")
