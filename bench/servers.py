@@ -140,6 +140,13 @@ ASSIGN_AT_ONCE = {
 }
 
 
+def kafka_timing_overrides(**extra: str) -> list[str]:
+    """``--override`` values for a kemu started with ``--timing kafka`` beside a KafkaServer not
+    on code defaults, so that both run the same timers: its ``ASSIGN_AT_ONCE``, then ``extra``
+    (the comparison's own server properties)."""
+    return [f"{key}={value}" for key, value in {**ASSIGN_AT_ONCE, **extra}.items()]
+
+
 class KafkaServer(Server):
     """A single-node KRaft Apache Kafka (broker and controller in one JVM).
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def kafka_timing_overrides(**extra: str) -> list[str]:
     """``--override`` values giving a kemu started with ``--timing kafka`` the timers the bench
-    Kafka server sets (``bench.servers.KAFKA_SERVER_TIMING``), then ``extra`` (the test's own
+    Kafka server sets (``bench.servers.ASSIGN_AT_ONCE``), then ``extra`` (the test's own
     server properties; dots in names as keyword arguments are passed with ``**{...}``)."""
     sys.path.insert(0, str(ROOT))
     from bench.servers import kafka_timing_overrides as overrides
