@@ -33,6 +33,7 @@ from test_kip1289_scenarios import (
     create_topic,
     lag,
     latest_record_state,
+    pipeline,
     poll_until,
     produce,
     producer_for,
@@ -44,6 +45,7 @@ from test_kip1289_scenarios import (
     wait_for_lag,
 )
 
+from kemu.client import ShareRecord
 from kemu.client.cluster import ClusterClient
 from kemu.coordinator.share.keys import coordinator_key
 from kemu.coordinator.share.persister import SharePartitionKey
@@ -172,3 +174,38 @@ async def test_row16_abort_after_share_coordinator_failover(
 ) -> None:
     """Row 16, testTransactionalShareAckAbortAfterShareCoordinatorFailoverWithPendingState."""
     await failover_row(kemu, closing, "f16-coordinator-abort", stop="coordinator", commit=False)
+
+
+async def source_leader(kemu: KemuProcess, topic: str, partition: int) -> int:
+    cluster = ClusterClient(kemu.bootstrap)
+    try:
+        return (await cluster.topic(topic)).leaders[partition]
+    finally:
+        await cluster.close()
+
+
+@pytest.mark.parametrize("when", ["abort", "commit"])
+async def test_pipeline_across_a_source_leader_stop(
+    kemu: KemuProcess, closing: list[Any], when: str
+) -> None:
+    """§11.2 testAbortAfterSourceLeaderShutdown ("abort") and
+    testCommitAfterSourceLeaderShutdown ("commit"): three source and sink partitions led by
+    three brokers, one transaction per record (the first aborted); the leader of the record
+    just staged stops before that transaction ends. Every input is committed once (the aborted
+    one delivered again), the sink holds them all; the broker starts again (a preferred-leader
+    election) and nothing comes back."""
+    name = f"fp-{when}"
+    stopped: list[int] = []
+
+    async def down(record: ShareRecord) -> None:
+        victim = await source_leader(kemu, name, record.partition)
+        kemu.stop_broker(victim)
+        stopped.append(victim)
+
+    await pipeline(kemu, closing, name, restart_before=when, down=down)
+    [victim] = stopped
+    kemu.start_broker(victim, elect_preferred=True)
+    late = await consumer_for(kemu, name, name)
+    closing.append(late)
+    assert await late.poll(1.0) == []
+    assert await wait_for_lag(kemu, name, name, 0) == 0

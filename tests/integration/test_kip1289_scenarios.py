@@ -24,7 +24,7 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -735,14 +735,19 @@ def restart(kemu: KemuProcess) -> None:
 
 
 async def pipeline(
-    kemu: KemuProcess, closing: list[Any], name: str, restart_before: str | None = None
+    kemu: KemuProcess,
+    closing: list[Any],
+    name: str,
+    restart_before: str | None = None,
+    down: Callable[[ShareRecord], Awaitable[None]] | None = None,
 ) -> None:
     """Source and sink with 3 partitions led by 3 different brokers, 2 records per source
     partition, a consumer polling one record at a time. Per record: begin, send its value to the
     same sink partition, ACCEPT, stage; the first transaction aborts, every later one commits.
     ``restart_before``: "abort" takes kemu down after the first stage and before its abort,
     "commit" after the next stage and before the first commit (the consumer is closed before and
-    a new one polls after, as Kafka's failover ITs do)."""
+    a new one polls after, as Kafka's failover ITs do); ``down``, when given, does that instead
+    of a restart of the whole kemu (it gets the record just staged)."""
     create_topic(kemu, name, 3)
     create_topic(kemu, f"{name}-out", 3)
     set_group_configs(kemu, name)
@@ -768,7 +773,10 @@ async def pipeline(
             await stage(producer, consumer, record)
             if (restart_before, transactions) in (("abort", 1), ("commit", 2)):
                 await consumer.close()
-                restart(kemu)
+                if down is None:
+                    restart(kemu)
+                else:
+                    await down(record)
                 consumer = await consumer_for(kemu, name, max_poll_records=1)
                 closing.append(consumer)
             if transactions == 1:
@@ -799,9 +807,9 @@ async def test_commit_and_abort_across_three_source_leaders(
 async def test_abort_after_source_leader_shutdown(
     durable_kemu: KemuProcess, closing: list[Any]
 ) -> None:
-    """§11.2 testAbortAfterSourceLeaderShutdown. What differs: kemu cannot shut one broker down
-    (virtual brokers of one process, leadership never moves), so the whole kemu is SIGKILLed and
-    restarted from its data dir between the first stage and its abort."""
+    """§11.2 testAbortAfterSourceLeaderShutdown, the whole-process variant: kemu is SIGKILLed
+    and restarted from its data dir between the first stage and its abort (one broker stopped
+    alone: ``test_kip1289_failover.py``)."""
     await pipeline(durable_kemu, closing, "p2-shutdown-abort", restart_before="abort")
 
 
