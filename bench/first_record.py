@@ -48,6 +48,12 @@ SERVER_TITLES = {
     "kemu-kafka": "kemu `--timing kafka`",
     "kemu-fast": "kemu `--timing fast`",
 }
+# The kemu columns' titles when kemu serve has no --timing yet (bench/servers.py timing_arguments)
+TITLES_WITHOUT_FLAG = {
+    **SERVER_TITLES,
+    "kemu-kafka": "kemu + Kafka's code timers",
+    "kemu-fast": "kemu defaults (no `--timing`)",
+}
 PARTITIONS = 2
 # Each wait's bound in the clients, and the whole client process's.
 WAIT_S = 60.0
@@ -213,11 +219,21 @@ def _ratio_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def table(outcome: Outcome, rows: tuple[Row, ...], servers: tuple[str, ...]) -> str:
+def server_titles() -> dict[str, str]:
+    flag = has_timing_flag(tuple(kemu_executable()))
+    return SERVER_TITLES if flag else TITLES_WITHOUT_FLAG
+
+
+def table(
+    outcome: Outcome,
+    rows: tuple[Row, ...],
+    servers: tuple[str, ...],
+    titles: dict[str, str] = SERVER_TITLES,
+) -> str:
     figures = outcome.figures
     header = ["group type", "client", "measure"]
     for server in servers:
-        header.append(SERVER_TITLES[server] + " s")
+        header.append(titles[server] + " s")
         if server != "kafka" and "kafka" in servers:
             header.append("/Kafka")
     if "kemu-fast" in servers:
@@ -369,7 +385,7 @@ def main(argv: list[str] | None = None, *, command: str | None = None) -> int:
     finally:
         for server in servers.values():
             server.stop()
-    text = table(outcome, args.rows, args.servers)
+    text = table(outcome, args.rows, args.servers, server_titles())
     print()
     print(text)
     for line in misses(outcome, args.rows) if "kemu-fast" in args.servers else []:
@@ -421,7 +437,7 @@ def write_doc(
         "measured inside the client process; topics of 2 partitions, fresh topic and group per "
         "run; a share group's `share.auto.offset.reset=earliest` is set before it subscribes",
         "",
-        table(outcome, args.rows, args.servers),
+        table(outcome, args.rows, args.servers, server_titles()),
     ]
     if args.note:
         lines += ["", args.note]
