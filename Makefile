@@ -11,7 +11,8 @@ PORT ?= 9092
 BROKERS ?= 3
 ARGS ?=
 
-.PHONY: install serve test test-unit test-integration test-java lint bench eos-crash java clean conformance-franz \
+.PHONY: install serve check test test-unit test-client test-process test-parity test-integration \
+	test-java lint bench eos-crash java clean conformance-franz \
 	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark example-flink \
 	bench-connections soak bench-first-record
 
@@ -46,23 +47,43 @@ java:
 	cd tests/java && rm -rf target/lib && ($(JAVA_BUILD) -o >/dev/null 2>&1 || $(JAVA_BUILD))
 
 test-java: $(STAMP) java
-	$(BIN)/pytest -q -m java tests/integration
+	$(PYTEST) -q -m java tests/integration
+
+# The tiers (docs/testing.md). `make check` is the edit loop: lint and the unit tier without its
+# slow property tests. `make test` runs every tier on TEST_WORKERS workers (most tests wait on
+# clients and timers rather than compute, so more workers than cores pays), by file, since module
+# fixtures start a kemu or a Kafka; it prints its skips with reasons and the 25 slowest tests.
+PYTEST := $(BIN)/pytest -p no:cacheprovider
+TEST_WORKERS ?= 4
+check: $(STAMP)
+	$(MAKE) lint
+	$(PYTEST) -q -n 2 -m "unit and not slow" tests/unit
 
 test: $(STAMP) java
 	$(MAKE) lint
-	$(BIN)/pytest -q -p no:cacheprovider tests
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile -rs --durations=25 tests
+
+test-unit: $(STAMP)
+	$(PYTEST) -q -n 2 -m unit tests
+
+test-client: $(STAMP)
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile -rs -m client tests
+
+test-process: $(STAMP)
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile -rs -m process tests
+
+test-parity: $(STAMP) java
+	$(BIN)/python -c "from bench.java import ensure_jars; ensure_jars()"
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile -rs -m parity tests
 
 # Kafka Streams 4.4.0 apps with group.protocol=streams (KIP-1071) against kemu; minutes, so not
 # part of `make test` (tests/integration/test_streams_java.py; figures in docs/conformance.md).
 test-streams: $(STAMP) java
-	KEMU_STREAMS_TESTS=1 $(BIN)/pytest -q -p no:cacheprovider tests/integration/test_streams_java.py \
+	$(PYTEST) -q --heavy tests/integration/test_streams_java.py \
 		tests/integration/test_streams_assignor_kafka.py
 
-test-unit: $(STAMP)
-	$(BIN)/pytest -q tests/unit
-
 test-integration: $(STAMP)
-	$(BIN)/pytest -q tests/integration
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile tests/integration
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(ARGS)

@@ -1,1 +1,114 @@
-pytest_plugins: list[str] = []  # the kemu plugin is registered through its pytest11 entry point
+"""kemu's own test tiers (docs/testing.md).
+
+Every collected test gets exactly one tier marker:
+- ``unit``: tests/unit, no subprocess and no socket (``make check``);
+- ``client``: real client libraries against a kemu (the default in tests/integration);
+- ``process``: needs kemu as a real process: CLI, SIGKILL, data-dir restarts, crash points
+  (a module says so with ``pytestmark``);
+- ``parity``: compares with a real Kafka 4.4.0 (a module says so with ``pytestmark``).
+
+``heavy`` marks opt-in suites (Kafka Streams apps, minutes each) that have their own make target:
+they are deselected, not skipped, unless ``--heavy`` is given.
+
+With ``KEMU_REQUIRE_ALL=1`` (``.ci/run``), a test that skips fails instead: on CI every
+prerequisite is there, so a skip means something went missing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+# the kemu plugin (kemu_factory, ...) is registered through its pytest11 entry point
+pytest_plugins = ["kemu.testing.inprocess"]
+
+TIERS = ("unit", "client", "process", "parity")
+
+# Modules that take minutes (measured with --durations; a Kafka JVM or a long scenario each), run
+# first: make test hands out whole files to its workers in collection order, and a long file
+# handed out last would leave the other workers idle while it runs.
+LONG_MODULES = (
+    "test_consumer_groups.py",
+    "test_connection_quotas_clients.py",
+    "test_txn_endings_java.py",
+    "test_acl_command_kafka.py",
+    "test_mutation_quota_java.py",
+    "test_eos_crash_short.py",
+    "test_share_close_java.py",
+    "test_soak_short.py",
+    "test_client_kafka.py",
+    "test_share_dlq.py",
+    "test_kip1289_crash_points.py",
+    "test_java_security.py",
+    "test_share_durability.py",
+    "test_control_java.py",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--heavy",
+        action="store_true",
+        default=False,
+        help="also run the opt-in suites marked heavy (make test-streams)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for tier, what in (
+        ("unit", "tests/unit: no subprocess, no socket"),
+        ("client", "real clients against a kemu (the default of tests/integration)"),
+        ("process", "needs kemu as a real process: CLI, SIGKILL, restarts, crash points"),
+        ("parity", "compares with a real Kafka 4.4.0 (bench/.cache/lib)"),
+        ("heavy", "opt-in suite with its own make target; deselected without --heavy"),
+    ):
+        config.addinivalue_line("markers", f"{tier}: {what}")
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The test's tier: its own marker (the most demanding one), else its directory's default:
+    tests/unit is unit, anything else client."""
+    for tier in ("parity", "process", "client", "unit"):
+        if item.get_closest_marker(tier) is not None:
+            return tier
+    return "unit" if "unit" in item.path.parts else "client"
+
+
+def _start_rank(item: pytest.Item) -> int:
+    """Long modules first, then the parity and process tiers (JVMs, restarts), then the rest."""
+    if item.path.name in LONG_MODULES:
+        return LONG_MODULES.index(item.path.name)
+    return len(LONG_MODULES) + ("parity", "process", "client", "unit").index(tier_of(item))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item)
+        if item.get_closest_marker(tier) is None:
+            item.add_marker(tier)
+    module_rank: dict[object, int] = {}
+    for item in items:
+        module_rank[item.path] = min(module_rank.get(item.path, 1 << 30), _start_rank(item))
+    # stable, and by module: a module's tests keep pytest's order (module fixtures set up once)
+    items.sort(key=lambda item: module_rank[item.path])
+    if config.getoption("--heavy"):
+        return
+    heavy = [item for item in items if item.get_closest_marker("heavy") is not None]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if item.get_closest_marker("heavy") is None]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if os.environ.get("KEMU_REQUIRE_ALL") != "1" or not report.skipped:
+        return
+    if hasattr(report, "wasxfail"):
+        return  # an expected failure is not a missing prerequisite
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"skipped under KEMU_REQUIRE_ALL=1 (a prerequisite is missing): {reason}"

@@ -18,7 +18,7 @@ from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "bench" / ".cache" / "lib"
 TOOLS_JAR = LIB / "kafka-tools-4.4.0.jar"

@@ -32,7 +32,7 @@ from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 MAX_REQUEST_BYTES = 262_144
 PARTITIONS = 3

@@ -15,7 +15,7 @@ from config_describe import describe_configs, kafka_bootstrap
 from kemu.cluster.broker_catalogue import KEMU_DIFFERENCES
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
 BROKER, DEFAULT_CONFIG = 4, 5
 # Per-broker settings that differ by deployment, not by definition.
 DEPLOYMENT = {"listeners", "advertised.listeners", "log.dirs", "node.id", "broker.id"}

@@ -28,7 +28,7 @@ from kemu.client import (
     TransactionalProducer,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"

@@ -31,7 +31,7 @@ from kemu.client.consumer import Consumer
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 OVERRIDES = ["kemu.kip1289.enable=true"]
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an
 
 from bench.connection_quota_figure import LIB, QUOTA_WINDOW, scenario
 
-pytestmark = [pytest.mark.integration, pytest.mark.java]
+pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.parity]
 
 
 def needs_java() -> None:

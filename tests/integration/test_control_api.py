@@ -17,7 +17,7 @@ import pytest
 from kemu.control.client import VERBS
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
 GROUP = 32
 
 

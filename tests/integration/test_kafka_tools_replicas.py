@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "bench" / ".cache" / "lib"
 TOPIC = "replicated"

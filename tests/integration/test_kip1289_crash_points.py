@@ -51,7 +51,7 @@ from kemu.client import (
 )
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 OVERRIDES = ["kemu.kip1289.enable=true", "share.coordinator.state.topic.num.partitions=3"]
 SHARE_STATE_TOPIC = "__share_group_state"

@@ -35,7 +35,7 @@ from test_kip1289 import (
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 ACCEPT, REJECT = 1, 3
 AVAILABLE, ACKNOWLEDGED, ARCHIVED, TX_PENDING = 0, 2, 4, 5

@@ -34,7 +34,7 @@ from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
 ADD, TXN_SHARE_ACK, API_VERSIONS = 96, 95, 18
 LIB = Path(__file__).resolve().parents[2] / "bench" / ".cache" / "lib"

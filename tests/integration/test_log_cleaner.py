@@ -30,7 +30,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kemu.protocol.records import BATCH_HEADER_SIZE, BatchHeader, read_header
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 FAST_CLEANER = ["log.cleaner.backoff.ms=100"]
 KEYS = 10

@@ -24,7 +24,7 @@ import pytest
 
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.process]
 
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 4) + b"many"
 FRAME = struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0

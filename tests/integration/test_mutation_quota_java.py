@@ -26,7 +26,7 @@ from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.java]
+pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.parity]
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "bench" / ".cache" / "lib"
 CLIENTS_JAR = LIB / "kafka-clients-4.4.0.jar"

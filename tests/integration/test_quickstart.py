@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 
 def test_produce_then_consume_back(kemu_cluster: KemuProcess) -> None:

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
 from kemu.broker.handlers import load_handlers
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 PARTITIONS = 3
 INIT_PRODUCER_ID, CREATE_TOPICS, DESCRIBE_CONFIGS = 22, 19, 32

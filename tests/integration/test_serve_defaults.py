@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, Res
 
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 DELAY = "group.initial.rebalance.delay.ms"
 TIMEOUT = 30.0

@@ -22,7 +22,7 @@ from test_share_state_rpcs import WireClient, state_of
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 
 def log_start(bootstrap: str) -> int:

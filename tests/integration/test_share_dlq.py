@@ -43,7 +43,7 @@ from parity import kafka_timing_overrides
 from kemu.client import AcknowledgeType, Admin, ShareConsumer, TransactionalProducer
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"

@@ -56,7 +56,7 @@ from kemu.coordinator.share.keys import kafka_uuid
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 PARTITIONS = 3
 FIRST_RECORDS = 90  # 30 per partition, in batches of 5

@@ -4,14 +4,13 @@ offsets) against both, and the targets StreamsGroupDescribe shows compared. Kafk
 assignor hands a task nobody keeps to the member that reported offsets for it, and assigns no
 warm-up tasks.
 
-kemu always runs; Kafka 4.4.0 (from bench/.cache/lib) only with ``KEMU_STREAMS_TESTS=1`` (it
-takes a minute to start), as ``make test-streams`` sets.
+kemu always runs; Kafka 4.4.0 (from bench/.cache/lib) only with ``--heavy`` (it takes a minute
+to start), as ``make test-streams`` gives.
 """
 
 from __future__ import annotations
 
 import datetime
-import os
 import socket
 import struct
 import sys
@@ -49,7 +48,10 @@ ASSIGN_AT_ONCE = {
 }
 
 
-@pytest.fixture(scope="module", params=["kemu", "kafka"])
+@pytest.fixture(
+    scope="module",
+    params=["kemu", pytest.param("kafka", marks=[pytest.mark.heavy, pytest.mark.parity])],
+)
 def bootstrap(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
@@ -64,8 +66,6 @@ def bootstrap(
         yield kemu.bootstrap
         kemu.stop()
         return
-    if os.environ.get("KEMU_STREAMS_TESTS") != "1":
-        pytest.skip("Kafka 4.4.0 side: make test-streams (KEMU_STREAMS_TESTS=1)")
     if not KAFKA_JAR.exists():
         pytest.skip("needs Kafka's jars in bench/.cache/lib (make bench fetches them)")
     sys.path.insert(0, str(ROOT))

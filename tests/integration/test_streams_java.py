@@ -10,7 +10,8 @@ kemu, through ``kemu.probe.StreamsApp`` (tests/java):
   session expires and the output holds every count exactly once (1, 2, ... n per word).
 
 Not part of ``make test`` (three JVMs of Kafka Streams take minutes on a small machine): run
-with ``make test-streams``, which sets ``KEMU_STREAMS_TESTS=1``; figures in docs/conformance.md.
+with ``make test-streams`` (the ``heavy`` marker: deselected without ``--heavy``); figures in
+docs/conformance.md.
 
 Every test runs against kemu and, to compare, against a single-node Apache Kafka 4.4.0 from
 bench/.cache/lib (skipped without it). Sessions and heartbeats are shortened with the same
@@ -44,10 +45,8 @@ from kemu.testing.plugin import KemuProcess
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.java,
-    pytest.mark.skipif(
-        os.environ.get("KEMU_STREAMS_TESTS") != "1",
-        reason="Kafka Streams apps: make test-streams (KEMU_STREAMS_TESTS=1)",
-    ),
+    pytest.mark.heavy,  # make test-streams
+    pytest.mark.parity,
 ]
 
 WAIT_S = 90  # a bound for failing, not a measurement

@@ -16,7 +16,7 @@ from kemu.coordinator.group.streams_records import diff, encode_key, encode_valu
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from test_streams_group import Harness
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
 LIB = Path(__file__).resolve().parents[2] / "bench" / ".cache" / "lib"
 JARS = [LIB / "kafka-group-coordinator-4.4.0.jar", LIB / "kafka-clients-4.4.0.jar"]

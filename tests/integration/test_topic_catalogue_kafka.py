@@ -16,7 +16,7 @@ from config_describe import call, describe_configs, kafka_bootstrap, summary
 from kemu.protocol import wire
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
 CREATE_TOPICS, TOPIC = 19, 2
 NAME = "catalogue-topic"
 

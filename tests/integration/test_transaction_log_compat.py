@@ -16,7 +16,7 @@ from test_transactions import create_topic, transactional_producer
 
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.java]
+pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.parity]
 
 LIB = Path(__file__).resolve().parents[2] / "bench" / ".cache" / "lib"
 DUMP = "org.apache.kafka.tools.DumpLogSegments"

@@ -21,7 +21,7 @@ from test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (f
 
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.java]
+pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.parity]
 ROOT = Path(__file__).resolve().parents[2]
 BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 

@@ -30,6 +30,8 @@ from kemu.protocol.kip1289 import TXN_SHARE_ACKNOWLEDGE_KEY as TXN_SHARE_ACK
 from kemu.protocol.versions import caps_for_release
 from kemu.testing.plugin import free_port_block
 
+pytestmark = pytest.mark.client
+
 TXN = "tx"  # the transactional id test_txn_share_acknowledge's helpers use
 DEFINITIONS = Path(wire.__file__).parent / "kip1289"
 ENABLED = {"kemu.kip1289.enable": "true"}

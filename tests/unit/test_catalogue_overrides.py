@@ -11,6 +11,8 @@ from kemu.cli import _unknown_configs
 from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.testing.plugin import KemuProcess
 
+pytestmark = pytest.mark.process
+
 CATALOGUE_ONLY = ["quota.window.num=3", "log.cleaner.threads=2", "num.network.threads=4"]
 
 

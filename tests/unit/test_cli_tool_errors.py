@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process
+
 KEMU = [sys.executable, "-m", "kemu.cli"]
 
 

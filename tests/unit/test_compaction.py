@@ -564,9 +564,9 @@ def test_a_crash_at_any_step_of_a_cleaning_leaves_a_readable_log(
             crashed = False
         except Crash:
             crashed = True
-    if not crashed:
+    if not crashed:  # past the cleaning's last file step (the range leaves room for more)
         assert calls[0] < crash_at
-        pytest.skip(f"the cleaning takes {calls[0]} file steps")
+        return
     # the process is gone: no close, reopen what is on disk
     reopened = SegmentLog(tmp_path, segment_bytes=600)
     now = content(reopened)

@@ -10,12 +10,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/ is not installed
 
 from conformance.compare import compare, differences, normalise, summarise_records, to_json
 from conformance.proxy import Exchange, RecordingProxy, rewrite_addresses
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
+
+pytestmark = pytest.mark.client
 
 METADATA = 3
 TOPIC_ID = uuid.UUID(int=0xABCDEF)

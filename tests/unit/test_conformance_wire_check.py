@@ -8,11 +8,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/ is not installed
 
 from conformance.franz import _parser, upstreams
 from conformance.proxy import Exchange, RecordingProxy, roundtrip_table
 from kemu.protocol import wire
+
+pytestmark = pytest.mark.client
 
 METADATA = 3
 

@@ -45,6 +45,7 @@ def same_bytes(message: Any) -> None:
     assert fastwrite.encode(message) == wire.encode_body(message)
 
 
+@pytest.mark.slow  # hundreds of generated responses: make test, not make check
 @settings(
     max_examples=800,
     deadline=None,
@@ -56,6 +57,7 @@ def test_every_response_class_encodes_like_kio(data: st.DataObject) -> None:
     same_bytes(data.draw(st.from_type(cls)))
 
 
+@pytest.mark.slow  # hundreds of generated responses: make test, not make check
 @settings(
     max_examples=400,
     deadline=None,

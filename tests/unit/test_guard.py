@@ -151,6 +151,7 @@ def test_truncated_and_overlong_lengths_are_refused() -> None:
         check_request(schema, header(3, 12) + b"\x80\x80\x80\x80\x80\x01", True)  # long varint
 
 
+@pytest.mark.process  # a child process: an abort must not take the test run with it
 def test_mutated_frames_never_abort_the_process() -> None:
     """Thousands of mutated flexible frames through the real decoder, in a child process."""
     script = textwrap.dedent(

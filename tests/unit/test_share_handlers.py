@@ -25,6 +25,8 @@ from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, read_header, split_batches
 from kemu.testing.plugin import free_port_block
 
+pytestmark = pytest.mark.client
+
 SHARE_FETCH, SHARE_ACK = 78, 79
 GAP, ACCEPT, RELEASE, REJECT, RENEW = (int(t) for t in AckType)
 GROUP = "g"

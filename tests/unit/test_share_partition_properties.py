@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -278,7 +279,7 @@ SharePartitionMachine.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-TestSharePartitionMachine = SharePartitionMachine.TestCase
+TestSharePartitionMachine = pytest.mark.slow(SharePartitionMachine.TestCase)  # make test only
 
 
 def loaded_start(start: int, batches: tuple[PersistedBatch, ...]) -> int:

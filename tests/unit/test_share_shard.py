@@ -494,6 +494,7 @@ def _play(updates_per_snapshot: int, steps: list[Any]) -> tuple[ShareCoordinator
     return shard, log
 
 
+@pytest.mark.slow  # 150 generated histories: make test, not make check
 @settings(max_examples=150, deadline=None)
 @given(_write_steps, st.integers(0, 4))
 def test_snapshot_cadence_never_changes_the_state(steps: list[Any], cadence: int) -> None:

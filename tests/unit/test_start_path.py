@@ -17,6 +17,8 @@ import pytest
 
 from kemu.cluster import model
 
+pytestmark = pytest.mark.process
+
 # Starts kemu as the console script does and prints sys.modules the moment the ready line comes.
 PROBE = """
 import builtins, json, os, sys

@@ -7,7 +7,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from kemu.broker.allocator import keep_freed_memory
+
+pytestmark = pytest.mark.process
 
 PROBE = """
 import sys

@@ -13,6 +13,8 @@ import pytest
 
 from kemu.testing.plugin import KemuProcess, free_port_block
 
+pytestmark = pytest.mark.process
+
 LOCK_REFUSAL = "Failed to acquire lock on file .lock in {}."
 
 

@@ -32,6 +32,8 @@ from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import free_port_block
 
+pytestmark = pytest.mark.client
+
 TXN_SHARE_ACK, HEARTBEAT, INIT, END_TXN = 95, 76, 22, 26
 GAP, ACCEPT, RELEASE, REJECT, RENEW = (int(t) for t in AckType)
 TXN = "tx"

@@ -388,6 +388,7 @@ def test_api_names() -> None:
     assert wire.known_versions(API_VERSIONS) == (0, 5)  # v5: kemu.protocol.kafka44
 
 
+@pytest.mark.process  # a fresh interpreter: nothing loaded yet
 def test_kemu_schemas_load_on_first_lookup_and_are_the_ones_declared() -> None:
     import importlib
     import subprocess
