@@ -583,14 +583,19 @@ class GroupCoordinatorService:
         if topic is None or not 0 <= index < len(topic.partitions):
             return
         count = len(topic.partitions)
-        for group in list(self.registry):
-            if partition_for(group.group_id, count) == index:
-                self.registry.unload(group.group_id)
-                self._consumer_written.pop(group.group_id, None)
-                self._share_written.images.pop(group.group_id, None)
-                self.streams.written.pop(group.group_id, None)
-        for group_id in [g for g in self.offsets.group_ids() if partition_for(g, count) == index]:
+        known = {
+            *(g.group_id for g in self.registry),
+            *self.offsets.group_ids(),
+            *self._consumer_written,
+            *self._share_written.images,
+            *self.streams.written,
+        }
+        for group_id in [g for g in known if partition_for(g, count) == index]:
+            self.registry.unload(group_id)
             self.offsets.drop_group(group_id)
+            self._consumer_written.pop(group_id, None)
+            self._share_written.images.pop(group_id, None)
+            self.streams.written.pop(group_id, None)
         self.load([index])
         with contextlib.suppress(RuntimeError):
             self._rearm()
