@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # `make serve` needs the runtime dependencies only; `make test` and the rest add the test and dev
-# extras (STAMP). Editable in compat mode (a .pth naming the checkout): no build warnings.
+# extras (STAMP). Editable: a .pth naming the checkout (pyproject's package-dir), no warnings.
 RUNTIME_STAMP := $(VENV)/.installed-runtime
-EDITABLE := --config-settings editable_mode=compat -e
+EDITABLE := -e
 PORT ?= 9092
 BROKERS ?= 3
 ARGS ?=
