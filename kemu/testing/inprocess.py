@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from kemu.cluster.config import SHIPPED_SERVER_PROPERTIES, BrokerConfig
+from kemu.cluster.config import BrokerConfig
+from kemu.cluster.timing import DEFAULT_PROFILE, profile_properties
 from kemu.testing.plugin import free_port_block
 
 if TYPE_CHECKING:
@@ -41,8 +42,10 @@ class InProcessKemu:
         brokers: int = 3,
         overrides: list[str] | tuple[str, ...] = (),
         data_dir: Path | None = None,
+        timing: str = DEFAULT_PROFILE,
     ) -> None:
         self.brokers = brokers
+        self.timing = timing  # as kemu serve --timing: "fast" (its default) or "kafka"
         self.overrides = list(overrides)
         self.data_dir = data_dir
         self.bootstrap = ""
@@ -91,7 +94,7 @@ class InProcessKemu:
         from kemu.broker.server import KemuServer, ListenError, ServerOptions
 
         self._thread.start()
-        config = BrokerConfig.load(None, self.overrides, base=SHIPPED_SERVER_PROPERTIES)
+        config = BrokerConfig.load(None, self.overrides, base=profile_properties(self.timing))
         for attempt in range(START_ATTEMPTS):
             options = ServerOptions(
                 brokers=self.brokers,
