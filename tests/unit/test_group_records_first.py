@@ -24,7 +24,7 @@ from test_streams_group import COUNT
 
 from kemu.cluster.partition import Partition
 from kemu.coordinator.group import consumer_persistence, share_records, streams_records
-from kemu.coordinator.group.consumer_group import ConsumerGroup
+from kemu.coordinator.group.consumer_group import ConsumerGroup, ConsumerHeartbeat
 from kemu.coordinator.group.offsets_log import TOPIC, answer_for
 from kemu.coordinator.group.persistence import LEGACY_FILE
 from kemu.coordinator.group.placement import GROUP, coordinator_partition
@@ -259,3 +259,37 @@ async def test_a_group_whose_tombstones_fail_is_not_deleted() -> None:
     assert (await broker.send(delete)).results[0].error_code == ErrorCode.none
     broker.restart()
     assert group_coordinator(broker.runtime).registry.get("kip848") is None
+
+
+async def test_what_the_log_holds_is_the_records_replayed_and_matches_each_group() -> None:
+    """After joins, a revocation and a leave, the images rebuilt from the records written
+    equal each group's own (so the next heartbeat writes nothing), for every type."""
+    broker = Broker(**{"group.streams.initial.rebalance.delay.ms": "0"})
+    for name in ("t", "in", "app-words-repartition", "app-counts-changelog"):
+        broker.cluster.create_topic(name, 3, 1)
+    service = group_coordinator(broker.runtime)
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+
+    def consumer(member: str, epoch: int, **fields: Any) -> Any:
+        request = ConsumerHeartbeat("kip848", member, epoch, **fields)
+        return service.consumer_heartbeat(request)
+
+    joining = {"rebalance_timeout_ms": 30_000, "subscribed_topic_names": ("t",)}
+    a = consumer(first, 0, owned=frozenset(), **joining)
+    consumer(second, 0, owned=frozenset(), **joining)
+    consumer(first, a.member_epoch, owned=a.assignment)  # revokes what the second one gets
+    await broker.join("shares", "m1")
+    await broker.join("shares", "m2")
+    await broker.heartbeat("shares", "m1", -1)
+    fields = {"topology": COUNT, "rebalance_timeout_ms": 30_000}
+    service.streams_heartbeat(StreamsHeartbeat("app", "a", 0, process_id="a", **fields))
+    service.streams_heartbeat(StreamsHeartbeat("app", "b", 0, process_id="b", **fields))
+    kip848 = service.registry.get("kip848")
+    share = service.registry.get("shares")
+    streams = service.registry.get("app")
+    assert isinstance(kip848, ConsumerGroup) and len(kip848.members) == 2
+    assert service._consumer_log.images["kip848"] == consumer_persistence.image_of(kip848)
+    assert isinstance(share, ShareGroup) and list(share.members) == ["m2"]
+    assert service._share_log.images["shares"] == share_records.image_of(share, service._topic_name)
+    assert isinstance(streams, StreamsGroup) and len(streams.members) == 2
+    assert service.streams.log.images["app"] == streams_records.image_of(streams)

@@ -61,7 +61,7 @@ from kemu.coordinator.group.consumer_group import (
     ConsumerHeartbeatResult,
     ConsumerSettings,
 )
-from kemu.coordinator.group.consumer_persistence import Image, ImageBuilder, diff, image_of
+from kemu.coordinator.group.consumer_persistence import ImageBuilder, diff, image_of
 from kemu.coordinator.group.consumer_records import ConsumerRecordKey
 from kemu.coordinator.group.offset_manager import (
     CommitPartition,
@@ -147,8 +147,10 @@ class GroupCoordinatorService:
         self._timer: TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_retention_check_ms = 0
-        self._consumer_written: dict[str, Image] = {}  # what the log holds of each group
-        self._share_written = ShareImageBuilder()  # ditto, share groups: the records replayed
+        # What __consumer_offsets holds of each KIP-848 and share group (streams: in
+        # ``StreamsGroups.log``): the records written, replayed as the load replays them.
+        self._consumer_log = ImageBuilder()
+        self._share_log = ShareImageBuilder()
         self.load()
         self.registry.deletion_listeners.append(self._on_group_deleted)
         self._migrate_share_groups_file()
@@ -244,21 +246,13 @@ class GroupCoordinatorService:
         )
         records = [
             *first,
-            *diff(group_id, self._consumer_written.get(group_id), consumer_image),
-            *share_records.diff(group_id, self._share_written.images.get(group_id), share_image),
+            *diff(group_id, self._consumer_log.images.get(group_id), consumer_image),
+            *share_records.diff(group_id, self._share_log.images.get(group_id), share_image),
             *self.streams.pending(group_id),
         ]
         if not records:
             return ErrorCode.none
-        error = self._append(group_id, records, self.runtime.clock_ms())
-        if error != ErrorCode.none:
-            return error
-        if consumer_image is None:
-            self._consumer_written.pop(group_id, None)
-        else:
-            self._consumer_written[group_id] = consumer_image
-        self.streams.written_now(group_id)
-        return ErrorCode.none
+        return self._append(group_id, records, self.runtime.clock_ms())
 
     def streams_heartbeat(
         self,
@@ -537,10 +531,7 @@ class GroupCoordinatorService:
     def _append(self, group_id: str, records: list[Record], now_ms: int) -> ErrorCode:
         error = self.offsets_log.append(group_id, records, now_ms)
         if error == ErrorCode.none:
-            self.offset_manager.replay(records)
-            for key, value in records:
-                if isinstance(key, ShareRecordKey):
-                    self._share_written.apply(key, value)  # type: ignore[arg-type]
+            self._replay(records)
         else:
             log.warning("group_records_not_written", group=group_id, error=error.name)
         return error
@@ -564,6 +555,24 @@ class GroupCoordinatorService:
         self._rearm()
         return ErrorCode.none
 
+    def _replay(self, records: list[Record]) -> None:
+        """Records just written, applied to what the log holds (offsets to the offset store),
+        as the load applies them."""
+        self.offset_manager.replay(records)
+        for key, value in records:
+            if isinstance(key, ConsumerRecordKey):
+                self._consumer_log.apply(key, value)  # type: ignore[arg-type]
+            elif isinstance(key, ShareRecordKey):
+                self._share_log.apply(key, value)  # type: ignore[arg-type]
+            elif isinstance(key, StreamsRecordKey):
+                self.streams.log.apply(key, value)  # type: ignore[arg-type]
+
+    def _forget_logged(self, group_id: str) -> None:
+        """Forget what the log holds of a group being unloaded (a reload replays it)."""
+        self._consumer_log.images.pop(group_id, None)
+        self._share_log.images.pop(group_id, None)
+        self.streams.log.images.pop(group_id, None)
+
     def _on_group_deleted(self, group: Group) -> None:
         records = self.offset_manager.group_tombstones(
             group.group_id, classic=isinstance(group, ClassicGroup)
@@ -586,16 +595,14 @@ class GroupCoordinatorService:
         known = {
             *(g.group_id for g in self.registry),
             *self.offsets.group_ids(),
-            *self._consumer_written,
-            *self._share_written.images,
-            *self.streams.written,
+            *self._consumer_log.images,
+            *self._share_log.images,
+            *self.streams.log.images,
         }
         for group_id in [g for g in known if partition_for(g, count) == index]:
             self.registry.unload(group_id)
             self.offsets.drop_group(group_id)
-            self._consumer_written.pop(group_id, None)
-            self._share_written.images.pop(group_id, None)
-            self.streams.written.pop(group_id, None)
+            self._forget_logged(group_id)
         self.load([index])
         with contextlib.suppress(RuntimeError):
             self._rearm()
@@ -648,11 +655,11 @@ class GroupCoordinatorService:
             self.consumer.resolve_loaded(group, now_ms)
             group.subscribed_metadata = self.consumer.subscribed_metadata(group, self.topic_meta)
             self.registry.put(group)
-            self._consumer_written[group.group_id] = image
+            self._consumer_log.images[group.group_id] = image
         self.streams.load(streams_groups, now_ms)
         for group_id, written in share_groups.images.items():
             if written.has_metadata:
-                self._share_written.images[group_id] = written
+                self._share_log.images[group_id] = written
                 self._put_share_group(share_records.group_from_image(group_id, written, 0), now_ms)
         if groups or offsets:
             log.info("consumer_offsets_loaded", group_records=groups, offset_records=offsets)

@@ -26,7 +26,6 @@ from kemu.coordinator.group.streams_model import (
     StreamsSettings,
 )
 from kemu.coordinator.group.streams_records import (
-    Image,
     StreamsImageBuilder,
     StreamsRecord,
     diff,
@@ -46,8 +45,9 @@ class StreamsGroups:
         self.runtime = runtime
         self.registry = registry
         self.coordinator = StreamsGroupCoordinator(registry, self.settings)
-        self.written: dict[str, Image] = {}  # what __consumer_offsets holds of each group
-        self._pending: dict[str, Image | None] = {}  # the images ``pending`` computed
+        # What __consumer_offsets holds of each group: the records written (the service
+        # replays them here), and the ones loaded.
+        self.log = StreamsImageBuilder()
 
     def settings(self, group_id: str) -> StreamsSettings:
         configs = group_config_store(self.runtime)
@@ -93,22 +93,11 @@ class StreamsGroups:
 
     def pending(self, group_id: str) -> list[StreamsRecord]:
         """The records that bring the log up to date with the group (tombstones when it is
-        gone); ``written_now`` notes them written."""
+        gone); once they are written the service replays them into ``log``."""
         found = self.coordinator.group(group_id)
         new = image_of(found) if found is not None else None
-        old = self.written.get(group_id)
-        self._pending[group_id] = new
+        old = self.log.images.get(group_id)
         return diff(old, new) if old is not None or new is not None else []
-
-    def written_now(self, group_id: str) -> None:
-        """The records ``pending`` returned were appended."""
-        if group_id not in self._pending:
-            return
-        new = self._pending.pop(group_id)
-        if new is None:
-            self.written.pop(group_id, None)
-        else:
-            self.written[group_id] = new
 
     def load(self, builder: StreamsImageBuilder, now_ms: int) -> None:
         """Groups replayed from __consumer_offsets, each member with a fresh session."""
@@ -118,7 +107,7 @@ class StreamsGroups:
                 group.members[member_id] = replace(member, session_deadline_ms=now_ms + timeout)
             self.coordinator.reload(group, self.partition_count)
             self.registry.put(group)
-            self.written[group.group_id] = image
+            self.log.images[group.group_id] = image
 
     def _create(self, group_id: str, topic: TopicToCreate) -> None:
         cluster = self.runtime.cluster
