@@ -27,7 +27,7 @@ from test_streams_assignor_kafka import (
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 CONSUMER_HEARTBEAT, CONSUMER_DESCRIBE = 68, 69
 SHARE_HEARTBEAT, SHARE_DESCRIBE = 76, 77

@@ -15,7 +15,7 @@ import pytest
 from kemu.coordinator.group.share_group import ShareGroup, ShareMember
 from kemu.coordinator.group.share_records import diff, encode_key, encode_value, image_of
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
 LIB = Path(__file__).resolve().parents[2] / "bench" / ".cache" / "lib"
 JARS = [
