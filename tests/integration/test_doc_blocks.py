@@ -173,3 +173,8 @@ def test_pages_other_than_the_readme_have_no_unrun_blocks_left() -> None:
     test of its own (``run-by=``) or marked ``not-run`` until one runs it."""
     others = [b.where for page in PAGES[1:] for b in to_run(page)]
     assert others == []
+
+
+def test_the_readme_fits_one_screen() -> None:
+    """What a newcomer reads first: at most 100 lines; the rest belongs in docs/."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 100
