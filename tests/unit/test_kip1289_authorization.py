@@ -146,8 +146,8 @@ def test_txn_share_acknowledge_needs_write_on_the_transactional_id_then_read_on_
     assert refused.error_code == ErrorCode.group_authorization_failed
     assert enlisted(broker) == set()
     allow(broker, G, GROUP, Operation.READ)
-    # authorized: the member check is next (nobody joined the group)
-    assert txn_share_ack(broker, pid, epoch).error_code == ErrorCode.unknown_member_id
+    # authorized: the member check is next (the group does not exist: spec Q7)
+    assert txn_share_ack(broker, pid, epoch).error_code == ErrorCode.group_id_not_found
 
 
 @pytest.mark.parametrize(
