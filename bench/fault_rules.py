@@ -30,9 +30,9 @@ import structlog
 from kemu.broker.connection import Connection
 from kemu.broker.faults import fault_table
 from kemu.broker.handlers import load_handlers
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.storage.log import MemoryLog
 

@@ -74,7 +74,7 @@ import structlog
 from kemu.broker.connection import Connection
 from kemu.broker.handlers import REGISTRY, load_handlers
 from kemu.broker.server import KemuServer, ServerOptions
-from kemu.cluster.config import BrokerConfig
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch

@@ -18,9 +18,9 @@ import time
 from typing import Any
 
 from kemu.broker.handlers import REGISTRY, load_handlers
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.storage.log import MemoryLog
 

@@ -179,7 +179,7 @@ def write_share_updates(data_dir: Path, updates: int, overrides: list[str]) -> N
     records to a batch (so that generating a million takes minutes, not an hour) and pruned
     as the service prunes."""
     from kemu.broker.server import KemuServer, ServerOptions
-    from kemu.cluster.config import BrokerConfig
+    from kemu.config.definitions import BrokerConfig
     from kemu.coordinator.share.persister import PersistedBatch
     from kemu.coordinator.share.records import encode_key, encode_value
     from kemu.coordinator.share.service import share_persister

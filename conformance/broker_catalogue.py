@@ -4,8 +4,8 @@ The one source of truth is Kafka itself: ``BrokerConfigDump.java`` prints the br
 of the Kafka jars ``make bench`` fetches (``AbstractKafkaConfig.CONFIG_DEF``: name, type,
 default as Kafka describes it, documentation) and whether a broker may change each one
 dynamically (``DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS``). Internal configs, which Kafka does not
-describe, are left out. The result is written to ``kemu/cluster/kafka_broker_catalogue.json``,
-read by ``kemu/cluster/broker_catalogue.py``; ``tests/integration/test_broker_catalogue_kafka.py``
+describe, are left out. The result is written to ``kemu/config/kafka_broker_catalogue.json``,
+read by ``kemu/config/broker_catalogue.py``; ``tests/integration/test_broker_catalogue_kafka.py``
 checks it against a real Kafka's DescribeConfigs.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = Path(__file__).with_name("BrokerConfigDump.java")
-TARGET = ROOT / "kemu" / "cluster" / "kafka_broker_catalogue.json"
+TARGET = ROOT / "kemu" / "config" / "kafka_broker_catalogue.json"
 
 
 def dump() -> list[dict[str, object]]:
@@ -32,9 +32,7 @@ def dump() -> list[dict[str, object]]:
         raise RuntimeError("java and javac are needed")
     with tempfile.TemporaryDirectory() as classes:
         classpath = f"{classes}:{java.LIB_DIR}/*"
-        subprocess.run(
-            [javac, "-cp", f"{java.LIB_DIR}/*", "-d", classes, str(SOURCE)], check=True
-        )
+        subprocess.run([javac, "-cp", f"{java.LIB_DIR}/*", "-d", classes, str(SOURCE)], check=True)
         done = subprocess.run(
             ["java", "-cp", classpath, "BrokerConfigDump"],
             check=True,

@@ -4,7 +4,7 @@ As ``conformance/broker_catalogue.py`` does for the broker: ``GroupTopicConfigDu
 GroupConfig.CONFIG_DEF and LogConfig's ConfigDef from the jars ``make bench`` fetches (name,
 type, default as Kafka describes it, validator as Kafka prints it, internal or not, the broker
 config that supplies the default, documentation); this writes the non-internal ones to
-``kemu/cluster/kafka_group_catalogue.json`` and ``kemu/cluster/kafka_topic_catalogue.json``.
+``kemu/config/kafka_group_catalogue.json`` and ``kemu/config/kafka_topic_catalogue.json``.
 
     python -m conformance.config_catalogues
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = Path(__file__).with_name("GroupTopicConfigDump.java")
 TARGETS = {
-    "group": ROOT / "kemu" / "cluster" / "kafka_group_catalogue.json",
-    "topic": ROOT / "kemu" / "cluster" / "kafka_topic_catalogue.json",
+    "group": ROOT / "kemu" / "config" / "kafka_group_catalogue.json",
+    "topic": ROOT / "kemu" / "config" / "kafka_topic_catalogue.json",
 }
 FIELDS = ("name", "type", "default", "validator", "broker_synonym", "doc")
 

@@ -16,7 +16,7 @@ KNOWN: tuple[Known, ...] = (
         "describe_configs",
         r"\.read_only$",
         "kemu lets num.partitions change at run time (a dynamic broker config); Kafka reads it "
-        "at start-up only (KEMU_DIFFERENCES in kemu/cluster/broker_catalogue.py)",
+        "at start-up only (KEMU_DIFFERENCES in kemu/config/broker_catalogue.py)",
         name="num.partitions",
     ),
     Known(

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from kemu.cluster.config import (
+from kemu.config.definitions import (
     BrokerConfig,
     InvalidConfig,
     unknown_broker_keys,
 )
-from kemu.cluster.timing import DEFAULT_PROFILE, PROFILES, profile_properties
+from kemu.config.timing import DEFAULT_PROFILE, PROFILES, profile_properties
 from kemu.control.cli import (
     add_ctl_parser,
     add_serve_arguments,
@@ -252,7 +252,7 @@ async def _serve(options: ServerOptions, args: argparse.Namespace) -> None:
         if control is not None:
             await control.close()
         raise
-    if options.config.get("listeners") is not None:
+    if options.config.supplied("listeners") is not None:
         for name, bootstrap in server.listener_bootstraps().items():
             print(f"kemu listener {name} bootstrap={bootstrap}", flush=True)
     ready = f"kemu ready bootstrap={server.bootstrap_servers}"
@@ -433,10 +433,6 @@ def _check_start_configs(config: BrokerConfig, profile: Mapping[str, str] | None
         from kemu.coordinator.group.config import check_broker_group_configs
 
         check_broker_group_configs(config)  # heartbeat intervals, session timeouts in bounds
-    if any(name.startswith("share.coordinator.") for name in config.static):
-        from kemu.coordinator.share.config import check_share_coordinator_configs
-
-        check_share_coordinator_configs(config)  # Kafka's internal ones, not in the catalogue
     if (config.get("authorizer.class.name") or "").strip():
         from kemu.broker.security.acls import super_users
 
@@ -448,27 +444,19 @@ class _StartFailed(Exception):
 
 
 def _unknown_configs(config: BrokerConfig) -> list[str]:
-    """Supplied broker properties no config definition knows (the group coordinator's, the
-    listeners' and Kafka's own broker configs of the catalogue, which kemu stores but may not act
-    on, included): what is left is most likely a typo."""
-    from kemu.cluster.broker_catalogue import catalogue
+    """Supplied broker properties no config definition knows (kemu's, Kafka's catalogue, which
+    kemu stores but may not act on, Kafka's internal ones and the listeners'): what is left is
+    most likely a typo."""
     from kemu.cluster.listeners import is_security_config
 
-    unknown = unknown_broker_keys(config.static, catalogue())
-    if unknown:  # only then the group coordinator's config module, not needed to start
-        from kemu.coordinator.group.config import BROKER_FALLBACKS
-        from kemu.coordinator.share.config import INTERNAL_BROKER_CONFIGS
-
-        unknown = unknown_broker_keys(unknown, BROKER_FALLBACKS, INTERNAL_BROKER_CONFIGS)
+    unknown = unknown_broker_keys(config.static)
     return [name for name in unknown if not is_security_config(name)]
 
 
 def _known_config_names() -> list[str]:
-    from kemu.cluster.broker_catalogue import catalogue
-    from kemu.cluster.config import BROKER_CONFIGS
-    from kemu.coordinator.group.config import BROKER_FALLBACKS
+    from kemu.config.definitions import known_broker_configs
 
-    return sorted({*catalogue(), *BROKER_CONFIGS, *BROKER_FALLBACKS})
+    return sorted(known_broker_configs())
 
 
 def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

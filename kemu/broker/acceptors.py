@@ -38,8 +38,8 @@ from kemu.cluster.connection_quotas import (
 
 if TYPE_CHECKING:
     from kemu.cluster.clock import TimerHandle
-    from kemu.cluster.config import BrokerConfig
     from kemu.cluster.context import Runtime
+    from kemu.config.definitions import BrokerConfig
 
 log = structlog.get_logger("kemu.acceptor")
 
@@ -213,7 +213,7 @@ def connection_acceptors(runtime: Runtime, node_id: int) -> BrokerAcceptors:
 
 def listener_names(config: BrokerConfig) -> tuple[str, ...]:
     """The names in ``listeners`` (as kemu/cluster/listeners.py reads them), else PLAINTEXT."""
-    value = config.get("listeners") or ""
+    value = config.supplied("listeners") or ""
     names = tuple(
         part.strip().partition("://")[0].upper() for part in value.split(",") if "://" in part
     )
@@ -238,8 +238,8 @@ def connection_limits(
         if value is not None:
             listener_rate[listener] = int(value)
     overrides = _setting(config, node_id, "max.connections.per.ip.overrides") or ""
-    inter_broker = config.get("inter.broker.listener.name") or (
-        config.get("security.inter.broker.protocol") or DEFAULT_LISTENER
+    inter_broker = config.supplied("inter.broker.listener.name") or (
+        config.supplied("security.inter.broker.protocol") or DEFAULT_LISTENER
     )
     return ConnectionLimits(
         max_connections=max_connections,
@@ -315,10 +315,4 @@ def _setting(config: BrokerConfig, node_id: int, name: str) -> str | None:
     node = config.node_dynamic.get(node_id)
     if node is not None and name in node:
         return node[name]
-    value = config.get(name)
-    if value is None and not name.startswith("listener.name."):
-        from kemu.cluster.broker_catalogue import catalogue
-
-        definition = catalogue().get(name)
-        value = definition.default if definition is not None else None
-    return value
+    return config.get(name)

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from kemu.cluster.config import TopicConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import SHARE_STATE_TOPIC, Topic
+from kemu.config.definitions import TopicConfig
 
 if TYPE_CHECKING:
     from kemu.storage.compaction import CleanResult, CompactionPolicy
@@ -58,13 +58,13 @@ def compaction_policy(config: TopicConfig) -> CompactionPolicy:
         delete_retention_ms=config.get_int("delete.retention.ms"),
         min_compaction_lag_ms=config.get_int("min.compaction.lag.ms"),
         max_compaction_lag_ms=config.get_int("max.compaction.lag.ms"),
-        min_cleanable_dirty_ratio=float(config.get("min.cleanable.dirty.ratio") or 0.5),
+        min_cleanable_dirty_ratio=config.get_float("min.cleanable.dirty.ratio"),
         producer_expiration_ms=config.broker.get_int("producer.id.expiration.ms"),
         segment_bytes=config.get_int("segment.bytes"),
         max_map_keys=int(
             config.broker.get_int("log.cleaner.dedupe.buffer.size")
             / 24  # Kafka's entry: a 16-byte MD5 of the key and an 8-byte offset
-            * float(config.broker.get("log.cleaner.io.buffer.load.factor") or 0.9)
+            * config.broker.get_float("log.cleaner.io.buffer.load.factor")
         ),
     )
 

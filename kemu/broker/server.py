@@ -18,7 +18,6 @@ from kemu.broker.connection import Connection
 from kemu.broker.failover import NODE_LISTENERS, install_failover
 from kemu.broker.handlers import handler_module_names, register_placeholders
 from kemu.broker.ports import free_port_block
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.crash_points import crash_point
 from kemu.cluster.listeners import (
@@ -28,6 +27,7 @@ from kemu.cluster.listeners import (
     unserved_controller_listeners,
 )
 from kemu.cluster.model import SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.storage.lock import DataDirLock
 from kemu.storage.log import MemoryLog, PartitionLog
 
@@ -61,7 +61,7 @@ def _log_factory(options: ServerOptions) -> Callable[[str, int], PartitionLog]:
         return lambda topic, index: MemoryLog()
     config = options.config
     segment_bytes = config.get_int("log.segment.bytes")
-    flush_always = (config.get("kemu.log.flush") or "interval") == "always"
+    flush_always = config.get("kemu.log.flush") == "always"
 
     def make(topic: str, index: int) -> PartitionLog:
         # Imported with the first partition, not at start: a fresh data dir has none yet.
@@ -107,7 +107,7 @@ class KemuServer:
                 reason="in controller.listener.names: kemu runs no KRaft controller, so it is "
                 "neither bound nor advertised",
             )
-        self._secured = options.config.get("listeners") is not None
+        self._secured = options.config.supplied("listeners") is not None
         listener_nodes = {
             listener.name: {
                 node_id: BrokerNode(

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kemu.cluster.config import ConfigSource, ConfigType
 from kemu.cluster.config_resources import (
     CLIENT_METRICS,
     ConfigEntry,
@@ -34,6 +33,7 @@ from kemu.cluster.config_resources import (
     Synonym,
     register_config_resource,
 )
+from kemu.config.definitions import ConfigSource, ConfigType
 from kemu.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

@@ -31,8 +31,9 @@ from enum import IntEnum
 from itertools import dropwhile
 from typing import TYPE_CHECKING, Any
 
-from kemu.cluster.broker_catalogue import catalogue
-from kemu.cluster.config import (
+from kemu.cluster.model import topic_name_problem
+from kemu.config.broker_catalogue import catalogue
+from kemu.config.definitions import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -45,8 +46,7 @@ from kemu.cluster.config import (
     validate_topic_configs,
     validate_value,
 )
-from kemu.cluster.config_docs import BROKER_DOCS, TOPIC_DOCS
-from kemu.cluster.model import topic_name_problem
+from kemu.config.docs import BROKER_DOCS, TOPIC_DOCS
 from kemu.protocol.errors import ErrorCode, default_message
 
 if TYPE_CHECKING:
@@ -372,7 +372,7 @@ def topic_config_entries(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
 
 def _topic_doc(name: str, own: str) -> str | None:
     """Kafka's documentation of a topic config (its generated catalogue), else kemu's words."""
-    from kemu.cluster.config_catalogues import topic_catalogue
+    from kemu.config.catalogues import topic_catalogue
 
     kafka = topic_catalogue().get(name)
     return kafka.doc if kafka is not None else own or TOPIC_DOCS.get(name)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kemu.cluster.config import BROKER_CONFIGS, BrokerConfig, InvalidConfig, validate_value
+from kemu.config.definitions import BROKER_CONFIGS, BrokerConfig, InvalidConfig, validate_value
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
@@ -127,7 +127,7 @@ def _entries(value: str, config: str) -> list[tuple[str, str, int]]:
 
 
 def protocol_map(config: BrokerConfig) -> dict[str, str]:
-    text = config.get("listener.security.protocol.map") or DEFAULT_PROTOCOL_MAP
+    text = config.supplied("listener.security.protocol.map") or DEFAULT_PROTOCOL_MAP
     mapping: dict[str, str] = {}
     for part in text.split(","):
         if not part.strip():
@@ -140,7 +140,7 @@ def protocol_map(config: BrokerConfig) -> dict[str, str]:
                 f"No enum constant SecurityProtocol {protocol or part}"
             )
         mapping[name.strip().upper()] = protocol
-    if not config.get("listener.security.protocol.map"):
+    if not config.supplied("listener.security.protocol.map"):
         # As Kafka 4.4.0's effectiveListenerSecurityProtocolMap: with the default map, controller
         # listeners are PLAINTEXT unless a controller or listener name is SSL or SASL_*.
         controllers = controller_listener_names(config)
@@ -152,21 +152,21 @@ def protocol_map(config: BrokerConfig) -> dict[str, str]:
 
 
 def _listed(config: BrokerConfig) -> list[str]:
-    return [part for part in (config.get("listeners") or "").split(",") if part.strip()]
+    return [part for part in (config.supplied("listeners") or "").split(",") if part.strip()]
 
 
 def controller_listener_names(config: BrokerConfig) -> list[str]:
     """``controller.listener.names``, upper-cased: listeners a KRaft controller serves. They are
     not broker listeners (Kafka 4.4.0 neither advertises them in Metadata nor serves broker APIs
     there) and kemu, which runs no controller, does not bind them."""
-    value = config.get("controller.listener.names") or ""
+    value = config.supplied("controller.listener.names") or ""
     return [name.strip().upper() for name in value.split(",") if name.strip()]
 
 
 def unserved_controller_listeners(config: BrokerConfig) -> list[str]:
     """The listeners of ``listeners`` that ``controller.listener.names`` names (not bound)."""
     controllers = controller_listener_names(config)
-    listed = [name for name, _, _ in _entries(config.get("listeners") or "", "listeners")]
+    listed = [name for name, _, _ in _entries(config.supplied("listeners") or "", "listeners")]
     return [name for name in listed if name in controllers]
 
 
@@ -180,9 +180,11 @@ def configured_listeners(
     """The broker listeners of ``config`` (one PLAINTEXT one on ``host:port`` when none is set);
     listeners named in ``controller.listener.names`` are left out. Raises InvalidConfig with
     Kafka 4.4.0's KafkaConfig messages."""
-    value = config.get("listeners")
+    value = config.supplied("listeners")
     advertised_default = advertised_host or host
-    advertised_entries = _entries(config.get("advertised.listeners") or "", "advertised.listeners")
+    advertised_entries = _entries(
+        config.supplied("advertised.listeners") or "", "advertised.listeners"
+    )
     controllers = set(controller_listener_names(config))
     # Kafka's effective advertised broker listeners leave the controller listeners out.
     advertised = {name: (h, p) for name, h, p in advertised_entries if name not in controllers}
@@ -243,8 +245,8 @@ def _check_advertised_subset(advertised: dict[str, tuple[str, int]], names: list
 
 def listener_value(config: BrokerConfig, listener: str, name: str) -> str | None:
     """``listener.name.<listener>.<name>``, else ``name``, as Kafka resolves listener configs."""
-    prefixed = config.get(f"listener.name.{listener.lower()}.{name}")
-    return prefixed if prefixed is not None else config.get(name)
+    prefixed = config.supplied(f"listener.name.{listener.lower()}.{name}")
+    return prefixed if prefixed is not None else config.supplied(name)
 
 
 def listen_backlog(config: BrokerConfig, listener: str) -> int:
@@ -292,13 +294,13 @@ def check_sasl_mechanisms(config: BrokerConfig, listeners: list[Listener]) -> No
         if enabled and not missing:
             continue
         prefixed = f"listener.name.{listener.name.lower()}.sasl.enabled.mechanisms"
-        key = prefixed if config.get(prefixed) is not None else "sasl.enabled.mechanisms"
+        key = prefixed if config.supplied(prefixed) is not None else "sasl.enabled.mechanisms"
         reason = (
             f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not implemented by kemu"
             if missing
             else "no mechanism is enabled"
         )
         raise InvalidConfig(
-            f"Invalid value {config.get(key)} for configuration {key}: {reason} (listener "
+            f"Invalid value {config.supplied(key)} for configuration {key}: {reason} (listener "
             f"{listener.name}; kemu supports {', '.join(SASL_MECHANISMS)})"
         )

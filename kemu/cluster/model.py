@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kemu.cluster.config import BrokerConfig, TopicConfig
 from kemu.cluster.partition import Partition
+from kemu.config.definitions import BrokerConfig, TopicConfig
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import PartitionLog
 

@@ -482,14 +482,10 @@ class ClientThrottles:
 
 def client_throttles(runtime: Runtime) -> ClientThrottles:
     def create(rt: Runtime) -> ClientThrottles:
-        from kemu.cluster.broker_catalogue import catalogue
         from kemu.cluster.client_quotas import client_quotas
 
         def setting(name: str) -> int:
-            value = rt.cluster.config.get(name)
-            if value is None:
-                value = catalogue()[name].default
-            return max(int(value or 1), 1)  # Kafka's validators: at least 1
+            return max(rt.cluster.config.get_int(name), 1)  # Kafka's validators: at least 1
 
         return ClientThrottles(
             client_quotas(rt),

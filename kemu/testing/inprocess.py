@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from kemu.cluster.config import BrokerConfig
-from kemu.cluster.timing import DEFAULT_PROFILE, profile_properties
+from kemu.config.definitions import BrokerConfig
+from kemu.config.timing import DEFAULT_PROFILE, profile_properties
 from kemu.testing.plugin import free_port_block
 
 if TYPE_CHECKING:

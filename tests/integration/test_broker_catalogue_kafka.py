@@ -1,7 +1,7 @@
 """kemu's broker configs against a real Kafka 4.4.0's DescribeConfigs (bench's jars; skipped
 without them): every config Kafka describes, kemu describes, with the same type, read-only flag
 and, where both report the default, the same value and documentation, except the differences
-listed in kemu/cluster/broker_catalogue.py (KEMU_DIFFERENCES)."""
+listed in kemu/config/broker_catalogue.py (KEMU_DIFFERENCES)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from config_describe import describe_configs, kafka_bootstrap
 
-from kemu.cluster.broker_catalogue import KEMU_DIFFERENCES
+from kemu.config.broker_catalogue import KEMU_DIFFERENCES
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]

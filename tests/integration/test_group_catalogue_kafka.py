@@ -1,7 +1,7 @@
 """kemu's group configs against a real Kafka 4.4.0's DescribeConfigs (bench's jars; skipped
 without them): the same 21 names, with the same types, values, documentation and DEFAULT_CONFIG
 synonyms (the broker config supplying each default), as generated into
-kemu/cluster/kafka_group_catalogue.json by ``python -m conformance.config_catalogues``."""
+kemu/config/kafka_group_catalogue.json by ``python -m conformance.config_catalogues``."""
 
 from __future__ import annotations
 

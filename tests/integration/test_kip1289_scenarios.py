@@ -54,7 +54,7 @@ from kemu.client import (
     TransactionalProducer,
 )
 from kemu.client.cluster import ClusterClient
-from kemu.cluster.config import BROKER_CONFIGS
+from kemu.config.definitions import BROKER_CONFIGS
 from kemu.coordinator.share.keys import coordinator_key, kafka_uuid, partition_for
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.protocol.errors import ErrorCode

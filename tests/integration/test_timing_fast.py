@@ -1,7 +1,7 @@
 """What ``kemu serve --timing fast`` (the default) changes, seen by real clients (confluent-kafka
 2.x) through the recording proxy of ``make conformance-diff`` (``conformance/proxy.py``): the
 ORDER of what the group coordinator answers, never how long it took. Each test is a row of
-``kemu.cluster.timing.FAST_TIMING``; where ``--timing kafka`` answers in another order, a test
+``kemu.config.timing.FAST_TIMING``; where ``--timing kafka`` answers in another order, a test
 shows that too.
 
 - a share member is assigned its partitions in the answer to its first heartbeat, and the
@@ -44,7 +44,7 @@ from confluent_kafka.admin import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/ is not installed
 from conformance.proxy import Exchange, ProxyThread, RecordingProxy
-from kemu.cluster.timing import FAST_HEARTBEAT_MS
+from kemu.config.timing import FAST_HEARTBEAT_MS
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.integration

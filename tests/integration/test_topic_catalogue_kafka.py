@@ -1,7 +1,7 @@
 """kemu's topic configs against a real Kafka 4.4.0's DescribeConfigs (bench's jars; skipped
 without them): a topic created with no configs of its own is described with the same 37 names,
 types, values, sources, synonyms and documentation, as generated into
-kemu/cluster/kafka_topic_catalogue.json by ``python -m conformance.config_catalogues``."""
+kemu/config/kafka_topic_catalogue.json by ``python -m conformance.config_catalogues``."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from kemu.broker.security.acls import (
     PatternType,
     Permission,
 )
-from kemu.cluster.config import BrokerConfig
+from kemu.config.definitions import BrokerConfig
 
 T, G, C = AclResourceType.TOPIC, AclResourceType.GROUP, AclResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED

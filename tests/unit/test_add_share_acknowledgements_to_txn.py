@@ -20,7 +20,7 @@ from kemu.broker.handlers import check_wire_keys, moved_keys
 from kemu.broker.handlers.api_versions import advertised, finalized_features, supported_features
 from kemu.broker.server import KemuServer, ServerOptions
 from kemu.broker.share.states import RecordState
-from kemu.cluster.config import BrokerConfig, InvalidConfig
+from kemu.config.definitions import BrokerConfig, InvalidConfig
 from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol import wire

@@ -17,9 +17,9 @@ import pytest
 from kemu.broker.fetch_session import SessionPartition
 from kemu.broker.handlers import REGISTRY, load_handlers
 from kemu.broker.handlers.fetch import fetch_sessions
-from kemu.cluster.config import BrokerConfig, ConfigSource, ConfigType
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig, ConfigSource, ConfigType
 from kemu.coordinator.transaction.producer_ids import ProducerIdBlocks, ProducerIds
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode

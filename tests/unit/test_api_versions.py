@@ -12,9 +12,9 @@ from kafka.protocol.broker_version_data import infer_broker_version_from_api_ver
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from kemu.broker.handlers import ENABLED_BY, REGISTRY, HandlerSpec, api_versions, load_handlers
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.versions import KAFKA_RELEASES, caps_for_release

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from test_admin_handlers import BROKER, Broker
 
-from kemu.cluster.broker_catalogue import KEMU_DIFFERENCES, catalogue, kafka_version
-from kemu.cluster.config import BROKER_CONFIGS, ConfigSource, ConfigType
+from kemu.config.broker_catalogue import KEMU_DIFFERENCES, catalogue, kafka_version
+from kemu.config.definitions import BROKER_CONFIGS, ConfigSource, ConfigType
 from kemu.protocol.errors import ErrorCode
 
 SET = 0

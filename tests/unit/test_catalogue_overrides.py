@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kemu.cli import _unknown_configs
-from kemu.cluster.config import BrokerConfig, InvalidConfig
+from kemu.config.definitions import BrokerConfig, InvalidConfig
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.process

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from kemu.broker.handlers import REGISTRY, load_handlers
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.group.consumer_protocol import encode_subscription
 from kemu.coordinator.group.offsets_log import OffsetsLog
 from kemu.coordinator.group.placement import GROUP, coordinator_partition

@@ -12,7 +12,7 @@ import pytest
 from test_admin_handlers import Broker
 
 from kemu.cluster.client_metrics import telemetry_store
-from kemu.cluster.config import ConfigSource
+from kemu.config.definitions import ConfigSource
 from kemu.protocol.errors import ErrorCode
 
 LIST_RESOURCES, GET_TELEMETRY, PUSH_TELEMETRY = 74, 71, 72

@@ -695,7 +695,7 @@ def test_any_log_reads_back_the_latest_value_per_key_after_cleanings(
 
 def test_the_cleaner_takes_topic_configs_and_their_broker_synonyms() -> None:
     from kemu.broker.housekeeping import compaction_policy
-    from kemu.cluster.config import BrokerConfig, TopicConfig
+    from kemu.config.definitions import BrokerConfig, TopicConfig
 
     broker = BrokerConfig(
         {
@@ -720,8 +720,8 @@ def test_the_cleaner_takes_topic_configs_and_their_broker_synonyms() -> None:
 
 
 def test_max_compaction_lag_rolls_a_compacted_topics_active_segment(tmp_path: Path) -> None:
-    from kemu.cluster.config import BrokerConfig
     from kemu.cluster.model import BrokerNode, Cluster
+    from kemu.config.definitions import BrokerConfig
 
     def make(topic: str, index: int) -> SegmentLog:
         return SegmentLog(tmp_path / f"{topic}-{index}")

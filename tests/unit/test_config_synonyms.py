@@ -14,9 +14,9 @@ from __future__ import annotations
 import pytest
 from test_admin_handlers import BROKER, Broker, configs_by_name
 
-from kemu.cluster.config import BrokerConfig, ConfigSource, TopicConfig
 from kemu.cluster.config_resources import topic_config_entries
-from kemu.cluster.timing import profile_properties
+from kemu.config.definitions import BrokerConfig, ConfigSource, TopicConfig
+from kemu.config.timing import profile_properties
 
 LONG_MAX = "9223372036854775807"
 STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG

@@ -17,9 +17,9 @@ import pytest
 
 from kemu.broker.connection import Connection
 from kemu.broker.handlers import REGISTRY, HandlerSpec, load_handlers
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import MemoryLog

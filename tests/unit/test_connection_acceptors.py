@@ -22,9 +22,9 @@ from kemu.broker.connection import Connection
 from kemu.broker.handlers import load_handlers
 from kemu.cluster.client_quotas import IP, QuotaOp, client_quotas, make_entity
 from kemu.cluster.clock import VirtualClock
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.storage.log import MemoryLog
 from kemu.testing.transport import RecordingTransport
@@ -223,7 +223,7 @@ def test_the_protected_listener_closes_the_least_recently_used_connections_of_ot
 
 def test_negative_limits_are_refused_with_kafkas_message() -> None:
     """SocketServerConfigs defines the four with atLeast(0): a bad value ends start-up."""
-    from kemu.cluster.config import InvalidConfig
+    from kemu.config.definitions import InvalidConfig
 
     for name in ("max.connections", "max.connection.creation.rate", "max.connections.per.ip"):
         with pytest.raises(InvalidConfig, match=f"{name}: Value must be at least 0"):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.failover import FailoverError, start_broker, stop_broker
 from kemu.cluster.model import NO_LEADER, BrokerNode, Cluster
 from kemu.cluster.partition import Partition
+from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.share.service import ShareCoordinatorService
 from kemu.coordinator.transaction.coordinator import TxnState
 from kemu.coordinator.transaction.service import TransactionService

@@ -10,9 +10,9 @@ import pytest
 
 from kemu.broker.faults import FaultTable, RuleError, touches
 from kemu.cluster.clock import VirtualClock
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.protocol.wire import DecodedRequest, RequestHeader
 from kemu.storage.log import MemoryLog

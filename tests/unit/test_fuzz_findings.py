@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from kemu.broker.handlers import REGISTRY, load_handlers
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import MemoryLog

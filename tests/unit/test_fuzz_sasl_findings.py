@@ -15,8 +15,8 @@ import pytest
 from kemu.broker.security.credentials import Credentials
 from kemu.broker.security.mechanisms import LONG_MAX, OAuthBearerServer
 from kemu.broker.security.session import MAX_SESSION_LIFETIME_MS, SecuritySession
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.listeners import configured_listeners
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 

@@ -252,8 +252,8 @@ def test_the_share_group_resets_its_assignment_time_when_empty_and_keeps_it_on_d
 
 
 def test_kemu_serve_sets_both_intervals_to_zero_and_kafkas_default_is_one_second() -> None:
-    from kemu.cluster.config import BrokerConfig
-    from kemu.cluster.timing import profile_properties
+    from kemu.config.definitions import BrokerConfig
+    from kemu.config.timing import profile_properties
     from kemu.coordinator.group.config import GroupConfigStore
 
     served = GroupConfigStore(BrokerConfig.load(None, [], base=profile_properties("fast")))

@@ -1,4 +1,4 @@
-"""Group configs from Kafka's own GroupConfig (kemu/cluster/kafka_group_catalogue.json, made by
+"""Group configs from Kafka's own GroupConfig (kemu/config/kafka_group_catalogue.json, made by
 ``python -m conformance.config_catalogues``): kemu defines every one Kafka describes, with its
 type, default, floor, broker synonym and documentation, and checks values as Kafka's
 GroupConfig.validate does (the messages are Kafka's). The whole DescribeConfigs answer is compared
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from kemu.cluster.config import BrokerConfig, InvalidConfig
-from kemu.cluster.config_catalogues import group_catalogue
+from kemu.config.catalogues import group_catalogue
+from kemu.config.definitions import BrokerConfig, InvalidConfig
 from kemu.coordinator.group.config import GROUP_CONFIGS, GroupConfigStore
 
 NEW_IN_CATALOGUE = {

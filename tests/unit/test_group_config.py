@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kemu.cluster.config import BrokerConfig, ConfigSource, InvalidConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig, ConfigSource, InvalidConfig
 from kemu.coordinator.group.config import (
     AutoOffsetReset,
     GroupConfigStore,
@@ -104,8 +104,8 @@ def test_overrides_win() -> None:
             "least 2",
         ),
         (
-            {"share.partition.max.record.locks": "2001"},
-            "share.partition.max.record.locks must be in the range 100 to 2000 inclusive.",
+            {"share.partition.max.record.locks": "4001"},
+            "share.partition.max.record.locks must be in the range 100 to 4000 inclusive.",
         ),
         (
             {"consumer.session.timeout.ms": "44999"},

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from kemu.broker.handlers import REGISTRY, load_handlers
-from kemu.cluster.config import BrokerConfig, ConfigSource
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig, ConfigSource
 from kemu.coordinator.group.hashing import java_string_hash, kafka_abs, partition_for
 from kemu.coordinator.group.placement import share_coordinator_key, to_kafka_uuid
 from kemu.coordinator.group.service import group_coordinator, share_persister

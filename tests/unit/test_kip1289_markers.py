@@ -12,9 +12,9 @@ from share_helpers import FakeLog, ack, acquire, ranges
 
 from kemu.broker.share.partition import SharePartitionConfig, SharePartitionCore
 from kemu.broker.share.states import AckType, RecordState
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.share.decode import LogRecord, ShareStateDecoder, log_records
 from kemu.coordinator.share.persister import PersistedBatch, PersistedState, SharePartitionKey
 from kemu.coordinator.share.records import (
@@ -371,4 +371,3 @@ def test_replace_keeps_the_staging_tuple_in_step() -> None:
 
 def test_asyncio_is_not_needed_for_any_of_this() -> None:
     assert not asyncio.iscoroutinefunction(ShareCoordinatorService.follow_markers)
-

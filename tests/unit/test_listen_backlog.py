@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kemu.broker.server import KemuServer, ServerOptions
-from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.listeners import is_security_config, listen_backlog
+from kemu.config.definitions import BrokerConfig, InvalidConfig
 
 
 def config(**values: str) -> BrokerConfig:

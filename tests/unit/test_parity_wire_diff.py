@@ -11,15 +11,15 @@ import pytest
 from test_admin_handlers import Broker
 
 from kemu.broker.share.routing import PartitionAnswer, current_leader
-from kemu.cluster.config import (
+from kemu.cluster.config_resources import topic_config_entries
+from kemu.cluster.context import RequestContext
+from kemu.config.definitions import (
     TOPIC_CONFIGS,
     BrokerConfig,
     InvalidConfig,
     TopicConfig,
     validate_topic_configs,
 )
-from kemu.cluster.config_resources import topic_config_entries
-from kemu.cluster.context import RequestContext
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 
@@ -290,7 +290,7 @@ def test_min_insync_replicas_is_the_cluster_wide_dynamic_default_kafka_4_4_write
     """Kafka 4.4's controller, with ELR enabled, writes a cluster-wide min.insync.replicas (its
     static value) when it first starts, so a topic lists it from DYNAMIC_DEFAULT_BROKER_CONFIG
     with the default below it."""
-    from kemu.cluster.config import ConfigSource
+    from kemu.config.definitions import ConfigSource
 
     for static, value in (({}, "1"), ({"min.insync.replicas": "2"}, "2")):
         broker = Broker(**static)

@@ -20,8 +20,8 @@ from kemu.broker.security.mechanisms import (
     ScramServer,
 )
 from kemu.broker.security.session import SecuritySession
-from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.listeners import configured_listeners, is_security_config
+from kemu.config.definitions import BrokerConfig, InvalidConfig
 from kemu.protocol.errors import ErrorCode
 
 NOW_MS = 1_800_000_000_000

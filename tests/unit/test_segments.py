@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.model import BrokerNode, Cluster
 from kemu.cluster.partition import Partition
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import BatchHeader, build_batch, read_header
 from kemu.storage.log import MemoryLog, PartitionLog

@@ -14,14 +14,9 @@ import pytest
 
 from kemu.cli import _unknown_configs
 from kemu.cluster.clock import VirtualClock
-from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
-from kemu.coordinator.share.config import (
-    COLD_PARTITION_SNAPSHOT_INTERVAL_MS,
-    check_share_coordinator_configs,
-    cold_partition_snapshot_interval_ms,
-)
+from kemu.config.definitions import BrokerConfig, InvalidConfig
 from kemu.coordinator.share.persister import PersistedBatch, PersistedState, SharePartitionKey
 from kemu.coordinator.share.records import (
     SHARE_SNAPSHOT,
@@ -32,6 +27,9 @@ from kemu.coordinator.share.records import (
     decode_record,
     encode_key,
     encode_value,
+)
+from kemu.coordinator.share.service import (
+    COLD_SNAPSHOT_INTERVAL as COLD_PARTITION_SNAPSHOT_INTERVAL_MS,
 )
 from kemu.coordinator.share.service import SHARE_STATE_TOPIC, ShareCoordinatorService
 from kemu.coordinator.share.shard import ShareCoordinatorShard
@@ -250,10 +248,9 @@ def test_no_timer_without_a_loop_or_a_virtual_clock(tmp_path: Path) -> None:
 
 
 def test_the_interval_is_kafkas_internal_config_with_its_default_and_floor() -> None:
-    assert cold_partition_snapshot_interval_ms(BrokerConfig()) == 300_000
-    configured = BrokerConfig({COLD_PARTITION_SNAPSHOT_INTERVAL_MS: "60000"})
-    assert cold_partition_snapshot_interval_ms(configured) == 60_000
-    check_share_coordinator_configs(configured)
+    assert BrokerConfig().get_int(COLD_PARTITION_SNAPSHOT_INTERVAL_MS) == 300_000
+    configured = BrokerConfig.load(None, [f"{COLD_PARTITION_SNAPSHOT_INTERVAL_MS}=60000"])
+    assert configured.get_int(COLD_PARTITION_SNAPSHOT_INTERVAL_MS) == 60_000
     # known to kemu serve, so not warned about (nor refused by --strict-config)
     assert _unknown_configs(configured) == []
     for bad, message in (
@@ -261,9 +258,7 @@ def test_the_interval_is_kafkas_internal_config_with_its_default_and_floor() -> 
         ("soon", "Not a number of type INT"),
     ):
         with pytest.raises(InvalidConfig) as refused:
-            check_share_coordinator_configs(
-                BrokerConfig({COLD_PARTITION_SNAPSHOT_INTERVAL_MS: bad})
-            )
+            BrokerConfig.load(None, [f"{COLD_PARTITION_SNAPSHOT_INTERVAL_MS}={bad}"])
         assert str(refused.value) == (
             f"Invalid value {bad} for configuration {COLD_PARTITION_SNAPSHOT_INTERVAL_MS}: "
             + message

@@ -21,9 +21,9 @@ from kemu.broker.share.partition import (
 )
 from kemu.broker.share.settings import ShareSettings
 from kemu.broker.share.states import AckType, RecordState
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.model import BrokerNode, Cluster
 from kemu.cluster.partition import Partition
+from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.share.persister import PersistedBatch, PersistedState
 from kemu.protocol.record_reader import Record, iter_records
 from kemu.protocol.records import build_batch, read_header

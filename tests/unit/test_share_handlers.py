@@ -18,8 +18,8 @@ import pytest
 from kemu.broker.server import KemuServer, ServerOptions
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import AckType, RecordState
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.partition import Partition
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, read_header, split_batches

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.share.decode import (
     LogRecord,
     ShareStateDecoder,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 from kemu.broker.share.settings import ShareSettings, broker_defaults, resolve_start_offset
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.partition import Partition
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol.records import build_batch, split_batches
 from kemu.storage.log import MemoryLog
 

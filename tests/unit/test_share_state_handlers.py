@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from kemu.broker.handlers import REGISTRY, load_handlers
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.share.keys import kafka_uuid
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import share_persister

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.share.decode import ShareStateDecoder, read_data_dir
 from kemu.coordinator.share.persister import PersistedBatch, PersistedState, SharePartitionKey
 from kemu.coordinator.share.service import SHARE_STATE_TOPIC, ShareCoordinatorService

@@ -9,8 +9,8 @@ import pytest
 
 from kemu.broker.security.acls import super_users
 from kemu.cli import _check_start_configs, _data_dir_from_log_dirs, _parser
-from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.listeners import configured_listeners, unserved_controller_listeners
+from kemu.config.definitions import BrokerConfig, InvalidConfig
 from kemu.coordinator.group.config import check_broker_group_configs
 from kemu.protocol.versions import CURRENT_RELEASE, KAFKA_RELEASES, release_caps
 

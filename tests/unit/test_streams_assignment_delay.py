@@ -181,8 +181,8 @@ def test_the_assignment_time_is_tag_0_of_the_target_metadata_record() -> None:
 def test_kemu_serve_assigns_a_new_group_at_once_and_kafkas_timing_waits() -> None:
     """--timing fast (kemu serve's default): no initial delay and no assignment interval, as for
     consumer and share groups; --timing kafka keeps Kafka's 3000 ms and 1000 ms."""
-    from kemu.cluster.config import BrokerConfig
-    from kemu.cluster.timing import profile_properties
+    from kemu.config.definitions import BrokerConfig
+    from kemu.config.timing import profile_properties
     from kemu.coordinator.group.config import GroupConfigStore
 
     served = GroupConfigStore(BrokerConfig.load(None, [], base=profile_properties("fast")))
@@ -199,7 +199,7 @@ def test_the_heartbeat_answers_the_groups_own_streams_configs() -> None:
     clamped against the broker's group.streams.min/max.* as GroupConfig does."""
     import pytest
 
-    from kemu.cluster.config import BrokerConfig, InvalidConfig
+    from kemu.config.definitions import BrokerConfig, InvalidConfig
     from kemu.coordinator.group.config import GroupConfigStore
 
     store = GroupConfigStore(BrokerConfig({}))

@@ -18,9 +18,9 @@ from kemu.broker.connection import Connection
 from kemu.broker.handlers import load_handlers
 from kemu.cluster.client_quotas import CLIENT_ID, USER, QuotaOp, client_quotas, make_entity
 from kemu.cluster.clock import VirtualClock
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.storage.log import MemoryLog
 

@@ -1,4 +1,4 @@
-"""``kemu serve --timing fast|kafka``: the profile table (kemu.cluster.timing) and the flag.
+"""``kemu serve --timing fast|kafka``: the profile table (kemu.config.timing) and the flag.
 
 ``kafka`` leaves every timer at Kafka 4.4.0's code default; ``fast`` sets each row of
 ``FAST_TIMING`` as a static broker property, under ``--config`` and ``--override``."""
@@ -11,23 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from kemu.cluster.broker_catalogue import catalogue
-from kemu.cluster.config import BROKER_CONFIGS, BrokerConfig, ConfigSource
-from kemu.cluster.timing import DEFAULT_PROFILE, FAST_TIMING, profile_properties
-from kemu.coordinator.group.config import (
-    BROKER_FALLBACKS,
-    GroupConfigStore,
-    broker_default,
-    check_broker_group_configs,
-)
+from kemu.config.broker_catalogue import catalogue
+from kemu.config.definitions import BROKER_CONFIGS, BrokerConfig, ConfigSource
+from kemu.config.timing import DEFAULT_PROFILE, FAST_TIMING, profile_properties
+from kemu.coordinator.group.config import GroupConfigStore, check_broker_group_configs
 
 
 def code_default(name: str) -> str | None:
     """What Kafka 4.4.0 (or kemu, for its own kemu.* configs) uses when nothing sets ``name``."""
     if name in BROKER_CONFIGS:
         return BROKER_CONFIGS[name].default
-    if name in BROKER_FALLBACKS:
-        return BROKER_FALLBACKS[name]
     return catalogue()[name].default
 
 
@@ -43,7 +36,7 @@ def test_each_rows_kafka_value_is_the_code_default_kafka_timing_keeps() -> None:
     kafka = BrokerConfig.load(None, [], base=profile_properties("kafka"))
     for row in FAST_TIMING:
         assert code_default(row.name) == row.kafka, row.name
-        assert broker_default(kafka, row.name) == row.kafka, row.name
+        assert kafka.get(row.name) == row.kafka, row.name
         assert kafka.source(row.name) is ConfigSource.DEFAULT_CONFIG
 
 
@@ -51,7 +44,7 @@ def test_fast_sets_every_row_as_a_static_config_and_passes_kafkas_start_checks()
     assert DEFAULT_PROFILE == "fast"
     fast = BrokerConfig.load(None, [], base=profile_properties("fast"))
     for row in FAST_TIMING:
-        assert broker_default(fast, row.name) == row.fast, row.name
+        assert fast.get(row.name) == row.fast, row.name
         assert fast.source(row.name) is ConfigSource.STATIC_BROKER_CONFIG
     check_broker_group_configs(fast)  # intervals within their (lowered) bounds
 

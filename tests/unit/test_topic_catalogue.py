@@ -1,4 +1,4 @@
-"""Topic configs against Kafka's own LogConfig (kemu/cluster/kafka_topic_catalogue.json, made by
+"""Topic configs against Kafka's own LogConfig (kemu/config/kafka_topic_catalogue.json, made by
 ``python -m conformance.config_catalogues``): kemu defines the same 37 with the same types,
 defaults, ranges and broker synonyms, and describes them with Kafka's documentation. The whole
 DescribeConfigs answer is compared with a real Kafka 4.4.0's in
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from kemu.cluster.config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
-from kemu.cluster.config_catalogues import topic_catalogue
+from kemu.config.catalogues import topic_catalogue
+from kemu.config.definitions import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
 
 
 def test_every_kafka_topic_config_is_defined_as_kafka_defines_it() -> None:

@@ -25,7 +25,7 @@ from kemu.broker.server import KemuServer, ServerOptions
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import AckType, RecordState
 from kemu.broker.share.txn_acks import txn_share_acks
-from kemu.cluster.config import BrokerConfig
+from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol import wire

@@ -57,9 +57,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_carries_every_data_file(wheel: Path) -> None:
     expected = data_files()
     assert {
-        "kemu/cluster/kafka_broker_catalogue.json",
-        "kemu/cluster/kafka_group_catalogue.json",
-        "kemu/cluster/kafka_topic_catalogue.json",
+        "kemu/config/kafka_broker_catalogue.json",
+        "kemu/config/kafka_group_catalogue.json",
+        "kemu/config/kafka_topic_catalogue.json",
         "kemu/protocol/kafka_releases.json",
         "kemu/py.typed",
     } <= expected

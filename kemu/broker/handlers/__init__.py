@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kemu.cluster.config import BrokerConfig
     from kemu.cluster.context import RequestContext, Runtime
+    from kemu.config.definitions import BrokerConfig
 
 # A handler returns the response body, or a coroutine of it when it must wait (a long poll, a
 # coordinator); one that can answer at once is cheaper as a plain function.
@@ -73,7 +73,7 @@ def check_wire_keys(config: BrokerConfig) -> None:
     """Refuse, at start-up, configured wire keys that are out of range, equal, or a key kemu
     serves a Kafka API at (the draft APIs' own default keys excepted)."""
     from kemu.broker.handlers._index import HANDLERS
-    from kemu.cluster.config import InvalidConfig
+    from kemu.config.definitions import InvalidConfig
 
     taken: dict[int, str] = {}
     for name in WIRE_KEY_CONFIGS.values():

@@ -48,9 +48,9 @@ import structlog
 from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.broker.leadership import leader_fields, node_endpoints
-from kemu.cluster.config import TopicConfig
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
+from kemu.config.definitions import TopicConfig
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.record_reader import validate_produced

@@ -40,7 +40,6 @@ from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import DEAD, EMPTY, ClassicGroup
-from kemu.coordinator.group.config import broker_int
 from kemu.coordinator.group.consumer_group import ConsumerGroup
 from kemu.coordinator.group.offset_manager import CommitPartition
 from kemu.coordinator.group.service import group_coordinator
@@ -82,7 +81,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             request.group_id,
         ).error
     error = for_version(error, ctx.version, FIRST_FENCED_VERSION)
-    max_metadata = broker_int(ctx.cluster.config, "offset.metadata.max.bytes")
+    max_metadata = ctx.cluster.config.get_int("offset.metadata.max.bytes")
     pending = PendingOffsets(member_id, instance_id, generation, OFFSET_COMMIT_VERSION)
     by_id = ctx.version >= TOPIC_ID_VERSION
     names = [_topic_name(ctx, topic, by_id) for topic in request.topics]

@@ -25,8 +25,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.context import Runtime
+from kemu.config.definitions import BrokerConfig, InvalidConfig
 
 FILE_NAME = "kemu-acls.json"
 WILDCARD = "*"

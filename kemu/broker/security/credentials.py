@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.listeners import listener_value
+from kemu.config.definitions import BrokerConfig, InvalidConfig
 
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # ScramMechanism's wire ids

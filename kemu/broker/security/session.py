@@ -26,9 +26,9 @@ import structlog
 
 from kemu.broker.security.credentials import Credentials
 from kemu.broker.security.mechanisms import AuthenticationFailed, Mechanism, server_for
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.context import Runtime
 from kemu.cluster.listeners import Listener, enabled_mechanisms, listener_value
+from kemu.config.definitions import BrokerConfig
 from kemu.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kemu.sasl")

@@ -23,8 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kemu.cluster.config import BrokerConfig, InvalidConfig
 from kemu.cluster.listeners import Listener, listener_value
+from kemu.config.definitions import BrokerConfig, InvalidConfig
 
 CLIENT_AUTH = {
     "none": ssl.CERT_NONE,

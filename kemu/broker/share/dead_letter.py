@@ -131,7 +131,7 @@ def write_dead_letters(
         if any(letter.recovered for letter in letters):
             done = written_offsets(partition, group_id, source.topic_name, source.index)
         written = skipped = 0
-        max_bytes = int(target.config.get("max.message.bytes") or 1_048_588)
+        max_bytes = target.config.get_int("max.message.bytes")
         for letter in letters:
             records = [
                 record

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kemu.broker.share.partition import SharePartitionConfig
-from kemu.cluster.config import BrokerConfig
 from kemu.cluster.partition import Partition
+from kemu.config.definitions import BrokerConfig
 
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime

@@ -20,7 +20,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kemu.cluster.config import BrokerConfig, ConfigSource, ConfigType, InvalidConfig
+from kemu.config.definitions import (
+    KAFKA,
+    BrokerConfig,
+    ConfigSource,
+    ConfigType,
+    InvalidConfig,
+    broker_definition,
+)
 
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
@@ -29,55 +36,6 @@ SERVICE = "group_configs"
 STORE_FILE = "kemu-group-configs.json"
 
 INT, LONG, STRING, BOOLEAN = ConfigType.INT, ConfigType.LONG, ConfigType.STRING, ConfigType.BOOLEAN
-
-# Broker configs kemu's BrokerConfig may not define, with Kafka's defaults.
-BROKER_FALLBACKS = {
-    "group.consumer.session.timeout.ms": "45000",
-    "group.consumer.min.session.timeout.ms": "45000",
-    "group.consumer.max.session.timeout.ms": "60000",
-    "group.consumer.heartbeat.interval.ms": "5000",
-    "group.consumer.min.heartbeat.interval.ms": "5000",
-    "group.consumer.max.heartbeat.interval.ms": "15000",
-    "group.streams.session.timeout.ms": "45000",
-    "group.streams.min.session.timeout.ms": "45000",
-    "group.streams.max.session.timeout.ms": "60000",
-    "group.streams.heartbeat.interval.ms": "5000",
-    "group.streams.min.heartbeat.interval.ms": "5000",
-    "group.streams.max.heartbeat.interval.ms": "15000",
-    "group.streams.num.standby.replicas": "0",
-    "group.streams.max.standby.replicas": "2",
-    "group.streams.max.size": "2147483647",
-    "group.streams.acceptable.recovery.lag": "10000",
-    "group.streams.task.offset.interval.ms": "60000",
-    # Kafka 4.4.0's internal broker configs (not in the broker catalogue)
-    "group.streams.min.task.offset.interval.ms": "15000",
-    "group.streams.num.warmup.replicas": "2",
-    "group.streams.max.warmup.replicas": "20",
-    "group.share.session.timeout.ms": "45000",
-    "group.share.min.session.timeout.ms": "45000",
-    "group.share.max.session.timeout.ms": "60000",
-    "group.share.heartbeat.interval.ms": "5000",
-    "group.share.min.heartbeat.interval.ms": "5000",
-    "group.share.max.heartbeat.interval.ms": "15000",
-    "group.share.record.lock.duration.ms": "30000",
-    "group.share.min.record.lock.duration.ms": "15000",
-    "group.share.max.record.lock.duration.ms": "60000",
-    "group.share.delivery.count.limit": "5",
-    "group.share.min.delivery.count.limit": "2",
-    "group.share.max.delivery.count.limit": "10",
-    "group.share.partition.max.record.locks": "2000",
-    "group.share.min.partition.max.record.locks": "100",
-    "group.share.max.partition.max.record.locks": "2000",
-    "group.share.max.size": "200",
-    "group.max.size": "2147483647",
-    "group.consumer.max.size": "2147483647",
-    "group.initial.rebalance.delay.ms": "3000",
-    "group.min.session.timeout.ms": "6000",
-    "group.max.session.timeout.ms": "1800000",
-    "offset.metadata.max.bytes": "4096",
-    "offsets.retention.minutes": "10080",
-    "offsets.retention.check.interval.ms": "600000",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,22 +57,6 @@ class GroupConfigDef:
     at_most: str | None = None
     # Kafka's defineInternal: settable, not described
     internal: bool = False
-
-
-def _broker(config: BrokerConfig, name: str) -> str:
-    value = config.get(name)
-    if value is None:
-        value = BROKER_FALLBACKS.get(name)
-    if value is None:
-        from kemu.cluster.broker_catalogue import catalogue
-
-        value = catalogue()[name].default or ""
-    return value
-
-
-def broker_default(config: BrokerConfig, name: str) -> str:
-    """A broker config's value, with Kafka's default when kemu does not define it."""
-    return _broker(config, name)
 
 
 # --- share.auto.offset.reset ------------------------------------------------------------------
@@ -210,11 +152,11 @@ def _defs(*defs: GroupConfigDef) -> dict[str, GroupConfigDef]:
     return {d.name: d for d in defs}
 
 
-GROUP_CONFIGS = _defs(
+KEMU_GROUP_ROWS = _defs(
     GroupConfigDef(
         "consumer.session.timeout.ms",
         INT,
-        "45000",
+        KAFKA,
         "The timeout to detect client failures when using the consumer group protocol.",
         broker_synonym="group.consumer.session.timeout.ms",
         minimum=1,
@@ -223,7 +165,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "consumer.heartbeat.interval.ms",
         INT,
-        "5000",
+        KAFKA,
         "The heartbeat interval given to the members of a consumer group.",
         broker_synonym="group.consumer.heartbeat.interval.ms",
         minimum=1,
@@ -235,7 +177,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "streams.session.timeout.ms",
         INT,
-        "45000",
+        KAFKA,
         "The timeout to detect client failures when using the streams group protocol.",
         broker_synonym="group.streams.session.timeout.ms",
         minimum=1,
@@ -244,7 +186,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "streams.heartbeat.interval.ms",
         INT,
-        "5000",
+        KAFKA,
         "The heartbeat interval given to the members of a streams group.",
         broker_synonym="group.streams.heartbeat.interval.ms",
         minimum=1,
@@ -256,7 +198,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "streams.num.standby.replicas",
         INT,
-        "0",
+        KAFKA,
         "The number of standby replicas for each task.",
         broker_synonym="group.streams.num.standby.replicas",
         minimum=0,
@@ -267,7 +209,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "streams.task.offset.interval.ms",
         INT,
-        "60000",
+        KAFKA,
         "The interval in which the warmup task changelog offsets on a client are updated on the "
         "broker. The offsets are sent with the next heartbeat after this time has passed.",
         broker_synonym="group.streams.task.offset.interval.ms",
@@ -278,7 +220,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "streams.num.warmup.replicas",
         INT,
-        "2",
+        KAFKA,
         "The maximum number of warmup task replicas.",
         broker_synonym="group.streams.num.warmup.replicas",
         minimum=0,
@@ -288,7 +230,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "streams.acceptable.recovery.lag",
         LONG,
-        "10000",
+        KAFKA,
         "The maximum acceptable lag (number of offsets to catch up) for a client to be "
         "considered caught-up enough to receive an active task assignment.",
         broker_synonym="group.streams.acceptable.recovery.lag",
@@ -298,7 +240,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "share.session.timeout.ms",
         INT,
-        "45000",
+        KAFKA,
         "The timeout to detect client failures when using the share group protocol.",
         broker_synonym="group.share.session.timeout.ms",
         minimum=1,
@@ -307,7 +249,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "share.heartbeat.interval.ms",
         INT,
-        "5000",
+        KAFKA,
         "The heartbeat interval given to the members of a share group.",
         broker_synonym="group.share.heartbeat.interval.ms",
         minimum=1,
@@ -316,7 +258,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "share.record.lock.duration.ms",
         INT,
-        "30000",
+        KAFKA,
         "The record acquisition lock duration in milliseconds for share groups.",
         broker_synonym="group.share.record.lock.duration.ms",
         minimum=1000,
@@ -328,7 +270,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "share.delivery.count.limit",
         INT,
-        "5",
+        KAFKA,
         "The maximum number of delivery attempts for a record delivered to a share group.",
         broker_synonym="group.share.delivery.count.limit",
         minimum=2,
@@ -337,7 +279,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "share.partition.max.record.locks",
         INT,
-        "2000",
+        KAFKA,
         "Share-group record lock limit per share-partition.",
         broker_synonym="group.share.partition.max.record.locks",
         minimum=100,
@@ -349,7 +291,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "share.auto.offset.reset",
         STRING,
-        "latest",
+        KAFKA,
         "The strategy to initialize the share-partition start offset: earliest, latest or "
         "by_duration:<ISO-8601 duration>.",
         check=_check_auto_offset_reset,
@@ -357,20 +299,20 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "share.isolation.level",
         STRING,
-        "read_uncommitted",
+        KAFKA,
         "Controls how to read records written transactionally.",
         check=_check_isolation_level,
     ),
     GroupConfigDef(
         "share.renew.acknowledge.enable",
         BOOLEAN,
-        "true",
+        KAFKA,
         "Whether the renew acknowledge type is enabled for the share group.",
     ),
     GroupConfigDef(
         "errors.deadletterqueue.topic.name",
         STRING,
-        "",
+        KAFKA,
         "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share "
         "group. If blank (the default), the group does not have a DLQ topic.",
         check=_check_dlq_topic,
@@ -378,7 +320,7 @@ GROUP_CONFIGS = _defs(
     GroupConfigDef(
         "errors.deadletterqueue.copy.record.enable",
         BOOLEAN,
-        "false",
+        KAFKA,
         "When writing onto the dead-letter queue topic, whether to copy the original record onto "
         "the DLQ topic, or just write a record containing the context information headers.",
     ),
@@ -396,7 +338,7 @@ def _list_items(value: str) -> list[str]:
 
 
 def _check_streams_assignor(name: str, value: str, broker: BrokerConfig) -> None:
-    registered = _list_items(_broker(broker, "group.streams.assignors"))
+    registered = _list_items(broker.get("group.streams.assignors") or "")
     if value not in registered:
         raise InvalidConfig(
             f"{name} '{value}' is not a registered task assignor. Registered assignors are: "
@@ -435,15 +377,27 @@ _KAFKA_CHECKS: dict[str, dict[str, object]] = {
 }
 
 
+def _internal_default(definition: GroupConfigDef) -> GroupConfigDef:
+    """A group config internal in Kafka takes its default from its broker synonym's."""
+    if definition.default != KAFKA:
+        return definition
+    assert definition.broker_synonym is not None, definition.name
+    broker = broker_definition(definition.broker_synonym)
+    assert broker is not None and broker.default is not None, definition.name
+    return replace(definition, default=broker.default)
+
+
 def _with_kafka_catalogue(defined: dict[str, GroupConfigDef]) -> dict[str, GroupConfigDef]:
     """kemu's definitions with Kafka's documentation, plus the Kafka group configs kemu has no
     definition of, from the catalogue generated from Kafka's GroupConfig
-    (``kemu/cluster/kafka_group_catalogue.json``): type, default, floor and broker synonym."""
-    from kemu.cluster.config_catalogues import group_catalogue
+    (``kemu/config/kafka_group_catalogue.json``): type, default, floor and broker synonym."""
+    from kemu.config.catalogues import group_catalogue
 
     kafka = group_catalogue()
     merged = {
-        name: replace(definition, doc=kafka[name].doc) if name in kafka else definition
+        name: replace(definition, doc=kafka[name].doc, default=kafka[name].default or "")
+        if name in kafka
+        else _internal_default(definition)
         for name, definition in defined.items()
     }
     for name, config in kafka.items():
@@ -461,7 +415,7 @@ def _with_kafka_catalogue(defined: dict[str, GroupConfigDef]) -> dict[str, Group
     return merged
 
 
-GROUP_CONFIGS = _with_kafka_catalogue(GROUP_CONFIGS)
+GROUP_CONFIGS = _with_kafka_catalogue(KEMU_GROUP_ROWS)
 
 # Session timeout must exceed heartbeat interval (Kafka's validateSessionExceedsHeartbeat).
 SESSION_HEARTBEAT_PAIRS = (
@@ -512,17 +466,17 @@ def validate_group_configs(overrides: Mapping[str, str], broker: BrokerConfig) -
     for name, value in overrides.items():
         definition = GROUP_CONFIGS[name]
         if definition.at_least is not None:
-            floor = int(_broker(broker, definition.at_least))
+            floor = broker.get_int(definition.at_least)
             if int(value) < floor:
                 raise InvalidConfig(f"{name} must be greater than or equal to {floor}")
         if definition.at_most is not None:
-            ceiling = int(_broker(broker, definition.at_most))
+            ceiling = broker.get_int(definition.at_most)
             if int(value) > ceiling:
                 raise InvalidConfig(f"{name} must be less than or equal to {ceiling}")
         bounds = definition.bounds
         if bounds is None:
             continue
-        low, high = (int(_broker(broker, bound)) for bound in bounds)
+        low, high = (broker.get_int(bound) for bound in bounds)
         if not low <= int(value) <= high:
             raise InvalidConfig(f"{name} must be in the range {low} to {high} inclusive.")
     for session, heartbeat in SESSION_HEARTBEAT_PAIRS:
@@ -536,7 +490,7 @@ def _int_value(overrides: Mapping[str, str], broker: BrokerConfig, name: str) ->
     if name in overrides:
         return int(overrides[name])
     synonym = GROUP_CONFIGS[name].broker_synonym
-    return int(_broker(broker, synonym) if synonym else GROUP_CONFIGS[name].default)
+    return broker.get_int(synonym) if synonym else int(GROUP_CONFIGS[name].default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,16 +539,16 @@ class GroupConfigStore:
         override = self.overrides.get(group_id, {}).get(name)
         if override is None:
             if definition.broker_synonym is not None:
-                value = _broker(self.broker, definition.broker_synonym)
+                value = self.broker.get(definition.broker_synonym) or ""
                 return definition.from_broker(value) if definition.from_broker else value
             return definition.default
         if definition.at_least is not None:
-            override = str(max(int(override), int(_broker(self.broker, definition.at_least))))
+            override = str(max(int(override), self.broker.get_int(definition.at_least)))
         if definition.at_most is not None:
-            override = str(min(int(override), int(_broker(self.broker, definition.at_most))))
+            override = str(min(int(override), self.broker.get_int(definition.at_most)))
         if definition.bounds is None:
             return override
-        low, high = (int(_broker(self.broker, bound)) for bound in definition.bounds)
+        low, high = (self.broker.get_int(bound) for bound in definition.bounds)
         return str(min(max(int(override), low), high))
 
     def source(self, group_id: str, name: str) -> ConfigSource:
@@ -682,11 +636,6 @@ def group_config(runtime: Runtime, group_id: str) -> ShareGroupConfig:
     return group_config_store(runtime).share_config(group_id)
 
 
-def broker_int(broker: BrokerConfig, name: str) -> int:
-    """A broker ``group.*`` setting as an int, with Kafka's default when kemu does not define it."""
-    return int(_broker(broker, name))
-
-
 def check_broker_group_configs(broker: BrokerConfig) -> None:
     """The broker's heartbeat intervals and session timeouts of consumer, share and streams groups
     against their min and max, as Kafka 4.4.0's GroupCoordinatorConfig requires at start-up (in
@@ -705,7 +654,7 @@ def check_broker_group_configs(broker: BrokerConfig) -> None:
 
 
 def _require(broker: BrokerConfig, name: str, relation: str, other: str) -> None:
-    value, bound = broker_int(broker, name), broker_int(broker, other)
+    value, bound = broker.get_int(name), broker.get_int(other)
     holds = {">=": value >= bound, "<=": value <= bound, "<": value < bound}[relation]
     if not holds:
         words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kemu.cluster.config import ConfigSource, InvalidConfig
 from kemu.cluster.config_resources import (
     GROUP,
     ConfigEntry,
@@ -23,12 +22,8 @@ from kemu.cluster.config_resources import (
     Synonym,
     register_config_resource,
 )
-from kemu.coordinator.group.config import (
-    BROKER_FALLBACKS,
-    GROUP_CONFIGS,
-    broker_default,
-    group_config_store,
-)
+from kemu.config.definitions import ConfigSource, InvalidConfig, broker_definition
+from kemu.coordinator.group.config import GROUP_CONFIGS, group_config_store
 from kemu.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -67,9 +62,7 @@ class GroupConfigs(ConfigResourceType):
             else:
                 # As Kafka lists them: the default, under the broker config that supplies it, or
                 # under the group config's own name when none does.
-                default = (
-                    broker_default(broker, synonym) if synonym is not None else definition.default
-                )
+                default = broker.get(synonym) if synonym is not None else definition.default
                 chain.append(
                     Synonym(synonym or described.name, default, ConfigSource.DEFAULT_CONFIG)
                 )
@@ -114,11 +107,6 @@ register_config_resource(GroupConfigs())
 
 
 def _code_default(broker_name: str) -> str | None:
-    """Kafka's code default of a broker ``group.*`` config (its catalogue, else kemu's
-    fallbacks for the ones Kafka does not list)."""
-    from kemu.cluster.broker_catalogue import catalogue
-
-    known = catalogue().get(broker_name)
-    if known is not None:
-        return known.default
-    return BROKER_FALLBACKS.get(broker_name)
+    """Kafka's code default of a broker ``group.*`` config."""
+    definition = broker_definition(broker_name)
+    return definition.default if definition is not None else None

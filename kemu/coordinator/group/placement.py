@@ -26,7 +26,6 @@ class InternalTopic:
     name: str
     partitions_config: str
     replication_config: str
-    default_partitions: int
     segment_config: str
 
 
@@ -35,14 +34,12 @@ INTERNAL_TOPICS = {
         "__consumer_offsets",
         "offsets.topic.num.partitions",
         "offsets.topic.replication.factor",
-        50,
         "offsets.topic.segment.bytes",
     ),
     TRANSACTION: InternalTopic(
         "__transaction_state",
         "transaction.state.log.num.partitions",
         "transaction.state.log.replication.factor",
-        50,
         "transaction.state.log.segment.bytes",
     ),
 }
@@ -57,12 +54,12 @@ def internal_topic(cluster: Cluster, key_type: int) -> Topic:
     if found is not None:
         return found
     config = cluster.config
-    partitions = int(config.get(spec.partitions_config) or spec.default_partitions)
-    replication = min(int(config.get(spec.replication_config) or 3), len(cluster.nodes))
-    configs = {"cleanup.policy": "compact"}
-    segment_bytes = config.get(spec.segment_config)
-    if segment_bytes is not None:
-        configs["segment.bytes"] = segment_bytes
+    partitions = config.get_int(spec.partitions_config)
+    replication = min(config.get_int(spec.replication_config), len(cluster.nodes))
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(config.get_int(spec.segment_config)),
+    }
     try:
         return cluster.create_topic(spec.name, partitions, replication, configs)
     except TopicError:

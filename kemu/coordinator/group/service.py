@@ -53,7 +53,7 @@ from kemu.coordinator.group.classic_group import (
     SyncRequest,
     SyncResponse,
 )
-from kemu.coordinator.group.config import broker_int, group_config_store
+from kemu.coordinator.group.config import group_config_store
 from kemu.coordinator.group.consumer_group import (
     ConsumerGroup,
     ConsumerGroupCoordinator,
@@ -141,7 +141,7 @@ class GroupCoordinatorService:
             self.classic,
             self.offsets,
             self.consumer,
-            broker_int(runtime.cluster.config, "offset.metadata.max.bytes"),
+            runtime.cluster.config.get_int("offset.metadata.max.bytes"),
         )
         self.offsets_log = OffsetsLog(runtime.cluster)
         self._timer: TimerHandle | None = None
@@ -165,10 +165,10 @@ class GroupCoordinatorService:
     def classic_settings(self, group_id: str) -> ClassicSettings:
         config = self.runtime.cluster.config
         return ClassicSettings(
-            initial_rebalance_delay_ms=broker_int(config, "group.initial.rebalance.delay.ms"),
-            min_session_timeout_ms=broker_int(config, "group.min.session.timeout.ms"),
-            max_session_timeout_ms=broker_int(config, "group.max.session.timeout.ms"),
-            max_size=broker_int(config, "group.max.size"),
+            initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+            min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+            max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+            max_size=config.get_int("group.max.size"),
         )
 
     def consumer_settings(self, group_id: str) -> ConsumerSettings:
@@ -176,7 +176,7 @@ class GroupCoordinatorService:
         return ConsumerSettings(
             session_timeout_ms=int(configs.value(group_id, "consumer.session.timeout.ms")),
             heartbeat_interval_ms=int(configs.value(group_id, "consumer.heartbeat.interval.ms")),
-            max_size=broker_int(self.runtime.cluster.config, "group.consumer.max.size"),
+            max_size=self.runtime.cluster.config.get_int("group.consumer.max.size"),
             assignment_interval_ms=int(configs.value(group_id, "consumer.assignment.interval.ms")),
         )
 
@@ -280,7 +280,7 @@ class GroupCoordinatorService:
         return MembershipSettings(
             session_timeout_ms=int(configs.value(group_id, "share.session.timeout.ms")),
             heartbeat_interval_ms=int(configs.value(group_id, "share.heartbeat.interval.ms")),
-            max_size=broker_int(self.runtime.cluster.config, "group.share.max.size"),
+            max_size=self.runtime.cluster.config.get_int("group.share.max.size"),
             assignment_interval_ms=int(configs.value(group_id, "share.assignment.interval.ms")),
         )
 
@@ -697,10 +697,10 @@ class GroupCoordinatorService:
         config = self.runtime.cluster.config
         if now_ms < self._next_retention_check_ms:
             return
-        self._next_retention_check_ms = now_ms + broker_int(
-            config, "offsets.retention.check.interval.ms"
+        self._next_retention_check_ms = now_ms + config.get_int(
+            "offsets.retention.check.interval.ms"
         )
-        retention_ms = broker_int(config, "offsets.retention.minutes") * 60_000
+        retention_ms = config.get_int("offsets.retention.minutes") * 60_000
         for group_id, records in self.offset_manager.expired_offsets(now_ms, retention_ms).items():
             self._append(group_id, records, now_ms)
             group = self.classic.group(group_id)

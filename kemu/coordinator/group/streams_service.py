@@ -17,7 +17,7 @@ import structlog
 
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import TopicError
-from kemu.coordinator.group.config import broker_int, group_config_store
+from kemu.coordinator.group.config import group_config_store
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.streams_group import StreamsGroupCoordinator
 from kemu.coordinator.group.streams_model import (
@@ -56,7 +56,7 @@ class StreamsGroups:
             session_timeout_ms=int(configs.value(group_id, "streams.session.timeout.ms")),
             heartbeat_interval_ms=int(configs.value(group_id, "streams.heartbeat.interval.ms")),
             num_standby_replicas=int(configs.value(group_id, "streams.num.standby.replicas")),
-            max_size=broker_int(config, "group.streams.max.size"),
+            max_size=config.get_int("group.streams.max.size"),
             initial_rebalance_delay_ms=int(
                 configs.value(group_id, "streams.initial.rebalance.delay.ms")
             ),
@@ -115,7 +115,7 @@ class StreamsGroups:
             return
         replication = topic.replication_factor
         if replication <= 0:
-            replication = int(cluster.config.get("default.replication.factor") or 1)
+            replication = cluster.config.get_int("default.replication.factor")
         replication = min(replication, len(cluster.nodes))
         try:
             cluster.create_topic(topic.name, topic.partitions, replication, dict(topic.configs))

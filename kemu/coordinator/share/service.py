@@ -57,7 +57,6 @@ import structlog
 from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Topic, TopicError
-from kemu.coordinator.share.config import cold_partition_snapshot_interval_ms
 from kemu.coordinator.share.decode import batch_records, control_marker
 from kemu.coordinator.share.keys import coordinator_key, partition_for_key_string
 from kemu.coordinator.share.persister import (
@@ -83,16 +82,9 @@ from kemu.protocol.records import CorruptBatch, build_batch, read_header
 log = structlog.get_logger("kemu.share_coordinator")
 
 SERVICE = "share_persister"
+COLD_SNAPSHOT_INTERVAL = "share.coordinator.cold.partition.snapshot.interval.ms"  # internal
 SHARE_STATE_TOPIC = "__share_group_state"
 NOT_COORDINATOR_MESSAGE = "This is not the correct coordinator."
-
-DEFAULTS = {
-    "share.coordinator.state.topic.num.partitions": "50",
-    "share.coordinator.state.topic.replication.factor": "3",
-    "share.coordinator.state.topic.min.isr": "2",
-    "share.coordinator.state.topic.segment.bytes": "104857600",
-    "share.coordinator.snapshot.update.records.per.snapshot": "500",
-}
 
 
 def share_persister(runtime: Runtime) -> ShareCoordinatorService:
@@ -126,8 +118,8 @@ class ShareCoordinatorService:
 
     # --- where state lives -------------------------------------------------------------------
 
-    def _config(self, name: str) -> str:
-        return self.cluster.config.get(name) or DEFAULTS[name]
+    def _config(self, name: str) -> int:
+        return self.cluster.config.get_int(name)
 
     @property
     def num_partitions(self) -> int:
@@ -135,7 +127,7 @@ class ShareCoordinatorService:
         existing = self.cluster.topics.get(SHARE_STATE_TOPIC)
         if existing is not None:
             return len(existing.partitions)
-        return int(self._config("share.coordinator.state.topic.num.partitions"))
+        return self._config("share.coordinator.state.topic.num.partitions")
 
     def coordinator_partition(self, key_string: str) -> int:
         """The ``__share_group_state`` partition for a ``groupId:topicId:partition`` key."""
@@ -159,21 +151,21 @@ class ShareCoordinatorService:
         if found is not None:
             return found
         replication = min(
-            int(self._config("share.coordinator.state.topic.replication.factor")),
+            self._config("share.coordinator.state.topic.replication.factor"),
             len(self.cluster.nodes),
         )
-        min_isr = min(int(self._config("share.coordinator.state.topic.min.isr")), replication)
+        min_isr = min(self._config("share.coordinator.state.topic.min.isr"), replication)
         configs = {
             "cleanup.policy": "delete",
             "compression.type": "producer",
-            "segment.bytes": self._config("share.coordinator.state.topic.segment.bytes"),
+            "segment.bytes": str(self._config("share.coordinator.state.topic.segment.bytes")),
             "min.insync.replicas": str(min_isr),
             "retention.ms": "-1",
         }
         try:
             return self.cluster.create_topic(
                 SHARE_STATE_TOPIC,
-                int(self._config("share.coordinator.state.topic.num.partitions")),
+                self._config("share.coordinator.state.topic.num.partitions"),
                 replication,
                 configs,
             )
@@ -185,7 +177,7 @@ class ShareCoordinatorService:
         if found is None:
             found = self.shards[index] = ShareCoordinatorShard(
                 self._partition_count,
-                int(self._config("share.coordinator.snapshot.update.records.per.snapshot")),
+                self._config("share.coordinator.snapshot.update.records.per.snapshot"),
             )
         return found
 
@@ -390,7 +382,7 @@ class ShareCoordinatorService:
                 asyncio.get_running_loop()
             except RuntimeError:
                 return  # no loop to run a real timer on
-        interval = cold_partition_snapshot_interval_ms(self.cluster.config)
+        interval = self.cluster.config.get_int(COLD_SNAPSHOT_INTERVAL)
         self._cold_timer = self.runtime.clock.call_later(interval, self._on_cold_timer)
 
     def _on_cold_timer(self) -> None:
@@ -411,7 +403,7 @@ class ShareCoordinatorService:
         if SHARE_STATE_TOPIC not in self.cluster.topics:
             return 0
         now = self.runtime.clock_ms()
-        interval = cold_partition_snapshot_interval_ms(self.cluster.config)
+        interval = self.cluster.config.get_int(COLD_SNAPSHOT_INTERVAL)
         written = 0
         for index in sorted(self.shards):
             result = self._run_on(

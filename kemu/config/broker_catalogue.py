@@ -3,7 +3,7 @@
 ``kafka_broker_catalogue.json`` beside this module is generated from Kafka's jars
 (``python -m conformance.broker_catalogue``: name, type, default as Kafka describes it, whether
 it can be changed dynamically, documentation), never written by hand. kemu acts on the configs
-of ``BROKER_CONFIGS`` (``kemu/cluster/config.py``), whose definitions win; the others are known
+of ``BROKER_CONFIGS`` (``kemu/config/definitions.py``), whose definitions win; the others are known
 so that DescribeConfigs lists all 350 with Kafka's defaults, types and documentation, a
 dynamic one can be set (type-checked, stored, described, but without effect in kemu) and a
 read-only one is refused as Kafka refuses it.
@@ -15,7 +15,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-from kemu.cluster.config import ConfigDef, ConfigType
+from kemu.config.types import ConfigDef, ConfigType
 
 CATALOGUE_FILE = Path(__file__).with_name("kafka_broker_catalogue.json")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from kemu.cluster.config import ConfigType
+from kemu.config.types import ConfigType
 
 GROUP_FILE = Path(__file__).with_name("kafka_group_catalogue.json")
 TOPIC_FILE = Path(__file__).with_name("kafka_topic_catalogue.json")

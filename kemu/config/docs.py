@@ -1,6 +1,6 @@
 """One-line documentation for configs, returned by DescribeConfigs v3+ (include_documentation).
 
-Written for kemu in its own words; a ``ConfigDef.doc`` in ``kemu.cluster.config`` wins over these.
+Written for kemu in its own words; a ``ConfigDef.doc`` in ``definitions.py`` wins over these.
 """
 
 from __future__ import annotations
