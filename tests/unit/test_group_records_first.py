@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from test_classic_group_handlers import Broker as ClassicBroker
 from test_consumer_group import consumer_beat
-from test_group_handlers import Broker
+from test_group_handlers import Broker, _alter
 from test_streams_group import COUNT
 
 from kemu.cluster.partition import Partition
@@ -293,3 +293,17 @@ async def test_what_the_log_holds_is_the_records_replayed_and_matches_each_group
     assert service._share_log.images["shares"] == share_records.image_of(share, service._topic_name)
     assert isinstance(streams, StreamsGroup) and len(streams.members) == 2
     assert service.streams.log.images["app"] == streams_records.image_of(streams)
+
+
+async def test_altered_share_offsets_whose_records_fail_answer_kafkas_error() -> None:
+    broker = Broker()
+    broker.cluster.create_topic("t", 3, 1)
+    topic_id = broker.cluster.topics["t"].topic_id
+    with failing_appends(broker):
+        refused = await broker.send(_alter(broker, "fresh", [("t", [(0, 7)])]))
+    assert (refused.error_code, refused.responses) == (ErrorCode.not_coordinator, ())
+    answer = await broker.send(_alter(broker, "fresh", [("t", [(0, 7)])]))
+    assert answer.error_code == ErrorCode.none
+    broker.restart()
+    group = group_coordinator(broker.runtime).registry.get("fresh")
+    assert isinstance(group, ShareGroup) and group.initialized == {topic_id: {0}}

@@ -77,8 +77,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 partitions=tuple(partitions),
             )
         )
-    coordinator.write_group(group.group_id)
+    written = coordinator.write_group(group.group_id)
     coordinator.forget_share_state(group.group_id, altered)
+    if written != ErrorCode.none:
+        # The group's records were not written (Kafka's error for the failed append); the
+        # share state is already changed, as on Kafka, and the group's next write catches up.
+        message = default_message(written)
+        return ctx.respond(error_code=written, error_message=message, responses=())
     return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
 
 

@@ -73,8 +73,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             del group.initialized[topic.topic_id]
         deleted.add(topic.topic_id)
         topics.append(_topic(ctx, name, topic.topic_id, failure, default_message(failure)))
-    coordinator.write_group(group.group_id)
+    written = coordinator.write_group(group.group_id)
     coordinator.forget_share_state(group.group_id, deleted)
+    if written != ErrorCode.none:
+        # The group's records were not written (Kafka's error for the failed append); the
+        # share state is already changed, as on Kafka, and the group's next write catches up.
+        message = default_message(written)
+        return ctx.respond(error_code=written, error_message=message, responses=())
     return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
 
 
