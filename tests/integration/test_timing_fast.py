@@ -19,6 +19,8 @@ shows that too.
   (``group.initial.rebalance.delay.ms=0``); under ``--timing kafka`` two consumers' JoinGroups
   wait for the 3 s delay and are answered together, in one generation (what librdkafka's
   0113 l_unsubscribe expects).
+
+The streams rows (initial delay, assignment interval) are in ``test_timing_fast_streams.py``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 It owns the group registry and the group types' state machines, feeds them the cluster's topics
 and the clock, runs the session-expiry timer, and carries out the state machines' effects: share
 state is initialized through the share persister just after the heartbeat is answered (as Kafka
-does; a later heartbeat assigns the partitions), and a departed member's acquired records are
-released through the ``share_partitions`` service when one runs.
+does; a later heartbeat assigns the partitions; with ``kemu.group.share.initialize.before.answer``,
+``--timing fast``, before it, and the member's next heartbeat is run at once), and a departed
+member's acquired records are released through the ``share_partitions`` service when one runs.
 
 Every group type and the committed offsets live in ``__consumer_offsets`` as Kafka's records
 (``offsets_log``; ``records``, ``consumer_records``, ``share_records``, ``streams_records``),
@@ -331,7 +332,7 @@ class GroupCoordinatorService:
         self, request: HeartbeatRequest, first: HeartbeatResult
     ) -> HeartbeatResult:
         """The member's next plain heartbeat, now that its partitions' share state is
-        initialized: what Kafka's answers one heartbeat interval later. A member gone or fenced
+        initialized: what Kafka answers one heartbeat interval later. A member gone or fenced
         in between keeps the first answer (its own next heartbeat learns it)."""
         again = replace(request, member_epoch=first.member_epoch, subscribed_topic_names=None)
         try:

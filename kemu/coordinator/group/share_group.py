@@ -13,7 +13,8 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` share-group path:
   initialize them (``InitializePartitions``, after the answer, as Kafka's coordinator calls the
   persister once the heartbeat is written); when that is done (``partitions_initialized``) a
   later heartbeat bumps the epoch and assigns them. So a member's first heartbeat assigns
-  nothing, as in Kafka.
+  nothing, as in Kafka (under ``--timing fast`` the service initializes before answering and
+  runs that later heartbeat at once: ``GroupCoordinatorService.share_heartbeat``).
 * When the group epoch is ahead of the assignment epoch the coordinator computes a new target
   assignment for everybody (``assignor``) and stamps it with the group epoch, unless the last
   one is younger than ``share.assignment.interval.ms`` (Kafka's
