@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from test_java_clients import CLASSES, LIB, java_probes  # noqa: F401  (fixture)
 from test_timing_fast import answered, recorded
 
-from kemu.cluster.timing import FAST_HEARTBEAT_MS
+from kemu.config.timing import FAST_HEARTBEAT_MS
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
