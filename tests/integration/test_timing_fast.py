@@ -148,13 +148,26 @@ def member_heartbeats(proxy: RecordingProxy, api_key: int, member_id: str) -> li
     return [e for e in answered(proxy, api_key) if e.request.member_id == member_id]
 
 
-def next_heartbeat_after(
-    proxy: RecordingProxy, api_key: int, member_id: str, event: int | None
+def first_change_after(
+    proxy: RecordingProxy, api_key: int, member_id: str, event: Exchange
 ) -> Exchange | None:
-    """The member's first heartbeat that reached the broker after ``event`` (an answer)."""
-    assert event is not None
-    later = [e for e in member_heartbeats(proxy, api_key, member_id) if e.sequence > event]
-    return later[0] if later else None
+    """The member's first heartbeat answered after ``event``'s request reached the broker whose
+    answer carries an assignment (None while there is none yet). Heartbeats of the member
+    answered before it may only have reached the broker before ``event`` was answered (handled
+    before it, perhaps); one sent after that must see what ``event`` changed."""
+    assert event.answered is not None
+    candidates = [
+        h
+        for h in member_heartbeats(proxy, api_key, member_id)
+        if h.answered is not None and h.answered > event.sequence
+    ]
+    for index, heartbeat in enumerate(candidates):
+        if assigned(heartbeat.response):
+            for earlier in candidates[:index]:
+                assert earlier.sequence < event.answered, "a later heartbeat saw no change"
+            return heartbeat
+    assert all(c.sequence < event.answered for c in candidates), "a later heartbeat saw nothing"
+    return None
 
 
 # --- share groups ------------------------------------------------------------------------------
@@ -243,7 +256,7 @@ def test_a_second_share_member_is_assigned_at_once_and_the_first_yields_on_its_n
             assert theirs, "the second member is assigned in the answer to its join"
             yielded = until(
                 "the first member's next heartbeat",
-                lambda: next_heartbeat_after(proxy, SHARE_HEARTBEAT, first_id, join.answered),
+                lambda: first_change_after(proxy, SHARE_HEARTBEAT, first_id, join),
                 first,
                 second,
             )
@@ -258,7 +271,7 @@ def test_a_second_share_member_is_assigned_at_once_and_the_first_yields_on_its_n
             )
             regained = until(
                 "the first member's next heartbeat after the leave",
-                lambda: next_heartbeat_after(proxy, SHARE_HEARTBEAT, first_id, left.answered),
+                lambda: first_change_after(proxy, SHARE_HEARTBEAT, first_id, left),
                 first,
             )
             assert assigned(regained.response) == everything
@@ -306,7 +319,7 @@ def test_a_consumer_group_rebalances_on_the_next_heartbeats(
             second_id = join.response.member_id
             told = until(
                 "the first member's next heartbeat",
-                lambda: next_heartbeat_after(proxy, CONSUMER_HEARTBEAT, first_id, join.answered),
+                lambda: first_change_after(proxy, CONSUMER_HEARTBEAT, first_id, join),
                 first,
                 second,
             )
@@ -324,7 +337,7 @@ def test_a_consumer_group_rebalances_on_the_next_heartbeats(
             ack = until("the first member's acknowledgement", acknowledged, first, second)
             given = until(
                 "the second member's next heartbeat",
-                lambda: next_heartbeat_after(proxy, CONSUMER_HEARTBEAT, second_id, ack.answered),
+                lambda: first_change_after(proxy, CONSUMER_HEARTBEAT, second_id, ack),
                 first,
                 second,
             )
