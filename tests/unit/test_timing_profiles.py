@@ -81,6 +81,7 @@ def test_an_unknown_profile_is_refused() -> None:
         profile_properties("slow")
 
 
+@pytest.mark.process  # kemu serve in a subprocess
 def test_serve_refuses_a_bad_timing_value_with_one_line() -> None:
     command = [sys.executable, "-m", "kemu.cli", "serve", "--port", "0", "--timing", "slow"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
