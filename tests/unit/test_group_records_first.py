@@ -307,3 +307,26 @@ async def test_altered_share_offsets_whose_records_fail_answer_kafkas_error() ->
     broker.restart()
     group = group_coordinator(broker.runtime).registry.get("fresh")
     assert isinstance(group, ShareGroup) and group.initialized == {topic_id: {0}}
+
+
+async def test_a_migration_cut_short_keeps_the_records(tmp_path: Path) -> None:
+    """Killed after writing the old file's groups as records, before dropping the file: the
+    next start takes the group from the records and drops the file."""
+    broker = Broker(data_dir=tmp_path)
+    broker.cluster.create_topic("t", 3, 1)
+    await broker.join("shares", "m1")
+    before = durable(broker, "shares")
+    stale = {
+        "shares": {
+            "group_epoch": 1,
+            "assignment_epoch": 1,
+            "members": {},
+            "target": {},
+            "subscribed_metadata": {},
+            "initialized": {},
+        }
+    }
+    (tmp_path / LEGACY_FILE).write_text(json.dumps(stale))
+    broker.restart()
+    assert durable(broker, "shares") == before
+    assert not (tmp_path / LEGACY_FILE).exists()
