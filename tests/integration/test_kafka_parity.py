@@ -16,6 +16,7 @@ client against a 3-broker kemu started from the CLI.
 
 from __future__ import annotations
 
+import datetime
 import socket
 import struct
 import time
@@ -142,7 +143,7 @@ def test_keyless_records_get_record_errors_in_the_produce_response(kemu: KemuPro
         9,
         transactional_id=None,
         acks=-1,
-        timeout_ms=5000,
+        timeout=datetime.timedelta(seconds=5),
         topic_data=(
             nested(
                 0,
