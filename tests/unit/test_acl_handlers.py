@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import inspect
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +13,6 @@ from typing import Any
 import pytest
 from test_admin_handlers import Broker
 
-from kemu.broker.handlers import REGISTRY
 from kemu.broker.security.acls import (
     AclBinding,
     AclResourceType,
@@ -23,8 +21,6 @@ from kemu.broker.security.acls import (
     Permission,
     acl_store,
 )
-from kemu.cluster.context import RequestContext
-from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -51,23 +47,6 @@ class LoopBroker(Broker):
     def __init__(self, **static: str) -> None:
         super().__init__(None, **static)
         self.loop = asyncio.new_event_loop()
-
-    def send(self, body: Any, node_id: int = 1) -> Any:
-        self._correlation += 1
-        frame = wire.encode_request_frame(body, self._correlation)
-        header = wire.decode_request(frame[4:]).header
-        decoded = wire.decode_request(frame[4:])
-        context = RequestContext(self.cluster.nodes[node_id], self.runtime, header)
-
-        async def inside() -> Any:
-            answer = REGISTRY[header.api_key].function(context, decoded.body)
-            return await answer if inspect.isawaitable(answer) else answer
-
-        answer = self.loop.run_until_complete(inside())
-        out = wire.encode_response_frame(
-            header.api_key, header.api_version, header.correlation_id, answer
-        )
-        return wire.decode_response(header.api_key, header.api_version, out[4:])[1]
 
 
 @pytest.fixture

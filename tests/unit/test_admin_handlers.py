@@ -4,10 +4,7 @@ encoded and decoded again. No sockets, so every error path stays cheap to cover.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-import inspect
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,16 +12,12 @@ from typing import Any
 import pytest
 
 from kemu.broker.fetch_session import SessionPartition
-from kemu.broker.handlers import REGISTRY, load_handlers
 from kemu.broker.handlers.fetch import fetch_sessions
-from kemu.cluster.context import RequestContext, Runtime
-from kemu.cluster.model import BrokerNode, Cluster
-from kemu.config.definitions import BrokerConfig, ConfigSource, ConfigType
+from kemu.config.definitions import ConfigSource, ConfigType
 from kemu.coordinator.transaction.producer_ids import ProducerIdBlocks, ProducerIds
-from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, split_batches
-from kemu.storage.log import MemoryLog
+from kemu.testing.harness import HandlerHarness
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DELETE_RECORDS = 19, 20, 37, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
@@ -34,46 +27,15 @@ TOPIC, BROKER = 2, 4
 ZERO_UUID = uuid.UUID(int=0)
 
 
-class Broker:
-    """A 3-node kemu model whose handlers are reached through encoded frames."""
+class Broker(HandlerHarness):
+    """A 3-node kemu model whose handlers are reached through encoded frames
+    (kemu/testing/harness.py), for synchronous tests: ``send`` takes a built request."""
 
     def __init__(self, data_dir: Path | None = None, **static: str) -> None:
-        load_handlers()
-        nodes = {i: BrokerNode(i, "127.0.0.1", 19090 + i) for i in (1, 2, 3)}
-        self.cluster = Cluster(
-            cluster_id="unit-cluster",
-            nodes=nodes,
-            config=BrokerConfig(static),
-            log_factory=lambda topic, index: MemoryLog(),
-            data_dir=data_dir,
-        )
-        self.runtime = Runtime(cluster=self.cluster, clock_ms=lambda: 1_700_000_000_000)
-        self._correlation = 0
+        super().__init__(config=static, data_dir=data_dir)
 
-    def request(self, api_key: int, version: int, **fields: Any) -> Any:
-        return wire.build(wire.request_schema(api_key, version), **fields)
-
-    def nested(self, api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
-        module = sys.modules[wire.request_schema(api_key, version).__module__]
-        return wire.build(getattr(module, class_name), **fields)
-
-    def send(self, body: Any, node_id: int = 1) -> Any:
-        self._correlation += 1
-        frame = wire.encode_request_frame(body, self._correlation)
-        decoded = wire.decode_request(frame[4:])
-        header = decoded.header
-        spec = REGISTRY[header.api_key]
-        assert spec.min_version <= header.api_version <= spec.max_version
-        context = RequestContext(self.cluster.nodes[node_id], self.runtime, header)
-        answer = spec.function(context, decoded.body)
-        if inspect.isawaitable(answer):  # handlers may be coroutines or plain functions
-            answer = asyncio.run(answer)
-        out = wire.encode_response_frame(
-            header.api_key, header.api_version, header.correlation_id, answer
-        )
-        correlation, response = wire.decode_response(header.api_key, header.api_version, out[4:])
-        assert correlation == self._correlation
-        return response
+    def send(self, body: Any, node_id: int = 1) -> Any:  # type: ignore[override]
+        return self.send_body_now(body, node_id)
 
     def produce(self, topic: str, partition: int, count: int) -> None:
         target = self.cluster.topics[topic].partitions[partition]

@@ -5,56 +5,31 @@ raised."""
 
 from __future__ import annotations
 
-import asyncio
 import struct
-import sys
 import uuid
 from typing import Any
 
 import pytest
 
-from kemu.broker.handlers import REGISTRY, load_handlers
-from kemu.cluster.context import RequestContext, Runtime
-from kemu.cluster.model import BrokerNode, Cluster
-from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from kemu.storage.log import MemoryLog
+from kemu.testing.harness import HandlerHarness
 
 METADATA, FETCH = 3, 1
 ZERO_UUID = uuid.UUID(int=0)
 
 
-class Broker:
+class Broker(HandlerHarness):
     def __init__(self) -> None:
-        load_handlers()
-        nodes = {1: BrokerNode(1, "127.0.0.1", 19091)}
-        self.cluster = Cluster(
-            cluster_id="fuzz-findings",
-            nodes=nodes,
-            config=BrokerConfig({}),
-            log_factory=lambda topic, index: MemoryLog(),
-        )
-        self.runtime = Runtime(cluster=self.cluster, clock_ms=lambda: 1_700_000_000_000)
+        super().__init__(brokers=1, cluster_id="fuzz-findings")
         self.cluster.create_topic("t", 1, 1)
 
     def build(
         self, api_key: int, version: int, class_name: str | None = None, **fields: Any
     ) -> Any:
-        schema = wire.request_schema(api_key, version)
-        cls = schema if class_name is None else getattr(sys.modules[schema.__module__], class_name)
-        return wire.build(cls, **fields)
-
-    def send(self, body: Any) -> Any:
-        frame = wire.encode_request_frame(body, 7)
-        decoded = wire.decode_request(frame[4:])
-        header = decoded.header
-        context = RequestContext(self.cluster.nodes[1], self.runtime, header)
-        answer = REGISTRY[header.api_key].function(context, decoded.body)
-        if asyncio.iscoroutine(answer):
-            answer = asyncio.run(answer)
-        out = wire.encode_response_frame(header.api_key, header.api_version, 7, answer)
-        return wire.decode_response(header.api_key, header.api_version, out[4:])[1]
+        if class_name is None:
+            return self.request(api_key, version, **fields)
+        return self.nested(api_key, version, class_name, **fields)
 
 
 def test_metadata_v10_v11_with_a_null_name_or_a_topic_id_is_an_invalid_request() -> None:
@@ -65,7 +40,7 @@ def test_metadata_v10_v11_with_a_null_name_or_a_topic_id_is_an_invalid_request()
         for name, wanted_id in ((None, ZERO_UUID), ("t", topic_id), (None, topic_id)):
             entry = broker.build(METADATA, version, "MetadataRequestTopic", name=name)
             entry = type(entry)(name=name, topic_id=wanted_id)
-            response = broker.send(
+            response = broker.send_body_now(
                 broker.build(METADATA, version, topics=(entry,), allow_auto_topic_creation=False)
             )
             assert [(t.name, t.error_code) for t in response.topics] == [
@@ -74,7 +49,7 @@ def test_metadata_v10_v11_with_a_null_name_or_a_topic_id_is_an_invalid_request()
             assert response.brokers == ()
         # names alone are served as before
         entry = broker.build(METADATA, version, "MetadataRequestTopic", name="t")
-        response = broker.send(broker.build(METADATA, version, topics=(entry,)))
+        response = broker.send_body_now(broker.build(METADATA, version, topics=(entry,)))
         assert [(t.name, t.error_code) for t in response.topics] == [("t", ErrorCode.none)]
 
 
@@ -92,7 +67,7 @@ def test_fetch_by_the_zero_topic_id_is_unknown_topic_id() -> None:
             FETCH, version, "ForgottenTopic", topic_id=ZERO_UUID, partitions=(1,)
         )
         for epoch in (0, -1):  # a new session, and no session
-            response = broker.send(
+            response = broker.send_body_now(
                 broker.build(
                     FETCH,
                     version,
@@ -131,5 +106,5 @@ def test_a_null_partitions_array_inside_electleaders_topics_is_malformed() -> No
         wire.decode_request(header + body)
     # a null TopicPartitions (every partition) is still served
     broker = Broker()
-    response = broker.send(broker.build(43, 1, topic_partitions=None))
+    response = broker.send_body_now(broker.build(43, 1, topic_partitions=None))
     assert response.error_code == ErrorCode.none

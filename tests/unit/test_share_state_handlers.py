@@ -4,57 +4,36 @@ the response encoded and decoded again."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
 import pytest
 
 from kemu.broker.handlers import REGISTRY, load_handlers
-from kemu.cluster.context import RequestContext, Runtime
-from kemu.cluster.model import BrokerNode, Cluster
-from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.share.keys import kafka_uuid
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from kemu.storage.log import MemoryLog
+from kemu.testing.harness import HandlerHarness
 
 INITIALIZE, READ, WRITE, DELETE, SUMMARY = 83, 84, 85, 86, 87
 
 
-class Broker:
+class Broker(HandlerHarness):
     def __init__(self) -> None:
-        load_handlers()
-        nodes = {i: BrokerNode(i, "127.0.0.1", 19290 + i) for i in (1, 2, 3)}
-        self.cluster = Cluster(
+        super().__init__(
+            config={"share.coordinator.state.topic.num.partitions": "3"},
             cluster_id="share-rpc",
-            nodes=nodes,
-            config=BrokerConfig({"share.coordinator.state.topic.num.partitions": "3"}),
-            log_factory=lambda topic, index: MemoryLog(),
+            first_port=19291,
         )
-        self.runtime = Runtime(cluster=self.cluster, clock_ms=lambda: 1_700_000_000_000)
         self.topic_id = self.cluster.create_topic("orders", 2, 1).topic_id
-        self.correlation = 0
 
     def coordinator(self, group: str, partition: int = 0) -> int:
         service = share_persister(self.runtime)
         key = SharePartitionKey(group, self.topic_id, partition)
         state = service.topic().partitions[service.partition_for(key)]
         return state.leader_id
-
-    def send(self, api_key: int, version: int, node_id: int, **fields: Any) -> Any:
-        self.correlation += 1
-        body = wire.build(wire.request_schema(api_key, version), **fields)
-        frame = wire.encode_request_frame(body, self.correlation)
-        decoded = wire.decode_request(frame[4:])
-        spec = REGISTRY[api_key]
-        assert spec.min_version <= version <= spec.max_version
-        context = RequestContext(self.cluster.nodes[node_id], self.runtime, decoded.header)
-        answer = asyncio.run(spec.function(context, decoded.body))
-        out = wire.encode_response_frame(api_key, version, self.correlation, answer)
-        return wire.decode_response(api_key, version, out[4:])[1]
 
     def topics(
         self,
@@ -90,7 +69,7 @@ class Broker:
         )
 
     def initialize(self, group: str, node: int, state_epoch: int = 0, start: int = 0) -> Any:
-        return self.send(
+        return self.send_now(
             INITIALIZE,
             0,
             node,
@@ -106,7 +85,7 @@ class Broker:
     def write(self, group: str, node: int, version: int = 1, **partition: Any) -> Any:
         fields = {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0}
         fields.update(partition)
-        return self.send(
+        return self.send_now(
             WRITE,
             version,
             node,
@@ -115,7 +94,7 @@ class Broker:
         )
 
     def read(self, group: str, node: int, leader_epoch: int = 0) -> Any:
-        return self.send(
+        return self.send_now(
             READ,
             0,
             node,
@@ -126,7 +105,7 @@ class Broker:
         )
 
     def summary(self, group: str, node: int, version: int = 1) -> Any:
-        return self.send(
+        return self.send_now(
             SUMMARY,
             version,
             node,
@@ -137,7 +116,7 @@ class Broker:
         )
 
     def delete(self, group: str, node: int) -> Any:
-        return self.send(
+        return self.send_now(
             DELETE,
             0,
             node,
@@ -246,7 +225,7 @@ def test_errors_per_partition(broker: Broker) -> None:
     service = share_persister(broker.runtime)
     missing_node = service.coordinator_node(f"g3:{kafka_uuid(missing)}:0")
     assert missing_node is not None
-    unknown = broker.send(
+    unknown = broker.send_now(
         INITIALIZE,
         0,
         missing_node.node_id,
@@ -268,11 +247,11 @@ def test_errors_per_partition(broker: Broker) -> None:
 def test_empty_group_or_partitions_get_an_empty_answer(broker: Broker) -> None:
     node = broker.coordinator("g1")
     assert broker.read("", node).results == ()
-    empty = broker.send(
+    empty = broker.send_now(
         READ, 0, node, group_id="g1", topics=broker.topics(READ, 0, "ReadStateData", [])
     )
     assert empty.results == ()
-    assert broker.send(WRITE, 1, node, group_id="g1", topics=()).results == ()
+    assert broker.send_now(WRITE, 1, node, group_id="g1", topics=()).results == ()
 
 
 def test_a_null_topic_id_is_an_invalid_request_not_a_crash() -> None:
@@ -282,6 +261,6 @@ def test_a_null_topic_id_is_an_invalid_request_not_a_crash() -> None:
         module.PartitionData, partition=0, state_epoch=0, leader_epoch=0, start_offset=0
     )
     topic = wire.build(module.WriteStateData, topic_id=uuid.UUID(int=0), partitions=(partition,))
-    answer = broker.send(WRITE, 1, 1, group_id="g", topics=(topic,))
+    answer = broker.send_now(WRITE, 1, 1, group_id="g", topics=(topic,))
     (result,) = answer.results
     assert result.partitions[0].error_code == ErrorCode.invalid_request
