@@ -6,26 +6,22 @@ and the response is encoded and decoded again."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kemu.broker.handlers import REGISTRY, load_handlers
-from kemu.cluster.context import RequestContext, Runtime
-from kemu.cluster.model import BrokerNode, Cluster
-from kemu.config.definitions import BrokerConfig, ConfigSource
+from kemu.cluster.context import Runtime
+from kemu.config.definitions import ConfigSource
 from kemu.coordinator.group.hashing import java_string_hash, kafka_abs, partition_for
 from kemu.coordinator.group.placement import share_coordinator_key, to_kafka_uuid
 from kemu.coordinator.group.service import group_coordinator, share_persister
 from kemu.coordinator.share.persister import InMemorySharePersister, SharePartitionKey
 from kemu.coordinator.share.service import ShareCoordinatorService
-from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, split_batches
-from kemu.storage.log import MemoryLog
+from kemu.testing.harness import HandlerHarness
 
 FIND_COORDINATOR, LIST_GROUPS, DELETE_GROUPS = 10, 16, 42
 HEARTBEAT, DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 76, 77, 90, 91, 92
@@ -41,52 +37,27 @@ SERVE_ASSIGNMENT_INTERVALS = {
 }
 
 
-class Broker:
-    """A 3-node kemu model whose handlers are reached through encoded frames."""
+class Broker(HandlerHarness):
+    """A 3-node kemu model whose handlers are reached through encoded frames
+    (kemu/testing/harness.py); ``send`` takes a built request."""
 
     def __init__(self, data_dir: Path | None = None, **static: str) -> None:
-        load_handlers()
-        nodes = {i: BrokerNode(i, "127.0.0.1", 19090 + i) for i in (1, 2, 3)}
-        self.cluster = Cluster(
-            cluster_id="unit-cluster",
-            nodes=nodes,
-            # kemu serve's assignment intervals (0: the frozen clock never passes Kafka's 1 s).
-            config=BrokerConfig({**SERVE_ASSIGNMENT_INTERVALS, **static}),
-            log_factory=lambda topic, index: MemoryLog(),
-            data_dir=data_dir,
-        )
-        self.now = NOW
         self.persister = InMemorySharePersister()
-        self.restart()
-        self.correlation = 0
-
-    def restart(self) -> None:
-        """A fresh runtime over the same cluster and data dir: every service starts again."""
-        self.runtime = Runtime(cluster=self.cluster, clock_ms=lambda: self.now)
-        self.runtime.services["share_persister"] = self.persister
-
-    def request(self, api_key: int, version: int, **fields: Any) -> Any:
-        return wire.build(wire.request_schema(api_key, version), **fields)
-
-    def nested(self, api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
-        module = sys.modules[wire.request_schema(api_key, version).__module__]
-        return wire.build(getattr(module, class_name), **fields)
-
-    async def send(self, body: Any, node_id: int = 1) -> Any:
-        self.correlation += 1
-        frame = wire.encode_request_frame(body, self.correlation, client_id="unit-client")
-        decoded = wire.decode_request(frame[4:])
-        header = decoded.header
-        spec = REGISTRY[header.api_key]
-        assert spec.min_version <= header.api_version <= spec.max_version
-        context = RequestContext(self.cluster.nodes[node_id], self.runtime, header)
-        answer = await spec.function(context, decoded.body)
-        out = wire.encode_response_frame(
-            header.api_key, header.api_version, header.correlation_id, answer
+        super().__init__(
+            # kemu serve's assignment intervals (0: the frozen clock never passes Kafka's 1 s).
+            config={**SERVE_ASSIGNMENT_INTERVALS, **static},
+            data_dir=data_dir,
+            now_ms=NOW,
+            client_id="unit-client",
         )
-        correlation, response = wire.decode_response(header.api_key, header.api_version, out[4:])
-        assert correlation == self.correlation
-        return response
+
+    def _runtime(self) -> Runtime:
+        runtime = super()._runtime()
+        runtime.services["share_persister"] = self.persister
+        return runtime
+
+    async def send(self, body: Any, node_id: int = 1) -> Any:  # type: ignore[override]
+        return await self.send_body(body, node_id)
 
     async def heartbeat(
         self, group: str, member: str, epoch: int, topics: tuple[str, ...] | None = None
