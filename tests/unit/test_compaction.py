@@ -25,6 +25,7 @@ from kemu.protocol.records import (
     read_header,
     with_offset,
 )
+from kemu.storage import segment_cleaning
 from kemu.storage import segments as segments_module
 from kemu.storage.compaction import (
     DELETE_HORIZON_FLAG,
@@ -606,7 +607,7 @@ def test_a_full_offset_map_cleans_the_dirty_section_in_rounds(tmp_path: Path) ->
 def test_a_stepwise_cleaning_lets_appends_in_and_is_aborted_by_a_start_offset_move(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(segments_module, "CLEANER_STEP_BYTES", 100)  # a yield every batch or so
+    monkeypatch.setattr(segment_cleaning, "CLEANER_STEP_BYTES", 100)  # a yield every batch or so
     log = fill(tmp_path, versions=10)
     policy = CompactionPolicy(delete_retention_ms=1000, segment_bytes=600)
 

@@ -23,7 +23,8 @@ from kemu.config.definitions import BrokerConfig
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import BatchHeader, build_batch, read_header
 from kemu.storage.log import MemoryLog, PartitionLog
-from kemu.storage.segments import INDEX_ENTRY, SegmentLog, segment_file_name
+from kemu.storage.segment_files import INDEX_ENTRY, segment_file_name
+from kemu.storage.segments import SegmentLog
 
 T0 = 1_700_000_000_000
 

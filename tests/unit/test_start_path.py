@@ -37,7 +37,7 @@ main()
 LOADED_ON_FIRST_USE = (
     "kemu.coordinator.",
     "kemu.broker.share.",
-    "kemu.storage.segments",
+    "kemu.storage.segment",  # segments, segment_files, segment_reading, segment_cleaning
     "kemu.storage.compaction",
     "kemu.protocol.kafka44",
     "kemu.protocol.streams_v1",
