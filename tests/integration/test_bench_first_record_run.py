@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an
 
 from bench import first_record
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.process]  # kemu serve as a process
 
 
 def test_a_short_run_on_kemu_measures_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
