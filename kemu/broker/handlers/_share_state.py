@@ -7,7 +7,11 @@ its own: NOT_COORDINATOR when this broker does not lead the partition of ``__sha
 that the key ``groupId:topicId:partition`` hashes to (the client finds the right broker with
 FindCoordinator, key type SHARE, that same key), INVALID_REQUEST for a null topic id, otherwise
 the share coordinator's result.
-Results are grouped by topic id in request order.
+Results are grouped by topic id in request order. CLUSTER_ACTION on the cluster is needed
+(CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
+
+Each key's module is one ``share_state_handler`` call: the persister call it makes per partition
+and, for the reads, the fields a successful answer carries.
 """
 
 from __future__ import annotations
@@ -16,10 +20,71 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kemu.broker.authorization import AclOperation, cluster_check, refused
+from kemu.broker.handlers import HandlerFunction, handler
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.share.persister import SharePartitionKey
-from kemu.coordinator.share.service import NOT_COORDINATOR_MESSAGE, share_persister
+from kemu.coordinator.share.persister import PersistedState, SharePartitionKey
+from kemu.coordinator.share.service import (
+    NOT_COORDINATOR_MESSAGE,
+    ShareCoordinatorService,
+    share_persister,
+)
+from kemu.coordinator.share.shard import ShardResult
 from kemu.protocol.errors import ErrorCode
+
+# The persister call for one partition: (service, key, the request's partition data).
+PartitionCall = Callable[[ShareCoordinatorService, SharePartitionKey, Any], ShardResult]
+# The fields a successful read answers beside partition and error (ctx makes nested structs).
+StateFields = Callable[[RequestContext, PersistedState], dict[str, Any]]
+
+
+def share_state_handler(
+    module: str,
+    api_key: int,
+    min_version: int,
+    max_version: int,
+    *,
+    operation: str,
+    result_class: str,
+    call: PartitionCall,
+    state_fields: StateFields | None = None,
+    partitions_required: bool = True,
+) -> HandlerFunction:
+    """Register (for ``module``, so the handler index names it) the handler of one share-state
+    key: ``call`` per partition this broker leads; a PartitionResult carrying its error and
+    message, plus ``state_fields`` of the state it read when it succeeded."""
+
+    def handle(ctx: RequestContext, request: Any) -> Any:
+        denied = refused(ctx, request, cluster_check(AclOperation.CLUSTER_ACTION))
+        if denied is not None:
+            return denied
+        service = share_persister(ctx.runtime)
+
+        def answer(key: SharePartitionKey, data: Any) -> Any:
+            result = call(service, key, data)
+            if state_fields is None or result.error is not ErrorCode.none or result.state is None:
+                return partition_error(ctx, key.partition, result.error, result.message)
+            return ctx.make(
+                "PartitionResult",
+                partition=key.partition,
+                error_code=ErrorCode.none,
+                error_message=None,
+                **state_fields(ctx, result.state),
+            )
+
+        return share_state_response(
+            ctx,
+            request,
+            operation=operation,
+            result_class=result_class,
+            answer=answer,
+            partitions_required=partitions_required,
+        )
+
+    handle.__module__ = module
+    handle.__qualname__ = "handle"
+    return handler(api_key, min_version, max_version)(handle)
+
 
 PartitionAnswer = Callable[[SharePartitionKey, Any], Any]
 

@@ -9,54 +9,41 @@ partition, leader or state epoch; FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH for o
 recorded; UNKNOWN_TOPIC_OR_PARTITION for a topic or partition the cluster does not have;
 NOT_COORDINATOR when this broker does not lead the key's ``__share_group_state`` partition (see
 ``_share_state``).
-
-CLUSTER_ACTION on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
+CLUSTER_ACTION on the cluster is needed (see ``_share_state``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.authorization import AclOperation, cluster_check, refused
-from kemu.broker.handlers import handler
-from kemu.broker.handlers._share_state import share_state_response
-from kemu.cluster.context import RequestContext
+from kemu.broker.handlers._share_state import share_state_handler
 from kemu.coordinator.share.persister import PersistedBatch, SharePartitionKey
-from kemu.coordinator.share.service import share_persister
+from kemu.coordinator.share.service import ShareCoordinatorService
+from kemu.coordinator.share.shard import ShardResult
 
 API_KEY = 85
 
 
-@handler(API_KEY, 0, 1)
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    denied = refused(ctx, request, cluster_check(AclOperation.CLUSTER_ACTION))
-    if denied is not None:
-        return denied
-    service = share_persister(ctx.runtime)
-
-    def answer(key: SharePartitionKey, data: Any) -> Any:
-        result = service.write_sync(
-            key,
-            state_epoch=data.state_epoch,
-            leader_epoch=data.leader_epoch,
-            start_offset=data.start_offset,
-            delivery_complete_count=getattr(data, "delivery_complete_count", -1),
-            batches=tuple(
-                PersistedBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                for b in data.state_batches
-            ),
-        )
-        return ctx.make(
-            "PartitionResult",
-            partition=key.partition,
-            error_code=result.error,
-            error_message=result.message,
-        )
-
-    return share_state_response(
-        ctx,
-        request,
-        operation="write share group state",
-        result_class="WriteStateResult",
-        answer=answer,
+def _write(service: ShareCoordinatorService, key: SharePartitionKey, data: Any) -> ShardResult:
+    return service.write_sync(
+        key,
+        state_epoch=data.state_epoch,
+        leader_epoch=data.leader_epoch,
+        start_offset=data.start_offset,
+        delivery_complete_count=getattr(data, "delivery_complete_count", -1),
+        batches=tuple(
+            PersistedBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            for b in data.state_batches
+        ),
     )
+
+
+handle = share_state_handler(
+    __name__,
+    API_KEY,
+    0,
+    1,
+    operation="write share group state",
+    result_class="WriteStateResult",
+    call=_write,
+)
