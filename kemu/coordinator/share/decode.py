@@ -301,7 +301,7 @@ def decode_all(
 def read_data_dir(data_dir: Path) -> Iterator[LogRecord]:
     """Records of ``__share_group_state`` from segment files, without changing them."""
     from kemu.storage.recovery import scan_batches
-    from kemu.storage.segments import LOG_SUFFIX
+    from kemu.storage.segment_files import LOG_SUFFIX
 
     directories = sorted(
         (int(path.name.rsplit("-", 1)[1]), path)
@@ -354,7 +354,7 @@ def cluster_topic_names(bootstrap: str, timeout: float = 10.0) -> dict[uuid.UUID
 
 def _checkpointed_start(directory: Path) -> int:
     """The log start offset a SegmentLog checkpointed in ``directory`` (0 when none)."""
-    from kemu.storage.segments import CHECKPOINT_VERSION, START_CHECKPOINT
+    from kemu.storage.segment_files import CHECKPOINT_VERSION, START_CHECKPOINT
 
     try:
         words = (directory / START_CHECKPOINT).read_text().split()
