@@ -17,11 +17,11 @@ from kemu.client.errors import (
     TransactionAbortableError,
 )
 from kemu.client.producer import ONE_RPC, TWO_RPC, RecordMetadata, TransactionalProducer
-from kemu.client.share_consumer import (
+from kemu.client.share_consumer import ShareConsumer
+from kemu.client.share_types import (
     AcknowledgeType,
     ShareAcknowledgementBatch,
     ShareAcknowledgements,
-    ShareConsumer,
     ShareGroupMetadata,
     ShareRecord,
 )

@@ -42,7 +42,7 @@ from kemu.client.errors import (
     ProducerFencedError,
     TransactionAbortableError,
 )
-from kemu.client.share_consumer import ShareAcknowledgements, ShareGroupMetadata
+from kemu.client.share_types import ShareAcknowledgements, ShareGroupMetadata
 from kemu.protocol.errors import ErrorCode
 
 PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 0, 22, 24, 26

@@ -23,7 +23,6 @@ import asyncio
 import base64
 import contextlib
 import datetime
-import enum
 import logging
 import uuid
 from collections.abc import Iterable
@@ -44,6 +43,14 @@ from kemu.client.errors import (
     IllegalStateError,
     KafkaError,
 )
+from kemu.client.share_types import (
+    TRANSACTIONAL_TYPES,
+    AcknowledgeType,
+    ShareAcknowledgements,
+    ShareGroupMetadata,
+    ShareRecord,
+    ack_topics,
+)
 from kemu.protocol.errors import ErrorCode
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
@@ -63,102 +70,6 @@ def _note_unharvested_failure(task: asyncio.Task[Any]) -> None:
     "Task exception was never retrieved". A poll that harvests it still gets the exception."""
     if not task.cancelled() and task.exception() is not None:
         log.debug("share fetch ended: %s", task.exception())
-
-
-class AcknowledgeType(enum.IntEnum):
-    """Kafka's acknowledge types (ShareFetch/ShareAcknowledge ``AcknowledgeTypes``)."""
-
-    GAP = 0
-    ACCEPT = 1
-    RELEASE = 2
-    REJECT = 3
-    RENEW = 4
-
-
-TRANSACTIONAL_TYPES = frozenset(
-    {AcknowledgeType.GAP, AcknowledgeType.ACCEPT, AcknowledgeType.REJECT}
-)
-
-
-@dataclass(frozen=True, slots=True)
-class ShareRecord:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: tuple[tuple[str, bytes | None], ...]
-    delivery_count: int
-    topic_id: uuid.UUID
-    # The consumer's own TopicIdPartition, shared by the records of a fetch (not a new one per
-    # acknowledgement: it is a dictionary key on every poll and acknowledge).
-    _tp: TopicIdPartition | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def topic_id_partition(self) -> TopicIdPartition:
-        if self._tp is not None:
-            return self._tp
-        return TopicIdPartition(self.topic_id, self.topic, self.partition)
-
-
-@dataclass(frozen=True, slots=True)
-class ShareGroupMetadata:
-    """Who acknowledges: what TxnShareAcknowledge carries for the broker's member check."""
-
-    group_id: str
-    member_id: str
-    member_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class ShareAcknowledgementBatch:
-    """Offsets first..last (inclusive) and their types: one for the range, or one per offset."""
-
-    first_offset: int
-    last_offset: int
-    acknowledge_types: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ShareAcknowledgements:
-    """Acknowledgements per partition, as ``acknowledgements_for_transaction()`` hands them over."""
-
-    acknowledgements: dict[TopicIdPartition, list[ShareAcknowledgementBatch]] = field(
-        default_factory=dict
-    )
-
-    def is_empty(self) -> bool:
-        return not any(self.acknowledgements.values())
-
-    @staticmethod
-    def from_offsets(
-        by_partition: dict[TopicIdPartition, dict[int, int]],
-    ) -> ShareAcknowledgements:
-        return ShareAcknowledgements(
-            {tp: to_batches(types) for tp, types in by_partition.items() if types}
-        )
-
-
-def to_batches(types_by_offset: dict[int, int]) -> list[ShareAcknowledgementBatch]:
-    """Contiguous runs of offsets, each one batch; a run of one type sends that type once."""
-    batches: list[ShareAcknowledgementBatch] = []
-    run: list[tuple[int, int]] = []
-    for offset in sorted(types_by_offset):
-        if run and offset != run[-1][0] + 1:
-            batches.append(_batch(run))
-            run = []
-        run.append((offset, types_by_offset[offset]))
-    if run:
-        batches.append(_batch(run))
-    return batches
-
-
-def _batch(run: list[tuple[int, int]]) -> ShareAcknowledgementBatch:
-    types = tuple(kind for _, kind in run)
-    if len(set(types)) == 1:
-        types = types[:1]
-    return ShareAcknowledgementBatch(run[0][0], run[-1][0], types)
 
 
 def new_member_id() -> str:
@@ -506,8 +417,8 @@ class ShareConsumer:
             forgotten = (
                 session.partitions - wanted - set(acks) if session.epoch != OPEN_SESSION else set()
             )
-            topics = self._ack_topics(
-                SHARE_FETCH, version, "FetchTopic", "FetchPartition", listed, acks
+            topics = ack_topics(
+                self.cluster, SHARE_FETCH, version, "FetchTopic", "FetchPartition", listed, acks
             )
             forgotten_topics = tuple(
                 self.cluster.nested(
@@ -562,47 +473,6 @@ class ShareConsumer:
         made meanwhile, wins)."""
         for tp, types in acks.items():
             self._pending[tp] = {**types, **self._pending.get(tp, {})}
-
-    def _ack_topics(
-        self,
-        api_key: int,
-        version: int,
-        topic_class: str,
-        partition_class: str,
-        partitions: Iterable[TopicIdPartition],
-        acks: dict[TopicIdPartition, dict[int, int]],
-    ) -> tuple[Any, ...]:
-        by_topic: dict[uuid.UUID, list[TopicIdPartition]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic_id, []).append(tp)
-        topics = []
-        for topic_id, tps in by_topic.items():
-            entries = tuple(
-                self.cluster.nested(
-                    api_key,
-                    version,
-                    partition_class,
-                    partition_index=tp.partition,
-                    acknowledgement_batches=tuple(
-                        self.cluster.nested(
-                            api_key,
-                            version,
-                            "AcknowledgementBatch",
-                            first_offset=batch.first_offset,
-                            last_offset=batch.last_offset,
-                            acknowledge_types=batch.acknowledge_types,
-                        )
-                        for batch in to_batches(acks.get(tp, {}))
-                    ),
-                )
-                for tp in sorted(tps, key=lambda tp: tp.partition)
-            )
-            topics.append(
-                self.cluster.nested(
-                    api_key, version, topic_class, topic_id=topic_id, partitions=entries
-                )
-            )
-        return tuple(topics)
 
     def _take_in(self, fetched: Fetched) -> None:
         for tp, partition in fetched:
@@ -745,8 +615,14 @@ class ShareConsumer:
             if not acks and epoch != CLOSE_SESSION:
                 return {}
             version = await self.cluster.version(SHARE_ACKNOWLEDGE, 2, node)
-            topics = self._ack_topics(
-                SHARE_ACKNOWLEDGE, version, "AcknowledgeTopic", "AcknowledgePartition", acks, acks
+            topics = ack_topics(
+                self.cluster,
+                SHARE_ACKNOWLEDGE,
+                version,
+                "AcknowledgeTopic",
+                "AcknowledgePartition",
+                acks,
+                acks,
             )
             try:
                 response = await self.cluster.call(

@@ -12,7 +12,7 @@ import pytest
 from kemu.client import AcknowledgeType, IllegalStateError, ShareConsumer, TopicIdPartition
 from kemu.client.codec import murmur2, partition_for_key, whole_batches
 from kemu.client.consumer import Consumer
-from kemu.client.share_consumer import ShareAcknowledgementBatch, to_batches
+from kemu.client.share_types import ShareAcknowledgementBatch, to_batches
 from kemu.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, control_batch
 
 TOPIC_ID = uuid.UUID(int=7)

@@ -20,7 +20,7 @@ import pytest
 from kemu.client import KafkaError, TransactionalProducer
 from kemu.client.cluster import TopicIdPartition
 from kemu.client.producer import _State
-from kemu.client.share_consumer import (
+from kemu.client.share_types import (
     ShareAcknowledgementBatch,
     ShareAcknowledgements,
     ShareGroupMetadata,

@@ -1,0 +1,150 @@
+"""The share consumer's values (records, acknowledge types, acknowledgement batches) and how a
+set of acknowledgements becomes a ShareFetch or ShareAcknowledge request's topics."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kemu.client.cluster import ClusterClient, TopicIdPartition
+
+
+class AcknowledgeType(enum.IntEnum):
+    """Kafka's acknowledge types (ShareFetch/ShareAcknowledge ``AcknowledgeTypes``)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+TRANSACTIONAL_TYPES = frozenset(
+    {AcknowledgeType.GAP, AcknowledgeType.ACCEPT, AcknowledgeType.REJECT}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: tuple[tuple[str, bytes | None], ...]
+    delivery_count: int
+    topic_id: uuid.UUID
+    # The consumer's own TopicIdPartition, shared by the records of a fetch (not a new one per
+    # acknowledgement: it is a dictionary key on every poll and acknowledge).
+    _tp: TopicIdPartition | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        if self._tp is not None:
+            return self._tp
+        return TopicIdPartition(self.topic_id, self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadata:
+    """Who acknowledges: what TxnShareAcknowledge carries for the broker's member check."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAcknowledgementBatch:
+    """Offsets first..last (inclusive) and their types: one for the range, or one per offset."""
+
+    first_offset: int
+    last_offset: int
+    acknowledge_types: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ShareAcknowledgements:
+    """Acknowledgements per partition, as ``acknowledgements_for_transaction()`` hands them over."""
+
+    acknowledgements: dict[TopicIdPartition, list[ShareAcknowledgementBatch]] = field(
+        default_factory=dict
+    )
+
+    def is_empty(self) -> bool:
+        return not any(self.acknowledgements.values())
+
+    @staticmethod
+    def from_offsets(
+        by_partition: dict[TopicIdPartition, dict[int, int]],
+    ) -> ShareAcknowledgements:
+        return ShareAcknowledgements(
+            {tp: to_batches(types) for tp, types in by_partition.items() if types}
+        )
+
+
+def to_batches(types_by_offset: dict[int, int]) -> list[ShareAcknowledgementBatch]:
+    """Contiguous runs of offsets, each one batch; a run of one type sends that type once."""
+    batches: list[ShareAcknowledgementBatch] = []
+    run: list[tuple[int, int]] = []
+    for offset in sorted(types_by_offset):
+        if run and offset != run[-1][0] + 1:
+            batches.append(_batch(run))
+            run = []
+        run.append((offset, types_by_offset[offset]))
+    if run:
+        batches.append(_batch(run))
+    return batches
+
+
+def _batch(run: list[tuple[int, int]]) -> ShareAcknowledgementBatch:
+    types = tuple(kind for _, kind in run)
+    if len(set(types)) == 1:
+        types = types[:1]
+    return ShareAcknowledgementBatch(run[0][0], run[-1][0], types)
+
+
+def ack_topics(
+    cluster: ClusterClient,
+    api_key: int,
+    version: int,
+    topic_class: str,
+    partition_class: str,
+    partitions: Iterable[TopicIdPartition],
+    acks: dict[TopicIdPartition, dict[int, int]],
+) -> tuple[Any, ...]:
+    """The topics of a ShareFetch or ShareAcknowledge request (``topic_class``, each with its
+    ``partition_class`` entries) carrying ``acks`` for ``partitions``, by topic id."""
+    by_topic: dict[uuid.UUID, list[TopicIdPartition]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic_id, []).append(tp)
+    topics = []
+    for topic_id, tps in by_topic.items():
+        entries = tuple(
+            cluster.nested(
+                api_key,
+                version,
+                partition_class,
+                partition_index=tp.partition,
+                acknowledgement_batches=tuple(
+                    cluster.nested(
+                        api_key,
+                        version,
+                        "AcknowledgementBatch",
+                        first_offset=batch.first_offset,
+                        last_offset=batch.last_offset,
+                        acknowledge_types=batch.acknowledge_types,
+                    )
+                    for batch in to_batches(acks.get(tp, {}))
+                ),
+            )
+            for tp in sorted(tps, key=lambda tp: tp.partition)
+        )
+        topics.append(
+            cluster.nested(api_key, version, topic_class, topic_id=topic_id, partitions=entries)
+        )
+    return tuple(topics)
