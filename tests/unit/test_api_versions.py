@@ -49,7 +49,7 @@ async def ask(
     frame = bytes(message.encode(version=version, header=True, framed=True))[4:]
     request = wire.decode_request(frame)
     context = RequestContext(NODE, runtime, request.header)
-    body = await api_versions.handle(context, request.body)
+    body = api_versions.handle(context, request.body)
     answer = wire.encode_response_frame(API_VERSIONS, version, 11, body)[4:]
     decoded = ApiVersionsResponse.decode(answer, version=version, header=True)
     assert decoded.header.correlation_id == 11
@@ -186,7 +186,7 @@ async def test_bad_client_software_is_invalid_request(name: str, software_versio
     )
     message.with_header(correlation_id=12, client_id="unit")
     request = wire.decode_request(bytes(message.encode(version=3, header=True, framed=True))[4:])
-    body = await api_versions.handle(
+    body = api_versions.handle(
         RequestContext(NODE, make_runtime(), request.header), request.body
     )
     # Kafka answers at the request's version (Java clients parse it so); kafka-python would read
@@ -279,7 +279,7 @@ async def ask_v5(
     request = wire.decode_request(frame)
     assert request.body == body
     context = RequestContext(NODE, runtime, request.header)
-    answer = await api_versions.handle(context, request.body)
+    answer = api_versions.handle(context, request.body)
     payload = wire.encode_response_frame(API_VERSIONS, 5, 7, answer)[4:]
     correlation_id, decoded = wire.decode_response(API_VERSIONS, 5, payload)
     assert correlation_id == 7

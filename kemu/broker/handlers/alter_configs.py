@@ -27,7 +27,7 @@ API_KEY = 33
 
 
 @handler(API_KEY, 0, 2)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     return alter_response(
         ctx,
         request,

@@ -125,7 +125,7 @@ def _kip1289_served(runtime: Runtime) -> bool:
 
 
 @handler(API_KEY, 0, 5)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.runtime
     module = ctx.response_module
     refusal = request_error(request, ctx.version, runtime.cluster.cluster_id, ctx.node.node_id)

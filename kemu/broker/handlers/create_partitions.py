@@ -40,7 +40,7 @@ class PartitionsError(Exception):
 
 
 @handler(API_KEY, 0, 3)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(topic.name for topic in request.topics)
     results = []
     reported: set[str] = set()

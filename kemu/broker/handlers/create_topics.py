@@ -60,7 +60,7 @@ class CreateError(Exception):
 
 
 @handler(API_KEY, 2, 7)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     if _requested_partitions(ctx.cluster, request.topics) > MAX_RECORDS_PER_USER_OP:
         return ctx.respond(
             topics=tuple(

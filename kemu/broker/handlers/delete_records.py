@@ -27,7 +27,7 @@ INVALID_LOW_WATERMARK = -1
 
 
 @handler(API_KEY, 0, 2)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     deletable = allowed_names(
         ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics)
     )

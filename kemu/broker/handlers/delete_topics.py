@@ -39,7 +39,7 @@ Outcome = tuple[str | None, uuid.UUID, ErrorCode, str | None]
 
 
 @handler(API_KEY, 1, 6)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.version >= 6:
         entries = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
     else:

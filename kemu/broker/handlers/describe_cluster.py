@@ -26,7 +26,7 @@ ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
 
 
 @handler(API_KEY, 0, 2)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT)
     if endpoint_type not in ENDPOINT_NAMES:
         return ctx.respond(

@@ -29,7 +29,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 @handler(API_KEY, 0, 0)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""

@@ -43,7 +43,7 @@ FIRST_SHARE_VERSION = 6
 
 
 @handler(API_KEY, 0, 6)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     key_type = getattr(request, "key_type", GROUP)
     if ctx.version >= 4:
         keys = list(request.coordinator_keys)

@@ -57,7 +57,7 @@ def subscription_for(
 
 
 @handler(API_KEY, 0, 0)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     instance_id = request.client_instance_id
     if instance_id is None or instance_id == ZERO_UUID:
         instance_id = uuid.uuid4()

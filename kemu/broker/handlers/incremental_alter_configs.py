@@ -27,7 +27,7 @@ API_KEY = 44
 
 
 @handler(API_KEY, 0, 1)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     return alter_response(
         ctx,
         request,

@@ -54,7 +54,7 @@ def auto_create(cluster: Cluster, name: str) -> Topic:
 
 
 @handler(API_KEY, 0, 13)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
     wanted = request.topics
     if ctx.version == 0 and not wanted:

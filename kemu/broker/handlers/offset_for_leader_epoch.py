@@ -36,7 +36,7 @@ UNDEFINED_OFFSET = -1
 
 
 @handler(API_KEY, 2, 4)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     names = [t.topic for t in request.topics]
     if authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log=False):
         visible = set(names)

@@ -28,7 +28,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 @handler(API_KEY, 0, 0)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     instance_id = request.client_instance_id
     if instance_id is None or instance_id == ZERO_UUID:
         return ctx.respond(error_code=ErrorCode.invalid_request)

@@ -32,7 +32,7 @@ API_KEY = 77
 
 
 @handler(API_KEY, 1, 1)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = group_coordinator(ctx.runtime)
     operations = bool(request.include_authorized_operations)
     refused = []
