@@ -384,6 +384,7 @@ public final class FirstRecordBench {
     /** A Kafka Streams 4.4.0 app (group.protocol=streams) that notes each record it processes. */
     private final class StreamsMember implements Member {
         private final KafkaStreams streams;
+        private final Path state;
         private long startedAt;
         private long closedAt;
 
@@ -394,11 +395,11 @@ public final class FirstRecordBench {
             props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, "streams");
             props.put(StreamsConfig.CLIENT_ID_CONFIG, "first-record-" + index);
             try {
-                Path state = Files.createTempDirectory("first-record-streams-");
-                props.put(StreamsConfig.STATE_DIR_CONFIG, state.toString());
+                state = Files.createTempDirectory("first-record-streams-");
             } catch (java.io.IOException error) {
                 throw new IllegalStateException(error);
             }
+            props.put(StreamsConfig.STATE_DIR_CONFIG, state.toString());
             props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
             props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
             StreamsBuilder builder = new StreamsBuilder();
@@ -423,6 +424,12 @@ public final class FirstRecordBench {
             closedAt = System.nanoTime();
             streams.close(CloseOptions.groupMembershipOperation(
                 CloseOptions.GroupMembershipOperation.LEAVE_GROUP).withTimeout(Duration.ofSeconds(30)));
+            // the state directory is this run's alone: nothing of it is wanted afterwards
+            try (var paths = Files.walk(state)) {
+                paths.sorted(java.util.Comparator.reverseOrder()).forEach(path -> path.toFile().delete());
+            } catch (java.io.IOException ignored) {
+                // a leftover temporary directory is harmless
+            }
         }
 
         @Override
