@@ -1,27 +1,44 @@
-"""The live dashboard: ``GET /dashboard`` (one static page) polling ``GET /state`` (a JSON snapshot
-of topics, groups, share partitions, open transactions and the request counter) once a second.
+"""The live dashboard's data: ``GET /state``, a JSON snapshot of brokers, topics, groups (members
+with their partitions, lag), share partitions (their records from log start to high watermark),
+consumer-group lag and open transactions, which the page (``page.py``, served at ``/`` and
+``/dashboard``) polls once a second.
 
-Each share partition is drawn as one strip on a canvas: its in-flight window [SPSO, SPEO) scaled
-to the strip's width, each span a rectangle coloured by state, so 10,000 in-flight records take
-no more room than 10 (a span narrower than a pixel still gets one pixel).
+A share partition is sent as its offsets (log start, SPSO, SPEO, LSO, high watermark), its lag
+and its in-flight spans, each ``[first, last, state, delivery count, owner member, lock
+deadline, staging]`` (``staging``: for TX_PENDING, the transaction and the states its commit and
+abort give; else null); the page draws the records below SPSO as done, the spans by state and
+[SPEO, high watermark) as the backlog.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kemu.broker.share.manager import share_partitions
+from kemu.broker.share import admin
+from kemu.broker.share.partition import SharePartitionCore
 from kemu.broker.stats import request_stats
 from kemu.cluster.context import Runtime
+from kemu.control.lag import ShareLag, consumer_lags, group_service, share_windows
 from kemu.control.verbs import Control
+from kemu.coordinator.group.classic_model import ClassicGroup
+from kemu.coordinator.group.consumer_group import ConsumerGroup
+from kemu.coordinator.group.consumer_protocol import decode_assignment
+from kemu.coordinator.group.share_group import ShareGroup
 
 STATE_COLOURS = {
-    "AVAILABLE": "#4caf50",
-    "ACQUIRED": "#2196f3",
-    "TX_PENDING": "#ff9800",
-    "ACKNOWLEDGED": "#9e9e9e",
-    "ARCHIVING": "#9c27b0",
-    "ARCHIVED": "#424242",
+    "AVAILABLE": "#43a047",
+    "ACQUIRED": "#1e88e5",
+    "TX_PENDING": "#fb8c00",
+    "ACKNOWLEDGED": "#90a4ae",
+    "ARCHIVING": "#8e24aa",
+    "ARCHIVED": "#546e7a",
+}
+# the parts of a share partition's bar outside its in-flight window: records below SPSO
+# (finished), and the backlog [SPEO, high watermark) drawn as stripes of two colours
+REGION_COLOURS = {
+    "DONE": "#cfd8dc",
+    "BACKLOG": "#fff3d6",
+    "BACKLOG_STRIPE": "#f2d49b",
 }
 
 
@@ -38,6 +55,7 @@ def snapshot(runtime: Runtime, control: Control) -> dict[str, Any]:
                     "leader_epoch": p.leader_epoch,
                     "log_start_offset": p.log_start_offset,
                     "high_watermark": p.high_watermark,
+                    "log_end_offset": p.high_watermark,
                     "last_stable_offset": p.last_stable_offset,
                 }
                 for p in topic.partitions
@@ -45,194 +63,134 @@ def snapshot(runtime: Runtime, control: Control) -> dict[str, Any]:
         }
         for name, topic in sorted(cluster.topics.items())
     ]
-    groups: list[dict[str, Any]] = []
-    coordinator = runtime.services.get("group_coordinator")
-    registry = getattr(coordinator, "registry", None)
-    if registry is not None:
-        for group in registry:
-            state = getattr(group, "state_name", None)
-            groups.append(
-                {
-                    "group": group.group_id,
-                    "type": getattr(group, "group_type", type(group).__name__),
-                    "state": state() if callable(state) else state,
-                    "members": sorted(getattr(group, "members", {})),
-                }
-            )
-    shares = []
-    for key, actor in sorted(
-        share_partitions(runtime).actors.items(),
-        key=lambda item: (item[0].group_id, str(item[0].topic_id), item[0].partition),
-    ):
-        core = actor.core
-        if core is None:
-            continue
-        topic = cluster.topics_by_id.get(key.topic_id)
-        shares.append(
-            {
-                "group": key.group_id,
-                "topic": topic.name if topic is not None else str(key.topic_id),
-                "partition": key.partition,
-                "start_offset": core.start,
-                "end_offset": core.end,
-                "spans": [[s.first, s.last, s.state.name] for s in core._spans.spans],
-            }
-        )
+    transactions = control.transactions()
+    windows = share_windows(runtime)
+    consumers = consumer_lags(runtime)
+    lag_of: dict[str, int] = {}
+    for group, lag in [(s.group, s.lag) for s, _ in windows] + [
+        (c.group, c.lag) for c in consumers
+    ]:
+        lag_of[group] = lag_of.get(group, 0) + lag
     stats = request_stats(runtime)
     return {
         "now_ms": runtime.clock_ms(),
         "clock": "virtual" if runtime.clock.virtual else "real",
         "brokers": control.brokers(),
         "topics": topics,
-        "groups": groups,
-        "share_partitions": shares,
-        "transactions": control.transactions(),
+        "groups": _groups(runtime, lag_of),
+        "share_partitions": [
+            _share_partition(runtime, share, core, transactions) for share, core in windows
+        ],
+        "consumer_lag": [
+            {
+                "group": c.group,
+                "topic": c.topic,
+                "partition": c.partition,
+                "committed_offset": c.committed_offset,
+                "log_end_offset": c.log_end_offset,
+                "lag": c.lag,
+            }
+            for c in consumers
+        ],
+        "transactions": transactions,
         "requests_total": sum(stats.requests.values()),
         "colours": STATE_COLOURS,
+        "region_colours": REGION_COLOURS,
     }
 
 
-PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>kemu dashboard</title>
-<style>
-  body { font: 13px system-ui, sans-serif; margin: 16px; color: #222; background: #fafafa; }
-  h1 { font-size: 18px; margin: 0 0 8px; }
-  h2 { font-size: 15px; margin: 18px 0 6px; }
-  table { border-collapse: collapse; }
-  td, th { border: 1px solid #ddd; padding: 2px 8px; text-align: left; }
-  th { background: #eee; }
-  .strip-row { margin: 6px 0; }
-  .strip-label { font-family: monospace; }
-  canvas.strip { display: block; border: 1px solid #bbb; background: #fff; }
-  .legend span { display: inline-block; padding: 1px 6px; margin-right: 4px; color: #fff; }
-  #status { color: #666; }
-</style>
-</head>
-<body>
-<h1>kemu <span id="status">connecting…</span></h1>
-<h2>Requests per second</h2>
-<canvas id="rate" width="600" height="80"></canvas>
-<h2>Share partitions</h2>
-<div class="legend" id="legend"></div>
-<div id="shares"></div>
-<h2>Topics</h2>
-<table id="topics"><thead><tr><th>topic</th><th>partition</th><th>leader</th>
-<th>log start</th><th>LSO</th><th>high watermark</th></tr></thead><tbody></tbody></table>
-<h2>Groups</h2>
-<table id="groups"><thead><tr><th>group</th><th>type</th><th>state</th><th>members</th>
-</tr></thead><tbody></tbody></table>
-<h2>Open transactions</h2>
-<table id="transactions"><thead><tr><th>transactional id</th><th>state</th><th>producer</th>
-<th>partitions</th><th>staged share records</th></tr></thead><tbody></tbody></table>
-<script>
-"use strict";
-const STRIP_WIDTH = 800, STRIP_HEIGHT = 18;
-const rates = [];
-let lastTotal = null, lastTime = null;
+def _groups(runtime: Runtime, lag_of: dict[str, int]) -> list[dict[str, Any]]:
+    registry = getattr(group_service(runtime), "registry", None)
+    if registry is None:
+        return []
+    names = runtime.cluster.topics_by_id
+    groups = []
+    for group in registry:
+        members = []
+        for member in getattr(group, "members", {}).values():
+            members.append(
+                {
+                    "member_id": member.member_id,
+                    "client_id": getattr(member, "client_id", ""),
+                    "client_host": getattr(member, "client_host", ""),
+                    "partitions": sorted(_partitions(group, member, names)),
+                }
+            )
+        state = getattr(group, "state_name", None)
+        groups.append(
+            {
+                "group": group.group_id,
+                "type": getattr(group, "group_type", type(group).__name__),
+                "state": state() if callable(state) else state,
+                "members": sorted(members, key=lambda m: (m["client_id"], m["member_id"])),
+                "lag": lag_of.get(group.group_id),
+            }
+        )
+    return sorted(groups, key=lambda g: g["group"])
 
-function cell(row, text) { const td = row.insertCell(); td.textContent = text; return td; }
 
-function fill(id, rows, build) {
-  const body = document.querySelector("#" + id + " tbody");
-  body.replaceChildren();
-  for (const item of rows) build(body.insertRow(), item);
-}
+def _partitions(group: Any, member: Any, names: dict[Any, Any]) -> list[tuple[str, int]]:
+    """A member's assigned partitions as (topic name, index)."""
+    if isinstance(group, ShareGroup | ConsumerGroup):
+        found = []
+        for topic_id, index in member.assigned:
+            topic = names.get(topic_id)
+            found.append((topic.name if topic is not None else str(topic_id), index))
+        return found
+    if isinstance(group, ClassicGroup) and group.protocol_type == "consumer":
+        assigned = decode_assignment(member.assignment) if member.assignment else {}
+        return [(topic, index) for topic, indexes in assigned.items() for index in indexes]
+    return []  # a streams member is assigned tasks, not partitions
 
-function drawStrip(canvas, share, colours) {
-  const ctx = canvas.getContext("2d");
-  ctx.clearRect(0, 0, canvas.width, canvas.height);
-  const width = Math.max(share.end_offset - share.start_offset, 1);
-  for (const [first, last, state] of share.spans) {
-    const x = Math.floor((first - share.start_offset) / width * canvas.width);
-    const end = Math.ceil((last + 1 - share.start_offset) / width * canvas.width);
-    ctx.fillStyle = colours[state] || "#000";
-    ctx.fillRect(x, 0, Math.max(end - x, 1), canvas.height);
-  }
-}
 
-function drawRate(canvas) {
-  const ctx = canvas.getContext("2d");
-  ctx.clearRect(0, 0, canvas.width, canvas.height);
-  const top = Math.max(1, ...rates);
-  ctx.strokeStyle = "#2196f3";
-  ctx.beginPath();
-  rates.forEach((value, i) => {
-    const x = i / 59 * (canvas.width - 1);
-    const y = canvas.height - 1 - value / top * (canvas.height - 12);
-    if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
-  });
-  ctx.stroke();
-  ctx.fillStyle = "#222";
-  ctx.fillText((rates.at(-1) || 0).toFixed(0) + " req/s (max " + top.toFixed(0) + ")", 4, 10);
-}
+def _share_partition(
+    runtime: Runtime,
+    share: ShareLag,
+    core: SharePartitionCore,
+    transactions: list[dict[str, Any]],
+) -> dict[str, Any]:
+    partition = runtime.cluster.partition(share.topic, share.partition)
+    assert partition is not None  # share_lags lists existing partitions only
+    return {
+        "group": share.group,
+        "topic": share.topic,
+        "partition": share.partition,
+        "log_start_offset": partition.log_start_offset,
+        "high_watermark": share.high_watermark,
+        "last_stable_offset": partition.last_stable_offset,
+        "start_offset": share.start_offset,
+        "end_offset": share.end_offset,
+        "delivery_complete_count": share.delivery_complete_count,
+        "lag": share.lag,
+        "backlog": share.backlog,
+        "spans": _spans(core, transactions),
+    }
 
-function render(state) {
-  const now = performance.now();
-  if (lastTotal !== null) {
-    rates.push((state.requests_total - lastTotal) / ((now - lastTime) / 1000));
-    if (rates.length > 60) rates.shift();
-  }
-  lastTotal = state.requests_total; lastTime = now;
-  drawRate(document.getElementById("rate"));
-  document.getElementById("status").textContent =
-    state.clock + " clock, " + new Date(state.now_ms).toISOString() + ", brokers " +
-    state.brokers.map(
-      b => b.node_id + (b.stopped ? " (stopped)" : b.down ? " (down)" : "")).join(", ");
-  const legend = document.getElementById("legend");
-  legend.replaceChildren(...Object.entries(state.colours).map(([name, colour]) => {
-    const span = document.createElement("span");
-    span.style.background = colour; span.textContent = name; return span;
-  }));
-  const shares = document.getElementById("shares");
-  shares.replaceChildren();
-  for (const share of state.share_partitions) {
-    const row = document.createElement("div");
-    row.className = "strip-row";
-    const label = document.createElement("div");
-    label.className = "strip-label";
-    label.textContent = share.group + " " + share.topic + "-" + share.partition +
-      "  SPSO " + share.start_offset + "  SPEO " + share.end_offset +
-      "  (" + (share.end_offset - share.start_offset) + " in flight)";
-    const canvas = document.createElement("canvas");
-    canvas.className = "strip";
-    canvas.width = STRIP_WIDTH; canvas.height = STRIP_HEIGHT;
-    canvas.dataset.key = share.group + "/" + share.topic + "/" + share.partition;
-    row.append(label, canvas);
-    shares.append(row);
-    drawStrip(canvas, share, state.colours);
-  }
-  const partitions = state.topics.filter(t => !t.internal)
-    .flatMap(t => t.partitions.map(p => ({topic: t.name, ...p})));
-  fill("topics", partitions, (row, p) => {
-    for (const value of [p.topic, p.partition, p.leader, p.log_start_offset,
-                         p.last_stable_offset, p.high_watermark]) cell(row, value);
-  });
-  fill("groups", state.groups, (row, g) => {
-    for (const value of [g.group, g.type, g.state, g.members.join(", ")]) cell(row, value);
-  });
-  fill("transactions", state.transactions, (row, t) => {
-    for (const value of [t.transactional_id, t.state,
-                         t.producer_id + "/" + t.producer_epoch,
-                         t.partitions.map(p => p.join("-")).join(", "),
-                         t.staged_share_records.length]) cell(row, value);
-  });
-  document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
-}
 
-async function poll() {
-  try {
-    const answer = await fetch("state");
-    render(await answer.json());
-  } catch (error) {
-    document.getElementById("status").textContent = "unreachable: " + error;
-  }
-  setTimeout(poll, 1000);
-}
-poll();
-</script>
-</body>
-</html>
-"""
+def _spans(core: SharePartitionCore, transactions: list[dict[str, Any]]) -> list[list[Any]]:
+    by_producer = {t["producer_id"]: t["transactional_id"] for t in transactions}
+    spans = []
+    for span in core._spans.spans:
+        described = admin.describe_span(span)
+        staging = None
+        if "staged_producer_id" in described:
+            producer_id = described["staged_producer_id"]
+            staging = {
+                "transactional_id": by_producer.get(producer_id),
+                "producer_id": producer_id,
+                "producer_epoch": described["staged_producer_epoch"],
+                "on_commit": described["staged_commit_state"],
+                "on_abort": described["staged_abort_state"],
+            }
+        spans.append(
+            [
+                max(span.first, core.start),
+                span.last,
+                span.state.name,
+                span.delivery_count,
+                described.get("member_id"),
+                described.get("lock_deadline_ms"),
+                staging,
+            ]
+        )
+    return spans

@@ -18,9 +18,10 @@ from aiohttp import web
 from kemu.broker.share.states import RecordState
 from kemu.cluster.clock import VirtualClock
 from kemu.cluster.context import Runtime
-from kemu.control.dashboard import PAGE, snapshot
+from kemu.control.dashboard import snapshot
 from kemu.control.metrics import CONTENT_TYPE, metrics_registry, render
 from kemu.control.openapi import openapi
+from kemu.control.page import PAGE
 from kemu.control.verbs import Control, ControlError, bad_request
 
 log = structlog.get_logger("kemu.control")
@@ -91,6 +92,10 @@ def build_app(runtime: Runtime) -> web.Application:
 
     async def dashboard(request: web.Request) -> web.Response:
         return web.Response(text=PAGE, content_type="text/html")
+
+    async def root(request: web.Request) -> web.Response:
+        # relative, so the page is found behind a proxy that mounts the API under a path
+        return web.Response(status=302, headers={"Location": "dashboard"})
 
     async def state(request: web.Request) -> web.Response:
         return _json(snapshot(runtime, _control(request)))
@@ -189,6 +194,7 @@ def build_app(runtime: Runtime) -> web.Application:
         [
             web.get("/openapi.json", get_openapi),
             web.get("/metrics", metrics),
+            web.get("/", root),
             web.get("/dashboard", dashboard),
             web.get("/state", state),
             web.get("/health", health),

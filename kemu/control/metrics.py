@@ -15,6 +15,17 @@ RequestsPerSec, ``kafka_server_bytes_in_total`` for BytesInPerSec, ...):
   archives_total{group, topic}``: records released by lock expiry, and archived (or sent to
   the dead-letter queue) because their delivery count reached the limit;
 - ``kafka_transactions{state}``: transactions known to the coordinator by state;
+- ``kafka_log_log_logstartoffset{topic, partition}``, ``kafka_log_log_logendoffset{topic,
+  partition}``: Kafka's ``kafka.log:type=Log,name=LogStartOffset|LogEndOffset`` MBeans as the
+  Prometheus JMX exporter's Kafka rules name them (kemu's log end offset is its high watermark);
+- ``kafka_consumergroup_current_offset{consumergroup, topic, partition}``,
+  ``kafka_consumergroup_lag{consumergroup, topic, partition}``: a group's committed offset and
+  ``log end - committed``, named as kafka_exporter (the usual Prometheus exporter of Kafka's
+  group lag; Kafka's brokers have no lag MBean) names them;
+- ``kafka_sharegroup_start_offset{sharegroup, topic, partition}`` (SPSO) and
+  ``kafka_sharegroup_lag{sharegroup, topic, partition}`` (``high watermark - SPSO - records
+  finished above it``, as ``kafka-share-groups.sh --describe``), named after the two above, for
+  the share partitions loaded on their leader;
 - ``kemu_fault_rules``, ``kemu_faults_injected_total{kind}``, ``kemu_clock_now_ms``.
 """
 
@@ -36,6 +47,7 @@ from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import RecordState
 from kemu.broker.stats import BUCKETS_S, request_stats
 from kemu.cluster.context import Runtime
+from kemu.control.lag import consumer_lags, share_lags
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 
@@ -98,6 +110,8 @@ class KemuCollector(Collector):
         yield self._share_records()
         yield from self._share_counters()
         yield self._transactions()
+        yield from self._log_offsets()
+        yield from self._lags()
         yield GaugeMetricFamily("kemu_fault_rules", "Installed fault rules", len(faults.rules()))
         injected = CounterMetricFamily(
             "kemu_faults_injected", "Faults injected by rules", labels=["kind"]
@@ -155,6 +169,55 @@ class KemuCollector(Collector):
             archives.add_metric(list(labels), archived)
         yield expiries
         yield archives
+
+    def _log_offsets(self) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        start = GaugeMetricFamily(
+            "kafka_log_log_logstartoffset", "First offset in the partition's log", labels=labels
+        )
+        end = GaugeMetricFamily(
+            "kafka_log_log_logendoffset",
+            "Offset the partition's next record gets (its high watermark)",
+            labels=labels,
+        )
+        for name, topic in sorted(self.runtime.cluster.topics.items()):
+            for partition in topic.partitions:
+                index = str(partition.index)
+                start.add_metric([name, index], partition.log_start_offset)
+                end.add_metric([name, index], partition.high_watermark)
+        yield start
+        yield end
+
+    def _lags(self) -> Iterator[Metric]:
+        consumer = ["consumergroup", "topic", "partition"]
+        committed = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset", "A group's committed offset", labels=consumer
+        )
+        consumer_lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag",
+            "Log end offset minus the group's committed offset",
+            labels=consumer,
+        )
+        for found in consumer_lags(self.runtime):
+            labels = [found.group, found.topic, str(found.partition)]
+            committed.add_metric(labels, found.committed_offset)
+            consumer_lag.add_metric(labels, found.lag)
+        share = ["sharegroup", "topic", "partition"]
+        start = GaugeMetricFamily(
+            "kafka_sharegroup_start_offset",
+            "A share partition's start offset (SPSO)",
+            labels=share,
+        )
+        share_lag = GaugeMetricFamily(
+            "kafka_sharegroup_lag",
+            "High watermark minus SPSO minus the records finished above SPSO",
+            labels=share,
+        )
+        for window in share_lags(self.runtime):
+            labels = [window.group, window.topic, str(window.partition)]
+            start.add_metric(labels, window.start_offset)
+            share_lag.add_metric(labels, window.lag)
+        yield from (committed, consumer_lag, start, share_lag)
 
     def _transactions(self) -> Metric:
         from kemu.coordinator.transaction.coordinator import STATE_NAMES

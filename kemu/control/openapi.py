@@ -167,6 +167,12 @@ def openapi() -> dict[str, Any]:
                 )
             },
             "/openapi.json": {"get": _op("this description")},
+            "/": {
+                "get": {
+                    "summary": "leads to the dashboard",
+                    "responses": {"302": {"description": "Location: dashboard"}},
+                }
+            },
             "/dashboard": {
                 "get": {
                     "summary": "the live dashboard (HTML)",

@@ -1,15 +1,17 @@
 """``/metrics`` of the control API: Prometheus text (parsed back with prometheus_client's own
 parser) counting requests, errors (injected ones included), bytes and latencies, and reporting
-share records by state, transactions by state and connections, after real clients worked."""
+share records by state, transactions by state, connections, log start/end offsets and
+consumer- and share-group lag, after real clients worked."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -20,6 +22,7 @@ from confluent_kafka.admin import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from kemu.client import Admin
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.integration
@@ -70,6 +73,9 @@ def test_metrics_after_a_scenario(kemu_factory: type[KemuProcess]) -> None:
     deadline = time.monotonic() + TIMEOUT
     while got < 5 and time.monotonic() < deadline:
         got += len(consumer.poll(0.2))  # read_uncommitted: the open record may come too
+    committer = Consumer({"bootstrap.servers": kemu.bootstrap, "group.id": "m-cg"})
+    committer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+    committer.close()
     try:
         found = samples(kemu)
         produced = sum(
@@ -87,9 +93,23 @@ def test_metrics_after_a_scenario(kemu_factory: type[KemuProcess]) -> None:
         assert value(found, "kafka_share_records", group=group, topic=topic,
                      state="ACQUIRED") >= 5  # fmt: skip
         assert value(found, "kafka_transactions", state="Ongoing") == 1
-        connections = sum(
-            v for (name, _), v in found.items() if name == "kafka_server_connections"
-        )
+        partition = {"topic": topic, "partition": "0"}
+        assert value(found, "kafka_log_log_logstartoffset", **partition) == 0
+        assert value(found, "kafka_log_log_logendoffset", **partition) == 6  # 5 + the open one
+        assert value(found, "kafka_consumergroup_current_offset", consumergroup="m-cg",
+                     **partition) == 2  # fmt: skip
+        assert value(found, "kafka_consumergroup_lag", consumergroup="m-cg", **partition) == 4
+        assert value(found, "kafka_sharegroup_start_offset", sharegroup=group, **partition) == 0
+        share_lag = value(found, "kafka_sharegroup_lag", sharegroup=group, **partition)
+        assert share_lag == 6  # nothing acknowledged yet
+        assert share_lag == asyncio.run(described_lag(kemu.bootstrap, group, topic))
+        connections = sum(v for (name, _), v in found.items() if name == "kafka_server_connections")
         assert connections >= 1
     finally:
         consumer.close()
+
+
+async def described_lag(bootstrap: str, group: str, topic: str) -> int:
+    """The lag DescribeShareGroupOffsets answers (what kafka-share-groups.sh shows)."""
+    async with Admin(bootstrap) as admin:
+        return await admin.share_group_lag(group, topic)
