@@ -1,5 +1,5 @@
 """KIP-1289 messages kio does not have (yet): Kafka-style JSON definitions next to this file,
-and the hand-written kio-style dataclasses made from them.
+and the kio-style dataclasses ``python -m kemu.protocol.codegen`` generates from them.
 
 ``schemas.SCHEMAS`` maps (api key, version) to the (request, response) classes;
 ``kemu.protocol.wire`` consults it before kio, importing it on the first lookup of one of its
