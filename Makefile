@@ -14,7 +14,7 @@ ARGS ?=
 .PHONY: install serve check test test-unit test-client test-process test-parity test-integration \
 	test-java lint bench eos-crash java clean conformance-franz \
 	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark example-flink \
-	bench-connections soak bench-first-record
+	bench-connections soak bench-first-record sim
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -114,6 +114,13 @@ soak: $(STAMP)
 # of `make test`, which runs its short mode (tests/integration/test_eos_crash_short.py).
 eos-crash: $(STAMP)
 	$(BIN)/python -m bench.eos_crash $(ARGS)
+
+# The deterministic simulation (docs/reliability.md): kemu, its clients and its crashes on virtual
+# time in one process; every failure prints the seed that replays it. SEEDS is a seed or A-B.
+SEEDS ?= 1-10
+STEPS ?= 1000
+sim: $(STAMP)
+	$(BIN)/python -m kemu.testing.sim --seed $(SEEDS) --steps $(STEPS) $(ARGS)
 
 # franz-go's own kgo tests (share groups by default) against a kemu the runner starts and stops.
 # Needs Go >= 1.25 and the Go module proxy (the module zip carries the _test.go files); not part

@@ -168,6 +168,11 @@ class ShareConsumer:
         async def attempt() -> None:
             node = await self.cluster.coordinator(GROUP_COORDINATOR, self.group_id)
             full = not self._subscription_sent or self.member_epoch == 0
+            # Until an answer arrives the next heartbeat is a full one (as Java's client resets
+            # its sent fields on a failure): the coordinator may have applied this one, moving
+            # the member to a new epoch and assignment whose answer was lost, and it sends the
+            # assignment again only to a full request.
+            self._subscription_sent = False
             response = await self.cluster.call(
                 node,
                 SHARE_GROUP_HEARTBEAT,
@@ -303,7 +308,7 @@ class ShareConsumer:
         wait_ms = max(0, min(int(remaining * 1000), self.max_wait_ms))
         tasks = self._fetch_tasks(by_leader, wait_ms)
         done, _ = await asyncio.wait(tasks, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        await self._harvest(list(done))
+        await self._harvest([task for task in tasks if task in done])  # in a stable order
 
     async def _start_fetches(self, wait_ms: int) -> None:
         """A ShareFetch to every leader without one in flight (taken in by the next poll)."""

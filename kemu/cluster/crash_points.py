@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 
 ENVIRONMENT = "KEMU_CRASH_AT"
 POINTS = frozenset(
@@ -59,8 +60,20 @@ _armed = frozenset(
 )
 
 
+# The deterministic simulation (kemu/testing/sim) kills its simulated process here instead.
+_hook: Callable[[str], None] | None = None
+
+
+def set_crash_hook(hook: Callable[[str], None] | None) -> None:
+    """Call ``hook(name)`` at every crash point reached (None: stop)."""
+    global _hook
+    _hook = hook
+
+
 def crash_point(name: str) -> None:
     """SIGKILL this process here if ``KEMU_CRASH_AT`` names ``name``."""
     assert name in POINTS, name
     if name in _armed:
         os.kill(os.getpid(), signal.SIGKILL)
+    if _hook is not None:
+        _hook(name)

@@ -29,6 +29,18 @@ if TYPE_CHECKING:
 
 Listener = Callable[[], None]
 
+
+class WakeList(dict[Listener, None]):
+    """A set of callbacks woken in the order they were added (a ``set`` of functions would
+    wake them in an order of memory addresses, different in each run)."""
+
+    def add(self, listener: Listener) -> None:
+        self[listener] = None
+
+    def discard(self, listener: Listener) -> None:
+        self.pop(listener, None)
+
+
 MAX_REMEMBERED_BATCHES = 5  # Kafka dedupes against the producer's last five batches
 
 
@@ -86,7 +98,7 @@ class Partition:
             producer_id: ProducerEntry(state.epoch, list(state.recent), state.last_timestamp)
             for producer_id, state in log.recovered_producers().items()
         }  # a reopened log knows which batches its idempotent producers last wrote
-        self.listeners: set[Listener] = set()
+        self.listeners = WakeList()
         self.transactions = PartitionTransactions()
         noted = log.take_recovered_transactions()
         if noted is not None:

@@ -30,7 +30,7 @@ from kemu.broker.share.partition import (
 from kemu.broker.share.settings import ShareSettings, resolve_start_offset
 from kemu.cluster.clock import TimerHandle
 from kemu.cluster.crash_points import crash_point
-from kemu.cluster.partition import Partition
+from kemu.cluster.partition import Partition, WakeList
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
     SharePartitionKey,
@@ -84,7 +84,7 @@ class SharePartitionActor:
         self._mailbox = asyncio.Lock()
         self._timer: TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.waiters: set[Waiter] = set()
+        self.waiters = WakeList()
         self.retired = False
         self._lock_expiries = self._limit_archives = 0  # of cores dropped since (metrics)
         # what the last _load saw: the source partition and group settings dead letters need

@@ -1,0 +1,183 @@
+"""The simulation's event loop: virtual time, no I/O, and processes that can die at any instant.
+
+``SimLoop`` is an asyncio loop whose clock is virtual: when nothing is ready it jumps straight to
+the next timer instead of waiting for it, so a simulated hour takes as long as the work done in
+it. It polls no file descriptors; the only "I/O" is the in-memory network of
+``kemu.testing.sim.network``, which delivers bytes with ``call_at``.
+
+Every callback runs on behalf of a ``Process`` (a broker incarnation or a client), found in the
+``contextvars`` context asyncio gives each handle and task: a callback whose process has died is
+skipped, so a crash stops all its tasks and timers at once, as SIGKILL stops a real process,
+without a cooperating shutdown. Callbacks with no process (the harness itself) always run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+START_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: every run starts at the same instant
+
+
+class Process:
+    """One simulated process: what its callbacks check before running."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.dead = False
+        self.context = contextvars.copy_context()
+        self.context.run(CURRENT.set, self)
+
+    def __repr__(self) -> str:
+        return f"Process({self.name}{', dead' if self.dead else ''})"
+
+
+CURRENT: contextvars.ContextVar[Process | None] = contextvars.ContextVar(
+    "kemu_sim_process", default=None
+)
+
+
+def current_process() -> Process | None:
+    return CURRENT.get()
+
+
+class Stalled(RuntimeError):
+    """Nothing is ready and no timer is armed: the simulated world can never move again."""
+
+
+def _guarded(process: Process, callback: Callable[..., Any], *args: Any) -> None:
+    if not process.dead:
+        callback(*args)
+
+
+class _NoSelector:
+    """What ``BaseEventLoop._run_once`` polls: moves virtual time to the next timer instead."""
+
+    def __init__(self, loop: SimLoop) -> None:
+        self._loop = loop
+
+    def select(self, timeout: float | None) -> list[Any]:
+        if timeout is None:
+            raise Stalled("no callback is ready and no timer is armed")
+        if timeout > 0:
+            self._loop.jump_to_next_timer()
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class SimLoop(asyncio.BaseEventLoop):
+    """A deterministic loop on virtual time (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._now = START_S
+        self._selector = _NoSelector(self)
+        self._clock_resolution = 1e-6  # above a float ulp at this epoch
+        self.network: Any = None  # the SimNetwork, set by it
+        self.exceptions: list[str] = []
+        self.set_exception_handler(self._record_exception)
+        # Every task, held until the run ends: a killed process's tasks must not be collected
+        # (collecting a coroutine runs its ``finally`` blocks, at a moment the garbage collector
+        # picks: the dead would act, and a replay would differ).
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    # --- time ----------------------------------------------------------------------------------
+
+    def time(self) -> float:
+        return self._now
+
+    def now_ms(self) -> int:
+        return round(self._now * 1000)
+
+    def jump_to_next_timer(self) -> None:
+        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
+        while scheduled and scheduled[0].cancelled():
+            heapq.heappop(scheduled)
+            self._timer_cancelled_count -= 1  # type: ignore[attr-defined]
+        if scheduled:
+            self._now = max(self._now, scheduled[0].when())
+
+    def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task = super().create_task(coro, **kwargs)
+        self.tasks.append(task)
+        if len(self.tasks) % 4096 == 0:
+            self.tasks = [task for task in self.tasks if not task.done()]
+        return task
+
+    def bury(self) -> None:
+        """At the end of a run: close every unfinished coroutine now, while nothing runs."""
+        tasks, self.tasks = self.tasks, []
+        for task in tasks:
+            if not task.done():
+                # a ``finally`` that awaits raises here: it cannot await any more
+                with contextlib.suppress(BaseException):
+                    task.get_coro().close()
+
+    # --- callbacks run on behalf of their process -----------------------------------------------
+
+    def _call_soon(
+        self, callback: Callable[..., Any], args: Any, context: contextvars.Context | None
+    ) -> asyncio.Handle:
+        owner = (context if context is not None else contextvars.copy_context()).get(CURRENT)
+        if owner is not None:
+            args = (owner, callback, *args)
+            callback = _guarded
+        handle: asyncio.Handle = super()._call_soon(callback, args, context)  # type: ignore[misc]
+        return handle
+
+    def call_at(  # type: ignore[override]
+        self,
+        when: float,
+        callback: Callable[..., Any],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        owner = (context if context is not None else contextvars.copy_context()).get(CURRENT)
+        if owner is not None:
+            args = (owner, callback, *args)
+            callback = _guarded
+        return super().call_at(when, callback, *args, context=context)
+
+    # --- no selector, no threads ------------------------------------------------------------------
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        pass
+
+    def _write_to_self(self) -> None:
+        pass
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., Any], *args: Any
+    ) -> Any:
+        future = self.create_future()  # no threads in a simulation: run it here, now
+        try:
+            future.set_result(func(*args))
+        except Exception as error:
+            future.set_exception(error)
+        return future
+
+    async def create_connection(  # type: ignore[override]
+        self, protocol_factory: Callable[[], asyncio.BaseProtocol], host: str, port: int, **_: Any
+    ) -> tuple[asyncio.Transport, asyncio.BaseProtocol]:
+        pair: tuple[asyncio.Transport, asyncio.BaseProtocol]
+        pair = await self.network.connect(protocol_factory, host, port)
+        return pair
+
+    async def create_server(  # type: ignore[override]
+        self, protocol_factory: Callable[[], asyncio.BaseProtocol], host: str, port: int, **_: Any
+    ) -> Any:
+        return self.network.listen(protocol_factory, host, port)
+
+    def _record_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        # A task of a dead process is never finished; its destruction is no error.
+        message = str(context.get("message", ""))
+        if "destroyed but it is pending" in message:
+            return
+        error = context.get("exception")
+        self.exceptions.append(f"{message}: {error!r}" if error is not None else message)

@@ -1,0 +1,154 @@
+"""What must hold after every step of the simulation, read from the live kemu process.
+
+- every share-partition window passes ``RecordWindow.check_invariants``;
+- log start and log end offsets only move forward (a power loss may take back a tail nobody was
+  answered for, so the end offsets are learnt afresh after one);
+- a share partition's start offset (SPSO) in ``__share_group_state`` only moves forward, across
+  restarts too;
+- ``__share_group_state`` replayed from scratch gives the state the share coordinator holds;
+- no record stays TX_PENDING once its transaction has ended (after ``TX_PENDING_GRACE_MS``, the
+  markers travelling to the share-partition leader asynchronously).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kemu.cluster.model import SHARE_STATE_TOPIC
+from kemu.coordinator.share.service import SERVICE as SHARE_STATE_SERVICE
+from kemu.coordinator.share.service import ShareCoordinatorService
+from kemu.coordinator.transaction.coordinator import PREPARING, TxnState
+from kemu.coordinator.transaction.service import SERVICE as TXN_SERVICE
+
+TX_PENDING_GRACE_MS = 10_000
+TX_PENDING_STATE = 5  # PersistedBatch.delivery_state of a staged record
+
+
+class Oracles:
+    def __init__(self) -> None:
+        self.log_offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        self.start_offsets: dict[Any, int] = {}
+        self.pending_since: dict[tuple[int, int], int] = {}
+        self.checks = 0
+
+    def forget_log_ends(self) -> None:
+        """After a power loss: unanswered tails may be gone, learn the end offsets again."""
+        self.log_offsets = {tp: (start, -1) for tp, (start, _) in self.log_offsets.items()}
+
+    def check(self, runtime: Any, now_ms: int) -> list[str]:
+        self.checks += 1
+        found: list[str] = []
+        found += self._logs(runtime)
+        found += self._windows(runtime)
+        share_state = runtime.services.get(SHARE_STATE_SERVICE)
+        if isinstance(share_state, ShareCoordinatorService):
+            found += self._start_offsets(share_state)
+            found += self._replay(share_state)
+        found += self._tx_pending(runtime, share_state, now_ms)
+        return found
+
+    def _logs(self, runtime: Any) -> list[str]:
+        found = []
+        for partition in runtime.cluster.all_partitions():
+            tp = (partition.topic_name, partition.index)
+            start, end = partition.log_start_offset, partition.log.log_end_offset
+            before = self.log_offsets.get(tp)
+            if before is not None:
+                if start < before[0]:
+                    found.append(f"log start of {tp} went back from {before[0]} to {start}")
+                if end < before[1]:
+                    found.append(f"log end of {tp} went back from {before[1]} to {end}")
+            self.log_offsets[tp] = (start, end)
+        return found
+
+    def _windows(self, runtime: Any) -> list[str]:
+        manager = runtime.services.get("share_partitions")
+        if manager is None:
+            return []
+        found = []
+        for key, actor in sorted(manager.actors.items(), key=lambda item: str(item[0])):
+            core = actor.core
+            if core is None:
+                continue
+            try:
+                core.check_invariants()
+            except AssertionError as error:
+                found.append(f"share window {key}: {error!r}")
+        return found
+
+    def _start_offsets(self, service: ShareCoordinatorService) -> list[str]:
+        found = []
+        for shard in service.shards.values():
+            for key, state in shard:
+                before = self.start_offsets.get(key)
+                if before is not None and state.start_offset < before and state.start_offset >= 0:
+                    found.append(f"SPSO of {key} went back from {before} to {state.start_offset}")
+                self.start_offsets[key] = max(state.start_offset, before or -1)
+        return found
+
+    def _replay(self, live: ShareCoordinatorService) -> list[str]:
+        """Replay each fully replayed state partition into a fresh coordinator and compare."""
+        topic = live.cluster.topics.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            return []
+        fresh = ShareCoordinatorService.__new__(ShareCoordinatorService)
+        fresh.runtime, fresh.cluster = live.runtime, live.cluster
+        fresh.shards, fresh.replayed, fresh.snapshot_offsets = {}, {}, {}
+        fresh._cold_timer = None
+        found = []
+        for partition in topic.partitions:
+            index = partition.index
+            if live.replayed.get(index, 0) != partition.high_watermark:
+                continue  # markers not replayed yet: the next operation will
+            if live.shard(index).marker_resolved:
+                continue  # resolved by markers, not yet written out as ShareUpdates
+            fresh._catch_up(index)
+            mine = dict(live.shard(index).states)
+            theirs = dict(fresh.shard(index).states)
+            for key in sorted(set(mine) | set(theirs), key=str):
+                if _comparable(mine.get(key)) != _comparable(theirs.get(key)):
+                    found.append(
+                        f"__share_group_state-{index} replayed from scratch differs for {key}: "
+                        f"live {mine.get(key)}, replayed {theirs.get(key)}"
+                    )
+        return found
+
+    def _tx_pending(self, runtime: Any, share_state: Any, now_ms: int) -> list[str]:
+        pending: set[tuple[int, int]] = set()
+        manager = runtime.services.get("share_partitions")
+        if manager is not None:
+            for actor in manager.actors.values():
+                if actor.core is not None:
+                    pending |= actor.core.pending_transactions()
+        if isinstance(share_state, ShareCoordinatorService):
+            for shard in share_state.shards.values():
+                for _, state in shard:
+                    for batch in state.batches:
+                        if batch.delivery_state == TX_PENDING_STATE:
+                            pending.add((batch.staged_producer_id, batch.staged_producer_epoch))
+        service = runtime.services.get(TXN_SERVICE)
+        open_transactions: set[tuple[int, int]] = set()
+        if service is not None:
+            for meta in service.coordinator.transactions.values():
+                if meta.state is TxnState.ONGOING or meta.state in PREPARING:
+                    open_transactions.add((meta.producer_id, meta.producer_epoch))
+        found = []
+        for staged in sorted(pending):
+            if staged in open_transactions:
+                self.pending_since.pop(staged, None)
+                continue
+            since = self.pending_since.setdefault(staged, now_ms)
+            if now_ms - since > TX_PENDING_GRACE_MS:
+                found.append(
+                    f"TX_PENDING of producer {staged[0]} epoch {staged[1]} outlived its "
+                    f"transaction by {now_ms - since} ms"
+                )
+        for gone in set(self.pending_since) - pending:
+            del self.pending_since[gone]
+        return found
+
+
+def _comparable(state: Any) -> Any:
+    if state is None:
+        return None
+    return (state.state_epoch, state.start_offset, state.batches)

@@ -1,0 +1,380 @@
+"""One simulation run: a seed, a number of steps, a trace, and the violations found.
+
+A step runs the world for a random 10-300 virtual milliseconds, then draws the faults of that
+step (``chaos.py``) and checks the oracles (``oracles.py``, and the clients' own checks in
+``workload.py``). After the last step the faults stop, the crashed process and dead clients come
+back, producers stop, and the world runs until the pipeline has caught up with its input (or a
+virtual deadline passes); then the end-to-end checks: every committed input value is there, and
+the pipeline's output is its input transformed, each value exactly once.
+
+Everything the run does comes from ``random.Random(seed)``; wall time is never read (``time``
+and ``uuid.uuid4`` are patched for the run's duration, see ``deterministic``), so a seed replays
+the same trace byte for byte (with the same ``PYTHONHASHSEED``; ``python -m kemu.testing.sim``
+fixes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import random
+import shutil
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import structlog
+
+import kemu.broker.fetch_session as fetch_session
+from kemu.cluster import crash_points
+from kemu.testing.sim.chaos import Chaos, FaultRates
+from kemu.testing.sim.loop import START_S, SimLoop
+from kemu.testing.sim.network import SimNetwork
+from kemu.testing.sim.oracles import Oracles
+from kemu.testing.sim.workload import (
+    INPUT,
+    OUTPUT,
+    PIPE_GROUP,
+    READER_GROUP,
+    Actor,
+    InputProducer,
+    Ledger,
+    Pipeline,
+    Reader,
+    Verifier,
+    transform,
+)
+from kemu.testing.sim.world import SimKemu, SimulatedCrash
+
+SETTLE_DEADLINE_S = 600.0
+
+
+@dataclass
+class Result:
+    seed: int
+    steps: int
+    virtual_ms: int
+    trace: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    faults: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    failed_step: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def digest(self) -> str:
+        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def deterministic(rng: random.Random, loop: SimLoop) -> Iterator[None]:
+    """Wall time and unseeded randomness, replaced for the run by the loop and the seed."""
+
+    def uuid4() -> uuid.UUID:
+        return uuid.UUID(int=rng.getrandbits(128), version=4)
+
+    def seeded_random(seed: Any = None) -> random.Random:
+        return random.Random(rng.getrandbits(64) if seed is None else seed)
+
+    def time_ns() -> int:
+        return round(loop.time() * 1_000_000) * 1000
+
+    patches: list[tuple[Any, str, Any]] = [
+        (time, "time", loop.time),
+        (time, "time_ns", time_ns),
+        (time, "monotonic", loop.time),
+        (time, "monotonic_ns", time_ns),  # a long poll's own wait (RequestContext.wait_ms)
+        (uuid, "uuid4", uuid4),
+        (fetch_session, "random", SimpleNamespace(Random=seeded_random)),  # session ids
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
+    for module, name, value in patches:
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
+def quiet_logs() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+    logging.getLogger("kemu").setLevel(logging.CRITICAL)  # kemu.client's warnings
+    # the coroutines of a killed process are never awaited: that is what a kill is
+    warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+
+
+class Simulation:
+    def __init__(
+        self, seed: int, steps: int, *, rates: FaultRates | None = None, root: Path | None = None
+    ) -> None:
+        self.seed, self.steps = seed, steps
+        self.rng = random.Random(seed)
+        self.rates = rates if rates is not None else FaultRates()
+        self.root = root
+        self.trace: list[str] = []
+        self.step = 0
+        self.ledger = Ledger()
+        self.oracles = Oracles()
+        self.chaos = Chaos(self.rng, self.rates)
+        self.violations: list[str] = []
+        self.failed_step: int | None = None
+
+    # --- the run ----------------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        quiet_logs()
+        loop = SimLoop()
+        directory = Path(tempfile.mkdtemp(prefix=f"kemu-sim-{self.seed}-", dir=self.root))
+        previous_loop = None
+        with contextlib.suppress(RuntimeError):
+            previous_loop = asyncio.get_event_loop_policy().get_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            with deterministic(self.rng, loop):
+                crash_points.set_crash_hook(self._crash_point)
+                try:
+                    loop.run_until_complete(self._main(loop, directory))
+                finally:
+                    crash_points.set_crash_hook(None)
+                    self.kemu.disk.uninstall()
+                    if self.kemu.up:
+                        self.kemu.crash()
+                    self._drain(loop)
+        finally:
+            # not closed: the coroutines of killed processes, collected later, may still
+            # schedule their last callbacks on it (they never run)
+            asyncio.set_event_loop(previous_loop)
+            shutil.rmtree(directory, ignore_errors=True)
+        return Result(
+            self.seed,
+            self.step,
+            round((loop.time() - START_S) * 1000),
+            self.trace,
+            self.violations,
+            dict(sorted(self.chaos.injected.items())),
+            dict(sorted(self.ledger.counts.items())),
+            self.failed_step,
+        )
+
+    def _drain(self, loop: SimLoop) -> None:
+        for actor in self.actors:
+            self._kill(actor)
+        loop.bury()
+
+    async def _main(self, loop: SimLoop, directory: Path) -> None:
+        self.loop = loop
+        self.network = SimNetwork(loop, random.Random(self.rng.getrandbits(64)))
+        self.network.max_latency_ms = self.rng.choice((1, 3, 10))
+        flush = self.rng.choice(("always", "interval"))
+        brokers = self.rng.randint(1, 3)
+        self.kemu = SimKemu(
+            loop,
+            self.network,
+            directory / "data",
+            brokers,
+            {"kemu.log.flush": flush},
+            cluster_id="kemu-sim-cluster",
+        )
+        self.power_loss = flush == "always"
+        self.kemu.disk.install()
+        self.kemu.on_boot.append(_prepare)
+        self.log(
+            f"seed {self.seed}: {brokers} brokers, kemu.log.flush={flush}, "
+            f"latency <= {self.network.max_latency_ms} ms"
+        )
+        await self.kemu.boot()
+        bootstrap = self.kemu.bootstrap
+        streams = [random.Random(self.rng.getrandbits(64)) for _ in range(6)]
+        self.actors: list[Actor] = [
+            InputProducer("producer-1", bootstrap, self.ledger, streams[0]),
+            InputProducer("producer-2", bootstrap, self.ledger, streams[1]),
+            Pipeline("pipeline-1", bootstrap, self.ledger, streams[2]),
+            Pipeline("pipeline-2", bootstrap, self.ledger, streams[3]),
+            Reader("reader-1", bootstrap, self.ledger, streams[4]),
+            Verifier("verifier", bootstrap, self.ledger, streams[5]),
+        ]
+        self.dead_until: dict[str, int] = {}
+        self.down_until = 0
+        for actor in self.actors:
+            actor.start(loop)
+        for step in range(1, self.steps + 1):
+            self.step = step
+            await asyncio.sleep(self.rng.randint(10, 300) / 1000)
+            self._faults()
+            self._revive()
+            if not self._check():
+                return
+        await self._settle()
+
+    # --- faults --------------------------------------------------------------------------------
+
+    def _faults(self) -> None:
+        chaos, rates = self.chaos, self.rates
+        if chaos.roll(rates.crash) and self.kemu.up:
+            self._crash_kemu("random step", power_loss=self.power_loss and self.rng.random() < 0.5)
+        if chaos.roll(rates.cut) and self.kemu.up:
+            pipes = self.network.connections_of(self.kemu.process)  # type: ignore[arg-type]
+            if pipes:
+                self.network.cut(self.rng.choice(pipes))
+                chaos.note("net.cut")
+                self.log("cut a connection")
+        if chaos.roll(rates.tear) and self.kemu.up:
+            pipes = self.network.connections_of(self.kemu.process)  # type: ignore[arg-type]
+            if pipes:
+                self.network.tear(self.rng.choice(pipes))
+                chaos.note("net.torn")
+                self.log("tear the next frame of a connection")
+        if chaos.roll(rates.rule) and self.kemu.up:
+            runtime = self.kemu.runtime()
+            self.log(self.chaos.fault_rule(runtime, sorted(runtime.cluster.nodes)))
+        if chaos.roll(rates.client_death):
+            living = [actor for actor in self.actors if actor.alive]
+            if living:
+                victim = self.rng.choice(living)
+                self._kill(victim)
+                self.dead_until[victim.name] = self.step + self.rng.randint(1, 100)
+                chaos.note(f"client.death.{victim.kind}")
+                self.log(f"{victim.name} dies")
+
+    def _crash_point(self, name: str) -> None:
+        if not self.kemu.up or not self.chaos.roll(self.rates.crash_point):
+            return
+        self._crash_kemu(f"crash point {name}", power_loss=False)
+        raise SimulatedCrash(name)
+
+    def _crash_kemu(self, why: str, *, power_loss: bool) -> None:
+        lost = self.kemu.crash(power_loss=power_loss)
+        kind = "power_loss" if power_loss else "process"
+        self.chaos.note(f"crash.{kind}" if why == "random step" else f"crash.{why.split()[-1]}")
+        if power_loss:
+            self.oracles.forget_log_ends()
+        self.down_until = self.step + self.rng.randint(1, 30)
+        self.log(f"kemu crashes ({kind}, {why}), {lost} unsynced bytes lost")
+
+    def _kill(self, actor: Actor) -> None:
+        if actor.process is not None and not actor.process.dead:
+            actor.process.dead = True
+            self.network.process_died(actor.process)
+
+    def _revive(self) -> None:
+        if not self.kemu.up and self.step >= self.down_until:
+            self.loop.create_task(self._reboot())
+            self.down_until = self.steps + 1 << 30  # one boot at a time
+        for actor in self.actors:
+            if not actor.alive and self.dead_until.get(actor.name, 0) <= self.step:
+                actor.start(self.loop)
+                self.log(f"{actor.name} starts again")
+
+    async def _reboot(self) -> None:
+        await self.kemu.boot()
+        self.log(f"kemu restarts (incarnation {self.kemu.incarnation})")
+
+    # --- checks --------------------------------------------------------------------------------
+
+    def _check(self) -> bool:
+        found = list(self.ledger.violations) + [f"client: {u}" for u in self.ledger.unexpected]
+        self.ledger.violations.clear()
+        self.ledger.unexpected.clear()
+        found += [f"event loop: {e}" for e in self.loop.exceptions if "SimulatedCrash" not in e]
+        self.loop.exceptions.clear()
+        if self.kemu.up:
+            found += self.oracles.check(self.kemu.runtime(), self.loop.now_ms())
+        self._summary()
+        if found:
+            self.violations = found
+            self.failed_step = self.step
+            for violation in found:
+                self.log(f"VIOLATION {violation}")
+            return False
+        return True
+
+    def _summary(self) -> None:
+        offsets = self.oracles.log_offsets
+        ends = " ".join(
+            f"{topic}:" + ",".join(str(offsets.get((topic, i), (0, 0))[1]) for i in range(3))
+            for topic in (INPUT, OUTPUT)
+        )
+        ledger = self.ledger
+        self.log(
+            f"leo {ends} produced {len(ledger.produced)} piped {len(ledger.pipe_done)} "
+            f"accepted {len(ledger.accepted)} seen {sum(len(s) for s in ledger.seen.values())}"
+        )
+
+    async def _settle(self) -> None:
+        """Faults off, everyone back, producers stopped; wait for the pipeline, then judge."""
+        self.log("settling: faults off, producers stop")
+        for actor in self.actors:
+            if isinstance(actor, InputProducer):
+                self._kill(actor)
+                self.dead_until[actor.name] = 1 << 62
+        self.down_until = min(self.down_until, self.step)
+        deadline = self.loop.time() + SETTLE_DEADLINE_S
+        while self.loop.time() < deadline:
+            self.step += 1
+            await asyncio.sleep(1.0)
+            self._revive()
+            if not self._check():
+                return
+            if self.kemu.up and self._caught_up():
+                break
+        self._final()
+
+    def _caught_up(self) -> bool:
+        seen = self.ledger.seen
+        inputs = set(seen.get(INPUT, {}).values())
+        outputs = set(seen.get(OUTPUT, {}).values())
+        return self.ledger.produced <= inputs and {transform(v) for v in inputs} <= outputs
+
+    def _final(self) -> None:
+        seen = self.ledger.seen
+        inputs = list(seen.get(INPUT, {}).values())
+        outputs = list(seen.get(OUTPUT, {}).values())
+        found = []
+        lost = self.ledger.produced - set(inputs)
+        if lost:
+            found.append(f"{len(lost)} committed input values lost, e.g. {sorted(lost)[:3]}")
+        if len(set(inputs)) != len(inputs):
+            found.append("an input value is committed twice")
+        expected = {transform(v) for v in inputs}
+        if set(outputs) != expected:
+            missing, extra = expected - set(outputs), set(outputs) - expected
+            found.append(
+                f"pipeline output is not its input once: {len(missing)} missing "
+                f"(e.g. {sorted(missing)[:3]}), {len(extra)} extra (e.g. {sorted(extra)[:3]})"
+            )
+        self.log(f"final: {len(inputs)} inputs, {len(outputs)} outputs")
+        if found:
+            self.violations = found
+            self.failed_step = self.step
+            for violation in found:
+                self.log(f"VIOLATION {violation}")
+
+    def log(self, event: str) -> None:
+        self.trace.append(f"{self.step:6d} {self.loop.now_ms() - round(START_S * 1000):9d} {event}")
+
+
+def _prepare(server: Any) -> None:
+    """On every boot (idempotent): the topics and the groups' settings."""
+    from kemu.coordinator.group.config import group_config_store
+
+    cluster = server.cluster
+    for topic in (INPUT, OUTPUT):
+        if topic not in cluster.topics:
+            cluster.create_topic(topic, 3, 1)
+    store = group_config_store(server.runtime)
+    for group in (PIPE_GROUP, READER_GROUP):
+        store.set_overrides(
+            group,
+            {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"},
+        )

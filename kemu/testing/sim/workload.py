@@ -1,0 +1,280 @@
+"""The simulation's clients: ``kemu.client`` producers, share consumers, KIP-1289 pipelines and a
+read_committed verifier, each a ``Process`` the harness may kill and start again.
+
+What they learn for certain goes into the ``Ledger`` the oracles read: values whose transaction
+committed (the commit answered), input records whose transaction with their share
+acknowledgement committed, records whose ACCEPT a ShareAcknowledge confirmed. A call that failed
+proves nothing either way (an answer lost on a cut connection may follow a commit), so a failed
+call adds nothing; the final check reads what is actually committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from kemu.client import (
+    AcknowledgeType,
+    Consumer,
+    IllegalStateError,
+    KafkaError,
+    ProducerFencedError,
+    ShareConsumer,
+    TransactionalProducer,
+)
+from kemu.client.cluster import RetriableError
+from kemu.client.connection import ConnectionClosed
+from kemu.testing.sim.loop import Process
+
+INPUT, OUTPUT = "input", "output"
+PIPE_GROUP, READER_GROUP = "pipe", "readers"
+# what a client survives and retries; anything else is a bug the harness reports
+EXPECTED = (
+    KafkaError,
+    RetriableError,
+    ConnectionClosed,
+    ConnectionError,
+    TimeoutError,
+    IllegalStateError,
+)
+
+
+def transform(value: bytes) -> bytes:
+    return b"out-" + value
+
+
+@dataclass
+class Ledger:
+    """What the clients know for certain, and what the oracles found wrong."""
+
+    produced: set[bytes] = field(default_factory=set)  # committed input values
+    pipe_done: dict[tuple[str, int, int], bytes] = field(default_factory=dict)  # committed
+    accepted: set[tuple[str, int, int]] = field(default_factory=set)  # confirmed ACCEPTs
+    seen: dict[str, dict[tuple[int, int], bytes]] = field(default_factory=dict)  # verifier
+    positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)  # client errors outside EXPECTED
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def count(self, name: str, by: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + by
+
+
+class Actor:
+    """A client role: ``body`` runs in a fresh ``Process`` each time the harness (re)starts it."""
+
+    kind = "actor"
+
+    def __init__(self, name: str, bootstrap: str, ledger: Ledger, rng: random.Random) -> None:
+        self.name, self.bootstrap, self.ledger, self.rng = name, bootstrap, ledger, rng
+        self.process: Process | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.lives = 0
+        self.clients: list[Any] = []  # the current life's clients, for a post-mortem
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.lives += 1
+        self.process = Process(f"{self.name}#{self.lives}")
+        self.task = loop.create_task(self._guarded(), context=self.process.context)
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and not self.process.dead
+
+    async def _guarded(self) -> None:
+        while True:
+            try:
+                await self.body()
+                return
+            except EXPECTED as error:
+                self.ledger.count(f"{self.kind}.error.{type(error).__name__}")
+            except Exception as error:  # a client crash: reported, then the role goes on
+                self.ledger.unexpected.append(f"{self.name}: {error!r}")
+            await asyncio.sleep(self.rng.uniform(0.05, 0.5))
+
+    async def body(self) -> None:
+        raise NotImplementedError
+
+
+class _ApplicationAbort(Exception):
+    """The pipeline decides to abort a transaction (as an application may)."""
+
+
+class InputProducer(Actor):
+    """Transactions of 1-5 new values to ``input``; one in ten is aborted on purpose."""
+
+    kind = "producer"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sequence = 0
+
+    async def body(self) -> None:
+        producer = TransactionalProducer(
+            self.bootstrap, f"{self.name}-tx", transaction_timeout_ms=20_000, request_timeout=10
+        )
+        try:
+            await producer.init_transactions()
+            while True:
+                values = []
+                producer.begin_transaction()
+                for _ in range(self.rng.randint(1, 5)):
+                    self.sequence += 1
+                    value = f"{self.name}-{self.sequence}".encode()
+                    values.append(value)
+                    await producer.send(INPUT, value, partition=self.rng.randrange(3))
+                if self.rng.random() < 0.1:
+                    await producer.abort_transaction()
+                    self.ledger.count("producer.aborted")
+                else:
+                    try:
+                        await producer.commit_transaction()
+                    except (ProducerFencedError, *EXPECTED):
+                        raise
+                    self.ledger.produced.update(values)
+                    self.ledger.count("producer.committed", len(values))
+                await asyncio.sleep(self.rng.uniform(0.01, 0.3))
+        finally:
+            await _close(producer)
+
+
+class Pipeline(Actor):
+    """KIP-1289: share -> transform -> produce, with the share acks in the same transaction."""
+
+    kind = "pipeline"
+
+    async def body(self) -> None:
+        consumer = ShareConsumer(
+            self.bootstrap, PIPE_GROUP, acknowledgement_mode="explicit", max_poll_records=20
+        )
+        producer = TransactionalProducer(
+            self.bootstrap, f"{self.name}-tx", transaction_timeout_ms=15_000, request_timeout=10
+        )
+        self.clients = [consumer, producer]
+        try:
+            await consumer.subscribe([INPUT])
+            await producer.init_transactions()
+            while True:
+                batch = await consumer.poll(timeout=self.rng.uniform(0.1, 1.0))
+                for record in batch:
+                    where = (record.topic, record.partition, record.offset)
+                    if where in self.ledger.pipe_done:
+                        self.ledger.violations.append(
+                            f"{PIPE_GROUP}: {where} delivered again (delivery "
+                            f"{record.delivery_count}) after its transaction committed"
+                        )
+                if not batch:
+                    continue
+                producer.begin_transaction()
+                try:
+                    for record in batch:
+                        await producer.send(OUTPUT, transform(record.value or b""))
+                        consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+                    await producer.send_share_acknowledgements_to_transaction(
+                        consumer.acknowledgements_for_transaction(),
+                        consumer.share_group_metadata(),
+                    )
+                    if self.rng.random() < 0.05:
+                        raise _ApplicationAbort
+                    await producer.commit_transaction()
+                except ProducerFencedError:
+                    raise
+                except (KafkaError, _ApplicationAbort):
+                    self.ledger.count("pipeline.aborted")
+                    await producer.abort_transaction()
+                    for record in batch:
+                        with contextlib.suppress(IllegalStateError):
+                            consumer.acknowledge(record, AcknowledgeType.RELEASE)
+                    consumer.acknowledgements_for_transaction()
+                    continue
+                for record in batch:
+                    self.ledger.pipe_done[(record.topic, record.partition, record.offset)] = (
+                        record.value or b""
+                    )
+                self.ledger.count("pipeline.committed", len(batch))
+        finally:
+            await _close(consumer)
+            await _close(producer)
+
+
+class Reader(Actor):
+    """A share consumer ACCEPTing (or now and then RELEASEing) with explicit ShareAcknowledge."""
+
+    kind = "reader"
+
+    async def body(self) -> None:
+        consumer = ShareConsumer(
+            self.bootstrap, READER_GROUP, acknowledgement_mode="explicit", max_poll_records=50
+        )
+        self.clients = [consumer]
+        try:
+            await consumer.subscribe([INPUT])
+            while True:
+                batch = await consumer.poll(timeout=self.rng.uniform(0.1, 1.0))
+                accepted = []
+                for record in batch:
+                    where = (record.topic, record.partition, record.offset)
+                    if where in self.ledger.accepted:
+                        self.ledger.violations.append(
+                            f"{READER_GROUP}: {where} delivered again (delivery "
+                            f"{record.delivery_count}) after its ACCEPT was confirmed"
+                        )
+                    if self.rng.random() < 0.1:
+                        consumer.acknowledge(record, AcknowledgeType.RELEASE)
+                    else:
+                        consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+                        accepted.append(record)
+                if not batch:
+                    continue
+                results = await consumer.commit()
+                for record in accepted:
+                    if record.topic_id_partition in results and (
+                        results[record.topic_id_partition] is None
+                    ):
+                        self.ledger.accepted.add((record.topic, record.partition, record.offset))
+                self.ledger.count("reader.accepted", len(accepted))
+        finally:
+            await _close(consumer)
+
+
+class Verifier(Actor):
+    """Reads ``input`` and ``output`` read_committed from the start: no committed value twice,
+    offsets only forward."""
+
+    kind = "verifier"
+
+    async def body(self) -> None:
+        consumer = Consumer(self.bootstrap, max_wait_ms=200)
+        try:
+            partitions = [(topic, index) for topic in (INPUT, OUTPUT) for index in range(3)]
+            await consumer.assign(partitions)
+            for tp in partitions:
+                consumer.positions[tp] = self.ledger.positions.get(tp, 0)
+            while True:
+                for record in await consumer.poll(timeout=0.5):
+                    self._see(record.topic, record.partition, record.offset, record.value or b"")
+        finally:
+            await _close(consumer)
+
+    def _see(self, topic: str, partition: int, offset: int, value: bytes) -> None:
+        tp = (topic, partition)
+        position = self.ledger.positions.get(tp, 0)
+        if offset < position:
+            self.ledger.violations.append(f"verifier: {tp} went back to {offset} from {position}")
+        self.ledger.positions[tp] = offset + 1
+        seen = self.ledger.seen.setdefault(topic, {})
+        if topic == OUTPUT and value in seen.values():
+            self.ledger.violations.append(f"output: {value!r} committed twice (offset {offset})")
+        seen[(partition, offset)] = value
+
+
+async def _close(client: Any) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return  # a dead client's coroutine closed by the garbage collector: nothing to close
+    with contextlib.suppress(BaseException):  # a dying client's close may fail any way
+        await asyncio.wait_for(client.close(), 5)
