@@ -363,7 +363,10 @@ class ShareConsumer:
             name = self.cluster.topic_names.get(topic_id)
             if name is None:
                 continue
-            leader = self.cluster.topics[name].leaders.get(partition, -1)
+            # A topic is forgotten (its id stays named) when a broker leading it refused a
+            # connection: that is no leader known either.
+            info = self.cluster.topics.get(name)
+            leader = -1 if info is None else info.leaders.get(partition, -1)
             if leader < 0:
                 # No leader known (yet): ask again; a failure here is retried by the next round.
                 with contextlib.suppress(RetriableError, ConnectionClosed):

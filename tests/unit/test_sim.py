@@ -14,6 +14,8 @@ from kemu.testing.sim.run import Simulation
 
 
 def test_a_seed_replays_byte_for_byte() -> None:
+    """Seed 7 also found a bug: after a broker refused a connection kemu.client forgot the
+    topics it led but kept their ids, and ShareConsumer.poll raised KeyError."""
     first = Simulation(7, 80).run()
     second = Simulation(7, 80).run()
     assert first.trace == second.trace
@@ -21,15 +23,14 @@ def test_a_seed_replays_byte_for_byte() -> None:
     assert first.ok, first.violations
 
 
-@pytest.mark.parametrize("seed", [1, 3])
-def test_seeds_pass_every_oracle(seed: int) -> None:
-    result = Simulation(seed, 100).run()
+def test_a_seed_passes_every_oracle() -> None:
+    result = Simulation(1, 60).run()
     assert result.ok, (result.violations, result.trace[-30:])
     assert result.counts.get("pipeline.committed", 0) > 0  # the workload did work
 
 
 def test_the_workload_alone_passes() -> None:
-    result = Simulation(5, 60, rates=FaultRates.none()).run()
+    result = Simulation(5, 40, rates=FaultRates.none()).run()
     assert result.ok, (result.violations, result.trace[-30:])
     assert result.faults == {}
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kemu.client import (
@@ -92,7 +94,9 @@ class Actor:
             except EXPECTED as error:
                 self.ledger.count(f"{self.kind}.error.{type(error).__name__}")
             except Exception as error:  # a client crash: reported, then the role goes on
-                self.ledger.unexpected.append(f"{self.name}: {error!r}")
+                where = traceback.extract_tb(error.__traceback__)[-3:]
+                at = " < ".join(f"{f.name} ({Path(f.filename).name}:{f.lineno})" for f in where)
+                self.ledger.unexpected.append(f"{self.name}: {error!r} at {at}")
             await asyncio.sleep(self.rng.uniform(0.05, 0.5))
 
     async def body(self) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import kemu.storage.segments as segments
 from kemu.broker.server import KemuServer, ServerOptions
-from kemu.cluster.config import BrokerConfig
+from kemu.config.definitions import BrokerConfig
 from kemu.testing.sim.loop import Process, SimLoop
 from kemu.testing.sim.network import SimNetwork
 
