@@ -4,8 +4,6 @@ that compare kemu's broker, topic and group config catalogues with Kafka's."""
 from __future__ import annotations
 
 import shutil
-import socket
-import struct
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,29 +13,16 @@ from typing import Any
 import pytest
 
 from kemu.protocol import wire
+from kemu.testing.wire_client import send_once
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 DESCRIBE_CONFIGS = 32
 
 
-def _read(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
 def call(address: str, api_key: int, version: int, body: Any, timeout: float = 30) -> Any:
     """One request on a fresh connection; the decoded answer's body."""
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(wire.encode_request_frame(body, 1, "catalogue"))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        return wire.decode_response(api_key, version, _read(sock, size))[1]
+    return send_once(address, body, timeout, client_id="catalogue")
 
 
 def describe_configs(

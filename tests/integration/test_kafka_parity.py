@@ -17,8 +17,6 @@ client against a 3-broker kemu started from the CLI.
 from __future__ import annotations
 
 import datetime
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -42,10 +40,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch
 from kemu.testing.plugin import KemuProcess
+from kemu.testing.wire_client import build, nested, send_once
 
 pytestmark = pytest.mark.integration
 
@@ -78,28 +76,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, **config: str)
 
 
 def call(address: str, api_key: int, version: int, **fields: Any) -> Any:
-    host, port = address.rsplit(":", 1)
-    body = wire.build(wire.request_schema(api_key, version), **fields)
-    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
-        sock.sendall(wire.encode_request_frame(body, 7, "parity"))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        _, response = wire.decode_response(api_key, version, _read(sock, size))
-    return response
-
-
-def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
-    module = wire.request_module(api_key, version)
-    return wire.build(getattr(module, class_name), **fields)
-
-
-def _read(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
+    return send_once(address, build(api_key, version, **fields), TIMEOUT_S, client_id="parity")
 
 
 def leader_address(kemu: KemuProcess, topic: str, partition: int = 0) -> str:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -30,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
+from kemu.testing.wire_client import WireClient as BlockingWireClient
 
 pytestmark = pytest.mark.integration
 
@@ -40,47 +39,11 @@ ACCEPT = 1
 AVAILABLE, TX_PENDING = 0, 5
 
 
-class WireClient:
-    """Blocking kio-framed requests, one socket per broker."""
+class WireClient(BlockingWireClient):
+    """Blocking kio-framed requests, one socket per broker (kemu/testing/wire_client.py)."""
 
     def __init__(self, bootstrap: str) -> None:
-        self.addresses: dict[int, tuple[str, int]] = {}
-        for index, address in enumerate(bootstrap.split(",")):
-            host, _, port = address.rpartition(":")
-            self.addresses[index + 1] = (host, int(port))
-        self.sockets: dict[int, socket.socket] = {}
-        self.correlation = 0
-
-    def call(self, node_id: int, api_key: int, version: int, **fields: Any) -> Any:
-        body = wire.build(wire.request_schema(api_key, version), **fields)
-        sock = self.sockets.get(node_id)
-        if sock is None:
-            sock = self.sockets[node_id] = socket.create_connection(
-                self.addresses[node_id], timeout=15
-            )
-        self.correlation += 1
-        sock.sendall(wire.encode_request_frame(body, self.correlation, "kip1289-test"))
-        size = struct.unpack(">i", self._read(sock, 4))[0]
-        correlation, response = wire.decode_response(api_key, version, self._read(sock, size))
-        assert correlation == self.correlation
-        return response
-
-    @staticmethod
-    def _read(sock: socket.socket, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            chunk = sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return bytes(data)
-
-    def nested(self, api_key: int, version: int, name: str, /, **fields: Any) -> Any:
-        return wire.build(getattr(wire.request_module(api_key, version), name), **fields)
-
-    def close(self) -> None:
-        for sock in self.sockets.values():
-            sock.close()
+        super().__init__(bootstrap, client_id="kip1289-test")
 
     def leader(self, topic: str) -> tuple[uuid.UUID, int]:
         wanted = self.nested(METADATA, 12, "MetadataRequestTopic", name=topic, topic_id=None)

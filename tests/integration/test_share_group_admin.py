@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -33,8 +31,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kemu.protocol import wire
 from kemu.testing.plugin import KemuProcess
+from kemu.testing.wire_client import WireClient
 
 pytestmark = pytest.mark.integration
 
@@ -43,31 +41,14 @@ JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
 JAR = JAVA_DIR / "target" / "kemu-java-probes-0.1.0.jar"
 
 
-class RawClient:
+class RawClient(WireClient):
     """One connection speaking kemu's own encoding of any request (for share-group members)."""
 
     def __init__(self, address: str) -> None:
-        host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
-        self.correlation = 0
+        super().__init__(address, client_id="raw-member", timeout=10)
 
     def send(self, api_key: int, version: int, **fields: Any) -> Any:
-        self.correlation += 1
-        body = wire.build(wire.request_schema(api_key, version), **fields)
-        self.sock.sendall(wire.encode_request_frame(body, self.correlation, "raw-member"))
-        size = struct.unpack(">i", self._read(4))[0]
-        correlation, response = wire.decode_response(api_key, version, self._read(size))
-        assert correlation == self.correlation
-        return response
-
-    def _read(self, count: int) -> bytes:
-        data = b""
-        while len(data) < count:
-            chunk = self.sock.recv(count - len(data))
-            if not chunk:
-                raise ConnectionError("kemu closed the connection")
-            data += chunk
-        return data
+        return self.call(1, api_key, version, **fields)
 
     def heartbeat(
         self, group: str, member: str, epoch: int, topics: tuple[str, ...] | None = None
@@ -83,7 +64,7 @@ class RawClient:
         )
 
     def close(self) -> None:
-        self.sock.close()
+        super().close()
 
 
 def join_assigned(client: RawClient, group: str, member: str, topics: tuple[str, ...]) -> Any:

@@ -10,8 +10,6 @@ before; and ``__share_group_state`` read by confluent-kafka's Consumer, like any
 from __future__ import annotations
 
 import json
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -25,9 +23,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.coordinator.share.decode import LogRecord, ShareStateDecoder
 from kemu.coordinator.share.keys import kafka_uuid
-from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
+from kemu.testing.wire_client import WireClient as BlockingWireClient
 
 pytestmark = pytest.mark.integration
 
@@ -37,47 +35,11 @@ INITIALIZE, READ, WRITE, DELETE, SUMMARY = 83, 84, 85, 86, 87
 SHARE_KEY_TYPE = 2
 
 
-class WireClient:
-    """Blocking kio-framed requests to the brokers of one kemu, one socket per broker."""
+class WireClient(BlockingWireClient):
+    """Blocking kio-framed requests to the brokers of one kemu (kemu/testing/wire_client.py)."""
 
     def __init__(self, bootstrap: str) -> None:
-        self.addresses = {}
-        for index, address in enumerate(bootstrap.split(",")):
-            host, _, port = address.rpartition(":")
-            self.addresses[index + 1] = (host, int(port))
-        self.sockets: dict[int, socket.socket] = {}
-        self.correlation = 0
-
-    def call(self, node_id: int, api_key: int, version: int, **fields: Any) -> Any:
-        body = wire.build(wire.request_schema(api_key, version), **fields)
-        sock = self.sockets.get(node_id)
-        if sock is None:
-            sock = self.sockets[node_id] = socket.create_connection(
-                self.addresses[node_id], timeout=10
-            )
-        self.correlation += 1
-        sock.sendall(wire.encode_request_frame(body, self.correlation, "share-state-test"))
-        size = struct.unpack(">i", self._read(sock, 4))[0]
-        correlation, response = wire.decode_response(api_key, version, self._read(sock, size))
-        assert correlation == self.correlation
-        return response
-
-    @staticmethod
-    def _read(sock: socket.socket, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            chunk = sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return bytes(data)
-
-    def nested(self, api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
-        return wire.build(getattr(wire.request_module(api_key, version), class_name), **fields)
-
-    def close(self) -> None:
-        for sock in self.sockets.values():
-            sock.close()
+        super().__init__(bootstrap, client_id="share-state-test", timeout=10)
         self.sockets.clear()
 
     # --- the RPCs -----------------------------------------------------------------------------
