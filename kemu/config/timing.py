@@ -23,7 +23,9 @@ DEFAULT_PROFILE = "fast"
 # The broker-driven heartbeat interval of KIP-848 consumer, share and streams groups under
 # ``fast``: a rebalance needs a member's next heartbeat (one interval) and, for consumer groups,
 # the revoking member's acknowledgement and then the new owner's next heartbeat (two), so 200 ms
-# settles one within half a second; a heartbeat costs a few microseconds of broker time.
+# settles one within half a second (measured with confluent-kafka: a KIP-848 join 0.22-0.36 s, a
+# share join 0.05-0.10 s). CPU stays small: two KIP-848 and two share members idling cost kemu
+# 1.7 % of a core at 200 ms, 1.0 % at Kafka's 5 s.
 FAST_HEARTBEAT_MS = "200"
 
 
