@@ -48,6 +48,7 @@ import structlog
 
 from bench.fuzz import Crash, _CrashLog, _KeepingTransport, mutate
 from kemu.broker.connection import Connection
+from kemu.broker.endpoints import LISTENER_NODES
 from kemu.broker.server import KemuServer
 from kemu.cluster.listeners import Listener
 from kemu.protocol import wire
@@ -439,7 +440,7 @@ class SaslFuzzer:
                 self._crash("tls", "?", f"TLS connection refused: {error}")
                 return None
             return SocketChannel(reader, writer, max(self.answer_timeout, 2.0))
-        nodes = self.server.runtime.services["listener_nodes"][listener.name]
+        nodes = self.server.runtime.services.get(LISTENER_NODES)[listener.name]
         connection = Connection(nodes[node_id], self.server.runtime, listener)
         self._ports += 1
         transport = _KeepingTransport(100_000_000 + self._ports)  # peers apart from bench.fuzz's

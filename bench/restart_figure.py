@@ -182,13 +182,13 @@ def write_share_updates(data_dir: Path, updates: int, overrides: list[str]) -> N
     from kemu.config.definitions import BrokerConfig
     from kemu.coordinator.share.persister import PersistedBatch
     from kemu.coordinator.share.records import encode_key, encode_value
-    from kemu.coordinator.share.service import share_persister
+    from kemu.coordinator.share.service import share_coordinator
     from kemu.protocol.records import build_batch, read_header
 
     config = BrokerConfig(dict(item.split("=", 1) for item in overrides))
     server = KemuServer(ServerOptions(brokers=1, data_dir=data_dir, config=config))
     try:
-        service = share_persister(server.runtime)
+        service = share_coordinator(server.runtime)
         keys = [
             (index, key)
             for index, shard in service.shards.items()

@@ -35,6 +35,7 @@ from kemu.cluster.connection_quotas import (
     Outcome,
     normalize_ip,
 )
+from kemu.cluster.services import Service
 
 if TYPE_CHECKING:
     from kemu.cluster.clock import TimerHandle
@@ -199,11 +200,14 @@ class BrokerAcceptors:
             oldest.connection.close_least_recently_used()
 
 
-def connection_acceptors(runtime: Runtime, node_id: int) -> BrokerAcceptors:
-    def create(rt: Runtime) -> dict[int, BrokerAcceptors]:
-        return {}
+# per node id
+CONNECTION_ACCEPTORS: Service[dict[int, BrokerAcceptors]] = Service(
+    "connection_acceptors", lambda _: {}
+)
 
-    brokers: dict[int, BrokerAcceptors] = runtime.service("connection_acceptors", create)
+
+def connection_acceptors(runtime: Runtime, node_id: int) -> BrokerAcceptors:
+    brokers = runtime.services.get(CONNECTION_ACCEPTORS)
     found = brokers.get(node_id)
     if found is None:
         names = listener_names(runtime.cluster.config)

@@ -12,6 +12,11 @@ from __future__ import annotations
 
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import BrokerNode
+from kemu.cluster.services import Service
+
+# Per listener name, the broker nodes as that listener advertises them (provided by KemuServer
+# when it runs configured listeners).
+LISTENER_NODES: Service[dict[str, dict[int, BrokerNode]]] = Service("listener_nodes")
 
 
 def advertised_nodes(ctx: RequestContext) -> dict[int, BrokerNode]:
@@ -20,7 +25,7 @@ def advertised_nodes(ctx: RequestContext) -> dict[int, BrokerNode]:
     session = ctx.session
     nodes = ctx.cluster.nodes
     if session is not None:
-        by_listener: dict[str, dict[int, BrokerNode]] = ctx.runtime.services["listener_nodes"]
+        by_listener = ctx.runtime.services.get(LISTENER_NODES)
         nodes = by_listener.get(session.listener.name, ctx.cluster.nodes)
     stopped = ctx.cluster.stopped
     if not stopped:

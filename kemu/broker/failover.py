@@ -20,7 +20,7 @@ coordinator on next use. A coordinator not started yet has nothing to reload.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -29,12 +29,11 @@ from kemu.cluster.context import Runtime
 from kemu.cluster.failover import LeaderChange, start_broker, stop_broker
 from kemu.cluster.model import SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from kemu.cluster.partition import Partition
+from kemu.cluster.services import Service
 
 log = structlog.get_logger("kemu.failover")
 
-NODE_LISTENERS = "node_listeners"
 OFFSETS_TOPIC = "__consumer_offsets"
-INSTALLED = "failover_installed"
 
 
 class NodeListeners(Protocol):
@@ -45,11 +44,15 @@ class NodeListeners(Protocol):
     async def listen(self, node_id: int) -> None: ...
 
 
+NODE_LISTENERS: Service[NodeListeners] = Service("node_listeners")  # provided by KemuServer
+INSTALLED: Service[bool] = Service("failover_installed")
+
+
 def install_failover(runtime: Runtime) -> None:
     """Reload what moves whenever a partition's leader changes (once per process)."""
-    if runtime.services.get(INSTALLED):
+    if runtime.services.built(INSTALLED):
         return
-    runtime.services[INSTALLED] = True
+    runtime.services.provide(INSTALLED, True)
     runtime.cluster.leader_listeners.append(lambda p, previous: _moved(runtime, p, previous))
 
 
@@ -57,28 +60,28 @@ def _moved(runtime: Runtime, partition: Partition, previous: int) -> None:
     services = runtime.services
     topic, index = partition.topic_name, partition.index
     if topic == OFFSETS_TOPIC:
-        from kemu.coordinator.group.service import SERVICE as GROUP_SERVICE
+        from kemu.coordinator.group.service import GROUP_COORDINATOR
 
-        groups = services.get(GROUP_SERVICE)
-        if groups is not None and hasattr(groups, "reload_partition"):
+        groups = services.built(GROUP_COORDINATOR)
+        if groups is not None:
             groups.reload_partition(index)
     elif topic == TRANSACTION_STATE_TOPIC:
-        from kemu.coordinator.transaction.service import SERVICE as TXN_SERVICE
+        from kemu.coordinator.transaction.service import TRANSACTION_COORDINATOR
 
-        transactions = services.get(TXN_SERVICE)
-        if transactions is not None and hasattr(transactions, "reload_partition"):
+        transactions = services.built(TRANSACTION_COORDINATOR)
+        if transactions is not None:
             transactions.reload_partition(index)
     elif topic == SHARE_STATE_TOPIC:
-        from kemu.coordinator.share.service import SERVICE as SHARE_STATE
+        from kemu.coordinator.share.service import SHARE_PERSISTER, ShareCoordinatorService
 
-        share_state = services.get(SHARE_STATE)
-        if share_state is not None and hasattr(share_state, "reload_partition"):
+        share_state = services.built(SHARE_PERSISTER)
+        if isinstance(share_state, ShareCoordinatorService):  # not an in-memory stand-in
             share_state.reload_partition(index)
     else:
-        from kemu.broker.share.manager import SERVICE as SHARE_PARTITIONS
+        from kemu.broker.share.manager import SHARE_PARTITIONS
 
-        manager = services.get(SHARE_PARTITIONS)
-        if manager is not None and hasattr(manager, "reload_partition"):
+        manager = services.built(SHARE_PARTITIONS)
+        if manager is not None:
             manager.reload_partition(partition.topic_id, index)
     log.debug(
         "leader_changed",
@@ -91,8 +94,7 @@ def _moved(runtime: Runtime, partition: Partition, previous: int) -> None:
 
 
 def _listeners(runtime: Runtime) -> NodeListeners | None:
-    found: Any = runtime.services.get(NODE_LISTENERS)
-    return found  # type: ignore[no-any-return]
+    return runtime.services.built(NODE_LISTENERS)
 
 
 def stop(runtime: Runtime, node_id: int) -> tuple[list[LeaderChange], int]:

@@ -30,6 +30,7 @@ from typing import Any
 import structlog
 
 from kemu.cluster.context import Runtime
+from kemu.cluster.services import Service
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.wire import DecodedRequest
@@ -210,9 +211,11 @@ class FaultTable:
         return list(self.connections.get(node_id, ()))
 
 
+FAULT_TABLE = Service(SERVICE, FaultTable)
+
+
 def fault_table(runtime: Runtime) -> FaultTable:
-    table: FaultTable = runtime.service(SERVICE, FaultTable)
-    return table
+    return runtime.services.get(FAULT_TABLE)
 
 
 def _needs_body(rule: FaultRule) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from kemu.broker.connection import Connection
+from kemu.broker.endpoints import LISTENER_NODES
 from kemu.broker.failover import NODE_LISTENERS, install_failover
 from kemu.broker.handlers import handler_module_names, register_placeholders
 from kemu.broker.ports import free_port_block
@@ -129,15 +130,15 @@ class KemuServer:
         cluster.load_metadata()
         self.runtime = Runtime(cluster=cluster, max_versions=options.max_versions)
         if self._secured:
-            self.runtime.services["listener_nodes"] = listener_nodes  # kemu/broker/endpoints.py
+            self.runtime.services.provide(LISTENER_NODES, listener_nodes)
         # Before any request: the share coordinator replays __share_group_state (including the
         # transaction markers that resolve KIP-1289 staged records). Without that topic there is
         # nothing to replay, and the coordinator (its modules a tenth of a fresh start) is
         # created on first use.
         if SHARE_STATE_TOPIC in cluster.topics:
-            from kemu.coordinator.share.service import share_persister
+            from kemu.coordinator.share.service import share_coordinator
 
-            share_persister(self.runtime)
+            share_coordinator(self.runtime)
         self.servers: list[asyncio.Server] = []
         self._tls_servers: list[TlsServer] = []  # SSL and SASL_SSL ports
         self._node_servers: dict[int, list[asyncio.Server | TlsServer]] = {}
@@ -178,7 +179,7 @@ class KemuServer:
                     for tls in self._tls_servers:
                         tls.close()
                     raise
-        self.runtime.services[NODE_LISTENERS] = self  # kemu/broker/failover.py stops/starts nodes
+        self.runtime.services.provide(NODE_LISTENERS, self)  # failover stops/starts nodes
         install_failover(self.runtime)
         from kemu.broker.housekeeping import start_housekeeping
 
@@ -275,7 +276,7 @@ class KemuServer:
         """Per node id, the protocol factory of ``listener``'s port for that node."""
         if not self._secured:
             return lambda node_id: self._connection_factory(self.cluster.nodes[node_id])
-        nodes: dict[int, BrokerNode] = self.runtime.services["listener_nodes"][listener.name]
+        nodes = self.runtime.services.get(LISTENER_NODES)[listener.name]
         runtime = self.runtime
 
         def make(node_id: int) -> Callable[[], Connection]:
@@ -294,10 +295,10 @@ class KemuServer:
     async def close(self) -> None:
         for task in self._background:
             task.cancel()
-        from kemu.coordinator.share.service import SERVICE as SHARE_STATE
+        from kemu.coordinator.share.service import SHARE_PERSISTER, ShareCoordinatorService
 
-        share_state = self.runtime.services.get(SHARE_STATE)  # created on first use only
-        if share_state is not None and hasattr(share_state, "close"):
+        share_state = self.runtime.services.built(SHARE_PERSISTER)  # created on first use only
+        if isinstance(share_state, ShareCoordinatorService):
             share_state.close()  # its cold-partition timer must not append to closed logs
         for server in self.servers:
             server.close()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kemu.cluster.context import Runtime
+from kemu.cluster.services import Service
 
 SERVICE = "request_stats"
 
@@ -67,6 +68,8 @@ class RequestStats:
         self.errors[key] = self.errors.get(key, 0) + 1
 
 
+REQUEST_STATS = Service(SERVICE, lambda _: RequestStats())
+
+
 def request_stats(runtime: Runtime) -> RequestStats:
-    stats: RequestStats = runtime.service(SERVICE, lambda _: RequestStats())
-    return stats
+    return runtime.services.get(REQUEST_STATS)

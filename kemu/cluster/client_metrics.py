@@ -33,6 +33,7 @@ from kemu.cluster.config_resources import (
     Synonym,
     register_config_resource,
 )
+from kemu.cluster.services import Service
 from kemu.config.definitions import ConfigSource, ConfigType
 from kemu.protocol.errors import ErrorCode
 
@@ -167,16 +168,16 @@ class TelemetryStore:
         self.pushes.append((instance, subscription_id, compression, payload))
 
 
+CLIENT_METRICS_STORE = Service("client_metrics", lambda rt: ClientMetricsStore(rt.cluster.data_dir))
+TELEMETRY = Service("telemetry", lambda _: TelemetryStore())
+
+
 def client_metrics_store(runtime: Runtime) -> ClientMetricsStore:
-    found: ClientMetricsStore = runtime.service(
-        "client_metrics", lambda rt: ClientMetricsStore(rt.cluster.data_dir)
-    )
-    return found
+    return runtime.services.get(CLIENT_METRICS_STORE)
 
 
 def telemetry_store(runtime: Runtime) -> TelemetryStore:
-    found: TelemetryStore = runtime.service("telemetry", lambda rt: TelemetryStore())
-    return found
+    return runtime.services.get(TELEMETRY)
 
 
 class ClientMetricsConfigs(ConfigResourceType):

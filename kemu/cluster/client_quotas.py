@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kemu.cluster.services import Service
+
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
 
@@ -202,8 +204,8 @@ class ClientQuotas:
         temporary.replace(self.path)
 
 
+CLIENT_QUOTAS = Service("client_quotas", lambda rt: ClientQuotas(rt.cluster.data_dir))
+
+
 def client_quotas(runtime: Runtime) -> ClientQuotas:
-    found: ClientQuotas = runtime.service(
-        "client_quotas", lambda rt: ClientQuotas(rt.cluster.data_dir)
-    )
-    return found
+    return runtime.services.get(CLIENT_QUOTAS)

@@ -10,6 +10,7 @@ from typing import Any
 
 from kemu.cluster.clock import Clock, RealClock, wall_clock_ms
 from kemu.cluster.model import BrokerNode, Cluster
+from kemu.cluster.services import Services
 from kemu.protocol import wire
 from kemu.protocol.wire import RequestHeader
 
@@ -20,8 +21,9 @@ __all__ = ["ConnectionHooks", "RequestContext", "Runtime", "wall_clock_ms"]
 class Runtime:
     """State shared by every virtual broker in one process.
 
-    Feature services (fetch sessions, producer ids, group and share coordinators, ...) hang off
-    ``services`` under their module's name so that adding one does not touch this class.
+    Feature services (fetch sessions, producer ids, group and share coordinators, ...) are in
+    ``services`` (``kemu/cluster/services.py``), each behind the typed key its module declares,
+    so that adding one does not touch this class.
 
     ``clock`` gives the time and runs every timer (``kemu/cluster/clock.py``); ``clock_ms`` is its
     ``now_ms``. Given only ``clock_ms`` (tests), the clock is a real one reading that function.
@@ -30,22 +32,15 @@ class Runtime:
     cluster: Cluster
     clock_ms: Callable[[], int] = wall_clock_ms
     max_versions: dict[int, int] | None = None  # --as-version caps, api key -> max version
-    services: dict[str, Any] = field(default_factory=dict)
     clock: Clock = field(default=None)  # type: ignore[assignment]  # set in __post_init__
+    services: Services = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.services = Services(self)
         if self.clock is None:
             self.clock = RealClock(self.clock_ms)
         else:
             self.clock_ms = self.clock.now_ms
-
-    def service(self, name: str, factory: Callable[[Runtime], Any]) -> Any:
-        """The named service, created on first use."""
-        found = self.services.get(name)
-        if found is None:
-            found = factory(self)
-            self.services[name] = found
-        return found
 
 
 class ConnectionHooks:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kemu.cluster.client_quotas import CLIENT_ID, USER, ClientQuotas, Entity
+from kemu.cluster.services import Service
 
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
@@ -480,20 +481,23 @@ class ClientThrottles:
         return bool(self.store.quotas)
 
 
+def _client_throttles(runtime: Runtime) -> ClientThrottles:
+    from kemu.cluster.client_quotas import client_quotas
+
+    def setting(name: str) -> int:
+        return max(runtime.cluster.config.get_int(name), 1)  # Kafka's validators: at least 1
+
+    return ClientThrottles(
+        client_quotas(runtime),
+        setting("quota.window.num"),
+        setting("quota.window.size.seconds"),
+        mutation_samples=setting("controller.quota.window.num"),
+        mutation_window_seconds=setting("controller.quota.window.size.seconds"),
+    )
+
+
+CLIENT_THROTTLES = Service("client_throttles", _client_throttles)
+
+
 def client_throttles(runtime: Runtime) -> ClientThrottles:
-    def create(rt: Runtime) -> ClientThrottles:
-        from kemu.cluster.client_quotas import client_quotas
-
-        def setting(name: str) -> int:
-            return max(rt.cluster.config.get_int(name), 1)  # Kafka's validators: at least 1
-
-        return ClientThrottles(
-            client_quotas(rt),
-            setting("quota.window.num"),
-            setting("quota.window.size.seconds"),
-            mutation_samples=setting("controller.quota.window.num"),
-            mutation_window_seconds=setting("controller.quota.window.size.seconds"),
-        )
-
-    found: ClientThrottles = runtime.service("client_throttles", create)
-    return found
+    return runtime.services.get(CLIENT_THROTTLES)

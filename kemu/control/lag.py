@@ -14,12 +14,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.partition import SharePartitionCore
 from kemu.cluster.context import Runtime
-from kemu.coordinator.group.service import SERVICE as GROUP_COORDINATOR
+from kemu.coordinator.group.service import GROUP_COORDINATOR, GroupCoordinatorService
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +54,9 @@ class ShareLag:
         return max(0, self.high_watermark - self.end_offset)
 
 
-def group_service(runtime: Runtime) -> Any:
+def group_service(runtime: Runtime) -> GroupCoordinatorService | None:
     """The group coordinator if it runs (never started here just to be looked at)."""
-    return runtime.services.get(GROUP_COORDINATOR)
+    return runtime.services.built(GROUP_COORDINATOR)
 
 
 def consumer_lags(runtime: Runtime) -> list[ConsumerLag]:

@@ -221,12 +221,12 @@ class KemuCollector(Collector):
 
     def _transactions(self) -> Metric:
         from kemu.coordinator.transaction.coordinator import STATE_NAMES
-        from kemu.coordinator.transaction.service import SERVICE
+        from kemu.coordinator.transaction.service import TRANSACTION_COORDINATOR
 
         family = GaugeMetricFamily(
             "kafka_transactions", "Transactional ids by transaction state", labels=["state"]
         )
-        service = self.runtime.services.get(SERVICE)
+        service = self.runtime.services.built(TRANSACTION_COORDINATOR)
         counts = dict.fromkeys(STATE_NAMES.values(), 0)
         if service is not None:
             for meta in service.coordinator.transactions.values():

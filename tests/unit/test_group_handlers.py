@@ -16,9 +16,10 @@ from kemu.cluster.context import Runtime
 from kemu.config.definitions import ConfigSource
 from kemu.coordinator.group.hashing import java_string_hash, kafka_abs, partition_for
 from kemu.coordinator.group.placement import share_coordinator_key, to_kafka_uuid
-from kemu.coordinator.group.service import group_coordinator, share_persister
+from kemu.coordinator.group.ports import SHARE_LEADERS
+from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.share.persister import InMemorySharePersister, SharePartitionKey
-from kemu.coordinator.share.service import ShareCoordinatorService
+from kemu.coordinator.share.service import SHARE_PERSISTER, ShareCoordinatorService, share_persister
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, split_batches
 from kemu.testing.harness import HandlerHarness
@@ -53,7 +54,7 @@ class Broker(HandlerHarness):
 
     def _runtime(self) -> Runtime:
         runtime = super()._runtime()
-        runtime.services["share_persister"] = self.persister
+        runtime.services.provide(SHARE_PERSISTER, self.persister)
         return runtime
 
     async def send(self, body: Any, node_id: int = 1) -> Any:  # type: ignore[override]
@@ -177,7 +178,7 @@ async def test_member_left_releases_through_the_share_partitions_service(broker:
         async def release_member(self, group_id: str, member_id: str) -> None:
             released.append((group_id, member_id))
 
-    broker.runtime.services["share_partitions"] = SharePartitions()
+    broker.runtime.services.provide(SHARE_LEADERS, SharePartitions())  # type: ignore[arg-type]
     await broker.heartbeat("g", "m1", 0, ("t",))
     await broker.heartbeat("g", "m1", -1)
     assert released == [("g", "m1")]
@@ -256,7 +257,7 @@ async def test_find_group_coordinator_all_versions(broker: Broker) -> None:
 
 
 async def test_find_coordinator_batched_and_share_keys(broker: Broker) -> None:
-    del broker.runtime.services["share_persister"]  # the share coordinator places SHARE keys
+    broker.runtime.services.discard(SHARE_PERSISTER)  # the share coordinator places SHARE keys
     topic_id = broker.cluster.topics["t"].topic_id
     share_key = share_coordinator_key("g", topic_id, 1)
     assert share_key == f"g:{to_kafka_uuid(topic_id)}:1"
@@ -542,7 +543,7 @@ async def test_group_configs_through_describe_and_incremental_alter(broker: Brok
 
 async def test_share_persister_is_the_share_coordinator() -> None:
     fresh = Broker()
-    del fresh.runtime.services["share_persister"]
+    fresh.runtime.services.discard(SHARE_PERSISTER)
     assert isinstance(share_persister(fresh.runtime), ShareCoordinatorService)
 
 
@@ -550,10 +551,10 @@ async def test_session_expiry_timer_removes_silent_members(broker: Broker) -> No
     released: list[tuple[str, str]] = []
 
     class SharePartitions:
-        def release_member(self, group_id: str, member_id: str) -> None:
+        async def release_member(self, group_id: str, member_id: str) -> None:
             released.append((group_id, member_id))
 
-    broker.runtime.services["share_partitions"] = SharePartitions()
+    broker.runtime.services.provide(SHARE_LEADERS, SharePartitions())  # type: ignore[arg-type]
     await _alter_group_configs(broker, "g", {"share.session.timeout.ms": "50000"})
     await broker.heartbeat("g", "quiet", 0, ("t",))
     await broker.heartbeat("g", "chatty", 0, ("t",))
@@ -606,7 +607,7 @@ async def test_admin_changes_make_share_leaders_forget_cached_state(broker: Brok
         def forget_group(self, group_id: str, topic_ids: set[uuid.UUID] | None) -> None:
             forgotten.append((group_id, topic_ids))
 
-    broker.runtime.services["share_partitions"] = SharePartitions()
+    broker.runtime.services.provide(SHARE_LEADERS, SharePartitions())  # type: ignore[arg-type]
     await broker.send(_alter(broker, "g", [("t", [(0, 1)])]))
     entries = (
         broker.nested(DELETE_OFFSETS, 0, "DeleteShareGroupOffsetsRequestTopic", topic_name="t"),

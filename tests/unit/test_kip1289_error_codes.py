@@ -22,7 +22,7 @@ from test_txn_share_acknowledge import ACCEPT, acquire_three, persisted, states,
 
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import RecordState
-from kemu.coordinator.share.service import share_persister
+from kemu.coordinator.share.service import share_coordinator
 from kemu.coordinator.transaction.coordinator import TxnState
 from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
 from kemu.protocol import wire
@@ -164,7 +164,7 @@ async def test_a_refused_stage_write_answers_the_partition_and_stages_nothing(
     count + 1) rather than still ACQUIRED by the member."""
     client, member_epoch, pid, epoch = await acquire_three(kemu)
     tid = kemu.topic_id("t")
-    persister = share_persister(kemu.runtime)
+    persister = share_coordinator(kemu.runtime)
 
     async def refused(*args: object, **kwargs: object) -> ErrorCode:
         return ErrorCode.coordinator_not_available

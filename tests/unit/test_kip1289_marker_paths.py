@@ -21,7 +21,7 @@ from test_txn_share_acknowledge import ACCEPT, acquire_three, persisted, states,
 from kemu.broker.share.states import RecordState
 from kemu.broker.share.txn_acks import txn_share_acks
 from kemu.coordinator.share.persister import SharePartitionKey
-from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_persister
+from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_coordinator
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 
@@ -70,7 +70,7 @@ async def staged_two(kemu: Harness) -> tuple[int, int]:
 
 def state_partition(kemu: Harness) -> int:
     key = SharePartitionKey(GROUP, kemu.topic_id("t"), 0)
-    return share_persister(kemu.runtime).partition_for(key)
+    return share_coordinator(kemu.runtime).partition_for(key)
 
 
 async def test_a_marker_in_a_data_partition_only_resolves_nothing(kemu: Harness) -> None:
@@ -99,7 +99,7 @@ async def test_a_marker_written_by_a_tool_to_the_state_partition_resolves(
         assert 0 not in states(kemu) and 1 not in states(kemu)  # acknowledged, past the start
         key = SharePartitionKey(GROUP, kemu.topic_id("t"), 0)
         leader_epoch = kemu.partition("t", 0).leader_epoch
-        state = share_persister(kemu.runtime).read_sync(key, leader_epoch).state
+        state = share_coordinator(kemu.runtime).read_sync(key, leader_epoch).state
         assert state is not None and state.start_offset == 2
     else:
         assert states(kemu)[0] is RecordState.AVAILABLE and states(kemu)[1] is RecordState.AVAILABLE

@@ -20,6 +20,7 @@ from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import AckType, RecordState
 from kemu.cluster.partition import Partition
 from kemu.config.definitions import BrokerConfig
+from kemu.coordinator.share.service import share_persister
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, read_header, split_batches
@@ -275,7 +276,7 @@ async def test_acknowledgements_in_a_fetch_apply_before_it_fetches(kemu: Harness
     manager = share_partitions(kemu.runtime)
     actor = manager.existing(GROUP, tid, 0)
     assert actor is not None and actor.core is not None and actor.core.start == 2
-    persisted = await kemu.runtime.services["share_persister"].read_state(actor.key, 0)
+    persisted = await share_persister(kemu.runtime).read_state(actor.key, 0)
     assert persisted.state.start_offset == 2
 
 
@@ -508,7 +509,7 @@ async def test_a_fenced_write_reloads_and_the_fetch_still_succeeds(kemu: Harness
     await client.call(share_fetch(tid, {0: []}, epoch=1, max_records=2))
     actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
     assert actor is not None
-    persister = kemu.runtime.services["share_persister"]
+    persister = share_persister(kemu.runtime)
     assert await persister.initialize(actor.key, 7, 0) == ErrorCode.none  # an admin reset
     response = await client.call(share_fetch(tid, {0: []}, epoch=2))
     assert partition_data(response, 0).error_code == ErrorCode.none

@@ -31,9 +31,10 @@ from kemu.coordinator.share.persister import (
 )
 from kemu.coordinator.share.records import SHARE_SNAPSHOT, SHARE_UPDATE, decode_record
 from kemu.coordinator.share.service import (
-    SERVICE,
+    SHARE_PERSISTER,
     SHARE_STATE_TOPIC,
     ShareCoordinatorService,
+    share_coordinator,
     share_persister,
 )
 from kemu.protocol.errors import ErrorCode
@@ -55,7 +56,7 @@ def make_cluster(
 
 
 def service_for(cluster: Cluster) -> ShareCoordinatorService:
-    return share_persister(Runtime(cluster=cluster, clock_ms=lambda: NOW))
+    return share_coordinator(Runtime(cluster=cluster, clock_ms=lambda: NOW))
 
 
 def run(awaitable: object) -> object:
@@ -86,8 +87,17 @@ def test_is_a_share_persister(cluster: Cluster) -> None:
     persister: SharePersister = service_for(cluster)
     assert isinstance(persister, ShareCoordinatorService)
     runtime = Runtime(cluster=cluster)
-    assert share_persister(runtime) is runtime.services[SERVICE]
-    assert share_persister(runtime) is share_persister(runtime)
+    assert share_coordinator(runtime) is runtime.services.built(SHARE_PERSISTER)
+    assert share_coordinator(runtime) is share_coordinator(runtime)
+
+
+def test_both_accessors_give_the_same_object_whoever_asks_first(cluster: Cluster) -> None:
+    first_persister = Runtime(cluster=cluster)
+    persister = share_persister(first_persister)
+    assert share_coordinator(first_persister) is persister
+    first_coordinator = Runtime(cluster=cluster)
+    coordinator = share_coordinator(first_coordinator)
+    assert share_persister(first_coordinator) is coordinator
 
 
 def test_topic_is_created_on_first_use_with_kafka_configs(cluster: Cluster) -> None:
@@ -323,6 +333,8 @@ def test_a_stand_in_persister_is_refused_loudly(cluster: Cluster) -> None:
     from kemu.coordinator.share.persister import InMemorySharePersister
 
     runtime = Runtime(cluster=cluster)
-    runtime.services[SERVICE] = InMemorySharePersister()
+    stand_in = InMemorySharePersister()
+    runtime.services.provide(SHARE_PERSISTER, stand_in)
+    assert share_persister(runtime) is stand_in  # the group coordinator may persist through it
     with pytest.raises(RuntimeError, match="not the share coordinator"):
-        share_persister(runtime)
+        share_coordinator(runtime)

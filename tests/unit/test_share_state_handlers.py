@@ -12,7 +12,7 @@ import pytest
 from kemu.broker.handlers import REGISTRY, load_handlers
 from kemu.coordinator.share.keys import kafka_uuid
 from kemu.coordinator.share.persister import SharePartitionKey
-from kemu.coordinator.share.service import share_persister
+from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.harness import HandlerHarness
@@ -30,7 +30,7 @@ class Broker(HandlerHarness):
         self.topic_id = self.cluster.create_topic("orders", 2, 1).topic_id
 
     def coordinator(self, group: str, partition: int = 0) -> int:
-        service = share_persister(self.runtime)
+        service = share_coordinator(self.runtime)
         key = SharePartitionKey(group, self.topic_id, partition)
         state = service.topic().partitions[service.partition_for(key)]
         return state.leader_id
@@ -222,7 +222,7 @@ def test_errors_per_partition(broker: Broker) -> None:
         ErrorCode.fenced_leader_epoch
     )
     missing = uuid.uuid4()
-    service = share_persister(broker.runtime)
+    service = share_coordinator(broker.runtime)
     missing_node = service.coordinator_node(f"g3:{kafka_uuid(missing)}:0")
     assert missing_node is not None
     unknown = broker.send_now(

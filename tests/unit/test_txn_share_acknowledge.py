@@ -27,7 +27,7 @@ from kemu.broker.share.states import AckType, RecordState
 from kemu.broker.share.txn_acks import txn_share_acks
 from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.share.persister import SharePartitionKey
-from kemu.coordinator.share.service import share_persister
+from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import free_port_block
@@ -163,7 +163,7 @@ def states(kemu: Harness, index: int = 0) -> dict[int, RecordState]:
 def persisted(kemu: Harness, index: int = 0) -> list[tuple[int, int, int]]:
     """(first, last, delivery state) as the share coordinator holds them."""
     key = SharePartitionKey(GROUP, kemu.topic_id("t"), index)
-    result = share_persister(kemu.runtime).read_sync(key, kemu.partition("t", index).leader_epoch)
+    result = share_coordinator(kemu.runtime).read_sync(key, kemu.partition("t", index).leader_epoch)
     assert result.state is not None
     return [(b.first_offset, b.last_offset, b.delivery_state) for b in result.state.batches]
 
@@ -314,7 +314,9 @@ async def test_commit_applies_staged_accept_and_reject(kemu: Harness) -> None:
     # 0 ACKNOWLEDGED and 1 ARCHIVED: the start offset moved past both
     assert 0 not in states(kemu) and 1 not in states(kemu)
     key = SharePartitionKey(GROUP, tid, 0)
-    state = share_persister(kemu.runtime).read_sync(key, kemu.partition("t", 0).leader_epoch).state
+    state = (
+        share_coordinator(kemu.runtime).read_sync(key, kemu.partition("t", 0).leader_epoch).state
+    )
     assert state is not None and state.start_offset == 2
 
 

@@ -27,7 +27,7 @@ from kemu.coordinator.share.persister import PersistedState, SharePartitionKey
 from kemu.coordinator.share.service import (
     NOT_COORDINATOR_MESSAGE,
     ShareCoordinatorService,
-    share_persister,
+    share_coordinator,
 )
 from kemu.coordinator.share.shard import ShardResult
 from kemu.protocol.errors import ErrorCode
@@ -58,7 +58,7 @@ def share_state_handler(
         denied = refused(ctx, request, cluster_check(AclOperation.CLUSTER_ACTION))
         if denied is not None:
             return denied
-        service = share_persister(ctx.runtime)
+        service = share_coordinator(ctx.runtime)
 
         def answer(key: SharePartitionKey, data: Any) -> Any:
             result = call(service, key, data)
@@ -103,7 +103,7 @@ def share_state_response(
         return ctx.respond(results=())
     if partitions_required and any(not topic.partitions for topic in request.topics):
         return ctx.respond(results=())
-    service = share_persister(ctx.runtime)
+    service = share_coordinator(ctx.runtime)
     by_topic: dict[uuid.UUID | None, dict[int, Any]] = {}
     for topic in request.topics:
         results = by_topic.setdefault(topic.topic_id, {})

@@ -28,7 +28,7 @@ from kemu.broker.share.manager import share_partitions
 from kemu.broker.throttling import controller_mutation_quota
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS
-from kemu.coordinator.share.service import share_persister
+from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol.errors import ErrorCode, default_message
 
 API_KEY = 20
@@ -165,6 +165,6 @@ def _delete(ctx: RequestContext, entries: list[tuple[str | None, uuid.UUID]]) ->
         sessions.remove_topic({name, topic_id})
         # Share groups lose the topic's partitions and their durable state, as in Kafka.
         share_partitions(ctx.runtime).forget_topic(topic_id)
-        share_persister(ctx.runtime).delete_topic_state(topic_id)
+        share_coordinator(ctx.runtime).delete_topic_state(topic_id)
         outcomes.append((name, topic_id, ErrorCode.none, None))
     return outcomes

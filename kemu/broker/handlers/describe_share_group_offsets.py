@@ -23,12 +23,13 @@ from typing import Any
 from kemu.broker.authorization import AclOperation, ResourceType, allowed_names, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.group.service import group_coordinator, share_persister
+from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share_group import ShareGroup
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
     SharePartitionKey,
 )
+from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
 
 API_KEY = 90

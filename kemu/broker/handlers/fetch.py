@@ -32,6 +32,7 @@ from kemu.broker.handlers import handler
 from kemu.broker.leadership import leader_fields, node_endpoints
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.partition import Partition
+from kemu.cluster.services import Service
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 1
@@ -39,9 +40,11 @@ READ_COMMITTED = 1
 ZERO_TOPIC_ID = uuid.UUID(int=0)  # what kio decodes as None: no topic has it
 
 
+FETCH_SESSIONS = Service("fetch_sessions", lambda _: FetchSessionCache())
+
+
 def fetch_sessions(runtime: Runtime) -> FetchSessionCache:
-    cache: FetchSessionCache = runtime.service("fetch_sessions", lambda _: FetchSessionCache())
-    return cache
+    return runtime.services.get(FETCH_SESSIONS)
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ from kemu.coordinator.group.placement import (
     coordinator_partition,
     parse_share_coordinator_key,
 )
-from kemu.coordinator.share.service import share_persister
+from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 10
@@ -76,7 +76,7 @@ def _lookup(ctx: RequestContext, key_type: int, key: str, ok_message: str) -> di
             return _error(ErrorCode.invalid_request, None)
         if parse_share_coordinator_key(key) is None:
             return _error(ErrorCode.invalid_request, None)
-        node = share_persister(ctx.runtime).coordinator_node(key)
+        node = share_coordinator(ctx.runtime).coordinator_node(key)
     else:
         partition: Partition = coordinator_partition(ctx.cluster, key_type, key)
         node = ctx.cluster.nodes.get(partition.leader_id)

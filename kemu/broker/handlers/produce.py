@@ -50,6 +50,7 @@ from kemu.broker.handlers import handler
 from kemu.broker.leadership import leader_fields, node_endpoints
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
+from kemu.cluster.services import Service
 from kemu.config.definitions import TopicConfig
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
@@ -301,7 +302,7 @@ def _refused_records(
 
 def _report_storage_error(ctx: RequestContext, partition: Partition, error: OSError) -> None:
     """Log a partition's first failed append; a full disk would otherwise log every request."""
-    reported: set[tuple[str, int]] = ctx.runtime.service("produce.storage_errors", _no_reports)
+    reported = ctx.runtime.services.get(STORAGE_ERRORS)
     key = (partition.topic_name, partition.index)
     if key not in reported:
         reported.add(key)
@@ -313,8 +314,8 @@ def _report_storage_error(ctx: RequestContext, partition: Partition, error: OSEr
         )
 
 
-def _no_reports(_runtime: Any) -> set[tuple[str, int]]:
-    return set()
+# the (topic, partition)s whose failed append was logged
+STORAGE_ERRORS: Service[set[tuple[str, int]]] = Service("produce.storage_errors", lambda _: set())
 
 
 def _timestamp_problem(

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kemu.cluster.context import Runtime
+from kemu.cluster.services import Service
 from kemu.config.definitions import BrokerConfig, InvalidConfig
 
 FILE_NAME = "kemu-acls.json"
@@ -322,8 +323,8 @@ def _pattern_matches(acl: AclBinding, name: str) -> bool:
     return name.startswith(acl.resource_name)
 
 
+ACL_STORE = Service("acls", lambda rt: AclStore(rt.cluster.config, rt.cluster.data_dir))
+
+
 def acl_store(runtime: Runtime) -> AclStore:
-    found: AclStore = runtime.service(
-        "acls", lambda rt: AclStore(rt.cluster.config, rt.cluster.data_dir)
-    )
-    return found
+    return runtime.services.get(ACL_STORE)

@@ -28,6 +28,7 @@ from typing import Any
 
 from kemu.cluster.context import Runtime
 from kemu.cluster.listeners import listener_value
+from kemu.cluster.services import Service
 from kemu.config.definitions import BrokerConfig, InvalidConfig
 
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -183,9 +184,10 @@ class Credentials:
         temporary.replace(self.path)
 
 
+CREDENTIALS = Service(
+    "sasl_credentials", lambda rt: Credentials(rt.cluster.config, rt.cluster.data_dir)
+)
+
+
 def credentials(runtime: Runtime) -> Credentials:
-    found: Credentials = runtime.service(
-        "sasl_credentials",
-        lambda rt: Credentials(rt.cluster.config, rt.cluster.data_dir),
-    )
-    return found
+    return runtime.services.get(CREDENTIALS)

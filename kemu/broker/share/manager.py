@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 
 from kemu.broker.share.actor import SharePartitionActor
 from kemu.broker.share.sessions import SessionKey, ShareSession, ShareSessionCache
+from kemu.cluster.services import Service
+from kemu.coordinator.group.ports import SHARE_LEADERS
 from kemu.coordinator.share.persister import (
     SharePartitionKey,
     SharePersister,
@@ -43,14 +45,15 @@ DEPARTURE_GRACE_S = 5.0
 def share_persister(runtime: Runtime) -> SharePersister:
     """The share coordinator over ``__share_group_state``: share partitions always persist
     through it, so what they hold survives a restart."""
-    from kemu.coordinator.share.service import share_persister as coordinator
+    from kemu.coordinator.share.service import share_coordinator
 
-    return coordinator(runtime)
+    return share_coordinator(runtime)
 
 
 class SharePartitionManager:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        runtime.services.provide(SHARE_LEADERS, self)  # the group coordinator's port
         self.actors: dict[SharePartitionKey, SharePartitionActor] = {}
         self.sessions = ShareSessionCache(
             runtime.cluster.config.get_int("group.share.max.share.sessions")
@@ -180,6 +183,8 @@ class SharePartitionManager:
             self.actors.pop(key).retire()
 
 
+SHARE_PARTITIONS = Service(SERVICE, SharePartitionManager)
+
+
 def share_partitions(runtime: Runtime) -> SharePartitionManager:
-    manager: SharePartitionManager = runtime.service(SERVICE, SharePartitionManager)
-    return manager
+    return runtime.services.get(SHARE_PARTITIONS)

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from kemu.broker.share.manager import share_partitions
-from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_persister
+from kemu.cluster.services import Service
+from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_coordinator
 from kemu.coordinator.transaction.coordinator import Markers
 from kemu.protocol.errors import ErrorCode
 
@@ -57,7 +58,7 @@ class TxnShareAcks:
     def on_markers(self, markers: Markers) -> None:
         state_partitions = [i for topic, i in markers.partitions if topic == SHARE_STATE_TOPIC]
         if state_partitions:
-            share_persister(self.runtime).follow_markers(state_partitions)
+            share_coordinator(self.runtime).follow_markers(state_partitions)
         task = asyncio.get_running_loop().create_task(self.apply(markers))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -66,7 +67,7 @@ class TxnShareAcks:
         # Only where the marker landed in the share partition's own state partition: a marker
         # written to other partitions alone (WriteTxnMarkers from a tool) resolves nothing.
         state_partitions = {i for topic, i in markers.partitions if topic == SHARE_STATE_TOPIC}
-        persister = share_persister(self.runtime)
+        persister = share_coordinator(self.runtime)
         for actor in list(share_partitions(self.runtime).actors.values()):
             core = actor.core
             if core is None or persister.partition_for(actor.key) not in state_partitions:
@@ -96,6 +97,8 @@ class TxnShareAcks:
             await asyncio.gather(*list(self._tasks))
 
 
+TXN_SHARE_ACKS = Service(SERVICE, TxnShareAcks)
+
+
 def txn_share_acks(runtime: Runtime) -> TxnShareAcks:
-    service: TxnShareAcks = runtime.service(SERVICE, TxnShareAcks)
-    return service
+    return runtime.services.get(TXN_SHARE_ACKS)

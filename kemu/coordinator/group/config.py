@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kemu.cluster.services import Service
 from kemu.config.definitions import (
     KAFKA,
     BrokerConfig,
@@ -622,13 +623,16 @@ class ShareGroupConfig:
         return self.isolation_level == "read_committed"
 
 
-def group_config_store(runtime: Runtime) -> GroupConfigStore:
-    def create(rt: Runtime) -> GroupConfigStore:
-        data_dir = rt.cluster.data_dir
-        return GroupConfigStore(rt.cluster.config, data_dir / STORE_FILE if data_dir else None)
+def _config_store(runtime: Runtime) -> GroupConfigStore:
+    data_dir = runtime.cluster.data_dir
+    return GroupConfigStore(runtime.cluster.config, data_dir / STORE_FILE if data_dir else None)
 
-    store: GroupConfigStore = runtime.service(SERVICE, create)
-    return store
+
+CONFIG_STORE = Service(SERVICE, _config_store)
+
+
+def group_config_store(runtime: Runtime) -> GroupConfigStore:
+    return runtime.services.get(CONFIG_STORE)
 
 
 def group_config(runtime: Runtime, group_id: str) -> ShareGroupConfig:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import inspect
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -36,6 +35,7 @@ import structlog
 
 from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
+from kemu.cluster.services import Service
 from kemu.coordinator.group import classic_group as classic
 from kemu.coordinator.group import share_records
 from kemu.coordinator.group.assignor import TopicPartition
@@ -78,6 +78,7 @@ from kemu.coordinator.group.offsets import OffsetStore
 from kemu.coordinator.group.offsets_log import TOPIC as OFFSETS_TOPIC
 from kemu.coordinator.group.offsets_log import OffsetsLog
 from kemu.coordinator.group.persistence import LEGACY_FILE, load_legacy_share_groups
+from kemu.coordinator.group.ports import SHARE_LEADERS
 from kemu.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
 from kemu.coordinator.group.registry import Group, GroupRegistry
 from kemu.coordinator.group.share_group import (
@@ -104,27 +105,15 @@ from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
     PersistedState,
     SharePartitionKey,
-    SharePersister,
 )
 from kemu.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kemu.group")
 
 SERVICE = "group_coordinator"
-PERSISTER_SERVICE = "share_persister"
 # --timing fast: a share heartbeat waits for the share-state initialization it asks for
 INITIALIZE_FIRST = "kemu.group.share.initialize.before.answer"
-SHARE_PARTITIONS_SERVICE = "share_partitions"
 NO_LEADER_EPOCH = -1
-
-
-def share_persister(runtime: Runtime) -> SharePersister:
-    """The process's share persister: the share coordinator over ``__share_group_state``
-    (whatever is registered as ``share_persister`` first, e.g. an in-memory one in tests)."""
-    from kemu.coordinator.share.service import ShareCoordinatorService
-
-    persister: SharePersister = runtime.service(PERSISTER_SERVICE, ShareCoordinatorService)
-    return persister
 
 
 class GroupCoordinatorService:
@@ -374,6 +363,8 @@ class GroupCoordinatorService:
                 log.exception("group_effect_failed", effect=repr(effect))
 
     async def _initialize(self, effect: InitializePartitions) -> None:
+        from kemu.coordinator.share.service import share_persister
+
         persister = share_persister(self.runtime)
         done: list[TopicPartition] = []
         failed: list[TopicPartition] = []
@@ -409,22 +400,16 @@ class GroupCoordinatorService:
             member=effect.member_id,
             reason=effect.reason,
         )
-        partitions: Any = self.runtime.services.get(SHARE_PARTITIONS_SERVICE)
-        release = getattr(partitions, "release_member", None)
-        if release is None:
-            return
-        outcome = release(effect.group_id, effect.member_id)
-        if inspect.isawaitable(outcome):
-            await outcome
+        leaders = self.runtime.services.built(SHARE_LEADERS)
+        if leaders is not None:
+            await leaders.release_member(effect.group_id, effect.member_id)
 
     def forget_share_state(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
         """Share state was deleted or rewritten by an admin (DeleteGroups, Alter/Delete share
-        group offsets): leaders caching it must reload it. Calls the share-partition service's
-        ``forget_group(group_id, topic_ids)`` when it has one (None: every topic)."""
-        partitions: Any = self.runtime.services.get(SHARE_PARTITIONS_SERVICE)
-        forget = getattr(partitions, "forget_group", None)
-        if forget is not None:
-            forget(group_id, topic_ids)
+        group offsets): leaders caching it must reload it (``topic_ids`` None: every topic)."""
+        leaders = self.runtime.services.built(SHARE_LEADERS)
+        if leaders is not None:
+            leaders.forget_group(group_id, topic_ids)
 
     # --- classic groups ------------------------------------------------------------------------
 
@@ -775,6 +760,8 @@ def _has_state(state: PersistedState | None) -> bool:
     )
 
 
+GROUP_COORDINATOR = Service(SERVICE, GroupCoordinatorService)
+
+
 def group_coordinator(runtime: Runtime) -> GroupCoordinatorService:
-    service: GroupCoordinatorService = runtime.service(SERVICE, GroupCoordinatorService)
-    return service
+    return runtime.services.get(GROUP_COORDINATOR)

@@ -57,6 +57,7 @@ import structlog
 from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Topic, TopicError
+from kemu.cluster.services import Service
 from kemu.coordinator.share.decode import batch_records, control_marker
 from kemu.coordinator.share.keys import coordinator_key, partition_for_key_string
 from kemu.coordinator.share.persister import (
@@ -87,15 +88,22 @@ SHARE_STATE_TOPIC = "__share_group_state"
 NOT_COORDINATOR_MESSAGE = "This is not the correct coordinator."
 
 
-def share_persister(runtime: Runtime) -> ShareCoordinatorService:
-    """The process's share coordinator, created (and its log replayed) on first use."""
-    service = runtime.service(SERVICE, ShareCoordinatorService)
+def share_persister(runtime: Runtime) -> SharePersister:
+    """The process's share persister: the share coordinator, created (and its log replayed) on
+    first use, or a stand-in provided first (an in-memory one in tests)."""
+    return runtime.services.get(SHARE_PERSISTER)
+
+
+def share_coordinator(runtime: Runtime) -> ShareCoordinatorService:
+    """The same object as ``share_persister``, which must be the share coordinator: its RPCs
+    and placement run only there."""
+    service = share_persister(runtime)
     if not isinstance(service, ShareCoordinatorService):
         # Someone registered a stand-in (an in-memory persister) first: the RPCs cannot run
         # over it, and what it holds is not durable.
         raise RuntimeError(
             f"runtime service {SERVICE!r} is a {type(service).__name__}, not the share "
-            "coordinator; register kemu.coordinator.share.service.share_persister at start"
+            "coordinator; provide SHARE_PERSISTER only with a persister for tests that need no RPCs"
         )
     return service
 
@@ -507,3 +515,7 @@ class ShareCoordinatorService:
 
 def _implements_the_protocol(service: ShareCoordinatorService) -> SharePersister:
     return service  # mypy checks here that the service is a SharePersister
+
+
+# The share persister every caller shares (``share_persister`` and ``share_coordinator``).
+SHARE_PERSISTER: Service[SharePersister] = Service(SERVICE, ShareCoordinatorService)

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kemu.cluster.services import Service
+
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
 
@@ -68,9 +70,9 @@ class ProducerIds:
         temporary.replace(self.path)
 
 
+PRODUCER_IDS = Service("producer_ids", lambda runtime: ProducerIds(runtime.cluster.data_dir))
+
+
 def producer_ids(runtime: Runtime) -> ProducerIds:
     """The process-wide allocator (a runtime service)."""
-    service: ProducerIds = runtime.service(
-        "producer_ids", lambda r: ProducerIds(r.cluster.data_dir)
-    )
-    return service
+    return runtime.services.get(PRODUCER_IDS)

@@ -30,6 +30,7 @@ import structlog
 from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.cluster.crash_points import crash_point
+from kemu.cluster.services import Service
 from kemu.coordinator.group.hashing import partition_for
 from kemu.coordinator.group.placement import (
     GROUP,
@@ -456,9 +457,11 @@ class TransactionService:
                     )
 
 
+TRANSACTION_COORDINATOR = Service(SERVICE, TransactionService)
+
+
 def transaction_coordinator(runtime: Runtime) -> TransactionService:
-    service: TransactionService = runtime.service(SERVICE, TransactionService)
-    return service
+    return runtime.services.get(TRANSACTION_COORDINATOR)
 
 
 def start_transactions(runtime: Runtime) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kemu.cluster.context import Runtime
 from kemu.coordinator.share.persister import SharePartitionKey
-from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_persister
+from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_coordinator
 from kemu.coordinator.transaction.coordinator import SharePartition
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
@@ -41,7 +41,7 @@ def enlist_share_state(
     shares = sorted({(group_id, topic_id, index) for topic_id, index in partitions})
     if not shares:
         return ErrorCode.none
-    persister = share_persister(runtime)
+    persister = share_coordinator(runtime)
     persister.topic()  # the markers go to its partitions: it must exist
     state_partitions = sorted(
         {(SHARE_STATE_TOPIC, persister.partition_for(SharePartitionKey(*key))) for key in shares}
