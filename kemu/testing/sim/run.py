@@ -168,7 +168,7 @@ class Simulation:
         )
 
     def _drain(self, loop: SimLoop) -> None:
-        for actor in self.actors:
+        for actor in getattr(self, "actors", ()):
             self._kill(actor)
         loop.bury()
 

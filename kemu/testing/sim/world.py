@@ -8,7 +8,7 @@ reset, its descriptors close without a flush, and nothing of the old objects is 
 
 Storage: a process crash keeps what was written (the page cache survives a SIGKILL); a
 ``power_loss`` crash also loses every segment's unsynced tail. ``DiskModel`` learns what is
-durable by wrapping the segment log's ``_datasync``: at each sync it notes the file's size by
+durable by wrapping the segment log's ``datasync``: at each sync it notes the file's size by
 inode (a cleaned segment renamed into place keeps its inode, so its synced size follows it), and
 a power loss cuts every ``.log`` file back to its last synced size (0 for one never synced).
 """
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kemu.storage.segment_cleaning as segment_cleaning
 import kemu.storage.segments as segments
 from kemu.broker.server import KemuServer, ServerOptions
 from kemu.config.definitions import BrokerConfig
@@ -42,16 +43,18 @@ class DiskModel:
         self.root = root
         self.synced: dict[tuple[int, int], int] = {}  # (device, inode) -> durable size
         self.syncs = 0
-        self._original: Callable[[int], None] | None = None
+        self._original: list[tuple[Any, Callable[[int], None]]] = []
 
     def install(self) -> None:
-        self._original = segments._datasync
-        segments._datasync = self._datasync
+        # every module of the segment log that syncs, each holding its own name for it
+        for module in (segments, segment_cleaning):
+            self._original.append((module, module.datasync))
+            module.datasync = self._datasync  # type: ignore[attr-defined]
 
     def uninstall(self) -> None:
-        if self._original is not None:
-            segments._datasync = self._original
-            self._original = None
+        for module, original in self._original:
+            module.datasync = original
+        self._original = []
 
     def _datasync(self, descriptor: int) -> None:
         self.syncs += 1
