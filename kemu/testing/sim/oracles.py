@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kemu.broker.share.manager import SHARE_PARTITIONS
 from kemu.cluster.model import SHARE_STATE_TOPIC
-from kemu.coordinator.share.service import SERVICE as SHARE_STATE_SERVICE
-from kemu.coordinator.share.service import ShareCoordinatorService
+from kemu.coordinator.share.service import SHARE_PERSISTER, ShareCoordinatorService
 from kemu.coordinator.transaction.coordinator import PREPARING, TxnState
-from kemu.coordinator.transaction.service import SERVICE as TXN_SERVICE
+from kemu.coordinator.transaction.service import TRANSACTION_COORDINATOR
 
 TX_PENDING_GRACE_MS = 10_000
 TX_PENDING_STATE = 5  # PersistedBatch.delivery_state of a staged record
@@ -41,7 +41,7 @@ class Oracles:
         found: list[str] = []
         found += self._logs(runtime)
         found += self._windows(runtime)
-        share_state = runtime.services.get(SHARE_STATE_SERVICE)
+        share_state = runtime.services.built(SHARE_PERSISTER)
         if isinstance(share_state, ShareCoordinatorService):
             found += self._start_offsets(share_state)
             found += self._replay(share_state)
@@ -63,7 +63,7 @@ class Oracles:
         return found
 
     def _windows(self, runtime: Any) -> list[str]:
-        manager = runtime.services.get("share_partitions")
+        manager = runtime.services.built(SHARE_PARTITIONS)
         if manager is None:
             return []
         found = []
@@ -119,7 +119,7 @@ class Oracles:
 
     def _tx_pending(self, runtime: Any, share_state: Any, now_ms: int) -> list[str]:
         pending: set[tuple[int, int]] = set()
-        manager = runtime.services.get("share_partitions")
+        manager = runtime.services.built(SHARE_PARTITIONS)
         if manager is not None:
             for actor in manager.actors.values():
                 if actor.core is not None:
@@ -130,7 +130,7 @@ class Oracles:
                     for batch in state.batches:
                         if batch.delivery_state == TX_PENDING_STATE:
                             pending.add((batch.staged_producer_id, batch.staged_producer_epoch))
-        service = runtime.services.get(TXN_SERVICE)
+        service = runtime.services.built(TRANSACTION_COORDINATOR)
         open_transactions: set[tuple[int, int]] = set()
         if service is not None:
             for meta in service.coordinator.transactions.values():
