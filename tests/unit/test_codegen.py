@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from kemu.protocol import codegen, wire
+from kemu.protocol import codegen, codegen_views, wire
 
 
 @pytest.mark.parametrize("target", codegen.TARGETS, ids=lambda target: target.module)
@@ -44,3 +44,15 @@ def test_in_versions_reads_kafka_version_ranges() -> None:
     assert codegen.in_versions("0-5", 5) and not codegen.in_versions("0-5", 6)
     assert codegen.in_versions("1", 1) and not codegen.in_versions("none", 0)
     assert codegen.snake("GenerationIdOrMemberEpoch") == "generation_id_or_member_epoch"
+
+
+def test_the_checked_in_request_views_are_what_the_generator_writes() -> None:
+    """``python -m kemu.protocol.codegen_views`` after a handler's versions or a schema change."""
+    assert codegen_views.main(["--check"]) == 0
+
+
+def test_a_view_holds_the_union_of_the_served_versions_fields() -> None:
+    view = (codegen_views.VIEWS / "txn_offset_commit.py").read_text()
+    assert "def topic_id(self) -> UUID | None: ...  # only v6" in view
+    assert "def name(self) -> TopicName: ...  # only v0-v5" in view
+    assert codegen_views.version_note([0, 1, 2, 5]) == "only v0-v2, v5"

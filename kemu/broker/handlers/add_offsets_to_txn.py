@@ -16,13 +16,14 @@ from kemu.broker.handlers._transactions import for_version
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.add_offsets_to_txn import AddOffsetsToTxnRequestView
 
 API_KEY = 25
 FIRST_FENCED_VERSION = 2
 
 
 @handler(API_KEY, 0, 4)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: AddOffsetsToTxnRequestView) -> Any:
     denied = refused(
         ctx, request, txn_write(request.transactional_id), group_read(request.group_id)
     )

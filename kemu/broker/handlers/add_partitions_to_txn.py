@@ -38,6 +38,7 @@ from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS
 from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.add_partitions_to_txn import AddPartitionsToTxnRequestView
 
 API_KEY = 24
 FIRST_FENCED_VERSION = 2
@@ -47,7 +48,7 @@ Errors = dict[tuple[str, int], ErrorCode]
 
 
 @handler(API_KEY, 0, 5)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: AddPartitionsToTxnRequestView) -> Any:
     service = transaction_coordinator(ctx.runtime)
     if ctx.version >= FIRST_BATCHED_VERSION:
         denied = refused(ctx, request, cluster_check(AclOperation.CLUSTER_ACTION))

@@ -29,12 +29,13 @@ from kemu.broker.handlers import handler
 from kemu.cluster.client_quotas import QuotaError, QuotaOp, client_quotas, make_entity
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.alter_client_quotas import AlterClientQuotasRequestView
 
 API_KEY = 49
 
 
 @handler(API_KEY, 0, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: AlterClientQuotasRequestView) -> Any:
     denied = refused(ctx, request, cluster_check(AclOperation.ALTER_CONFIGS))
     if denied is not None:
         return denied

@@ -22,12 +22,13 @@ from kemu.broker.authorization import AclOperation, config_refusal
 from kemu.broker.handlers import handler
 from kemu.cluster.config_resources import alter_response
 from kemu.cluster.context import RequestContext
+from kemu.protocol.views.alter_configs import AlterConfigsRequestView
 
 API_KEY = 33
 
 
 @handler(API_KEY, 0, 2)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: AlterConfigsRequestView) -> Any:
     return alter_response(
         ctx,
         request,

@@ -31,6 +31,7 @@ from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.alter_partition_reassignments import AlterPartitionReassignmentsRequestView
 
 API_KEY = 45
 
@@ -76,7 +77,7 @@ def reassign(
 
 
 @handler(API_KEY, 0, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequestView) -> Any:
     denied = refused(ctx, request, cluster_check(AclOperation.ALTER))
     if denied is not None:
         return denied

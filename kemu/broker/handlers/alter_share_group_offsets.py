@@ -28,6 +28,7 @@ from kemu.coordinator.group.share_group import GroupError
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.views.alter_share_group_offsets import AlterShareGroupOffsetsRequestView
 
 API_KEY = 91
 NO_LEADER_EPOCH = -1
@@ -35,7 +36,7 @@ NULL_TOPIC_ID = uuid.UUID(int=0)
 
 
 @handler(API_KEY, 0, 0)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequestView) -> Any:
     if not request.group_id:
         return ctx.respond(error_code=ErrorCode.invalid_group_id, responses=())
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):

@@ -30,12 +30,13 @@ from kemu.broker.security.credentials import (
 )
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.alter_user_scram_credentials import AlterUserScramCredentialsRequestView
 
 API_KEY = 51
 
 
 @handler(API_KEY, 0, 0)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequestView) -> Any:
     store = credentials(ctx.runtime)
     counts = Counter([d.name for d in request.deletions] + [u.name for u in request.upsertions])
     outcome: dict[str, tuple[ErrorCode, str | None]] = {}

@@ -48,6 +48,7 @@ from kemu.protocol.kip1289 import (
     ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN_KEY,
     TXN_SHARE_ACKNOWLEDGE_KEY,
 )
+from kemu.protocol.views.api_versions import ApiVersionsRequestView
 
 API_KEY = 18
 METADATA_VERSION_MIN = 7  # 3.3-IV3, the oldest level a 4.x broker accepts
@@ -125,7 +126,7 @@ def _kip1289_served(runtime: Runtime) -> bool:
 
 
 @handler(API_KEY, 0, 5)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ApiVersionsRequestView) -> Any:
     runtime = ctx.runtime
     module = ctx.response_module
     refusal = request_error(request, ctx.version, runtime.cluster.cluster_id, ctx.node.node_id)

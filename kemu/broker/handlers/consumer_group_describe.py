@@ -30,13 +30,14 @@ from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.consumer_group import ConsumerGroup
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.consumer_group_describe import ConsumerGroupDescribeRequestView
 
 API_KEY = 69
 CONSUMER_MEMBER_TYPE = 1
 
 
 @handler(API_KEY, 0, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequestView) -> Any:
     registry = group_coordinator(ctx.runtime).registry
     operations = bool(request.include_authorized_operations)
     refused = []

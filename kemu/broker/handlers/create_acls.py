@@ -21,12 +21,13 @@ from kemu.broker.handlers._acls import CLUSTER_DENIED, store_if_authorized
 from kemu.broker.security.acls import AclBinding, InvalidAcl, Operation
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.create_acls import CreateAclsRequestView
 
 API_KEY = 30
 
 
 @handler(API_KEY, 1, 3)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: CreateAclsRequestView) -> Any:
     store, allowed = store_if_authorized(ctx, Operation.ALTER)
     outcomes: list[tuple[ErrorCode, str | None]] = []
     valid: list[AclBinding] = []

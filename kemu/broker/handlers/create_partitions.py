@@ -27,6 +27,7 @@ from kemu.cluster.model import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP,
 from kemu.cluster.quota_enforcement import MutationQuota
 from kemu.cluster.replica_assignment import AssignmentError, check_manual_assignment
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.views.create_partitions import CreatePartitionsRequestView
 
 API_KEY = 37
 STRICT_QUOTA_SINCE = 3  # the first version that knows THROTTLING_QUOTA_EXCEEDED
@@ -40,7 +41,7 @@ class PartitionsError(Exception):
 
 
 @handler(API_KEY, 0, 3)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: CreatePartitionsRequestView) -> Any:
     counts = Counter(topic.name for topic in request.topics)
     results = []
     reported: set[str] = set()

@@ -45,6 +45,7 @@ from kemu.cluster.model import (
 from kemu.cluster.quota_enforcement import MutationQuota
 from kemu.cluster.replica_assignment import AssignmentError, check_manual_assignment
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.create_topics import CreateTopicsRequestView
 
 API_KEY = 19
 STRICT_QUOTA_SINCE = 6  # the first version that knows THROTTLING_QUOTA_EXCEEDED
@@ -60,7 +61,7 @@ class CreateError(Exception):
 
 
 @handler(API_KEY, 2, 7)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: CreateTopicsRequestView) -> Any:
     if _requested_partitions(ctx.cluster, request.topics) > MAX_RECORDS_PER_USER_OP:
         return ctx.respond(
             topics=tuple(

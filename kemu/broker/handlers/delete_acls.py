@@ -16,12 +16,13 @@ from kemu.broker.handlers._acls import CLUSTER_DENIED, store_if_authorized
 from kemu.broker.security.acls import AclBinding, AclFilter, InvalidAcl, Operation
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.delete_acls import DeleteAclsRequestView
 
 API_KEY = 31
 
 
 @handler(API_KEY, 1, 3)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DeleteAclsRequestView) -> Any:
     store, allowed = store_if_authorized(ctx, Operation.ALTER)
     refusals: dict[int, tuple[ErrorCode, str]] = {}
     filters: list[tuple[int, AclFilter]] = []

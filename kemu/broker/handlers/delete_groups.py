@@ -27,12 +27,13 @@ from kemu.coordinator.group.share_group import ShareGroup
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.delete_groups import DeleteGroupsRequestView
 
 API_KEY = 42
 
 
 @handler(API_KEY, 0, 3)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DeleteGroupsRequestView) -> Any:
     results = []
     for group_id in request.groups_names:
         code = await _delete(ctx, group_id)

@@ -20,6 +20,7 @@ from kemu.broker.authorization import AclOperation, ResourceType, allowed_names
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.delete_records import DeleteRecordsRequestView
 
 API_KEY = 21
 HIGH_WATERMARK = -1
@@ -27,7 +28,7 @@ INVALID_LOW_WATERMARK = -1
 
 
 @handler(API_KEY, 0, 2)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DeleteRecordsRequestView) -> Any:
     deletable = allowed_names(
         ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics)
     )

@@ -23,6 +23,7 @@ from kemu.coordinator.group.share_group import GroupError
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.views.delete_share_group_offsets import DeleteShareGroupOffsetsRequestView
 
 API_KEY = 92
 NULL_TOPIC_ID = uuid.UUID(int=0)
@@ -30,7 +31,7 @@ NO_OFFSETS = "There is no offset information to delete."
 
 
 @handler(API_KEY, 0, 0)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequestView) -> Any:
     if not request.group_id:
         return ctx.respond(error_code=ErrorCode.invalid_group_id, responses=())
     if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):

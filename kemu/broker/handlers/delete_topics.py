@@ -30,6 +30,7 @@ from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS
 from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.views.delete_topics import DeleteTopicsRequestView
 
 API_KEY = 20
 STRICT_QUOTA_SINCE = 5  # the first version that knows THROTTLING_QUOTA_EXCEEDED
@@ -39,13 +40,13 @@ Outcome = tuple[str | None, uuid.UUID, ErrorCode, str | None]
 
 
 @handler(API_KEY, 1, 6)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DeleteTopicsRequestView) -> Any:
     if ctx.version >= 6:
         entries = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
     else:
         entries = [(name, ZERO_UUID) for name in request.topic_names]
     denied: list[Outcome] = []
-    allowed_entries = []
+    allowed_entries: list[tuple[str | None, uuid.UUID]] = []
     for name, topic_id in entries:
         known = ctx.cluster.topics_by_id.get(topic_id) if not name else None
         resource = name or (known.name if known is not None else None)

@@ -17,12 +17,13 @@ from kemu.broker.handlers._acls import CLUSTER_DENIED, store_if_authorized
 from kemu.broker.security.acls import AclBinding, AclFilter, InvalidAcl, Operation
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.describe_acls import DescribeAclsRequestView
 
 API_KEY = 29
 
 
 @handler(API_KEY, 1, 3)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeAclsRequestView) -> Any:
     store, allowed = store_if_authorized(ctx, Operation.DESCRIBE)
     if not store.enabled:
         return _error(ctx, ErrorCode.security_disabled, "No Authorizer is configured on the broker")

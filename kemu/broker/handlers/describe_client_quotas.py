@@ -18,12 +18,13 @@ from kemu.broker.handlers import handler
 from kemu.cluster.client_quotas import Component, QuotaError, client_quotas
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.describe_client_quotas import DescribeClientQuotasRequestView
 
 API_KEY = 48
 
 
 @handler(API_KEY, 0, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeClientQuotasRequestView) -> Any:
     denied = refused(ctx, request, cluster_check(AclOperation.DESCRIBE_CONFIGS))
     if denied is not None:
         return denied

@@ -19,6 +19,7 @@ from kemu.broker.endpoints import advertised_nodes
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.describe_cluster import DescribeClusterRequestView
 
 API_KEY = 60
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
@@ -26,7 +27,7 @@ ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
 
 
 @handler(API_KEY, 0, 2)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeClusterRequestView) -> Any:
     endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT)
     if endpoint_type not in ENDPOINT_NAMES:
         return ctx.respond(

@@ -25,12 +25,13 @@ from kemu.cluster import config_resources
 from kemu.cluster.config_resources import ConfigEntry, ConfigResourceError
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.views.describe_configs import DescribeConfigsRequestView
 
 API_KEY = 32
 
 
 @handler(API_KEY, 1, 4)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeConfigsRequestView) -> Any:
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_documentation = bool(getattr(request, "include_documentation", False))
     results = []

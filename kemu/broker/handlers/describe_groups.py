@@ -18,13 +18,14 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import DEAD, STABLE, ClassicGroup
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.describe_groups import DescribeGroupsRequestView
 
 API_KEY = 15
 FIRST_VERSION_WITH_NOT_FOUND = 6
 
 
 @handler(API_KEY, 0, 6)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeGroupsRequestView) -> Any:
     coordinator = group_coordinator(ctx.runtime)
     operations = bool(getattr(request, "include_authorized_operations", False))
     described = []

@@ -25,6 +25,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import Topic
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.describe_log_dirs import DescribeLogDirsRequestView
 
 API_KEY = 35
 MEMORY_LOG_DIR = "kemu:memory"
@@ -36,7 +37,7 @@ def log_dir_path(ctx: RequestContext) -> str:
 
 
 @handler(API_KEY, 1, 5)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeLogDirsRequestView) -> Any:
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         # Kafka answers no log dirs, and the error where the version has a field for it
         return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, results=())

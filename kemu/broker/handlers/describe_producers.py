@@ -22,6 +22,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.views.describe_producers import DescribeProducersRequestView
 
 API_KEY = 61
 # Kafka answers an unknown partition with the error's own message.
@@ -29,7 +30,7 @@ UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
 
 @handler(API_KEY, 0, 0)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeProducersRequestView) -> Any:
     return ctx.respond(
         topics=tuple(
             ctx.make(

@@ -24,6 +24,7 @@ from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.describe_quorum import DescribeQuorumRequestView
 
 API_KEY = 55
 METADATA_TOPIC = "__cluster_metadata"
@@ -35,7 +36,7 @@ def directory_id(cluster_id: str, node_id: int) -> uuid.UUID:
 
 
 @handler(API_KEY, 0, 2)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeQuorumRequestView) -> Any:
     denied = refused(ctx, request, cluster_check(AclOperation.DESCRIBE))
     if denied is not None:
         return denied

@@ -31,6 +31,7 @@ from kemu.coordinator.share.persister import (
 )
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.views.describe_share_group_offsets import DescribeShareGroupOffsetsRequestView
 
 API_KEY = 90
 NULL_TOPIC_ID = uuid.UUID(int=0)
@@ -38,7 +39,7 @@ UNKNOWN = -1
 
 
 @handler(API_KEY, 0, 1)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequestView) -> Any:
     groups = []
     for group in request.groups:
         groups.append(await _group(ctx, group))

@@ -22,6 +22,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, Topic, topic_name_problem
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.describe_topic_partitions import DescribeTopicPartitionsRequestView
 
 API_KEY = 75
 MAX_PARTITIONS_PER_RESPONSE = 2000  # Kafka's max.request.partition.size.limit default
@@ -29,7 +30,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 @handler(API_KEY, 0, 0)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequestView) -> Any:
     cluster = ctx.cluster
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""

@@ -19,12 +19,13 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.transaction.coordinator import STATE_NAMES, TransactionMetadata
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.describe_transactions import DescribeTransactionsRequestView
 
 API_KEY = 65
 
 
 @handler(API_KEY, 0, 0)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeTransactionsRequestView) -> Any:
     transactions = transaction_coordinator(ctx.runtime).coordinator.transactions
     return ctx.respond(
         transaction_states=tuple(

@@ -20,13 +20,16 @@ from kemu.broker.handlers import handler
 from kemu.broker.security.credentials import MECHANISM_IDS, credentials
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequestView,
+)
 
 API_KEY = 50
 MECHANISM_NUMBERS = {name: number for number, name in MECHANISM_IDS.items()}
 
 
 @handler(API_KEY, 0, 0)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: DescribeUserScramCredentialsRequestView) -> Any:
     store = credentials(ctx.runtime)
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         # As Kafka's getErrorResponse: the error at the top and in one result per named user,

@@ -32,6 +32,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import NO_LEADER
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.elect_leaders import ElectLeadersRequestView
 
 API_KEY = 43
 PREFERRED, UNCLEAN = 0, 1
@@ -72,7 +73,7 @@ def elect(
 
 
 @handler(API_KEY, 0, 2)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ElectLeadersRequestView) -> Any:
     denied = refused(ctx, request, cluster_check(AclOperation.ALTER))
     if denied is not None:
         return denied

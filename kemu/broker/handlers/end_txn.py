@@ -23,6 +23,7 @@ from kemu.broker.handlers._transactions import for_version
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.end_txn import EndTxnRequestView
 
 API_KEY = 26
 FIRST_FENCED_VERSION = 2
@@ -30,7 +31,7 @@ FIRST_EPOCH_BUMP_VERSION = 5
 
 
 @handler(API_KEY, 0, 5)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: EndTxnRequestView) -> Any:
     denied = refused(ctx, request, txn_write(request.transactional_id))
     if denied is not None:
         return denied

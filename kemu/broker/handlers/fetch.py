@@ -34,6 +34,7 @@ from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.partition import Partition
 from kemu.cluster.services import Service
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.fetch import FetchRequestView
 
 API_KEY = 1
 READ_COMMITTED = 1
@@ -57,7 +58,7 @@ class Target:
 
 
 @handler(API_KEY, 4, 18)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: FetchRequestView) -> Any:
     by_id = ctx.version >= 13
     now = ctx.now_ms()
     session: FetchSession | None = None

@@ -32,6 +32,7 @@ from kemu.coordinator.group.placement import (
 )
 from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.find_coordinator import FindCoordinatorRequestView
 
 API_KEY = 10
 # Kafka 4.4.0 answers an unknown key type with INVALID_REQUEST's own message.
@@ -43,7 +44,7 @@ FIRST_SHARE_VERSION = 6
 
 
 @handler(API_KEY, 0, 6)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: FindCoordinatorRequestView) -> Any:
     key_type = getattr(request, "key_type", GROUP)
     if ctx.version >= 4:
         keys = list(request.coordinator_keys)

@@ -27,6 +27,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.client_metrics import client_metrics_store
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.get_telemetry_subscriptions import GetTelemetrySubscriptionsRequestView
 
 API_KEY = 71
 PUSH_INTERVAL_MS = 300_000
@@ -57,7 +58,7 @@ def subscription_for(
 
 
 @handler(API_KEY, 0, 0)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: GetTelemetrySubscriptionsRequestView) -> Any:
     instance_id = request.client_instance_id
     if instance_id is None or instance_id == ZERO_UUID:
         instance_id = uuid.uuid4()

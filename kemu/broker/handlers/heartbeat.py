@@ -17,12 +17,13 @@ from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
+from kemu.protocol.views.heartbeat import HeartbeatRequestView
 
 API_KEY = 12
 
 
 @handler(API_KEY, 0, 4)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: HeartbeatRequestView) -> Any:
     denied = refused(ctx, request, group_read(request.group_id))
     if denied is not None:
         return denied

@@ -22,12 +22,13 @@ from kemu.broker.authorization import AclOperation, config_refusal
 from kemu.broker.handlers import handler
 from kemu.cluster.config_resources import alter_response
 from kemu.cluster.context import RequestContext
+from kemu.protocol.views.incremental_alter_configs import IncrementalAlterConfigsRequestView
 
 API_KEY = 44
 
 
 @handler(API_KEY, 0, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequestView) -> Any:
     return alter_response(
         ctx,
         request,

@@ -39,6 +39,7 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.transaction.producer_ids import producer_ids
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.init_producer_id import InitProducerIdRequestView
 
 API_KEY = 22
 NO_PRODUCER_ID = -1
@@ -47,7 +48,7 @@ FIRST_FENCED_VERSION = 4
 
 
 @handler(API_KEY, 0, 5)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: InitProducerIdRequestView) -> Any:
     denied = refused(ctx, request, txn_write(request.transactional_id))
     if denied is not None:
         return denied

@@ -25,6 +25,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import JoinRequest
 from kemu.coordinator.group.service import group_coordinator
+from kemu.protocol.views.join_group import JoinGroupRequestView
 
 API_KEY = 11
 FIRST_VERSION_REQUIRING_MEMBER_ID = 4
@@ -37,7 +38,7 @@ def _ms(value: datetime.timedelta) -> int:
 
 
 @handler(API_KEY, 0, 9)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: JoinGroupRequestView) -> Any:
     denied = refused(ctx, request, group_read(request.group_id))
     if denied is not None:
         return denied

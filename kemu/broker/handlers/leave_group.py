@@ -21,13 +21,14 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import LeavingMember
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.leave_group import LeaveGroupRequestView
 
 API_KEY = 13
 FIRST_BATCH_VERSION = 3
 
 
 @handler(API_KEY, 0, 5)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: LeaveGroupRequestView) -> Any:
     denied = refused(ctx, request, group_read(request.group_id))
     if denied is not None:
         return denied

@@ -24,13 +24,14 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
 from kemu.coordinator.group.config import group_config_store
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.list_config_resources import ListConfigResourcesRequestView
 
 API_KEY = 74
 V1_TYPES = (CLIENT_METRICS, TOPIC, BROKER, BROKER_LOGGER, GROUP)
 
 
 @handler(API_KEY, 0, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ListConfigResourcesRequestView) -> Any:
     denied = refused(ctx, request, cluster_check(AclOperation.DESCRIBE_CONFIGS))
     if denied is not None:
         return denied

@@ -21,12 +21,13 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.placement import GROUP, coordinator_partition
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.list_groups import ListGroupsRequestView
 
 API_KEY = 16
 
 
 @handler(API_KEY, 0, 5)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ListGroupsRequestView) -> Any:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     every = authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log=False)

@@ -20,6 +20,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import CorruptBatch
+from kemu.protocol.views.list_offsets import ListOffsetsRequestView
 from kemu.storage.timestamps import (
     RecordMatch,
     first_record_at_or_after,
@@ -32,7 +33,7 @@ CONSUMER_REPLICA_ID = -1
 
 
 @handler(API_KEY, 1, 11)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ListOffsetsRequestView) -> Any:
     read_committed = getattr(request, "isolation_level", 0) == 1
     from_consumer = getattr(request, "replica_id", CONSUMER_REPLICA_ID) == CONSUMER_REPLICA_ID
     topics = []

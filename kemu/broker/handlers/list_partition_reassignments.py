@@ -16,12 +16,13 @@ from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.list_partition_reassignments import ListPartitionReassignmentsRequestView
 
 API_KEY = 46
 
 
 @handler(API_KEY, 0, 0)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequestView) -> Any:
     denied = refused(ctx, request, cluster_check(AclOperation.DESCRIBE))
     if denied is not None:
         return denied

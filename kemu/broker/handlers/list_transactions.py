@@ -20,13 +20,14 @@ from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
 from kemu.coordinator.transaction.coordinator import STATE_NAMES
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.list_transactions import ListTransactionsRequestView
 
 API_KEY = 66
 TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
 
 
 @handler(API_KEY, 0, 2)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ListTransactionsRequestView) -> Any:
     known_names = set(STATE_NAMES.values())
     states = set(request.state_filters)
     producer_ids = set(request.producer_id_filters)

@@ -42,6 +42,7 @@ from kemu.broker.throttling import controller_mutation_quota
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, Cluster, Topic, TopicError, validate_topic_name
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.metadata import MetadataRequestView
 
 API_KEY = 3
 NULL_TOPIC_ID = uuid.UUID(int=0)
@@ -54,7 +55,7 @@ def auto_create(cluster: Cluster, name: str) -> Topic:
 
 
 @handler(API_KEY, 0, 13)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: MetadataRequestView) -> Any:
     cluster = ctx.cluster
     wanted = request.topics
     if ctx.version == 0 and not wanted:

@@ -28,6 +28,7 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.offset_manager import FetchedOffset
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.offset_fetch import OffsetFetchRequestView
 
 API_KEY = 9
 FIRST_TOP_LEVEL_ERROR_VERSION = 2
@@ -36,7 +37,7 @@ FIRST_TOPIC_ID_VERSION = 10
 
 
 @handler(API_KEY, 1, 10)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: OffsetFetchRequestView) -> Any:
     if ctx.version >= FIRST_MULTI_GROUP_VERSION:
         groups = tuple(
             ctx.make(

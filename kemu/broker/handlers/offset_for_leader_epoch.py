@@ -29,6 +29,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.offset_for_leader_epoch import OffsetForLeaderEpochRequestView
 
 API_KEY = 23
 UNDEFINED_EPOCH = -1
@@ -36,10 +37,10 @@ UNDEFINED_OFFSET = -1
 
 
 @handler(API_KEY, 2, 4)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequestView) -> Any:
     names = [t.topic for t in request.topics]
     if authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log=False):
-        visible = set(names)
+        visible: set[str] = set(names)
     else:
         visible = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []

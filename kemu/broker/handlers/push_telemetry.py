@@ -22,13 +22,14 @@ from kemu.broker.handlers.get_telemetry_subscriptions import TELEMETRY_MAX_BYTES
 from kemu.cluster.client_metrics import telemetry_store
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.push_telemetry import PushTelemetryRequestView
 
 API_KEY = 72
 ZERO_UUID = uuid.UUID(int=0)
 
 
 @handler(API_KEY, 0, 0)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: PushTelemetryRequestView) -> Any:
     instance_id = request.client_instance_id
     if instance_id is None or instance_id == ZERO_UUID:
         return ctx.respond(error_code=ErrorCode.invalid_request)

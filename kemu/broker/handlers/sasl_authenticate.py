@@ -18,12 +18,13 @@ from typing import Any
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.sasl_authenticate import SaslAuthenticateRequestView
 
 API_KEY = 36
 
 
 @handler(API_KEY, 0, 2)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: SaslAuthenticateRequestView) -> Any:
     session = ctx.session
     if session is None:
         error, message, token, lifetime = (

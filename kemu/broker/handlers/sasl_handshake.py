@@ -18,12 +18,13 @@ from typing import Any
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.sasl_handshake import SaslHandshakeRequestView
 
 API_KEY = 17
 
 
 @handler(API_KEY, 0, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: SaslHandshakeRequestView) -> Any:
     session = ctx.session
     if session is None:
         return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=())

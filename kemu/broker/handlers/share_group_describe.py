@@ -27,12 +27,13 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share_group import ASSIGNOR_NAME, GroupError, ShareGroup, ShareMember
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.share_group_describe import ShareGroupDescribeRequestView
 
 API_KEY = 77
 
 
 @handler(API_KEY, 1, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ShareGroupDescribeRequestView) -> Any:
     coordinator = group_coordinator(ctx.runtime)
     operations = bool(request.include_authorized_operations)
     refused = []

@@ -29,12 +29,13 @@ from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share_group import GroupError, HeartbeatRequest
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.share_group_heartbeat import ShareGroupHeartbeatRequestView
 
 API_KEY = 76
 
 
 @handler(API_KEY, 1, 1)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ShareGroupHeartbeatRequestView) -> Any:
     denied = refused(ctx, request, group_read(request.group_id))
     if denied is None:
         denied = undescribable_subscription(ctx, request)

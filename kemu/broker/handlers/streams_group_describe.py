@@ -43,6 +43,7 @@ from kemu.coordinator.group.streams_assignor import EMPTY, Task, Tasks, TaskTupl
 from kemu.coordinator.group.streams_model import NO_TASK_OFFSETS, MemberTaskOffsets, StreamsGroup
 from kemu.coordinator.group.streams_topology import TopicInfo
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.streams_group_describe import StreamsGroupDescribeRequestView
 
 API_KEY = 89
 ASSIGNOR = "sticky"  # Kafka's default group.streams.assignors
@@ -50,7 +51,7 @@ UNDESCRIBABLE = "The described group uses topics that the client is not authoriz
 
 
 @handler(API_KEY, 0, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: StreamsGroupDescribeRequestView) -> Any:
     registry = group_coordinator(ctx.runtime).registry
     operations = bool(request.include_authorized_operations)
     refused: list[Any] = []

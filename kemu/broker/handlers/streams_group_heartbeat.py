@@ -81,12 +81,13 @@ from kemu.coordinator.group.streams_topology import (
     Topology,
 )
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.streams_group_heartbeat import StreamsGroupHeartbeatRequestView
 
 API_KEY = 88
 
 
 @handler(API_KEY, 0, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: StreamsGroupHeartbeatRequestView) -> Any:
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return _error(ctx, ErrorCode.group_authorization_failed, None)
     if request.topology is not None:

@@ -21,12 +21,13 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic_group import SyncRequest
 from kemu.coordinator.group.service import group_coordinator
+from kemu.protocol.views.sync_group import SyncGroupRequestView
 
 API_KEY = 14
 
 
 @handler(API_KEY, 0, 5)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: SyncGroupRequestView) -> Any:
     denied = refused(ctx, request, group_read(request.group_id))
     if denied is not None:
         return denied

@@ -46,6 +46,7 @@ from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.streams_model import StreamsGroup
 from kemu.coordinator.transaction.service import PendingOffsets, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.txn_offset_commit import TxnOffsetCommitRequestView
 
 API_KEY = 28
 FIRST_FENCED_VERSION = 3
@@ -55,7 +56,7 @@ OFFSET_COMMIT_VERSION = 8  # how the group coordinator is asked to commit them a
 
 
 @handler(API_KEY, 0, 6)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: TxnOffsetCommitRequestView) -> Any:
     denied = refused(
         ctx, request, txn_write(request.transactional_id), group_read(request.group_id)
     )

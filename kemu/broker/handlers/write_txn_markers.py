@@ -28,12 +28,13 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.transaction.coordinator import Markers
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.write_txn_markers import WriteTxnMarkersRequestView
 
 API_KEY = 27
 
 
 @handler(API_KEY, 1, 2)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: WriteTxnMarkersRequestView) -> Any:
     if not authorize(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, log=False):
         # Kafka: ALTER on the cluster, else CLUSTER_ACTION (brokers write markers)
         denied = refused(ctx, request, cluster_check(AclOperation.CLUSTER_ACTION))

@@ -1,0 +1,1 @@
+"""Typed request views, one module per API key: ``kemu.protocol.codegen_views``."""
