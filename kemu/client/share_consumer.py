@@ -20,13 +20,11 @@ Acknowledgement modes, as Java's ``share.acknowledgement.mode``:
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import datetime
 import logging
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from kemu.client.cluster import (
@@ -44,21 +42,24 @@ from kemu.client.errors import (
     KafkaError,
 )
 from kemu.client.share_types import (
+    CLOSE_SESSION,
+    OPEN_SESSION,
     TRANSACTIONAL_TYPES,
     AcknowledgeType,
+    Fetched,
     ShareAcknowledgements,
     ShareGroupMetadata,
     ShareRecord,
+    ShareSession,
     ack_topics,
+    new_member_id,
 )
 from kemu.protocol.errors import ErrorCode
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
-OPEN_SESSION, CLOSE_SESSION = 0, -1
 # ShareFetch v2's ShareAcquireMode (KIP-1206, Java's share.acquire.mode): batch_optimized may
 # acquire whole log batches past MaxRecords; record_limit acquires at most MaxRecords records.
 ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
-MAX_SESSION_EPOCH = 0x7FFFFFFF
 LEAVE_EPOCH = -1
 
 log = logging.getLogger("kemu.client.share")
@@ -70,31 +71,6 @@ def _note_unharvested_failure(task: asyncio.Task[Any]) -> None:
     "Task exception was never retrieved". A poll that harvests it still gets the exception."""
     if not task.cancelled() and task.exception() is not None:
         log.debug("share fetch ended: %s", task.exception())
-
-
-def new_member_id() -> str:
-    """A random member id the way Java's client makes one (a UUID, URL-safe base64)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-# What a ShareFetch brought back: each partition's answer with acquired records, decoded into
-# ShareRecords only when a poll takes them in (as Java's consumer parses in poll), so a fetch
-# completing in the background costs the application nothing until it wants the records.
-Fetched = list[tuple[TopicIdPartition, Any]]
-
-
-@dataclass
-class _Session:
-    """A share session with one leader: its next epoch and the partitions it holds."""
-
-    epoch: int = OPEN_SESSION
-    partitions: set[TopicIdPartition] = field(default_factory=set)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    fetch: asyncio.Task[Fetched] | None = None
-    flush: asyncio.Task[None] | None = None  # a ShareAcknowledge of acks no fetch took
-
-    def advance(self) -> None:
-        self.epoch = 1 if self.epoch >= MAX_SESSION_EPOCH else self.epoch + 1
 
 
 class ShareConsumer:
@@ -125,7 +101,7 @@ class ShareConsumer:
         self._subscription: tuple[str, ...] = ()
         self._subscription_sent = False
         self._assignment: set[tuple[uuid.UUID, int]] = set()
-        self._sessions: dict[int, _Session] = {}
+        self._sessions: dict[int, ShareSession] = {}
         self._buffer: list[ShareRecord] = []
         self._delivered: dict[tuple[TopicIdPartition, int], ShareRecord] = {}
         self._pending: dict[TopicIdPartition, dict[int, int]] = {}
@@ -266,7 +242,7 @@ class ShareConsumer:
                 session.flush = loop.create_task(self._flush(node, session, waiting))
 
     async def _flush(
-        self, node: int, session: _Session, waiting: dict[TopicIdPartition, set[int]]
+        self, node: int, session: ShareSession, waiting: dict[TopicIdPartition, set[int]]
     ) -> None:
         try:
             # Queued behind the session's fetch: what that fetch took is no longer pending.
@@ -325,7 +301,7 @@ class ShareConsumer:
         loop = asyncio.get_running_loop()
         tasks = []
         for node, partitions in by_leader.items():
-            session = self._sessions.setdefault(node, _Session())
+            session = self._sessions.setdefault(node, ShareSession())
             if session.fetch is None:
                 # The acknowledgements pending now ride on it; later ones wait for the next poll
                 # or commit, as Java's consumer hands them over only in poll and commit (a
@@ -399,7 +375,7 @@ class ShareConsumer:
     async def _share_fetch(
         self,
         node: int,
-        session: _Session,
+        session: ShareSession,
         wanted: set[TopicIdPartition],
         wait_ms: int,
         taken: dict[TopicIdPartition, dict[int, int]],
@@ -486,7 +462,7 @@ class ShareConsumer:
         for tp, partition in fetched:
             self._buffer.extend(self._records_in(tp, partition))
 
-    def _acquired(self, response: Any, session: _Session) -> Fetched:
+    def _acquired(self, response: Any, session: ShareSession) -> Fetched:
         out: Fetched = []
         moved = False
         for topic in response.responses:
@@ -589,7 +565,7 @@ class ShareConsumer:
         the answers: per partition None, or the error it got."""
         self._settle_if_implicit()
         results: dict[TopicIdPartition, KafkaError | None] = {}
-        by_node: dict[int, _Session] = {
+        by_node: dict[int, ShareSession] = {
             node: session
             for node, session in self._sessions.items()
             if any(tp in session.partitions for tp in self._pending)
@@ -605,7 +581,7 @@ class ShareConsumer:
     async def _share_acknowledge(
         self,
         node: int,
-        session: _Session,
+        session: ShareSession,
         epoch: int,
         only: dict[TopicIdPartition, set[int]] | None = None,
     ) -> dict[TopicIdPartition, KafkaError | None]:

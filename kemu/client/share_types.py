@@ -1,8 +1,11 @@
-"""The share consumer's values (records, acknowledge types, acknowledgement batches) and how a
-set of acknowledgements becomes a ShareFetch or ShareAcknowledge request's topics."""
+"""The share consumer's values (records, acknowledge types, acknowledgement batches, a share
+session with one leader, member ids) and how a set of acknowledgements becomes a ShareFetch or
+ShareAcknowledge request's topics."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import enum
 import uuid
 from collections.abc import Iterable
@@ -10,6 +13,34 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kemu.client.cluster import ClusterClient, TopicIdPartition
+
+OPEN_SESSION, CLOSE_SESSION = 0, -1
+MAX_SESSION_EPOCH = 0x7FFFFFFF
+
+
+def new_member_id() -> str:
+    """A random member id the way Java's client makes one (a UUID, URL-safe base64)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+# What a ShareFetch brought back: each partition's answer with acquired records, decoded into
+# ShareRecords only when a poll takes them in (as Java's consumer parses in poll), so a fetch
+# completing in the background costs the application nothing until it wants the records.
+Fetched = list[tuple[TopicIdPartition, Any]]
+
+
+@dataclass
+class ShareSession:
+    """A share session with one leader: its next epoch and the partitions it holds."""
+
+    epoch: int = OPEN_SESSION
+    partitions: set[TopicIdPartition] = field(default_factory=set)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    fetch: asyncio.Task[Fetched] | None = None
+    flush: asyncio.Task[None] | None = None  # a ShareAcknowledge of acks no fetch took
+
+    def advance(self) -> None:
+        self.epoch = 1 if self.epoch >= MAX_SESSION_EPOCH else self.epoch + 1
 
 
 class AcknowledgeType(enum.IntEnum):
