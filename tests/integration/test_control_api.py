@@ -53,6 +53,13 @@ def test_ready_line_and_openapi(kemu: KemuProcess) -> None:
         assert (verb.method, verb.path) in described, verb
 
 
+def test_root_leads_to_the_dashboard(kemu: KemuProcess) -> None:
+    with urllib.request.urlopen(kemu.control_url + "/", timeout=10) as answer:
+        assert answer.url == kemu.control_url + "/dashboard"
+        assert answer.headers["Content-Type"].startswith("text/html")
+        assert b"<title>kemu dashboard</title>" in answer.read()
+
+
 def test_ctl_wraps_the_verbs(kemu: KemuProcess) -> None:
     added = ctl(kemu, "add-fault", "api=produce", "error=NOT_LEADER_OR_FOLLOWER", "count=3")
     assert added.returncode == 0, added.stderr

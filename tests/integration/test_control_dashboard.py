@@ -2,12 +2,13 @@
 Playwright), checked by the pixels of its screenshots.
 
 The scenario is a user's: 600 records in ``orders``; a classic consumer group that committed
-offset 400; a share consumer (kemu.client, explicit acknowledgement) that holds records 0-99,
-accepted 0-39, acknowledged 40-59 inside a KIP-1289 transaction left open, and got 80-99 released
-by the control API. ``/`` leads to the page; the share partition's bar shows the done records,
-TX_PENDING, ACQUIRED and AVAILABLE records and the backlog in their colours at the offsets the
-page says it drew them; the lag agrees with DescribeShareGroupOffsets; the tooltip names the
-transaction; the width follows the window.
+offset 400; a share consumer (kemu.client, explicit acknowledgement) that polled records 0-99
+(and, as Java's consumer does, fetched 100-199 ahead), accepted 0-39, acknowledged 40-59 inside a
+KIP-1289 transaction left open, and got 80-99 released by the control API. ``/`` leads to the
+page; the share partition's bar shows the done records, TX_PENDING, ACQUIRED and AVAILABLE
+records and the backlog in their colours at the offsets the page says it drew them; the lag
+agrees with DescribeShareGroupOffsets; the tooltip names the transaction; the width follows the
+window.
 
 ``KEMU_DASHBOARD_SCREENSHOTS=DIR`` also saves the pictures the docs show (docs/img).
 """
@@ -89,17 +90,14 @@ def save(name: str, png: bytes) -> None:
 async def hold_records(
     bootstrap: str, topic: str, group: str
 ) -> tuple[ShareConsumer, list[ShareRecord]]:
-    """Acquire records 0-99 (all there are yet) and accept 0-39."""
+    """Acquire records 0-99 and accept 0-39."""
     async with Admin(bootstrap) as admin:
         await admin.set_group_configs(group, {"share.auto.offset.reset": "earliest"})
-    # max_wait_ms=0: the fetch the consumer starts after handing records out (as Java's does)
-    # comes back at once with nothing, instead of waiting for the records produced next
     consumer = ShareConsumer(
         bootstrap,
         group,
         acknowledgement_mode="explicit",
         max_poll_records=100,
-        max_wait_ms=0,
         acquire_mode="record_limit",
         client_id="worker-1",
     )
@@ -111,7 +109,6 @@ async def hold_records(
     assert [r.offset for r in records] == list(range(100))
     for record in records[:40]:
         consumer.acknowledge(record, AcknowledgeType.ACCEPT)
-    # answered after that fetch (one connection answers in order): nothing is in flight after
     assert all(error is None for error in (await consumer.commit()).values())
     return consumer, records
 
@@ -181,11 +178,16 @@ def test_dashboard_shows_a_share_partition_from_log_start_to_high_watermark(
             producer.produce(topic, b"order-%d" % index, partition=0)
         assert producer.flush(TIMEOUT) == 0
 
-    produce(range(100))
+    for first in range(0, 600, 100):
+        produce(range(first, first + 100))  # batches of 100: the window ends at a multiple
     share_consumer, held = loop.run(hold_records(kemu.bootstrap, topic, group))
-    produce(range(100, 600))  # the backlog
+    # As Java's, the consumer fetches the next 100 (100-199) while the application works
+    deadline = time.monotonic() + TIMEOUT
+    while kemu.control.share_state(group, topic, 0)["end_offset"] < 200:
+        assert time.monotonic() < deadline, "the consumer's next fetch never came"
+        time.sleep(0.05)
+    assert kemu.control.share_state(group, topic, 0)["end_offset"] == 200
     consumer = committed_consumer(kemu.bootstrap, topic, billing)
-    assert kemu.control.share_state(group, topic, 0)["end_offset"] == 100  # nothing fetched since
     transaction = loop.run(stage_in_transaction(kemu.bootstrap, share_consumer, held[40:60], topic))
     try:
         kemu.control.release(group, topic, 0, 80, 99)
@@ -201,12 +203,13 @@ def test_dashboard_shows_a_share_partition_from_log_start_to_high_watermark(
                 assert page.url == kemu.control_url + "/dashboard"
                 page.wait_for_function("Number(document.body.dataset.updates || 0) >= 2")
                 text = " ".join(page.inner_text("body").split())
-                assert "lag 560" in text and "in flight 60" in text and "backlog 500" in text
+                assert "lag 560" in text and "in flight 160" in text and "backlog 400" in text
                 assert f"Records 0{DASH}39 are done (SPSO 40)." in text
                 assert (
-                    f"60 records in flight, 40{DASH}99: 20 TX_PENDING, 20 ACQUIRED, 20 AVAILABLE."
+                    f"160 records in flight, 40{DASH}199: "
+                    "20 TX_PENDING, 120 ACQUIRED, 20 AVAILABLE."
                 ) in text
-                assert "500 in the backlog from SPEO 100 to the high watermark 600." in text
+                assert "400 in the backlog from SPEO 200 to the high watermark 600." in text
                 assert "Assigned to worker-1" in text  # the member, by its client id
                 assert "billing-1" in text and "→ orders-0" in text  # members with partitions
                 assert (
@@ -227,8 +230,13 @@ def test_dashboard_shows_a_share_partition_from_log_start_to_high_watermark(
 
                 assert pixel(20, "overview") == rgb(REGION_COLOURS["DONE"])
                 backlog = {rgb(REGION_COLOURS["BACKLOG"]), rgb(REGION_COLOURS["BACKLOG_STRIPE"])}
-                assert {pixel(o, "overview") for o in range(150, 600, 7)} == backlog
-                for offset, state in [(45, "TX_PENDING"), (70, "ACQUIRED"), (90, "AVAILABLE")]:
+                assert {pixel(o, "overview") for o in range(250, 600, 7)} == backlog
+                for offset, state in [
+                    (45, "TX_PENDING"),
+                    (70, "ACQUIRED"),
+                    (90, "AVAILABLE"),
+                    (150, "ACQUIRED"),
+                ]:
                     assert pixel(offset, "window") == rgb(STATE_COLOURS[state]), state
                 box = strip.bounding_box()
                 assert box is not None and box["width"] > 1200  # the window's width
@@ -270,7 +278,8 @@ def test_a_strip_of_10000_in_flight_records_stays_readable(
     kemu_factory: type[KemuProcess],
 ) -> None:
     """10,000 in-flight records in 10,000 one-record spans (the worst case) still make one strip
-    of the page's width: each state's share of the window shows in its colour."""
+    of the page's width: each state's share of the window shows in its colour. A partition
+    whose records are all done is drawn done from end to end."""
     playwright_api = pytest.importorskip("playwright.sync_api")
     image = pytest.importorskip("PIL.Image")
     kemu = kemu_factory(brokers=1, with_control=True).start()
@@ -290,7 +299,19 @@ def test_a_strip_of_10000_in_flight_records_stays_readable(
             "spans": [
                 [1000 + i, 1000 + i, name, 1, None, None, None] for i, name in enumerate(states)
             ],
-        }
+        },
+        {
+            "group": "big",
+            "topic": "t",
+            "partition": 1,
+            "log_start_offset": 0,
+            "high_watermark": 600,
+            "start_offset": 600,
+            "end_offset": 600,
+            "lag": 0,
+            "backlog": 0,
+            "spans": [],
+        },
     ]
     body = json.dumps(state)
     with playwright_api.sync_playwright() as playwright:
@@ -307,6 +328,14 @@ def test_a_strip_of_10000_in_flight_records_stays_readable(
             page.wait_for_function("Number(document.body.dataset.updates || 0) >= 1")
             text = " ".join(page.inner_text("body").split())
             assert f"10,000 records in flight, 1,000{DASH}10,999" in text
+            assert f"Records 0{DASH}599 are done (SPSO 600)." in text
+            assert "No backlog: SPEO 600 is the high watermark." in text
+            done = page.locator('canvas.strip[data-key="big/t/1"]')
+            done_shot = image.open(io.BytesIO(done.screenshot())).convert("RGB")
+            done_at = [
+                page.evaluate(f"window.kemu.point('big/t/1', {offset}, 'overview')")
+                for offset in (5, 300, 595)
+            ]
             strip = page.locator('canvas.strip[data-key="big/t/0"]')
             box = strip.bounding_box()
             assert box is not None and 900 < box["width"] < 1000  # one strip, the page's width
@@ -320,3 +349,6 @@ def test_a_strip_of_10000_in_flight_records_stays_readable(
     assert left == {rgb(STATE_COLOURS["ACQUIRED"])}
     assert rgb(STATE_COLOURS["ACQUIRED"]) not in right
     assert right & {rgb(STATE_COLOURS["AVAILABLE"]), rgb(STATE_COLOURS["TX_PENDING"])}
+    for point in done_at:
+        colour = done_shot.getpixel((int(point["x"]), int(point["y"])))
+        assert colour == rgb(REGION_COLOURS["DONE"])

@@ -178,3 +178,16 @@ def test_pages_other_than_the_readme_have_no_unrun_blocks_left() -> None:
 def test_the_readme_fits_one_screen() -> None:
     """What a newcomer reads first: at most 100 lines; the rest belongs in docs/."""
     assert len((ROOT / "README.md").read_text().splitlines()) <= 100
+
+
+def test_the_pictures_the_pages_show_exist_and_stay_small() -> None:
+    """Every ``![...](path)`` of README.md and the docs names a file of the repository, under
+    200 KB (the dashboard screenshots, ``tests/integration/test_control_dashboard.py``)."""
+    shown = []
+    for page in PAGES:
+        for path in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", page.read_text()):
+            picture = (page.parent / path).resolve()
+            assert picture.is_file(), f"{page.relative_to(ROOT)} shows a missing {path}"
+            assert picture.stat().st_size < 200_000, f"{path}: {picture.stat().st_size} bytes"
+            shown.append(picture.name)
+    assert "dashboard.png" in shown
