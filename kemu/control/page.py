@@ -216,15 +216,19 @@ function markers(ctx, g, share) {
   const spso = share.start_offset, speo = share.end_offset;
   const points = spso === speo ? [[spso, "SPSO = SPEO " + fmt(spso), "center"]]
     : [[spso, "SPSO " + fmt(spso) + " ▸", "right"], [speo, "◂ SPEO " + fmt(speo), "left"]];
-  let leftEdge = 0;
-  for (const [offset, text, align] of points) {
+  const labels = points.map(([offset, text, align]) => {
     const px = Math.round(g.x(offset)) + 0.5, w = ctx.measureText(text).width;
     ctx.beginPath(); ctx.moveTo(px, MARK_Y - 2); ctx.lineTo(px, BAR_Y); ctx.stroke();
-    let start = align === "right" ? px - 4 - w : align === "left" ? px + 4 : px - w / 2;
-    start = Math.min(Math.max(start, Math.max(leftEdge, 0)), g.width - w);
-    ctx.textAlign = "left"; ctx.fillText(text, start, MARK_Y - 3);
-    leftEdge = start + w + 8;
+    const start = align === "right" ? px - 4 - w : align === "left" ? px + 4 : px - w / 2;
+    return {text, w, start: Math.min(Math.max(start, 0), g.width - w)};
+  });
+  const [first, second] = labels;
+  if (second && second.start < first.start + first.w + 8) {  // close together: push apart
+    first.start = Math.max(0, second.start - 8 - first.w);
+    second.start = Math.max(second.start, first.start + first.w + 8);
   }
+  ctx.textAlign = "left";
+  for (const label of labels) ctx.fillText(label.text, label.start, MARK_Y - 3);
 }
 
 function drawShare(card) {
