@@ -5,7 +5,8 @@ and the clock, runs the session-expiry timer, and carries out the state machines
 state is initialized through the share persister just after the heartbeat is answered (as Kafka
 does; a later heartbeat assigns the partitions; with ``kemu.group.share.initialize.before.answer``,
 ``--timing fast``, before it, and the member's next heartbeat is run at once), and a departed
-member's acquired records are released through the ``share_partitions`` service when one runs.
+member's acquired records are released through the ``share_partitions`` service when one runs
+(the share-group half: ``share_service.ShareMembership``, mixed in).
 
 Every group type and the committed offsets live in ``__consumer_offsets`` as Kafka's records
 (``offsets_log``; ``records``, ``consumer_records``, ``share_records``, ``streams_records``),
@@ -38,7 +39,6 @@ from kemu.cluster.context import Runtime
 from kemu.cluster.services import Service
 from kemu.coordinator.group import classic_group as classic
 from kemu.coordinator.group import share_records
-from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.classic_group import (
     ClassicGroup,
     ClassicGroupCoordinator,
@@ -78,22 +78,17 @@ from kemu.coordinator.group.offsets import OffsetStore
 from kemu.coordinator.group.offsets_log import TOPIC as OFFSETS_TOPIC
 from kemu.coordinator.group.offsets_log import OffsetsLog
 from kemu.coordinator.group.persistence import LEGACY_FILE, load_legacy_share_groups
-from kemu.coordinator.group.ports import SHARE_LEADERS
 from kemu.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
 from kemu.coordinator.group.registry import Group, GroupRegistry
 from kemu.coordinator.group.share_group import (
-    Effect,
     GroupError,
-    HeartbeatRequest,
-    HeartbeatResult,
-    InitializePartitions,
-    MemberRemoved,
     MembershipSettings,
     ShareGroup,
     ShareGroupCoordinator,
     TopicMeta,
 )
 from kemu.coordinator.group.share_records import ShareImageBuilder, ShareRecordKey
+from kemu.coordinator.group.share_service import ShareMembership
 from kemu.coordinator.group.streams_model import (
     StreamsGroup,
     StreamsHeartbeat,
@@ -101,22 +96,14 @@ from kemu.coordinator.group.streams_model import (
 )
 from kemu.coordinator.group.streams_records import StreamsImageBuilder, StreamsRecordKey
 from kemu.coordinator.group.streams_service import NotCreatable, StreamsGroups
-from kemu.coordinator.share.persister import (
-    UNINITIALIZED_START_OFFSET,
-    PersistedState,
-    SharePartitionKey,
-)
 from kemu.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kemu.group")
 
 SERVICE = "group_coordinator"
-# --timing fast: a share heartbeat waits for the share-state initialization it asks for
-INITIALIZE_FIRST = "kemu.group.share.initialize.before.answer"
-NO_LEADER_EPOCH = -1
 
 
-class GroupCoordinatorService:
+class GroupCoordinatorService(ShareMembership):
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.registry = GroupRegistry()
@@ -283,133 +270,6 @@ class GroupCoordinatorService:
         if topic is None:
             return None
         return TopicMeta(topic.topic_id, len(topic.partitions))
-
-    async def share_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
-        """KIP-932; raises ``GroupError`` with Kafka's error (Kafka's error for a failed append
-        of the group's records too: then the group is as it was and no effect is carried
-        out)."""
-        result = self._share_heartbeat(request)
-        # As Kafka's coordinator: share state is initialized after the heartbeat is answered;
-        # a later heartbeat assigns what it initialized. With
-        # kemu.group.share.initialize.before.answer (--timing fast) the initialization is
-        # awaited and that later heartbeat happens at once, so the answer carries the partitions.
-        initializing = self._initialize_in_background(result)
-        if initializing is not None and self.runtime.cluster.config.get_bool(INITIALIZE_FIRST):
-            await asyncio.wait({initializing})  # not cancelled with the request
-            result = self._heartbeat_again(request, result)
-        await self.apply(e for e in result.effects if not isinstance(e, InitializePartitions))
-        return result
-
-    def _share_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
-        try:
-            with self._written_or_undone(request.group_id):
-                result = self.share.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
-        finally:
-            self._rearm()
-        return result
-
-    def _initialize_in_background(self, result: HeartbeatResult) -> asyncio.Task[None] | None:
-        initializing = [e for e in result.effects if isinstance(e, InitializePartitions)]
-        if not initializing:
-            return None
-        task = asyncio.get_running_loop().create_task(self.apply(initializing))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    def _heartbeat_again(
-        self, request: HeartbeatRequest, first: HeartbeatResult
-    ) -> HeartbeatResult:
-        """The member's next plain heartbeat, now that its partitions' share state is
-        initialized: what Kafka answers one heartbeat interval later. A member gone or fenced
-        in between keeps the first answer (its own next heartbeat learns it)."""
-        again = replace(request, member_epoch=first.member_epoch, subscribed_topic_names=None)
-        try:
-            second = self._share_heartbeat(again)
-        except GroupError:
-            return first
-        self._initialize_in_background(second)  # partitions added in between, as usual
-        return replace(
-            second,
-            assignment=second.assignment if second.assignment is not None else first.assignment,
-            effects=first.effects,
-            changed=first.changed or second.changed,
-        )
-
-    async def background_done(self) -> None:
-        """Wait until the work started in the background so far (share-state initialization,
-        regex resolutions) is done."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    async def remove_share_member(self, group_id: str, member_id: str, reason: str) -> None:
-        """Remove a share-group member now (raises GroupError for an unknown group or member);
-        what it held is released."""
-        try:
-            with self._written_or_undone(group_id):
-                effect = self.share.remove_member(group_id, member_id, reason)
-        finally:
-            self._rearm()
-        await self.apply((effect,))
-
-    async def apply(self, effects: Iterable[Effect]) -> None:
-        for effect in effects:
-            try:
-                if isinstance(effect, InitializePartitions):
-                    await self._initialize(effect)
-                elif isinstance(effect, MemberRemoved):
-                    await self._release(effect)
-            except Exception:
-                log.exception("group_effect_failed", effect=repr(effect))
-
-    async def _initialize(self, effect: InitializePartitions) -> None:
-        from kemu.coordinator.share.service import share_persister
-
-        persister = share_persister(self.runtime)
-        done: list[TopicPartition] = []
-        failed: list[TopicPartition] = []
-        try:
-            for topic_id, partition in effect.partitions:
-                key = SharePartitionKey(effect.group_id, topic_id, partition)
-                # Kafka tracks initialized partitions durably; kemu asks the persister instead,
-                # so that state surviving a restart is never reset by a fresh initialization.
-                existing = await persister.read_summary(key, NO_LEADER_EPOCH)
-                if existing.error == ErrorCode.none and _has_state(existing.state):
-                    done.append((topic_id, partition))
-                    continue
-                code = await persister.initialize(
-                    key, effect.state_epoch, UNINITIALIZED_START_OFFSET
-                )
-                if code != ErrorCode.none:
-                    log.warning("share_state_initialize_failed", key=str(key), error=code.name)
-                    failed.append((topic_id, partition))
-                else:
-                    done.append((topic_id, partition))
-        finally:
-            asked = set(effect.partitions)
-            failed.extend(sorted(asked - set(done) - set(failed)))  # not reached: try again
-            self.share.partitions_initialized(effect.group_id, done)
-            self.share.partitions_initialized(effect.group_id, failed, succeeded=False)
-            # Not written: the next heartbeat asks again for what is not initialized.
-            self.write_group(effect.group_id)
-
-    async def _release(self, effect: MemberRemoved) -> None:
-        log.info(
-            "share_member_removed",
-            group=effect.group_id,
-            member=effect.member_id,
-            reason=effect.reason,
-        )
-        leaders = self.runtime.services.built(SHARE_LEADERS)
-        if leaders is not None:
-            await leaders.release_member(effect.group_id, effect.member_id)
-
-    def forget_share_state(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
-        """Share state was deleted or rewritten by an admin (DeleteGroups, Alter/Delete share
-        group offsets): leaders caching it must reload it (``topic_ids`` None: every topic)."""
-        leaders = self.runtime.services.built(SHARE_LEADERS)
-        if leaders is not None:
-            leaders.forget_group(group_id, topic_ids)
 
     # --- classic groups ------------------------------------------------------------------------
 
@@ -752,12 +612,6 @@ def _snapshot(group: Group | None) -> Group | None:
 
 def _container_copy(value: object) -> object:
     return copy.copy(value) if isinstance(value, set | list | dict) else value
-
-
-def _has_state(state: PersistedState | None) -> bool:
-    return state is not None and (
-        state.start_offset != UNINITIALIZED_START_OFFSET or state.state_epoch > 0
-    )
 
 
 GROUP_COORDINATOR = Service(SERVICE, GroupCoordinatorService)

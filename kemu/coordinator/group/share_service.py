@@ -1,0 +1,195 @@
+"""The share-group half of the group coordinator service (``GroupCoordinatorService`` mixes it
+in): KIP-932 heartbeats, and carrying out their effects. Share state is initialized through the
+share persister just after the heartbeat is answered (with
+``kemu.group.share.initialize.before.answer``, ``--timing fast``, before it, and the member's next
+heartbeat is run at once); a departed member's acquired records are released through the share
+leaders' port when one runs."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import structlog
+
+from kemu.cluster.context import Runtime
+from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.offset_manager import Record
+from kemu.coordinator.group.ports import SHARE_LEADERS
+from kemu.coordinator.group.share_group import (
+    Effect,
+    GroupError,
+    HeartbeatRequest,
+    HeartbeatResult,
+    InitializePartitions,
+    MemberRemoved,
+    ShareGroupCoordinator,
+    TopicMeta,
+)
+from kemu.coordinator.share.persister import (
+    UNINITIALIZED_START_OFFSET,
+    PersistedState,
+    SharePartitionKey,
+)
+from kemu.protocol.errors import ErrorCode
+
+log = structlog.get_logger("kemu.group")
+
+# --timing fast: a share heartbeat waits for the share-state initialization it asks for
+INITIALIZE_FIRST = "kemu.group.share.initialize.before.answer"
+NO_LEADER_EPOCH = -1
+
+
+class ShareMembership:
+    """Share-group heartbeats and their effects, on the service's registry and clock."""
+
+    runtime: Runtime
+    share: ShareGroupCoordinator
+    _tasks: set[asyncio.Task[None]]
+
+    if TYPE_CHECKING:
+
+        def _rearm(self) -> None: ...
+
+        def _written_or_undone(self, group_id: str) -> AbstractContextManager[list[Record]]: ...
+
+        def topic_meta(self, name: str) -> TopicMeta | None: ...
+
+        def write_group(self, group_id: str) -> ErrorCode: ...
+
+    async def share_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """KIP-932; raises ``GroupError`` with Kafka's error (Kafka's error for a failed append
+        of the group's records too: then the group is as it was and no effect is carried
+        out)."""
+        result = self._share_heartbeat(request)
+        # As Kafka's coordinator: share state is initialized after the heartbeat is answered;
+        # a later heartbeat assigns what it initialized. With
+        # kemu.group.share.initialize.before.answer (--timing fast) the initialization is
+        # awaited and that later heartbeat happens at once, so the answer carries the partitions.
+        initializing = self._initialize_in_background(result)
+        if initializing is not None and self.runtime.cluster.config.get_bool(INITIALIZE_FIRST):
+            await asyncio.wait({initializing})  # not cancelled with the request
+            result = self._heartbeat_again(request, result)
+        await self.apply(e for e in result.effects if not isinstance(e, InitializePartitions))
+        return result
+
+    def _share_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        try:
+            with self._written_or_undone(request.group_id):
+                result = self.share.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
+        finally:
+            self._rearm()
+        return result
+
+    def _initialize_in_background(self, result: HeartbeatResult) -> asyncio.Task[None] | None:
+        initializing = [e for e in result.effects if isinstance(e, InitializePartitions)]
+        if not initializing:
+            return None
+        task = asyncio.get_running_loop().create_task(self.apply(initializing))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _heartbeat_again(
+        self, request: HeartbeatRequest, first: HeartbeatResult
+    ) -> HeartbeatResult:
+        """The member's next plain heartbeat, now that its partitions' share state is
+        initialized: what Kafka answers one heartbeat interval later. A member gone or fenced
+        in between keeps the first answer (its own next heartbeat learns it)."""
+        again = replace(request, member_epoch=first.member_epoch, subscribed_topic_names=None)
+        try:
+            second = self._share_heartbeat(again)
+        except GroupError:
+            return first
+        self._initialize_in_background(second)  # partitions added in between, as usual
+        return replace(
+            second,
+            assignment=second.assignment if second.assignment is not None else first.assignment,
+            effects=first.effects,
+            changed=first.changed or second.changed,
+        )
+
+    async def background_done(self) -> None:
+        """Wait until the work started in the background so far (share-state initialization,
+        regex resolutions) is done."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def remove_share_member(self, group_id: str, member_id: str, reason: str) -> None:
+        """Remove a share-group member now (raises GroupError for an unknown group or member);
+        what it held is released."""
+        try:
+            with self._written_or_undone(group_id):
+                effect = self.share.remove_member(group_id, member_id, reason)
+        finally:
+            self._rearm()
+        await self.apply((effect,))
+
+    async def apply(self, effects: Iterable[Effect]) -> None:
+        for effect in effects:
+            try:
+                if isinstance(effect, InitializePartitions):
+                    await self._initialize(effect)
+                elif isinstance(effect, MemberRemoved):
+                    await self._release(effect)
+            except Exception:
+                log.exception("group_effect_failed", effect=repr(effect))
+
+    async def _initialize(self, effect: InitializePartitions) -> None:
+        from kemu.coordinator.share.service import share_persister
+
+        persister = share_persister(self.runtime)
+        done: list[TopicPartition] = []
+        failed: list[TopicPartition] = []
+        try:
+            for topic_id, partition in effect.partitions:
+                key = SharePartitionKey(effect.group_id, topic_id, partition)
+                # Kafka tracks initialized partitions durably; kemu asks the persister instead,
+                # so that state surviving a restart is never reset by a fresh initialization.
+                existing = await persister.read_summary(key, NO_LEADER_EPOCH)
+                if existing.error == ErrorCode.none and _has_state(existing.state):
+                    done.append((topic_id, partition))
+                    continue
+                code = await persister.initialize(
+                    key, effect.state_epoch, UNINITIALIZED_START_OFFSET
+                )
+                if code != ErrorCode.none:
+                    log.warning("share_state_initialize_failed", key=str(key), error=code.name)
+                    failed.append((topic_id, partition))
+                else:
+                    done.append((topic_id, partition))
+        finally:
+            asked = set(effect.partitions)
+            failed.extend(sorted(asked - set(done) - set(failed)))  # not reached: try again
+            self.share.partitions_initialized(effect.group_id, done)
+            self.share.partitions_initialized(effect.group_id, failed, succeeded=False)
+            # Not written: the next heartbeat asks again for what is not initialized.
+            self.write_group(effect.group_id)
+
+    async def _release(self, effect: MemberRemoved) -> None:
+        log.info(
+            "share_member_removed",
+            group=effect.group_id,
+            member=effect.member_id,
+            reason=effect.reason,
+        )
+        leaders = self.runtime.services.built(SHARE_LEADERS)
+        if leaders is not None:
+            await leaders.release_member(effect.group_id, effect.member_id)
+
+    def forget_share_state(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
+        """Share state was deleted or rewritten by an admin (DeleteGroups, Alter/Delete share
+        group offsets): leaders caching it must reload it (``topic_ids`` None: every topic)."""
+        leaders = self.runtime.services.built(SHARE_LEADERS)
+        if leaders is not None:
+            leaders.forget_group(group_id, topic_ids)
+
+
+def _has_state(state: PersistedState | None) -> bool:
+    return state is not None and (
+        state.start_offset != UNINITIALIZED_START_OFFSET or state.state_epoch > 0
+    )
