@@ -538,7 +538,7 @@ function render(next) {
         state.region_colours.BACKLOG_STRIPE + " 0 3px, " + state.region_colours.BACKLOG +
         ' 3px 8px)"></span>' : swatch(colourOf(name))) +
     (name === "DONE" ? "done (below SPSO)" : name === "BACKLOG" ? "backlog (not fetched yet)"
-      : name) + "</span>").join("");
+      : name === "TX_PENDING" ? "TX_PENDING (KIP-1289)" : name) + "</span>").join("");
   renderTables();
   renderShares();
   drawRate();
