@@ -162,7 +162,9 @@ def handle(ctx: RequestContext, request: ApiVersionsRequestView) -> Any:
     return ctx.respond(error_code=ErrorCode.none, api_keys=keys, **extras)
 
 
-def request_error(request: Any, version: int, cluster_id: str, node_id: int) -> ErrorCode | None:
+def request_error(
+    request: ApiVersionsRequestView, version: int, cluster_id: str, node_id: int
+) -> ErrorCode | None:
     """Kafka 4.4's checks of an ApiVersions request, in its order: v5's ClusterId and NodeId
     come together or not at all, v3+'s client software name and version match Kafka's
     pattern (INVALID_REQUEST, ``ApiVersionsRequest.isValid``); then v5's ids, when given,

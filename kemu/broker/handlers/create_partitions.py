@@ -27,7 +27,10 @@ from kemu.cluster.model import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP,
 from kemu.cluster.quota_enforcement import MutationQuota
 from kemu.cluster.replica_assignment import AssignmentError, check_manual_assignment
 from kemu.protocol.errors import ErrorCode, default_message
-from kemu.protocol.views.create_partitions import CreatePartitionsRequestView
+from kemu.protocol.views.create_partitions import (
+    CreatePartitionsRequestView,
+    CreatePartitionsTopicView,
+)
 
 API_KEY = 37
 STRICT_QUOTA_SINCE = 3  # the first version that knows THROTTLING_QUOTA_EXCEEDED
@@ -72,7 +75,12 @@ def handle(ctx: RequestContext, request: CreatePartitionsRequestView) -> Any:
     return ctx.respond(results=tuple(results))
 
 
-def _grow(ctx: RequestContext, request: Any, validate_only: bool, quota: MutationQuota) -> None:
+def _grow(
+    ctx: RequestContext,
+    request: CreatePartitionsTopicView,
+    validate_only: bool,
+    quota: MutationQuota,
+) -> None:
     cluster = ctx.cluster
     topic = cluster.topics.get(request.name)
     if topic is None:

@@ -31,7 +31,10 @@ from kemu.coordinator.share.persister import (
 )
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
-from kemu.protocol.views.describe_share_group_offsets import DescribeShareGroupOffsetsRequestView
+from kemu.protocol.views.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequestGroupView,
+    DescribeShareGroupOffsetsRequestView,
+)
 
 API_KEY = 90
 NULL_TOPIC_ID = uuid.UUID(int=0)
@@ -46,7 +49,7 @@ async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequestV
     return ctx.respond(groups=tuple(groups))
 
 
-async def _group(ctx: RequestContext, request: Any) -> Any:
+async def _group(ctx: RequestContext, request: DescribeShareGroupOffsetsRequestGroupView) -> Any:
     group_id = request.group_id
     if not group_id:
         return ctx.make(

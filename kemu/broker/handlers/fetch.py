@@ -100,7 +100,7 @@ def _millis(value: Any) -> int:
 
 def _targets(
     ctx: RequestContext,
-    request: Any,
+    request: FetchRequestView,
     session: FetchSession | None,
     incremental: bool,
     by_id: bool,

@@ -20,7 +20,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import CorruptBatch
-from kemu.protocol.views.list_offsets import ListOffsetsRequestView
+from kemu.protocol.views.list_offsets import ListOffsetsPartitionView, ListOffsetsRequestView
 from kemu.storage.timestamps import (
     RecordMatch,
     first_record_at_or_after,
@@ -67,7 +67,11 @@ def _denied(ctx: RequestContext, index: int) -> Any:
 
 
 def _answer(
-    ctx: RequestContext, topic: Any, request: Any, read_committed: bool, from_consumer: bool
+    ctx: RequestContext,
+    topic: Any,
+    request: ListOffsetsPartitionView,
+    read_committed: bool,
+    from_consumer: bool,
 ) -> Any:
     index = request.partition_index
 
