@@ -20,10 +20,10 @@ from kemu.broker.stats import request_stats
 from kemu.cluster.context import Runtime
 from kemu.control.lag import ShareLag, consumer_lags, group_service, share_windows
 from kemu.control.verbs import Control
-from kemu.coordinator.group.classic_model import ClassicGroup
-from kemu.coordinator.group.consumer_group import ConsumerGroup
-from kemu.coordinator.group.consumer_protocol import decode_assignment
-from kemu.coordinator.group.share_group import ShareGroup
+from kemu.coordinator.group.classic.model import ClassicGroup
+from kemu.coordinator.group.consumer.group import ConsumerGroup
+from kemu.coordinator.group.consumer.protocol import decode_assignment
+from kemu.coordinator.group.share.group import ShareGroup
 
 STATE_COLOURS = {
     "AVAILABLE": "#43a047",

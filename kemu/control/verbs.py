@@ -21,8 +21,9 @@ from kemu.cluster.clock import VirtualClock
 from kemu.cluster.context import Runtime
 from kemu.cluster.failover import FailoverError, LeaderChange
 from kemu.cluster.partition import Partition
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.share_group import GroupError, ShareGroup
+from kemu.coordinator.group.share.group import ShareGroup
 from kemu.coordinator.transaction.coordinator import STATE_NAMES, TxnState
 
 log = structlog.get_logger("kemu.control")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kemu.coordinator.group.share_group import ShareGroup, ShareMember
-from kemu.coordinator.group.share_records import diff, encode_key, encode_value, image_of
+from kemu.coordinator.group.share.group import ShareGroup, ShareMember
+from kemu.coordinator.group.share.records import diff, encode_key, encode_value, image_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kemu.coordinator.group.streams_records import diff, encode_key, encode_value, image_of
+from kemu.coordinator.group.streams.records import diff, encode_key, encode_value, image_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from test_streams_group import Harness

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kemu.coordinator.group.classic_group import (
+from kemu.coordinator.group.classic.group import (
     COMPLETING_REBALANCE,
     EMPTY,
     NEW_MEMBER_JOIN_TIMEOUT_MS,
@@ -28,9 +28,9 @@ from kemu.coordinator.group.classic_group import (
     SyncRequest,
     SyncResponse,
 )
-from kemu.coordinator.group.consumer_protocol import encode_subscription
+from kemu.coordinator.group.consumer.protocol import encode_subscription
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.share_group import ShareGroup
+from kemu.coordinator.group.share.group import ShareGroup
 from kemu.protocol.errors import ErrorCode
 
 GROUP = "g"

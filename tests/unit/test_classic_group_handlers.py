@@ -16,7 +16,7 @@ from kemu.broker.handlers import REGISTRY, load_handlers
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.model import BrokerNode, Cluster
 from kemu.config.definitions import BrokerConfig
-from kemu.coordinator.group.consumer_protocol import encode_subscription
+from kemu.coordinator.group.consumer.protocol import encode_subscription
 from kemu.coordinator.group.offsets_log import OffsetsLog
 from kemu.coordinator.group.placement import GROUP, coordinator_partition
 from kemu.coordinator.group.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue

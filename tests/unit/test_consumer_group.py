@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from test_classic_group_handlers import Broker
 
-from kemu.coordinator.group import consumer_assignor
-from kemu.coordinator.group.classic_group import ClassicGroup
-from kemu.coordinator.group.consumer_group import (
+from kemu.coordinator.group.classic.group import ClassicGroup
+from kemu.coordinator.group.consumer import assignor as consumer_assignor
+from kemu.coordinator.group.consumer.group import (
     STABLE,
     UNRELEASED,
     UNREVOKED,
@@ -23,9 +23,11 @@ from kemu.coordinator.group.consumer_group import (
     ConsumerHeartbeatResult,
     ConsumerSettings,
 )
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.share_group import GroupError, ShareGroup, TopicMeta
+from kemu.coordinator.group.share.group import ShareGroup
 from kemu.protocol.errors import ErrorCode
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -328,7 +330,7 @@ async def test_heartbeat_and_describe_through_the_wire() -> None:
 
 
 def test_a_consumer_group_keeps_the_offsets_of_its_topics(harness: Harness) -> None:
-    from kemu.coordinator.group.classic_group import ClassicGroupCoordinator, ClassicSettings
+    from kemu.coordinator.group.classic.group import ClassicGroupCoordinator, ClassicSettings
     from kemu.coordinator.group.offset_manager import CommitPartition, OffsetManager
     from kemu.coordinator.group.offsets import OffsetStore
 
@@ -353,7 +355,7 @@ def test_a_consumer_group_keeps_the_offsets_of_its_topics(harness: Harness) -> N
 
 
 def test_consumer_group_records_bytes() -> None:
-    from kemu.coordinator.group.consumer_records import (
+    from kemu.coordinator.group.consumer.records import (
         ConsumerRecordKey,
         CurrentAssignmentValue,
         GroupEpochValue,
@@ -390,7 +392,7 @@ def test_consumer_group_records_bytes() -> None:
 
 
 def test_groups_are_rebuilt_from_their_records(harness: Harness) -> None:
-    from kemu.coordinator.group.consumer_persistence import ImageBuilder, diff, image_of
+    from kemu.coordinator.group.consumer.persistence import ImageBuilder, diff, image_of
 
     harness.join("a")
     harness.join("b")

@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kemu.coordinator.group.consumer_group import (
+from kemu.coordinator.group.consumer.group import (
     UNRELEASED,
     UNREVOKED,
     ConsumerGroup,
@@ -26,15 +26,14 @@ from kemu.coordinator.group.consumer_group import (
     ConsumerHeartbeatResult,
     ConsumerSettings,
 )
-from kemu.coordinator.group.modern_group import can_compute_target
+from kemu.coordinator.group.modern_group import TopicMeta, can_compute_target
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.share_group import (
-    HeartbeatRequest,
-    HeartbeatResult,
+from kemu.coordinator.group.share.group import (
     MembershipSettings,
     ShareGroup,
     ShareGroupCoordinator,
-    TopicMeta,
+    ShareHeartbeat,
+    ShareHeartbeatResult,
 )
 
 T = uuid.UUID(int=7)
@@ -140,8 +139,8 @@ def test_no_interval_computes_with_every_new_epoch() -> None:
 
 
 def test_the_consumer_assignment_time_is_written_as_kafka_writes_it() -> None:
-    from kemu.coordinator.group.consumer_persistence import ImageBuilder, diff, image_of
-    from kemu.coordinator.group.consumer_records import ConsumerRecordKey, TargetEpochValue
+    from kemu.coordinator.group.consumer.persistence import ImageBuilder, diff, image_of
+    from kemu.coordinator.group.consumer.records import ConsumerRecordKey, TargetEpochValue
     from kemu.coordinator.group.records import decode_record, encode_key, encode_value
 
     key = ConsumerRecordKey(6, "g")
@@ -178,11 +177,11 @@ class Shares:
         self.coordinator = ShareGroupCoordinator(self.registry, lambda group_id: settings)
 
     def beat(self, member: str, epoch: int, topics: tuple[str, ...] | None = None) -> Any:
-        request = HeartbeatRequest("s", member, epoch, subscribed_topic_names=topics)
+        request = ShareHeartbeat("s", member, epoch, subscribed_topic_names=topics)
         return self.coordinator.heartbeat(request, Consumers.topics, self.now)
 
-    def join(self, member: str) -> HeartbeatResult:
-        joined: HeartbeatResult = self.beat(member, 0, ("t",))
+    def join(self, member: str) -> ShareHeartbeatResult:
+        joined: ShareHeartbeatResult = self.beat(member, 0, ("t",))
         return joined
 
     def initialize(self) -> None:
@@ -222,8 +221,8 @@ def test_without_an_interval_the_share_member_is_assigned_on_its_second_heartbea
 
 
 def test_the_share_group_resets_its_assignment_time_when_empty_and_keeps_it_on_disk() -> None:
-    from kemu.coordinator.group import share_records
-    from kemu.coordinator.group.persistence import group_from_json
+    from kemu.coordinator.group.share import records as share_records
+    from kemu.coordinator.group.share.legacy import group_from_json
 
     shares = Shares()
     shares.join("m")

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from kemu.coordinator.group.classic_group import (
+from kemu.coordinator.group.classic.group import (
     EMPTY,
     STABLE,
     ClassicGroup,
@@ -15,7 +15,7 @@ from kemu.coordinator.group.classic_group import (
     ClassicMember,
     ClassicSettings,
 )
-from kemu.coordinator.group.consumer_protocol import (
+from kemu.coordinator.group.consumer.protocol import (
     decode_assignment,
     encode_assignment,
     encode_subscription,
@@ -42,7 +42,7 @@ from kemu.coordinator.group.records import (
     encode_value,
 )
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.share_group import ShareGroup
+from kemu.coordinator.group.share.group import ShareGroup
 from kemu.protocol.errors import ErrorCode
 
 

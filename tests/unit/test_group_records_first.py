@@ -23,14 +23,17 @@ from test_group_handlers import Broker, _alter
 from test_streams_group import COUNT
 
 from kemu.cluster.partition import Partition
-from kemu.coordinator.group import consumer_persistence, share_records, streams_records
-from kemu.coordinator.group.consumer_group import ConsumerGroup, ConsumerHeartbeat
+from kemu.coordinator.group.consumer import persistence as consumer_persistence
+from kemu.coordinator.group.consumer.group import ConsumerGroup, ConsumerHeartbeat
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.offsets_log import TOPIC, answer_for
-from kemu.coordinator.group.persistence import LEGACY_FILE
 from kemu.coordinator.group.placement import GROUP, coordinator_partition
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.share_group import GroupError, ShareGroup
-from kemu.coordinator.group.streams_model import StreamsGroup, StreamsHeartbeat
+from kemu.coordinator.group.share import records as share_records
+from kemu.coordinator.group.share.group import ShareGroup
+from kemu.coordinator.group.share.legacy import LEGACY_FILE
+from kemu.coordinator.group.streams import records as streams_records
+from kemu.coordinator.group.streams.model import StreamsGroup, StreamsHeartbeat
 from kemu.protocol.errors import ErrorCode
 
 

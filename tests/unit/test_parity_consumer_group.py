@@ -8,8 +8,9 @@ import uuid
 import pytest
 from test_consumer_group import REBALANCE_MS, T2, Harness, parts
 
-from kemu.coordinator.group.consumer_group import STATIC_LEAVE_EPOCH
-from kemu.coordinator.group.share_group import GroupError, TopicMeta
+from kemu.coordinator.group.consumer.group import STATIC_LEAVE_EPOCH
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.protocol.errors import ErrorCode
 
 

@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.share_group import (
-    GroupError,
-    HeartbeatRequest,
-    HeartbeatResult,
+from kemu.coordinator.group.share.group import (
     InitializePartitions,
     MemberRemoved,
     MembershipSettings,
     ShareGroupCoordinator,
-    TopicMeta,
+    ShareHeartbeat,
+    ShareHeartbeatResult,
 )
 from kemu.protocol.errors import ErrorCode
 
@@ -52,15 +52,15 @@ class Harness:
         topics: tuple[str, ...] | None = None,
         group: str = GROUP,
         rack: str | None = None,
-    ) -> HeartbeatResult:
-        request = HeartbeatRequest(group, member, epoch, rack, topics, "client", "/127.0.0.1")
+    ) -> ShareHeartbeatResult:
+        request = ShareHeartbeat(group, member, epoch, rack, topics, "client", "/127.0.0.1")
         result = self.coordinator.heartbeat(request, self.topics.get, self.now_ms)
         for effect in result.effects:
             if self.auto_initialize and isinstance(effect, InitializePartitions):
                 self.coordinator.partitions_initialized(effect.group_id, effect.partitions)
         return result
 
-    def join(self, member: str, topics: tuple[str, ...] = ("t",)) -> HeartbeatResult:
+    def join(self, member: str, topics: tuple[str, ...] = ("t",)) -> ShareHeartbeatResult:
         return self.beat(member, 0, topics)
 
     def error(self, member: str, epoch: int, topics: tuple[str, ...] | None = None) -> ErrorCode:

@@ -11,9 +11,10 @@ import uuid
 
 import pytest
 
-from kemu.coordinator.group import records, share_records
-from kemu.coordinator.group.share_group import ShareGroup, ShareMember
-from kemu.coordinator.group.share_records import ShareImageBuilder, diff, image_of
+from kemu.coordinator.group import records
+from kemu.coordinator.group.share import records as share_records
+from kemu.coordinator.group.share.group import ShareGroup, ShareMember
+from kemu.coordinator.group.share.records import ShareImageBuilder, diff, image_of
 from kemu.protocol.coordinator_records import RecordDecodeError
 
 TOPIC = uuid.UUID(int=42)

@@ -16,7 +16,7 @@ from test_acl_handlers import STANDARD, LoopBroker, allow
 
 from kemu.broker.security.acls import AclResourceType, Operation, acl_store
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.streams_topology import MISSING_INTERNAL_TOPICS
+from kemu.coordinator.group.streams.topology import MISSING_INTERNAL_TOPICS
 from kemu.protocol.errors import ErrorCode
 
 T, G, C = AclResourceType.TOPIC, AclResourceType.GROUP, AclResourceType.CLUSTER

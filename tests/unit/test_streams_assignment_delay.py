@@ -18,21 +18,21 @@ from typing import Any
 from test_streams_group import COUNT
 
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.streams_group import StreamsGroupCoordinator, can_compute_target
-from kemu.coordinator.group.streams_model import (
+from kemu.coordinator.group.streams.group import StreamsGroupCoordinator, can_compute_target
+from kemu.coordinator.group.streams.model import (
     StreamsGroup,
     StreamsHeartbeat,
     StreamsHeartbeatResult,
     StreamsSettings,
 )
-from kemu.coordinator.group.streams_records import (
+from kemu.coordinator.group.streams.records import (
     TARGET_METADATA,
     StreamsRecordKey,
     StreamsTargetEpochValue,
     decode_value,
     encode_value,
 )
-from kemu.coordinator.group.streams_topology import ASSIGNMENT_DELAYED
+from kemu.coordinator.group.streams.topology import ASSIGNMENT_DELAYED
 
 INITIAL = (ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay.")
 INTERVAL = (ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval.")

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.share_group import GroupError
-from kemu.coordinator.group.streams_assignor import AssignMember, TaskTuple, assign
-from kemu.coordinator.group.streams_group import StreamsGroupCoordinator
-from kemu.coordinator.group.streams_model import (
+from kemu.coordinator.group.streams.assignor import AssignMember, TaskTuple, assign
+from kemu.coordinator.group.streams.group import StreamsGroupCoordinator
+from kemu.coordinator.group.streams.model import (
     StreamsGroup,
     StreamsHeartbeat,
     StreamsSettings,
 )
-from kemu.coordinator.group.streams_topology import (
+from kemu.coordinator.group.streams.topology import (
     INCORRECTLY_PARTITIONED_TOPICS,
     MISSING_INTERNAL_TOPICS,
     MISSING_SOURCE_TOPICS,
@@ -276,7 +276,7 @@ def test_offset_commit_validation() -> None:
 
 
 def test_streams_records_are_kafkas_bytes() -> None:
-    from kemu.coordinator.group.streams_records import (
+    from kemu.coordinator.group.streams.records import (
         GROUP_METADATA,
         MEMBER_METADATA,
         StreamsGroupValue,
@@ -302,7 +302,7 @@ def test_streams_records_are_kafkas_bytes() -> None:
 
 def test_a_group_is_rebuilt_from_its_records() -> None:
     from kemu.coordinator.group.records import decode_key, decode_value, encode_key, encode_value
-    from kemu.coordinator.group.streams_records import StreamsImageBuilder, diff, image_of
+    from kemu.coordinator.group.streams.records import StreamsImageBuilder, diff, image_of
 
     h = Harness()
     owned = h.beat("a", 0).assignment
@@ -552,7 +552,7 @@ def test_static_members_leave_for_now_and_come_back_without_a_rebalance() -> Non
 
 
 def test_an_empty_classic_group_is_taken_over() -> None:
-    from kemu.coordinator.group.classic_group import ClassicGroupCoordinator, ClassicSettings
+    from kemu.coordinator.group.classic.group import ClassicGroupCoordinator, ClassicSettings
 
     h = Harness()
     classic = ClassicGroupCoordinator(h.registry, lambda _: ClassicSettings(0, 6000, 300000, 10))

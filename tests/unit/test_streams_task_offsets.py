@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from test_streams_group import COUNT, Harness
 
-from kemu.coordinator.group.share_group import GroupError
-from kemu.coordinator.group.streams_assignor import AssignMember, TaskTuple, assign
-from kemu.coordinator.group.streams_model import (
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.streams.assignor import AssignMember, TaskTuple, assign
+from kemu.coordinator.group.streams.model import (
     NO_TASK_OFFSETS,
     MemberTaskOffsets,
     StreamsGroup,
     StreamsSettings,
 )
-from kemu.coordinator.group.streams_topology import Subtopology, Topology
+from kemu.coordinator.group.streams.topology import Subtopology, Topology
 from kemu.protocol.errors import ErrorCode
 
 STATEFUL = {"0": 4}

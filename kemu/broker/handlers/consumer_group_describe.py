@@ -27,7 +27,7 @@ from kemu.broker.authorization import (
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.assignor import TopicPartition
-from kemu.coordinator.group.consumer_group import ConsumerGroup
+from kemu.coordinator.group.consumer.group import ConsumerGroup
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.views.consumer_group_describe import ConsumerGroupDescribeRequestView

@@ -1,6 +1,6 @@
 """ConsumerGroupHeartbeat (key 68), v0-v1.
 
-KIP-848 consumer groups (``kemu.coordinator.group.consumer_group``): epoch 0 joins (v1: with
+KIP-848 consumer groups (``kemu.coordinator.group.consumer.group``): epoch 0 joins (v1: with
 the member's own UUID as id; v0: the coordinator picks one), -1 leaves, -2 is a static member's
 leave; otherwise the member's epoch, or the one before if the answer with the new one was lost
 (else FENCED_MEMBER_EPOCH). The server-side assignor is "uniform" (default) or "range" (else
@@ -36,9 +36,9 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
 from kemu.coordinator.group.assignor import TopicPartition
-from kemu.coordinator.group.consumer_group import ConsumerHeartbeat
+from kemu.coordinator.group.consumer.group import ConsumerHeartbeat
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.share_group import GroupError
 from kemu.protocol.errors import ErrorCode
 
 API_KEY = 68

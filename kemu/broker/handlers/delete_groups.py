@@ -23,7 +23,7 @@ from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.share_group import ShareGroup
+from kemu.coordinator.group.share.group import ShareGroup
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode

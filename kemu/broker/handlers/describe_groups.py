@@ -15,7 +15,7 @@ from typing import Any
 from kemu.broker.authorization import OMITTED, AclOperation, ResourceType, authorize, operations_if
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.group.classic_group import DEAD, STABLE, ClassicGroup
+from kemu.coordinator.group.classic.group import DEAD, STABLE, ClassicGroup
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.views.describe_groups import DescribeGroupsRequestView

@@ -24,7 +24,7 @@ from kemu.broker.authorization import AclOperation, ResourceType, allowed_names,
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.share_group import ShareGroup
+from kemu.coordinator.group.share.group import ShareGroup
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
     SharePartitionKey,

@@ -1,6 +1,6 @@
 """JoinGroup (key 11), v0-v9.
 
-Classic group membership (``kemu.coordinator.group.classic_group``): a new dynamic member on v4+
+Classic group membership (``kemu.coordinator.group.classic.group``): a new dynamic member on v4+
 first gets MEMBER_ID_REQUIRED with the id to rejoin with; the JoinGroup is then parked until
 the join phase completes (all members rejoined, the rebalance timeout, or for a group coming out
 of Empty ``group.initial.rebalance.delay.ms``). The leader's answer lists every member's
@@ -23,7 +23,7 @@ from typing import Any
 from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.group.classic_group import JoinRequest
+from kemu.coordinator.group.classic.group import JoinRequest
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.views.join_group import JoinGroupRequestView
 

@@ -18,7 +18,7 @@ from typing import Any
 from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.group.classic_group import LeavingMember
+from kemu.coordinator.group.classic.group import LeavingMember
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.views.leave_group import LeaveGroupRequestView

@@ -24,8 +24,9 @@ from kemu.broker.authorization import (
 )
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.share_group import ASSIGNOR_NAME, GroupError, ShareGroup, ShareMember
+from kemu.coordinator.group.share.group import ASSIGNOR_NAME, ShareGroup, ShareMember
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.views.share_group_describe import ShareGroupDescribeRequestView
 

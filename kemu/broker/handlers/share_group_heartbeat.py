@@ -26,8 +26,9 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
 from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.share_group import GroupError, HeartbeatRequest
+from kemu.coordinator.group.share.group import ShareHeartbeat
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.views.share_group_heartbeat import ShareGroupHeartbeatRequestView
 
@@ -41,7 +42,7 @@ async def handle(ctx: RequestContext, request: ShareGroupHeartbeatRequestView) -
         denied = undescribable_subscription(ctx, request)
     if denied is not None:
         return denied
-    heartbeat = HeartbeatRequest(
+    heartbeat = ShareHeartbeat(
         group_id=request.group_id,
         member_id=request.member_id,
         member_epoch=request.member_epoch,

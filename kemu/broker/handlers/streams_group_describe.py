@@ -39,9 +39,9 @@ from kemu.broker.authorization import (
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.streams_assignor import EMPTY, Task, Tasks, TaskTuple
-from kemu.coordinator.group.streams_model import NO_TASK_OFFSETS, MemberTaskOffsets, StreamsGroup
-from kemu.coordinator.group.streams_topology import TopicInfo
+from kemu.coordinator.group.streams.assignor import EMPTY, Task, Tasks, TaskTuple
+from kemu.coordinator.group.streams.model import NO_TASK_OFFSETS, MemberTaskOffsets, StreamsGroup
+from kemu.coordinator.group.streams.topology import TopicInfo
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.views.streams_group_describe import StreamsGroupDescribeRequestView
 

@@ -1,6 +1,6 @@
 """StreamsGroupHeartbeat (key 88), v0-v1.
 
-KIP-1071 streams groups (``kemu.coordinator.group.streams_group``): a Kafka Streams member joins
+KIP-1071 streams groups (``kemu.coordinator.group.streams.group``): a Kafka Streams member joins
 with epoch 0, its member id, process id and the application's topology; the coordinator keeps
 the group's topology, configures it against the topics and assigns tasks (active, and standby
 with ``streams.num.standby.replicas``) stickily; -1 leaves. Statuses as in Kafka 4.4:
@@ -70,11 +70,11 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, topic_name_problem
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.share_group import GroupError
-from kemu.coordinator.group.streams_assignor import Tasks, TaskTuple
-from kemu.coordinator.group.streams_model import StreamsHeartbeat
-from kemu.coordinator.group.streams_topology import (
+from kemu.coordinator.group.streams.assignor import Tasks, TaskTuple
+from kemu.coordinator.group.streams.model import StreamsHeartbeat
+from kemu.coordinator.group.streams.topology import (
     CopartitionGroup,
     Subtopology,
     TopicInfo,

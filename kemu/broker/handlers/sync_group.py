@@ -19,7 +19,7 @@ from typing import Any
 from kemu.broker.authorization import group_read, refused
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.group.classic_group import SyncRequest
+from kemu.coordinator.group.classic.group import SyncRequest
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.views.sync_group import SyncGroupRequestView
 

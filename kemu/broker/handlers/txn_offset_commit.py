@@ -39,11 +39,11 @@ from kemu.broker.authorization import (
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import for_version
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.group.classic_group import DEAD, EMPTY, ClassicGroup
-from kemu.coordinator.group.consumer_group import ConsumerGroup
+from kemu.coordinator.group.classic.group import DEAD, EMPTY, ClassicGroup
+from kemu.coordinator.group.consumer.group import ConsumerGroup
 from kemu.coordinator.group.offset_manager import CommitPartition
 from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.group.streams_model import StreamsGroup
+from kemu.coordinator.group.streams.model import StreamsGroup
 from kemu.coordinator.transaction.service import PendingOffsets, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.views.txn_offset_commit import TxnOffsetCommitRequestView

@@ -53,7 +53,7 @@ from kemu.broker.share.settings import share_settings
 from kemu.broker.share.txn_acks import txn_share_acks
 from kemu.cluster.context import RequestContext
 from kemu.cluster.crash_points import crash_point
-from kemu.coordinator.group.share_group import GroupError
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.transaction.share_enlistment import (
     TxnProducer,
     enlist_share_state,

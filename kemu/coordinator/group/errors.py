@@ -1,5 +1,4 @@
-"""The refusal every group coordinator raises (re-exported by ``share_group``, where it was
-first defined and where the handlers import it from)."""
+"""The refusal every group coordinator raises."""
 
 from __future__ import annotations
 

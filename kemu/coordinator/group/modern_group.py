@@ -11,15 +11,29 @@ alike). Sans-IO: the time is an argument.
 * Member-epoch fencing: a heartbeat's epoch must be the member's, or the one before when the
   answer carrying the new one was lost and the member owns no more than its assignment.
 * Sessions and revocation deadlines: when a member is late and is removed.
+* ``TopicMeta``/``TopicLookup``: what the coordinators see of a subscribed topic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import uuid
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from kemu.coordinator.group.errors import GroupError
 from kemu.protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMeta:
+    """A subscribed topic as the coordinators see it: its id and partition count."""
+
+    topic_id: uuid.UUID
+    partitions: int
+
+
+TopicLookup = Callable[[str], TopicMeta | None]
 
 # --- the assignment interval -----------------------------------------------------------------
 

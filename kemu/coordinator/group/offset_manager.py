@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kemu.coordinator.group.classic_group import (
+from kemu.coordinator.group.classic.group import (
     EMPTY,
     STABLE,
     ClassicGroup,
@@ -19,7 +19,7 @@ from kemu.coordinator.group.classic_group import (
     ClassicMember,
     validate_offset_commit,
 )
-from kemu.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupCoordinator
+from kemu.coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupCoordinator
 from kemu.coordinator.group.offsets import CommittedOffset, OffsetStore
 from kemu.coordinator.group.records import (
     NO_TIMESTAMP,
@@ -31,7 +31,7 @@ from kemu.coordinator.group.records import (
     RecordKey,
     RecordValue,
 )
-from kemu.coordinator.group.streams_model import StreamsGroup
+from kemu.coordinator.group.streams.model import StreamsGroup
 from kemu.protocol.errors import ErrorCode
 
 Record = tuple[RecordKey, RecordValue | None]

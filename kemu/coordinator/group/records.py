@@ -6,9 +6,9 @@ Kafka's coordinator record serde frames a record as
 * value = int16 value version + value body, or a null value for a tombstone.
 
 Record types kept here: 0 and 1 OffsetCommit (0 is the pre-2.0 key version, same layout),
-2 GroupMetadata; the KIP-848 consumer-group types (3, 5-8) are in ``consumer_records``, the
-KIP-1071 streams-group types (17, 19-23) in ``streams_records``, the KIP-932 share-group types
-(10-15) in ``share_records``. Keys
+2 GroupMetadata; the KIP-848 consumer-group types (3, 5-8) are in ``consumer.records``, the
+KIP-1071 streams-group types (17, 19-23) in ``streams.records``, the KIP-932 share-group types
+(10-15) in ``share.records``. Keys
 are not flexible: strings are an int16 length and UTF-8 bytes.
 
 OffsetCommitKey: group string, topic string, partition int32.
@@ -30,14 +30,16 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kemu.coordinator.group import consumer_records, share_records, streams_records
-from kemu.coordinator.group.consumer_records import (
+from kemu.coordinator.group.consumer import records as consumer_records
+from kemu.coordinator.group.consumer.records import (
     ConsumerRecordError,
     ConsumerRecordKey,
     ConsumerRecordValue,
 )
-from kemu.coordinator.group.share_records import ShareRecordKey, ShareRecordValue
-from kemu.coordinator.group.streams_records import StreamsRecordKey, StreamsRecordValue
+from kemu.coordinator.group.share import records as share_records
+from kemu.coordinator.group.share.records import ShareRecordKey, ShareRecordValue
+from kemu.coordinator.group.streams import records as streams_records
+from kemu.coordinator.group.streams.records import StreamsRecordKey, StreamsRecordValue
 from kemu.protocol.coordinator_records import RecordDecodeError as RecordDecodeError
 from kemu.protocol.coordinator_records import RecordReader
 

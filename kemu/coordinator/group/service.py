@@ -6,10 +6,10 @@ state is initialized through the share persister just after the heartbeat is ans
 does; a later heartbeat assigns the partitions; with ``kemu.group.share.initialize.before.answer``,
 ``--timing fast``, before it, and the member's next heartbeat is run at once), and a departed
 member's acquired records are released through the ``share_partitions`` service when one runs
-(the share-group half: ``share_service.ShareMembership``, mixed in).
+(the share-group half: ``share.service.ShareMembership``, mixed in).
 
 Every group type and the committed offsets live in ``__consumer_offsets`` as Kafka's records
-(``offsets_log``; ``records``, ``consumer_records``, ``share_records``, ``streams_records``),
+(``offsets_log``; ``records``, ``consumer.records``, ``share.records``, ``streams.records``),
 replayed when the service starts (``load``, which also loads one coordinator partition). An
 operation is Kafka's write operation (``_written_or_undone``): the state machine changes the
 group, the records that bring the log up to date with it (each type's ``diff`` against what
@@ -37,9 +37,8 @@ import structlog
 from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.cluster.services import Service
-from kemu.coordinator.group import classic_group as classic
-from kemu.coordinator.group import share_records
-from kemu.coordinator.group.classic_group import (
+from kemu.coordinator.group.classic import group as classic
+from kemu.coordinator.group.classic.group import (
     ClassicGroup,
     ClassicGroupCoordinator,
     ClassicSettings,
@@ -55,15 +54,17 @@ from kemu.coordinator.group.classic_group import (
     SyncResponse,
 )
 from kemu.coordinator.group.config import group_config_store
-from kemu.coordinator.group.consumer_group import (
+from kemu.coordinator.group.consumer.group import (
     ConsumerGroup,
     ConsumerGroupCoordinator,
     ConsumerHeartbeat,
     ConsumerHeartbeatResult,
     ConsumerSettings,
 )
-from kemu.coordinator.group.consumer_persistence import ImageBuilder, diff, image_of
-from kemu.coordinator.group.consumer_records import ConsumerRecordKey
+from kemu.coordinator.group.consumer.persistence import ImageBuilder, diff, image_of
+from kemu.coordinator.group.consumer.records import ConsumerRecordKey
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.coordinator.group.offset_manager import (
     CommitPartition,
     CommitResult,
@@ -77,25 +78,20 @@ from kemu.coordinator.group.offset_manager import (
 from kemu.coordinator.group.offsets import OffsetStore
 from kemu.coordinator.group.offsets_log import TOPIC as OFFSETS_TOPIC
 from kemu.coordinator.group.offsets_log import OffsetsLog
-from kemu.coordinator.group.persistence import LEGACY_FILE, load_legacy_share_groups
 from kemu.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
 from kemu.coordinator.group.registry import Group, GroupRegistry
-from kemu.coordinator.group.share_group import (
-    GroupError,
-    MembershipSettings,
-    ShareGroup,
-    ShareGroupCoordinator,
-    TopicMeta,
-)
-from kemu.coordinator.group.share_records import ShareImageBuilder, ShareRecordKey
-from kemu.coordinator.group.share_service import ShareMembership
-from kemu.coordinator.group.streams_model import (
+from kemu.coordinator.group.share import records as share_records
+from kemu.coordinator.group.share.group import MembershipSettings, ShareGroup, ShareGroupCoordinator
+from kemu.coordinator.group.share.legacy import LEGACY_FILE, load_legacy_share_groups
+from kemu.coordinator.group.share.records import ShareImageBuilder, ShareRecordKey
+from kemu.coordinator.group.share.service import ShareMembership
+from kemu.coordinator.group.streams.model import (
     StreamsGroup,
     StreamsHeartbeat,
     StreamsHeartbeatResult,
 )
-from kemu.coordinator.group.streams_records import StreamsImageBuilder, StreamsRecordKey
-from kemu.coordinator.group.streams_service import NotCreatable, StreamsGroups
+from kemu.coordinator.group.streams.records import StreamsImageBuilder, StreamsRecordKey
+from kemu.coordinator.group.streams.service import NotCreatable, StreamsGroups
 from kemu.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kemu.group")

@@ -14,7 +14,7 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
 * A new group starts at epoch 1 (group and assignment), as Kafka 4.4's groups do, so its first
   member gets epoch 2. The group epoch goes up when membership, a subscription or the
   subscribed topics change; the next heartbeat then recomputes the target assignment
-  (``consumer_assignor``) and stamps it with it, unless the last one is younger than
+  (``consumer.assignor``) and stamps it with it, unless the last one is younger than
   ``consumer.assignment.interval.ms`` (Kafka's ``canComputeNextTargetAssignment``): then members
   reconcile towards the last target (a new member gets its epoch and nothing) and the first
   heartbeat after the interval computes it; Kafka has no timer for it either. A new group's
@@ -34,7 +34,7 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
 * A member that does not heartbeat for ``group.consumer.session.timeout.ms``, or does not revoke
   within its rebalance timeout, is removed.
 
-The coordinator writes groups to ``__consumer_offsets`` as Kafka does (``consumer_persistence``),
+The coordinator writes groups to ``__consumer_offsets`` as Kafka does (``consumer.persistence``),
 so members keep their ids, epochs and assignments across a restart. A member whose group is
 unknown (e.g. written by nothing) gets UNKNOWN_MEMBER_ID and rejoins with epoch 0.
 """
@@ -46,10 +46,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from kemu.coordinator.group import consumer_assignor
 from kemu.coordinator.group.assignor import TopicPartition
-from kemu.coordinator.group.classic_group import ClassicGroup
+from kemu.coordinator.group.classic.group import ClassicGroup
+from kemu.coordinator.group.consumer import assignor as consumer_assignor
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import (
+    TopicLookup,
+    TopicMeta,
     can_compute_target,
     check_member_epoch,
     check_static_heartbeat,
@@ -61,7 +64,6 @@ from kemu.coordinator.group.modern_group import (
     unreleased_instance_id,
 )
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.share_group import GroupError, TopicLookup, TopicMeta
 from kemu.protocol.errors import ErrorCode
 
 GROUP_TYPE = "consumer"

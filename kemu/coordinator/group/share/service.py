@@ -18,17 +18,17 @@ import structlog
 
 from kemu.cluster.context import Runtime
 from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.coordinator.group.offset_manager import Record
 from kemu.coordinator.group.ports import SHARE_LEADERS
-from kemu.coordinator.group.share_group import (
+from kemu.coordinator.group.share.group import (
     Effect,
-    GroupError,
-    HeartbeatRequest,
-    HeartbeatResult,
     InitializePartitions,
     MemberRemoved,
     ShareGroupCoordinator,
-    TopicMeta,
+    ShareHeartbeat,
+    ShareHeartbeatResult,
 )
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
@@ -61,7 +61,7 @@ class ShareMembership:
 
         def write_group(self, group_id: str) -> ErrorCode: ...
 
-    async def share_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+    async def share_heartbeat(self, request: ShareHeartbeat) -> ShareHeartbeatResult:
         """KIP-932; raises ``GroupError`` with Kafka's error (Kafka's error for a failed append
         of the group's records too: then the group is as it was and no effect is carried
         out)."""
@@ -77,7 +77,7 @@ class ShareMembership:
         await self.apply(e for e in result.effects if not isinstance(e, InitializePartitions))
         return result
 
-    def _share_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+    def _share_heartbeat(self, request: ShareHeartbeat) -> ShareHeartbeatResult:
         try:
             with self._written_or_undone(request.group_id):
                 result = self.share.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
@@ -85,7 +85,7 @@ class ShareMembership:
             self._rearm()
         return result
 
-    def _initialize_in_background(self, result: HeartbeatResult) -> asyncio.Task[None] | None:
+    def _initialize_in_background(self, result: ShareHeartbeatResult) -> asyncio.Task[None] | None:
         initializing = [e for e in result.effects if isinstance(e, InitializePartitions)]
         if not initializing:
             return None
@@ -95,8 +95,8 @@ class ShareMembership:
         return task
 
     def _heartbeat_again(
-        self, request: HeartbeatRequest, first: HeartbeatResult
-    ) -> HeartbeatResult:
+        self, request: ShareHeartbeat, first: ShareHeartbeatResult
+    ) -> ShareHeartbeatResult:
         """The member's next plain heartbeat, now that its partitions' share state is
         initialized: what Kafka answers one heartbeat interval later. A member gone or fenced
         in between keeps the first answer (its own next heartbeat learns it)."""

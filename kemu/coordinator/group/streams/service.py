@@ -19,19 +19,19 @@ from kemu.cluster.context import Runtime
 from kemu.cluster.model import TopicError
 from kemu.coordinator.group.config import group_config_store
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.streams_group import StreamsGroupCoordinator
-from kemu.coordinator.group.streams_model import (
+from kemu.coordinator.group.streams.group import StreamsGroupCoordinator
+from kemu.coordinator.group.streams.model import (
     StreamsHeartbeat,
     StreamsHeartbeatResult,
     StreamsSettings,
 )
-from kemu.coordinator.group.streams_records import (
+from kemu.coordinator.group.streams.records import (
     StreamsImageBuilder,
     StreamsRecord,
     diff,
     image_of,
 )
-from kemu.coordinator.group.streams_topology import MISSING_INTERNAL_TOPICS, TopicToCreate
+from kemu.coordinator.group.streams.topology import MISSING_INTERNAL_TOPICS, TopicToCreate
 
 log = structlog.get_logger("kemu.group")
 

@@ -1,5 +1,5 @@
 """The share-groups file of a kemu from before share groups were records in
-``__consumer_offsets`` (``share_records``): read once at start, when a data directory still has
+``__consumer_offsets`` (``share.records``): read once at start, when a data directory still has
 one, so that its groups are written as records and the file dropped (``service``).
 
 The file held every share group as JSON: per group its epochs, assignment time, members (ids,
@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kemu.coordinator.group.assignor import TopicPartition
-from kemu.coordinator.group.share_group import ShareGroup, ShareMember, TopicMeta
+from kemu.coordinator.group.modern_group import TopicMeta
+from kemu.coordinator.group.share.group import ShareGroup, ShareMember
 
 LEGACY_FILE = "kemu-share-groups.json"
 

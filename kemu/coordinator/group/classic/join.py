@@ -10,7 +10,7 @@ instance takes over its old member id's place (the old id is fenced with FENCED_
 
 from __future__ import annotations
 
-from kemu.coordinator.group.classic_messages import (
+from kemu.coordinator.group.classic.messages import (
     COMPLETING_REBALANCE,
     DEAD,
     EMPTY,
@@ -29,8 +29,8 @@ from kemu.coordinator.group.classic_messages import (
     Waiter,
     join_error,
 )
-from kemu.coordinator.group.classic_model import ClassicGroup, ClassicMember
-from kemu.coordinator.group.classic_rebalance import ClassicRebalance
+from kemu.coordinator.group.classic.model import ClassicGroup, ClassicMember
+from kemu.coordinator.group.classic.rebalance import ClassicRebalance
 from kemu.protocol.errors import ErrorCode
 
 

@@ -16,7 +16,7 @@ As in Kafka's ``GroupMetadataManager`` classic path:
   removed too.
 
 Time comes in as ``now_ms``; ``next_deadline_ms``/``tick`` drive the timers. The requests that
-enter the machine are in ``classic_join.py`` (JoinGroup) and ``classic_group.py`` (the rest).
+enter the machine are in ``classic/join.py`` (JoinGroup) and ``classic/group.py`` (the rest).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 
-from kemu.coordinator.group.classic_messages import (
+from kemu.coordinator.group.classic.messages import (
     COMPLETING_REBALANCE,
     DEAD,
     EMPTY,
@@ -39,7 +39,7 @@ from kemu.coordinator.group.classic_messages import (
     SyncResponse,
     join_error,
 )
-from kemu.coordinator.group.classic_model import ClassicGroup, JoinTimer
+from kemu.coordinator.group.classic.model import ClassicGroup, JoinTimer
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.protocol.errors import ErrorCode
 

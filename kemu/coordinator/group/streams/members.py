@@ -15,8 +15,8 @@ from kemu.coordinator.group.modern_group import (
     static_holder,
     unreleased_instance_id,
 )
-from kemu.coordinator.group.streams_assignor import EMPTY, Tasks, TaskTuple
-from kemu.coordinator.group.streams_model import (
+from kemu.coordinator.group.streams.assignor import EMPTY, Tasks, TaskTuple
+from kemu.coordinator.group.streams.model import (
     STABLE,
     STATIC_LEAVE_EPOCH,
     UNRELEASED,

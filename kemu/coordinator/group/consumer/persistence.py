@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from kemu.coordinator.group.consumer_group import (
+from kemu.coordinator.group.consumer.group import (
     STABLE,
     UNRELEASED,
     UNREVOKED,
     ConsumerGroup,
     ConsumerMember,
 )
-from kemu.coordinator.group.consumer_records import (
+from kemu.coordinator.group.consumer.records import (
     CURRENT_ASSIGNMENT,
     GROUP_METADATA,
     MEMBER_METADATA,

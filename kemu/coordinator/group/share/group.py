@@ -38,8 +38,13 @@ from dataclasses import dataclass, field, replace
 
 from kemu.coordinator.group import assignor
 from kemu.coordinator.group.assignor import TopicPartition
-from kemu.coordinator.group.errors import GroupError as GroupError  # re-exported for the handlers
-from kemu.coordinator.group.modern_group import can_compute_target, unknown_member
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.modern_group import (
+    TopicLookup,
+    TopicMeta,
+    can_compute_target,
+    unknown_member,
+)
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.protocol.errors import ErrorCode
 
@@ -49,14 +54,6 @@ GROUP_TYPE = "share"
 PROTOCOL_TYPE = "share"
 ASSIGNOR_NAME = "simple"
 
-
-@dataclass(frozen=True, slots=True)
-class TopicMeta:
-    topic_id: uuid.UUID
-    partitions: int
-
-
-TopicLookup = Callable[[str], TopicMeta | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +67,7 @@ class MembershipSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatRequest:
+class ShareHeartbeat:
     group_id: str
     member_id: str
     member_epoch: int
@@ -148,7 +145,7 @@ Effect = MemberRemoved | InitializePartitions
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatResult:
+class ShareHeartbeatResult:
     member_id: str
     member_epoch: int
     heartbeat_interval_ms: int
@@ -169,8 +166,8 @@ class ShareGroupCoordinator:
     # --- ShareGroupHeartbeat -------------------------------------------------------------------
 
     def heartbeat(
-        self, request: HeartbeatRequest, topics: TopicLookup, now_ms: int
-    ) -> HeartbeatResult:
+        self, request: ShareHeartbeat, topics: TopicLookup, now_ms: int
+    ) -> ShareHeartbeatResult:
         validate_heartbeat(request)
         if request.member_epoch == LEAVE_EPOCH:
             return self._leave(request)
@@ -235,7 +232,7 @@ class ShareGroupCoordinator:
             or epochs_before != (group.group_epoch, group.assignment_epoch)
             or replace(updated, session_deadline_ms=0) != replace(member, session_deadline_ms=0)
         )
-        return HeartbeatResult(
+        return ShareHeartbeatResult(
             member_id=updated.member_id,
             member_epoch=updated.member_epoch,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
@@ -244,12 +241,12 @@ class ShareGroupCoordinator:
             changed=changed,
         )
 
-    def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
+    def _leave(self, request: ShareHeartbeat) -> ShareHeartbeatResult:
         group = self._share_group(request.group_id, create=False)
         if request.member_id not in group.members:
             raise unknown_member(request.member_id, group.group_id)
         effect = self._remove_member(group, request.member_id, "the member left the group")
-        return HeartbeatResult(request.member_id, LEAVE_EPOCH, 0, None, (effect,))
+        return ShareHeartbeatResult(request.member_id, LEAVE_EPOCH, 0, None, (effect,))
 
     # --- session expiry ------------------------------------------------------------------------
 
@@ -365,7 +362,7 @@ class ShareGroupCoordinator:
         group.assignment_timestamp_ms = now_ms
 
 
-def validate_heartbeat(request: HeartbeatRequest) -> None:
+def validate_heartbeat(request: ShareHeartbeat) -> None:
     """Kafka's ``throwIfShareGroupHeartbeatRequestIsInvalid``."""
     if not request.member_id.strip():
         raise GroupError(ErrorCode.invalid_request, "MemberId can't be empty.")

@@ -1,10 +1,10 @@
 """KIP-1071 streams groups (StreamsGroupHeartbeat): the heartbeat's state machine, target
 assignments and the coordinator's timers. Sans-IO (the time is an argument).
 
-Around it: ``streams_model`` (the group, its members, the heartbeat's request and answer),
-``streams_validation`` (what a heartbeat may carry), ``streams_members`` (static membership,
-fencing, the one-step reconciliation towards the target), ``streams_topology`` (the topology
-against the topics) and ``streams_assignor`` (the tasks).
+Around it: ``streams.model`` (the group, its members, the heartbeat's request and answer),
+``streams.validation`` (what a heartbeat may carry), ``streams.members`` (static membership,
+fencing, the one-step reconciliation towards the target), ``streams.topology`` (the topology
+against the topics) and ``streams.assignor`` (the tasks).
 
 As in Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
 
@@ -17,7 +17,7 @@ As in Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
   answered as statuses; while the topology is not ready no task is assigned.
 * The group epoch goes up when a member joins, leaves or changes its process/endpoint/tags, when
   the topology becomes ready or the partition counts of its topics change; the target
-  assignment (``streams_assignor``) is then recomputed and stamped with it (by the next heartbeat
+  assignment (``streams.assignor``) is then recomputed and stamped with it (by the next heartbeat
   after a departure).
 * A member moves towards its target one heartbeat at a time: tasks it must give up are first only
   taken away (epoch kept, UNREVOKED_TASKS) until a heartbeat shows it no longer owns them; then it
@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kemu.coordinator.group import streams_assignor
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import (
     can_compute_target,
     late_member_ids,
@@ -51,16 +51,16 @@ from kemu.coordinator.group.modern_group import (
     unknown_member,
 )
 from kemu.coordinator.group.registry import GroupRegistry
-from kemu.coordinator.group.share_group import GroupError
-from kemu.coordinator.group.streams_assignor import EMPTY, AssignMember, TaskTuple
-from kemu.coordinator.group.streams_members import (
+from kemu.coordinator.group.streams import assignor as streams_assignor
+from kemu.coordinator.group.streams.assignor import EMPTY, AssignMember, TaskTuple
+from kemu.coordinator.group.streams.members import (
     check_epoch,
     check_static_member,
     member_metadata,
     reconcile,
     with_heartbeat,
 )
-from kemu.coordinator.group.streams_model import (
+from kemu.coordinator.group.streams.model import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
     NO_TASK_OFFSETS,
@@ -74,14 +74,14 @@ from kemu.coordinator.group.streams_model import (
     StreamsSettings,
     assignment_configs,
 )
-from kemu.coordinator.group.streams_topology import (
+from kemu.coordinator.group.streams.topology import (
     ASSIGNMENT_DELAYED,
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     PartitionCount,
     configure,
 )
-from kemu.coordinator.group.streams_validation import (
+from kemu.coordinator.group.streams.validation import (
     check_tasks,
     updated_task_offsets,
     validate,

@@ -35,16 +35,16 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from kemu.coordinator.group.consumer_records import read_target_metadata, target_metadata_tags
-from kemu.coordinator.group.streams_assignor import EMPTY, Tasks, TaskTuple
-from kemu.coordinator.group.streams_model import (
+from kemu.coordinator.group.consumer.records import read_target_metadata, target_metadata_tags
+from kemu.coordinator.group.streams.assignor import EMPTY, Tasks, TaskTuple
+from kemu.coordinator.group.streams.model import (
     STABLE,
     UNRELEASED,
     UNREVOKED,
     StreamsGroup,
     StreamsMember,
 )
-from kemu.coordinator.group.streams_topology import (
+from kemu.coordinator.group.streams.topology import (
     CopartitionGroup,
     Subtopology,
     TopicInfo,

@@ -7,15 +7,15 @@
 
 from __future__ import annotations
 
-from kemu.coordinator.group.share_group import GroupError
-from kemu.coordinator.group.streams_assignor import Task, TaskTuple
-from kemu.coordinator.group.streams_model import (
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.streams.assignor import Task, TaskTuple
+from kemu.coordinator.group.streams.model import (
     JOIN_EPOCH,
     STATIC_LEAVE_EPOCH,
     MemberTaskOffsets,
     StreamsHeartbeat,
 )
-from kemu.coordinator.group.streams_topology import ConfiguredTopology, invalid_topology_reason
+from kemu.coordinator.group.streams.topology import ConfiguredTopology, invalid_topology_reason
 from kemu.protocol.errors import ErrorCode
 
 

@@ -2,10 +2,10 @@
 
 Theory of operation, as in Kafka's ``GroupMetadataManager`` classic path, one part per module:
 
-* ``classic_messages.py``: states, settings, requests, answers and effects (parked waiters);
-* ``classic_model.py``: ``ClassicGroup`` and ``ClassicMember``, protocol selection, validation;
-* ``classic_rebalance.py``: the join and sync phases and the timers (sessions, delays);
-* ``classic_join.py``: JoinGroup, MEMBER_ID_REQUIRED and static membership;
+* ``classic/messages.py``: states, settings, requests, answers and effects (parked waiters);
+* ``classic/model.py``: ``ClassicGroup`` and ``ClassicMember``, protocol selection, validation;
+* ``classic/rebalance.py``: the join and sync phases and the timers (sessions, delays);
+* ``classic/join.py``: JoinGroup, MEMBER_ID_REQUIRED and static membership;
 * here: ``ClassicGroupCoordinator`` with SyncGroup, Heartbeat, LeaveGroup and simple groups.
 
 SyncGroup from the leader hands out the assignment: once it is written (``StoreAssignment``,
@@ -19,8 +19,8 @@ instance id, for an admin) and rebalances the rest.
 
 from __future__ import annotations
 
-from kemu.coordinator.group.classic_join import ClassicJoin
-from kemu.coordinator.group.classic_messages import (
+from kemu.coordinator.group.classic.join import ClassicJoin
+from kemu.coordinator.group.classic.messages import (
     COMPLETING_REBALANCE,
     DEAD,
     EMPTY,
@@ -46,7 +46,7 @@ from kemu.coordinator.group.classic_messages import (
     SyncResponse,
     Waiter,
 )
-from kemu.coordinator.group.classic_model import (
+from kemu.coordinator.group.classic.model import (
     ClassicGroup,
     ClassicMember,
     JoinTimer,

@@ -37,13 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from kemu.coordinator.group.assignor import TopicPartition
-from kemu.coordinator.group.consumer_records import (
+from kemu.coordinator.group.consumer.records import (
     read_partitions,
     read_target_metadata,
     target_metadata_tags,
     write_partitions,
 )
-from kemu.coordinator.group.share_group import ShareGroup, ShareMember
+from kemu.coordinator.group.share.group import ShareGroup, ShareMember
 from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader
 from kemu.protocol.records import uvarint
 

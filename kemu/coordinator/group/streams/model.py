@@ -1,7 +1,7 @@
 """KIP-1071 streams groups: the group's state (members, target, topology), the settings the
 coordinator reads per group, and a heartbeat's request and answer. Pure data, no transitions:
-those are in ``streams_group`` (the heartbeat), ``streams_members`` (member epochs, fencing,
-reconciliation) and ``streams_validation`` (what a heartbeat may carry).
+those are in ``streams.group`` (the heartbeat), ``streams.members`` (member epochs, fencing,
+reconciliation) and ``streams.validation`` (what a heartbeat may carry).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kemu.coordinator.group.modern_group import group_state
-from kemu.coordinator.group.streams_assignor import EMPTY, Task, TaskTuple
-from kemu.coordinator.group.streams_topology import ConfiguredTopology, TopicToCreate, Topology
+from kemu.coordinator.group.streams.assignor import EMPTY, Task, TaskTuple
+from kemu.coordinator.group.streams.topology import ConfiguredTopology, TopicToCreate, Topology
 from kemu.protocol.errors import ErrorCode
 
 GROUP_TYPE = "streams"

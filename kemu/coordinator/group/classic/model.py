@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kemu.coordinator.group.classic_messages import (
+from kemu.coordinator.group.classic.messages import (
     COMPLETING_REBALANCE,
     DEAD,
     EMPTY,
@@ -22,8 +22,8 @@ from kemu.coordinator.group.classic_messages import (
     Protocol,
     Waiter,
 )
-from kemu.coordinator.group.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
-from kemu.coordinator.group.consumer_protocol import subscribed_topics
+from kemu.coordinator.group.consumer.protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
+from kemu.coordinator.group.consumer.protocol import subscribed_topics
 from kemu.protocol.errors import ErrorCode
 
 
