@@ -107,11 +107,21 @@ def deterministic(rng: random.Random, loop: SimLoop) -> Iterator[None]:
             setattr(module, name, value)
 
 
-def quiet_logs() -> None:
+@contextlib.contextmanager
+def quiet_logs() -> Iterator[None]:
+    """No log output during a run (thousands of expected errors); restored after."""
+    saved_structlog = structlog.get_config()
+    client_logger = logging.getLogger("kemu")
+    saved_level = client_logger.level
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
-    logging.getLogger("kemu").setLevel(logging.CRITICAL)  # kemu.client's warnings
+    client_logger.setLevel(logging.CRITICAL)  # kemu.client's warnings
     # the coroutines of a killed process are never awaited: that is what a kill is
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+    try:
+        yield
+    finally:
+        structlog.configure(**saved_structlog)
+        client_logger.setLevel(saved_level)
 
 
 class Simulation:
@@ -133,7 +143,10 @@ class Simulation:
     # --- the run ----------------------------------------------------------------------------------
 
     def run(self) -> Result:
-        quiet_logs()
+        with quiet_logs():
+            return self._run()
+
+    def _run(self) -> Result:
         loop = SimLoop()
         directory = Path(tempfile.mkdtemp(prefix=f"kemu-sim-{self.seed}-", dir=self.root))
         previous_loop = None
