@@ -44,14 +44,35 @@ def _listener_count(overrides: list[str]) -> int:
     return 1
 
 
+# Ports for kemus started here come from below Linux's ephemeral range (32768-60999 by
+# default), so no client's outgoing connection can take a port a kemu is about to bind, or to
+# bind again when it restarts on the same ports after a kill; under pytest-xdist each worker
+# draws from its own slice, so parallel workers never pick the same block either.
+PORT_RANGE = (20000, 32700)
+
+
+def _port_slice() -> tuple[int, int]:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker) if worker.isdigit() else 0
+    span = (PORT_RANGE[1] - PORT_RANGE[0]) // max(workers, 1)
+    low = PORT_RANGE[0] + (index % max(workers, 1)) * span
+    return low, low + span
+
+
+_next_port: dict[tuple[int, int], int] = {}
+
+
 def free_port_block(count: int) -> int:
-    """A first port such that ``count`` consecutive ports are free on 127.0.0.1."""
+    """A first port such that ``count`` consecutive ports are free on 127.0.0.1, taken in turn
+    from this process's slice of PORT_RANGE (starting where the process id says, so two test
+    sessions side by side start apart), never the same block twice in a row."""
+    low, high = _port_slice()
     for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first: int = probe.getsockname()[1]
-        if first + count >= 65535:
-            continue
+        first = _next_port.get((low, high), low + os.getpid() % max(high - low - count, 1))
+        if first + count > high:
+            first = low
+        _next_port[(low, high)] = first + count
         sockets = []
         try:
             for port in range(first, first + count):
