@@ -55,26 +55,29 @@ test-java: $(STAMP) java
 # fixtures start a kemu or a Kafka; it prints its skips with reasons and the 25 slowest tests.
 PYTEST := $(BIN)/pytest -p no:cacheprovider
 TEST_WORKERS ?= 4
+# by file, in collection order (tests/conftest.py puts the long modules first; xdist would
+# otherwise reorder files by their number of tests)
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 check: $(STAMP)
 	$(MAKE) lint
 	$(PYTEST) -q -n 2 -m "unit and not slow" tests/unit
 
 test: $(STAMP) java
 	$(MAKE) lint
-	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile -rs --durations=25 tests
+	$(PYTEST) -q $(PARALLEL) -rs --durations=25 tests
 
 test-unit: $(STAMP)
 	$(PYTEST) -q -n 2 -m unit tests
 
 test-client: $(STAMP)
-	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile -rs -m client tests
+	$(PYTEST) -q $(PARALLEL) -rs -m client tests
 
 test-process: $(STAMP)
-	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile -rs -m process tests
+	$(PYTEST) -q $(PARALLEL) -rs -m process tests
 
 test-parity: $(STAMP) java
 	$(BIN)/python -c "from bench.java import ensure_jars; ensure_jars()"
-	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile -rs -m parity tests
+	$(PYTEST) -q $(PARALLEL) -rs -m parity tests
 
 # Kafka Streams 4.4.0 apps with group.protocol=streams (KIP-1071) against kemu; minutes, so not
 # part of `make test` (tests/integration/test_streams_java.py; figures in docs/conformance.md).
@@ -83,7 +86,7 @@ test-streams: $(STAMP) java
 		tests/integration/test_streams_assignor_kafka.py
 
 test-integration: $(STAMP)
-	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile tests/integration
+	$(PYTEST) -q $(PARALLEL) tests/integration
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(ARGS)

@@ -26,24 +26,34 @@ pytest_plugins = ["kemu.testing.inprocess"]
 
 TIERS = ("unit", "client", "process", "parity")
 
-# Modules that take minutes (measured with --durations; a Kafka JVM or a long scenario each), run
-# first: make test hands out whole files to its workers in collection order, and a long file
-# handed out last would leave the other workers idle while it runs.
+# Modules that take minutes, longest first (the sum of their tests' --durations=0 in a make test
+# run; a Kafka JVM, a long scenario or thousands of generated frames each), run first: make test
+# hands out whole files to its workers in collection order (--no-loadscope-reorder), and a long
+# file handed out last would leave the other workers idle while it runs.
 LONG_MODULES = (
-    "test_consumer_groups.py",
-    "test_connection_quotas_clients.py",
-    "test_txn_endings_java.py",
-    "test_acl_command_kafka.py",
-    "test_mutation_quota_java.py",
-    "test_eos_crash_short.py",
-    "test_share_close_java.py",
-    "test_soak_short.py",
-    "test_client_kafka.py",
+    "test_guard.py",
+    "test_fastwrite.py",
+    "test_kip1289_scenarios.py",
     "test_share_dlq.py",
+    "test_connection_quotas_clients.py",
+    "test_control_api.py",
     "test_kip1289_crash_points.py",
-    "test_java_security.py",
+    "test_mutation_quota_java.py",
+    "test_kip1289_two_rpc.py",
+    "test_startup_errors.py",
+    "test_java_clients.py",
+    "test_log_cleaner.py",
+    "test_restart_durability.py",
     "test_share_durability.py",
-    "test_control_java.py",
+    "test_acl_command_kafka.py",
+    "test_assignment_interval_kafka.py",
+    "test_share_close_java.py",
+    "test_control_share.py",
+    "test_client_kafka.py",
+    "test_txn_endings_java.py",
+    "test_consumer_groups.py",
+    "test_eos_crash_short.py",
+    "test_soak_short.py",
 )
 
 
