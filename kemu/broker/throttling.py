@@ -2,7 +2,7 @@
 
 Only once a client quota is stored (``kafka-configs --alter --add-config producer_byte_rate=..``);
 until then the connection skips all of this. The arithmetic is
-``kemu/cluster/quota_enforcement.py``; the connection (``kemu/broker/connection.py``) sets the
+``kemu/cluster/quota_enforcement.py``; the request pipeline (``kemu/broker/pipeline/``) sets the
 answer's ThrottleTimeMs from ``throttle`` and then reads no further request from that client
 until the throttle time has passed on the runtime's clock (Kafka mutes the channel; clients of
 KIP-219 versions also hold back by themselves).
