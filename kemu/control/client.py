@@ -1,83 +1,24 @@
 """A small blocking client of the control API (standard library only), used by ``kemu ctl`` and
 by the pytest plugin's ``KemuProcess.control``.
 
-Every verb is one entry of ``VERBS``: HTTP method, path (with ``{placeholders}`` filled from the
-positional arguments in order) and whether it takes a JSON body.
+Every verb is one row of the verb table (``kemu/control/table.py``): HTTP method, path (with
+``{placeholders}`` filled from the positional arguments in order) and whether it takes a JSON
+body. ``ControlClient`` has a method per verb: ``call`` under the row's Python name (positional
+arguments fill the path, keyword arguments are the body), or one below with a friendlier
+signature.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
+from kemu.control.table import VERBS, Verb
 
-@dataclass(frozen=True)
-class Verb:
-    method: str
-    path: str
-    summary: str
-    body: bool = False
-
-    @property
-    def params(self) -> list[str]:
-        return [part[1:-1] for part in self.path.split("/") if part.startswith("{")]
-
-
-VERBS: dict[str, Verb] = {
-    "health": Verb("GET", "/health", "process, brokers and clock"),
-    "openapi": Verb("GET", "/openapi.json", "the OpenAPI description"),
-    "metrics": Verb("GET", "/metrics", "Prometheus metrics (text)"),
-    "state": Verb("GET", "/state", "what the dashboard shows (/dashboard), as JSON"),
-    "brokers": Verb("GET", "/brokers", "the brokers, down or up"),
-    "broker-down": Verb("POST", "/brokers/{node}/down", "refuse connections on a broker"),
-    "broker-up": Verb("POST", "/brokers/{node}/up", "accept connections again"),
-    "broker-stop": Verb(
-        "POST", "/brokers/{node}/stop", "stop a broker: its leaderships and coordinators move"
-    ),
-    "broker-start": Verb(
-        "POST",
-        "/brokers/{node}/start",
-        "start a stopped broker as a follower (elect_preferred=true: its leaderships back)",
-        True,
-    ),
-    "move-leader": Verb(
-        "POST", "/partitions/{topic}/{partition}/leader", "move a partition's leader", True
-    ),
-    "faults": Verb("GET", "/faults", "list fault rules"),
-    "add-fault": Verb("POST", "/faults", "install a fault rule", True),
-    "clear-faults": Verb("DELETE", "/faults", "remove every fault rule"),
-    "delete-fault": Verb("DELETE", "/faults/{rule}", "remove one fault rule"),
-    "share-groups": Verb("GET", "/share-groups", "share groups and members"),
-    "share-state": Verb(
-        "GET", "/share-groups/{group}/{topic}/{partition}", "record states of a share partition"
-    ),
-    "expire-locks": Verb(
-        "POST",
-        "/share-groups/{group}/{topic}/{partition}/expire-locks",
-        "expire acquisition locks now (member_id=... for one member)",
-        True,
-    ),
-    "release": Verb(
-        "POST",
-        "/share-groups/{group}/{topic}/{partition}/release",
-        "make records AVAILABLE (first_offset=, last_offset=)",
-        True,
-    ),
-    "archive": Verb(
-        "POST",
-        "/share-groups/{group}/{topic}/{partition}/archive",
-        "make records ARCHIVED (first_offset=, last_offset=)",
-        True,
-    ),
-    "kick": Verb("DELETE", "/share-groups/{group}/members/{member}", "remove a share member"),
-    "transactions": Verb("GET", "/transactions", "open transactions and what they staged"),
-    "abort-txn": Verb("POST", "/transactions/{tid}/abort", "abort as on a timeout"),
-    "commit-txn": Verb("POST", "/transactions/{tid}/commit", "commit as an EndTxn would"),
-    "clock": Verb("GET", "/clock", "the clock"),
-    "advance": Verb("POST", "/clock/advance", "move a virtual clock (duration=15m or ms=N)", True),
-}
+__all__ = ["VERBS", "ControlClient", "ControlError", "Verb", "ctl_main", "parse_fields"]
 
 
 class ControlError(Exception):
@@ -152,42 +93,16 @@ class ControlClient:
 
     # --- the verbs as methods ------------------------------------------------------------------
 
-    def health(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("health")
-        return result
-
-    def brokers(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.call("brokers")
-        return result
-
-    def share_groups(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.call("share-groups")
-        return result
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        """Every verb of the table under its Python name, e.g. ``health()``, ``broker_down(2)``,
+        ``abort_transaction("tid")``: ``call`` with the verb's name."""
+        verb = _BY_METHOD.get(name)
+        if verb is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return functools.partial(self.call, verb.name)
 
     def add_fault(self, **rule: Any) -> dict[str, Any]:
         result: dict[str, Any] = self.call("add-fault", body=rule)
-        return result
-
-    def faults(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.call("faults")
-        return result
-
-    def clear_faults(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("clear-faults")
-        return result
-
-    def broker_down(self, node_id: int) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("broker-down", node_id)
-        return result
-
-    def broker_up(self, node_id: int) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("broker-up", node_id)
-        return result
-
-    def broker_stop(self, node_id: int) -> dict[str, Any]:
-        """Stop a virtual broker: its port refuses, its connections close, every partition it
-        led moves (or goes offline) and the coordinators it hosted load elsewhere."""
-        result: dict[str, Any] = self.call("broker-stop", node_id)
         return result
 
     def broker_start(self, node_id: int, *, elect_preferred: bool = False) -> dict[str, Any]:
@@ -200,10 +115,6 @@ class ControlClient:
 
     def move_leader(self, topic: str, partition: int, broker: int) -> dict[str, Any]:
         result: dict[str, Any] = self.call("move-leader", topic, partition, broker=broker)
-        return result
-
-    def share_state(self, group: str, topic: str, partition: int) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("share-state", group, topic, partition)
         return result
 
     def expire_locks(
@@ -229,36 +140,14 @@ class ControlClient:
         )
         return result
 
-    def kick(self, group: str, member_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("kick", group, member_id)
-        return result
-
-    def transactions(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.call("transactions")
-        return result
-
-    def abort_transaction(self, transactional_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("abort-txn", transactional_id)
-        return result
-
-    def commit_transaction(self, transactional_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("commit-txn", transactional_id)
-        return result
-
     def advance(self, duration: str | int) -> dict[str, Any]:
         """Move the virtual clock: ``"15m"``, ``"60s"`` or milliseconds."""
         body = {"ms": duration} if isinstance(duration, int) else {"duration": duration}
         result: dict[str, Any] = self.call("advance", body=body)
         return result
 
-    def metrics(self) -> str:
-        """The Prometheus text of ``/metrics``."""
-        result: str = self.call("metrics")
-        return result
 
-    def clock(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("clock")
-        return result
+_BY_METHOD = {verb.method_name: verb for verb in VERBS.values()}
 
 
 def parse_fields(pairs: list[str]) -> dict[str, Any]:

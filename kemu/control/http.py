@@ -7,6 +7,7 @@ The routes and their bodies are described in ``/openapi.json`` (``kemu/control/o
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Awaitable, Callable
@@ -15,13 +16,13 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from kemu.broker.share.states import RecordState
 from kemu.cluster.clock import VirtualClock
 from kemu.cluster.context import Runtime
 from kemu.control.dashboard import snapshot
 from kemu.control.metrics import CONTENT_TYPE, metrics_registry, render
 from kemu.control.openapi import openapi
 from kemu.control.page import PAGE
+from kemu.control.table import TABLE, Verb
 from kemu.control.verbs import Control, ControlError, bad_request
 
 log = structlog.get_logger("kemu.control")
@@ -83,8 +84,6 @@ def _control(request: web.Request) -> Control:
 def build_app(runtime: Runtime) -> web.Application:
     app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
     app[CONTROL] = Control(runtime)
-    m = _param
-
     registry = metrics_registry(runtime)
 
     async def metrics(request: web.Request) -> web.Response:
@@ -103,93 +102,6 @@ def build_app(runtime: Runtime) -> web.Application:
     async def get_openapi(request: web.Request) -> web.Response:
         return _json(openapi())
 
-    async def health(request: web.Request) -> web.Response:
-        return _json(_control(request).health())
-
-    async def brokers(request: web.Request) -> web.Response:
-        return _json(_control(request).brokers())
-
-    async def broker_stop(request: web.Request) -> web.Response:
-        return _json(_control(request).broker_stop(m(request, "node")))
-
-    async def broker_start(request: web.Request) -> web.Response:
-        body = await _object(request)
-        return _json(await _control(request).broker_start(m(request, "node"), body))
-
-    async def broker_down(request: web.Request) -> web.Response:
-        return _json(_control(request).broker_down(m(request, "node")))
-
-    async def broker_up(request: web.Request) -> web.Response:
-        return _json(_control(request).broker_up(m(request, "node")))
-
-    async def move_leader(request: web.Request) -> web.Response:
-        body = await _object(request)
-        return _json(
-            _control(request).move_leader(m(request, "topic"), m(request, "partition"), body)
-        )
-
-    async def faults(request: web.Request) -> web.Response:
-        return _json(_control(request).list_faults())
-
-    async def add_fault(request: web.Request) -> web.Response:
-        body = await _body(request)
-        control = _control(request)
-        if isinstance(body, list):
-            # all or nothing: every rule is checked before any is installed
-            added = control.add_faults(body)
-            return _json(added, 201)
-        return _json(control.add_fault(body), 201)
-
-    async def clear_faults(request: web.Request) -> web.Response:
-        return _json(_control(request).clear_faults())
-
-    async def delete_fault(request: web.Request) -> web.Response:
-        return _json(_control(request).delete_fault(m(request, "rule")))
-
-    async def share_groups(request: web.Request) -> web.Response:
-        return _json(_control(request).share_groups())
-
-    def share_args(request: web.Request) -> tuple[str, str, str]:
-        return m(request, "group"), m(request, "topic"), m(request, "partition")
-
-    async def share_dump(request: web.Request) -> web.Response:
-        return _json(await _control(request).share_dump(*share_args(request)))
-
-    async def expire_locks(request: web.Request) -> web.Response:
-        body = await _object(request)
-        return _json(await _control(request).expire_locks(*share_args(request), body))
-
-    async def release(request: web.Request) -> web.Response:
-        body = await _object(request)
-        return _json(
-            await _control(request).set_range(*share_args(request), body, RecordState.AVAILABLE)
-        )
-
-    async def archive(request: web.Request) -> web.Response:
-        body = await _object(request)
-        return _json(
-            await _control(request).set_range(*share_args(request), body, RecordState.ARCHIVED)
-        )
-
-    async def kick(request: web.Request) -> web.Response:
-        return _json(await _control(request).kick(m(request, "group"), m(request, "member")))
-
-    async def transactions(request: web.Request) -> web.Response:
-        return _json(_control(request).transactions())
-
-    async def abort(request: web.Request) -> web.Response:
-        return _json(_control(request).resolve_transaction(m(request, "tid"), commit=False))
-
-    async def commit(request: web.Request) -> web.Response:
-        return _json(_control(request).resolve_transaction(m(request, "tid"), commit=True))
-
-    async def clock(request: web.Request) -> web.Response:
-        return _json(_control(request).clock())
-
-    async def advance(request: web.Request) -> web.Response:
-        body = await _object(request)
-        return _json(_control(request).advance(body))
-
     app.add_routes(
         [
             web.get("/openapi.json", get_openapi),
@@ -197,35 +109,40 @@ def build_app(runtime: Runtime) -> web.Application:
             web.get("/", root),
             web.get("/dashboard", dashboard),
             web.get("/state", state),
-            web.get("/health", health),
-            web.get("/brokers", brokers),
-            web.post("/brokers/{node}/down", broker_down),
-            web.post("/brokers/{node}/up", broker_up),
-            web.post("/brokers/{node}/stop", broker_stop),
-            web.post("/brokers/{node}/start", broker_start),
-            web.post("/partitions/{topic}/{partition}/leader", move_leader),
-            web.get("/faults", faults),
-            web.post("/faults", add_fault),
-            web.delete("/faults", clear_faults),
-            web.delete("/faults/{rule}", delete_fault),
-            web.get("/share-groups", share_groups),
-            web.delete("/share-groups/{group}/members/{member}", kick),
-            web.get("/share-groups/{group}/{topic}/{partition}", share_dump),
-            web.post("/share-groups/{group}/{topic}/{partition}/expire-locks", expire_locks),
-            web.post("/share-groups/{group}/{topic}/{partition}/release", release),
-            web.post("/share-groups/{group}/{topic}/{partition}/archive", archive),
-            web.get("/transactions", transactions),
-            web.post("/transactions/{tid}/abort", abort),
-            web.post("/transactions/{tid}/commit", commit),
-            web.get("/clock", clock),
-            web.post("/clock/advance", advance),
+        ]
+    )
+    app.add_routes(
+        [
+            # web.get also answers HEAD
+            web.get(verb.path, _route(verb))
+            if verb.method == "GET"
+            else web.route(verb.method, verb.path, _route(verb))
+            for verb in TABLE
+            if verb.control
         ]
     )
     return app
 
 
-def _param(request: web.Request, name: str) -> str:
-    return request.match_info[name]
+def _route(verb: Verb) -> Handler:
+    """The route of a table row: its ``Control`` method called with the path's parameters, then
+    the JSON body when the verb takes one (a JSON object, or any JSON for a ``oneOf``)."""
+    assert verb.control is not None
+    method_name, params, status = verb.control, verb.params, 201 if verb.created else 200
+    schema = verb.body_schema()
+    read_body = None if schema is None else _object if schema.get("type") == "object" else _body
+
+    async def route(request: web.Request) -> web.Response:
+        args: list[Any] = [request.match_info[name] for name in params]
+        if read_body is not None:
+            args.append(await read_body(request))
+        answer = getattr(_control(request), method_name)(*args)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return _json(answer, status)
+
+    route.__name__ = method_name
+    return route
 
 
 class ControlServer:

@@ -209,6 +209,11 @@ class Control:
         except RuleError as error:
             raise bad_request(str(error)) from None
 
+    def install_faults(self, body: Any) -> dict[str, Any] | list[dict[str, Any]]:
+        """A rule, or a list of rules: all or nothing, every rule checked before any is
+        installed."""
+        return self.add_faults(body) if isinstance(body, list) else self.add_fault(body)
+
     def clear_faults(self) -> dict[str, Any]:
         removed = self.faults.clear()
         log.info("fault_rules_cleared", removed=removed)
@@ -277,6 +282,16 @@ class Control:
             records=moved,
         )
         return {"moved_records": moved, "state": target.name}
+
+    async def release(
+        self, group: Any, topic: Any, index: Any, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        return await self.set_range(group, topic, index, body, RecordState.AVAILABLE)
+
+    async def archive(
+        self, group: Any, topic: Any, index: Any, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        return await self.set_range(group, topic, index, body, RecordState.ARCHIVED)
 
     async def _run(self, actor: Any, partition: Partition, action: Any) -> Any:
         try:
@@ -385,6 +400,12 @@ class Control:
                         }
                     )
         return by_producer
+
+    def abort_transaction(self, transactional_id: Any) -> dict[str, Any]:
+        return self.resolve_transaction(transactional_id, commit=False)
+
+    def commit_transaction(self, transactional_id: Any) -> dict[str, Any]:
+        return self.resolve_transaction(transactional_id, commit=True)
 
     def resolve_transaction(self, transactional_id: Any, commit: bool) -> dict[str, Any]:
         from kemu.coordinator.transaction.service import transaction_coordinator

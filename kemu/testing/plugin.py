@@ -202,7 +202,8 @@ class KemuProcess:
     def stop_broker(self, node_id: int) -> dict[str, Any]:
         """Stop one virtual broker (needs the control port): its port refuses, its leaderships
         and coordinators move to the others (docs/control.md, "Stopping a broker")."""
-        return self.control.broker_stop(node_id)
+        stopped: dict[str, Any] = self.control.broker_stop(node_id)
+        return stopped
 
     def start_broker(self, node_id: int, *, elect_preferred: bool = False) -> dict[str, Any]:
         """Start it again as a follower; ``elect_preferred`` gives its leaderships back."""
