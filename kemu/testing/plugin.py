@@ -31,6 +31,10 @@ import pytest
 from kemu.control.client import ControlClient
 
 READY_PREFIX = "kemu ready bootstrap="
+# Bounds for failing, not measurements: a loaded machine running tests on several workers can
+# take many seconds to start a Python process.
+START_TIMEOUT_S = 60.0
+PORT_ATTEMPTS = 3
 LISTENER_PREFIX = "kemu listener "  # "kemu listener NAME bootstrap=host:port,..."
 TLS_PREFIX = "kemu tls "  # "kemu tls ca=PATH client_cert=PATH client_key=PATH"
 
@@ -88,6 +92,10 @@ def free_port_block(count: int) -> int:
     raise RuntimeError("no block of free ports found")
 
 
+class _ExitedBeforeReady(RuntimeError):
+    """kemu exited before its ready line (e.g. its port was taken)."""
+
+
 @dataclass
 class KemuProcess:
     brokers: int = 3
@@ -110,10 +118,23 @@ class KemuProcess:
     tls: dict[str, str] = field(default_factory=dict)
     timing: str = "fast"  # kemu serve --timing: "fast" (its default) or "kafka"
 
-    def start(self, timeout: float = 30.0) -> KemuProcess:
-        if not self.port:
+    def start(self, timeout: float = START_TIMEOUT_S) -> KemuProcess:
+        if self.port:
+            return self._start(timeout)
+        # A free block can be taken between the probe and kemu's bind (another test's kemu, a
+        # client's outgoing connection): a kemu that exits before it is ready gets a new block.
+        for attempt in range(PORT_ATTEMPTS):
             # A listener written with port 0 takes the block after the previous one's.
             self.port = free_port_block(self.brokers * _listener_count(self.overrides))
+            try:
+                return self._start(timeout)
+            except _ExitedBeforeReady:
+                if attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self.port = 0
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> KemuProcess:
         command = [
             sys.executable,
             "-m",
@@ -168,10 +189,20 @@ class KemuProcess:
         threading.Thread(target=watch, daemon=True).start()
         deadline = time.monotonic() + timeout
         while not ready.wait(0.05):
-            if self.process.poll() is not None or time.monotonic() > deadline:
+            exited = self.process.poll() is not None
+            if exited or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"kemu did not become ready: {''.join(lines)}")
+                why = "exited" if exited else f"not ready after {timeout:.0f} s"
+                error = _ExitedBeforeReady if exited else RuntimeError
+                raise error(
+                    f"kemu did not become ready ({why}): {''.join(lines)}{self._log_tail()}"
+                )
         return self
+
+    def _log_tail(self, lines: int = 5) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "".join(self.log_path.read_text(errors="replace").splitlines(True)[-lines:])
 
     def kill(self) -> None:
         """SIGKILL: no chance to flush or close anything."""
@@ -219,7 +250,7 @@ def kemu_factory(tmp_path: Path) -> Iterator[type[KemuProcess]]:
     started: list[KemuProcess] = []
 
     class Factory(KemuProcess):
-        def start(self, timeout: float = 30.0) -> KemuProcess:
+        def start(self, timeout: float = START_TIMEOUT_S) -> KemuProcess:
             if self.log_path is None:
                 self.log_path = tmp_path / f"kemu-{len(started)}.log"
             started.append(self)
