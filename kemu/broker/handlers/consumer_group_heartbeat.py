@@ -28,18 +28,16 @@ it).
 from __future__ import annotations
 
 import datetime
-import uuid
 from typing import Any
 
 from kemu.broker.authorization import group_read, refused, undescribable_subscription
 from kemu.broker.handlers import handler
+from kemu.broker.handlers._groups import assignment, heartbeat_error_fields, heartbeat_fields
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
-from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.consumer.group import ConsumerHeartbeat
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import group_coordinator
-from kemu.protocol.errors import ErrorCode
 
 API_KEY = 68
 
@@ -81,32 +79,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     except GroupError as error:
         return ctx.respond(
             throttle_time=datetime.timedelta(0),
-            error_code=error.code,
-            error_message=error.message,
-            member_id=None,
-            member_epoch=0,
-            heartbeat_interval=datetime.timedelta(0),
+            **heartbeat_error_fields(error, member_id=None),
             assignment=None,
         )
     return ctx.respond(
         throttle_time=datetime.timedelta(0),
-        error_code=ErrorCode.none,
-        error_message=None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        assignment=(_assignment(ctx, result.assignment) if result.assignment is not None else None),
-    )
-
-
-def _assignment(ctx: RequestContext, partitions: frozenset[TopicPartition]) -> Any:
-    by_topic: dict[uuid.UUID, list[int]] = {}
-    for topic_id, index in sorted(partitions):
-        by_topic.setdefault(topic_id, []).append(index)
-    return ctx.make(
-        "Assignment",
-        topic_partitions=tuple(
-            ctx.make("TopicPartitions", topic_id=topic_id, partitions=tuple(indexes))
-            for topic_id, indexes in by_topic.items()
-        ),
+        **heartbeat_fields(result),
+        assignment=(assignment(ctx, result.assignment) if result.assignment is not None else None),
     )

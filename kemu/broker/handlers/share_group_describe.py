@@ -16,15 +16,13 @@ from typing import Any
 
 from kemu.broker.authorization import (
     OMITTED,
-    AclOperation,
     ResourceType,
-    authorize,
     hide_undescribable_topics,
     operations_if,
 )
 from kemu.broker.handlers import handler
+from kemu.broker.handlers._groups import assignment, describe_groups
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share.group import ASSIGNOR_NAME, ShareGroup, ShareMember
 from kemu.protocol.errors import ErrorCode
@@ -35,24 +33,16 @@ API_KEY = 77
 
 @handler(API_KEY, 1, 1)
 def handle(ctx: RequestContext, request: ShareGroupDescribeRequestView) -> Any:
-    coordinator = group_coordinator(ctx.runtime)
+    share = group_coordinator(ctx.runtime).share
     operations = bool(request.include_authorized_operations)
-    refused = []
-    groups = []
-    for group_id in request.group_ids:
-        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            refused.append(_error(ctx, group_id, ErrorCode.group_authorization_failed, None))
-            continue
-        if not group_id:
-            groups.append(_error(ctx, group_id, ErrorCode.invalid_group_id, None))
-            continue
-        try:
-            group = coordinator.share.describe(group_id)
-        except GroupError as error:
-            groups.append(_error(ctx, group_id, error.code, error.message))
-            continue
-        groups.append(hide_undescribable_topics(ctx, _described(ctx, group, operations)))
-    return ctx.respond(groups=tuple(refused + groups))
+    groups = describe_groups(
+        ctx,
+        request.group_ids,
+        find=share.describe,
+        describe=lambda group: hide_undescribable_topics(ctx, _described(ctx, group, operations)),
+        error=lambda group_id, code, message: _error(ctx, group_id, code, message),
+    )
+    return ctx.respond(groups=tuple(groups))
 
 
 def _error(ctx: RequestContext, group_id: str, code: ErrorCode, message: str | None) -> Any:
@@ -86,22 +76,6 @@ def _described(ctx: RequestContext, group: ShareGroup, operations: bool) -> Any:
 
 
 def _member(ctx: RequestContext, member: ShareMember) -> Any:
-    topics_by_id = ctx.cluster.topics_by_id
-    by_topic: dict[Any, list[int]] = {}
-    for topic_id, index in sorted(member.assigned):
-        by_topic.setdefault(topic_id, []).append(index)
-    assignment = ctx.make(
-        "Assignment",
-        topic_partitions=tuple(
-            ctx.make(
-                "TopicPartitions",
-                topic_id=topic_id,
-                topic_name=topics_by_id[topic_id].name if topic_id in topics_by_id else "",
-                partitions=tuple(indexes),
-            )
-            for topic_id, indexes in by_topic.items()
-        ),
-    )
     return ctx.make(
         "Member",
         member_id=member.member_id,
@@ -110,5 +84,5 @@ def _member(ctx: RequestContext, member: ShareMember) -> Any:
         client_id=member.client_id,
         client_host=member.client_host,
         subscribed_topic_names=tuple(sorted(member.subscribed_topic_names)),
-        assignment=assignment,
+        assignment=assignment(ctx, member.assigned, names=True),
     )

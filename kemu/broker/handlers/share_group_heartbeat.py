@@ -18,18 +18,16 @@ served.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from kemu.broker.authorization import group_read, refused, undescribable_subscription
 from kemu.broker.handlers import handler
+from kemu.broker.handlers._groups import assignment, heartbeat_error_fields, heartbeat_fields
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
-from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share.group import ShareHeartbeat
-from kemu.protocol.errors import ErrorCode
 from kemu.protocol.views.share_group_heartbeat import ShareGroupHeartbeatRequestView
 
 API_KEY = 76
@@ -59,31 +57,10 @@ async def handle(ctx: RequestContext, request: ShareGroupHeartbeatRequestView) -
         result = await group_coordinator(ctx.runtime).share_heartbeat(heartbeat)
     except GroupError as error:
         return ctx.respond(
-            error_code=error.code,
-            error_message=error.message,
-            member_id=None,
-            member_epoch=0,
-            heartbeat_interval=datetime.timedelta(0),
+            **heartbeat_error_fields(error, member_id=None),
             assignment=None,
         )
     return ctx.respond(
-        error_code=ErrorCode.none,
-        error_message=None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        assignment=(_assignment(ctx, result.assignment) if result.assignment is not None else None),
-    )
-
-
-def _assignment(ctx: RequestContext, partitions: frozenset[TopicPartition]) -> Any:
-    by_topic: dict[Any, list[int]] = {}
-    for topic_id, index in sorted(partitions):
-        by_topic.setdefault(topic_id, []).append(index)
-    return ctx.make(
-        "Assignment",
-        topic_partitions=tuple(
-            ctx.make("TopicPartitions", topic_id=topic_id, partitions=tuple(indexes))
-            for topic_id, indexes in by_topic.items()
-        ),
+        **heartbeat_fields(result),
+        assignment=(assignment(ctx, result.assignment) if result.assignment is not None else None),
     )

@@ -32,13 +32,12 @@ from kemu.broker.authorization import (
     AclOperation,
     ResourceType,
     allowed_names,
-    authorize,
     enabled,
     operations_if,
 )
 from kemu.broker.handlers import handler
+from kemu.broker.handlers._groups import describe_groups, registered
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.streams.assignor import EMPTY, Task, Tasks, TaskTuple
 from kemu.coordinator.group.streams.model import NO_TASK_OFFSETS, MemberTaskOffsets, StreamsGroup
 from kemu.coordinator.group.streams.topology import TopicInfo
@@ -52,28 +51,17 @@ UNDESCRIBABLE = "The described group uses topics that the client is not authoriz
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: StreamsGroupDescribeRequestView) -> Any:
-    registry = group_coordinator(ctx.runtime).registry
     operations = bool(request.include_authorized_operations)
-    refused: list[Any] = []
-    groups = []
-    for group_id in request.group_ids:
-        found = registry.get(group_id)
-        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            refused.append(_error(ctx, group_id, ErrorCode.group_authorization_failed, None))
-        elif not group_id:
-            groups.append(_error(ctx, group_id, ErrorCode.invalid_group_id, None))
-        elif isinstance(found, StreamsGroup):
-            groups.append(_describe(ctx, found, operations))
-        else:
-            message = (
-                f"Group {group_id} not found."
-                if found is None
-                else f"Group {group_id} is not a streams group."
-            )
-            groups.append(_error(ctx, group_id, ErrorCode.group_id_not_found, message))
-    if enabled(ctx):
+    groups = describe_groups(
+        ctx,
+        request.group_ids,
+        find=registered(ctx, StreamsGroup, "streams"),
+        describe=lambda group: _describe(ctx, group, operations),
+        error=lambda group_id, code, message: _error(ctx, group_id, code, message),
+    )
+    if enabled(ctx):  # refused groups carry an error: left as they are
         groups = _hide_undescribable_topics(ctx, groups)
-    return ctx.respond(throttle_time=datetime.timedelta(0), groups=(*refused, *groups))
+    return ctx.respond(throttle_time=datetime.timedelta(0), groups=tuple(groups))
 
 
 def _hide_undescribable_topics(ctx: RequestContext, groups: list[Any]) -> list[Any]:

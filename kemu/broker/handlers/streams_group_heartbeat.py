@@ -67,6 +67,7 @@ from kemu.broker.authorization import (
     enabled,
 )
 from kemu.broker.handlers import handler
+from kemu.broker.handlers._groups import heartbeat_fields
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, topic_name_problem
 from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
@@ -139,11 +140,7 @@ def handle(ctx: RequestContext, request: StreamsGroupHeartbeatRequestView) -> An
     assignment = result.assignment
     return ctx.respond(
         throttle_time=datetime.timedelta(0),
-        error_code=ErrorCode.none,
-        error_message=None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
+        **heartbeat_fields(result),
         # Kafka 4.4.0 fills only v1's int64 field; v0's int32 one stays 0 on the wire.
         acceptable_recovery_lag=result.acceptable_recovery_lag if ctx.version >= 1 else 0,
         task_offset_interval=datetime.timedelta(milliseconds=result.task_offset_interval_ms),
