@@ -52,7 +52,7 @@ def can_compute_target(assignment_timestamp_ms: int, interval_ms: int, now_ms: i
 
 
 class ModernMember(Protocol):
-    """A consumer or streams group member, as these checks read it."""
+    """A consumer, share or streams group member, as these checks read it."""
 
     @property
     def member_id(self) -> str: ...
@@ -123,9 +123,10 @@ def check_static_heartbeat(holder: ModernMember | None, member_id: str, instance
 def check_member_epoch(
     kind: str, member: ModernMember, received: int, owns_no_more_than_assigned: bool
 ) -> None:
-    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid`` and its streams twin (``kind``:
-    "consumer" or "streams"): FENCED_MEMBER_EPOCH for an epoch ahead of the member's, or behind
-    it unless it is the previous one and the member owns no more than its assignment."""
+    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid`` and its share and streams twins
+    (``kind``: "consumer", "share" or "streams"): FENCED_MEMBER_EPOCH for an epoch ahead of the
+    member's, or behind it unless it is the previous one and the member owns no more than its
+    assignment."""
     if received > member.member_epoch:
         raise _fenced(kind, "greater", received, member.member_epoch)
     if received < member.member_epoch and (

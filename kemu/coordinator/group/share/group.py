@@ -40,9 +40,13 @@ from kemu.coordinator.group import assignor
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import (
+    STABLE,
     TopicLookup,
     TopicMeta,
     can_compute_target,
+    check_member_epoch,
+    late_member_ids,
+    member_deadlines,
     unknown_member,
 )
 from kemu.coordinator.group.registry import GroupRegistry
@@ -53,7 +57,6 @@ LEAVE_EPOCH = -1
 GROUP_TYPE = "share"
 PROTOCOL_TYPE = "share"
 ASSIGNOR_NAME = "simple"
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,21 @@ class ShareMember:
     subscribed_topic_names: frozenset[str] = frozenset()
     assigned: frozenset[TopicPartition] = frozenset()
     session_deadline_ms: int = 0
+
+    # What ``modern_group``'s checks read of a member (Kafka's ``ShareGroupMember extends
+    # ModernGroupMember``): a share member has no static membership and no revocation (it is
+    # given its target at once), so it is always stable.
+    @property
+    def state(self) -> str:
+        return STABLE
+
+    @property
+    def instance_id(self) -> str | None:
+        return None
+
+    @property
+    def revocation_deadline_ms(self) -> int | None:
+        return None
 
 
 @dataclass(eq=False)
@@ -186,7 +204,9 @@ class ShareGroupCoordinator:
             if not joining:
                 raise unknown_member(request.member_id, group.group_id)
             member = ShareMember(request.member_id)
-        _check_member_epoch(member, request.member_epoch)
+        # No revocation: a member never owns more than its assignment, so the previous epoch is
+        # always accepted (the answer that carried the new one may have been lost).
+        check_member_epoch("share", member, request.member_epoch, owns_no_more_than_assigned=True)
         epochs_before = (group.group_epoch, group.assignment_epoch)
         # Kafka's initializedAssignmentPending, on the group as it was before this heartbeat.
         pending = group.assignment_epoch >= group.group_epoch and _initialized_unassigned(group)
@@ -251,19 +271,16 @@ class ShareGroupCoordinator:
     # --- session expiry ------------------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:
-        deadlines = [
-            m.session_deadline_ms for g in self._share_groups() for m in g.members.values()
-        ]
-        return min(deadlines) if deadlines else None
+        return min(
+            (d for g in self._share_groups() for d in member_deadlines(g.members.values())),
+            default=None,
+        )
 
     def expire_sessions(self, now_ms: int) -> list[Effect]:
         effects: list[Effect] = []
         for group in self._share_groups():
-            for member in list(group.members.values()):
-                if member.session_deadline_ms <= now_ms:
-                    effects.append(
-                        self._remove_member(group, member.member_id, "the member session expired")
-                    )
+            for member_id in late_member_ids(group.members.values(), now_ms):
+                effects.append(self._remove_member(group, member_id, "the member session expired"))
         return effects
 
     def remove_member(self, group_id: str, member_id: str, reason: str) -> MemberRemoved:
@@ -377,20 +394,6 @@ def validate_heartbeat(request: ShareHeartbeat) -> None:
             )
     elif request.member_epoch < LEAVE_EPOCH:
         raise GroupError(ErrorCode.invalid_request, "MemberEpoch is invalid.")
-
-
-def _check_member_epoch(member: ShareMember, received: int) -> None:
-    # The previous epoch is accepted: the response that carried the new one may have been lost.
-    if received > member.member_epoch or (
-        received < member.member_epoch and received != member.previous_member_epoch
-    ):
-        relation = "greater" if received > member.member_epoch else "smaller"
-        raise GroupError(
-            ErrorCode.fenced_member_epoch,
-            f"The share group member has a {relation} member epoch ({received}) than the one "
-            "known by the group coordinator "
-            f"({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-        )
 
 
 def _subscribed_metadata(names: set[str], topics: TopicLookup) -> dict[str, TopicMeta]:
