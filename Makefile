@@ -121,7 +121,7 @@ eos-crash: $(STAMP)
 # The deterministic simulation (docs/reliability.md): kemu, its clients and its crashes on virtual
 # time in one process; every failure prints the seed that replays it. SEEDS is a seed or A-B.
 SEEDS ?= 1-10
-STEPS ?= 1000
+STEPS ?= 300
 sim: $(STAMP)
 	$(BIN)/python -m kemu.testing.sim --seed $(SEEDS) --steps $(STEPS) $(ARGS)
 

@@ -39,6 +39,7 @@ _ARRAY_ALIASES: dict[str, tuple[str, ...]] = {
     "results_by_topic_v3_and_below": ("v3_and_below_topics",),
     "results_by_partition": ("partitions",),
     "topic_results": ("topics",),
+    "coordinators": ("coordinator_keys",),  # FindCoordinator v4+: one per key, as Kafka
 }
 
 # response scalar -> request scalars it copies
@@ -52,7 +53,7 @@ _SCALAR_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 # a plain string item becomes an entity with the first of these fields it has
-_STRING_KEYS = ("group_id", "transactional_id", "name", "topic", "resource_name")
+_STRING_KEYS = ("group_id", "transactional_id", "name", "topic", "resource_name", "key")
 _INT_KEYS = ("partition_index", "index", "partition")
 _MINUS_ONE = frozenset(
     {

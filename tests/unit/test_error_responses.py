@@ -79,6 +79,15 @@ def test_plain_lists_become_entities() -> None:
     ]
 
 
+def test_find_coordinator_batched_answers_every_key() -> None:
+    """As Kafka's prepareErrorResponse: one coordinator per key (found by the simulation, seed
+    401: an empty list made kemu.client fail to unpack it)."""
+    request = _request(10, 4, key_type=0, coordinator_keys=("g1", "g2"))
+    body = _roundtrip(request, error_response_for(request, ErrorCode.coordinator_not_available))
+    assert [c.key for c in body.coordinators] == ["g1", "g2"]
+    assert {c.error_code for c in body.coordinators} == {ErrorCode.coordinator_not_available}
+
+
 def test_top_level_error() -> None:
     request = _request(22, 4, transactional_id="tx", transaction_timeout=60000)
     answer = _roundtrip(request, error_response_for(request, ErrorCode.concurrent_transactions))

@@ -62,3 +62,10 @@ def test_a_dead_process_runs_no_callback() -> None:
     assert ran == ["doomed", "survivor", "doomed", "survivor", "survivor", "survivor"]
     assert loop.time() - 1_767_225_600 == pytest.approx(4.5)
     loop.bury()
+
+
+def test_a_faulted_find_coordinator_answers_every_key() -> None:
+    """Seed 401 found it: an error rule on FindCoordinator v4+ answered no coordinator at all
+    (Kafka answers one per key, with the error), and kemu.client failed to unpack it."""
+    result = Simulation(401, 400).run()
+    assert result.ok, (result.violations, result.trace[-30:])
