@@ -90,7 +90,7 @@ class Pipeline:
             connection.session,
         )
         quotas = self.quotas
-        if quotas.active:
+        if quotas.store.quotas:
             request = quotas.cap(context, request)
         faults = self.faults
         if faults.refused.by_partition or spec.api_key in faults.rules:

@@ -43,6 +43,7 @@ class HandlerStage:
     def __init__(self, connection: Connection, quotas: QuotaStage) -> None:
         self.connection = connection
         self.quotas = quotas
+        self.quota_store = quotas.store
         self.stats = connection.stats
 
     def dispatch(
@@ -50,7 +51,7 @@ class HandlerStage:
     ) -> Slot:
         """The answer now when the handler finishes without awaiting, else its running task
         (``size``: the request's frame, as client quotas count it)."""
-        metered = self.quotas.active
+        metered = bool(self.quota_store.quotas)
         started = perf_counter_ns()
         # Encoding sits inside the try: an answer that cannot be encoded must still become an
         # error answer, or the requests queued behind it would wait forever.
@@ -58,8 +59,15 @@ class HandlerStage:
             outcome = spec.function(context, request.body)
             if asyncio.iscoroutine(outcome):
                 return self._spawn(outcome, metered, context, request, size, started)
-            handler_ns = perf_counter_ns() - started if metered else None
-            return self._answer(context, request, outcome, size, started, handler_ns)
+            if metered:
+                handler_ns = perf_counter_ns() - started
+                return self._answer(context, request, outcome, size, started, handler_ns)
+            frame = encode(request, outcome)  # ``_answer`` inline: the path without quotas
+            header = request.header
+            self.stats.answered(
+                header.api_key, header.api_version, outcome, perf_counter_ns() - started
+            )
+            return frame
         except Exception:
             return self._failed(request)
 

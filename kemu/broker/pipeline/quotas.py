@@ -33,13 +33,15 @@ class QuotaStage:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self.runtime = connection.runtime
-        self._quotas = client_quotas(connection.runtime)
+        # The stored quotas: ``store.quotas`` is empty (falsy) while none is; the hot path reads
+        # it directly rather than through a property.
+        self.store = client_quotas(connection.runtime)
         self._muted_until = 0  # clock ms: a throttled client's next request is read then
         self._unmute_timer: TimerHandle | None = None
 
     @property
     def active(self) -> bool:
-        return bool(self._quotas.quotas)
+        return bool(self.store.quotas)
 
     def cap(self, context: RequestContext, request: DecodedRequest) -> DecodedRequest:
         return cap_fetch_bytes(client_throttles(self.runtime), context, request)
