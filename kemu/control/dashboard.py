@@ -170,7 +170,7 @@ def _share_partition(
 def _spans(core: SharePartitionCore, transactions: list[dict[str, Any]]) -> list[list[Any]]:
     by_producer = {t["producer_id"]: t["transactional_id"] for t in transactions}
     spans = []
-    for span in core._spans.spans:
+    for span in core.window._spans.spans:
         described = admin.describe_span(span)
         staging = None
         if "staged_producer_id" in described:

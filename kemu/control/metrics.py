@@ -138,7 +138,7 @@ class KemuCollector(Collector):
             for state in RecordState:
                 if not state.is_terminal:
                     totals.setdefault((key.group_id, name, state.name), 0)
-            for span in core._spans.spans:
+            for span in core.window._spans.spans:
                 label = (key.group_id, name, span.state.name)
                 totals[label] = totals.get(label, 0) + span.size
         for labels, count in sorted(totals.items()):

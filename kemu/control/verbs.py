@@ -389,7 +389,7 @@ class Control:
             if core is None:
                 continue
             topic = cluster.topics_by_id.get(key.topic_id)
-            for span in core._spans.spans:
+            for span in core.window._spans.spans:
                 if span.state is RecordState.TX_PENDING:
                     by_producer.setdefault(span.staged_pid, []).append(
                         {

@@ -27,11 +27,11 @@ def bounce(core: SharePartitionCore, log: FakeLog, member: str, now: int) -> lis
 
 
 def test_the_threshold_is_half_the_delivery_limit_and_at_least_two() -> None:
-    assert new_core(limit=5)._throttle_from == 3
-    assert new_core(limit=6)._throttle_from == 3
-    assert new_core(limit=10)._throttle_from == 5
-    assert new_core(limit=2)._throttle_from == 2
-    assert new_core(limit=3)._throttle_from == 2
+    assert new_core(limit=5).acquisition._throttle_from == 3
+    assert new_core(limit=6).acquisition._throttle_from == 3
+    assert new_core(limit=10).acquisition._throttle_from == 5
+    assert new_core(limit=2).acquisition._throttle_from == 2
+    assert new_core(limit=3).acquisition._throttle_from == 2
 
 
 def test_below_the_threshold_the_whole_batch_is_redelivered() -> None:

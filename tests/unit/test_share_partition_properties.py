@@ -46,8 +46,8 @@ class SharePartitionMachine(RuleBasedStateMachine):
     def _watched(self, core: SharePartitionCore) -> SharePartitionCore:
         """Fail the moment the start offset would pass a record that is not terminal."""
         watched = _TerminalOnlyDrops()
-        watched.spans = core._spans.spans
-        core._spans = watched
+        watched.spans = core.window._spans.spans
+        core.window._spans = watched
         return core
 
     def _apply(self, effects: Effects) -> None:

@@ -19,10 +19,9 @@ import heapq
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kemu.broker.share.acquisition import Acquisition
 from kemu.broker.share.spans import Span
 from kemu.broker.share.states import AckType, RecordState
-from kemu.broker.share.window import Effects, disown
+from kemu.broker.share.window import Effects, RecordWindow, disown
 from kemu.protocol.errors import ErrorCode
 
 
@@ -46,8 +45,11 @@ class AckResult:
 _ALL_ACKS = frozenset(int(t) for t in AckType)
 
 
-class Acknowledgement(Acquisition):
+class Acknowledgement:
     """Settling acquired records: acknowledgements, lock expiry, member release."""
+
+    def __init__(self, window: RecordWindow) -> None:
+        self.window = window
 
     def acknowledge(
         self,
@@ -62,41 +64,44 @@ class Acknowledgement(Acquisition):
         ``defer_release``: the RELEASE runs are checked but not applied; they come back in
         ``deferred`` for ``release_deferred`` once the caller's fetch has acquired.
         """
-        self._begin()
-        problem = self._check_acks(member, batches, _ALL_ACKS)
+        self.window._begin()
+        problem = self.check_acks(member, batches, _ALL_ACKS)
         if problem is not None:
-            return AckResult(problem[0], problem[1], self._finish())
+            return AckResult(problem[0], problem[1], self.window._finish())
         deferred: list[AckBatch] = []
         for batch in batches:
             for low, high, ack in ack_runs(batch):
-                low = max(low, self.start)
+                low = max(low, self.window.start)
                 if low > high:
                     continue
                 if defer_release and ack == AckType.RELEASE:
                     deferred.append(AckBatch(low, high, (ack,)))
                 else:
                     self._apply_ack(low, high, AckType(ack), now_ms)
-        return AckResult(ErrorCode.none, None, self._finish(), tuple(deferred))
+        return AckResult(ErrorCode.none, None, self.window._finish(), tuple(deferred))
 
     def release_deferred(self, member: str, batches: Sequence[AckBatch]) -> Effects:
         """Apply the RELEASE runs ``acknowledge(defer_release=True)`` held back, to the records
         ``member`` still holds (a lock that expired in between released them already)."""
-        self._begin()
-        spans = self._spans
+        self.window._begin()
+        spans = self.window._spans
         for batch in batches:
-            low, high = max(batch.first_offset, self.start), min(batch.last_offset, self.end - 1)
+            low, high = (
+                max(batch.first_offset, self.window.start),
+                min(batch.last_offset, self.window.end - 1),
+            )
             if low > high:
                 continue
             start, stop = spans.isolate(low, high)
             for span in spans.spans[start:stop]:
                 if span.state is RecordState.ACQUIRED and span.member == member:
-                    self._move(span, self._release_target(span), AckType.RELEASE.name)
+                    self.window._move(span, self._release_target(span), AckType.RELEASE.name)
                     disown(span)
-                    self._mark(span.first, span.last)
+                    self.window._mark(span.first, span.last)
             spans.coalesce(start, stop)
-        return self._finish()
+        return self.window._finish()
 
-    def _check_acks(
+    def check_acks(
         self,
         member: str,
         batches: Sequence[AckBatch],
@@ -120,9 +125,9 @@ class Acknowledgement(Acquisition):
                 )
             if not allowed.issuperset(batch.types):
                 return ErrorCode.invalid_request, f"Invalid acknowledge type: {list(batch.types)}"
-        spans = self._spans.spans
+        spans = self.window._spans.spans
         for batch in batches:
-            if batch.last_offset < self.start:
+            if batch.last_offset < self.window.start:
                 # Complete records (acknowledged, archived, or delivered to another member after
                 # this one's lock expired) are no longer held by anyone; Kafka no longer caches
                 # them and refuses the batch.
@@ -130,14 +135,14 @@ class Acknowledgement(Acquisition):
                     ErrorCode.invalid_record_state,
                     "Batch record not found. The request batch offsets are not found in the cache.",
                 )
-            if batch.last_offset >= self.end:
+            if batch.last_offset >= self.window.end:
                 if not spans:
                     return ErrorCode.invalid_record_state, "Batch record not found"
                 return (
                     ErrorCode.invalid_request,
                     "The last offset in request is past acquired records",
                 )
-            index = self._spans.index_of(max(batch.first_offset, self.start))
+            index = self.window._spans.index_of(max(batch.first_offset, self.window.start))
             while index < len(spans) and spans[index].first <= batch.last_offset:
                 span = spans[index]
                 if settled is not None and settled(span):
@@ -156,34 +161,38 @@ class Acknowledgement(Acquisition):
 
     def _apply_ack(self, low: int, high: int, ack: AckType, now_ms: int) -> None:
         if ack is AckType.RENEW:
-            deadline = now_ms + self.config.record_lock_duration_ms
+            deadline = now_ms + self.window.config.record_lock_duration_ms
             # a renewal changes nothing durable
-            self._update(
+            self.window._update(
                 low, high, RecordState.ACQUIRED, lambda span: _renew(span, deadline), durable=False
             )
-            heapq.heappush(self._locks, (deadline, low, high))
+            heapq.heappush(self.window._locks, (deadline, low, high))
             return
         if ack is AckType.ACCEPT:
             target: RecordState | None = RecordState.ACKNOWLEDGED
         elif ack is AckType.REJECT:
-            target = RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
+            target = (
+                RecordState.ARCHIVING if self.window.config.dlq_enabled else RecordState.ARCHIVED
+            )
         elif ack is AckType.GAP:
             target = RecordState.ARCHIVED
         else:
             target = None  # RELEASE: decided per span (delivery limit)
 
         def settle(span: Span) -> None:
-            self._move(span, target if target is not None else self._release_target(span), ack.name)
+            self.window._move(
+                span, target if target is not None else self._release_target(span), ack.name
+            )
             disown(span)
 
-        self._update(low, high, RecordState.ACQUIRED, settle)
+        self.window._update(low, high, RecordState.ACQUIRED, settle)
 
     def _release_target(self, span: Span) -> RecordState:
-        if span.last < self._log_start:
+        if span.last < self.window._log_start:
             return RecordState.ARCHIVED
-        if span.delivery_count >= self.config.delivery_count_limit:
-            self.delivery_limit_archives += span.size  # always followed by the move
-            return RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
+        if span.delivery_count >= self.window.config.delivery_count_limit:
+            self.window.delivery_limit_archives += span.size  # always followed by the move
+            return RecordState.ARCHIVING if self.window.config.dlq_enabled else RecordState.ARCHIVED
         return RecordState.AVAILABLE
 
     # --- dead-letter queue (KIP-1191) -------------------------------------------------------
@@ -191,21 +200,21 @@ class Acknowledgement(Acquisition):
     def complete_dead_letters(self, ranges: Sequence[tuple[int, int]]) -> Effects:
         """The dead-letter writes of ``ranges`` are done (or given up, as Kafka does): their
         ARCHIVING records become ARCHIVED and the start offset may move past them."""
-        self._begin()
+        self.window._begin()
         for first, last in ranges:
-            low, high = max(first, self.start), min(last, self.end - 1)
+            low, high = max(first, self.window.start), min(last, self.window.end - 1)
             if low <= high:
-                self._update(low, high, RecordState.ARCHIVING, self._dead_lettered)
-        return self._finish()
+                self.window._update(low, high, RecordState.ARCHIVING, self._dead_lettered)
+        return self.window._finish()
 
     def _dead_lettered(self, span: Span) -> None:
-        self._move(span, RecordState.ARCHIVED, "dead-lettered")
+        self.window._move(span, RecordState.ARCHIVED, "dead-lettered")
 
     def archiving(self) -> list[tuple[int, int, int]]:
         """(first, last, delivery count) of the ARCHIVING spans: dead letters not yet done."""
         return [
             (s.first, s.last, s.delivery_count)
-            for s in self._spans.spans
+            for s in self.window._spans.spans
             if s.state is RecordState.ARCHIVING
         ]
 
@@ -213,11 +222,11 @@ class Acknowledgement(Acquisition):
 
     def expire_locks(self, now_ms: int) -> Effects:
         """Release every record whose acquisition lock has passed its deadline."""
-        self._begin()
-        spans = self._spans
-        while self._locks and self._locks[0][0] <= now_ms:
-            _, low, high = heapq.heappop(self._locks)
-            low, high = max(low, self.start), min(high, self.end - 1)
+        self.window._begin()
+        spans = self.window._spans
+        while self.window._locks and self.window._locks[0][0] <= now_ms:
+            _, low, high = heapq.heappop(self.window._locks)
+            low, high = max(low, self.window.start), min(high, self.window.end - 1)
             if low > high:
                 continue
             start = index = spans.index_of(low)
@@ -225,29 +234,29 @@ class Acknowledgement(Acquisition):
                 span = spans.spans[index]
                 # a span's records share one deadline, so the whole span expires together
                 if span.state is RecordState.ACQUIRED and span.deadline <= now_ms:
-                    self.lock_expiries += span.size
-                    self._move(span, self._release_target(span), "lock expiry")
+                    self.window.lock_expiries += span.size
+                    self.window._move(span, self._release_target(span), "lock expiry")
                     disown(span)
-                    self._mark(span.first, span.last)
+                    self.window._mark(span.first, span.last)
                 index += 1
             spans.coalesce(start, index)
-        return self._finish()
+        return self.window._finish()
 
     def release_member(self, member: str, now_ms: int) -> Effects:
         """Release everything ``member`` holds (session closed, member left the group)."""
         del now_ms  # kept for symmetry; releases are immediate
-        self._begin()
-        spans = self._spans.spans
+        self.window._begin()
+        spans = self.window._spans.spans
         touched = False
         for span in spans:
             if span.state is RecordState.ACQUIRED and span.member == member:
-                self._move(span, self._release_target(span), "member release")
+                self.window._move(span, self._release_target(span), "member release")
                 disown(span)
-                self._mark(span.first, span.last)
+                self.window._mark(span.first, span.last)
                 touched = True
         if touched:
-            self._spans.coalesce(0, len(spans))
-        return self._finish()
+            self.window._spans.coalesce(0, len(spans))
+        return self.window._finish()
 
 
 def _renew(span: Span, deadline: int) -> None:

@@ -59,8 +59,11 @@ class AcquireResult:
     effects: Effects
 
 
-class Acquisition(RecordWindow):
+class Acquisition:
     """Acquiring records for members, on top of the window's bookkeeping."""
+
+    def __init__(self, window: RecordWindow) -> None:
+        self.window = window
 
     def acquire(
         self,
@@ -82,34 +85,34 @@ class Acquisition(RecordWindow):
         only); a transactional batch is aborted when its producer's range covers it.
         Returns the acquired ranges, the whole batches to send and the effects.
         """
-        self._begin()
+        self.window._begin()
         pieces: list[list[int]] = []  # [first, last, delivery count], contiguous runs
         records: list[bytes] = []
         bounds: list[int] = []  # base offsets of the batches sent
         remaining = max_records
         sent_bytes = 0
-        deadline = now_ms + self.config.record_lock_duration_ms
-        fetch_offset = self.next_fetch_offset()
+        deadline = now_ms + self.window.config.record_lock_duration_ms
+        fetch_offset = self.window.next_fetch_offset()
         expected = fetch_offset
         limit_exact = mode is AcquireMode.RECORD_LIMIT
         for header, data in batches if max_records > 0 else ():
             if remaining <= 0:
                 break
             base, last = header.base_offset, header.last_offset
-            if last < fetch_offset or last < self.start:
+            if last < fetch_offset or last < self.window.start:
                 continue
-            if base > expected and expected < self.end:
-                self._archive_missing(expected, min(base, self.end) - 1)
+            if base > expected and expected < self.window.end:
+                self.window._archive_missing(expected, min(base, self.window.end) - 1)
             expected = last + 1
             top = last
-            if last >= self.end:
-                if self.end - self.start < self.config.max_in_flight_records:
+            if last >= self.window.end:
+                if self.window.end - self.window.start < self.window.config.max_in_flight_records:
                     self._extend(base, last)
-                elif base >= self.end:
+                elif base >= self.window.end:
                     break  # at the in-flight limit: nothing new enters the window
                 else:
-                    top = self.end - 1
-            low = max(base, fetch_offset, self.start)
+                    top = self.window.end - 1
+            low = max(base, fetch_offset, self.window.start)
             if low > top:
                 continue
             if read_committed and (
@@ -139,22 +142,22 @@ class Acquisition(RecordWindow):
                 if throttled:
                     break
         for first, last, _ in pieces:
-            heapq.heappush(self._locks, (deadline, first, last))
+            heapq.heappush(self.window._locks, (deadline, first, last))
         acquired = _split_by_batch_size(pieces, bounds, batch_size, limit_exact)
         count = sum(last - first + 1 for first, last, _ in pieces)
-        return AcquireResult(tuple(acquired), tuple(records), count, self._finish())
+        return AcquireResult(tuple(acquired), tuple(records), count, self.window._finish())
 
     def _extend(self, base: int, last: int) -> None:
         """Bring a new log batch into the window as AVAILABLE records."""
-        if base > self.end:  # offsets absent from the log: nothing to deliver
-            gap = Span(self.end, base - 1, RecordState.ARCHIVED)
-            self._spans.append(gap)
-            self._terminal += gap.size
-            self._mark(gap.first, gap.last)
-        first = max(base, self.end)
-        self._spans.append(Span(first, last, RecordState.AVAILABLE))
-        self._available_hint = min(self._available_hint, first)
-        self.end = last + 1
+        if base > self.window.end:  # offsets absent from the log: nothing to deliver
+            gap = Span(self.window.end, base - 1, RecordState.ARCHIVED)
+            self.window._spans.append(gap)
+            self.window._terminal += gap.size
+            self.window._mark(gap.first, gap.last)
+        first = max(base, self.window.end)
+        self.window._spans.append(Span(first, last, RecordState.AVAILABLE))
+        self.window._available_hint = min(self.window._available_hint, first)
+        self.window.end = last + 1
 
     def _acquire_range(
         self,
@@ -167,7 +170,7 @@ class Acquisition(RecordWindow):
     ) -> int:
         if not self._any_available(low, high):
             return 0
-        spans = self._spans
+        spans = self.window._spans
         start, stop = spans.isolate(low, high)
         taken = 0
         index = start
@@ -180,7 +183,7 @@ class Acquisition(RecordWindow):
                     if span.size > limit - taken:
                         spans.split_at(span.first + limit - taken)
                         stop += 1
-                self._move(span, RecordState.ACQUIRED, "acquire")
+                self.window._move(span, RecordState.ACQUIRED, "acquire")
                 span.delivery_count += 1
                 span.member = member
                 span.deadline = deadline
@@ -193,7 +196,7 @@ class Acquisition(RecordWindow):
                     pieces[-1][1] = span.last
                 else:
                     pieces.append([span.first, span.last, span.delivery_count])
-                self._mark(span.first, span.last)
+                self.window._mark(span.first, span.last)
             index += 1
         spans.coalesce(start, stop)
         return taken
@@ -201,12 +204,12 @@ class Acquisition(RecordWindow):
     @property
     def _throttle_from(self) -> int:
         """The delivery count from which Kafka throttles delivery: half the limit, at least 2."""
-        return max(2, -(-self.config.delivery_count_limit // 2))
+        return max(2, -(-self.window.config.delivery_count_limit // 2))
 
     def _most_delivered(self, low: int, high: int) -> int:
         """The highest delivery count of the AVAILABLE records in [low, high] (0: none)."""
-        spans = self._spans.spans
-        index = self._spans.first_index_at_or_after(low)
+        spans = self.window._spans.spans
+        index = self.window._spans.first_index_at_or_after(low)
         most = 0
         while index < len(spans) and spans[index].first <= high:
             span = spans[index]
@@ -220,10 +223,10 @@ class Acquisition(RecordWindow):
         from a throttled batch of ``batch_records`` records: all up to the first record at the
         throttle threshold, then up to the batch's count halved once per delivery past the
         threshold (at least that record); a record on its last attempt goes alone."""
-        spans = self._spans.spans
-        index = self._spans.first_index_at_or_after(low)
-        last_attempt = self.config.delivery_count_limit - 1
-        isolate_last = self.config.delivery_count_limit > 2
+        spans = self.window._spans.spans
+        index = self.window._spans.first_index_at_or_after(low)
+        last_attempt = self.window.config.delivery_count_limit - 1
+        isolate_last = self.window.config.delivery_count_limit > 2
         taken = 0
         cap: int | None = None
         while index < len(spans) and spans[index].first <= high:
@@ -246,8 +249,8 @@ class Acquisition(RecordWindow):
         return taken
 
     def _any_available(self, low: int, high: int) -> bool:
-        spans = self._spans.spans
-        index = self._spans.first_index_at_or_after(low)
+        spans = self.window._spans.spans
+        index = self.window._spans.first_index_at_or_after(low)
         while index < len(spans) and spans[index].first <= high:
             if spans[index].state is RecordState.AVAILABLE:
                 return True
@@ -256,12 +259,12 @@ class Acquisition(RecordWindow):
 
     def _archive_undeliverable(self, low: int, high: int) -> None:
         """read_committed: control and aborted records are acquired and archived at once."""
-        self._update(low, high, RecordState.AVAILABLE, self._acquire_and_archive)
+        self.window._update(low, high, RecordState.AVAILABLE, self._acquire_and_archive)
 
     def _acquire_and_archive(self, span: Span) -> None:
-        self._move(span, RecordState.ACQUIRED, "acquire")
+        self.window._move(span, RecordState.ACQUIRED, "acquire")
         span.delivery_count += 1
-        self._move(span, RecordState.ARCHIVED, "read_committed skip")
+        self.window._move(span, RecordState.ARCHIVED, "read_committed skip")
 
 
 def _aborted(header: BatchHeader, ranges: Sequence[tuple[int, int, int]]) -> bool:

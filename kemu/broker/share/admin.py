@@ -68,7 +68,7 @@ def dump(core: SharePartitionCore) -> dict[str, Any]:
         "delivery_complete_count": core.delivery_complete_count,
         "state_epoch": core.state_epoch,
         "leader_epoch": core.leader_epoch,
-        "spans": [describe_span(span) for span in core._spans.spans],
+        "spans": [describe_span(span) for span in core.window._spans.spans],
     }
 
 
@@ -76,10 +76,10 @@ def expire_locks(core: SharePartitionCore, member: str | None, now_ms: int) -> t
     """Expire the acquisition locks of ``member`` (None: every member) now; returns how many
     records were ACQUIRED under them."""
     count = 0
-    for span in core._spans.spans:
+    for span in core.window._spans.spans:
         if span.state is RecordState.ACQUIRED and (member is None or span.member == member):
             span.deadline = now_ms
-            heapq.heappush(core._locks, (now_ms, span.first, span.last))
+            heapq.heappush(core.window._locks, (now_ms, span.first, span.last))
             count += span.size
     return count, core.expire_locks(now_ms)
 
@@ -102,8 +102,8 @@ def set_range(
         raise AdminError(
             f"[{first}, {last}] is not inside the in-flight window [{core.start}, {core.end - 1}]"
         )
-    core._begin()
-    spans = core._spans
+    core.window._begin()
+    spans = core.window._spans
     start, stop = spans.isolate(first, last)
     moved = 0
     for span in spans.spans[start:stop]:
@@ -113,15 +113,15 @@ def set_range(
         if state is target:
             continue
         if target is RecordState.ARCHIVED and state is RecordState.AVAILABLE:
-            core._move(span, RecordState.ACQUIRED, "admin archive")
-        core._move(
+            core.window._move(span, RecordState.ACQUIRED, "admin archive")
+        core.window._move(
             span, target, "admin " + ("release" if target is RecordState.AVAILABLE else "archive")
         )
         disown(span)
-        core._mark(span.first, span.last)
+        core.window._mark(span.first, span.last)
         moved += span.size
     spans.coalesce(start, stop)
-    return moved, core._finish()
+    return moved, core.window._finish()
 
 
 async def run(

@@ -27,14 +27,18 @@ from collections.abc import Sequence
 from kemu.broker.share.acknowledgement import AckBatch, Acknowledgement, AckResult, ack_runs
 from kemu.broker.share.spans import NO_DEADLINE, NOT_STAGED, Span
 from kemu.broker.share.states import AckType, RecordState
-from kemu.broker.share.window import Effects, SpanChange, disown
+from kemu.broker.share.window import Effects, RecordWindow, SpanChange, disown
 from kemu.protocol.errors import ErrorCode
 
 _TXN_ACKS = frozenset({AckType.GAP, AckType.ACCEPT, AckType.REJECT})
 
 
-class TransactionalStaging(Acknowledgement):
+class TransactionalStaging:
     """Staging acknowledgements in producer transactions and applying their markers."""
+
+    def __init__(self, window: RecordWindow, acks: Acknowledgement) -> None:
+        self.window = window
+        self.acks = acks  # the acknowledgement checks staging shares
 
     def stage(
         self,
@@ -51,25 +55,25 @@ class TransactionalStaging(Acknowledgement):
         transaction's unit (spec Q8): archived by a commit, AVAILABLE again after an abort.
         """
         del now_ms
-        self._begin()
+        self.window._begin()
         already = self._staged_before(member, producer_id, producer_epoch, batches)
-        problem = self._check_acks(member, batches, _TXN_ACKS, lambda span: id(span) in already)
+        problem = self.acks.check_acks(member, batches, _TXN_ACKS, lambda span: id(span) in already)
         if problem is not None:
             code, message = problem
             if code is ErrorCode.invalid_request and message.startswith("Invalid acknowledge"):
                 message = "Only ACCEPT or REJECT permitted in transaction"
-            return AckResult(code, message, self._finish())
+            return AckResult(code, message, self.window._finish())
         for batch in batches:
             for low, high, ack in ack_runs(batch):
-                low = max(low, self.start)
+                low = max(low, self.window.start)
                 if low <= high:
-                    self._update(
+                    self.window._update(
                         low,
                         high,
                         RecordState.ACQUIRED,
                         _stager(self, producer_id, producer_epoch, ack),
                     )
-        return AckResult(ErrorCode.none, None, self._finish())
+        return AckResult(ErrorCode.none, None, self.window._finish())
 
     def _staged_before(
         self, member: str, producer_id: int, producer_epoch: int, batches: Sequence[AckBatch]
@@ -78,15 +82,15 @@ class TransactionalStaging(Acknowledgement):
         same producer id/epoch and member with the same type."""
         done: set[int] = set()
         differs: set[int] = set()  # a span two runs of different types cover
-        spans = self._spans.spans
+        spans = self.window._spans.spans
         for batch in batches:
             if batch.first_offset < 0 or batch.first_offset > batch.last_offset:
-                continue  # _check_acks refuses it
+                continue  # check_acks refuses it
             for low, high, ack in ack_runs(batch):
-                low, high = max(low, self.start), min(high, self.end - 1)
+                low, high = max(low, self.window.start), min(high, self.window.end - 1)
                 if low > high:
                     continue
-                index = self._spans.index_of(low)
+                index = self.window._spans.index_of(low)
                 while index < len(spans) and spans[index].first <= high:
                     span = spans[index]
                     if (
@@ -103,7 +107,7 @@ class TransactionalStaging(Acknowledgement):
         return done - differs
 
     def _stage_span(self, span: Span, producer_id: int, producer_epoch: int, ack: int) -> None:
-        self._move(span, RecordState.TX_PENDING, "stage")
+        self.window._move(span, RecordState.TX_PENDING, "stage")
         span.deadline = NO_DEADLINE  # the transaction, not the lock, governs the hold
         span.staged_pid = producer_id
         span.staged_epoch = producer_epoch
@@ -116,15 +120,15 @@ class TransactionalStaging(Acknowledgement):
             return RecordState.ACKNOWLEDGED
         if ack == AckType.GAP:
             return RecordState.ARCHIVED  # no record: nothing for a dead-letter queue
-        return RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
+        return RecordState.ARCHIVING if self.window.config.dlq_enabled else RecordState.ARCHIVED
 
     def _abort_target(self, span: Span) -> RecordState:
         """Q6: the acquisition being staged counted as a delivery; at the limit it was the last."""
         if (
-            self.config.abort_respects_delivery_limit
-            and span.delivery_count >= self.config.delivery_count_limit
+            self.window.config.abort_respects_delivery_limit
+            and span.delivery_count >= self.window.config.delivery_count_limit
         ):
-            return RecordState.ARCHIVING if self.config.dlq_enabled else RecordState.ARCHIVED
+            return RecordState.ARCHIVING if self.window.config.dlq_enabled else RecordState.ARCHIVED
         return RecordState.AVAILABLE
 
     def apply_marker(
@@ -132,9 +136,9 @@ class TransactionalStaging(Acknowledgement):
     ) -> Effects:
         """A transaction ended: apply (commit) or drop (abort) what it staged here."""
         del now_ms
-        self._begin()
-        if self._tx_pending:
-            spans = self._spans.spans
+        self.window._begin()
+        if self.window._tx_pending:
+            spans = self.window._spans.spans
             touched = False
             for span in spans:
                 if (
@@ -143,14 +147,14 @@ class TransactionalStaging(Acknowledgement):
                     and span.staged_epoch == producer_epoch
                 ):
                     event = "commit" if commit else "abort"
-                    self._move(span, self._marker_target(span, commit), event)
+                    self.window._move(span, self._marker_target(span, commit), event)
                     span.clear_stage()
                     disown(span)
-                    self._mark(span.first, span.last)
+                    self.window._mark(span.first, span.last)
                     touched = True
             if touched:
-                self._spans.coalesce(0, len(spans))
-        return self._finish()
+                self.window._spans.coalesce(0, len(spans))
+        return self.window._finish()
 
     def _marker_target(self, span: Span, commit: bool) -> RecordState:
         """The outcome fixed when the span was staged (records persisted by a version that did
@@ -160,7 +164,7 @@ class TransactionalStaging(Acknowledgement):
                 return RecordState(span.staged_commit)
             return self._commit_target(span.staged_ack)
         # the delivery count is kept: the acquisition that led here counted already
-        if span.last < self._log_start:
+        if span.last < self.window._log_start:
             return RecordState.ARCHIVED
         if span.staged_abort != NOT_STAGED:
             return RecordState(span.staged_abort)
