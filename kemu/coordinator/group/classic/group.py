@@ -19,6 +19,8 @@ instance id, for an admin) and rebalances the rest.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kemu.coordinator.group.classic.join import ClassicJoin
 from kemu.coordinator.group.classic.messages import (
     COMPLETING_REBALANCE,
@@ -52,6 +54,8 @@ from kemu.coordinator.group.classic.model import (
     JoinTimer,
     validate_offset_commit,
 )
+from kemu.coordinator.group.classic.rebalance import ClassicRebalance, random_member_id
+from kemu.coordinator.group.registry import GroupRegistry
 from kemu.protocol.errors import ErrorCode
 
 __all__ = [
@@ -87,8 +91,33 @@ __all__ = [
 ]
 
 
-class ClassicGroupCoordinator(ClassicJoin):
-    """Every classic group of one coordinator: the requests of the classic protocol, the timers."""
+class ClassicGroupCoordinator:
+    """Every classic group of one coordinator: the requests of the classic protocol, the timers.
+
+    Composed, not inherited: ``rebalance`` (the groups, their phases and timers) is the one
+    stateful object; ``joins`` (JoinGroup) and the requests here act on it."""
+
+    def __init__(
+        self,
+        registry: GroupRegistry,
+        settings: SettingsProvider,
+        new_member_id: Callable[[str], str] = random_member_id,
+    ) -> None:
+        self.rebalance = ClassicRebalance(registry, settings, new_member_id)
+        self.joins = ClassicJoin(self.rebalance)
+        self.join = self.joins.join
+        self.group = self.rebalance.group
+        self.groups = self.rebalance.groups
+        self.next_deadline_ms = self.rebalance.next_deadline_ms
+        self.tick = self.rebalance.tick
+
+    @property
+    def registry(self) -> GroupRegistry:
+        return self.rebalance.registry
+
+    @property
+    def settings(self) -> SettingsProvider:
+        return self.rebalance.settings
 
     # --- SyncGroup -----------------------------------------------------------------------------
 
@@ -98,7 +127,7 @@ class ClassicGroupCoordinator(ClassicJoin):
 
         if not request.group_id:
             return answer(ErrorCode.invalid_group_id)
-        group = self.group(request.group_id)
+        group = self.rebalance.group(request.group_id)
         if group is None or group.is_empty():
             return answer(ErrorCode.unknown_member_id)
         if group.state == DEAD:
@@ -137,7 +166,7 @@ class ClassicGroupCoordinator(ClassicJoin):
         """The leader's assignment for ``generation_id`` was written (``error`` none: the group
         becomes Stable and the parked SyncGroups get it) or not (they get ``error``, the
         assignment is dropped and the group rebalances), unless the group moved on meanwhile."""
-        group = self.group(group_id)
+        group = self.rebalance.group(group_id)
         if (
             group is None
             or group.state != COMPLETING_REBALANCE
@@ -146,11 +175,11 @@ class ClassicGroupCoordinator(ClassicJoin):
             return []
         if error == ErrorCode.none:
             group.transition(STABLE, now_ms)
-            return self._propagate_assignment(group, ErrorCode.none, now_ms)
+            return self.rebalance._propagate_assignment(group, ErrorCode.none, now_ms)
         for member in group.members.values():
             member.assignment = b""
-        effects = self._propagate_assignment(group, error, now_ms)
-        return effects + self._prepare_rebalance_or_complete_join(group, now_ms)
+        effects = self.rebalance._propagate_assignment(group, error, now_ms)
+        return effects + self.rebalance._prepare_rebalance_or_complete_join(group, now_ms)
 
     @staticmethod
     def _synced(group: ClassicGroup, member_id: str) -> None:
@@ -170,7 +199,7 @@ class ClassicGroupCoordinator(ClassicJoin):
     ) -> ErrorCode:
         if not group_id:
             return ErrorCode.invalid_group_id
-        group = self.group(group_id)
+        group = self.rebalance.group(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
         if group.state == DEAD:
@@ -200,7 +229,7 @@ class ClassicGroupCoordinator(ClassicJoin):
     def leave(self, group_id: str, leaving: list[LeavingMember], now_ms: int) -> LeaveResult:
         if not group_id:
             return LeaveResult(ErrorCode.invalid_group_id)
-        group = self.group(group_id)
+        group = self.rebalance.group(group_id)
         if group is None:
             return LeaveResult(ErrorCode.unknown_member_id)
         if group.state == DEAD:
@@ -213,7 +242,7 @@ class ClassicGroupCoordinator(ClassicJoin):
                 # An admin removing a static member by its instance id.
                 static_id = group.static_members.get(entry.group_instance_id or "")
                 if entry.group_instance_id is not None and static_id is not None:
-                    effects += self._remove_member(group, static_id)
+                    effects += self.rebalance._remove_member(group, static_id)
                     answers.append((entry, ErrorCode.none))
                     removed_any = True
                 else:
@@ -227,24 +256,24 @@ class ClassicGroupCoordinator(ClassicJoin):
                 if error is not None:
                     answers.append((entry, error))
                     continue
-                effects += self._remove_member(group, entry.member_id)
+                effects += self.rebalance._remove_member(group, entry.member_id)
                 answers.append((entry, ErrorCode.none))
                 removed_any = True
         if removed_any:
             if group.state in (STABLE, COMPLETING_REBALANCE):
-                effects += self._prepare_rebalance_or_complete_join(group, now_ms)
+                effects += self.rebalance._prepare_rebalance_or_complete_join(group, now_ms)
             elif group.state == PREPARING_REBALANCE:
-                effects += self._maybe_complete_join_phase(group, now_ms)
+                effects += self.rebalance._maybe_complete_join_phase(group, now_ms)
         return LeaveResult(ErrorCode.none, tuple(answers), tuple(effects))
 
     # --- offsets and admin ---------------------------------------------------------------------
 
     def simple_group(self, group_id: str, now_ms: int) -> ClassicGroup:
         """The group an assign()-only consumer commits for (generation -1): created empty."""
-        group = self.group(group_id)
+        group = self.rebalance.group(group_id)
         if group is None:
             group = ClassicGroup(group_id, state_timestamp_ms=now_ms)
-            self.registry.put(group)
+            self.rebalance.registry.put(group)
         return group
 
 

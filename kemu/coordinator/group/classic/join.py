@@ -34,8 +34,11 @@ from kemu.coordinator.group.classic.rebalance import ClassicRebalance
 from kemu.protocol.errors import ErrorCode
 
 
-class ClassicJoin(ClassicRebalance):
-    """JoinGroup on top of the rebalance state machine."""
+class ClassicJoin:
+    """JoinGroup, on the rebalance state machine it is given (which holds the groups)."""
+
+    def __init__(self, rebalance: ClassicRebalance) -> None:
+        self.rebalance = rebalance
 
     def join(self, request: JoinRequest, waiter: Waiter, now_ms: int) -> list[Effect]:
         effects: list[Effect] = []
@@ -46,14 +49,14 @@ class ClassicJoin(ClassicRebalance):
 
         if not request.group_id:
             return answer(join_error(ErrorCode.invalid_group_id, request.member_id))
-        settings = self.settings(request.group_id)
+        settings = self.rebalance.settings(request.group_id)
         if not (
             settings.min_session_timeout_ms
             <= request.session_timeout_ms
             <= settings.max_session_timeout_ms
         ):
             return answer(join_error(ErrorCode.invalid_session_timeout, request.member_id))
-        found = self.registry.get(request.group_id)
+        found = self.rebalance.registry.get(request.group_id)
         if found is not None and not isinstance(found, ClassicGroup):
             if found.group_type != "consumer" or not found.is_empty():
                 return answer(join_error(ErrorCode.inconsistent_group_protocol))
@@ -64,7 +67,7 @@ class ClassicJoin(ClassicRebalance):
             if not unknown:
                 return answer(join_error(ErrorCode.unknown_member_id, request.member_id))
             group = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
-            self.registry.put(group)
+            self.rebalance.registry.put(group)
             effects.append(PersistGroup(group.group_id))
         if not self._accepts(group, request.member_id, settings):
             group.remove(request.member_id)
@@ -94,7 +97,9 @@ class ClassicJoin(ClassicRebalance):
         if not group.supports_protocols(request.protocol_type, names):
             return [JoinCompleted(waiter, join_error(ErrorCode.inconsistent_group_protocol))]
         instance_id = request.group_instance_id
-        new_id = self.new_member_id(instance_id if instance_id is not None else request.client_id)
+        new_id = self.rebalance.new_member_id(
+            instance_id if instance_id is not None else request.client_id
+        )
         if instance_id is not None:
             existing = group.static_members.get(instance_id)
             if existing is not None:
@@ -131,13 +136,17 @@ class ClassicJoin(ClassicRebalance):
         if group.state == COMPLETING_REBALANCE:
             if same_protocols:
                 # The member missed its JoinGroup answer: send the current generation again.
-                return [JoinCompleted(waiter, self._generation_answer(group, member_id))]
+                return [JoinCompleted(waiter, self.rebalance._generation_answer(group, member_id))]
             return self._update_member(group, member, request, waiter, now_ms)
         if group.state == STABLE:
             if group.is_leader(member_id) or not same_protocols:
                 # A leader's rejoin is how it asks for a new assignment (e.g. topics changed).
                 return self._update_member(group, member, request, waiter, now_ms)
-            return [JoinCompleted(waiter, self._generation_answer(group, member_id, members=False))]
+            return [
+                JoinCompleted(
+                    waiter, self.rebalance._generation_answer(group, member_id, members=False)
+                )
+            ]
         return [JoinCompleted(waiter, join_error(ErrorCode.unknown_member_id, member_id))]
 
     def _add_member(
@@ -159,7 +168,7 @@ class ClassicJoin(ClassicRebalance):
         if group.state == PREPARING_REBALANCE and group.previous_state == EMPTY:
             group.new_member_added = True  # lengthens the initial delay
         group.add(member)
-        return self._prepare_rebalance_or_complete_join(group, now_ms)
+        return self.rebalance._prepare_rebalance_or_complete_join(group, now_ms)
 
     def _update_member(
         self,
@@ -182,7 +191,7 @@ class ClassicJoin(ClassicRebalance):
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
         member.session_timeout_ms = request.session_timeout_ms
         member.join_waiter = waiter
-        return effects + self._prepare_rebalance_or_complete_join(group, now_ms)
+        return effects + self.rebalance._prepare_rebalance_or_complete_join(group, now_ms)
 
     def _replace_static_member(
         self,
@@ -233,14 +242,14 @@ class ClassicJoin(ClassicRebalance):
                 member.join_waiter = None
                 leader = group.is_leader(new_id)
                 answer = (
-                    self._generation_answer(group, new_id, skip=leader)
+                    self.rebalance._generation_answer(group, new_id, skip=leader)
                     if request.supports_skip_assignment
-                    else self._generation_answer(group, new_id, members=False)
+                    else self.rebalance._generation_answer(group, new_id, members=False)
                 )
                 effects += [PersistGroup(group.group_id), JoinCompleted(waiter, answer)]
                 return effects
-            return effects + self._prepare_rebalance_or_complete_join(group, now_ms)
+            return effects + self.rebalance._prepare_rebalance_or_complete_join(group, now_ms)
         if group.state == COMPLETING_REBALANCE:
             # The leader may already have assigned to the old id: assign again.
-            return effects + self._prepare_rebalance(group, now_ms)
-        return effects + self._maybe_complete_join_phase(group, now_ms)
+            return effects + self.rebalance._prepare_rebalance(group, now_ms)
+        return effects + self.rebalance._maybe_complete_join_phase(group, now_ms)

@@ -44,7 +44,7 @@ from kemu.coordinator.group.registry import GroupRegistry
 from kemu.protocol.errors import ErrorCode
 
 
-def _new_member_id(prefix: str) -> str:
+def random_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
@@ -55,7 +55,7 @@ class ClassicRebalance:
         self,
         registry: GroupRegistry,
         settings: SettingsProvider,
-        new_member_id: Callable[[str], str] = _new_member_id,
+        new_member_id: Callable[[str], str] = random_member_id,
     ) -> None:
         self.registry = registry
         self.settings = settings
