@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from kemu.cluster import seeded
 from kemu.config.definitions import (
     BrokerConfig,
     InvalidConfig,
@@ -159,6 +160,13 @@ def _parser() -> argparse.ArgumentParser:
         "--override win",
     )
     serve.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed every random choice (topic and member ids, fetch sessions, fault fractions) "
+        "so a run can be replayed; without it one is drawn and logged at start-up",
+    )
+    serve.add_argument(
         "--strict-config",
         action="store_true",
         help="refuse to start when --config or --override names a config kemu does not know",
@@ -237,6 +245,7 @@ async def _serve(options: ServerOptions, args: argparse.Namespace) -> None:
 
     open_files = raise_open_file_limit()
     structlog.get_logger("kemu").debug("open_file_limit", soft=open_files)
+    seeded.reseed(args.seed)  # logged with "started"
     try:
         server = KemuServer(options)
     except OSError as error:

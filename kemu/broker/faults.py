@@ -29,6 +29,7 @@ from typing import Any
 
 import structlog
 
+from kemu.cluster import seeded
 from kemu.cluster.context import Runtime
 from kemu.cluster.services import Service
 from kemu.protocol import wire
@@ -82,7 +83,7 @@ class FaultTable:
     down: set[int] = field(default_factory=set)
     injected: dict[str, int] = field(default_factory=dict)  # kind -> faults injected so far
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
-    random: random.Random = field(default_factory=random.Random)
+    random: random.Random = field(default_factory=seeded.derived_random)
     # per api key, the rules by the client id they name (None: any client), rebuilt when the
     # rules change, so that rules for other clients cost a request nothing
     _by_client: dict[int, dict[str | None, list[FaultRule]]] = field(default_factory=dict)

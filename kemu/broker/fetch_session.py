@@ -15,6 +15,7 @@ import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from kemu.cluster import seeded
 from kemu.protocol.errors import ErrorCode
 
 INITIAL_EPOCH = 0
@@ -56,7 +57,7 @@ class FetchSessionCache:
     def __init__(self, slots: int = DEFAULT_SLOTS, seed: int | None = None) -> None:
         self.slots = slots
         self.sessions: dict[tuple[int, int], FetchSession] = {}
-        self._random = random.Random(seed)
+        self._random = seeded.derived_random() if seed is None else random.Random(seed)
         self._sequence = itertools.count(1)
 
     def _new_id(self) -> int:

@@ -6,7 +6,6 @@ import asyncio
 import importlib
 import os
 import ssl
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from kemu.broker.endpoints import LISTENER_NODES
 from kemu.broker.failover import NODE_LISTENERS, install_failover
 from kemu.broker.handlers import handler_module_names, register_placeholders
 from kemu.broker.ports import free_port_block
+from kemu.cluster import seeded
 from kemu.cluster.context import Runtime
 from kemu.cluster.crash_points import crash_point
 from kemu.cluster.listeners import (
@@ -198,6 +198,7 @@ class KemuServer:
             bootstrap=self.bootstrap_servers,
             cluster_id=self.cluster.cluster_id,
             data_dir=str(self.options.data_dir) if self.options.data_dir else None,
+            seed=seeded.current_seed(),  # kemu serve --seed N replays this run's random choices
         )
 
     async def _bind(
@@ -316,7 +317,7 @@ class KemuServer:
 def _cluster_id() -> str:
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return base64.urlsafe_b64encode(seeded.new_uuid().bytes).decode().rstrip("=")
 
 
 def raise_open_file_limit() -> int:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kemu.cluster import seeded
 from kemu.cluster.partition import Partition
 from kemu.config.definitions import BrokerConfig, TopicConfig
 from kemu.protocol.errors import ErrorCode
@@ -190,7 +191,7 @@ class Cluster:
         placement = assignments or self._place(num_partitions, replication_factor)
         topic = Topic(
             name=name,
-            topic_id=topic_id or uuid.uuid4(),
+            topic_id=topic_id or seeded.new_uuid(),
             partitions=[],
             config=TopicConfig(self.config, configs),
             replication_factor=replication_factor,

@@ -33,6 +33,7 @@ from typing import Any
 from kemu.broker.authorization import CLUSTER_NAME, AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.broker.throttling import controller_mutation_quota
+from kemu.cluster import seeded
 from kemu.cluster.config_resources import topic_config_entries, topic_config_problem
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import (
@@ -135,7 +136,7 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool, quota: Mutatio
         partitions, replication = _counts(cluster, topic)
     if not quota.record(partitions, ctx.now_ms()):
         raise CreateError(ErrorCode.throttling_quota_exceeded, THROTTLED_MESSAGE)
-    topic_id = uuid.uuid4()
+    topic_id = seeded.new_uuid()
     if not validate_only:
         try:
             created = cluster.create_topic(

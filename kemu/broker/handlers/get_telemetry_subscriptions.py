@@ -24,6 +24,7 @@ import zlib
 from typing import Any
 
 from kemu.broker.handlers import handler
+from kemu.cluster import seeded
 from kemu.cluster.client_metrics import client_metrics_store
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
@@ -61,7 +62,7 @@ def subscription_for(
 def handle(ctx: RequestContext, request: GetTelemetrySubscriptionsRequestView) -> Any:
     instance_id = request.client_instance_id
     if instance_id is None or instance_id == ZERO_UUID:
-        instance_id = uuid.uuid4()
+        instance_id = seeded.new_uuid()
     subscription_id, metrics, interval = subscription_for(ctx, instance_id)
     return ctx.respond(
         error_code=ErrorCode.none,

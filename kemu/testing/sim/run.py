@@ -28,13 +28,11 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import structlog
 
-import kemu.broker.fetch_session as fetch_session
-from kemu.cluster import crash_points
+from kemu.cluster import crash_points, seeded
 from kemu.testing.sim.chaos import Chaos, FaultRates
 from kemu.testing.sim.loop import START_S, SimLoop
 from kemu.testing.sim.network import SimNetwork
@@ -83,9 +81,6 @@ def deterministic(rng: random.Random, loop: SimLoop) -> Iterator[None]:
     def uuid4() -> uuid.UUID:
         return uuid.UUID(int=rng.getrandbits(128), version=4)
 
-    def seeded_random(seed: Any = None) -> random.Random:
-        return random.Random(rng.getrandbits(64) if seed is None else seed)
-
     def time_ns() -> int:
         return round(loop.time() * 1_000_000) * 1000
 
@@ -94,17 +89,19 @@ def deterministic(rng: random.Random, loop: SimLoop) -> Iterator[None]:
         (time, "time_ns", time_ns),
         (time, "monotonic", loop.time),
         (time, "monotonic_ns", time_ns),  # a long poll's own wait (RequestContext.wait_ms)
-        (uuid, "uuid4", uuid4),
-        (fetch_session, "random", SimpleNamespace(Random=seeded_random)),  # session ids
+        (uuid, "uuid4", uuid4),  # kemu.client's member ids
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
     for module, name, value in patches:
         setattr(module, name, value)
+    saved_seed = seeded.current_seed()
+    seeded.reseed(rng.getrandbits(64))  # the brokers' ids, session ids and fault fractions
     try:
         yield
     finally:
         for module, name, value in saved:
             setattr(module, name, value)
+        seeded.reseed(saved_seed)
 
 
 @contextlib.contextmanager

@@ -21,9 +21,9 @@ enter the machine are in ``classic/join.py`` (JoinGroup) and ``classic/group.py`
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 
+from kemu.cluster import seeded
 from kemu.coordinator.group.classic.messages import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -45,7 +45,7 @@ from kemu.protocol.errors import ErrorCode
 
 
 def random_member_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4()}"
+    return f"{prefix}-{seeded.new_uuid()}"
 
 
 class ClassicRebalance:

@@ -42,10 +42,10 @@ unknown (e.g. written by nothing) gets UNKNOWN_MEMBER_ID and rejoins with epoch 
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from kemu.cluster import seeded
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.classic.group import ClassicGroup
 from kemu.coordinator.group.consumer import assignor as consumer_assignor
@@ -205,7 +205,7 @@ class ConsumerGroupCoordinator:
         registry: GroupRegistry,
         settings: SettingsProvider,
         topic_names: TopicNames,
-        new_member_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+        new_member_id: Callable[[], str] = lambda: str(seeded.new_uuid()),
     ) -> None:
         self.registry = registry
         self.settings = settings
