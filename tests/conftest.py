@@ -33,6 +33,7 @@ TIERS = ("unit", "client", "process", "parity")
 LONG_MODULES = (
     "test_guard.py",
     "test_fastwrite.py",
+    "test_fastwrite_hot.py",
     "test_kip1289_scenarios.py",
     "test_share_dlq.py",
     "test_connection_quotas_clients.py",
