@@ -792,7 +792,10 @@ async def pipeline(
     [again] = [
         r for r in committed if (r.partition, r.offset) == (aborted.partition, aborted.offset)
     ]
-    assert again.delivery_count == 2  # the aborted input came back, then committed
+    # the aborted input came back, then committed: delivered at least twice. Where a consumer
+    # is closed mid-run, its fetch ahead (as Java's) may have taken the record once more before
+    # the close released it; the machine's load decides, so 3 is as right as 2.
+    assert again.delivery_count >= 2
     assert sorted(await committed_values(kemu, f"{name}-out")) == sorted(inputs.values())
     assert await wait_for_lag(kemu, name, name, 0) == 0
 
