@@ -54,7 +54,7 @@ test-java: $(STAMP) java
 # clients and timers rather than compute, so more workers than cores pays), by file, since module
 # fixtures start a kemu or a Kafka; it prints its skips with reasons and the 25 slowest tests.
 PYTEST := $(BIN)/pytest -p no:cacheprovider
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 8
 # by file, in collection order (tests/conftest.py puts the long modules first; xdist would
 # otherwise reorder files by their number of tests)
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
