@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass
 
 from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.record_keys import decode_group_key, encode_group_key
 from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader, encode_tags
 from kemu.protocol.records import uvarint
 
@@ -110,10 +111,6 @@ PER_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
 # --- encoding ---------------------------------------------------------------------------------
 
 
-def _key_string(text: str) -> bytes:
-    data = text.encode()
-    return _INT16.pack(len(data)) + data
-
 
 def _compact_string(text: str | None) -> bytes:
     if text is None:
@@ -135,10 +132,7 @@ def _partitions(partitions: Partitions) -> bytes:
 
 
 def encode_key(key: ConsumerRecordKey) -> bytes:
-    body = _INT16.pack(key.record_type) + _key_string(key.group)
-    if key.record_type in PER_MEMBER:
-        body += _key_string(key.member or "")
-    return body
+    return encode_group_key(key.record_type, key.group, key.member, PER_MEMBER)
 
 
 def encode_value(value: ConsumerRecordValue) -> bytes:
@@ -214,17 +208,7 @@ read_partitions = _read_partitions
 
 
 def decode_key(data: bytes) -> ConsumerRecordKey:
-    reader = RecordReader(data)
-    (record_type,) = _INT16.unpack(reader.take(2))
-    if record_type not in RECORD_TYPES:
-        raise ConsumerRecordError(f"record type {record_type} is not a consumer group record")
-    try:
-        group = reader.key_string()
-        member = reader.key_string() if record_type in PER_MEMBER else None
-    except UnicodeDecodeError as error:
-        raise ConsumerRecordError(str(error)) from None
-    reader.done()
-    return ConsumerRecordKey(record_type, group, member)
+    return ConsumerRecordKey(*decode_group_key(data, RECORD_TYPES, PER_MEMBER, "consumer"))
 
 
 def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordValue | None:

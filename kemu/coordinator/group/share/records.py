@@ -43,6 +43,7 @@ from kemu.coordinator.group.consumer.records import (
     target_metadata_tags,
     write_partitions,
 )
+from kemu.coordinator.group.record_keys import decode_group_key, encode_group_key
 from kemu.coordinator.group.share.group import ShareGroup, ShareMember
 from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader
 from kemu.protocol.records import uvarint
@@ -135,10 +136,6 @@ ShareRecordValue = (
 # --- encoding ---------------------------------------------------------------------------------
 
 
-def _key_string(text: str) -> bytes:
-    data = text.encode()
-    return _INT16.pack(len(data)) + data
-
 
 def _compact_string(text: str | None) -> bytes:
     if text is None:
@@ -164,10 +161,7 @@ def _topics_info(topics: tuple[TopicPartitionsInfo, ...]) -> bytes:
 
 
 def encode_key(key: ShareRecordKey) -> bytes:
-    body = _INT16.pack(key.record_type) + _key_string(key.group)
-    if key.record_type in PER_MEMBER:
-        body += _key_string(key.member or "")
-    return body
+    return encode_group_key(key.record_type, key.group, key.member, PER_MEMBER)
 
 
 def encode_value(value: ShareRecordValue) -> bytes:
@@ -209,17 +203,7 @@ def encode_value(value: ShareRecordValue) -> bytes:
 
 
 def decode_key(data: bytes) -> ShareRecordKey:
-    reader = RecordReader(data)
-    record_type = reader.int16()
-    if record_type not in RECORD_TYPES:
-        raise RecordDecodeError(f"record type {record_type} is not a share group record")
-    try:
-        group = reader.key_string()
-        member = reader.key_string() if record_type in PER_MEMBER else None
-    except UnicodeDecodeError as error:
-        raise RecordDecodeError(str(error)) from None
-    reader.done()
-    return ShareRecordKey(record_type, group, member)
+    return ShareRecordKey(*decode_group_key(data, RECORD_TYPES, PER_MEMBER, "share"))
 
 
 def _read_topics_info(reader: RecordReader) -> tuple[TopicPartitionsInfo, ...]:

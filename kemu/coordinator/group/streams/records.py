@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from kemu.coordinator.group.consumer.records import read_target_metadata, target_metadata_tags
+from kemu.coordinator.group.record_keys import decode_group_key, encode_group_key
 from kemu.coordinator.group.streams.assignor import EMPTY, Tasks, TaskTuple
 from kemu.coordinator.group.streams.model import (
     STABLE,
@@ -144,10 +145,6 @@ StreamsRecord = tuple[StreamsRecordKey, StreamsRecordValue | None]
 # --- encoding ---------------------------------------------------------------------------------
 
 
-def _key_string(text: str) -> bytes:
-    data = text.encode()
-    return _INT16.pack(len(data)) + data
-
 
 def _cs(text: str | None) -> bytes:
     if text is None:
@@ -208,10 +205,7 @@ def _subtopology(sub: Subtopology) -> bytes:
 
 
 def encode_key(key: StreamsRecordKey) -> bytes:
-    body = _INT16.pack(key.record_type) + _key_string(key.group)
-    if key.record_type in PER_MEMBER:
-        body += _key_string(key.member or "")
-    return body
+    return encode_group_key(key.record_type, key.group, key.member, PER_MEMBER)
 
 
 def encode_value(value: StreamsRecordValue) -> bytes:
@@ -328,17 +322,7 @@ def _read_subtopology(reader: RecordReader) -> Subtopology:
 
 
 def decode_key(data: bytes) -> StreamsRecordKey:
-    reader = RecordReader(data)
-    record_type = reader.int16()
-    if record_type not in RECORD_TYPES:
-        raise RecordDecodeError(f"record type {record_type} is not a streams group record")
-    try:
-        group = reader.key_string()
-        member = reader.key_string() if record_type in PER_MEMBER else None
-    except UnicodeDecodeError as error:
-        raise RecordDecodeError(str(error)) from None
-    reader.done()
-    return StreamsRecordKey(record_type, group, member)
+    return StreamsRecordKey(*decode_group_key(data, RECORD_TYPES, PER_MEMBER, "streams"))
 
 
 def decode_value(key: StreamsRecordKey, data: bytes | None) -> StreamsRecordValue | None:
