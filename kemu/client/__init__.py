@@ -16,6 +16,7 @@ from kemu.client.errors import (
     ProducerFencedError,
     TransactionAbortableError,
 )
+from kemu.client.group_consumer import GroupConsumer
 from kemu.client.producer import ONE_RPC, TWO_RPC, RecordMetadata, TransactionalProducer
 from kemu.client.share_consumer import ShareConsumer
 from kemu.client.share_types import (
@@ -34,6 +35,7 @@ __all__ = [
     "CommitFailedError",
     "Consumer",
     "ConsumerRecord",
+    "GroupConsumer",
     "IllegalStateError",
     "KafkaError",
     "ProducerFencedError",
