@@ -14,8 +14,9 @@ import pytest
 
 from kemu.protocol import wire
 from kemu.testing.wire_client import send_once
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 DESCRIBE_CONFIGS = 32
 

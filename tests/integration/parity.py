@@ -4,9 +4,10 @@ kemu runs with Kafka's timers (``--timing kafka``) and the ones that server sets
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 def kafka_timing_overrides(**extra: str) -> list[str]:

@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 LIB = ROOT / "bench" / ".cache" / "lib"
 TOOLS_JAR = LIB / "kafka-tools-4.4.0.jar"
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"

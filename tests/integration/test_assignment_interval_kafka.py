@@ -27,22 +27,22 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from config_describe import call as call_body
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
-from parity import kafka_timing_overrides
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.config_describe import call as call_body
+from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 WAIT_S = 90.0  # a bound for failing, not a measurement
 INTERVAL_MS = "15000"  # Kafka's group.*.max.assignment.interval.ms: the longest a group may ask

@@ -6,11 +6,12 @@ table); the figures themselves are the benchmark's, not asserted here."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an installed package
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # bench/ is not an installed package
 
 from bench import first_record
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from config_describe import describe_configs, kafka_bootstrap
 
 from kemu.config.broker_catalogue import KEMU_DIFFERENCES
 from kemu.testing.plugin import KemuProcess
+from tests.integration.config_describe import describe_configs, kafka_bootstrap
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 BROKER, DEFAULT_CONFIG = 4, 5

@@ -17,7 +17,6 @@ import dataclasses
 import io
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,6 +41,7 @@ from kemu.client.producer import ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -311,7 +311,7 @@ async def test_acknowledgements_across_polls_and_partitions_in_one_transaction(
 
 async def test_the_documented_pipeline_runs(kemu: KemuProcess) -> None:
     """docs/client.md's share -> transform -> transactional produce loop, as written there."""
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "client.md").read_text()
+    doc = (REPO_ROOT / "docs" / "client.md").read_text()
     # the page's python blocks (fenced run-by=this file; tests/integration/test_doc_blocks.py)
     source, check_source = re.findall(r"^```python[^\n]*\n(.*?)^```", doc, re.S | re.M)
     namespace: dict[str, Any] = {"__name__": "documented_pipeline"}

@@ -11,7 +11,6 @@ import asyncio
 import shutil
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,10 +26,11 @@ from kemu.client import (
     ShareRecord,
     TransactionalProducer,
 )
+from tests import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 
 

@@ -12,11 +12,12 @@ kind (docs/conformance.md).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an installed package
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # bench/ is not an installed package
 
 from bench.quota_figure import (
     QUOTA_WINDOW,

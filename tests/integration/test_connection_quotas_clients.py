@@ -19,11 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.parity import kafka_timing_overrides
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an installed package
+sys.path.insert(0, str(REPO_ROOT))  # bench/ is not an installed package
 
 from bench.connection_quota_figure import LIB, QUOTA_WINDOW, scenario
 

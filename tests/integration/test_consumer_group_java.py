@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 from kemu.testing.plugin import KemuProcess
+from tests.integration.test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 

@@ -281,7 +281,7 @@ def test_lock_expiries_and_delivery_limit_archives_are_counted(
 ) -> None:
     """``/metrics``: a record whose lock expires twice with a delivery limit of 2 counts two
     lock expiries and one delivery-limit archive."""
-    from test_control_metrics import samples, value
+    from tests.integration.test_control_metrics import samples, value
 
     kemu = kemu_factory(
         brokers=3,

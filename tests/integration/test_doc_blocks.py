@@ -31,10 +31,11 @@ from pathlib import Path
 import pytest
 
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 PAGES = [
     ROOT / "README.md",
     *sorted((ROOT / "docs").glob("*.md")),

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import REPO_ROOT
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900), pytest.mark.process]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO_ROOT
 SEED = 7
 
 

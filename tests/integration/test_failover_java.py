@@ -18,10 +18,10 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from test_java_clients import java_probes, run_probe  # noqa: F401  (fixture)
 
 from kemu.client.cluster import ClusterClient
 from kemu.testing.plugin import KemuProcess
+from tests.integration.test_java_clients import java_probes, run_probe  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 

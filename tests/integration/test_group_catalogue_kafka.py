@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from config_describe import describe_configs, kafka_bootstrap, summary
-from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
+from tests.integration.config_describe import describe_configs, kafka_bootstrap, summary
+from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 GROUP = 32

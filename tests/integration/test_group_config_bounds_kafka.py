@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from config_describe import call, describe_configs, kafka_bootstrap
-from parity import kafka_timing_overrides
 
 from kemu.protocol import wire
 from kemu.testing.plugin import KemuProcess
+from tests.integration.config_describe import call, describe_configs, kafka_bootstrap
+from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 GROUP = 32

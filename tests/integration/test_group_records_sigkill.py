@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_streams_assignor_kafka import (
+
+from kemu.protocol.errors import ErrorCode
+from kemu.testing.plugin import KemuProcess
+from tests.integration.test_streams_assignor_kafka import (
     ASSIGN_AT_ONCE,
     Member,
     call,
     coordinator,
     create_topic,
 )
-
-from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.process]
 

@@ -35,10 +35,11 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 
-JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
+JAVA_DIR = REPO_ROOT / "tests" / "java"
 TARGET = JAVA_DIR / "target"
 CLASSES = TARGET / "classes"
 LIB = TARGET / "lib"

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 from kemu.testing.plugin import KemuProcess
+from tests.integration.test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 LIB = ROOT / "bench" / ".cache" / "lib"
 TOPIC = "replicated"
 

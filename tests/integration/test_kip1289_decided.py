@@ -28,14 +28,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from test_kip1289 import ShareMember, WireClient
-from test_kip1289 import setup as setup_two_members
-from test_kip1289 import wait_for_lag as wait_for_member_lag
-from test_kip1289_scenarios import (
-    OVERRIDES,
-    decode_share_state,
-    setup,
-)
 
 from kemu.client import (
     AcknowledgeType,
@@ -46,6 +38,14 @@ from kemu.client import (
     TransactionalProducer,
 )
 from kemu.testing.plugin import KemuProcess
+from tests.integration.test_kip1289 import ShareMember, WireClient
+from tests.integration.test_kip1289 import setup as setup_two_members
+from tests.integration.test_kip1289 import wait_for_lag as wait_for_member_lag
+from tests.integration.test_kip1289_scenarios import (
+    OVERRIDES,
+    decode_share_state,
+    setup,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_kip1289_scenarios import (
+
+from kemu.client import ShareRecord
+from kemu.client.cluster import ClusterClient
+from kemu.coordinator.share.keys import coordinator_key
+from kemu.coordinator.share.persister import SharePartitionKey
+from kemu.testing.plugin import KemuProcess
+from tests.integration.test_kip1289_scenarios import (
     ACKNOWLEDGED,
     AVAILABLE,
     COMPLETE,
@@ -44,12 +50,6 @@ from test_kip1289_scenarios import (
     values,
     wait_for_lag,
 )
-
-from kemu.client import ShareRecord
-from kemu.client.cluster import ClusterClient
-from kemu.coordinator.share.keys import coordinator_key
-from kemu.coordinator.share.persister import SharePartitionKey
-from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.integration
 

@@ -24,16 +24,16 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from test_kip1289 import (
+
+from kemu.protocol.errors import ErrorCode
+from kemu.testing.plugin import KemuProcess
+from tests.integration.test_kip1289 import (
     ShareMember,
     TransactionalProducer,
     WireClient,
     decode_share_state,
     wait_for_lag,
 )
-
-from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.process]
 
@@ -271,7 +271,7 @@ def test_an_explicit_enlistment_survives_a_restart(
 ) -> None:
     """``kemu.kip1289.enlist=explicit``: AddShareAcknowledgementsToTxn before the crash is
     enough for a TxnShareAcknowledge after it (kemu's tag 100 in __transaction_state)."""
-    from test_kip1289_two_rpc import add_share_acks
+    from tests.integration.test_kip1289_two_rpc import add_share_acks
 
     group = "explicit-restart"
     kemu = kemu_factory(

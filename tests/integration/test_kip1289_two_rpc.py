@@ -14,11 +14,15 @@ import struct
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
-from test_kip1289 import (
+
+from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
+from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.test_kip1289 import (
     AVAILABLE,
     TX_PENDING,
     ShareMember,
@@ -30,14 +34,10 @@ from test_kip1289 import (
     wait_for_lag,
 )
 
-from kemu.protocol import wire
-from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
-
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
 ADD, TXN_SHARE_ACK, API_VERSIONS = 96, 95, 18
-LIB = Path(__file__).resolve().parents[2] / "bench" / ".cache" / "lib"
+LIB = REPO_ROOT / "bench" / ".cache" / "lib"
 KIP = ["kemu.kip1289.enable=true", "share.coordinator.state.topic.num.partitions=3"]
 
 

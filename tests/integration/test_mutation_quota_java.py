@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from parity import kafka_timing_overrides
 
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.parity]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 LIB = ROOT / "bench" / ".cache" / "lib"
 CLIENTS_JAR = LIB / "kafka-clients-4.4.0.jar"
 TOOLS_JAR = LIB / "kafka-tools-4.4.0.jar"

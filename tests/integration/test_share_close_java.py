@@ -34,14 +34,15 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from parity import kafka_timing_overrides
-from test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.parity import kafka_timing_overrides
+from tests.integration.test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.parity]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 TOPIC, GROUP = "share-close", "share-close"
 RECORDS, BATCH, POLL_RECORDS, ACCEPT = 20, 4, 6, 3

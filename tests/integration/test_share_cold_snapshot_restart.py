@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from test_share_state_rpcs import WireClient, state_of
 
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
+from tests.integration.test_share_state_rpcs import WireClient, state_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.process]
 

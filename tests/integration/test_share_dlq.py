@@ -38,14 +38,15 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from parity import kafka_timing_overrides
 
 from kemu.client import AcknowledgeType, Admin, ShareConsumer, TransactionalProducer
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 TIMEOUT = 30.0
 REJECTED = "Offset rejected by client."

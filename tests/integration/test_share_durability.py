@@ -42,19 +42,19 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from test_java_clients import java_probes, run_probe  # noqa: F401  (java_probes: a fixture)
-from test_share_state_rpcs import (
+
+from kemu.coordinator.share.decode import ShareStateDecoder
+from kemu.coordinator.share.keys import kafka_uuid
+from kemu.protocol.errors import ErrorCode
+from kemu.testing.plugin import KemuProcess
+from tests.integration.test_java_clients import java_probes, run_probe  # noqa: F401  (java_probes: a fixture)
+from tests.integration.test_share_state_rpcs import (
     STATE_PARTITIONS,
     WireClient,
     consume_state_topic,
     decoded_state,
     state_of,
 )
-
-from kemu.coordinator.share.decode import ShareStateDecoder
-from kemu.coordinator.share.keys import kafka_uuid
-from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.process]
 

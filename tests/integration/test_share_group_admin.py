@@ -33,11 +33,12 @@ from confluent_kafka.admin import (
 
 from kemu.testing.plugin import KemuProcess
 from kemu.testing.wire_client import WireClient
+from tests import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
 HEARTBEAT = 76
-JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
+JAVA_DIR = REPO_ROOT / "tests" / "java"
 JAR = JAVA_DIR / "target" / "kemu-java-probes-0.1.0.jar"
 
 

@@ -14,10 +14,11 @@ import pytest
 
 from kemu.coordinator.group.share.group import ShareGroup, ShareMember
 from kemu.coordinator.group.share.records import diff, encode_key, encode_value, image_of
+from tests import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-LIB = Path(__file__).resolve().parents[2] / "bench" / ".cache" / "lib"
+LIB = REPO_ROOT / "bench" / ".cache" / "lib"
 JARS = [
     LIB / name
     for name in (

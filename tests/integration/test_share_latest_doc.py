@@ -7,17 +7,17 @@ from __future__ import annotations
 import re
 import threading
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, ShareConsumer
-from test_timing_fast import SHARE_FETCH, answered, names_partitions, recorded
 
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.test_timing_fast import SHARE_FETCH, answered, names_partitions, recorded
 
 pytestmark = pytest.mark.integration
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+PAGE = REPO_ROOT / "docs" / "configuration.md"
 
 
 def snippet() -> str:

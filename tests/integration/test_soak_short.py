@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import REPO_ROOT
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.process]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO_ROOT
 
 
 def test_a_one_minute_soak_with_kills_loses_nothing(tmp_path: Path) -> None:

@@ -16,19 +16,19 @@ import struct
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from parity import kafka_timing_overrides
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 KAFKA_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 WAIT_S = 60.0  # a bound for failing, not a measurement
 HEARTBEAT, DESCRIBE, FIND_COORDINATOR, CREATE_TOPICS = 88, 89, 10, 19

@@ -36,11 +36,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from parity import kafka_timing_overrides
-from test_java_clients import CLASSES, LIB, java_probes  # noqa: F401  (fixture)
 
 from kemu.client.cluster import GROUP_COORDINATOR, ClusterClient
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.parity import kafka_timing_overrides
+from tests.integration.test_java_clients import CLASSES, LIB, java_probes  # noqa: F401  (fixture)
 
 pytestmark = [
     pytest.mark.integration,
@@ -59,7 +60,7 @@ STREAMS_OVERRIDES = {
     "group.streams.heartbeat.interval.ms": "500",
     "group.streams.min.heartbeat.interval.ms": "100",
 }
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 KAFKA_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 
 

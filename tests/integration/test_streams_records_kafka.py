@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kemu.coordinator.group.streams.records import diff, encode_key, encode_value, image_of
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from test_streams_group import Harness
+from tests import REPO_ROOT
+from tests.unit.test_streams_group import Harness
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-LIB = Path(__file__).resolve().parents[2] / "bench" / ".cache" / "lib"
+LIB = REPO_ROOT / "bench" / ".cache" / "lib"
 JARS = [LIB / "kafka-group-coordinator-4.4.0.jar", LIB / "kafka-clients-4.4.0.jar"]
 
 DECODER = """

@@ -30,7 +30,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,7 +43,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/ is not installed
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # conformance/ is not installed
 from conformance.proxy import Exchange, ProxyThread, RecordingProxy
 from kemu.config.timing import FAST_HEARTBEAT_MS
 from kemu.testing.plugin import KemuProcess

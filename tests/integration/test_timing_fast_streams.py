@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from test_java_clients import CLASSES, LIB, java_probes  # noqa: F401  (fixture)
-from test_timing_fast import answered, recorded
 
 from kemu.config.timing import FAST_HEARTBEAT_MS
 from kemu.testing.plugin import KemuProcess
+from tests.integration.test_java_clients import CLASSES, LIB, java_probes  # noqa: F401  (fixture)
+from tests.integration.test_timing_fast import answered, recorded
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 

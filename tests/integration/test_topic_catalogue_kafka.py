@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from config_describe import call, describe_configs, kafka_bootstrap, summary
 
 from kemu.protocol import wire
 from kemu.testing.plugin import KemuProcess
+from tests.integration.config_describe import call, describe_configs, kafka_bootstrap, summary
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 CREATE_TOPICS, TOPIC = 19, 2

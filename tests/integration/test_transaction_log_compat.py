@@ -12,13 +12,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_transactions import create_topic, transactional_producer
 
 from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+from tests.integration.test_transactions import create_topic, transactional_producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.parity]
 
-LIB = Path(__file__).resolve().parents[2] / "bench" / ".cache" / "lib"
+LIB = REPO_ROOT / "bench" / ".cache" / "lib"
 DUMP = "org.apache.kafka.tools.DumpLogSegments"
 
 

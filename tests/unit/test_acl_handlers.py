@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_admin_handlers import Broker
 
 from kemu.broker.security.acls import (
     AclBinding,
@@ -22,6 +21,7 @@ from kemu.broker.security.acls import (
     acl_store,
 )
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_admin_handlers import Broker
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ME = "User:ANONYMOUS"

@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_share_handlers import GROUP, Harness, partition_data
-from test_txn_share_acknowledge import ACCEPT, acquire_three, init_producer, states, txn_ack
 
 from kemu.broker.handlers import check_wire_keys, moved_keys
 from kemu.broker.handlers.api_versions import advertised, finalized_features, supported_features
@@ -29,6 +27,14 @@ from kemu.protocol.kip1289 import ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN_KEY as ADD
 from kemu.protocol.kip1289 import TXN_SHARE_ACKNOWLEDGE_KEY as TXN_SHARE_ACK
 from kemu.protocol.versions import caps_for_release
 from kemu.testing.plugin import free_port_block
+from tests.unit.test_share_handlers import GROUP, Harness, partition_data
+from tests.unit.test_txn_share_acknowledge import (
+    ACCEPT,
+    acquire_three,
+    init_producer,
+    states,
+    txn_ack,
+)
 
 pytestmark = pytest.mark.client
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an installed package
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # bench/ is not an installed package
 
 from bench import first_record, servers
 from bench.first_record import ROWS, Outcome, Row, fast_goal, misses, parse_output, ratio, table

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an installed package
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # bench/ is not an installed package
 
 from bench.client_phases import PhaseResult, lower_ascii, parse_result, percentile
 from bench.report import DEFAULT_PHASES, PHASES, Run, table, targets

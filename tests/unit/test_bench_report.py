@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import collections
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an installed package
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # bench/ is not an installed package
 
 from bench.report import Run, table, targets
 from bench.share_wire import Member

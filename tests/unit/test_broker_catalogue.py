@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from test_admin_handlers import BROKER, Broker
-
 from kemu.config.broker_catalogue import KEMU_DIFFERENCES, catalogue, kafka_version
 from kemu.config.definitions import BROKER_CONFIGS, ConfigSource, ConfigType
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_admin_handlers import BROKER, Broker
 
 SET = 0
 

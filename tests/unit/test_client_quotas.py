@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_admin_handlers import Broker
 
 from kemu.cluster.client_quotas import MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_admin_handlers import Broker
 
 DESCRIBE, ALTER = 48, 49
 Ops = list[tuple[str, float, bool]]

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_admin_handlers import Broker
 
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_admin_handlers import Broker
 
 LOG_DIRS, ELECT, ALTER_REASSIGN, LIST_REASSIGN, QUORUM, METADATA = 35, 43, 45, 46, 55, 3
 PREFERRED, UNCLEAN = 0, 1

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from batch_builders import client_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
@@ -43,6 +42,7 @@ from kemu.storage.compaction import (
     write_batch,
 )
 from kemu.storage.segments import SegmentLog
+from tests.unit.batch_builders import client_batch
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000

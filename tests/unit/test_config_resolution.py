@@ -6,7 +6,6 @@ configs have one table; no module keeps a table of broker defaults of its own)."
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from kemu.cluster.listeners import is_security_config
 from kemu.config.broker_catalogue import KEMU_DIFFERENCES, catalogue
@@ -24,8 +23,9 @@ from kemu.config.definitions import (
 )
 from kemu.config.internal import INTERNAL_BROKER_CONFIGS
 from kemu.coordinator.group.config import GROUP_CONFIGS, KEMU_GROUP_ROWS
+from tests import REPO_ROOT
 
-KEMU = Path(__file__).resolve().parents[2] / "kemu"
+KEMU = REPO_ROOT / "kemu"
 READERS = {"get", "get_int", "get_bool", "supplied"}
 
 

@@ -12,11 +12,11 @@ no broker synonym while only ``log.retention.hours=168`` applies (``kafka-config
 from __future__ import annotations
 
 import pytest
-from test_admin_handlers import BROKER, Broker, configs_by_name
 
 from kemu.cluster.config_resources import topic_config_entries
 from kemu.config.definitions import BrokerConfig, ConfigSource, TopicConfig
 from kemu.config.timing import profile_properties
+from tests.unit.test_admin_handlers import BROKER, Broker, configs_by_name
 
 LONG_MAX = "9223372036854775807"
 STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG

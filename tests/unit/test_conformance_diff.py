@@ -7,12 +7,13 @@ import asyncio
 import struct
 import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/ is not installed
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # conformance/ is not installed
 
 from conformance.compare import compare, differences, normalise, summarise_records, to_json
 from conformance.proxy import Exchange, RecordingProxy, rewrite_addresses

@@ -1,9 +1,10 @@
 """conformance.franz: reading go test -v output into the results table."""
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/ is not installed
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # conformance/ is not installed
 
 from conformance.franz import Outcome, ResultParser, summary_table
 

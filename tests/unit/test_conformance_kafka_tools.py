@@ -2,9 +2,10 @@
 
 import re
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/ is not installed
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # conformance/ is not installed
 
 from conformance.kafka_tools import CHECKS, Check, Result, summary
 

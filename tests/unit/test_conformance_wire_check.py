@@ -4,13 +4,14 @@ every decoded request and response again and compares it with the bytes that cro
 import asyncio
 import struct
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/ is not installed
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # conformance/ is not installed
 
 from conformance.franz import _parser, upstreams
 from conformance.proxy import Exchange, RecordingProxy, roundtrip_table

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from kemu.testing.plugin import free_port_block
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import random
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is not an installed package
+from tests import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))  # bench/ is not an installed package
 
 from bench.eos_crash import CRASH_POINTS, UNREACHABLE_CRASH_POINTS, deal, parse
 from kemu.cluster.crash_points import POINTS

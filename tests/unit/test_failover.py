@@ -145,10 +145,9 @@ async def test_group_coordinator_reload_replays_its_partition() -> None:
 async def test_a_moved_source_partition_drops_its_share_partitions_state() -> None:
     import asyncio
 
-    from share_helpers import new_core
-
     from kemu.broker.failover import install_failover
     from kemu.broker.share.manager import share_partitions
+    from tests.unit.share_helpers import new_core
 
     model = cluster()
     runtime = Runtime(cluster=model)

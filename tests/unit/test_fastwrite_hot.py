@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fastwrite import response_classes, same_bytes
+
+from tests.unit.test_fastwrite import response_classes, same_bytes
 
 HOT_RESPONSES = response_classes([0, 1, 3])
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import cramjam
 import pytest
-from batch_builders import BUILDERS, client_batch
 
 from kemu.broker.handlers import REGISTRY, load_handlers
 from kemu.cluster.context import RequestContext, Runtime
@@ -41,6 +40,7 @@ from kemu.protocol.records import (
 )
 from kemu.storage.compaction import compress
 from kemu.storage.log import MemoryLog
+from tests.unit.batch_builders import BUILDERS, client_batch
 
 TS = 1_700_000_000_000
 

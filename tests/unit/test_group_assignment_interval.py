@@ -270,10 +270,9 @@ def test_kemu_serve_sets_both_intervals_to_zero_and_kafkas_default_is_one_second
 def test_the_service_reads_each_groups_own_interval() -> None:
     """The settings the coordinators get are the group's config over the broker's, as Kafka's
     consumerGroupAssignmentIntervalMs / shareGroupAssignmentIntervalMs read them."""
-    from test_group_handlers import Broker
-
     from kemu.coordinator.group.config import group_config_store
     from kemu.coordinator.group.service import group_coordinator
+    from tests.unit.test_group_handlers import Broker
 
     broker = Broker(**{"group.share.assignment.interval.ms": "250"})
     service = group_coordinator(broker.runtime)

@@ -17,10 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_classic_group_handlers import Broker as ClassicBroker
-from test_consumer_group import consumer_beat
-from test_group_handlers import Broker, _alter
-from test_streams_group import COUNT
 
 from kemu.cluster.partition import Partition
 from kemu.coordinator.group.consumer import persistence as consumer_persistence
@@ -35,6 +31,10 @@ from kemu.coordinator.group.share.legacy import LEGACY_FILE
 from kemu.coordinator.group.streams import records as streams_records
 from kemu.coordinator.group.streams.model import StreamsGroup, StreamsHeartbeat
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_classic_group_handlers import Broker as ClassicBroker
+from tests.unit.test_consumer_group import consumer_beat
+from tests.unit.test_group_handlers import Broker, _alter
+from tests.unit.test_streams_group import COUNT
 
 
 @contextmanager

@@ -9,16 +9,6 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from test_add_share_acknowledgements_to_txn import (
-    ENABLED,
-    add_request,
-    coordinator_node,
-    start,
-    stop,
-    transaction,
-)
-from test_share_handlers import GROUP, Harness, acquired, partition_data, share_fetch
-from test_txn_share_acknowledge import ACCEPT, acquire_three, persisted, states, txn_ack
 
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import RecordState
@@ -27,6 +17,16 @@ from kemu.coordinator.transaction.coordinator import TxnState
 from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_add_share_acknowledgements_to_txn import (
+    ENABLED,
+    add_request,
+    coordinator_node,
+    start,
+    stop,
+    transaction,
+)
+from tests.unit.test_share_handlers import GROUP, Harness, acquired, partition_data, share_fetch
+from tests.unit.test_txn_share_acknowledge import ACCEPT, acquire_three, persisted, states, txn_ack
 
 
 @pytest.fixture

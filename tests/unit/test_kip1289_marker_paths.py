@@ -14,9 +14,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from test_add_share_acknowledgements_to_txn import ENABLED, start, stop
-from test_share_handlers import GROUP, Harness, partition_data
-from test_txn_share_acknowledge import ACCEPT, acquire_three, persisted, states, txn_ack
 
 from kemu.broker.share.states import RecordState
 from kemu.broker.share.txn_acks import txn_share_acks
@@ -24,6 +21,9 @@ from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_coordinator
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_add_share_acknowledgements_to_txn import ENABLED, start, stop
+from tests.unit.test_share_handlers import GROUP, Harness, partition_data
+from tests.unit.test_txn_share_acknowledge import ACCEPT, acquire_three, persisted, states, txn_ack
 
 WRITE_TXN_MARKERS = 27
 TX_PENDING = int(RecordState.TX_PENDING)

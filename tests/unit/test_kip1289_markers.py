@@ -8,8 +8,6 @@ import asyncio
 import uuid
 from dataclasses import replace
 
-from share_helpers import FakeLog, ack, acquire, ranges
-
 from kemu.broker.share.partition import SharePartitionConfig, SharePartitionCore
 from kemu.broker.share.states import AckType, RecordState
 from kemu.cluster.context import Runtime
@@ -29,6 +27,7 @@ from kemu.coordinator.share.shard import ShareCoordinatorShard
 from kemu.coordinator.share.txn_markers import complete_count, resolve, settle
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import MemoryLog, PartitionLog
+from tests.unit.share_helpers import FakeLog, ack, acquire, ranges
 
 A, K, G, R, T = (
     RecordState.AVAILABLE,

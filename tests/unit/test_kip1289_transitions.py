@@ -7,7 +7,6 @@ control plane's operator actions."""
 from __future__ import annotations
 
 import pytest
-from share_helpers import FakeLog, ack, acquire, ranges
 
 from kemu.broker.share.acknowledgement import AckBatch
 from kemu.broker.share.admin import expire_locks, set_range
@@ -15,6 +14,7 @@ from kemu.broker.share.partition import SharePartitionConfig, SharePartitionCore
 from kemu.broker.share.states import RecordState
 from kemu.coordinator.share.persister import PersistedState
 from kemu.protocol.errors import ErrorCode
+from tests.unit.share_helpers import FakeLog, ack, acquire, ranges
 
 A, Q, K, G, R, T = (
     RecordState.AVAILABLE,

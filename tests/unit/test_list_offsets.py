@@ -8,11 +8,11 @@ from typing import Any
 
 import crc32c
 import pytest
-from batch_builders import timed_batch
-from test_admin_handlers import Broker
 
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import split_batches
+from tests.unit.batch_builders import timed_batch
+from tests.unit.test_admin_handlers import Broker
 
 LIST_OFFSETS = 2
 MAX_TIMESTAMP = -3

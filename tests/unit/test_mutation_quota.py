@@ -13,11 +13,11 @@ import uuid
 from typing import Any
 
 import pytest
-from test_throttling import set_quota, settle, setup, throttle_ms
 
 from kemu.cluster.clock import VirtualClock
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_throttling import set_quota, settle, setup, throttle_ms
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 START_MS = 1_000_000  # the bucket starts empty at time 0: full again by now

@@ -6,12 +6,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from test_consumer_group import REBALANCE_MS, T2, Harness, parts
 
 from kemu.coordinator.group.consumer.group import STATIC_LEAVE_EPOCH
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_consumer_group import REBALANCE_MS, T2, Harness, parts
 
 
 @pytest.fixture

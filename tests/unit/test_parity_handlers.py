@@ -6,13 +6,13 @@ import datetime
 from typing import Any
 
 import pytest
-from batch_builders import client_batch
-from test_admin_handlers import Broker
 
 from kemu.broker.authorization import OMITTED, SUPPORTED_OPERATIONS, ResourceType, bit_field
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.record_reader import GZIP, ZSTD, Record, keyless_record_indexes
 from kemu.protocol.records import build_batch
+from tests.unit.batch_builders import client_batch
+from tests.unit.test_admin_handlers import Broker
 
 NOW = 1_700_000_000_000
 PRODUCE = 0

@@ -3,7 +3,8 @@ PartitionMaxBytesStrategy throws on it and each partition held gets UNKNOWN_SERV
 
 from __future__ import annotations
 
-from test_share_handlers import (
+from kemu.protocol.errors import ErrorCode
+from tests.unit.test_share_handlers import (
     ACCEPT,
     Harness,
     acquired,
@@ -12,8 +13,6 @@ from test_share_handlers import (
     partition_data,
     share_fetch,
 )
-
-from kemu.protocol.errors import ErrorCode
 
 __all__ = ["kemu"]  # the fixture
 

@@ -8,7 +8,6 @@ import uuid
 from typing import Any
 
 import pytest
-from test_admin_handlers import Broker
 
 from kemu.broker.share.routing import PartitionAnswer, current_leader
 from kemu.cluster.config_resources import topic_config_entries
@@ -22,6 +21,7 @@ from kemu.config.definitions import (
 )
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_admin_handlers import Broker
 
 FIND_COORDINATOR, LEAVE_GROUP, ELECT_LEADERS, DESCRIBE_CLUSTER = 10, 13, 43, 60
 

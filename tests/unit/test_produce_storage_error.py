@@ -9,11 +9,11 @@ import errno
 from typing import Any
 
 from structlog.testing import capture_logs
-from test_admin_handlers import Broker
 
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import BatchHeader, build_batch
 from kemu.storage.log import MemoryLog
+from tests.unit.test_admin_handlers import Broker
 
 PRODUCE = 0
 TS = 1_700_000_000_000

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import datetime
 
-from test_admin_handlers import Broker
-
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch
+from tests.unit.test_admin_handlers import Broker
 
 PRODUCE = 0
 

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable
 import crc32c
 import pytest
 import snappy
-from batch_builders import BUILDERS, client_batch
 
 from kemu.protocol.record_reader import (
     XERIAL_MAGIC,
@@ -29,6 +28,7 @@ from kemu.protocol.records import (
     with_log_append_time,
     with_offset,
 )
+from tests.unit.batch_builders import BUILDERS, client_batch
 
 TS = 1_700_000_000_000
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

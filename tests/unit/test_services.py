@@ -4,7 +4,6 @@ layer declares for a higher one (the group coordinator's SHARE_LEADERS)."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,9 @@ from kemu.cluster.services import Service
 from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.group.ports import SHARE_LEADERS
 from kemu.storage.log import MemoryLog
+from tests import REPO_ROOT
 
-KEMU = Path(__file__).resolve().parents[2] / "kemu"
+KEMU = REPO_ROOT / "kemu"
 
 
 def runtime() -> Runtime:

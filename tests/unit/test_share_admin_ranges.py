@@ -2,12 +2,12 @@
 the range is outside the in-flight window, empty or not."""
 
 import pytest
-from share_helpers import FakeLog, acquire
 
 from kemu.broker.share.admin import AdminError, set_range
 from kemu.broker.share.partition import SharePartitionConfig, SharePartitionCore
 from kemu.broker.share.states import RecordState
 from kemu.coordinator.share.persister import PersistedState
+from tests.unit.share_helpers import FakeLog, acquire
 
 
 def core_at(start: int) -> SharePartitionCore:

@@ -3,8 +3,6 @@ which cause, and how ``complete_dead_letters`` finishes them (ARCHIVING -> ARCHI
 
 from __future__ import annotations
 
-from share_helpers import FakeLog, ack, acquire
-
 from kemu.broker.share.dead_letter import (
     TOPIC_ENABLE,
     destination,
@@ -28,6 +26,7 @@ from kemu.coordinator.share.persister import PersistedBatch, PersistedState
 from kemu.protocol.record_reader import Record, iter_records
 from kemu.protocol.records import build_batch, read_header
 from kemu.storage.log import MemoryLog
+from tests.unit.share_helpers import FakeLog, ack, acquire
 
 ACCEPT, RELEASE, REJECT = AckType.ACCEPT, AckType.RELEASE, AckType.REJECT
 G, R = RecordState.ARCHIVING, RecordState.ARCHIVED

@@ -8,11 +8,10 @@ the ShareFetch handler reproduces that with ``acknowledge(defer_release=True)`` 
 
 from __future__ import annotations
 
-from share_helpers import FakeLog, ack, acquire, new_core, ranges
-
 from kemu.broker.share.partition import AckBatch
 from kemu.broker.share.states import AckType, RecordState
 from kemu.protocol.errors import ErrorCode
+from tests.unit.share_helpers import FakeLog, ack, acquire, new_core, ranges
 
 ACCEPT, RELEASE = int(AckType.ACCEPT), int(AckType.RELEASE)
 

@@ -9,10 +9,9 @@ such consumer reaches its last attempt.
 
 from __future__ import annotations
 
-from share_helpers import FakeLog, ack, acquire, new_core, ranges
-
 from kemu.broker.share.partition import AcquireMode, SharePartitionCore
 from kemu.broker.share.states import AckType, RecordState
+from tests.unit.share_helpers import FakeLog, ack, acquire, new_core, ranges
 
 RELEASE = int(AckType.RELEASE)
 ACCEPT = int(AckType.ACCEPT)

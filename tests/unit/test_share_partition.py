@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from share_helpers import FakeLog, ack, acquire, new_core, ranges
 
 from kemu.broker.share.partition import (
     AckBatch,
@@ -15,6 +14,7 @@ from kemu.broker.share.states import AckType, RecordState
 from kemu.coordinator.share.persister import PersistedBatch, PersistedState
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import CONTROL_COMMIT
+from tests.unit.share_helpers import FakeLog, ack, acquire, new_core, ranges
 
 A, Q, K, G, R, T = (
     RecordState.AVAILABLE,

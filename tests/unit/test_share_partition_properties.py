@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from share_helpers import FakeLog, ack, acquire, new_core, normalised
 
 from kemu.broker.share.partition import AcquireMode, Effects, SharePartitionCore
 from kemu.broker.share.spans import SpanList
 from kemu.broker.share.states import AckType, RecordState
 from kemu.coordinator.share.persister import PersistedBatch, PersistedState, merge_batches
 from kemu.protocol.errors import ErrorCode
+from tests.unit.share_helpers import FakeLog, ack, acquire, new_core, normalised
 
 LOCK_MS = 100
 MEMBERS = st.sampled_from(["a", "b", "c"])

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_segments import T0, append_to, assert_same
 
 from kemu.storage.log import MemoryLog
 from kemu.storage.segments import SegmentLog
+from tests.unit.test_segments import T0, append_to, assert_same
 
 # (records, value size, timestamp step) per batch; steps may go back in time
 BATCHES = st.lists(

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_streams_group import COUNT
-
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.streams.group import StreamsGroupCoordinator, can_compute_target
 from kemu.coordinator.group.streams.model import (
@@ -33,6 +31,7 @@ from kemu.coordinator.group.streams.records import (
     encode_value,
 )
 from kemu.coordinator.group.streams.topology import ASSIGNMENT_DELAYED
+from tests.unit.test_streams_group import COUNT
 
 INITIAL = (ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay.")
 INTERVAL = (ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval.")
@@ -237,11 +236,10 @@ async def test_the_coordinators_timer_ends_the_delay_through_the_wire() -> None:
     the target is computed (and written) before the member's next heartbeat."""
     import datetime
 
-    from test_classic_group_handlers import Broker
-
     from kemu.cluster.clock import VirtualClock
     from kemu.cluster.context import Runtime
     from kemu.coordinator.group.service import group_coordinator
+    from tests.unit.test_classic_group_handlers import Broker
 
     broker = Broker()
     clock = VirtualClock(1_000_000)

@@ -336,9 +336,8 @@ def test_a_group_is_rebuilt_from_its_records() -> None:
 async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
     import datetime
 
-    from test_classic_group_handlers import Broker
-
     from kemu.coordinator.group.service import group_coordinator
+    from tests.unit.test_classic_group_handlers import Broker
 
     broker = Broker()
     assign_at_once(broker)
@@ -462,7 +461,7 @@ async def test_v1_heartbeat_and_describe() -> None:
     TopologyDescriptionRequired false; the describe answers the assignor's name."""
     import datetime
 
-    from test_classic_group_handlers import Broker
+    from tests.unit.test_classic_group_handlers import Broker
 
     broker = Broker()
     assign_at_once(broker)
@@ -567,9 +566,8 @@ async def test_offsets_reset_before_the_first_run_do_not_block_the_join() -> Non
     that does not exist (a simple classic group); the app's join then takes it over."""
     import datetime
 
-    from test_classic_group_handlers import Broker
-
     from kemu.coordinator.group.service import group_coordinator
+    from tests.unit.test_classic_group_handlers import Broker
 
     broker = Broker()
     assign_at_once(broker)

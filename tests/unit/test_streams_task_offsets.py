@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_streams_group import COUNT, Harness
 
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.streams.assignor import AssignMember, TaskTuple, assign
@@ -19,6 +18,7 @@ from kemu.coordinator.group.streams.model import (
 )
 from kemu.coordinator.group.streams.topology import Subtopology, Topology
 from kemu.protocol.errors import ErrorCode
+from tests.unit.test_streams_group import COUNT, Harness
 
 STATEFUL = {"0": 4}
 

@@ -12,7 +12,6 @@ import struct
 from typing import Any
 
 import pytest
-from batch_builders import timed_batch
 
 from kemu.broker.connection import Connection
 from kemu.broker.handlers import load_handlers
@@ -23,6 +22,7 @@ from kemu.cluster.model import BrokerNode, Cluster
 from kemu.config.definitions import BrokerConfig
 from kemu.protocol import wire
 from kemu.storage.log import MemoryLog
+from tests.unit.batch_builders import timed_batch
 
 NODE = BrokerNode(1, "127.0.0.1", 19092)
 PRODUCE, FETCH = 0, 1

@@ -9,12 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from batch_builders import timed_batch
 
 from kemu.protocol.records import read_header, with_log_append_time, with_offset
 from kemu.storage.log import MemoryLog, PartitionLog
 from kemu.storage.segments import SegmentLog
 from kemu.storage.timestamps import RecordMatch, first_record_at_or_after, record_with_max_timestamp
+from tests.unit.batch_builders import timed_batch
 
 TS = 1_700_000_000_000
 MAX_TIMESTAMP_AT = 35  # in the v2 batch header

@@ -15,6 +15,7 @@ from kemu.config.broker_catalogue import catalogue
 from kemu.config.definitions import BROKER_CONFIGS, BrokerConfig, ConfigSource
 from kemu.config.timing import DEFAULT_PROFILE, FAST_TIMING, profile_properties
 from kemu.coordinator.group.config import GroupConfigStore, check_broker_group_configs
+from tests import REPO_ROOT
 
 
 def code_default(name: str) -> str | None:
@@ -92,7 +93,7 @@ def test_serve_refuses_a_bad_timing_value_with_one_line() -> None:
     assert "kemu ready" not in done.stdout
 
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+PAGE = REPO_ROOT / "docs" / "configuration.md"
 
 
 def test_the_docs_show_every_row_with_kafkas_value_beside_it() -> None:

@@ -10,15 +10,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from test_share_handlers import (
-    GROUP,
-    Client,
-    Harness,
-    acquired,
-    open_session,
-    partition_data,
-    share_fetch,
-)
 
 from kemu.broker.handlers.api_versions import advertised
 from kemu.broker.server import KemuServer, ServerOptions
@@ -31,6 +22,15 @@ from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import free_port_block
+from tests.unit.test_share_handlers import (
+    GROUP,
+    Client,
+    Harness,
+    acquired,
+    open_session,
+    partition_data,
+    share_fetch,
+)
 
 pytestmark = pytest.mark.client
 

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import REPO_ROOT
+
 pytestmark = pytest.mark.process
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 
 
 def data_files() -> set[str]:

@@ -1,0 +1,1 @@
+"""The unit tier: no subprocess, no socket (docs/testing.md)."""
