@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kemu.cluster.partition import Partition
+from kemu.coordinator.group.classic.model import ClassicGroup as ClassicGroupType
 from kemu.coordinator.group.consumer import persistence as consumer_persistence
 from kemu.coordinator.group.consumer.group import ConsumerGroup, ConsumerHeartbeat
 from kemu.coordinator.group.errors import GroupError
@@ -333,3 +334,63 @@ async def test_a_migration_cut_short_keeps_the_records(tmp_path: Path) -> None:
     broker.restart()
     assert durable(broker, "shares") == before
     assert not (tmp_path / LEGACY_FILE).exists()
+
+
+async def test_a_new_groups_empty_record_that_fails_leaves_no_group() -> None:
+    """A join creating a group writes its Empty record first (Kafka's
+    ``classicGroupJoinToClassicGroup``): when that fails the group is not created and a parked
+    joiner gets Kafka's error; a MEMBER_ID_REQUIRED answer (sent before the append in Kafka)
+    stands, and the id it hands out then names a member of no group."""
+    broker = ClassicBroker()
+    with failing_appends(broker) as failed:
+        parked = await broker.join(3, "new")  # v3: joins without MEMBER_ID_REQUIRED
+        assert (parked.error_code, parked.member_id) == (ErrorCode.not_coordinator, "")
+        assert failed
+        required = await broker.join(9, "newer")
+        assert required.error_code == ErrorCode.member_id_required
+    registry = group_coordinator(broker.runtime).registry
+    assert registry.get("new") is None and registry.get("newer") is None
+    again = await broker.join(9, "newer", required.member_id)
+    assert again.error_code == ErrorCode.unknown_member_id
+    broker.restart()
+    assert group_coordinator(broker.runtime).registry.get("new") is None
+    assert (await broker.joined(9, "new")).error_code == ErrorCode.none
+
+
+async def test_an_empty_kip848_group_taken_over_by_a_failed_join_stays() -> None:
+    broker = ClassicBroker()
+    member = str(uuid.uuid4())
+    await consumer_beat(broker, 1, member_id=member)
+    await consumer_beat(broker, 1, member_id=member, member_epoch=-1)
+    before = durable(broker, "kip848")
+    with failing_appends(broker):
+        refused = await broker.join(3, "kip848")
+    assert refused.error_code == ErrorCode.not_coordinator
+    assert durable(broker, "kip848") == before
+    broker.restart()
+    assert durable(broker, "kip848") == before
+
+
+async def test_a_static_member_whose_rejoin_fails_keeps_its_old_id() -> None:
+    """A restarted static member taking its old id's place in a Stable group writes the group
+    first (Kafka's ``updateStaticMemberThenRebalanceOrCompleteJoin``): when that fails the old
+    id stays the member, and the join gets Kafka's error with the group's generation."""
+    broker = ClassicBroker()
+    first = await broker.join(9, "g", group_instance_id="i-1")
+    await broker.sync(5, "g", first.member_id, 1, {first.member_id: b"kept"})
+    with failing_appends(broker) as failed:
+        again = await broker.join(9, "g", group_instance_id="i-1")
+    assert failed and (again.error_code, again.member_id) == (ErrorCode.not_coordinator, "")
+    assert (again.generation_id, again.leader) == (1, first.member_id)
+    group = group_coordinator(broker.runtime).registry.get("g")
+    assert isinstance(group, ClassicGroupType) and list(group.members) == [first.member_id]
+    assert group.static_members == {"i-1": first.member_id} and group.state == "Stable"
+    beat = broker.request(
+        12, 4, group_id="g", generation_id=1, member_id=first.member_id, group_instance_id="i-1"
+    )
+    assert (await broker.send(beat)).error_code == ErrorCode.none
+    broker.restart()
+    group = group_coordinator(broker.runtime).registry.get("g")
+    assert isinstance(group, ClassicGroupType) and list(group.members) == [first.member_id]
+    rejoined = await broker.join(9, "g", group_instance_id="i-1")
+    assert rejoined.error_code == ErrorCode.none and rejoined.skip_assignment

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -53,6 +52,7 @@ from kemu.coordinator.group.classic.group import (
     SyncRequest,
     SyncResponse,
 )
+from kemu.coordinator.group.classic.messages import UNKNOWN_MEMBER_ID, join_error
 from kemu.coordinator.group.config import group_config_store
 from kemu.coordinator.group.consumer.group import (
     ConsumerGroup,
@@ -85,8 +85,8 @@ from kemu.coordinator.group.share.group import MembershipSettings, ShareGroup, S
 from kemu.coordinator.group.share.legacy import LEGACY_FILE, load_legacy_share_groups
 from kemu.coordinator.group.share.records import ShareImageBuilder, ShareRecordKey
 from kemu.coordinator.group.share.service import ShareMembership
+from kemu.coordinator.group.snapshots import snapshot
 from kemu.coordinator.group.streams.model import (
-    StreamsGroup,
     StreamsHeartbeat,
     StreamsHeartbeatResult,
 )
@@ -182,7 +182,7 @@ class GroupCoordinatorService(ShareMembership):
         to the list it is given, written first); then the group's changed records are appended
         as one batch. A refusal (``GroupError``) or a failed append puts the group back as it
         was, so nothing moved; a failed append raises ``GroupError`` with Kafka's error."""
-        saved = _snapshot(self.registry.get(group_id))
+        saved = snapshot(self.registry.get(group_id))
         pending_regexes = self.consumer.pending_regexes.get(group_id)
         first: list[Record] = []
 
@@ -209,7 +209,9 @@ class GroupCoordinatorService(ShareMembership):
             return [(GroupMetadataKey(group_id), None)]
         return []
 
-    def _write_group(self, group_id: str, first: list[Record]) -> ErrorCode:
+    def _write_group(
+        self, group_id: str, first: list[Record], last: Iterable[Record] = ()
+    ) -> ErrorCode:
         found = self.registry.get(group_id)
         consumer_image = image_of(found) if isinstance(found, ConsumerGroup) else None
         share_image = (
@@ -222,6 +224,7 @@ class GroupCoordinatorService(ShareMembership):
             *diff(group_id, self._consumer_log.images.get(group_id), consumer_image),
             *share_records.diff(group_id, self._share_log.images.get(group_id), share_image),
             *self.streams.pending(group_id),
+            *last,
         ]
         if not records:
             return ErrorCode.none
@@ -270,10 +273,68 @@ class GroupCoordinatorService(ShareMembership):
     # --- classic groups ------------------------------------------------------------------------
 
     async def join_group(self, request: JoinRequest) -> JoinResponse:
+        """JoinGroup. The two joins that write (a new group's Empty record; a static member
+        taking its old id's place in a Stable group) write before anything is answered; when
+        the append fails the group is put back as it was (a new group: gone, an empty KIP-848
+        group it took over: back) and the join gets Kafka's error for the failed append, as
+        Kafka's ``classicGroupJoinToClassicGroup`` and ``updateStaticMemberThenRebalance...``
+        do. A MEMBER_ID_REQUIRED answer stands (Kafka sends it before the append)."""
         waiter: asyncio.Future[JoinResponse] = asyncio.get_running_loop().create_future()
-        self._apply_classic(self.classic.join(request, waiter, self.runtime.clock_ms()))
-        self.write_group(request.group_id)  # an empty consumer group may be gone
+        group_id = request.group_id
+        before = self.registry.get(group_id)
+        saved = snapshot(before)
+        now = self.runtime.clock_ms()
+        effects = self.classic.join(request, waiter, now)
+        if any(isinstance(e, PersistGroup) for e in effects):
+            group = self.classic.group(group_id)
+            written = [group_record(group)] if group is not None else []
+            # An empty KIP-848 group taken over: its tombstones first, as Kafka writes them.
+            error = self._write_group(group_id, [], written)
+            if error != ErrorCode.none:
+                effects = self._join_not_written(request, waiter, effects, saved, error)
+            effects = [e for e in effects if not isinstance(e, PersistGroup)]
+        self._apply_classic(effects)
         return await waiter
+
+    def _join_not_written(
+        self,
+        request: JoinRequest,
+        waiter: asyncio.Future[JoinResponse],
+        effects: list[classic.Effect],
+        saved: Group | None,
+        error: ErrorCode,
+    ) -> list[classic.Effect]:
+        """The join's records were not written: the group as it was, the answers already given
+        before the append in Kafka (fenced old ids, MEMBER_ID_REQUIRED) stand, and a parked
+        joiner gets ``error``."""
+        self.registry.restore(request.group_id, saved)
+        kept: list[classic.Effect] = [
+            e
+            for e in effects
+            if isinstance(e, JoinCompleted | SyncCompleted)
+            and (e.waiter is not waiter or e.response.error != ErrorCode.none)
+        ]
+        answered = {id(e.waiter) for e in kept if isinstance(e, JoinCompleted | SyncCompleted)}
+        if isinstance(saved, ClassicGroup):
+            for member in saved.members.values():  # answered (fenced) when it was replaced
+                if id(member.join_waiter) in answered:
+                    member.join_waiter = None
+                if id(member.sync_waiter) in answered:
+                    member.sync_waiter = None
+        if any(isinstance(e, JoinCompleted) and e.waiter is waiter for e in kept):
+            return kept
+        answer = join_error(error)
+        if isinstance(saved, ClassicGroup):
+            answer = JoinResponse(
+                error,
+                UNKNOWN_MEMBER_ID,
+                saved.generation_id,
+                saved.protocol_type or None,
+                saved.protocol_name,
+                saved.leader_id or "",
+            )
+        log.warning("join_group_not_written", group=request.group_id, error=error.name)
+        return [*kept, JoinCompleted(waiter, answer)]
 
     async def sync_group(self, request: SyncRequest) -> SyncResponse:
         waiter: asyncio.Future[SyncResponse] = asyncio.get_running_loop().create_future()
@@ -587,27 +648,6 @@ class GroupCoordinatorService(ShareMembership):
             self.write_group(group_id)
         self._expire_offsets(now)
         self._apply_classic(self.classic.tick(now))  # re-arms
-
-
-def _snapshot(group: Group | None) -> Group | None:
-    """A copy of a KIP-848-style group to put back if its operation's records are not written.
-    Its members, targets and topologies are frozen values that an operation replaces, never
-    changes, so copying the containers that hold them is enough (the sets in a dict too: a
-    share group's initialized partitions). A classic group is not changed in place by a
-    KIP-848-style operation: it is replaced."""
-    if not isinstance(group, ConsumerGroup | ShareGroup | StreamsGroup):
-        return group
-    copied = copy.copy(group)
-    for name, value in vars(group).items():
-        if isinstance(value, dict):
-            setattr(copied, name, {k: _container_copy(v) for k, v in value.items()})
-        elif isinstance(value, set | list):
-            setattr(copied, name, copy.copy(value))
-    return copied
-
-
-def _container_copy(value: object) -> object:
-    return copy.copy(value) if isinstance(value, set | list | dict) else value
 
 
 GROUP_COORDINATOR = Service(SERVICE, GroupCoordinatorService)
