@@ -29,32 +29,33 @@ TIERS = ("unit", "client", "process", "parity")
 # Modules that take minutes, longest first (the sum of their tests' --durations=0 in a make test
 # run; a Kafka JVM, a long scenario or thousands of generated frames each), run first: make test
 # hands out whole files to its workers in collection order (--no-loadscope-reorder), and a long
-# file handed out last would leave the other workers idle while it runs.
+# file handed out last would leave the other workers idle while it runs. Paths from the checkout's
+# root: basenames repeat across the package directories.
 LONG_MODULES = (
-    "test_guard.py",
-    "test_fastwrite.py",
-    "test_fastwrite_hot.py",
-    "test_kip1289_scenarios.py",
-    "test_share_dlq.py",
-    "test_connection_quotas_clients.py",
-    "test_control_api.py",
-    "test_kip1289_crash_points.py",
-    "test_mutation_quota_java.py",
-    "test_kip1289_two_rpc.py",
-    "test_startup_errors.py",
-    "test_java_clients.py",
-    "test_log_cleaner.py",
-    "test_restart_durability.py",
-    "test_share_durability.py",
-    "test_acl_command_kafka.py",
-    "test_assignment_interval_kafka.py",
-    "test_share_close_java.py",
-    "test_control_share.py",
-    "test_client_kafka.py",
-    "test_txn_endings_java.py",
-    "test_consumer_groups.py",
-    "test_eos_crash_short.py",
-    "test_soak_short.py",
+    "tests/unit/protocol/test_guard.py",
+    "tests/unit/protocol/test_fastwrite.py",
+    "tests/unit/protocol/test_fastwrite_hot.py",
+    "tests/integration/test_kip1289_scenarios.py",
+    "tests/integration/test_share_dlq.py",
+    "tests/integration/test_connection_quotas_clients.py",
+    "tests/integration/test_control_api.py",
+    "tests/integration/test_kip1289_crash_points.py",
+    "tests/integration/test_mutation_quota_java.py",
+    "tests/integration/test_kip1289_two_rpc.py",
+    "tests/unit/test_startup_errors.py",
+    "tests/integration/test_java_clients.py",
+    "tests/integration/test_log_cleaner.py",
+    "tests/integration/test_restart_durability.py",
+    "tests/integration/test_share_durability.py",
+    "tests/integration/test_acl_command_kafka.py",
+    "tests/integration/test_assignment_interval_kafka.py",
+    "tests/integration/test_share_close_java.py",
+    "tests/integration/test_control_share.py",
+    "tests/integration/test_client_kafka.py",
+    "tests/integration/test_txn_endings_java.py",
+    "tests/integration/test_consumer_groups.py",
+    "tests/integration/test_eos_crash_short.py",
+    "tests/integration/test_soak_short.py",
 )
 
 
@@ -68,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    moved = [path for path in LONG_MODULES if not (config.rootpath / path).is_file()]
+    if moved:
+        raise pytest.UsageError(f"tests/conftest.py: LONG_MODULES names no file at {moved}")
     for tier, what in (
         ("unit", "tests/unit: no subprocess, no socket"),
         ("client", "real clients against a kemu (the default of tests/integration)"),
@@ -89,8 +93,9 @@ def tier_of(item: pytest.Item) -> str:
 
 def _start_rank(item: pytest.Item) -> int:
     """Long modules first, then the parity and process tiers (JVMs, restarts), then the rest."""
-    if item.path.name in LONG_MODULES:
-        return LONG_MODULES.index(item.path.name)
+    path = item.path.relative_to(item.config.rootpath).as_posix()
+    if path in LONG_MODULES:
+        return LONG_MODULES.index(path)
     return len(LONG_MODULES) + ("parity", "process", "client", "unit").index(tier_of(item))
 
 

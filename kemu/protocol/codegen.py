@@ -8,7 +8,7 @@ This generator writes the same shape for: Kafka 4.4.0's ApiVersions v5, TxnOffse
 DeleteGroups v3 (``kafka44/``), StreamsGroupHeartbeat and StreamsGroupDescribe v1
 (``streams_v1/``), and the KIP-1289 draft messages v0 (``kip1289/``). The JSON files sit beside
 the output. ``--check`` exits non-zero when a checked-in module differs from what it would write
-(``tests/unit/test_codegen.py`` runs it).
+(``tests/unit/protocol/test_codegen.py`` runs it).
 
 Python names follow kio: snake_case, with the names kio gave Kafka's time fields
 (``ThrottleTimeMs`` is ``throttle_time``, an ``i32Timedelta``) and the one field Kafka renamed

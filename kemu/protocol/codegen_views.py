@@ -10,7 +10,7 @@ nested struct of the same name in several versions is one view. The field lists 
 classes ``kemu.protocol.wire`` decodes with (kio's, and kemu's generated ones), the API keys and
 versions from the handler index (``kemu/broker/handlers/_index.py``, read as text: the protocol
 layer imports nothing above it). ``--check`` exits non-zero when a view is stale
-(``tests/unit/test_codegen.py``).
+(``tests/unit/protocol/test_codegen.py``).
 """
 
 from __future__ import annotations

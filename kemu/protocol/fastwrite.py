@@ -9,8 +9,8 @@ per message class and builds a chain of small closures that append ``bytes`` chu
 - ``records``/``bytes`` values are appended as they are, never copied, so a Fetch answer can go
   to the socket with ``writelines`` and the records are copied only by the kernel.
 
-``tests/unit/test_fastwrite.py`` checks it against kio's writer on generated messages of every
-response class kio has.
+``tests/unit/protocol/test_fastwrite.py`` checks it against kio's writer on generated messages of
+every response class kio has.
 """
 
 from __future__ import annotations

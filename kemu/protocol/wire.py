@@ -36,7 +36,7 @@ from kemu.protocol.kip1289 import NAMES as KEMU_NAMES
 # kemu's own schemas: KIP-1289's messages, and versions kio does not have yet (Kafka 4.4's
 # ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3; streams v1). Each package (and the kio
 # modules its classes build on, together about 0.05 s of CPU) is imported on the first lookup
-# of one of its keys, not at start-up. tests/unit/test_wire.py checks that this table names
+# of one of its keys, not at start-up. tests/unit/protocol/test_wire.py checks that this table names
 # exactly what each package's ``SCHEMAS`` defines.
 KEMU_SCHEMA_PACKAGES: dict[tuple[int, int], str] = {
     (18, 5): "kemu.protocol.kafka44",

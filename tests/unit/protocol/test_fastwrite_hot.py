@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_fastwrite import response_classes, same_bytes
+from tests.unit.protocol.test_fastwrite import response_classes, same_bytes
 
 HOT_RESPONSES = response_classes([0, 1, 3])
 

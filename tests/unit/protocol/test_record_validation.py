@@ -1,12 +1,15 @@
-"""Regression tests for what ``bench.fuzz --records`` found: Produce stored the records of a
-batch unread, so a batch whose compressed payload could not be decompressed, or whose records
-were malformed, was appended (NONE) and failed later, in ListOffsets or in the consumer; a
-keyless record on a compacted topic made Produce v3-v7 raise (those versions have no
-RecordErrors); a small compressed payload could inflate without bound when kemu decompressed
-it; and the log cleaner rewrote LZ4 batches as frames of dependent blocks, which Kafka's reader
-refuses. Kafka 4.4.0's answers to the same batches (``docs/reliability.md``, fuzzing) are
-INVALID_RECORD for malformed records, as here, and UNKNOWN_SERVER_ERROR for a payload it cannot
-decompress, where kemu answers CORRUPT_MESSAGE."""
+"""Validation of produced records: malformed records, codecs, decompression limits, keyless
+records on compacted topics, Produce refusing a bad batch whole.
+
+Where they came from: regression tests for what ``bench.fuzz --records`` found. Produce stored the
+records of a batch unread, so a batch whose compressed payload could not be decompressed, or whose
+records were malformed, was appended (NONE) and failed later, in ListOffsets or in the consumer; a
+keyless record on a compacted topic made Produce v3-v7 raise (those versions have no RecordErrors);
+a small compressed payload could inflate without bound when kemu decompressed it; and the log
+cleaner rewrote LZ4 batches as frames of dependent blocks, which Kafka's reader refuses. Kafka
+4.4.0's answers to the same batches (``docs/reliability.md``, fuzzing) are INVALID_RECORD for
+malformed records, as here, and UNKNOWN_SERVER_ERROR for a payload it cannot decompress, where kemu
+answers CORRUPT_MESSAGE."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kemu.storage.log import MemoryLog
 from kemu.storage.segments import SegmentLog
-from tests.unit.test_segments import T0, append_to, assert_same
+from tests.unit.storage.test_segments import T0, append_to, assert_same
 
 # (records, value size, timestamp step) per batch; steps may go back in time
 BATCHES = st.lists(
