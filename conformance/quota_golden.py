@@ -6,8 +6,8 @@ ControllerMutationQuotaManager from the jars ``make bench`` fetches, and prints 
 time and quota-window maximum, and for controller mutations which topics a request's strict or
 permissive quota accepts and the answer's throttle time.
 ``python -m conformance.quota_golden`` writes scenarios and answers to
-``tests/unit/quota_golden.json``; ``tests/unit/test_quota_enforcement.py`` replays them on
-``kemu/cluster/quota_enforcement.py`` and expects the same numbers.
+``tests/unit/cluster/quota_golden.json``; ``tests/unit/cluster/test_quota_enforcement.py`` replays
+them on ``kemu/cluster/quota_enforcement.py`` and expects the same numbers.
 """
 
 from __future__ import annotations

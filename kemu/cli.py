@@ -431,7 +431,8 @@ GROUP_BOUNDED_SUFFIXES = ("heartbeat.interval.ms", "session.timeout.ms", "standb
 def _check_start_configs(config: BrokerConfig, profile: Mapping[str, str] | None = None) -> None:
     """What Kafka 4.4.0 refuses at start-up (rather than kemu serving something no client can use):
     raises InvalidConfig with Kafka's message where it has one. The timing ``profile``'s own
-    values hold together (tests/unit/test_timing_profiles.py): only what differs is checked."""
+    values hold together (tests/unit/config/test_timing_profiles.py): only what differs is
+    checked."""
     given = {name for name, value in config.static.items() if (profile or {}).get(name) != value}
     from kemu.cluster.listeners import check_sasl_mechanisms, configured_listeners
 

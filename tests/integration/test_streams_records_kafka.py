@@ -12,7 +12,7 @@ import pytest
 
 from kemu.coordinator.group.streams.records import diff, encode_key, encode_value, image_of
 from tests import REPO_ROOT
-from tests.unit.test_streams_group import Harness
+from tests.unit.coordinator.group.streams.test_streams_group import Harness
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 

@@ -182,7 +182,7 @@ def test_a_bad_value_of_a_known_config_fails_with_kafkas_message() -> None:
 
 def test_a_bad_per_listener_listen_backlog_fails_with_kafkas_message() -> None:
     # Kafka 4.4.0 parses listener.name.<l>.socket.listen.backlog.size at start-up too (and then
-    # listens with the broker-wide value: tests/unit/test_listen_backlog.py).
+    # listens with the broker-wide value: tests/unit/config/test_listen_backlog.py).
     refused = serve(
         "--port",
         str(free_port_block(1)),

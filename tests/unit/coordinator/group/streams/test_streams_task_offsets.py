@@ -18,7 +18,7 @@ from kemu.coordinator.group.streams.model import (
 )
 from kemu.coordinator.group.streams.topology import Subtopology, Topology
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_streams_group import COUNT, Harness
+from tests.unit.coordinator.group.streams.test_streams_group import COUNT, Harness
 
 STATEFUL = {"0": 4}
 

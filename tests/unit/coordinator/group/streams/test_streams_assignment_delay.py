@@ -31,7 +31,7 @@ from kemu.coordinator.group.streams.records import (
     encode_value,
 )
 from kemu.coordinator.group.streams.topology import ASSIGNMENT_DELAYED
-from tests.unit.test_streams_group import COUNT
+from tests.unit.coordinator.group.streams.test_streams_group import COUNT
 
 INITIAL = (ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay.")
 INTERVAL = (ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval.")

@@ -1,5 +1,6 @@
-"""KIP-848 consumer-group behaviours matched to Kafka 4.4.0's GroupMetadataManager (issue 15):
-static membership's instance-id checks and asynchronous regex resolution."""
+"""KIP-848 consumer groups: static membership's instance-id checks and asynchronous regex
+resolution, as Kafka 4.4.0's GroupMetadataManager does them (found missing by issue 15's
+comparison with Kafka)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from kemu.coordinator.group.consumer.group import STATIC_LEAVE_EPOCH
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_consumer_group import REBALANCE_MS, T2, Harness, parts
+from tests.unit.coordinator.group.consumer.test_consumer_group import (
+    REBALANCE_MS,
+    T2,
+    Harness,
+    parts,
+)
 
 
 @pytest.fixture
