@@ -12,7 +12,7 @@ BROKERS ?= 3
 ARGS ?=
 
 .PHONY: install serve check test test-unit test-client test-process test-parity test-integration \
-	test-java lint bench eos-crash java clean conformance-franz \
+	test-java test-deep lint bench eos-crash java clean conformance-franz \
 	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark example-flink \
 	bench-connections soak bench-first-record sim
 
@@ -68,6 +68,11 @@ test: $(STAMP) java
 
 test-unit: $(STAMP)
 	$(PYTEST) -q -n 2 -m unit tests
+
+# the unit tier's property tests with many more generated examples (hypothesis's "deep" profile,
+# tests/conftest.py): after changing a codec; minutes
+test-deep: $(STAMP)
+	$(PYTEST) -q -n 2 -m unit --hypothesis-profile=deep tests/unit
 
 test-client: $(STAMP)
 	$(PYTEST) -q $(PARALLEL) -rs -m client tests

@@ -20,6 +20,12 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+# ``pytest --hypothesis-profile=deep`` (make test-deep): property tests that leave max_examples to
+# the profile draw twice hypothesis's default, and the generated-frame modules (test_fastwrite*)
+# draw this many messages per response class instead of the few of a usual run.
+settings.register_profile("deep", max_examples=200)
 
 # the kemu plugin (kemu_factory, ...) is registered through its pytest11 entry point
 pytest_plugins = ["kemu.testing.inprocess"]
