@@ -27,6 +27,7 @@ def test_a_seed_passes_every_oracle() -> None:
     result = Simulation(1, 60).run()
     assert result.ok, (result.violations, result.trace[-30:])
     assert result.counts.get("pipeline.committed", 0) > 0  # the workload did work
+    assert result.counts.get("member.commits", 0) > 0  # the consumer group committed
 
 
 def test_the_workload_alone_passes() -> None:

@@ -22,10 +22,13 @@ from kemu.protocol.errors import ErrorCode
 _RULE_KEYS = {
     0: "Produce",
     1: "Fetch",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
     10: "FindCoordinator",
     22: "InitProducerId",
     24: "AddPartitionsToTxn",
     26: "EndTxn",
+    68: "ConsumerGroupHeartbeat",
     76: "ShareGroupHeartbeat",
     78: "ShareFetch",
     79: "ShareAcknowledge",

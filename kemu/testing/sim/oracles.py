@@ -5,6 +5,8 @@
   answered for, so the end offsets are learnt afresh after one);
 - a share partition's start offset (SPSO) in ``__share_group_state`` only moves forward, across
   restarts too;
+- a consumer group's committed offsets only move forward, and never fall below what an
+  OffsetCommit answered (a power loss may take back a commit nobody was answered for);
 - ``__share_group_state`` replayed from scratch gives the state the share coordinator holds;
 - no record stays TX_PENDING once its transaction has ended (after ``TX_PENDING_GRACE_MS``, the
   markers travelling to the share-partition leader asynchronously).
@@ -16,9 +18,11 @@ from typing import Any
 
 from kemu.broker.share.manager import SHARE_PARTITIONS
 from kemu.cluster.model import SHARE_STATE_TOPIC
+from kemu.coordinator.group.service import GROUP_COORDINATOR
 from kemu.coordinator.share.service import SHARE_PERSISTER, ShareCoordinatorService
 from kemu.coordinator.transaction.coordinator import PREPARING, TxnState
 from kemu.coordinator.transaction.service import TRANSACTION_COORDINATOR
+from kemu.testing.sim.workload import CONSUMER_GROUP
 
 TX_PENDING_GRACE_MS = 10_000
 TX_PENDING_STATE = 5  # PersistedBatch.delivery_state of a staged record
@@ -30,13 +34,19 @@ class Oracles:
         self.start_offsets: dict[Any, int] = {}
         self.pending_since: dict[tuple[int, int], int] = {}
         self.replica: ShareCoordinatorService | None = None
+        self.group_offsets: dict[tuple[str, str, int], int] = {}
         self.checks = 0
 
     def forget_log_ends(self) -> None:
         """After a power loss: unanswered tails may be gone, learn the end offsets again."""
         self.log_offsets = {tp: (start, -1) for tp, (start, _) in self.log_offsets.items()}
 
-    def check(self, runtime: Any, now_ms: int) -> list[str]:
+    def forget_group_offsets(self) -> None:
+        """After a power loss: unanswered commits may be gone (answered ones are checked
+        against the clients' ledger)."""
+        self.group_offsets.clear()
+
+    def check(self, runtime: Any, now_ms: int, confirmed: dict[tuple[str, int], int]) -> list[str]:
         self.checks += 1
         found: list[str] = []
         found += self._logs(runtime)
@@ -46,6 +56,32 @@ class Oracles:
             found += self._start_offsets(share_state)
             found += self._replay(share_state)
         found += self._tx_pending(runtime, share_state, now_ms)
+        found += self._group_offsets(runtime, confirmed)
+        return found
+
+    def _group_offsets(self, runtime: Any, confirmed: dict[tuple[str, int], int]) -> list[str]:
+        service = runtime.services.built(GROUP_COORDINATOR)
+        if service is None:
+            return []
+        found = []
+        committed = {
+            tp: value.offset for tp, value in service.offsets.of_group(CONSUMER_GROUP).items()
+        }
+        for tp, answered in sorted(confirmed.items()):
+            if committed.get(tp, -1) < answered:
+                found.append(
+                    f"group {CONSUMER_GROUP}: committed offset of {tp} is "
+                    f"{committed.get(tp)}, below the {answered} an OffsetCommit answered"
+                )
+        for tp, offset in sorted(committed.items()):
+            key = (CONSUMER_GROUP, *tp)
+            before = self.group_offsets.get(key)
+            if before is not None and offset < before:
+                found.append(
+                    f"group {CONSUMER_GROUP}: committed offset of {tp} went back from {before} "
+                    f"to {offset}"
+                )
+            self.group_offsets[key] = offset
         return found
 
     def _logs(self, runtime: Any) -> list[str]:

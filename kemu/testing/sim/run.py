@@ -38,11 +38,13 @@ from kemu.testing.sim.loop import START_S, SimLoop
 from kemu.testing.sim.network import SimNetwork
 from kemu.testing.sim.oracles import Oracles
 from kemu.testing.sim.workload import (
+    CONSUMER_GROUP,
     INPUT,
     OUTPUT,
     PIPE_GROUP,
     READER_GROUP,
     Actor,
+    GroupMember,
     InputProducer,
     Ledger,
     Pipeline,
@@ -205,7 +207,7 @@ class Simulation:
         )
         await self.kemu.boot()
         bootstrap = self.kemu.bootstrap
-        streams = [random.Random(self.rng.getrandbits(64)) for _ in range(6)]
+        streams = [random.Random(self.rng.getrandbits(64)) for _ in range(8)]
         self.actors: list[Actor] = [
             InputProducer("producer-1", bootstrap, self.ledger, streams[0]),
             InputProducer("producer-2", bootstrap, self.ledger, streams[1]),
@@ -213,6 +215,8 @@ class Simulation:
             Pipeline("pipeline-2", bootstrap, self.ledger, streams[3]),
             Reader("reader-1", bootstrap, self.ledger, streams[4]),
             Verifier("verifier", bootstrap, self.ledger, streams[5]),
+            GroupMember("member-1", bootstrap, self.ledger, streams[6]),
+            GroupMember("member-2", bootstrap, self.ledger, streams[7]),
         ]
         self.dead_until: dict[str, int] = {}
         self.down_until = 0
@@ -269,6 +273,7 @@ class Simulation:
         self.chaos.note(f"crash.{kind}" if why == "random step" else f"crash.{why.split()[-1]}")
         if power_loss:
             self.oracles.forget_log_ends()
+            self.oracles.forget_group_offsets()
         self.down_until = self.step + self.rng.randint(1, 30)
         self.log(f"kemu crashes ({kind}, {why}), {lost} unsynced bytes lost")
 
@@ -299,7 +304,9 @@ class Simulation:
         found += [f"event loop: {e}" for e in self.loop.exceptions if "SimulatedCrash" not in e]
         self.loop.exceptions.clear()
         if self.kemu.up:
-            found += self.oracles.check(self.kemu.runtime(), self.loop.now_ms())
+            found += self.oracles.check(
+                self.kemu.runtime(), self.loop.now_ms(), self.ledger.group_committed
+            )
         self._summary()
         if found:
             self.violations = found
@@ -318,7 +325,8 @@ class Simulation:
         ledger = self.ledger
         self.log(
             f"leo {ends} produced {len(ledger.produced)} piped {len(ledger.pipe_done)} "
-            f"accepted {len(ledger.accepted)} seen {sum(len(s) for s in ledger.seen.values())}"
+            f"accepted {len(ledger.accepted)} seen {sum(len(s) for s in ledger.seen.values())} "
+            f"grouped {len(ledger.group_seen)}"
         )
 
     async def _settle(self) -> None:
@@ -344,7 +352,12 @@ class Simulation:
         seen = self.ledger.seen
         inputs = set(seen.get(INPUT, {}).values())
         outputs = set(seen.get(OUTPUT, {}).values())
-        return self.ledger.produced <= inputs and {transform(v) for v in inputs} <= outputs
+        grouped = set(self.ledger.group_seen.values())
+        return (
+            self.ledger.produced <= inputs
+            and {transform(v) for v in inputs} <= outputs
+            and inputs <= grouped
+        )
 
     def _final(self) -> None:
         seen = self.ledger.seen
@@ -363,12 +376,38 @@ class Simulation:
                 f"pipeline output is not its input once: {len(missing)} missing "
                 f"(e.g. {sorted(missing)[:3]}), {len(extra)} extra (e.g. {sorted(extra)[:3]})"
             )
+        found += self._group_final(seen.get(INPUT, {}))
         self.log(f"final: {len(inputs)} inputs, {len(outputs)} outputs")
         if found:
             self.violations = found
             self.failed_step = self.step
             for violation in found:
                 self.log(f"VIOLATION {violation}")
+
+    def _group_final(self, inputs: dict[tuple[int, int], bytes]) -> list[str]:
+        """At least once from the committed offset: every committed input record below the
+        group's last confirmed commit of its partition was handed to a member, and (the group
+        having caught up) every committed input value was."""
+        found = []
+        handed = self.ledger.group_seen
+        committed = self.ledger.group_committed
+        skipped = sorted(
+            where
+            for where in inputs
+            if where < (where[0], committed.get((INPUT, where[0]), 0)) and where not in handed
+        )
+        if skipped:
+            found.append(
+                f"group {CONSUMER_GROUP}: {len(skipped)} committed input records below a "
+                f"committed offset never handed to a member, e.g. {skipped[:3]}"
+            )
+        missing = set(inputs.values()) - set(handed.values())
+        if missing:
+            found.append(
+                f"group {CONSUMER_GROUP}: {len(missing)} committed input values never consumed, "
+                f"e.g. {sorted(missing)[:3]}"
+            )
+        return found
 
     def log(self, event: str) -> None:
         self.trace.append(f"{self.step:6d} {self.loop.now_ms() - round(START_S * 1000):9d} {event}")

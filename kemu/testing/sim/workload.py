@@ -1,9 +1,11 @@
-"""The simulation's clients: ``kemu.client`` producers, share consumers, KIP-1289 pipelines and a
-read_committed verifier, each a ``Process`` the harness may kill and start again.
+"""The simulation's clients: ``kemu.client`` producers, share consumers, KIP-1289 pipelines,
+consumer-group members and a read_committed verifier, each a ``Process`` the harness may kill
+and start again.
 
 What they learn for certain goes into the ``Ledger`` the oracles read: values whose transaction
 committed (the commit answered), input records whose transaction with their share
-acknowledgement committed, records whose ACCEPT a ShareAcknowledge confirmed. A call that failed
+acknowledgement committed, records whose ACCEPT a ShareAcknowledge confirmed, offsets a
+consumer group's OffsetCommit confirmed. A call that failed
 proves nothing either way (an answer lost on a cut connection may follow a commit), so a failed
 call adds nothing; the final check reads what is actually committed.
 """
@@ -20,7 +22,9 @@ from typing import Any
 
 from kemu.client import (
     AcknowledgeType,
+    CommitFailedError,
     Consumer,
+    GroupConsumer,
     IllegalStateError,
     KafkaError,
     ProducerFencedError,
@@ -32,7 +36,7 @@ from kemu.client.connection import ConnectionClosed
 from kemu.testing.sim.loop import Process
 
 INPUT, OUTPUT = "input", "output"
-PIPE_GROUP, READER_GROUP = "pipe", "readers"
+PIPE_GROUP, READER_GROUP, CONSUMER_GROUP = "pipe", "readers", "members"
 # what a client survives and retries; anything else is a bug the harness reports
 EXPECTED = (
     KafkaError,
@@ -58,6 +62,9 @@ class Ledger:
     # confirmed ACCEPTs: the delivery count they were accepted at
     accepted: dict[tuple[str, int, int], int] = field(default_factory=dict)
     seen: dict[str, dict[tuple[int, int], bytes]] = field(default_factory=dict)  # verifier
+    # consumer group: input records handed out to a member, and the offsets commits confirmed
+    group_seen: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    group_committed: dict[tuple[str, int], int] = field(default_factory=dict)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)  # client errors outside EXPECTED
@@ -247,6 +254,41 @@ class Reader(Actor):
                         where = (record.topic, record.partition, record.offset)
                         self.ledger.accepted[where] = record.delivery_count
                 self.ledger.count("reader.accepted", len(accepted))
+        finally:
+            await _close(consumer)
+
+
+class GroupMember(Actor):
+    """A KIP-848 consumer-group member reading ``input`` read_committed, committing its positions
+    after most polls: confirmed commits only move forward."""
+
+    kind = "member"
+
+    async def body(self) -> None:
+        consumer = GroupConsumer(
+            self.bootstrap, CONSUMER_GROUP, auto_offset_reset="earliest", max_wait_ms=200
+        )
+        self.clients = [consumer]
+        try:
+            await consumer.subscribe([INPUT])
+            while True:
+                for record in await consumer.poll(timeout=self.rng.uniform(0.1, 1.0)):
+                    self.ledger.group_seen[(record.partition, record.offset)] = record.value or b""
+                if self.rng.random() < 0.2:
+                    continue  # processed, not committed yet: delivered again if it moves
+                try:
+                    committed = await consumer.commit()
+                except CommitFailedError:
+                    self.ledger.count("member.commit_refused")
+                    continue
+                for tp, offset in committed.items():
+                    before = self.ledger.group_committed.get(tp, 0)
+                    if offset < before:
+                        self.ledger.violations.append(
+                            f"{CONSUMER_GROUP}: commit of {tp} went back from {before} to {offset}"
+                        )
+                    self.ledger.group_committed[tp] = max(before, offset)
+                self.ledger.count("member.commits")
         finally:
             await _close(consumer)
 
