@@ -149,7 +149,7 @@ def txn_write(name: str | None) -> Check:
     return (AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, name, code)
 
 
-def refused(ctx: RequestContext, request: Any, *checks: Check) -> Any | None:
+def refused(ctx: RequestContext, request: object, *checks: Check) -> Any | None:
     """The error answer to ``request`` at the first check the principal fails (every group,
     topic and partition of it carrying the check's error code, as Kafka's
     ``getErrorResponse``), or None when all pass or no authorizer is configured."""
@@ -161,7 +161,7 @@ def refused(ctx: RequestContext, request: Any, *checks: Check) -> Any | None:
     return None
 
 
-def error_answer(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+def error_answer(ctx: RequestContext, request: object, code: ErrorCode) -> Any:
     """The whole-request error answer to ``request`` (Kafka's ``getErrorResponse``)."""
     from kemu.protocol.error_responses import error_response_for
     from kemu.protocol.wire import DecodedRequest
@@ -169,7 +169,7 @@ def error_answer(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     return error_response_for(DecodedRequest(ctx.header, request, type(request)), code)
 
 
-def undescribable_subscription(ctx: RequestContext, request: Any) -> Any | None:
+def undescribable_subscription(ctx: RequestContext, request: object) -> Any | None:
     """A group heartbeat naming subscribed topics the principal may not DESCRIBE is refused
     whole with TOPIC_AUTHORIZATION_FAILED (KafkaApis since KAFKA-18813/18817); None otherwise."""
     names = getattr(request, "subscribed_topic_names", None)

@@ -23,7 +23,6 @@ broker shares one model, which applies the cluster-wide value.
 
 from __future__ import annotations
 
-import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -224,11 +223,12 @@ def alter(
 
 
 AlterOutcome = tuple[int, str, ErrorCode, str | None]  # resource type, name, error, message
+AlterResource = tuple[int, str, Sequence[ConfigChange]]  # resource type, name, its changes
 
 
 def alter_all(
     ctx: RequestContext,
-    resources: Sequence[tuple[int, str, Sequence[ConfigChange]]],
+    resources: Sequence[AlterResource],
     *,
     incremental: bool,
     validate_only: bool,
@@ -250,44 +250,33 @@ def alter_all(
 
 def alter_response(
     ctx: RequestContext,
-    request: Any,
+    resources: Sequence[AlterResource],
     *,
     incremental: bool,
+    validate_only: bool,
     denied: Callable[[int, str], ErrorCode | None] | None = None,
 ) -> Any:
     """The answer to AlterConfigs (every change a SET of the whole explicit set) or
-    IncrementalAlterConfigs (each change with its own operation).
+    IncrementalAlterConfigs (each change with its own operation): ``resources`` are the
+    request's (type, name, changes), each handler reading its own request.
 
     ``denied`` is the authorizer's say on a resource (its error code, or None to go on): as
     Kafka's ControllerApis, refused resources (duplicates aside) come first in the answer, with
     the error's default message, and are not altered."""
     refusals: list[AlterOutcome] = []
     if denied is not None:
-        duplicates = duplicate_resources(
-            (r.resource_type, r.resource_name) for r in request.resources
-        )
+        duplicates = duplicate_resources((type_id, name) for type_id, name, _ in resources)
         kept = []
-        for resource in request.resources:
-            key = (resource.resource_type, resource.resource_name)
+        for resource in resources:
+            key = (resource[0], resource[1])
             code = None if key in duplicates else denied(*key)
             if code is None:
                 kept.append(resource)
             else:
                 refusals.append((*key, code, default_message(code)))
-        request = dataclasses.replace(request, resources=tuple(kept))
-    resources = [
-        (
-            resource.resource_type,
-            resource.resource_name,
-            [
-                ConfigChange(c.name, c.config_operation if incremental else OpType.SET, c.value)
-                for c in resource.configs
-            ],
-        )
-        for resource in request.resources
-    ]
+        resources = kept
     outcomes = refusals + alter_all(
-        ctx, resources, incremental=incremental, validate_only=request.validate_only
+        ctx, resources, incremental=incremental, validate_only=validate_only
     )
     return ctx.respond(
         responses=tuple(

@@ -151,7 +151,7 @@ def register_placeholders() -> None:
 
 
 def _placeholder(api_key: int, module: str) -> HandlerFunction:
-    def load_then_handle(ctx: RequestContext, request: Any) -> Any:
+    def load_then_handle(ctx: RequestContext, request: object) -> Any:
         load_handlers()
         real = REGISTRY[api_key]
         if _is_placeholder(real):

@@ -17,8 +17,8 @@ and, for the reads, the fields a successful answer carries.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 from kemu.broker.authorization import AclOperation, cluster_check, refused
 from kemu.broker.handlers import HandlerFunction, handler
@@ -31,9 +31,38 @@ from kemu.coordinator.share.service import (
 )
 from kemu.coordinator.share.shard import ShardResult
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.topic_ids import ZERO_UUID, wire_topic_id
 
+
+class StatePartition(Protocol):
+    """What every key's partition data has (``kemu.protocol.views``' PartitionDataView)."""
+
+    @property
+    def partition(self) -> int: ...
+
+
+Data = TypeVar("Data", bound=StatePartition, covariant=True)
+
+
+class StateTopic(Protocol, Generic[Data]):
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+    @property
+    def partitions(self) -> Sequence[Data]: ...
+
+
+class StateRequest(Protocol, Generic[Data]):
+    """The request of every share-state key: one group, per topic id its partitions' data."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def topics(self) -> Sequence[StateTopic[Data]]: ...
+
+
+D = TypeVar("D", bound=StatePartition)
 # The persister call for one partition: (service, key, the request's partition data).
-PartitionCall = Callable[[ShareCoordinatorService, SharePartitionKey, Any], ShardResult]
+PartitionCall = Callable[[ShareCoordinatorService, SharePartitionKey, D], ShardResult]
 # The fields a successful read answers beside partition and error (ctx makes nested structs).
 StateFields = Callable[[RequestContext, PersistedState], dict[str, Any]]
 
@@ -46,7 +75,7 @@ def share_state_handler(
     *,
     operation: str,
     result_class: str,
-    call: PartitionCall,
+    call: PartitionCall[D],
     state_fields: StateFields | None = None,
     partitions_required: bool = True,
 ) -> HandlerFunction:
@@ -54,13 +83,13 @@ def share_state_handler(
     key: ``call`` per partition this broker leads; a PartitionResult carrying its error and
     message, plus ``state_fields`` of the state it read when it succeeded."""
 
-    def handle(ctx: RequestContext, request: Any) -> Any:
+    def handle(ctx: RequestContext, request: StateRequest[D]) -> Any:
         denied = refused(ctx, request, cluster_check(AclOperation.CLUSTER_ACTION))
         if denied is not None:
             return denied
         service = share_coordinator(ctx.runtime)
 
-        def answer(key: SharePartitionKey, data: Any) -> Any:
+        def answer(key: SharePartitionKey, data: D) -> Any:
             result = call(service, key, data)
             if state_fields is None or result.error is not ErrorCode.none or result.state is None:
                 return partition_error(ctx, key.partition, result.error, result.message)
@@ -86,16 +115,16 @@ def share_state_handler(
     return handler(api_key, min_version, max_version)(handle)
 
 
-PartitionAnswer = Callable[[SharePartitionKey, Any], Any]
+PartitionAnswer = Callable[[SharePartitionKey, D], Any]
 
 
 def share_state_response(
     ctx: RequestContext,
-    request: Any,
+    request: StateRequest[D],
     *,
     operation: str,
     result_class: str,
-    answer: PartitionAnswer,
+    answer: PartitionAnswer[D],
     partitions_required: bool = True,
 ) -> Any:
     """The response: ``answer(key, partition_data)`` for every partition this broker leads."""
@@ -104,16 +133,17 @@ def share_state_response(
     if partitions_required and any(not topic.partitions for topic in request.topics):
         return ctx.respond(results=())
     service = share_coordinator(ctx.runtime)
-    by_topic: dict[uuid.UUID | None, dict[int, Any]] = {}
+    by_topic: dict[uuid.UUID, dict[int, Any]] = {}
     for topic in request.topics:
-        results = by_topic.setdefault(topic.topic_id, {})
+        topic_id = wire_topic_id(topic.topic_id)
+        results = by_topic.setdefault(topic_id, {})
         for data in topic.partitions:
-            if topic.topic_id is None or topic.topic_id.int == 0:
+            if topic_id == ZERO_UUID:
                 results[data.partition] = partition_error(
                     ctx, data.partition, ErrorCode.invalid_request, "Invalid topic id."
                 )
                 continue
-            key = SharePartitionKey(request.group_id, topic.topic_id, data.partition)
+            key = SharePartitionKey(request.group_id, topic_id, data.partition)
             if service.is_coordinator(ctx.node.node_id, key):
                 results[data.partition] = answer(key, data)
             else:

@@ -40,6 +40,10 @@ from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
 from kemu.coordinator.transaction.share_enlistment import TxnProducer, enlist_share_state
 from kemu.protocol.errors import ErrorCode, default_message
 from kemu.protocol.kip1289 import ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN_KEY
+from kemu.protocol.topic_ids import wire_topic_id
+from kemu.protocol.views.add_share_acknowledgements_to_txn import (
+    AddShareAcknowledgementsToTxnRequestView,
+)
 
 API_KEY = ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN_KEY
 
@@ -52,7 +56,7 @@ COORDINATOR_MESSAGES = {
 
 
 @handler(API_KEY, 0, 0)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: AddShareAcknowledgementsToTxnRequestView) -> Any:
     denied = refused(
         ctx, request, txn_write(request.transactional_id), group_read(request.group_id)
     )
@@ -60,16 +64,23 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return denied
     error, message = _check(ctx, request)
     if error is ErrorCode.none:
-        refs = [(t.topic_id, int(index)) for t in request.topics for index in t.partitions]
-        txn = TxnProducer(request.transactional_id, request.producer_id, request.producer_epoch)
-        error = enlist_share_state(ctx.runtime, txn, request.group_id, refs)
+        transactional_id, group_id = request.transactional_id or "", request.group_id or ""
+        refs = [
+            (wire_topic_id(t.topic_id), int(index))
+            for t in request.topics
+            for index in t.partitions
+        ]
+        txn = TxnProducer(transactional_id, request.producer_id, request.producer_epoch)
+        error = enlist_share_state(ctx.runtime, txn, group_id, refs)
         message = COORDINATOR_MESSAGES.get(error) or default_message(error)
     if error is ErrorCode.none:
         message = None
     return ctx.respond(error_code=error, error_message=message)
 
 
-def _check(ctx: RequestContext, request: Any) -> tuple[ErrorCode, str | None]:
+def _check(
+    ctx: RequestContext, request: AddShareAcknowledgementsToTxnRequestView
+) -> tuple[ErrorCode, str | None]:
     """Everything refused before the transaction coordinator is asked."""
     if not request.transactional_id:
         return ErrorCode.invalid_request, "TransactionalId must be a non-empty string"
@@ -81,9 +92,10 @@ def _check(ctx: RequestContext, request: Any) -> tuple[ErrorCode, str | None]:
     if not request.topics:
         return ErrorCode.invalid_request, "Topics must not be empty"
     for topic in request.topics:
-        found = None if topic.topic_id is None else ctx.cluster.topics_by_id.get(topic.topic_id)
+        topic_id = wire_topic_id(topic.topic_id)
+        found = ctx.cluster.topics_by_id.get(topic_id)
         if found is None:
-            return ErrorCode.unknown_topic_id, f"Unknown topic id {topic.topic_id}"
+            return ErrorCode.unknown_topic_id, f"Unknown topic id {topic_id}"
         if not topic.partitions:
             return ErrorCode.invalid_request, f"No partitions for topic {found.name}"
         for index in topic.partitions:

@@ -20,7 +20,7 @@ from typing import Any
 
 from kemu.broker.authorization import AclOperation, config_refusal
 from kemu.broker.handlers import handler
-from kemu.cluster.config_resources import alter_response
+from kemu.cluster.config_resources import ConfigChange, OpType, alter_response
 from kemu.cluster.context import RequestContext
 from kemu.protocol.views.alter_configs import AlterConfigsRequestView
 
@@ -29,9 +29,18 @@ API_KEY = 33
 
 @handler(API_KEY, 0, 2)
 def handle(ctx: RequestContext, request: AlterConfigsRequestView) -> Any:
+    resources = [
+        (
+            r.resource_type,
+            r.resource_name,
+            [ConfigChange(c.name, OpType.SET, c.value) for c in r.configs],
+        )
+        for r in request.resources
+    ]
     return alter_response(
         ctx,
-        request,
+        resources,
         incremental=False,
+        validate_only=request.validate_only,
         denied=lambda kind, name: config_refusal(ctx, AclOperation.ALTER_CONFIGS, kind, name),
     )

@@ -38,12 +38,14 @@ from kemu.coordinator.group import config_resource  # noqa: F401 - registers the
 from kemu.coordinator.group.consumer.group import ConsumerHeartbeat
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import group_coordinator
+from kemu.protocol.topic_ids import wire_topic_id
+from kemu.protocol.views.consumer_group_heartbeat import ConsumerGroupHeartbeatRequestView
 
 API_KEY = 68
 
 
 @handler(API_KEY, 0, 1)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequestView) -> Any:
     denied = refused(ctx, request, group_read(request.group_id))
     if denied is None:
         denied = undescribable_subscription(ctx, request)
@@ -52,7 +54,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     owned = None
     if request.topic_partitions is not None:
         owned = frozenset(
-            (tp.topic_id, index) for tp in request.topic_partitions for index in tp.partitions
+            (wire_topic_id(tp.topic_id), index)
+            for tp in request.topic_partitions
+            for index in tp.partitions
         )
     rebalance = request.rebalance_timeout // datetime.timedelta(milliseconds=1)
     heartbeat = ConsumerHeartbeat(

@@ -28,6 +28,7 @@ from kemu.cluster.quota_enforcement import MutationQuota
 from kemu.cluster.replica_assignment import AssignmentError, check_manual_assignment
 from kemu.protocol.errors import ErrorCode, default_message
 from kemu.protocol.views.create_partitions import (
+    CreatePartitionsAssignmentView,
     CreatePartitionsRequestView,
     CreatePartitionsTopicView,
 )
@@ -98,24 +99,33 @@ def _grow(
             f"The topic {topic.name} currently has {current} partition(s); {request.count} "
             "would not be an increase.",
         )
-    if request.assignments is not None and len(request.assignments) != request.count - current:
-        _assignments(ctx, topic, request)  # raises Kafka's count mismatch, before the quota
+    requested = request.assignments
+    if requested is not None and len(requested) != request.count - current:
+        _assignments(ctx, topic, request.count, requested)  # Kafka's count mismatch, pre-quota
     if not quota.record(request.count - current, ctx.now_ms()):
         raise PartitionsError(ErrorCode.throttling_quota_exceeded)
-    assignments = _assignments(ctx, topic, request) if request.assignments is not None else None
+    assignments = (
+        _assignments(ctx, topic, request.count, requested) if requested is not None else None
+    )
     if not validate_only:
         cluster.add_partitions(topic.name, request.count, assignments)
 
 
-def _assignments(ctx: RequestContext, topic: Topic, request: Any) -> list[list[int]]:
-    additional = request.count - len(topic.partitions)
-    if len(request.assignments) != additional:
+def _assignments(
+    ctx: RequestContext,
+    topic: Topic,
+    count: int,
+    requested: tuple[CreatePartitionsAssignmentView, ...],
+) -> list[list[int]]:
+    """The replicas of each partition added to ``topic`` to reach ``count``, as requested."""
+    additional = count - len(topic.partitions)
+    if len(requested) != additional:
         raise PartitionsError(
             ErrorCode.invalid_replica_assignment,
             f"Attempted to add {additional} additional partition(s), but only "
-            f"{len(request.assignments)} assignment(s) were specified.",
+            f"{len(requested)} assignment(s) were specified.",
         )
-    replicas = [list(assignment.broker_ids) for assignment in request.assignments]
+    replicas: list[list[int]] = [list(assignment.broker_ids) for assignment in requested]
     replication_factor = len(topic.partitions[0].replicas)  # as Kafka: the first partition's
     try:
         for replica_ids in replicas:

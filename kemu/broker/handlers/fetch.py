@@ -34,11 +34,11 @@ from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.partition import Partition
 from kemu.cluster.services import Service
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.topic_ids import wire_topic_id
 from kemu.protocol.views.fetch import FetchRequestView
 
 API_KEY = 1
 READ_COMMITTED = 1
-ZERO_TOPIC_ID = uuid.UUID(int=0)  # what kio decodes as None: no topic has it
 
 
 FETCH_SESSIONS = Service("fetch_sessions", lambda _: FetchSessionCache())
@@ -108,7 +108,7 @@ def _targets(
     cluster = ctx.cluster
     requested: list[Target] = []
     for topic in request.topics:
-        topic_id = (topic.topic_id or ZERO_TOPIC_ID) if by_id else None
+        topic_id = wire_topic_id(topic.topic_id) if by_id else None
         topic_key: object = topic_id if by_id else topic.topic
         known = cluster.topics_by_id.get(topic_id) if topic_id is not None else None
         name = known.name if known is not None else (None if by_id else topic.topic)
@@ -130,7 +130,7 @@ def _targets(
     if not incremental:
         session.partitions.clear()
     for forgotten in getattr(request, "forgotten_topics_data", ()):
-        topic_key = (forgotten.topic_id or ZERO_TOPIC_ID) if by_id else forgotten.topic
+        topic_key = wire_topic_id(forgotten.topic_id) if by_id else forgotten.topic
         for index in forgotten.partitions:
             session.partitions.pop((topic_key, index), None)
     for target in requested:
@@ -158,10 +158,13 @@ Result = tuple[Target, Any, int | None]  # target, PartitionData, other leader t
 
 
 def _read_all(
-    ctx: RequestContext, request: Any, targets: list[Target], read_committed: bool
+    ctx: RequestContext,
+    request: FetchRequestView,
+    targets: list[Target],
+    read_committed: bool,
 ) -> tuple[list[Result], int, bool, list[Partition]]:
     cluster = ctx.cluster
-    bytes_left = request.max_bytes
+    bytes_left: int = request.max_bytes
     total = 0
     errors = False
     results: list[Result] = []

@@ -20,7 +20,7 @@ from typing import Any
 
 from kemu.broker.authorization import AclOperation, config_refusal
 from kemu.broker.handlers import handler
-from kemu.cluster.config_resources import alter_response
+from kemu.cluster.config_resources import ConfigChange, alter_response
 from kemu.cluster.context import RequestContext
 from kemu.protocol.views.incremental_alter_configs import IncrementalAlterConfigsRequestView
 
@@ -29,9 +29,18 @@ API_KEY = 44
 
 @handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequestView) -> Any:
+    resources = [
+        (
+            r.resource_type,
+            r.resource_name,
+            [ConfigChange(c.name, c.config_operation, c.value) for c in r.configs],
+        )
+        for r in request.resources
+    ]
     return alter_response(
         ctx,
-        request,
+        resources,
         incremental=True,
+        validate_only=request.validate_only,
         denied=lambda kind, name: config_refusal(ctx, AclOperation.ALTER_CONFIGS, kind, name),
     )

@@ -12,8 +12,19 @@ CLUSTER_ACTION on the cluster is needed (see ``_share_state``).
 from __future__ import annotations
 
 from kemu.broker.handlers._share_state import share_state_handler
+from kemu.coordinator.share.persister import SharePartitionKey
+from kemu.coordinator.share.service import ShareCoordinatorService
+from kemu.coordinator.share.shard import ShardResult
+from kemu.protocol.views.initialize_share_group_state import PartitionDataView
 
 API_KEY = 83
+
+
+def _initialize(
+    service: ShareCoordinatorService, key: SharePartitionKey, data: PartitionDataView
+) -> ShardResult:
+    return service.initialize_sync(key, data.state_epoch, data.start_offset)
+
 
 handle = share_state_handler(
     __name__,
@@ -22,8 +33,6 @@ handle = share_state_handler(
     0,
     operation="initialize share group state",
     result_class="InitializeStateResult",
-    call=lambda service, key, data: service.initialize_sync(
-        key, data.state_epoch, data.start_offset
-    ),
+    call=_initialize,
     partitions_required=False,
 )

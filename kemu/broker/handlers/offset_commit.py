@@ -31,18 +31,23 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.offset_manager import DEFAULT_RETENTION, CommitPartition
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.topic_ids import wire_topic_id
+from kemu.protocol.views.offset_commit import (
+    OffsetCommitRequestTopicView,
+    OffsetCommitRequestView,
+)
 
 API_KEY = 8
 FIRST_TOPIC_ID_VERSION = 10
 
 
 @handler(API_KEY, 2, 10)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: OffsetCommitRequestView) -> Any:
     denied = refused(ctx, request, group_read(request.group_id))
     if denied is not None:
         return denied
     by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
-    answers: list[tuple[Any, list[tuple[int, ErrorCode | None]]]] = []
+    answers: list[tuple[OffsetCommitRequestTopicView, list[tuple[int, ErrorCode | None]]]] = []
     valid: list[CommitPartition] = []
     names: list[str | None] = []
     readable = allowed_names(
@@ -52,13 +57,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         (_topic_name(ctx, topic, by_id) or "" for topic in request.topics),
     )
     for topic in request.topics:
-        found = ctx.cluster.topics_by_id.get(topic.topic_id) if by_id else None
+        found = ctx.cluster.topics_by_id.get(wire_topic_id(topic.topic_id)) if by_id else None
         name = found.name if found is not None else (None if by_id else topic.name)
         names.append(name)
         unknown = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
         entries: list[tuple[int, ErrorCode | None]] = []
         for partition in topic.partitions:
-            index = partition.partition_index
+            index: int = partition.partition_index
             if name is None:
                 entries.append((index, unknown))
             elif name not in readable:
@@ -118,8 +123,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(throttle_time=datetime.timedelta(0), topics=tuple(topics))
 
 
-def _topic_name(ctx: RequestContext, topic: Any, by_id: bool) -> str | None:
+def _topic_name(
+    ctx: RequestContext, topic: OffsetCommitRequestTopicView, by_id: bool
+) -> str | None:
     if not by_id:
         return str(topic.name)
-    found = ctx.cluster.topics_by_id.get(topic.topic_id)
+    found = ctx.cluster.topics_by_id.get(wire_topic_id(topic.topic_id))
     return None if found is None else found.name

@@ -27,12 +27,13 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.views.offset_delete import OffsetDeleteRequestView
 
 API_KEY = 47
 
 
 @handler(API_KEY, 0, 0)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: OffsetDeleteRequestView) -> Any:
     denied = refused(ctx, request, group_check(AclOperation.DELETE, request.group_id))
     if denied is not None:
         return denied
@@ -44,13 +45,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         if topic.name not in readable:
             continue
-        indexes = []
+        indexes: list[int] = []
         for partition in topic.partitions:
             if ctx.cluster.partition(topic.name, partition.partition_index) is None:
                 unknown.add((topic.name, partition.partition_index))
             else:
                 indexes.append(partition.partition_index)
-        requested.append((topic.name, indexes))
+        name: str = topic.name
+        requested.append((name, indexes))
     result = group_coordinator(ctx.runtime).delete_offsets(request.group_id, requested)
     if result.error != ErrorCode.none:
         return ctx.respond(error_code=result.error, throttle_time=datetime.timedelta(0), topics=())

@@ -56,6 +56,8 @@ from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.record_reader import validate_produced
 from kemu.protocol.records import BatchHeader, CorruptBatch, InvalidBatch, split_batches
+from kemu.protocol.topic_ids import wire_topic_id
+from kemu.protocol.views.produce import ProduceRequestView
 
 API_KEY = 0
 STORAGE_ERROR_MESSAGE = "Disk error when trying to access log file on the disk."
@@ -65,7 +67,7 @@ log = structlog.get_logger("kemu.produce")
 
 
 @handler(API_KEY, 3, 13)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ProduceRequestView) -> Any:
     acks = request.acks
     by_id = ctx.version >= 13
     cluster = ctx.cluster
@@ -78,7 +80,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     for topic_data in request.topic_data:
         topic = (
-            cluster.topics_by_id.get(topic_data.topic_id)
+            cluster.topics_by_id.get(wire_topic_id(topic_data.topic_id))
             if by_id
             else cluster.topics.get(topic_data.name)
         )

@@ -19,7 +19,10 @@ from typing import Any
 
 from kemu.broker.handlers._share_state import share_state_handler
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.share.persister import PersistedState
+from kemu.coordinator.share.persister import PersistedState, SharePartitionKey
+from kemu.coordinator.share.service import ShareCoordinatorService
+from kemu.coordinator.share.shard import ShardResult
+from kemu.protocol.views.read_share_group_state import PartitionDataView
 
 API_KEY = 84
 
@@ -42,6 +45,12 @@ def _state(ctx: RequestContext, state: PersistedState) -> dict[str, Any]:
     }
 
 
+def _read(
+    service: ShareCoordinatorService, key: SharePartitionKey, data: PartitionDataView
+) -> ShardResult:
+    return service.read_sync(key, data.leader_epoch)
+
+
 handle = share_state_handler(
     __name__,
     API_KEY,
@@ -49,6 +58,6 @@ handle = share_state_handler(
     0,
     operation="read share group state",
     result_class="ReadStateResult",
-    call=lambda service, key, data: service.read_sync(key, data.leader_epoch),
+    call=_read,
     state_fields=_state,
 )

@@ -36,12 +36,14 @@ from kemu.broker.share.sessions import SharePartitionRef
 from kemu.broker.share.settings import share_settings
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.topic_ids import wire_topic_id
+from kemu.protocol.views.share_acknowledge import ShareAcknowledgeRequestView
 
 API_KEY = 79
 
 
 @handler(API_KEY, 1, 2)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ShareAcknowledgeRequestView) -> Any:
     denied = refused_by_acls(ctx, request, group_read(request.group_id))
     if denied is not None:
         return denied
@@ -60,12 +62,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return refused(ctx, decision.error, 0, decision.message)
 
     answers: dict[SharePartitionRef, PartitionAnswer] = {}
-    unreadable = unreadable_topics(ctx, {topic.topic_id for topic in request.topics})
-    for topic in request.topics:
+    topic_ids = [wire_topic_id(topic.topic_id) for topic in request.topics]
+    unreadable = unreadable_topics(ctx, set(topic_ids))
+    for topic_id, topic in zip(topic_ids, request.topics, strict=True):
         for p in topic.partitions:
-            ref = (topic.topic_id, p.partition_index)
+            ref: SharePartitionRef = (topic_id, p.partition_index)
             answer = answers[ref] = PartitionAnswer()
-            if topic.topic_id in unreadable:
+            if topic_id in unreadable:
                 answer.error = ErrorCode.topic_authorization_failed
                 continue
             where = route(ctx, *ref)

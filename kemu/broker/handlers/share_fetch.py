@@ -64,13 +64,15 @@ from kemu.broker.share.settings import ShareSettings, share_settings
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.topic_ids import wire_topic_id
+from kemu.protocol.views.share_fetch import AcknowledgementBatchView, ShareFetchRequestView
 
 API_KEY = 78
 NO_MAX_BYTES = "Requested max bytes must be greater than 0"
 
 
 @handler(API_KEY, 1, 2)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ShareFetchRequestView) -> Any:
     denied = refused_by_acls(ctx, request, group_read(request.group_id))
     if denied is not None:
         return denied
@@ -85,15 +87,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return refused(ctx, ErrorCode.invalid_request, lock_ms, f"Unknown acquire mode {mode_id}")
     manager = share_partitions(ctx.runtime)
     requested: list[SharePartitionRef] = []
-    acknowledgements: dict[SharePartitionRef, Any] = {}
+    acknowledgements: dict[SharePartitionRef, tuple[AcknowledgementBatchView, ...]] = {}
     for topic in request.topics:
+        topic_id = wire_topic_id(topic.topic_id)
         for p in topic.partitions:
-            ref = (topic.topic_id, p.partition_index)
+            ref: SharePartitionRef = (topic_id, p.partition_index)
             requested.append(ref)
             if p.acknowledgement_batches:
                 acknowledgements[ref] = p.acknowledgement_batches
-    forgotten = [
-        (t.topic_id, index) for t in request.forgotten_topics_data for index in t.partitions
+    forgotten: list[SharePartitionRef] = [
+        (wire_topic_id(t.topic_id), index)
+        for t in request.forgotten_topics_data
+        for index in t.partitions
     ]
     key = (ctx.node.node_id, group_id, member_id)
     decision = manager.sessions.for_fetch(
@@ -144,7 +149,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _respond(ctx, answers, lock_ms)
     try:
         await _fetch_with_wait(
-            ctx, request, manager, settings, decision.session, answers, releases, unreadable
+            ctx,
+            request,
+            (group_id, member_id),
+            manager,
+            settings,
+            decision.session,
+            answers,
+            releases,
+            unreadable,
         )
     finally:
         await _release(member_id, releases)
@@ -170,7 +183,8 @@ Deferred = tuple[SharePartitionActor, tuple[AckBatch, ...]]
 
 async def _fetch_with_wait(
     ctx: RequestContext,
-    request: Any,
+    request: ShareFetchRequestView,
+    member: tuple[str, str],
     manager: SharePartitionManager,
     settings: ShareSettings,
     session: ShareSession,
@@ -180,8 +194,9 @@ async def _fetch_with_wait(
 ) -> None:
     """Acquire, long-polling up to MaxWaitMs for MinBytes. The request's own RELEASEs take effect
     after the first attempt, and before any wait: they are handed out (to this request too) only
-    when the first attempt found nothing."""
-    group_id, member_id = request.group_id, request.member_id
+    when the first attempt found nothing. ``member`` is the (group id, member id) checked
+    non-empty."""
+    group_id, member_id = member
     order = session.fetch_order()
     deadline = ctx.wait_ms() + max(millis(request.max_wait), 0)
     min_bytes = max(int(request.min_bytes), 1)
@@ -249,7 +264,7 @@ def _acquirable(targets: list[Target], settings: ShareSettings, min_bytes: int) 
 
 async def _fetch(
     ctx: RequestContext,
-    request: Any,
+    request: ShareFetchRequestView,
     settings: ShareSettings,
     member_id: str,
     mode: AcquireMode,
@@ -294,7 +309,7 @@ async def _acknowledge(
     group_id: str,
     member_id: str,
     ref: SharePartitionRef,
-    raw: Iterable[Any],
+    raw: Iterable[AcknowledgementBatchView],
     releases: list[Deferred] | None,
 ) -> PartitionAnswer:
     """Apply one partition's acknowledgements; with ``releases`` its RELEASEs are held back and

@@ -82,7 +82,13 @@ from kemu.coordinator.group.streams.topology import (
     Topology,
 )
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.views.streams_group_heartbeat import StreamsGroupHeartbeatRequestView
+from kemu.protocol.views.streams_group_heartbeat import (
+    StreamsGroupHeartbeatRequestView,
+    TaskIdsView,
+    TaskOffsetView,
+    TopicInfoView,
+    TopologyView,
+)
 
 API_KEY = 88
 
@@ -92,7 +98,7 @@ def handle(ctx: RequestContext, request: StreamsGroupHeartbeatRequestView) -> An
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return _error(ctx, ErrorCode.group_authorization_failed, None)
     if request.topology is not None:
-        refusal = _topology_refusal(ctx, request)
+        refusal = _topology_refusal(ctx, request.topology)
         if refusal is not None:
             return refusal
     owned = None
@@ -184,14 +190,14 @@ def _error(ctx: RequestContext, code: ErrorCode, message: str | None) -> Any:
     )
 
 
-def _topology_refusal(ctx: RequestContext, request: Any) -> Any | None:
+def _topology_refusal(ctx: RequestContext, topology: TopologyView) -> Any | None:
     """KafkaApis' checks of a topology before the coordinator sees it: no Kafka internal topic,
     only valid topic names (STREAMS_INVALID_TOPOLOGY), and DESCRIBE on every topic it names
     (TOPIC_AUTHORIZATION_FAILED)."""
     required = list(
         dict.fromkeys(
             name
-            for sub in request.topology.subtopologies
+            for sub in topology.subtopologies
             for name in (
                 *sub.source_topics,
                 *sub.repartition_sink_topics,
@@ -237,19 +243,21 @@ def _v1(ctx: RequestContext) -> dict[str, Any]:
     return {"topology_description_required": False} if ctx.version >= 1 else {}
 
 
-def _task_offsets(entries: Any) -> tuple[tuple[str, int, int], ...] | None:
+def _task_offsets(
+    entries: tuple[TaskOffsetView, ...] | None,
+) -> tuple[tuple[str, int, int], ...] | None:
     if entries is None:
         return None
     return tuple((e.subtopology_id, int(e.partition), int(e.offset)) for e in entries)
 
 
-def _tasks(task_ids: Any) -> Tasks:
+def _tasks(task_ids: tuple[TaskIdsView, ...] | None) -> Tasks:
     if task_ids is None:
         return frozenset()
     return frozenset((t.subtopology_id, int(p)) for t in task_ids for p in t.partitions)
 
 
-def _topic_info(info: Any) -> TopicInfo:
+def _topic_info(info: TopicInfoView) -> TopicInfo:
     return TopicInfo(
         name=info.name,
         partitions=int(info.partitions),
@@ -258,7 +266,7 @@ def _topic_info(info: Any) -> TopicInfo:
     )
 
 
-def _topology(topology: Any) -> Topology:
+def _topology(topology: TopologyView) -> Topology:
     return Topology(
         epoch=int(topology.epoch),
         subtopologies=tuple(
@@ -312,9 +320,7 @@ def _endpoints(
     return tuple(answers)
 
 
-def _partitions(
-    ctx: RequestContext, tasks: Tasks, topics: dict[str, list[str]]
-) -> tuple[Any, ...]:
+def _partitions(ctx: RequestContext, tasks: Tasks, topics: dict[str, list[str]]) -> tuple[Any, ...]:
     by_topic: dict[str, list[int]] = {}
     for sub, partition in sorted(tasks):
         for topic in topics.get(sub, []):

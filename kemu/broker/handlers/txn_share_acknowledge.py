@@ -47,7 +47,7 @@ from typing import Any
 from kemu.broker.authorization import group_read, refused, txn_write
 from kemu.broker.handlers import handler
 from kemu.broker.share.manager import share_partitions
-from kemu.broker.share.routing import ack_batches, route
+from kemu.broker.share.routing import Route, ack_batches, route
 from kemu.broker.share.sessions import SharePartitionRef
 from kemu.broker.share.settings import share_settings
 from kemu.broker.share.txn_acks import txn_share_acks
@@ -62,6 +62,8 @@ from kemu.coordinator.transaction.share_enlistment import (
 )
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.kip1289 import TXN_SHARE_ACKNOWLEDGE_KEY
+from kemu.protocol.topic_ids import wire_topic_id
+from kemu.protocol.views.txn_share_acknowledge import TxnShareAcknowledgeRequestView
 
 API_KEY = TXN_SHARE_ACKNOWLEDGE_KEY
 NOT_ENLISTED = "Not enlisted by AddShareAcknowledgementsToTxn of this producer id and epoch"
@@ -70,7 +72,7 @@ RENEW_CAPABLE_VERSION = 2  # parse every ack type; the share partition refuses t
 
 
 @handler(API_KEY, 0, 0)
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: TxnShareAcknowledgeRequestView) -> Any:
     group_id = request.group_id or ""
     member_id = request.member_id or ""
     transactional_id = request.transactional_id
@@ -83,9 +85,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if error is not ErrorCode.none:
         return ctx.respond(error_code=error, responses=())
 
-    routes = {
-        (t.topic_id, p.partition_index): route(ctx, t.topic_id, p.partition_index)
-        for t in request.topics
+    topic_ids = [wire_topic_id(t.topic_id) for t in request.topics]
+    routes: dict[SharePartitionRef, Route] = {
+        (topic_id, p.partition_index): route(ctx, topic_id, p.partition_index)
+        for topic_id, t in zip(topic_ids, request.topics, strict=True)
         for p in t.partitions
     }
     # a topic id or partition that does not exist is no share partition: never enlisted
@@ -105,9 +108,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     manager = share_partitions(ctx.runtime)
     settings = share_settings(ctx.runtime, group_id)
     answers: dict[SharePartitionRef, tuple[ErrorCode, str | None]] = {}
-    for topic in request.topics:
+    for topic_id, topic in zip(topic_ids, request.topics, strict=True):
         for p in topic.partitions:
-            ref = (topic.topic_id, p.partition_index)
+            ref: SharePartitionRef = (topic_id, p.partition_index)
             where = routes[ref]
             actor = manager.existing(group_id, *ref)
             if where.error is ErrorCode.unknown_topic_id:

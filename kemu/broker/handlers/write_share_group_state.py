@@ -14,17 +14,18 @@ CLUSTER_ACTION on the cluster is needed (see ``_share_state``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kemu.broker.handlers._share_state import share_state_handler
 from kemu.coordinator.share.persister import PersistedBatch, SharePartitionKey
 from kemu.coordinator.share.service import ShareCoordinatorService
 from kemu.coordinator.share.shard import ShardResult
+from kemu.protocol.views.write_share_group_state import PartitionDataView
 
 API_KEY = 85
 
 
-def _write(service: ShareCoordinatorService, key: SharePartitionKey, data: Any) -> ShardResult:
+def _write(
+    service: ShareCoordinatorService, key: SharePartitionKey, data: PartitionDataView
+) -> ShardResult:
     return service.write_sync(
         key,
         state_epoch=data.state_epoch,
