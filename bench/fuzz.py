@@ -43,7 +43,7 @@ its own; ``--frames 0`` skips the schema fuzzing.
 Over TCP, ``tests/integration/test_bad_input.py`` throws random and mutated frames at a kemu
 subprocess through real sockets (fewer frames, ten request kinds); this is the same
 ``Connection`` code without the sockets, so it tries every schema many times a second.
-``tests/unit/test_fuzz_frames.py`` runs a bounded, seeded version in ``make test``.
+``tests/unit/broker/test_malformed_frames.py`` runs a bounded, seeded version in ``make test``.
 """
 
 from __future__ import annotations

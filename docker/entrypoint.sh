@@ -10,7 +10,7 @@
 #   KEMU_KIP1289 (false)        true: serve the KIP-1289 preview
 # Arguments are passed on to `kemu serve` (e.g. --override num.partitions=3).
 # `entrypoint.sh healthcheck` exits 0 when the control API answers (the image's HEALTHCHECK).
-# tests/unit/test_docker_entrypoint.py runs this very script outside a container.
+# tests/unit/packaging/test_docker_entrypoint.py runs this very script outside a container.
 set -eu
 
 : "${KEMU_BROKERS:=3}"

@@ -48,7 +48,7 @@ LONG_MODULES = (
     "tests/integration/test_kip1289_crash_points.py",
     "tests/integration/test_mutation_quota_java.py",
     "tests/integration/test_kip1289_two_rpc.py",
-    "tests/unit/test_startup_errors.py",
+    "tests/unit/cli/test_startup_errors.py",
     "tests/integration/test_java_clients.py",
     "tests/integration/test_log_cleaner.py",
     "tests/integration/test_restart_durability.py",

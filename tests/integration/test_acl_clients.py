@@ -2,7 +2,7 @@
 offset commits and fetches (group READ, topic READ / DESCRIBE), a share consumer (group READ,
 topic READ on ShareFetch) and DescribeConfigs (DESCRIBE_CONFIGS on the topic, the broker's on the
 cluster), against kemu over SASL_PLAINTEXT with StandardAuthorizer semantics. Unit-level checks of
-every handler family are in ``tests/unit/test_acl_handlers.py``."""
+every handler family are in ``tests/unit/broker/handlers/test_acl_handlers.py``."""
 
 from __future__ import annotations
 

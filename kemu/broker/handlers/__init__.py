@@ -137,8 +137,8 @@ def register_placeholders() -> None:
     right after it starts listening, and a request that arrives before that is done imports them
     all first (handler modules register more than handlers at import, config resource types for
     one), so every answer sees the same process as with ``load_handlers``. ApiVersions, which
-    only reads this registry, is loaded for real. ``tests/unit/test_handler_index.py`` keeps
-    the index exact.
+    only reads this registry, is loaded for real.
+    ``tests/unit/broker/handlers/test_handler_index.py`` keeps the index exact.
     """
     from kemu.broker.handlers import api_versions  # noqa: F401 - registers itself
     from kemu.broker.handlers._index import HANDLERS

@@ -5,7 +5,7 @@ Regenerate after adding a handler or changing its versions::
 
     .venv/bin/python -m kemu.broker.handlers._index
 
-``tests/unit/test_handler_index.py`` fails until the table matches the decorators.
+``tests/unit/broker/handlers/test_handler_index.py`` fails until the table matches the decorators.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 from kemu.cluster.client_metrics import telemetry_store
 from kemu.config.definitions import ConfigSource
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker
 
 LIST_RESOURCES, GET_TELEMETRY, PUSH_TELEMETRY = 74, 71, 72
 CLIENT_METRICS, TOPIC, BROKER, GROUP = 16, 2, 4, 32

@@ -10,7 +10,7 @@ import pytest
 
 from kemu.cluster.client_quotas import MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker
 
 DESCRIBE, ALTER = 48, 49
 Ops = list[tuple[str, float, bool]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kemu.config.broker_catalogue import KEMU_DIFFERENCES, catalogue, kafka_version
 from kemu.config.definitions import BROKER_CONFIGS, ConfigSource, ConfigType
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_admin_handlers import BROKER, Broker
+from tests.unit.broker.handlers.test_admin_handlers import BROKER, Broker
 
 SET = 0
 

@@ -16,7 +16,7 @@ import pytest
 from kemu.cluster.config_resources import topic_config_entries
 from kemu.config.definitions import BrokerConfig, ConfigSource, TopicConfig
 from kemu.config.timing import profile_properties
-from tests.unit.test_admin_handlers import BROKER, Broker, configs_by_name
+from tests.unit.broker.handlers.test_admin_handlers import BROKER, Broker, configs_by_name
 
 LONG_MAX = "9223372036854775807"
 STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG

@@ -272,7 +272,7 @@ def test_the_service_reads_each_groups_own_interval() -> None:
     consumerGroupAssignmentIntervalMs / shareGroupAssignmentIntervalMs read them."""
     from kemu.coordinator.group.config import group_config_store
     from kemu.coordinator.group.service import group_coordinator
-    from tests.unit.test_group_handlers import Broker
+    from tests.unit.broker.handlers.test_group_handlers import Broker
 
     broker = Broker(**{"group.share.assignment.interval.ms": "250"})
     service = group_coordinator(broker.runtime)

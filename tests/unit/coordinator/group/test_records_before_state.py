@@ -32,10 +32,10 @@ from kemu.coordinator.group.share.legacy import LEGACY_FILE
 from kemu.coordinator.group.streams import records as streams_records
 from kemu.coordinator.group.streams.model import StreamsGroup, StreamsHeartbeat
 from kemu.protocol.errors import ErrorCode
+from tests.unit.broker.handlers.test_classic_group_handlers import Broker as ClassicBroker
+from tests.unit.broker.handlers.test_group_handlers import Broker, _alter
 from tests.unit.coordinator.group.consumer.test_consumer_group import consumer_beat
 from tests.unit.coordinator.group.streams.test_streams_group import COUNT
-from tests.unit.test_classic_group_handlers import Broker as ClassicBroker
-from tests.unit.test_group_handlers import Broker, _alter
 
 
 @contextmanager

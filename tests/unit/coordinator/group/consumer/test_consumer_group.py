@@ -28,7 +28,7 @@ from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share.group import ShareGroup
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_classic_group_handlers import Broker
+from tests.unit.broker.handlers.test_classic_group_handlers import Broker
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 SESSION_MS = 45_000

@@ -239,7 +239,7 @@ async def test_the_coordinators_timer_ends_the_delay_through_the_wire() -> None:
     from kemu.cluster.clock import VirtualClock
     from kemu.cluster.context import Runtime
     from kemu.coordinator.group.service import group_coordinator
-    from tests.unit.test_classic_group_handlers import Broker
+    from tests.unit.broker.handlers.test_classic_group_handlers import Broker
 
     broker = Broker()
     clock = VirtualClock(1_000_000)

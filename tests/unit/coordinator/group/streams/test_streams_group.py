@@ -337,7 +337,7 @@ async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
     import datetime
 
     from kemu.coordinator.group.service import group_coordinator
-    from tests.unit.test_classic_group_handlers import Broker
+    from tests.unit.broker.handlers.test_classic_group_handlers import Broker
 
     broker = Broker()
     assign_at_once(broker)
@@ -461,7 +461,7 @@ async def test_v1_heartbeat_and_describe() -> None:
     TopologyDescriptionRequired false; the describe answers the assignor's name."""
     import datetime
 
-    from tests.unit.test_classic_group_handlers import Broker
+    from tests.unit.broker.handlers.test_classic_group_handlers import Broker
 
     broker = Broker()
     assign_at_once(broker)
@@ -567,7 +567,7 @@ async def test_offsets_reset_before_the_first_run_do_not_block_the_join() -> Non
     import datetime
 
     from kemu.coordinator.group.service import group_coordinator
-    from tests.unit.test_classic_group_handlers import Broker
+    from tests.unit.broker.handlers.test_classic_group_handlers import Broker
 
     broker = Broker()
     assign_at_once(broker)

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import BatchHeader, build_batch
 from kemu.storage.log import MemoryLog
-from tests.unit.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker
 
 PRODUCE = 0
 TS = 1_700_000_000_000

@@ -17,7 +17,7 @@ from kemu.broker.security.acls import AclResourceType, Operation, acl_store
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.streams.topology import MISSING_INTERNAL_TOPICS
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_acl_handlers import STANDARD, LoopBroker, allow
+from tests.unit.broker.handlers.test_acl_handlers import STANDARD, LoopBroker, allow
 
 T, G, C = AclResourceType.TOPIC, AclResourceType.GROUP, AclResourceType.CLUSTER
 HEARTBEAT, DESCRIBE = 88, 89

@@ -16,7 +16,7 @@ from kemu.broker.security.acls import AclResourceType, Operation
 from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_acl_handlers import STANDARD, LoopBroker, allow
+from tests.unit.broker.handlers.test_acl_handlers import STANDARD, LoopBroker, allow
 
 TXN_SHARE_ACK, ADD_SHARE_ACKS, INIT = 95, 96, 22
 TXN_ID, GROUP = "tx", "g"

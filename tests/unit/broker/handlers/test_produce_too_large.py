@@ -8,7 +8,7 @@ import datetime
 
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch
-from tests.unit.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker
 
 PRODUCE = 0
 

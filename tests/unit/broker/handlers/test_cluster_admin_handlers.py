@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker
 
 LOG_DIRS, ELECT, ALTER_REASSIGN, LIST_REASSIGN, QUORUM, METADATA = 35, 43, 45, 46, 55, 3
 PREFERRED, UNCLEAN = 0, 1

@@ -21,7 +21,7 @@ from kemu.broker.security.acls import (
     acl_store,
 )
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ME = "User:ANONYMOUS"

@@ -16,7 +16,7 @@ from kemu.cluster.context import Runtime
 from kemu.coordinator.transaction.service import TransactionService
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, read_header
-from tests.unit.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker
 
 INIT, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, MARKERS, TXN_COMMIT = 22, 24, 25, 26, 27, 28
 FETCH, DESCRIBE, LIST = 1, 65, 66

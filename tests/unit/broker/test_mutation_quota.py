@@ -17,7 +17,7 @@ import pytest
 from kemu.cluster.clock import VirtualClock
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_throttling import set_quota, settle, setup, throttle_ms
+from tests.unit.broker.test_throttling import set_quota, settle, setup, throttle_ms
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 START_MS = 1_000_000  # the bucket starts empty at time 0: full again by now

@@ -12,7 +12,7 @@ from kemu.protocol.errors import ErrorCode
 from kemu.protocol.record_reader import GZIP, ZSTD, Record, keyless_record_indexes
 from kemu.protocol.records import build_batch
 from tests.unit.batch_builders import client_batch
-from tests.unit.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker
 
 NOW = 1_700_000_000_000
 PRODUCE = 0

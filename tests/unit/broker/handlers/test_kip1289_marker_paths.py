@@ -21,9 +21,15 @@ from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_coordinator
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_add_share_acknowledgements_to_txn import ENABLED, start, stop
-from tests.unit.test_share_handlers import GROUP, Harness, partition_data
-from tests.unit.test_txn_share_acknowledge import ACCEPT, acquire_three, persisted, states, txn_ack
+from tests.unit.broker.handlers.test_add_share_acknowledgements_to_txn import ENABLED, start, stop
+from tests.unit.broker.handlers.test_share_fetch import GROUP, Harness, partition_data
+from tests.unit.broker.handlers.test_txn_share_acknowledge import (
+    ACCEPT,
+    acquire_three,
+    persisted,
+    states,
+    txn_ack,
+)
 
 WRITE_TXN_MARKERS = 27
 TX_PENDING = int(RecordState.TX_PENDING)

@@ -17,7 +17,7 @@ from kemu.coordinator.transaction.coordinator import TxnState
 from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_add_share_acknowledgements_to_txn import (
+from tests.unit.broker.handlers.test_add_share_acknowledgements_to_txn import (
     ENABLED,
     add_request,
     coordinator_node,
@@ -25,8 +25,20 @@ from tests.unit.test_add_share_acknowledgements_to_txn import (
     stop,
     transaction,
 )
-from tests.unit.test_share_handlers import GROUP, Harness, acquired, partition_data, share_fetch
-from tests.unit.test_txn_share_acknowledge import ACCEPT, acquire_three, persisted, states, txn_ack
+from tests.unit.broker.handlers.test_share_fetch import (
+    GROUP,
+    Harness,
+    acquired,
+    partition_data,
+    share_fetch,
+)
+from tests.unit.broker.handlers.test_txn_share_acknowledge import (
+    ACCEPT,
+    acquire_three,
+    persisted,
+    states,
+    txn_ack,
+)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from kemu.config.definitions import (
 )
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker
 
 FIND_COORDINATOR, LEAVE_GROUP, ELECT_LEADERS, DESCRIBE_CLUSTER = 10, 13, 43, 60
 

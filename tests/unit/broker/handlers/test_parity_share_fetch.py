@@ -4,7 +4,7 @@ PartitionMaxBytesStrategy throws on it and each partition held gets UNKNOWN_SERV
 from __future__ import annotations
 
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_share_handlers import (
+from tests.unit.broker.handlers.test_share_fetch import (
     ACCEPT,
     Harness,
     acquired,

@@ -27,8 +27,8 @@ from kemu.protocol.kip1289 import ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN_KEY as ADD
 from kemu.protocol.kip1289 import TXN_SHARE_ACKNOWLEDGE_KEY as TXN_SHARE_ACK
 from kemu.protocol.versions import caps_for_release
 from kemu.testing.plugin import free_port_block
-from tests.unit.test_share_handlers import GROUP, Harness, partition_data
-from tests.unit.test_txn_share_acknowledge import (
+from tests.unit.broker.handlers.test_share_fetch import GROUP, Harness, partition_data
+from tests.unit.broker.handlers.test_txn_share_acknowledge import (
     ACCEPT,
     acquire_three,
     init_producer,

@@ -12,7 +12,7 @@ import pytest
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import split_batches
 from tests.unit.batch_builders import timed_batch
-from tests.unit.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker
 
 LIST_OFFSETS = 2
 MAX_TIMESTAMP = -3

@@ -22,7 +22,7 @@ from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import free_port_block
-from tests.unit.test_share_handlers import (
+from tests.unit.broker.handlers.test_share_fetch import (
     GROUP,
     Client,
     Harness,
