@@ -1,7 +1,9 @@
-"""Regression tests for what ``bench.fuzz`` found: each request is sent as the fuzzer sent it
-(encoded, decoded as a broker decodes it, answered by the registered handler, the answer
-encoded), and gets Kafka's error code instead of UNKNOWN_SERVER_ERROR from a handler that
-raised."""
+"""Requests that decode but make no sense (a null topic name, the zero topic id, a null array
+inside a topic): each gets Kafka's error code instead of UNKNOWN_SERVER_ERROR from a handler that
+raised. Each request is sent as built (encoded, decoded as a broker decodes it, answered by the
+registered handler, the answer encoded).
+
+Where they came from: regression tests for what ``bench.fuzz`` found."""
 
 from __future__ import annotations
 

@@ -701,3 +701,36 @@ async def test_a_session_reopened_on_a_new_connection_survives_the_old_one(
     assert actor is not None and actor.core is not None and actor.core.owner_of(0) == "m1"
     again = await new.call(share_fetch(tid, {0: [(0, 1, [ACCEPT])]}, epoch=2))
     assert partition_data(again, 0).acknowledge_error_code == ErrorCode.none
+
+
+async def test_max_bytes_zero_fetches_nothing(kemu: Harness) -> None:
+    """ShareFetch with MaxBytes 0 fetches nothing, as Kafka 4.4.0: its PartitionMaxBytesStrategy
+    throws on it and each partition held gets UNKNOWN_SERVER_ERROR (found comparing with Kafka,
+    issue 15)."""
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    kemu.produce("t", 0, 3)
+    response = await client.call(share_fetch(tid, {0: []}, epoch=1, max_bytes=0))
+    assert response.error_code == ErrorCode.none
+    data = partition_data(response, 0)
+    assert data.error_code == ErrorCode.unknown_server_error
+    assert data.error_message == "Requested max bytes must be greater than 0"
+    assert not data.records and acquired(response) == []
+    # nothing was acquired: a fetch with room gets every record
+    assert acquired(await client.call(share_fetch(tid, {0: []}, epoch=2))) == [(0, 2, 1)]
+
+
+async def test_max_bytes_zero_still_applies_acknowledgements(kemu: Harness) -> None:
+    """The acknowledgements a MaxBytes 0 ShareFetch carries are applied (issue 15)."""
+    tid = kemu.topic_id("t")
+    client = await kemu.leader_client("t", 0)
+    await open_session(kemu, client)
+    kemu.produce("t", 0, 2)
+    assert acquired(await client.call(share_fetch(tid, {0: []}, epoch=1))) == [(0, 1, 1)]
+    kemu.produce("t", 0, 2)
+    response = await client.call(share_fetch(tid, {0: [(0, 1, [ACCEPT])]}, epoch=2, max_bytes=0))
+    data = partition_data(response, 0)
+    assert data.acknowledge_error_code == ErrorCode.none
+    assert data.error_code == ErrorCode.unknown_server_error
+    assert acquired(response) == []

@@ -1,8 +1,8 @@
-"""Regression tests for what ``bench.fuzz --sasl`` found in the SASL pre-authentication path:
-OAUTHBEARER tokens whose claims are not JSON numbers Kafka can read, or that Python's JSON
-reader cannot hold, are refused with the invalid_token challenge (Kafka's answer to a bad
-token) instead of failing the connection, and a token valid for ever is answered with a session
-lifetime the response can carry."""
+"""OAUTHBEARER tokens in the SASL pre-authentication path (regression tests for what ``bench.fuzz
+--sasl`` found): tokens whose claims are not JSON numbers Kafka can read, or that Python's JSON
+reader cannot hold, are refused with the invalid_token challenge (Kafka's answer to a bad token)
+instead of failing the connection, and a token valid for ever is answered with a session lifetime
+the response can carry."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
-"""Differences from Kafka 4.4.0 that `make conformance-diff` found (docs/conformance.md), each
-answered now as Kafka answers, through the handlers' wire encoding."""
+"""Error answers and their details as Kafka 4.4.0 gives them, through the handlers' wire
+encoding: error codes and messages, the fields an error answer still fills (leaders, offsets,
+aborted transactions, lock timeouts), unknown names, config refusals and dynamic defaults.
+
+Where they came from: each is a difference from Kafka 4.4.0 that ``make conformance-diff`` found
+(docs/conformance.md)."""
 
 from __future__ import annotations
 
