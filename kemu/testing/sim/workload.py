@@ -65,6 +65,10 @@ class Ledger:
     # consumer group: input records handed out to a member, and the offsets commits confirmed
     group_seen: dict[tuple[int, int], bytes] = field(default_factory=dict)
     group_committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    # the operator's data-partition aborts (producer id, epoch, output partition), and what the
+    # pipelines' committed transactions wrote under each such key: the values it may abort
+    tool_aborted: set[tuple[int, int, int]] = field(default_factory=set)
+    pipe_sends: dict[tuple[int, int, int], list[bytes]] = field(default_factory=dict)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)  # client errors outside EXPECTED
@@ -185,9 +189,13 @@ class Pipeline(Actor):
                 if not batch:
                     continue
                 producer.begin_transaction()
+                sends: dict[tuple[int, int, int], list[bytes]] = {}
                 try:
                     for record in batch:
-                        await producer.send(OUTPUT, transform(record.value or b""))
+                        value = transform(record.value or b"")
+                        epoch = (producer.producer_id, producer.producer_epoch)
+                        sent = await producer.send(OUTPUT, value)
+                        sends.setdefault((*epoch, sent.partition), []).append(value)
                         consumer.acknowledge(record, AcknowledgeType.ACCEPT)
                     await producer.send_share_acknowledgements_to_transaction(
                         consumer.acknowledgements_for_transaction(),
@@ -195,6 +203,8 @@ class Pipeline(Actor):
                     )
                     if self.rng.random() < 0.05:
                         raise _ApplicationAbort
+                    if self.rng.random() < 0.3:  # other work before the commit (a checkpoint)
+                        await asyncio.sleep(self.rng.uniform(0.05, 1.0))
                     await producer.commit_transaction()
                 except ProducerFencedError:
                     raise
@@ -206,6 +216,8 @@ class Pipeline(Actor):
                             consumer.acknowledge(record, AcknowledgeType.RELEASE)
                     consumer.acknowledgements_for_transaction()
                     continue
+                for key, values in sends.items():
+                    self.ledger.pipe_sends.setdefault(key, []).extend(values)
                 for record in batch:
                     self.ledger.pipe_done[(record.topic, record.partition, record.offset)] = (
                         record.value or b"",

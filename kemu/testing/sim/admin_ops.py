@@ -1,0 +1,168 @@
+"""The simulation's operator: admin requests that reach share-group and transaction state while
+the workload runs.
+
+Every 0.2-3 virtual seconds one of:
+- ``kafka-transactions.sh abort`` on an output partition: DescribeProducers on its leader, and
+  for an open transaction found there a WriteTxnMarkers ABORT to that one data partition (the
+  marker a tool writes; the share acknowledgements staged in the same transaction live in
+  ``__share_group_state``, which it does not reach, so they must stay TX_PENDING until the
+  transaction itself ends). The output that transaction wrote to that partition is aborted: the
+  end check excuses exactly those values (``Ledger.tool_aborted`` x ``Ledger.pipe_sends``);
+- IncrementalAlterConfigs on a share group: ``share.record.lock.duration.ms`` of either group,
+  ``share.auto.offset.reset`` of the reader group;
+- DeleteShareGroupOffsets of the reader group on ``input`` (refused while it has members):
+  once it may have applied, records the reader accepted may legitimately come again, so its
+  "accepted, never delivered again" ledger starts afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kemu.client import Admin
+from kemu.client.errors import KafkaError
+from kemu.protocol.errors import ErrorCode
+from kemu.testing.sim.workload import (
+    EXPECTED,
+    INPUT,
+    OUTPUT,
+    PIPE_GROUP,
+    READER_GROUP,
+    Actor,
+    _close,
+)
+
+DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS, DELETE_SHARE_GROUP_OFFSETS = 61, 27, 92
+ABORT = False  # WriteTxnMarkers' TransactionResult
+OPERATIONS = ("abort", "abort", "abort", "config", "delete_offsets")
+
+
+class Operator(Actor):
+    kind = "admin"
+
+    async def body(self) -> None:
+        admin = Admin(self.bootstrap, client_id="kemu-sim-operator")
+        self.clients = [admin]
+        try:
+            await admin.cluster.start()
+            await admin.cluster.topic(OUTPUT)
+            while True:
+                await asyncio.sleep(self.rng.uniform(0.2, 3.0))
+                operation = self.rng.choice(OPERATIONS)
+                try:
+                    if operation == "abort":
+                        await self._abort_a_transaction(admin)
+                    elif operation == "config":
+                        await self._alter_config(admin)
+                    else:
+                        await self._delete_reader_offsets(admin)
+                except EXPECTED as error:
+                    self.ledger.count(f"admin.{operation}.error.{type(error).__name__}")
+        finally:
+            await _close(admin)
+
+    async def _abort_a_transaction(self, admin: Admin) -> None:
+        """What ``kafka-transactions.sh abort --topic output --partition P --start-offset O``
+        sends, for an open transaction of one output partition."""
+        partition = self.rng.randrange(3)
+        cluster = admin.cluster
+        node = await cluster.leader(OUTPUT, partition)
+        version = await cluster.version(DESCRIBE_PRODUCERS, 0, node)
+        described = await cluster.call(
+            node,
+            DESCRIBE_PRODUCERS,
+            version,
+            topics=(
+                cluster.nested(
+                    DESCRIBE_PRODUCERS,
+                    version,
+                    "TopicRequest",
+                    name=OUTPUT,
+                    partition_indexes=(partition,),
+                ),
+            ),
+        )
+        [answer] = described.topics[0].partitions
+        if answer.error_code != ErrorCode.none:
+            raise KafkaError(answer.error_code, "DescribeProducers")
+        open_ones = sorted(
+            (int(p.producer_id), int(p.producer_epoch), int(p.coordinator_epoch))
+            for p in answer.active_producers
+            if p.current_txn_start_offset >= 0
+        )
+        if not open_ones:
+            self.ledger.count("admin.abort.nothing_open")
+            return
+        producer_id, epoch, coordinator_epoch = self.rng.choice(open_ones)
+        # noted before it is sent: a marker whose answer is lost may still have been written
+        self.ledger.tool_aborted.add((producer_id, epoch, partition))
+        version = await cluster.version(WRITE_TXN_MARKERS, 1, node)
+        response = await cluster.call(
+            node,
+            WRITE_TXN_MARKERS,
+            version,
+            markers=(
+                cluster.nested(
+                    WRITE_TXN_MARKERS,
+                    version,
+                    "WritableTxnMarker",
+                    producer_id=producer_id,
+                    producer_epoch=epoch,
+                    transaction_result=ABORT,
+                    coordinator_epoch=coordinator_epoch,
+                    topics=(
+                        cluster.nested(
+                            WRITE_TXN_MARKERS,
+                            version,
+                            "WritableTxnMarkerTopic",
+                            name=OUTPUT,
+                            partition_indexes=(partition,),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        errors = [
+            p.error_code
+            for marker in response.markers
+            for topic in marker.topics
+            for p in topic.partitions
+            if p.error_code != ErrorCode.none
+        ]
+        self.ledger.count("admin.abort.refused" if errors else "admin.abort.written")
+
+    async def _alter_config(self, admin: Admin) -> None:
+        if self.rng.random() < 0.5:
+            group = self.rng.choice((PIPE_GROUP, READER_GROUP))
+            lock_ms = self.rng.choice((15_000, 20_000, 30_000))
+            configs = {"share.record.lock.duration.ms": str(lock_ms)}
+        else:
+            group = READER_GROUP
+            configs = {"share.auto.offset.reset": self.rng.choice(("earliest", "latest"))}
+        await admin.set_group_configs(group, configs)
+        self.ledger.count("admin.config")
+
+    async def _delete_reader_offsets(self, admin: Admin) -> None:
+        cluster = admin.cluster
+        self.ledger.accepted.clear()  # it may apply even if its answer is lost
+        node = await cluster.coordinator(0, READER_GROUP)
+        version = await cluster.version(DELETE_SHARE_GROUP_OFFSETS, 0, node)
+        response = await cluster.call(
+            node,
+            DELETE_SHARE_GROUP_OFFSETS,
+            version,
+            group_id=READER_GROUP,
+            topics=(
+                cluster.nested(
+                    DELETE_SHARE_GROUP_OFFSETS,
+                    version,
+                    "DeleteShareGroupOffsetsRequestTopic",
+                    topic_name=INPUT,
+                ),
+            ),
+        )
+        if response.error_code == ErrorCode.none:
+            self.ledger.accepted.clear()
+            self.ledger.count("admin.delete_offsets.done")
+        else:
+            self.ledger.count(f"admin.delete_offsets.{response.error_code.name.lower()}")
