@@ -156,7 +156,8 @@ class GroupConsumer:
             wanted = dict(self._reader.positions) if offsets is None else dict(offsets)
             wanted = {tp: o for tp, o in wanted.items() if tp in self._reader.positions}
             if wanted:
-                await self.cluster.retry(lambda: self._offset_commit(wanted))
+                epoch = self.member_epoch
+                await self.cluster.retry(lambda: self._offset_commit(wanted, epoch))
             return wanted
 
     async def committed(self, partitions: Iterable[Partition]) -> dict[Partition, int | None]:
@@ -330,7 +331,14 @@ class GroupConsumer:
 
     # --- offsets -------------------------------------------------------------------------------
 
-    async def _offset_commit(self, offsets: dict[Partition, int]) -> None:
+    async def _offset_commit(self, offsets: dict[Partition, int], epoch: int) -> None:
+        if self.member_epoch != epoch:
+            # The member rejoined (or moved on) while the commit was retried: its partitions
+            # may be another member's now, which may have read an older commit and would see
+            # this one land under it. Only the epoch the positions belong to may commit them.
+            raise CommitFailedError(
+                ErrorCode.stale_member_epoch, "the member's epoch moved on during the commit"
+            )
         node = await self.cluster.coordinator(GROUP_COORDINATOR, self.group_id)
         version = await self.cluster.version(OFFSET_COMMIT, 9, node)
         by_topic: dict[str, list[tuple[int, int]]] = {}
@@ -341,7 +349,7 @@ class GroupConsumer:
             OFFSET_COMMIT,
             version,
             group_id=self.group_id,
-            generation_id_or_member_epoch=self.member_epoch,
+            generation_id_or_member_epoch=epoch,
             member_id=self.member_id,
             group_instance_id=None,
             topics=tuple(

@@ -70,3 +70,12 @@ def test_a_faulted_find_coordinator_answers_every_key() -> None:
     (Kafka answers one per key, with the error), and kemu.client failed to unpack it."""
     result = Simulation(401, 400).run()
     assert result.ok, (result.violations, result.trace[-30:])
+
+
+def test_a_commit_retried_across_a_rejoin_does_not_land_under_the_new_owner() -> None:
+    """Seed 600 found it: a GroupConsumer commit in flight when kemu restarted was retried
+    after the member had rejoined, under its new epoch; the partition was another member's by
+    then, which had read the older commit, and the group's committed offset went back (59, then
+    56). A commit now stays with the epoch its positions belong to (else CommitFailedError)."""
+    result = Simulation(600, 60).run()
+    assert result.ok, (result.violations, result.trace[-30:])
