@@ -295,7 +295,7 @@ class UnknownField(TypeError):
 
 
 def _check_known_somewhere(cls: type[Any], dropped: set[str]) -> None:
-    unknown = dropped - _names_in_any_version(cls)
+    unknown = _versions_seen(cls).unknown(dropped)
     if unknown:
         raise UnknownField(
             f"{cls.__module__}.{cls.__qualname__} has no field {', '.join(sorted(unknown))} "
@@ -303,33 +303,56 @@ def _check_known_somewhere(cls: type[Any], dropped: set[str]) -> None:
         )
 
 
-_NAMES_IN_ANY_VERSION: dict[type[Any], frozenset[str]] = {}
+@dataclass
+class _VersionsSeen:
+    """The field names of ``cls`` (same class name, same API) in the versions looked at so far,
+    and the versions left. A version's modules are imported only when a name is still missing,
+    oldest and newest first (fields are added, or removed in a newer version): importing every
+    version's request and response modules at once took a quarter of a second for Fetch, which
+    the first request of each kind waited for."""
+
+    cls: type[Any]
+    names: set[str]
+    left: list[int]
+
+    def unknown(self, dropped: set[str]) -> set[str]:
+        missing = dropped - self.names
+        while missing and self.left:
+            self.names |= _names_in_version(self.cls, self.left.pop(0))
+            missing -= self.names
+        return missing
 
 
-def _names_in_any_version(cls: type[Any]) -> frozenset[str]:
-    """The union of the field names of every version of ``cls`` (same class name, same API)."""
-    found = _NAMES_IN_ANY_VERSION.get(cls)
+_VERSIONS_SEEN: dict[type[Any], _VersionsSeen] = {}
+
+
+def _versions_seen(cls: type[Any]) -> _VersionsSeen:
+    found = _VERSIONS_SEEN.get(cls)
     if found is None:
-        found = _NAMES_IN_ANY_VERSION[cls] = _union_of_versions(cls)
+        api_key = getattr(cls, "__api_key__", None)
+        versions = known_versions(api_key) if isinstance(api_key, int) else None
+        left: list[int] = []
+        if versions is not None:
+            low, high = versions
+            left = [low, *([high] if high != low else []), *range(high - 1, low, -1)]
+        found = _VERSIONS_SEEN[cls] = _VersionsSeen(cls, set(_field_info(cls)[0]), left)
     return found
 
 
-def _union_of_versions(cls: type[Any]) -> frozenset[str]:
-    api_key = getattr(cls, "__api_key__", None)
-    versions = known_versions(api_key) if isinstance(api_key, int) else None
-    if api_key is None or versions is None:
-        return _field_info(cls)[0]
+def _names_in_version(cls: type[Any], version: int) -> set[str]:
+    """The field names of the classes named as ``cls`` in one version of its API, either side
+    (its own side first)."""
+    api_key = cls.__api_key__
     names: set[str] = set()
-    for version in range(versions[0], versions[1] + 1):
-        for module_of in (request_module, response_module):
-            try:
-                module = module_of(api_key, version)
-            except (KeyError, ValueError, ImportError, LookupError):
-                continue
-            same = getattr(module, cls.__name__, None)
-            if isinstance(same, type) and dataclasses.is_dataclass(same):
-                names.update(_field_info(same)[0])
-    return frozenset(names | _field_info(cls)[0])
+    for module_of in (request_module, response_module):
+        try:
+            module = module_of(api_key, version)
+        except (KeyError, ValueError, ImportError, LookupError):
+            continue
+        same = getattr(module, cls.__name__, None)
+        if isinstance(same, type) and dataclasses.is_dataclass(same):
+            names.update(_field_info(same)[0])
+    return names
 
 
 # Per class: its field names, and the neutral value of each field without a default. Neutral

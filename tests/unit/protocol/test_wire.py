@@ -265,6 +265,36 @@ def test_build_still_drops_a_field_only_other_versions_have() -> None:
     assert partition.partition_index == 2 and not hasattr(partition, "leader_epoch")
 
 
+def test_a_dropped_field_is_found_without_importing_every_version() -> None:
+    """The first Fetch answer with a topic (its name is a field of v4-v12 only) used to import
+    every Fetch version's modules to check the name: 0.2 s that the first fetch waited. The
+    oldest version names it, so that version's modules are enough; a field of middle versions
+    only looks further, a misspelling everywhere (a fresh interpreter: other tests import
+    versions)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, kemu.protocol.wire as w\n"
+        "loaded = lambda: {m for m in sys.modules if m.startswith('kio.schema.fetch.v')}\n"
+        "module = w.response_module(1, 16)\n"
+        "before = loaded()\n"
+        "w.build(module.FetchableTopicResponse, topic='t', topic_id=None, partitions=())\n"
+        "assert {m.rsplit('.', 1)[0] for m in loaded() - before} <= {'kio.schema.fetch.v4', "
+        "'kio.schema.fetch'}, loaded() - before\n"
+        "metadata = w.response_module(3, 13)\n"
+        "w.build(metadata.MetadataResponse, cluster_authorized_operations=1)\n"  # v8-v10 only
+        "try:\n"
+        "    w.build(module.FetchableTopicResponse, topik='t')\n"
+        "except w.UnknownField:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('a misspelt field was dropped')\n"
+        "assert 'kio.schema.fetch.v10.response' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
+
+
 @pytest.mark.parametrize("version", range(0, 14))
 def test_build_serves_every_metadata_version_from_one_description(version: int) -> None:
     body = metadata_response(version)
