@@ -21,12 +21,12 @@ PROFILES = ("fast", "kafka")
 DEFAULT_PROFILE = "fast"
 
 # The broker-driven heartbeat interval of KIP-848 consumer, share and streams groups under
-# ``fast``: a rebalance needs a member's next heartbeat (one interval) and, for consumer groups,
-# the revoking member's acknowledgement and then the new owner's next heartbeat (two), so 200 ms
-# settles one within half a second (measured with confluent-kafka: a KIP-848 join 0.22-0.36 s, a
-# share join 0.05-0.10 s). CPU stays small: two KIP-848 and two share members idling cost kemu
-# 1.7 % of a core at 200 ms, 1.0 % at Kafka's 5 s.
-FAST_HEARTBEAT_MS = "200"
+# ``fast``: a rebalance needs a member's next heartbeat (one interval) and, for consumer and
+# streams groups, the revoking member's acknowledgement and then the new owner's next heartbeat
+# (two), so 100 ms leaves a join at most 0.2 s of broker waits; the rest is the clients' own
+# steps (docs/benchmarks.md). CPU stays small: four idle members (two KIP-848, two share)
+# heartbeating cost kemu docs/benchmarks.md's figures, a few percent of a core.
+FAST_HEARTBEAT_MS = "100"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +81,7 @@ FAST_TIMING: tuple[TimingRow, ...] = (
     TimingRow(
         "group.consumer.heartbeat.interval.ms",
         FAST_HEARTBEAT_MS,
-        "a KIP-848 consumer learns of a rebalance (a member joined or left) within 0.2 s",
+        "a KIP-848 consumer learns of a rebalance (a member joined or left) within 0.1 s",
     ),
     TimingRow(
         "group.consumer.min.heartbeat.interval.ms",
@@ -91,7 +91,7 @@ FAST_TIMING: tuple[TimingRow, ...] = (
     TimingRow(
         "group.share.heartbeat.interval.ms",
         FAST_HEARTBEAT_MS,
-        "a share consumer learns of a rebalance within 0.2 s",
+        "a share consumer learns of a rebalance within 0.1 s",
     ),
     TimingRow(
         "group.share.min.heartbeat.interval.ms",
@@ -101,7 +101,7 @@ FAST_TIMING: tuple[TimingRow, ...] = (
     TimingRow(
         "group.streams.heartbeat.interval.ms",
         FAST_HEARTBEAT_MS,
-        "a streams member learns of a rebalance within 0.2 s",
+        "a streams member learns of a rebalance within 0.1 s",
     ),
     TimingRow(
         "group.streams.min.heartbeat.interval.ms",

@@ -361,7 +361,7 @@ REFUSED_OVERRIDES = {
         "broker listeners from 'garbage': Unable to parse garbage to a broker endpoint",
     ),
     "share heartbeat interval below its minimum": (
-        ["group.share.heartbeat.interval.ms=100"],  # --timing fast: 200 ms minimum
+        ["group.share.heartbeat.interval.ms=50"],  # --timing fast: 100 ms minimum
         "kemu: group.share.heartbeat.interval.ms must be greater than or equal to "
         "group.share.min.heartbeat.interval.ms",
     ),
