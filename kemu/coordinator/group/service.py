@@ -1,12 +1,14 @@
 """The asyncio side of the group coordinator: one per process, shared by every broker.
 
-It owns the group registry and the group types' state machines, feeds them the cluster's topics
-and the clock, runs the session-expiry timer, and carries out the state machines' effects: share
-state is initialized through the share persister just after the heartbeat is answered (as Kafka
-does; a later heartbeat assigns the partitions; with ``kemu.group.share.initialize.before.answer``,
-``--timing fast``, before it, and the member's next heartbeat is run at once), and a departed
-member's acquired records are released through the ``share_partitions`` service when one runs
-(the share-group half: ``share.service.ShareMembership``, mixed in).
+It owns the group registry and the group types' state machines, feeds them the cluster's
+topics and the clock, runs their timers (``timers.GroupTimers``, mixed in: a timer's write that
+fails leaves the group as it was and fires again after a backoff), and carries out the state
+machines' effects: share state is initialized through the share persister just after the
+heartbeat is answered (as Kafka does; a later heartbeat assigns the partitions; with
+``kemu.group.share.initialize.before.answer``, ``--timing fast``, before it, and the member's
+next heartbeat is run at once), and a departed member's acquired records are released through
+the ``share_partitions`` service when one runs (the share-group half:
+``share.service.ShareMembership``, mixed in).
 
 Every group type and the committed offsets live in ``__consumer_offsets`` as Kafka's records
 (``offsets_log``; ``records``, ``consumer.records``, ``share.records``, ``streams.records``),
@@ -15,7 +17,8 @@ operation is Kafka's write operation (``_written_or_undone``): the state machine
 group, the records that bring the log up to date with it (each type's ``diff`` against what
 the log holds) are appended as one batch, and only then is the answer given; when the append
 fails the group is put back as it was and the answer is Kafka's error for it (NOT_COORDINATOR
-for a storage error). There is no ``await`` between the change and the append, so operations
+for a storage error). A timer fires the same way, and a failed one is retried after Kafka's
+500 ms backoff. There is no ``await`` between the change and the append, so operations
 never interleave. A parked JoinGroup or SyncGroup is an asyncio future the state machine holds
 as its waiter; the service resolves it when an effect answers it. A KIP-848 group's regexes are
 resolved just after the heartbeat that asked for it (``resolve_pending_regexes``, on the next
@@ -92,6 +95,7 @@ from kemu.coordinator.group.streams.model import (
 )
 from kemu.coordinator.group.streams.records import StreamsImageBuilder, StreamsRecordKey
 from kemu.coordinator.group.streams.service import NotCreatable, StreamsGroups
+from kemu.coordinator.group.timers import RETRY_BACKOFF_MS, GroupTimers
 from kemu.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kemu.group")
@@ -99,7 +103,7 @@ log = structlog.get_logger("kemu.group")
 SERVICE = "group_coordinator"
 
 
-class GroupCoordinatorService(ShareMembership):
+class GroupCoordinatorService(ShareMembership, GroupTimers):
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.registry = GroupRegistry()
@@ -120,6 +124,7 @@ class GroupCoordinatorService(ShareMembership):
         self._timer: TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_retention_check_ms = 0
+        self._retry_at: dict[str, int] = {}
         # What __consumer_offsets holds of each KIP-848 and share group (streams: in
         # ``StreamsGroups.log``): the records written, replayed as the load replays them.
         self._consumer_log = ImageBuilder()
@@ -172,9 +177,15 @@ class GroupCoordinatorService(ShareMembership):
         does on its executor; a group whose epoch goes up writes it, and its members get the
         regex's topics on their next heartbeat."""
         now = self.runtime.clock_ms()
+        failed = False
         for group_id in list(self.consumer.pending_regexes):
-            with contextlib.suppress(GroupError), self._written_or_undone(group_id):
-                self.consumer.resolve_regexes(group_id, self.topic_meta, now)
+            try:
+                with self._written_or_undone(group_id):
+                    self.consumer.resolve_regexes(group_id, self.topic_meta, now)
+            except GroupError:  # still pending: resolved again after a backoff
+                failed = True
+        if failed:
+            self.runtime.clock.call_later(RETRY_BACKOFF_MS, self.resolve_pending_regexes)
 
     @contextlib.contextmanager
     def _written_or_undone(self, group_id: str) -> Iterator[list[Record]]:
@@ -595,59 +606,6 @@ class GroupCoordinatorService(ShareMembership):
         if written:
             path.unlink()
             log.info("share_groups_file_migrated", path=str(path))
-
-    def _expire_offsets(self, now_ms: int) -> None:
-        config = self.runtime.cluster.config
-        if now_ms < self._next_retention_check_ms:
-            return
-        self._next_retention_check_ms = now_ms + config.get_int(
-            "offsets.retention.check.interval.ms"
-        )
-        retention_ms = config.get_int("offsets.retention.minutes") * 60_000
-        for group_id, records in self.offset_manager.expired_offsets(now_ms, retention_ms).items():
-            self._append(group_id, records, now_ms)
-            group = self.classic.group(group_id)
-            if group is not None and group.is_empty() and not self.offsets.has_offsets(group_id):
-                self.registry.remove(group_id)  # Kafka deletes an empty group with no offsets
-
-    # --- timers --------------------------------------------------------------------------------
-
-    def _rearm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        deadlines = [
-            d
-            for d in (
-                self.share.next_deadline_ms(),
-                self.classic.next_deadline_ms(),
-                self.consumer.next_deadline_ms(),
-                self.streams.next_deadline_ms(),
-                self._next_retention_check_ms if self.offsets.has_any() else None,
-            )
-            if d is not None
-        ]
-        if not deadlines:
-            return
-        self._timer = self.runtime.clock.call_at(min(deadlines), self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        now = self.runtime.clock_ms()
-        effects = self.share.expire_sessions(now)
-        for group_id in {e.group_id for e in effects}:
-            self.write_group(group_id)  # not written: the next write of the group catches up
-        if effects:
-            task = asyncio.get_running_loop().create_task(self.apply(effects))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        for group_id, member_id in self.consumer.expire(now, self.topic_meta):
-            log.info("consumer_member_removed", group=group_id, member=member_id)
-            self.write_group(group_id)
-        for group_id in self.streams.expire(now):
-            self.write_group(group_id)
-        self._expire_offsets(now)
-        self._apply_classic(self.classic.tick(now))  # re-arms
 
 
 GROUP_COORDINATOR = Service(SERVICE, GroupCoordinatorService)

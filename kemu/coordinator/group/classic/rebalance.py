@@ -211,13 +211,16 @@ class ClassicRebalance:
 
     def tick(self, now_ms: int) -> list[Effect]:
         """Fire every timer due at ``now_ms`` (expired sessions, join and sync deadlines)."""
+        return [e for group in list(self.groups()) for e in self.tick_group(group, now_ms)]
+
+    def tick_group(self, group: ClassicGroup, now_ms: int) -> list[Effect]:
+        """Fire one group's timers due at ``now_ms``."""
         effects: list[Effect] = []
-        for group in list(self.groups()):
-            for _ in range(1000):  # a handled timer may schedule another one already due
-                fired = self._fire_one(group, now_ms)
-                if fired is None:
-                    break
-                effects += fired
+        for _ in range(1000):  # a handled timer may schedule another one already due
+            fired = self._fire_one(group, now_ms)
+            if fired is None:
+                break
+            effects += fired
         return effects
 
     def _fire_one(self, group: ClassicGroup, now_ms: int) -> list[Effect] | None:

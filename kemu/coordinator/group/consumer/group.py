@@ -366,12 +366,18 @@ class ConsumerGroupCoordinator:
 
     def expire(self, now_ms: int, topics: TopicLookup) -> list[tuple[str, str]]:
         """Remove members whose session ran out or who did not revoke in time."""
-        removed = []
-        for group in self.groups():
-            for member_id in late_member_ids(group.members.values(), now_ms):
-                self.remove_member(group, member_id, topics)
-                removed.append((group.group_id, member_id))
-        return removed
+        return [
+            (group.group_id, member_id)
+            for group in self.groups()
+            for member_id in self.expire_group(group, now_ms, topics)
+        ]
+
+    def expire_group(self, group: ConsumerGroup, now_ms: int, topics: TopicLookup) -> list[str]:
+        """One group's timers: remove its late members (their ids)."""
+        late = late_member_ids(group.members.values(), now_ms)
+        for member_id in late:
+            self.remove_member(group, member_id, topics)
+        return late
 
     # --- offsets ---------------------------------------------------------------------------------
 

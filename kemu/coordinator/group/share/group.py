@@ -277,11 +277,14 @@ class ShareGroupCoordinator:
         )
 
     def expire_sessions(self, now_ms: int) -> list[Effect]:
-        effects: list[Effect] = []
-        for group in self._share_groups():
-            for member_id in late_member_ids(group.members.values(), now_ms):
-                effects.append(self._remove_member(group, member_id, "the member session expired"))
-        return effects
+        return [e for group in self._share_groups() for e in self.expire_group(group, now_ms)]
+
+    def expire_group(self, group: ShareGroup, now_ms: int) -> list[Effect]:
+        """One group's timers: remove the members whose session ran out."""
+        return [
+            self._remove_member(group, member_id, "the member session expired")
+            for member_id in late_member_ids(group.members.values(), now_ms)
+        ]
 
     def remove_member(self, group_id: str, member_id: str, reason: str) -> MemberRemoved:
         """An operator removes a member (the control plane's kick): its next heartbeat gets

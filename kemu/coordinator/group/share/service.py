@@ -30,6 +30,7 @@ from kemu.coordinator.group.share.group import (
     ShareHeartbeat,
     ShareHeartbeatResult,
 )
+from kemu.coordinator.group.timers import RETRY_BACKOFF_MS
 from kemu.coordinator.share.persister import (
     UNINITIALIZED_START_OFFSET,
     PersistedState,
@@ -165,10 +166,23 @@ class ShareMembership:
         finally:
             asked = set(effect.partitions)
             failed.extend(sorted(asked - set(done) - set(failed)))  # not reached: try again
-            self.share.partitions_initialized(effect.group_id, done)
-            self.share.partitions_initialized(effect.group_id, failed, succeeded=False)
-            # Not written: the next heartbeat asks again for what is not initialized.
-            self.write_group(effect.group_id)
+            self._initialized(effect.group_id, done, failed)
+
+    def _initialized(
+        self, group_id: str, done: list[TopicPartition], failed: list[TopicPartition]
+    ) -> None:
+        """Record what the persister initialized (assignable from the next heartbeat) and
+        what it could not (asked for again), written first: a failed write leaves the group
+        as it was and is tried again after a backoff, as Kafka retries a failed timer."""
+        try:
+            with self._written_or_undone(group_id):
+                self.share.partitions_initialized(group_id, done)
+                self.share.partitions_initialized(group_id, failed, succeeded=False)
+        except GroupError as error:
+            log.warning("share_state_initialized_not_written", group=group_id, error=error.code)
+            self.runtime.clock.call_later(
+                RETRY_BACKOFF_MS, self._initialized, group_id, done, failed
+            )
 
     async def _release(self, effect: MemberRemoved) -> None:
         log.info(

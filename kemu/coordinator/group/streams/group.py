@@ -465,14 +465,29 @@ class StreamsGroupCoordinator:
         ]
 
     def expire(self, now_ms: int, partition_count: PartitionCount) -> list[tuple[str, str]]:
-        removed = []
-        for group in list(self.registry):
-            if not isinstance(group, StreamsGroup):
-                continue
-            for member_id in late_member_ids(group.members.values(), now_ms):
-                self.remove_member(group, member_id, partition_count)
-                removed.append((group.group_id, member_id))
-        return removed
+        return [
+            (group.group_id, member_id)
+            for group in list(self.registry)
+            if isinstance(group, StreamsGroup)
+            for member_id in self.expire_group(group, now_ms, partition_count)
+        ]
+
+    def expire_group(
+        self, group: StreamsGroup, now_ms: int, partition_count: PartitionCount
+    ) -> list[str]:
+        """Remove one group's late members (their ids)."""
+        late = late_member_ids(group.members.values(), now_ms)
+        for member_id in late:
+            self.remove_member(group, member_id, partition_count)
+        return late
+
+    def fire(
+        self, group: StreamsGroup, now_ms: int, partition_count: PartitionCount
+    ) -> tuple[bool, list[str]]:
+        """One group's timers: its initial rebalance delay (whether it ended with a target),
+        then its late members (their ids, removed)."""
+        assigned = self._end_initial_delay(group, self.settings(group.group_id), now_ms)
+        return assigned, self.expire_group(group, now_ms, partition_count)
 
 
 def _departed(

@@ -3,9 +3,9 @@
 It feeds ``StreamsGroupCoordinator`` the topics' partition counts, the group configs and the
 clock, creates the internal topics a heartbeat found missing before that heartbeat is answered
 (Kafka's ``KafkaApis`` hands them to its auto-topic-creation manager, once the heartbeat's
-records are written), expires sessions when the service's timer fires, and keeps what
-``__consumer_offsets`` holds of each group (``pending``: the records a change needs; the
-service appends them with the rest of the operation's).
+records are written), fires a group's timers when the service's timer asks (``fire``), and
+keeps what ``__consumer_offsets`` holds of each group (``pending``: the records a change needs;
+the service appends them with the rest of the operation's).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kemu.coordinator.group.config import group_config_store
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.streams.group import StreamsGroupCoordinator
 from kemu.coordinator.group.streams.model import (
+    StreamsGroup,
     StreamsHeartbeat,
     StreamsHeartbeatResult,
     StreamsSettings,
@@ -150,16 +151,14 @@ class StreamsGroups:
     def next_deadline_ms(self) -> int | None:
         return self.coordinator.next_deadline_ms()
 
-    def expire(self, now_ms: int) -> list[str]:
-        """The service's timer: initial rebalance delays that ended, then expired members; the
-        groups that changed (to write)."""
-        assigned = self.coordinator.end_initial_delays(now_ms)
-        for group_id in assigned:
-            log.info("streams_delayed_assignment", group=group_id)
-        removed = self.coordinator.expire(now_ms, self.partition_count)
-        for group_id, member_id in removed:
-            log.info("streams_member_removed", group=group_id, member=member_id)
-        return list(dict.fromkeys([*assigned, *(group_id for group_id, _ in removed)]))
+    def fire(self, group: StreamsGroup, now_ms: int) -> None:
+        """One group's timers (its initial rebalance delay, its late members); the service
+        writes what changed."""
+        assigned, removed = self.coordinator.fire(group, now_ms, self.partition_count)
+        if assigned:
+            log.info("streams_delayed_assignment", group=group.group_id)
+        for member_id in removed:
+            log.info("streams_member_removed", group=group.group_id, member=member_id)
 
 
 def _unauthorized_status(

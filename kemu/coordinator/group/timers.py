@@ -1,0 +1,185 @@
+"""The group coordinator service's timer (``GroupCoordinatorService`` mixes it in): one clock
+timer at the earliest deadline of any group, firing each due group's timers as one write.
+
+As Kafka's coordinator runtime runs a timer: the group's timers change it, its changed records
+are appended, and only then does anything of it take effect (answers to parked classic joins,
+released share records). When the append fails the group is put back as it was and its timers
+fire again ``RETRY_BACKOFF_MS`` later (Kafka's ``CoordinatorTimer`` reschedules a failed
+timer operation with a 500 ms backoff); the other groups' timers are not held up.
+Offsets past their retention are expired on the same timer, every
+``offsets.retention.check.interval.ms``; an empty classic group left with no offsets is
+deleted with a tombstone, written first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+import structlog
+
+from kemu.cluster.clock import TimerHandle
+from kemu.cluster.context import Runtime
+from kemu.coordinator.group.classic.group import (
+    ClassicGroup,
+    ClassicGroupCoordinator,
+    Effect,
+    PersistGroup,
+)
+from kemu.coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupCoordinator
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.modern_group import TopicMeta, member_deadlines
+from kemu.coordinator.group.offset_manager import OffsetManager, Record, group_record
+from kemu.coordinator.group.offsets import OffsetStore
+from kemu.coordinator.group.registry import Group, GroupRegistry
+from kemu.coordinator.group.share import group as share_group
+from kemu.coordinator.group.share.group import ShareGroup, ShareGroupCoordinator
+from kemu.coordinator.group.snapshots import classic_snapshot
+from kemu.coordinator.group.streams.model import StreamsGroup
+from kemu.coordinator.group.streams.service import StreamsGroups
+from kemu.protocol.errors import ErrorCode
+
+log = structlog.get_logger("kemu.group")
+
+RETRY_BACKOFF_MS = 500  # Kafka's CoordinatorTimer retry backoff for a failed timer write
+
+
+def group_deadline_ms(group: Group) -> int | None:
+    """The earliest timer of a group of any type (sessions, revocations, join and sync phases,
+    a streams group's initial rebalance delay)."""
+    if isinstance(group, ClassicGroup):
+        return group.next_deadline_ms()
+    if isinstance(group, ConsumerGroup | ShareGroup):
+        return min(member_deadlines(group.members.values()), default=None)
+    if isinstance(group, StreamsGroup):
+        deadlines = member_deadlines(group.members.values())
+        if group.initial_delay_deadline_ms is not None:
+            deadlines.append(group.initial_delay_deadline_ms)
+        return min(deadlines, default=None)
+    return None
+
+
+class GroupTimers:
+    """The service's timer, on its registry, coordinators and clock."""
+
+    runtime: Runtime
+    registry: GroupRegistry
+    classic: ClassicGroupCoordinator
+    consumer: ConsumerGroupCoordinator
+    share: ShareGroupCoordinator
+    streams: StreamsGroups
+    offsets: OffsetStore
+    offset_manager: OffsetManager
+    _timer: TimerHandle | None
+    _tasks: set[asyncio.Task[None]]
+    _next_retention_check_ms: int
+    # group id -> the time before which its timers are not fired again (a failed write)
+    _retry_at: dict[str, int]
+
+    if TYPE_CHECKING:
+
+        def _written_or_undone(self, group_id: str) -> AbstractContextManager[list[Record]]: ...
+
+        def _append(self, group_id: str, records: list[Record], now_ms: int) -> ErrorCode: ...
+
+        def _apply_classic(self, effects: list[Effect]) -> None: ...
+
+        def topic_meta(self, name: str) -> TopicMeta | None: ...
+
+        async def apply(self, effects: Iterable[share_group.Effect]) -> None: ...
+
+    def _due_ms(self, group: Group) -> int | None:
+        deadline = group_deadline_ms(group)
+        if deadline is None:
+            return None
+        return max(deadline, self._retry_at.get(group.group_id, deadline))
+
+    def _rearm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadlines = [d for group in self.registry if (d := self._due_ms(group)) is not None]
+        if self.offsets.has_any():
+            deadlines.append(self._next_retention_check_ms)
+        if deadlines:
+            self._timer = self.runtime.clock.call_at(min(deadlines), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        now = self.runtime.clock_ms()
+        for group in list(self.registry):
+            due = self._due_ms(group)
+            if due is None or due > now:
+                continue
+            written = (
+                self._fire_classic(group, now)
+                if isinstance(group, ClassicGroup)
+                else self._fire_modern(group, now)
+            )
+            if written:
+                self._retry_at.pop(group.group_id, None)
+            else:
+                self._retry_at[group.group_id] = now + RETRY_BACKOFF_MS
+        self._retry_at = {
+            g: t for g, t in self._retry_at.items() if self.registry.get(g) is not None
+        }
+        self._expire_offsets(now)
+        self._rearm()
+
+    def _fire_modern(self, group: Group, now_ms: int) -> bool:
+        """A KIP-848, share or streams group's due timers, as one write."""
+        effects: list[share_group.Effect] = []
+        try:
+            with self._written_or_undone(group.group_id):
+                if isinstance(group, ConsumerGroup):
+                    for member_id in self.consumer.expire_group(group, now_ms, self.topic_meta):
+                        log.info("consumer_member_removed", group=group.group_id, member=member_id)
+                elif isinstance(group, ShareGroup):
+                    effects = self.share.expire_group(group, now_ms)
+                elif isinstance(group, StreamsGroup):
+                    self.streams.fire(group, now_ms)
+        except GroupError as error:
+            log.warning("group_timer_not_written", group=group.group_id, error=error.code.name)
+            return False
+        if effects:  # released once the removal is written
+            task = asyncio.get_running_loop().create_task(self.apply(effects))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return True
+
+    def _fire_classic(self, group: ClassicGroup, now_ms: int) -> bool:
+        """A classic group's due timers: when they empty the group its record is written
+        before any parked request is answered; not written, the group is as it was."""
+        saved = classic_snapshot(group)
+        effects = self.classic.rebalance.tick_group(group, now_ms)
+        if any(isinstance(e, PersistGroup) for e in effects):
+            error = self._append(group.group_id, [group_record(group)], now_ms)
+            if error != ErrorCode.none:
+                self.registry.restore(group.group_id, saved)
+                log.warning("group_timer_not_written", group=group.group_id, error=error.name)
+                return False
+        self._apply_classic([e for e in effects if not isinstance(e, PersistGroup)])
+        return True
+
+    def _expire_offsets(self, now_ms: int) -> None:
+        """Tombstones for offsets past their retention (a failed write keeps them until the
+        next check), then for the empty classic groups left with none."""
+        config = self.runtime.cluster.config
+        if now_ms < self._next_retention_check_ms:
+            return
+        self._next_retention_check_ms = now_ms + config.get_int(
+            "offsets.retention.check.interval.ms"
+        )
+        retention_ms = config.get_int("offsets.retention.minutes") * 60_000
+        for group_id, records in self.offset_manager.expired_offsets(now_ms, retention_ms).items():
+            self._append(group_id, records, now_ms)
+            group = self.classic.group(group_id)
+            if group is None or not group.is_empty() or self.offsets.has_offsets(group_id):
+                continue
+            # Kafka deletes an empty group with no offsets: its tombstone first.
+            tombstones = self.offset_manager.group_tombstones(group_id, classic=True)
+            if self._append(group_id, tombstones, now_ms) == ErrorCode.none:
+                self.registry.restore(group_id, None)
+                self.offsets.drop_group(group_id)
