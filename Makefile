@@ -85,10 +85,10 @@ test-parity: $(STAMP) java
 	$(PYTEST) -q $(PARALLEL) -rs -m parity tests
 
 # Kafka Streams 4.4.0 apps with group.protocol=streams (KIP-1071) against kemu; minutes, so not
-# part of `make test` (tests/integration/test_streams_java.py; figures in docs/conformance.md).
+# part of `make test` (tests/integration/groups/test_streams_java.py; figures in docs/conformance.md).
 test-streams: $(STAMP) java
-	$(PYTEST) -q --heavy tests/integration/test_streams_java.py \
-		tests/integration/test_streams_assignor_kafka.py
+	$(PYTEST) -q --heavy tests/integration/groups/test_streams_java.py \
+		tests/integration/groups/test_streams_assignor_kafka.py
 
 test-integration: $(STAMP)
 	$(PYTEST) -q $(PARALLEL) tests/integration
@@ -119,7 +119,7 @@ soak: $(STAMP)
 
 # The exactly-once crash harness (docs/eos-crash.md): share group -> transform -> transactional
 # produce while kemu and the workers are SIGKILLed; e.g. make eos-crash ARGS="--seed 1". Not part
-# of `make test`, which runs its short mode (tests/integration/test_eos_crash_short.py).
+# of `make test`, which runs its short mode (tests/integration/txn/test_eos_crash_short.py).
 eos-crash: $(STAMP)
 	$(BIN)/python -m bench.eos_crash $(ARGS)
 

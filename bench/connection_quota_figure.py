@@ -18,7 +18,7 @@ unanswered after N ms.
 
 Then ``real_clients_under_ip_rate``: confluent-kafka producers started together under that IP
 rate each deliver a message, after reconnecting where their first connection was throttled.
-``tests/integration/test_connection_quotas_clients.py`` runs the same on kemu and on Kafka.
+``tests/integration/quotas/test_connection_quotas_clients.py`` runs the same on kemu and on Kafka.
 """
 
 from __future__ import annotations

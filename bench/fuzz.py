@@ -40,7 +40,7 @@ PLAIN, SCRAM and OAUTHBEARER exchanges and KIP-368 re-authentications (``bench/f
 compressed or decompression-bomb contents (``bench/fuzz_records.py``). Each runs on a server of
 its own; ``--frames 0`` skips the schema fuzzing.
 
-Over TCP, ``tests/integration/test_bad_input.py`` throws random and mutated frames at a kemu
+Over TCP, ``tests/integration/broker/test_bad_input.py`` throws random and mutated frames at a kemu
 subprocess through real sockets (fewer frames, ten request kinds); this is the same
 ``Connection`` code without the sockets, so it tries every schema many times a second.
 ``tests/unit/broker/test_malformed_frames.py`` runs a bounded, seeded version in ``make test``.

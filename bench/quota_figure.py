@@ -8,7 +8,7 @@ measuring window, so the figure takes seconds). A ``producer_byte_rate`` and a
 producer with that client id writes ``--bytes`` as fast as it can, then a consumer with it reads
 them back. Printed per server: the time taken, the rate in bytes/s and as a multiple of the quota,
 and the largest throttle time librdkafka reported in its statistics (``brokers[].throttle.max``).
-The same functions drive ``tests/integration/test_client_quotas_confluent.py``.
+The same functions drive ``tests/integration/quotas/test_client_quotas_confluent.py``.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ of the Kafka jars ``make bench`` fetches (``AbstractKafkaConfig.CONFIG_DEF``: na
 default as Kafka describes it, documentation) and whether a broker may change each one
 dynamically (``DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS``). Internal configs, which Kafka does not
 describe, are left out. The result is written to ``kemu/config/kafka_broker_catalogue.json``,
-read by ``kemu/config/broker_catalogue.py``; ``tests/integration/test_broker_catalogue_kafka.py``
-checks it against a real Kafka's DescribeConfigs.
+read by ``kemu/config/broker_catalogue.py``;
+``tests/integration/config/test_broker_catalogue_kafka.py`` checks it against a real Kafka's
+DescribeConfigs.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``python -m conformance.config_catalogues``): kemu defines every one Kafka describes, with its
 type, default, floor, broker synonym and documentation, and checks values as Kafka's
 GroupConfig.validate does (the messages are Kafka's). The whole DescribeConfigs answer is compared
-with a real Kafka 4.4.0's in tests/integration/test_group_catalogue_kafka.py."""
+with a real Kafka 4.4.0's in tests/integration/groups/test_group_catalogue_kafka.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 ``python -m conformance.config_catalogues``): kemu defines the same 37 with the same types,
 defaults, ranges and broker synonyms, and describes them with Kafka's documentation. The whole
 DescribeConfigs answer is compared with a real Kafka 4.4.0's in
-tests/integration/test_topic_catalogue_kafka.py."""
+tests/integration/config/test_topic_catalogue_kafka.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Share-group records in ``__consumer_offsets`` (``share_records``): every record type round
 trips, what the log holds rebuilds the group, and bytes that are not a share-group record are
 refused with ``RecordDecodeError`` (the loader skips them) rather than anything else. Kafka 4.4.0
-reading kemu's bytes: ``tests/integration/test_share_group_records_kafka.py``."""
+reading kemu's bytes: ``tests/integration/share/test_share_group_records_kafka.py``."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 
 /**
- * A Kafka Streams 4.4.0 application for tests/integration/test_streams_java.py.
+ * A Kafka Streams 4.4.0 application for tests/integration/groups/test_streams_java.py.
  *
  * <p>{@code --mode upper}: stateless, each value upper-cased from input to output.
  * {@code --mode count}: re-keys each record by its value (a repartition topic) and counts per
