@@ -124,11 +124,13 @@ eos-crash: $(STAMP)
 	$(BIN)/python -m bench.eos_crash $(ARGS)
 
 # The deterministic simulation (docs/reliability.md): kemu, its clients and its crashes on virtual
-# time in one process; every failure prints the seed that replays it. SEEDS is a seed or A-B.
+# time in one process; every failure prints the seed that replays it. SEEDS is a seed or A-B;
+# JOBS worker processes run them, their output printed in seed order.
 SEEDS ?= 1-10
 STEPS ?= 300
+JOBS ?= 2
 sim: $(STAMP)
-	$(BIN)/python -m kemu.testing.sim --seed $(SEEDS) --steps $(STEPS) $(ARGS)
+	$(BIN)/python -m kemu.testing.sim --seed $(SEEDS) --steps $(STEPS) --jobs $(JOBS) $(ARGS)
 
 # franz-go's own kgo tests (share groups by default) against a kemu the runner starts and stops.
 # Needs Go >= 1.25 and the Go module proxy (the module zip carries the _test.go files); not part

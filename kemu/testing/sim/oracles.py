@@ -7,13 +7,18 @@
   restarts too;
 - a consumer group's committed offsets only move forward, and never fall below what an
   OffsetCommit answered (a power loss may take back a commit nobody was answered for);
-- ``__share_group_state`` replayed from scratch gives the state the share coordinator holds;
+- ``__share_group_state`` replayed gives the state the share coordinator holds: every step by a
+  replica that replays what was appended since the last step (kept across restarts, so that it
+  also checks a start-up's own from-scratch load against it; rebuilt when a power loss or a
+  recovery took back records it had replayed), and by a replica built from the log start at a
+  seeded interval of steps and at the end of the run;
 - no record stays TX_PENDING once its transaction has ended (after ``TX_PENDING_GRACE_MS``, the
   markers travelling to the share-partition leader asynchronously).
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from kemu.broker.share.manager import SHARE_PARTITIONS
@@ -25,21 +30,27 @@ from kemu.coordinator.transaction.service import TRANSACTION_COORDINATOR
 from kemu.testing.sim.workload import CONSUMER_GROUP
 
 TX_PENDING_GRACE_MS = 10_000
+FULL_REPLAY_EVERY = (50, 150)  # checks between two replays of the whole log (seeded)
 TX_PENDING_STATE = 5  # PersistedBatch.delivery_state of a staged record
 
 
 class Oracles:
-    def __init__(self) -> None:
+    def __init__(self, seed: int = 0) -> None:
         self.log_offsets: dict[tuple[str, int], tuple[int, int]] = {}
         self.start_offsets: dict[Any, int] = {}
         self.pending_since: dict[tuple[int, int], int] = {}
         self.replica: ShareCoordinatorService | None = None
         self.group_offsets: dict[tuple[str, str, int], int] = {}
         self.checks = 0
+        # its own stream, so that when full replays happen moves no other choice of the seed
+        self.interval_rng = random.Random(f"full-replay-{seed}")
+        self.full_replay_due = self.interval_rng.randint(*FULL_REPLAY_EVERY)
+        self.full_replays = 0
 
     def forget_log_ends(self) -> None:
         """After a power loss: unanswered tails may be gone, learn the end offsets again."""
         self.log_offsets = {tp: (start, -1) for tp, (start, _) in self.log_offsets.items()}
+        self.replica = None  # it replayed records the loss may have taken
 
     def forget_group_offsets(self) -> None:
         """After a power loss: unanswered commits may be gone (answered ones are checked
@@ -84,6 +95,13 @@ class Oracles:
             self.group_offsets[key] = offset
         return found
 
+    def final(self, runtime: Any) -> list[str]:
+        """At the end of a run: the whole log replayed once more."""
+        share_state = runtime.services.built(SHARE_PERSISTER)
+        if isinstance(share_state, ShareCoordinatorService):
+            return self.full_replay(share_state)
+        return []
+
     def _logs(self, runtime: Any) -> list[str]:
         found = []
         for partition in runtime.cluster.all_partitions():
@@ -124,34 +142,43 @@ class Oracles:
         return found
 
     def _replay(self, live: ShareCoordinatorService) -> list[str]:
-        """A replica that only ever replays the log (from its start at each boot, then what
-        was appended since) must hold what the live coordinator holds."""
+        """The incremental replica: what was appended since the last check, replayed onto what
+        it holds, must give what the live coordinator holds."""
         topic = live.cluster.topics.get(SHARE_STATE_TOPIC)
         if topic is None:
             return []
         replica = self.replica
-        if replica is None or replica.runtime is not live.runtime:
-            replica = self.replica = ShareCoordinatorService.__new__(ShareCoordinatorService)
+        if replica is None or self._taken_back(replica, topic):
+            replica = self.replica = _empty_replica(live)
+        elif replica.runtime is not live.runtime:
+            # a restart: the new process loaded the log from its start; the replica goes on
+            # from where it was, so the two must meet
             replica.runtime, replica.cluster = live.runtime, live.cluster
-            replica.shards, replica.replayed, replica.snapshot_offsets = {}, {}, {}
-            replica._cold_timer = None
-        found = []
-        for partition in topic.partitions:
-            index = partition.index
-            replica._catch_up(index)
-            if live.replayed.get(index, 0) != partition.high_watermark:
-                continue  # markers not replayed yet: the next operation will
-            if live.shard(index).marker_resolved:
-                continue  # resolved by markers, not yet written out as ShareUpdates
-            mine = dict(live.shard(index).states)
-            theirs = dict(replica.shard(index).states)
-            for key in sorted(set(mine) | set(theirs), key=str):
-                if _comparable(mine.get(key)) != _comparable(theirs.get(key)):
-                    found.append(
-                        f"__share_group_state-{index} replayed from scratch differs for {key}: "
-                        f"live {mine.get(key)}, replayed {theirs.get(key)}"
-                    )
+        found, _ = _compare(live, replica, topic, "replayed step by step")
+        if self.checks >= self.full_replay_due:
+            found += self.full_replay(live)
         return found
+
+    def full_replay(self, live: ShareCoordinatorService) -> list[str]:
+        """A replica built from the log start now must hold what the live coordinator holds.
+        Due again after a seeded number of checks once every partition could be compared."""
+        topic = live.cluster.topics.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            return []
+        found, complete = _compare(live, _empty_replica(live), topic, "replayed from its start")
+        if complete:
+            self.full_replays += 1
+            self.full_replay_due = self.checks + self.interval_rng.randint(*FULL_REPLAY_EVERY)
+        return found
+
+    @staticmethod
+    def _taken_back(replica: ShareCoordinatorService, topic: Any) -> bool:
+        """Records the replica replayed are no longer in the log (a power loss cut the tail, a
+        recovery truncated it): it starts again from the log start."""
+        return any(
+            replica.replayed.get(partition.index, 0) > partition.high_watermark
+            for partition in topic.partitions
+        )
 
     def _tx_pending(self, runtime: Any, share_state: Any, now_ms: int) -> list[str]:
         pending: set[tuple[int, int]] = set()
@@ -186,6 +213,43 @@ class Oracles:
         for gone in set(self.pending_since) - pending:
             del self.pending_since[gone]
         return found
+
+
+def _empty_replica(live: ShareCoordinatorService) -> ShareCoordinatorService:
+    """A share coordinator that has replayed nothing yet and never writes (no load, no timer)."""
+    replica = ShareCoordinatorService.__new__(ShareCoordinatorService)
+    replica.runtime, replica.cluster = live.runtime, live.cluster
+    replica.shards, replica.replayed, replica.snapshot_offsets = {}, {}, {}
+    replica._cold_timer = None
+    return replica
+
+
+def _compare(
+    live: ShareCoordinatorService, replica: ShareCoordinatorService, topic: Any, how: str
+) -> tuple[list[str], bool]:
+    """Catch ``replica`` up with the log and compare it with ``live``, per state partition;
+    returns the differences and whether every partition could be compared (one whose markers
+    the live coordinator has not replayed or written out yet is compared at a later check)."""
+    found = []
+    complete = True
+    for partition in topic.partitions:
+        index = partition.index
+        replica._catch_up(index)
+        if live.replayed.get(index, 0) != partition.high_watermark:
+            complete = False
+            continue  # markers not replayed yet: the next operation will
+        if live.shard(index).marker_resolved:
+            complete = False
+            continue  # resolved by markers, not yet written out as ShareUpdates
+        mine = live.shard(index).states
+        theirs = replica.shard(index).states
+        for key in sorted(set(mine) | set(theirs), key=str):
+            if _comparable(mine.get(key)) != _comparable(theirs.get(key)):
+                found.append(
+                    f"__share_group_state-{index} {how} differs for {key}: "
+                    f"live {mine.get(key)}, replayed {theirs.get(key)}"
+                )
+    return found, complete
 
 
 def _comparable(state: Any) -> Any:

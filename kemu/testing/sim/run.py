@@ -135,7 +135,7 @@ class Simulation:
         self.trace: list[str] = []
         self.step = 0
         self.ledger = Ledger()
-        self.oracles = Oracles()
+        self.oracles = Oracles(seed)
         self.chaos = Chaos(self.rng, self.rates)
         self.violations: list[str] = []
         self.failed_step: int | None = None
@@ -380,6 +380,8 @@ class Simulation:
                 f"(e.g. {sorted(missing)[:3]}), {len(extra)} extra (e.g. {sorted(extra)[:3]})"
             )
         found += self._group_final(seen.get(INPUT, {}))
+        if self.kemu.up:
+            found += self.oracles.final(self.kemu.runtime())
         self.log(f"final: {len(inputs)} inputs, {len(outputs)} outputs")
         if found:
             self.violations = found

@@ -1,0 +1,176 @@
+"""The simulation's ``__share_group_state`` oracle (kemu/testing/sim/oracles.py): a replica
+replaying only what was appended since the last check, kept across restarts, and one built from
+the log start at a seeded interval and at the end. Each re-introduced bug here is one the
+oracle must report: a live change no record carries (the step-by-step replica), and a prune
+one record too far (the from-the-start replica at once, the step-by-step one after a restart,
+where the old per-boot replica, replaying the same pruned log as the restarted process, agreed
+with it). And seeds run by worker processes print what one process prints, in seed order."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from kemu.cluster.context import Runtime
+from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
+from kemu.coordinator.share.persister import PersistedBatch, SharePartitionKey
+from kemu.coordinator.share.service import (
+    SHARE_PERSISTER,
+    SHARE_STATE_TOPIC,
+    ShareCoordinatorService,
+)
+from kemu.protocol.errors import ErrorCode
+from kemu.storage.log import PartitionLog
+from kemu.storage.segments import SegmentLog
+from kemu.testing.sim.__main__ import Options, run_seeds
+from kemu.testing.sim.oracles import Oracles
+
+NOW = 1_700_000_000_000
+PER_SNAPSHOT = 3
+ACKNOWLEDGED = 2
+
+
+def make_cluster(data_dir: Path) -> Cluster:
+    def segment_logs(topic: str, index: int) -> PartitionLog:
+        return SegmentLog(data_dir / f"{topic}-{index}")
+
+    cluster = Cluster(
+        cluster_id="oracle-unit",
+        nodes={1: BrokerNode(1, "127.0.0.1", 19391)},
+        config=BrokerConfig(
+            {
+                "share.coordinator.state.topic.num.partitions": "1",
+                "share.coordinator.snapshot.update.records.per.snapshot": str(PER_SNAPSHOT),
+            }
+        ),
+        log_factory=segment_logs,
+    )
+    cluster.data_dir = data_dir
+    return cluster
+
+
+def start(cluster: Cluster) -> tuple[Runtime, ShareCoordinatorService]:
+    runtime = Runtime(cluster=cluster, clock_ms=lambda: NOW)
+    service = ShareCoordinatorService(runtime)
+    runtime.services.provide(SHARE_PERSISTER, service)
+    return runtime, service
+
+
+def restart(cluster: Cluster, data_dir: Path) -> tuple[Cluster, Runtime, ShareCoordinatorService]:
+    for partition in cluster.all_partitions():
+        partition.log.close()
+    reopened = make_cluster(data_dir)
+    reopened.load_metadata()
+    return (reopened, *start(reopened))
+
+
+def write(service: ShareCoordinatorService, key: SharePartitionKey, step: int) -> None:
+    """An update acknowledging one more offset: the state is the sum of every update."""
+    result = service.write_sync(
+        key,
+        state_epoch=0,
+        leader_epoch=0,
+        start_offset=0,
+        delivery_complete_count=0,
+        batches=(PersistedBatch(step, step, ACKNOWLEDGED, 1),),
+    )
+    assert result.error is ErrorCode.none
+
+
+def keys_of(cluster: Cluster) -> list[SharePartitionKey]:
+    topic = cluster.topics.get("orders") or cluster.create_topic("orders", 2, 1)
+    return [SharePartitionKey("g", topic.topic_id, p) for p in range(2)]
+
+
+def traffic(service: ShareCoordinatorService, keys: list[SharePartitionKey], steps: range) -> None:
+    """An update of every key per step: snapshots of each, so that the log start moves."""
+    for step in steps:
+        for key in keys:
+            write(service, key, step)
+
+
+def test_correct_code_passes_every_check_across_a_restart(tmp_path: Path) -> None:
+    cluster = make_cluster(tmp_path)
+    runtime, service = start(cluster)
+    keys = keys_of(cluster)
+    for key in keys:
+        assert service.initialize_sync(key, 0, 0).error is ErrorCode.none
+    oracles = Oracles(seed=1)
+    for step in range(4 * PER_SNAPSHOT):
+        traffic(service, keys, range(step, step + 1))
+        assert oracles.check(runtime, NOW, {}) == []
+    assert cluster.topics[SHARE_STATE_TOPIC].partitions[0].log_start_offset > 0  # pruned
+    assert oracles.full_replay(service) == []
+    replica = oracles.replica
+    cluster, runtime, service = restart(cluster, tmp_path)
+    assert oracles.check(runtime, NOW, {}) == []
+    assert oracles.replica is replica  # carried over the restart, not replayed again
+    traffic(service, keys, range(100, 100 + PER_SNAPSHOT))
+    assert oracles.check(runtime, NOW, {}) == []
+    assert oracles.final(runtime) == []
+    for partition in cluster.all_partitions():
+        partition.log.close()
+
+
+def test_a_live_change_no_record_carries_is_reported_at_the_next_check(tmp_path: Path) -> None:
+    cluster = make_cluster(tmp_path)
+    runtime, service = start(cluster)
+    keys = keys_of(cluster)
+    for key in keys:
+        assert service.initialize_sync(key, 0, 0).error is ErrorCode.none
+    oracles = Oracles(seed=1)
+    traffic(service, keys, range(2))
+    assert oracles.check(runtime, NOW, {}) == []
+    shard = service.shard(0)
+    state = shard.states[keys[0]]
+    shard.states[keys[0]] = dataclasses.replace(state, start_offset=99)  # the bug
+    found = oracles.check(runtime, NOW, {})
+    assert found and "replayed step by step differs" in found[0]
+    assert "replayed from its start differs" in oracles.full_replay(service)[0]
+    for partition in cluster.all_partitions():
+        partition.log.close()
+
+
+def test_a_prune_one_record_too_far_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = ShareCoordinatorService.redundant_below
+
+    def one_too_far(self: ShareCoordinatorService, index: int) -> int:
+        below = original(self, index)
+        partition = self.topic().partitions[index]
+        return below + 1 if below > partition.log_start_offset else below
+
+    monkeypatch.setattr(ShareCoordinatorService, "redundant_below", one_too_far)
+    cluster = make_cluster(tmp_path)
+    runtime, service = start(cluster)
+    keys = keys_of(cluster)
+    for key in keys:
+        assert service.initialize_sync(key, 0, 0).error is ErrorCode.none
+    oracles = Oracles(seed=1)
+    for step in range(3 * PER_SNAPSHOT):
+        for key in keys:
+            write(service, key, step)
+            # the step-by-step replica replayed the record before it was pruned: it agrees
+            assert oracles.check(runtime, NOW, {}) == []
+    assert cluster.topics[SHARE_STATE_TOPIC].partitions[0].log_start_offset > 0
+    found = oracles.full_replay(service)
+    assert found and "replayed from its start differs" in found[0]
+    # after a restart the process loads the pruned log: the carried replica disagrees
+    cluster, runtime, service = restart(cluster, tmp_path)
+    found = oracles.check(runtime, NOW, {})
+    assert found and "replayed step by step differs" in found[0]
+    for partition in cluster.all_partitions():
+        partition.log.close()
+
+
+def test_seeds_run_by_worker_processes_print_as_one_process_does() -> None:
+    """``make sim JOBS=2``: the same per-seed lines, in seed order."""
+    options = Options(steps=4, no_faults=True, trace=False, tail=10)
+    alone = [outcome.text for outcome in run_seeds([5, 6, 7], options, jobs=1)]
+    workers = [outcome.text for outcome in run_seeds([5, 6, 7], options, jobs=2)]
+    assert workers == alone
+    assert [text[0].split(":")[0] for text in workers] == ["seed 5", "seed 6", "seed 7"]
