@@ -23,10 +23,10 @@ from kemu.coordinator.group.streams.model import StreamsGroup, StreamsHeartbeat
 from kemu.coordinator.group.timers import RETRY_BACKOFF_MS
 from kemu.coordinator.share.service import SHARE_PERSISTER
 from kemu.protocol.errors import ErrorCode
-from tests.unit.test_consumer_group import consumer_beat
-from tests.unit.test_group_handlers import Broker
-from tests.unit.test_group_records_first import durable, failing_appends
-from tests.unit.test_streams_group import COUNT
+from tests.unit.broker.handlers.test_group_handlers import Broker
+from tests.unit.coordinator.group.consumer.test_consumer_group import consumer_beat
+from tests.unit.coordinator.group.streams.test_streams_group import COUNT
+from tests.unit.coordinator.group.test_records_before_state import durable, failing_appends
 
 NOW = 1_700_000_000_000
 
