@@ -16,6 +16,7 @@ request did not ask for operations.
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -274,7 +275,7 @@ def authorize_by_resource_type(
     )
 
 
-def unreadable_topics(ctx: RequestContext, topic_ids: Iterable[Any]) -> set[Any]:
+def unreadable_topics(ctx: RequestContext, topic_ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
     """The ids among ``topic_ids`` of existing topics the principal may not READ (unknown ids
     are left to the handler's UNKNOWN_TOPIC_ID)."""
     if not _store(ctx).enabled:

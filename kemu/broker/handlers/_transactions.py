@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 from kemu.protocol.errors import ErrorCode
 
@@ -16,7 +15,7 @@ def for_version(error: ErrorCode, version: int, first_fenced_version: int) -> Er
     return error
 
 
-def millis(value: Any) -> int:
+def millis(value: datetime.timedelta | int) -> int:
     if isinstance(value, datetime.timedelta):
         return value // datetime.timedelta(milliseconds=1)
     return int(value)

@@ -21,6 +21,7 @@ from brokers and need CLUSTER_ACTION (CLUSTER_AUTHORIZATION_FAILED for the reque
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kemu.broker.authorization import (
@@ -38,7 +39,10 @@ from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS
 from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.views.add_partitions_to_txn import AddPartitionsToTxnRequestView
+from kemu.protocol.views.add_partitions_to_txn import (
+    AddPartitionsToTxnRequestView,
+    AddPartitionsToTxnTopicView,
+)
 
 API_KEY = 24
 FIRST_FENCED_VERSION = 2
@@ -94,11 +98,13 @@ def _add(
     transactional_id: str,
     producer_id: int,
     producer_epoch: int,
-    topics: Any,
+    topics: Sequence[AddPartitionsToTxnTopicView],
     *,
     verify_only: bool,
 ) -> Errors:
-    requested = [(topic.name, index) for topic in topics for index in topic.partitions]
+    requested: list[tuple[str, int]] = [
+        (topic.name, index) for topic in topics for index in topic.partitions
+    ]
     failed: Errors = {}
     if ctx.version < FIRST_BATCHED_VERSION:
         if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
@@ -126,7 +132,9 @@ def _add(
     return dict.fromkeys(requested, for_version(outcome.error, ctx.version, FIRST_FENCED_VERSION))
 
 
-def _topic_results(ctx: RequestContext, topics: Any, errors: Errors) -> tuple[Any, ...]:
+def _topic_results(
+    ctx: RequestContext, topics: Sequence[AddPartitionsToTxnTopicView], errors: Errors
+) -> tuple[Any, ...]:
     return tuple(
         ctx.make(
             "AddPartitionsToTxnTopicResult",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from kemu.broker.authorization import CLUSTER_NAME, AclOperation, ResourceType, authorize
@@ -46,7 +47,7 @@ from kemu.cluster.model import (
 from kemu.cluster.quota_enforcement import MutationQuota
 from kemu.cluster.replica_assignment import AssignmentError, check_manual_assignment
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.views.create_topics import CreateTopicsRequestView
+from kemu.protocol.views.create_topics import CreatableTopicView, CreateTopicsRequestView
 
 API_KEY = 19
 STRICT_QUOTA_SINCE = 6  # the first version that knows THROTTLING_QUOTA_EXCEEDED
@@ -105,7 +106,9 @@ def handle(ctx: RequestContext, request: CreateTopicsRequestView) -> Any:
     return ctx.respond(topics=tuple(results))
 
 
-def _create(ctx: RequestContext, topic: Any, validate_only: bool, quota: MutationQuota) -> Any:
+def _create(
+    ctx: RequestContext, topic: CreatableTopicView, validate_only: bool, quota: MutationQuota
+) -> Any:
     cluster = ctx.cluster
     name = topic.name
     if name == CLUSTER_METADATA_TOPIC:
@@ -158,7 +161,7 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool, quota: Mutatio
     )
 
 
-def _requested_partitions(cluster: Cluster, topics: Any) -> int:
+def _requested_partitions(cluster: Cluster, topics: Sequence[CreatableTopicView]) -> int:
     """Partitions the request would create, checked before any work (a huge count must not
     stall the process)."""
     default = cluster.config.get_int("num.partitions")
@@ -185,7 +188,7 @@ def _colliding_topic(cluster: Cluster, name: str) -> str | None:
     return None
 
 
-def _counts(cluster: Cluster, topic: Any) -> tuple[int, int]:
+def _counts(cluster: Cluster, topic: CreatableTopicView) -> tuple[int, int]:
     if topic.replication_factor < -1 or topic.replication_factor == 0:
         raise CreateError(
             ErrorCode.invalid_replication_factor,
@@ -217,7 +220,7 @@ def _counts(cluster: Cluster, topic: Any) -> tuple[int, int]:
     return partitions, replication
 
 
-def _assignments(cluster: Cluster, topic: Any) -> list[list[int]]:
+def _assignments(cluster: Cluster, topic: CreatableTopicView) -> list[list[int]]:
     if topic.replication_factor != -1:
         raise CreateError(
             ErrorCode.invalid_request,
@@ -239,7 +242,7 @@ def _assignments(cluster: Cluster, topic: Any) -> list[list[int]]:
                     ErrorCode.invalid_replica_assignment,
                     f"Found multiple manual partition assignments for partition {index}",
                 )
-            replicas = list(assignment.broker_ids)
+            replicas: list[int] = list(assignment.broker_ids)
             check_manual_assignment(cluster, replicas, replication)
             replication = len(replicas)
             by_index[index] = replicas

@@ -22,7 +22,7 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
 from kemu.protocol.errors import ErrorCode, default_message
-from kemu.protocol.views.describe_producers import DescribeProducersRequestView
+from kemu.protocol.views.describe_producers import DescribeProducersRequestView, TopicRequestView
 
 API_KEY = 61
 # Kafka answers an unknown partition with the error's own message.
@@ -43,7 +43,7 @@ def handle(ctx: RequestContext, request: DescribeProducersRequestView) -> Any:
     )
 
 
-def _partitions(ctx: RequestContext, topic: Any) -> tuple[Any, ...]:
+def _partitions(ctx: RequestContext, topic: TopicRequestView) -> tuple[Any, ...]:
     if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, topic.name):
         denied = ErrorCode.topic_authorization_failed
         return tuple(

@@ -17,6 +17,7 @@ replicas (always -1), diverging epochs and snapshots (one copy, nothing diverges
 from __future__ import annotations
 
 import asyncio
+import datetime
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +93,7 @@ async def handle(ctx: RequestContext, request: FetchRequestView) -> Any:
     )
 
 
-def _millis(value: Any) -> int:
+def _millis(value: datetime.timedelta | int) -> int:
     if hasattr(value, "total_seconds"):
         return int(value.total_seconds() * 1000)
     return int(value)

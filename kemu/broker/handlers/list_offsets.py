@@ -18,6 +18,7 @@ from typing import Any
 from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
+from kemu.cluster.model import Topic
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import CorruptBatch
 from kemu.protocol.views.list_offsets import ListOffsetsPartitionView, ListOffsetsRequestView
@@ -68,7 +69,7 @@ def _denied(ctx: RequestContext, index: int) -> Any:
 
 def _answer(
     ctx: RequestContext,
-    topic: Any,
+    topic: Topic | None,
     request: ListOffsetsPartitionView,
     read_committed: bool,
     from_consumer: bool,

@@ -26,6 +26,7 @@ LEADER_NOT_AVAILABLE and is not created (the Metadata answer is not throttled).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from kemu.broker.authorization import (
@@ -42,7 +43,7 @@ from kemu.broker.throttling import controller_mutation_quota
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, Cluster, Topic, TopicError, validate_topic_name
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.views.metadata import MetadataRequestView
+from kemu.protocol.views.metadata import MetadataRequestTopicView, MetadataRequestView
 
 API_KEY = 3
 NULL_TOPIC_ID = uuid.UUID(int=0)
@@ -99,7 +100,7 @@ def handle(ctx: RequestContext, request: MetadataRequestView) -> Any:
     )
 
 
-def _invalid_request(ctx: RequestContext, wanted: Any) -> Any:
+def _invalid_request(ctx: RequestContext, wanted: Sequence[MetadataRequestTopicView]) -> Any:
     """MetadataRequest.getErrorResponse: every topic with INVALID_REQUEST, "" for a null name."""
     topics = tuple(
         ctx.make(
@@ -121,7 +122,9 @@ def _topic_operations(ctx: RequestContext, name: str | None, wanted: bool) -> in
     return authorized_operations(ctx, ResourceType.TOPIC, name)
 
 
-def _lookup(ctx: RequestContext, entry: Any, allow_auto: bool, operations: bool) -> Any:
+def _lookup(
+    ctx: RequestContext, entry: MetadataRequestTopicView, allow_auto: bool, operations: bool
+) -> Any:
     cluster = ctx.cluster
     name = entry.name
     topic_id = getattr(entry, "topic_id", None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from kemu.broker.authorization import AclOperation, ResourceType, allowed_names, authorize
@@ -28,7 +29,15 @@ from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.offset_manager import FetchedOffset
 from kemu.coordinator.group.service import group_coordinator
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.views.offset_fetch import OffsetFetchRequestView
+from kemu.protocol.topic_ids import wire_topic_id
+from kemu.protocol.views.offset_fetch import (
+    OffsetFetchRequestTopicsView,
+    OffsetFetchRequestTopicView,
+    OffsetFetchRequestView,
+)
+
+# a requested topic: by name (v1-v9) or by id (v10)
+RequestedTopic = OffsetFetchRequestTopicsView | OffsetFetchRequestTopicView
 
 API_KEY = 9
 FIRST_TOP_LEVEL_ERROR_VERSION = 2
@@ -64,7 +73,7 @@ def handle(ctx: RequestContext, request: OffsetFetchRequestView) -> Any:
 def _group(
     ctx: RequestContext,
     group_id: str,
-    topics: Any,
+    topics: Sequence[RequestedTopic] | None,
     topic_class: str,
     member_id: str | None = None,
     member_epoch: int = -1,
@@ -80,9 +89,10 @@ def _group(
         requested = []
         for topic in topics:
             if by_id:
-                found = ctx.cluster.topics_by_id.get(topic.topic_id)
+                wanted_id = wire_topic_id(getattr(topic, "topic_id", None))  # only v10 has it
+                found = ctx.cluster.topics_by_id.get(wanted_id)
                 if found is None:
-                    unknown_ids[topic.topic_id] = list(topic.partition_indexes)
+                    unknown_ids[wanted_id] = list(topic.partition_indexes)
                     continue
                 requested.append((found.name, list(topic.partition_indexes)))
             else:
@@ -166,7 +176,9 @@ def _partition(ctx: RequestContext, entry: FetchedOffset, error: ErrorCode) -> A
     )
 
 
-def _with_partition_error(ctx: RequestContext, topics: Any, error: ErrorCode) -> tuple[Any, ...]:
+def _with_partition_error(
+    ctx: RequestContext, topics: Sequence[OffsetFetchRequestTopicView] | None, error: ErrorCode
+) -> tuple[Any, ...]:
     """v1 has no group-level error: every requested partition carries it."""
     return tuple(
         ctx.make(

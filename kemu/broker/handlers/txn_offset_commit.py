@@ -46,7 +46,11 @@ from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.streams.model import StreamsGroup
 from kemu.coordinator.transaction.service import PendingOffsets, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.views.txn_offset_commit import TxnOffsetCommitRequestView
+from kemu.protocol.topic_ids import wire_topic_id
+from kemu.protocol.views.txn_offset_commit import (
+    TxnOffsetCommitRequestTopicView,
+    TxnOffsetCommitRequestView,
+)
 
 API_KEY = 28
 FIRST_FENCED_VERSION = 3
@@ -133,11 +137,13 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequestView) -> Any:
     return ctx.respond(topics=tuple(answers))
 
 
-def _topic_name(ctx: RequestContext, topic: Any, by_id: bool) -> str | None:
+def _topic_name(
+    ctx: RequestContext, topic: TxnOffsetCommitRequestTopicView, by_id: bool
+) -> str | None:
     """The topic's name: given before v6, looked up by id from v6 (None: no such topic)."""
     if not by_id:
         return str(topic.name)
-    found = ctx.cluster.topics_by_id.get(topic.topic_id)
+    found = ctx.cluster.topics_by_id.get(wire_topic_id(topic.topic_id))
     return None if found is None else found.name
 
 

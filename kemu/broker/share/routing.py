@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kemu.broker.leadership import leader_fields, node_endpoints
 from kemu.broker.share.partition import AckBatch
@@ -37,7 +37,19 @@ def route(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> Route:
     return Route(partition)
 
 
-def ack_batches(raw: Iterable[Any], version: int) -> list[AckBatch] | None:
+class AcknowledgementBatchFields(Protocol):
+    """An AcknowledgementBatch of ShareFetch, ShareAcknowledge or TxnShareAcknowledge (each
+    request's view of it has these fields)."""
+
+    @property
+    def first_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def acknowledge_types(self) -> Sequence[int]: ...
+
+
+def ack_batches(raw: Iterable[AcknowledgementBatchFields], version: int) -> list[AckBatch] | None:
     """Core acknowledgement batches, or None when the version cannot carry them (RENEW < v2)."""
     batches = []
     for batch in raw:
@@ -48,7 +60,7 @@ def ack_batches(raw: Iterable[Any], version: int) -> list[AckBatch] | None:
     return batches
 
 
-def millis(value: Any) -> int:
+def millis(value: datetime.timedelta | int) -> int:
     if isinstance(value, datetime.timedelta):
         return int(value.total_seconds() * 1000)
     return int(value)
