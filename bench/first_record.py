@@ -142,11 +142,15 @@ def parse_output(output: str) -> tuple[dict[str, float], str | None]:
     return measured, error
 
 
-def client_command(row: Row, bootstrap: str, name: str, *, only_first: bool = False) -> list[str]:
+def client_command(
+    row: Row, bootstrap: str, name: str, *, only_first: bool = False, client_config: str = ""
+) -> list[str]:
     common = [
         "--bootstrap", bootstrap, "--kind", row.kind, "--topic", name, "--group", name,
         "--partitions", str(PARTITIONS), "--steady-ms", str(row.steady_ms),
     ]  # fmt: skip
+    if client_config:
+        common += ["--client-config", client_config]
     if row.client == "java":
         classpath = f"{PROBES / 'classes'}{os.pathsep}{PROBES / 'lib' / '*'}"
         extra = ["--timeout-ms", str(int(WAIT_S * 1000))]
@@ -158,9 +162,17 @@ def client_command(row: Row, bootstrap: str, name: str, *, only_first: bool = Fa
 
 
 def run_client(
-    row: Row, bootstrap: str, name: str, log: Path, *, only_first: bool = False
+    row: Row,
+    bootstrap: str,
+    name: str,
+    log: Path,
+    *,
+    only_first: bool = False,
+    client_config: str = "",
 ) -> tuple[dict[str, float], str | None]:
-    command = client_command(row, bootstrap, name, only_first=only_first)
+    command = client_command(
+        row, bootstrap, name, only_first=only_first, client_config=client_config
+    )
     with log.open("w") as err:
         try:
             done = subprocess.run(
@@ -293,7 +305,13 @@ def make_servers(root: Path, servers: tuple[str, ...]) -> dict[str, Server]:
     return made
 
 
-def measure(servers: dict[str, Server], rows: tuple[Row, ...], repeat: int, logs: Path) -> Outcome:
+def measure(
+    servers: dict[str, Server],
+    rows: tuple[Row, ...],
+    repeat: int,
+    logs: Path,
+    client_config: str = "",
+) -> Outcome:
     outcome = Outcome()
     for server_name, server in servers.items():
         for row in WARM_UP:
@@ -308,7 +326,9 @@ def measure(servers: dict[str, Server], rows: tuple[Row, ...], repeat: int, logs
             for server_name, server in servers.items():
                 name = f"fr-{number}-{row.name}"
                 log = logs / f"{server_name}-{name}.log"
-                measured, error = run_client(row, server.bootstrap, name, log)
+                measured, error = run_client(
+                    row, server.bootstrap, name, log, client_config=client_config
+                )
                 outcome.add(server_name, row, measured)
                 shown = ", ".join(f"{m} {s:.2f}s" for m, s in measured.items())
                 print(f"[{number}/{repeat}] {server_name:10} {row.name:18} {shown}", flush=True)
@@ -351,6 +371,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="LIST",
         help=f"of {','.join(SERVERS)} (default: all)",
     )
+    parser.add_argument(
+        "--client-config",
+        default="",
+        metavar="KEY=VALUE,...",
+        help="client configs set on every group member (e.g. heartbeat.interval.ms=100)",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--note", default=None, help="a sentence to add to the docs entry")
@@ -378,7 +404,7 @@ def main(argv: list[str] | None = None, *, command: str | None = None) -> int:
         for name, server in servers.items():
             server.start()
             print(f"{name}: ready in {server.start_to_ready_s:.2f}s on {server.bootstrap}")
-        outcome = measure(servers, args.rows, args.repeat, logs)
+        outcome = measure(servers, args.rows, args.repeat, logs, args.client_config)
     except RuntimeError as failed:
         outcome.errors.append(str(failed))
         print(failed, flush=True)
@@ -435,7 +461,12 @@ def write_doc(
         f"Python {facts['python']}, {facts['java']}",
         f"- {args.repeat} repetition(s) per row; each cell is `median (min-max)` in seconds, "
         "measured inside the client process; topics of 2 partitions, fresh topic and group per "
-        "run; a share group's `share.auto.offset.reset=earliest` is set before it subscribes",
+        "run; a share group's `share.auto.offset.reset=earliest` is set before it subscribes"
+        + (
+            f"; every group member's client sets `{args.client_config}`"
+            if args.client_config
+            else ""
+        ),
         "",
         table(outcome, args.rows, args.servers, server_titles()),
     ]

@@ -11,6 +11,9 @@ inside this process with ``time.monotonic_ns``.
 - ``leave``: after ``--steady-ms`` of both consuming, member 2 closes (and leaves); from the close
   until member 1 has read a record of every partition member 2 had.
 
+``--client-config key=value,...`` sets client configs on every group member (e.g.
+``heartbeat.interval.ms=100``).
+
 ``--kind txn``: a read_committed consumer assigned partition 0 waits at its end; a new
 transactional producer runs init_transactions, one produce and commit_transaction; from the
 producer's creation until the consumer has the record.
@@ -194,6 +197,7 @@ class Bench:
 
         a = self.args
         config = {**self.base, "group.id": a.group, "client.id": f"first-record-{index}"}
+        config |= client_config(a.client_config)
         if a.kind == "share":
             return Member(index, self.seen, lambda: ShareConsumer(config), _share_poll, [a.topic])
         config |= {"group.protocol": a.kind, "auto.offset.reset": "earliest"}
@@ -281,6 +285,17 @@ class Bench:
             reader.close()
 
 
+def client_config(text: str) -> dict[str, str]:
+    """``key=value,...`` as a dict (the empty string: none)."""
+    config: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        key, equals, value = entry.partition("=")
+        if not equals or not key.strip():
+            raise ValueError(f"--client-config is key=value,...; got {entry!r}")
+        config[key.strip()] = value.strip()
+    return config
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench.first_record_client", description=__doc__
@@ -294,6 +309,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--steady-ms", type=int, default=1000, help="both members, before a leave")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds, for each wait")
     parser.add_argument("--only-first", action="store_true", help="first_record alone")
+    parser.add_argument(
+        "--client-config", default="", help="key=value,... set on every group member"
+    )
     return parser
 
 

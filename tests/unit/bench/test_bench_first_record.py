@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO_ROOT))  # bench/ is not an installed package
 
 from bench import first_record, servers
 from bench.first_record import ROWS, Outcome, Row, fast_goal, misses, parse_output, ratio, table
-from bench.first_record_client import Seen
+from bench.first_record_client import Seen, client_config
 from bench.run import _parser as run_parser
 from bench.run import first_record_argv
 from bench.servers import ASSIGN_AT_ONCE, KAFKA_CODE_TIMERS, KafkaServer, timing_arguments
@@ -139,6 +139,22 @@ def test_client_commands_carry_the_row_and_the_names() -> None:
     python = first_record.client_command(TXN, "127.0.0.1:9092", "t", only_first=True)
     assert python[1:3] == ["-m", "bench.first_record_client"]
     assert "--only-first" in python
+
+
+def test_client_configs_reach_both_clients_and_are_parsed_as_pairs() -> None:
+    setting = "heartbeat.interval.ms=100,session.timeout.ms=10000"
+    for row in (SHARE_JAVA, Row("classic", "confluent")):
+        command = first_record.client_command(row, "127.0.0.1:9092", "c", client_config=setting)
+        assert command[command.index("--client-config") + 1] == setting
+    plain = first_record.client_command(TXN, "127.0.0.1:9092", "t")
+    assert "--client-config" not in plain
+    assert client_config(setting) == {
+        "heartbeat.interval.ms": "100",
+        "session.timeout.ms": "10000",
+    }
+    assert client_config("") == {}
+    with pytest.raises(ValueError, match="key=value"):
+        client_config("heartbeat.interval.ms")
 
 
 def test_seen_waits_for_a_record_after_a_time_and_of_every_wanted_partition() -> None:

@@ -54,6 +54,9 @@ import org.apache.kafka.streams.kstream.Consumed;
  * transactional producer runs initTransactions, one send and commitTransaction; from the
  * producer's creation until the consumer has the record.
  *
+ * <p>{@code --client-config key=value,...} sets client configs on every group member (a
+ * Streams app's consumers too), e.g. {@code heartbeat.interval.ms=100}.
+ *
  * <p>Prints one JSON line per figure: {@code {"measure": name, "us": microseconds}}, and
  * {@code {"error": ...}} (exit code 1) when a wait times out.
  */
@@ -66,6 +69,7 @@ public final class FirstRecordBench {
     private final String group;
     private final int partitions;
     private final long timeoutNanos;
+    private final Map<String, String> memberConfig = new LinkedHashMap<>();
     private final Seen seen = new Seen();
 
     private FirstRecordBench(Probe probe) {
@@ -75,6 +79,16 @@ public final class FirstRecordBench {
         this.group = probe.arg("group", "first-record");
         this.partitions = probe.intArg("partitions", 2);
         this.timeoutNanos = TimeUnit.MILLISECONDS.toNanos(probe.intArg("timeout-ms", 60_000));
+        for (String entry : probe.arg("client-config", "").split(",")) {
+            if (entry.isBlank()) {
+                continue;
+            }
+            int equals = entry.indexOf('=');
+            if (equals <= 0) {
+                throw new IllegalArgumentException("--client-config is key=value,...; got " + entry);
+            }
+            memberConfig.put(entry.substring(0, equals).trim(), entry.substring(equals + 1).trim());
+        }
     }
 
     public static void main(String[] argv) throws Exception {
@@ -214,6 +228,7 @@ public final class FirstRecordBench {
         props.put("key.deserializer", StringDeserializer.class.getName());
         props.put("value.deserializer", StringDeserializer.class.getName());
         props.put("group.id", group);
+        props.putAll(memberConfig);
         switch (kind) {
             case "classic", "consumer" -> {
                 props.put("group.protocol", kind);
@@ -402,6 +417,7 @@ public final class FirstRecordBench {
             props.put(StreamsConfig.STATE_DIR_CONFIG, state.toString());
             props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
             props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+            memberConfig.forEach((key, value) -> props.put(StreamsConfig.consumerPrefix(key), value));
             StreamsBuilder builder = new StreamsBuilder();
             builder.stream(topic, Consumed.with(Serdes.String(), Serdes.String()))
                 .foreach((key, value) -> seen.record(index, partitionOf(value), System.nanoTime()));
