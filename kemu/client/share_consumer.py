@@ -104,6 +104,10 @@ class ShareConsumer:
         self._sessions: dict[int, ShareSession] = {}
         self._buffer: list[ShareRecord] = []
         self._delivered: dict[tuple[TopicIdPartition, int], ShareRecord] = {}
+        # Sessions lost so far (a broker restart or a closed connection ends the broker's
+        # acquisitions with them), and, per record fetched, the count when it was acquired.
+        self._session_losses = 0
+        self._acquired_at: dict[tuple[TopicIdPartition, int], int] = {}
         self._pending: dict[TopicIdPartition, dict[int, int]] = {}
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._heartbeat_interval = 5.0
@@ -264,6 +268,7 @@ class ShareConsumer:
                 "(explicit acknowledgement mode)"
             )
         for tp, offset in list(self._delivered):
+            self._acquired_at.pop((tp, offset), None)
             self._pending.setdefault(tp, {})[offset] = AcknowledgeType.ACCEPT
         self._delivered.clear()
 
@@ -436,6 +441,7 @@ class ShareConsumer:
             except RetriableError:
                 self._restore(acks)
                 self._sessions.pop(node, None)  # the broker ended the session with the connection
+                self._session_losses += 1
                 raise
             if response.error_code in (
                 ErrorCode.share_session_not_found,
@@ -443,6 +449,7 @@ class ShareConsumer:
             ):
                 self._restore(acks)
                 session.epoch, session.partitions = OPEN_SESSION, set()
+                self._session_losses += 1
                 raise RetriableError(response.error_code.name)
             if response.error_code != ErrorCode.none:
                 self._restore(acks)
@@ -459,8 +466,11 @@ class ShareConsumer:
             self._pending[tp] = {**types, **self._pending.get(tp, {})}
 
     def _take_in(self, fetched: Fetched) -> None:
-        for tp, partition in fetched:
-            self._buffer.extend(self._records_in(tp, partition))
+        for tp, partition, losses in fetched:
+            records = self._records_in(tp, partition)
+            for record in records:
+                self._acquired_at[(tp, record.offset)] = losses
+            self._buffer.extend(records)
 
     def _acquired(self, response: Any, session: ShareSession) -> Fetched:
         out: Fetched = []
@@ -481,7 +491,7 @@ class ShareConsumer:
                 if partition.error_code != ErrorCode.none:
                     log.warning("share fetch of %s: %s", tp, partition.error_code.name)
                     continue
-                out.append((tp, partition))
+                out.append((tp, partition, self._session_losses))
         if moved:
             asyncio.get_running_loop().create_task(self._refresh_leaders())
         return out
@@ -540,6 +550,15 @@ class ShareConsumer:
                 f"{record.topic_id_partition}@{record.offset} is not awaiting an acknowledgement"
             )
         del self._delivered[key]
+        acquired_at = self._acquired_at.pop(key, self._session_losses)
+        if type == AcknowledgeType.RELEASE and acquired_at < self._session_losses:
+            # Acquired in a session lost since (found by the simulation, seed 700): the
+            # broker's acquisition may have ended with it, and this member may hold the record
+            # again under a new acquisition, which a RELEASE would end while it is processed
+            # (a transaction then completing it, and the record delivered once more). A lost
+            # acquisition needs no RELEASE: the record is available again, or comes back when
+            # its lock expires.
+            return
         self._pending.setdefault(record.topic_id_partition, {})[record.offset] = int(type)
 
     def acknowledgements_for_transaction(self) -> ShareAcknowledgements:
@@ -654,6 +673,7 @@ class ShareConsumer:
                 AcknowledgeType.RELEASE
             )
         self._buffer.clear()
+        self._acquired_at.clear()
         self._closed = True
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()

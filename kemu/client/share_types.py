@@ -26,7 +26,8 @@ def new_member_id() -> str:
 # What a ShareFetch brought back: each partition's answer with acquired records, decoded into
 # ShareRecords only when a poll takes them in (as Java's consumer parses in poll), so a fetch
 # completing in the background costs the application nothing until it wants the records.
-Fetched = list[tuple[TopicIdPartition, Any]]
+# With each partition, how many sessions the consumer had lost when the answer came.
+Fetched = list[tuple[TopicIdPartition, Any, int]]
 
 
 @dataclass

@@ -12,12 +12,15 @@ Every 0.2-3 virtual seconds one of:
   ``share.auto.offset.reset`` of the reader group;
 - DeleteShareGroupOffsets of the reader group on ``input`` (refused while it has members):
   once it may have applied, records the reader accepted may legitimately come again, so its
-  "accepted, never delivered again" ledger starts afresh.
+  "accepted, never delivered again" ledger starts afresh, and the group's share-partition start
+  offsets may go back (the oracle leaves the group alone while the request is in flight, and
+  learns its start offsets afresh after).
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from kemu.client import Admin
 from kemu.client.errors import KafkaError
@@ -43,6 +46,7 @@ class Operator(Actor):
     async def body(self) -> None:
         admin = Admin(self.bootstrap, client_id="kemu-sim-operator")
         self.clients = [admin]
+        self.ledger.reset |= self.ledger.resetting  # a deletion its last life left in flight
         try:
             await admin.cluster.start()
             await admin.cluster.topic(OUTPUT)
@@ -147,7 +151,21 @@ class Operator(Actor):
         self.ledger.accepted.clear()  # it may apply even if its answer is lost
         node = await cluster.coordinator(0, READER_GROUP)
         version = await cluster.version(DELETE_SHARE_GROUP_OFFSETS, 0, node)
-        response = await cluster.call(
+        self.ledger.resetting.add(READER_GROUP)
+        try:
+            response = await self._delete_offsets(admin, node, version)
+        finally:
+            self.ledger.resetting.discard(READER_GROUP)
+            self.ledger.reset.add(READER_GROUP)
+        if response.error_code == ErrorCode.none:
+            self.ledger.accepted.clear()
+            self.ledger.count("admin.delete_offsets.done")
+        else:
+            self.ledger.count(f"admin.delete_offsets.{response.error_code.name.lower()}")
+
+    async def _delete_offsets(self, admin: Admin, node: int, version: int) -> Any:
+        cluster = admin.cluster
+        return await cluster.call(
             node,
             DELETE_SHARE_GROUP_OFFSETS,
             version,
@@ -161,8 +179,3 @@ class Operator(Actor):
                 ),
             ),
         )
-        if response.error_code == ErrorCode.none:
-            self.ledger.accepted.clear()
-            self.ledger.count("admin.delete_offsets.done")
-        else:
-            self.ledger.count(f"admin.delete_offsets.{response.error_code.name.lower()}")

@@ -57,14 +57,25 @@ class Oracles:
         against the clients' ledger)."""
         self.group_offsets.clear()
 
-    def check(self, runtime: Any, now_ms: int, confirmed: dict[tuple[str, int], int]) -> list[str]:
+    def forget_share_groups(self, groups: set[str]) -> None:
+        """Their offsets were deleted (DeleteShareGroupOffsets): start offsets begin afresh."""
+        for key in [k for k in self.start_offsets if k.group_id in groups]:
+            del self.start_offsets[key]
+
+    def check(
+        self,
+        runtime: Any,
+        now_ms: int,
+        confirmed: dict[tuple[str, int], int],
+        resetting: frozenset[str] = frozenset(),
+    ) -> list[str]:
         self.checks += 1
         found: list[str] = []
         found += self._logs(runtime)
         found += self._windows(runtime)
         share_state = runtime.services.built(SHARE_PERSISTER)
         if isinstance(share_state, ShareCoordinatorService):
-            found += self._start_offsets(share_state)
+            found += self._start_offsets(share_state, resetting)
             found += self._replay(share_state)
         found += self._tx_pending(runtime, share_state, now_ms)
         found += self._group_offsets(runtime, confirmed)
@@ -131,10 +142,14 @@ class Oracles:
                 found.append(f"share window {key}: {error!r}")
         return found
 
-    def _start_offsets(self, service: ShareCoordinatorService) -> list[str]:
+    def _start_offsets(
+        self, service: ShareCoordinatorService, resetting: frozenset[str]
+    ) -> list[str]:
         found = []
         for shard in service.shards.values():
             for key, state in shard:
+                if key.group_id in resetting:
+                    continue
                 before = self.start_offsets.get(key)
                 if before is not None and state.start_offset < before and state.start_offset >= 0:
                     found.append(f"SPSO of {key} went back from {before} to {state.start_offset}")

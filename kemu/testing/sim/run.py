@@ -306,8 +306,13 @@ class Simulation:
         found += [f"event loop: {e}" for e in self.loop.exceptions if "SimulatedCrash" not in e]
         self.loop.exceptions.clear()
         if self.kemu.up:
+            self.oracles.forget_share_groups(self.ledger.reset)
+            self.ledger.reset.clear()
             found += self.oracles.check(
-                self.kemu.runtime(), self.loop.now_ms(), self.ledger.group_committed
+                self.kemu.runtime(),
+                self.loop.now_ms(),
+                self.ledger.group_committed,
+                frozenset(self.ledger.resetting),
             )
         self._summary()
         if found:

@@ -69,6 +69,10 @@ class Ledger:
     # pipelines' committed transactions wrote under each such key: the values it may abort
     tool_aborted: set[tuple[int, int, int]] = field(default_factory=set)
     pipe_sends: dict[tuple[int, int, int], list[bytes]] = field(default_factory=dict)
+    # share groups whose offsets an operator is deleting (their start offsets may go back
+    # meanwhile), and those it may have deleted since the last check
+    resetting: set[str] = field(default_factory=set)
+    reset: set[str] = field(default_factory=set)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)  # client errors outside EXPECTED

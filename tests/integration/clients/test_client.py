@@ -313,7 +313,9 @@ async def test_the_documented_pipeline_runs(kemu: KemuProcess) -> None:
     """docs/client.md's share -> transform -> transactional produce loop, as written there."""
     doc = (REPO_ROOT / "docs" / "client.md").read_text()
     # the page's python blocks (fenced run-by=this file; tests/integration/tools/test_doc_blocks.py)
-    source, check_source = re.findall(r"^```python[^\n]*\n(.*?)^```", doc, re.S | re.M)
+    source, check_source = re.findall(
+        r"^```python run-by=\S*/test_client.py\n(.*?)^```", doc, re.S | re.M
+    )
     namespace: dict[str, Any] = {"__name__": "documented_pipeline"}
     exec(compile(source, "docs/client.md", "exec"), namespace)
     create_topics(kemu, ("doc-input", 3), ("doc-output", 3))

@@ -79,3 +79,14 @@ def test_a_commit_retried_across_a_rejoin_does_not_land_under_the_new_owner() ->
     56). A commit now stays with the epoch its positions belong to (else CommitFailedError)."""
     result = Simulation(600, 60).run()
     assert result.ok, (result.violations, result.trace[-30:])
+
+
+def test_a_release_of_a_lost_acquisition_ends_no_newer_one() -> None:
+    """Seed 700 found it: after kemu restarted, a pipeline handed out records from a fetch
+    answered before the crash; their transaction failed and the pipeline RELEASEd them, but
+    the RELEASE rode on a fetch after the member had acquired the same records again, ended that
+    acquisition while it was being processed, and the records came a third time after their
+    transaction committed. kemu.client's ShareConsumer sends no RELEASE for an acquisition made
+    in a session lost since."""
+    result = Simulation(700, 300).run()
+    assert result.ok, (result.violations, result.trace[-30:])
