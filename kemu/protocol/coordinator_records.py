@@ -42,28 +42,44 @@ class RecordReader:
         self.flexible = flexible
 
     def take(self, size: int) -> bytes:
-        end = self.position + size
+        position = self.position
+        end = position + size
         if size < 0 or end > len(self.data):
-            raise RecordDecodeError(
-                f"need {size} bytes at position {self.position} of a {len(self.data)}-byte record"
-            )
-        chunk = self.data[self.position : end]
+            raise self._short(size)
         self.position = end
-        return chunk
+        return self.data[position:end]
+
+    def _short(self, size: int) -> RecordDecodeError:
+        return RecordDecodeError(
+            f"need {size} bytes at position {self.position} of a {len(self.data)}-byte record"
+        )
+
+    # The readers below are on the start-up path (every coordinator record of every internal
+    # topic is decoded once per start): they read in place rather than through ``take``.
 
     def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
-        return tuple(layout.unpack(self.take(layout.size)))
+        position = self.position
+        end = position + layout.size
+        if end > len(self.data):
+            raise self._short(layout.size)
+        self.position = end
+        values: tuple[int, ...] = layout.unpack_from(self.data, position)
+        return values
 
     def int16(self) -> int:
-        return int(_INT16.unpack(self.take(2))[0])
+        return self.unpack(_INT16)[0]
 
     def int32(self) -> int:
-        return int(_INT32.unpack(self.take(4))[0])
+        return self.unpack(_INT32)[0]
 
     def int64(self) -> int:
-        return int(_INT64.unpack(self.take(8))[0])
+        return self.unpack(_INT64)[0]
 
     def uvarint(self) -> int:
+        data, position = self.data, self.position
+        if position < len(data) and data[position] < 0x80:  # one byte: nearly every length
+            self.position = position + 1
+            return data[position]
         result = shift = 0
         while True:
             byte = self.take(1)[0]

@@ -227,6 +227,9 @@ def _decode_batches(reader: RecordReader) -> tuple[PersistedBatch, ...]:
     for _ in range(length):
         first, last, state, count = reader.unpack(_BATCH)
         tags = reader.tags()
+        if not tags:  # not staged: nearly every batch
+            batches.append(PersistedBatch(first, last, state, count))
+            continue
         batches.append(
             PersistedBatch(
                 first,

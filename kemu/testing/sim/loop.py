@@ -124,11 +124,15 @@ class SimLoop(asyncio.BaseEventLoop):
     def _call_soon(
         self, callback: Callable[..., Any], args: Any, context: contextvars.Context | None
     ) -> asyncio.Handle:
-        owner = (context if context is not None else contextvars.copy_context()).get(CURRENT)
+        # the context is copied once, here, for both the owner lookup and the handle
+        if context is None:
+            context = contextvars.copy_context()
+        owner = context.get(CURRENT)
         if owner is not None:
             args = (owner, callback, *args)
             callback = _guarded
-        handle: asyncio.Handle = super()._call_soon(callback, args, context)  # type: ignore[misc]
+        handle = asyncio.Handle(callback, args, self, context)
+        self._ready.append(handle)  # type: ignore[attr-defined]
         return handle
 
     def call_at(  # type: ignore[override]
@@ -138,11 +142,17 @@ class SimLoop(asyncio.BaseEventLoop):
         *args: Any,
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
-        owner = (context if context is not None else contextvars.copy_context()).get(CURRENT)
+        self._check_closed()  # type: ignore[attr-defined]
+        if context is None:
+            context = contextvars.copy_context()
+        owner = context.get(CURRENT)
         if owner is not None:
             args = (owner, callback, *args)
             callback = _guarded
-        return super().call_at(when, callback, *args, context=context)
+        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]
+        timer._scheduled = True  # type: ignore[attr-defined]
+        return timer
 
     # --- no selector, no threads ------------------------------------------------------------------
 
