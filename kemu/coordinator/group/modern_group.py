@@ -11,26 +11,49 @@ alike). Sans-IO: the time is an argument.
 * Member-epoch fencing: a heartbeat's epoch must be the member's, or the one before when the
   answer carrying the new one was lost and the member owns no more than its assignment.
 * Sessions and revocation deadlines: when a member is late and is removed.
-* ``TopicMeta``/``TopicLookup``: what the coordinators see of a subscribed topic.
+* ``TopicMeta``/``TopicLookup``: what the coordinators see of a subscribed topic, and the
+  group's metadata hash over them (``subscribed_hash``, KIP-1101).
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.metadata_hash import group_hash, topic_hash
 from kemu.protocol.errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)
 class TopicMeta:
-    """A subscribed topic as the coordinators see it: its id and partition count."""
+    """A subscribed topic as the coordinators see it: its id, partition count and Kafka's topic
+    hash (KIP-1101, ``metadata_hash.topic_hash``: id, name, partitions and their racks)."""
 
     topic_id: uuid.UUID
     partitions: int
+    metadata_hash: int | None = None  # None: the topic's replicas have no rack
+
+
+def subscribed_hash(metadata: Mapping[str, TopicMeta]) -> int:
+    """The group's metadata hash over its subscribed topics that exist (Kafka's
+    ``ModernGroup.computeMetadataHash``): a new one means a new group epoch."""
+    return group_hash({name: topic_hash_of(name, meta) for name, meta in metadata.items()})
+
+
+def topic_hash_of(name: str, meta: TopicMeta) -> int:
+    """Kafka's hash of the topic ``name`` (``metadata_hash.topic_hash``)."""
+    if meta.metadata_hash is not None:
+        return meta.metadata_hash
+    return _rackless_hash(meta.topic_id, name, meta.partitions)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rackless_hash(topic_id: uuid.UUID, name: str, partitions: int) -> int:
+    return topic_hash(topic_id, name, [()] * partitions)
 
 
 TopicLookup = Callable[[str], TopicMeta | None]

@@ -39,6 +39,7 @@ import structlog
 from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.cluster.services import Service
+from kemu.coordinator.group import metadata_hash
 from kemu.coordinator.group.classic import group as classic
 from kemu.coordinator.group.classic.group import (
     ClassicGroup,
@@ -67,7 +68,7 @@ from kemu.coordinator.group.consumer.group import (
 from kemu.coordinator.group.consumer.persistence import ImageBuilder, diff, image_of
 from kemu.coordinator.group.consumer.records import ConsumerRecordKey
 from kemu.coordinator.group.errors import GroupError
-from kemu.coordinator.group.modern_group import TopicMeta
+from kemu.coordinator.group.modern_group import TopicMeta, subscribed_hash
 from kemu.coordinator.group.offset_manager import (
     CommitPartition,
     CommitResult,
@@ -112,7 +113,7 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         self.consumer = ConsumerGroupCoordinator(
             self.registry, self.consumer_settings, lambda: list(runtime.cluster.topics)
         )
-        self.streams = StreamsGroups(runtime, self.registry)
+        self.streams = StreamsGroups(runtime, self.registry, self.topic_meta)
         self.offsets = OffsetStore()
         self.offset_manager = OffsetManager(
             self.classic,
@@ -125,6 +126,8 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_retention_check_ms = 0
         self._retry_at: dict[str, int] = {}
+        # (topic id, name, racks of each partition's replicas) -> Kafka's topic hash
+        self._topic_hashes: dict[tuple[uuid.UUID, str, tuple[tuple[str, ...], ...]], int] = {}
         # What __consumer_offsets holds of each KIP-848 and share group (streams: in
         # ``StreamsGroups.log``): the records written, replayed as the load replays them.
         self._consumer_log = ImageBuilder()
@@ -279,7 +282,18 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         topic = self.runtime.cluster.topics.get(name)
         if topic is None:
             return None
-        return TopicMeta(topic.topic_id, len(topic.partitions))
+        nodes = self.runtime.cluster.nodes
+        racks = tuple(
+            tuple(rack for n in p.replicas if n in nodes and (rack := nodes[n].rack) is not None)
+            for p in topic.partitions
+        )
+        key = (topic.topic_id, name, racks)
+        topic_hash = self._topic_hashes.get(key)
+        if topic_hash is None:
+            if len(self._topic_hashes) > 10_000:  # topics come and go: start again
+                self._topic_hashes.clear()
+            topic_hash = self._topic_hashes[key] = metadata_hash.topic_hash(*key)
+        return TopicMeta(topic.topic_id, len(topic.partitions), topic_hash)
 
     # --- classic groups ------------------------------------------------------------------------
 
@@ -568,6 +582,8 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
                 group.members[member_id] = replace(member, session_deadline_ms=now_ms + session_ms)
             self.consumer.resolve_loaded(group, now_ms)
             group.subscribed_metadata = self.consumer.subscribed_metadata(group, self.topic_meta)
+            if group.metadata_hash == 0:  # written by a kemu of before the hash
+                group.metadata_hash = subscribed_hash(group.subscribed_metadata)
             self.registry.put(group)
             self._consumer_log.images[group.group_id] = image
         self.streams.load(streams_groups, now_ms)
@@ -587,6 +603,8 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         names = sorted(group.subscribed_topic_names())
         found = {name: self.topic_meta(name) for name in names}
         group.subscribed_metadata = {name: meta for name, meta in found.items() if meta}
+        if group.metadata_hash == 0:  # written by a kemu of before the hash (or the old file)
+            group.metadata_hash = subscribed_hash(group.subscribed_metadata)
         self.registry.put(group)
 
     def _migrate_share_groups_file(self) -> None:

@@ -99,6 +99,7 @@ def test_kafka_reads_kemus_streams_group_records(tmp_path: Path) -> None:
     assert sorted(int(line.split()[0]) for line in decoded) == [17, 19, 19, 20, 21, 21, 22, 22, 23]
     text = done.stdout
     assert "validatedTopologyEpoch=1" in text
+    assert group.metadata_hash != 0 and f"metadataHash={group.metadata_hash}," in text
     assert "lastAssignmentConfigs=[LastAssignmentConfig(key='num.standby.replicas'" in text
     assert "userEndpoint=Endpoint(host='localhost', port=8080)" in text
     assert "clientTags=[KeyValue(key='az', value='1')]" in text

@@ -65,6 +65,7 @@ def test_kafka_reads_kemus_share_group_records(tmp_path: Path) -> None:
         group_epoch=5,
         assignment_epoch=4,
         assignment_timestamp_ms=1_700_000_000_000,
+        metadata_hash=-4_242_424_242_424_242,
         members={
             "m1": ShareMember(
                 "m1",
@@ -112,7 +113,7 @@ def test_kafka_reads_kemus_share_group_records(tmp_path: Path) -> None:
     text = done.stdout
     assert "rackId='rack-a', clientId='client-1', clientHost='/10.0.0.1'" in text
     assert "subscribedTopicNames=[orders, pay]" in text
-    assert "ShareGroupMetadataValue(epoch=5, metadataHash=0)" in text
+    assert "ShareGroupMetadataValue(epoch=5, metadataHash=-4242424242424242)" in text
     assert "assignmentEpoch=4, assignmentTimestamp=1700000000000" in text
     assert "memberEpoch=4, previousMemberEpoch=3, state=0" in text
     assert "initializingTopics=[TopicPartitionsInfo(topicId=" in text

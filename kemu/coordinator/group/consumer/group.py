@@ -60,6 +60,7 @@ from kemu.coordinator.group.modern_group import (
     late_member_ids,
     member_deadlines,
     static_holder,
+    subscribed_hash,
     unknown_member,
     unreleased_instance_id,
 )
@@ -136,6 +137,9 @@ class ConsumerGroup:
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Partitions] = field(default_factory=dict)
     subscribed_metadata: dict[str, TopicMeta] = field(default_factory=dict)
+    # Kafka's MetadataHash (KIP-1101) of the subscribed topics when the epoch last moved for
+    # them: a heartbeat finding another one bumps the epoch (also for a change while down).
+    metadata_hash: int = 0
     assignor_name: str = consumer_assignor.UNIFORM
     # regex -> the topic names it matched when last resolved (Kafka's resolved regular
     # expressions); when, and against which topics, they were last resolved.
@@ -299,9 +303,7 @@ class ConsumerGroupCoordinator:
         group.members[member_id] = updated
         if self.registry.get(group.group_id) is not group:
             self.registry.put(group)
-        metadata = self.subscribed_metadata(group, topics)
-        if bump or metadata != group.subscribed_metadata:
-            group.subscribed_metadata = metadata
+        if self._update_metadata(group, topics) or bump:
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch and can_compute_target(
             group.assignment_timestamp_ms, settings.assignment_interval_ms, now_ms
@@ -347,7 +349,7 @@ class ConsumerGroupCoordinator:
         if regex and regex not in group.subscribed_regexes():
             group.resolved_regexes.pop(regex, None)  # its last subscriber left
         group.target.pop(member_id, None)
-        group.subscribed_metadata = self.subscribed_metadata(group, topics)
+        self._update_metadata(group, topics)
         group.group_epoch += 1
         # As Kafka's fencing of members: the epoch goes up and the remaining members get their
         # new target on their next heartbeat (within the assignment interval); when the last
@@ -481,9 +483,7 @@ class ConsumerGroupCoordinator:
         if regexes is None or group is None:
             return False
         bump = self._resolve(group, regexes, now_ms)
-        metadata = self.subscribed_metadata(group, topics)
-        if bump or metadata != group.subscribed_metadata:
-            group.subscribed_metadata = metadata
+        if self._update_metadata(group, topics) or bump:
             group.group_epoch += 1
             return True
         return False
@@ -505,6 +505,14 @@ class ConsumerGroupCoordinator:
             group.resolved_regexes[regex] = matched
         group.regex_resolved_ms = now_ms
         group.regex_resolved_topics = frozenset(names)
+        return changed
+
+    def _update_metadata(self, group: ConsumerGroup, topics: TopicLookup) -> bool:
+        """The subscribed topics as they are now, and whether their metadata hash changed."""
+        group.subscribed_metadata = self.subscribed_metadata(group, topics)
+        new_hash = subscribed_hash(group.subscribed_metadata)
+        changed = new_hash != group.metadata_hash
+        group.metadata_hash = new_hash
         return changed
 
     def subscribed_metadata(

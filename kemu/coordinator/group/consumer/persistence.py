@@ -43,6 +43,7 @@ STATES = (STABLE, UNREVOKED, UNRELEASED)
 @dataclass
 class Image:
     epoch: int = 0
+    metadata_hash: int = 0
     assignment_epoch: int = 0
     assignment_timestamp_ms: int = 0
     members: dict[str, MemberMetadataValue] = field(default_factory=dict)
@@ -54,6 +55,7 @@ class Image:
 def image_of(group: ConsumerGroup) -> Image:
     return Image(
         epoch=group.group_epoch,
+        metadata_hash=group.metadata_hash,
         assignment_epoch=group.assignment_epoch,
         assignment_timestamp_ms=group.assignment_timestamp_ms,
         members={m.member_id: _member_value(m) for m in group.members.values()},
@@ -105,8 +107,8 @@ def diff(group_id: str, old: Image | None, new: Image | None) -> list[Record]:
     for member, value in sorted(new.members.items()):
         if old.members.get(member) != value:
             records.append((key(MEMBER_METADATA, member), value))
-    if not old.has_metadata or old.epoch != new.epoch:
-        records.append((key(GROUP_METADATA), GroupEpochValue(new.epoch)))
+    if not old.has_metadata or (old.epoch, old.metadata_hash) != (new.epoch, new.metadata_hash):
+        records.append((key(GROUP_METADATA), GroupEpochValue(new.epoch, new.metadata_hash)))
     for member, partitions in sorted(new.targets.items()):
         if old.targets.get(member) != partitions:
             records.append((key(TARGET_MEMBER, member), TargetMemberValue(partitions)))
@@ -135,6 +137,7 @@ class ImageBuilder:
                 self.images.pop(key.group, None)
             elif isinstance(value, GroupEpochValue):
                 image.epoch, image.has_metadata = value.epoch, True
+                image.metadata_hash = value.metadata_hash
         elif key.record_type == TARGET_METADATA:
             if isinstance(value, TargetEpochValue):
                 image.assignment_epoch = value.assignment_epoch
@@ -159,6 +162,7 @@ class ImageBuilder:
             group = ConsumerGroup(
                 group_id,
                 group_epoch=image.epoch,
+                metadata_hash=image.metadata_hash,
                 assignment_epoch=image.assignment_epoch,
                 assignment_timestamp_ms=image.assignment_timestamp_ms,
             )

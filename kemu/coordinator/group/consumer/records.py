@@ -10,7 +10,7 @@ does, and skips the others).
 ====  ==========================================  ==========================================
 type  key                                         value v0
 ====  ==========================================  ==========================================
-3     ConsumerGroupMetadata: group                Epoch int32
+3     ConsumerGroupMetadata: group                Epoch int32; tag 0 MetadataHash int64
 5     ConsumerGroupMemberMetadata: group, member  InstanceId?, RackId?, ClientId, ClientHost,
                                                   SubscribedTopicNames []string,
                                                   SubscribedTopicRegex?, RebalanceTimeoutMs int32,
@@ -64,6 +64,7 @@ class ConsumerRecordKey:
 @dataclass(frozen=True, slots=True)
 class GroupEpochValue:
     epoch: int
+    metadata_hash: int = 0  # tag 0 (KIP-1101), written when not 0 as Kafka does
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,6 @@ PER_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
 # --- encoding ---------------------------------------------------------------------------------
 
 
-
 def _compact_string(text: str | None) -> bytes:
     if text is None:
         return uvarint(0)
@@ -139,6 +139,8 @@ def encode_value(value: ConsumerRecordValue) -> bytes:
     tags = uvarint(0)
     if isinstance(value, GroupEpochValue):
         body = _INT32.pack(value.epoch)
+        if value.metadata_hash != 0:
+            tags = encode_tags([(0, _INT64.pack(value.metadata_hash))])
     elif isinstance(value, TargetEpochValue):
         body = _INT32.pack(value.assignment_epoch)
         tags = target_metadata_tags(value.assignment_timestamp_ms)
@@ -221,7 +223,10 @@ def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordVa
     value: ConsumerRecordValue
     try:
         if key.record_type == GROUP_METADATA:
-            value = GroupEpochValue(reader.int32())
+            epoch = reader.int32()
+            tagged = reader.tags().get(0, b"")
+            reader.done()
+            return GroupEpochValue(epoch, _INT64.unpack(tagged)[0] if len(tagged) == 8 else 0)
         elif key.record_type == TARGET_METADATA:
             return TargetEpochValue(*read_target_metadata(reader))
         elif key.record_type == MEMBER_METADATA:

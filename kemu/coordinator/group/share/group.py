@@ -47,6 +47,7 @@ from kemu.coordinator.group.modern_group import (
     check_member_epoch,
     late_member_ids,
     member_deadlines,
+    subscribed_hash,
     unknown_member,
 )
 from kemu.coordinator.group.registry import GroupRegistry
@@ -118,6 +119,8 @@ class ShareGroup:
     target: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
     # The subscribed topics as last seen; a difference bumps the group epoch.
     subscribed_metadata: dict[str, TopicMeta] = field(default_factory=dict)
+    # Kafka's MetadataHash (KIP-1101) of the subscribed topics; another one bumps the epoch.
+    metadata_hash: int = 0
     # Share partitions whose state was initialized for this group (offsets admin lists these);
     # only these are assigned.
     initialized: dict[uuid.UUID, set[int]] = field(default_factory=dict)
@@ -226,9 +229,10 @@ class ShareGroupCoordinator:
         )
         group.members[updated.member_id] = updated
         bump = subscribed != member.subscribed_topic_names or pending
-        metadata = _subscribed_metadata(group.subscribed_topic_names(), topics)
-        if metadata != group.subscribed_metadata:
-            group.subscribed_metadata = metadata
+        group.subscribed_metadata = _subscribed_metadata(group.subscribed_topic_names(), topics)
+        new_hash = subscribed_hash(group.subscribed_metadata)
+        if new_hash != group.metadata_hash:
+            group.metadata_hash = new_hash
             bump = True
         if bump:
             group.group_epoch += 1
@@ -333,6 +337,7 @@ class ShareGroupCoordinator:
             for name, meta in group.subscribed_metadata.items()
             if name in group.subscribed_topic_names()
         }
+        group.metadata_hash = subscribed_hash(group.subscribed_metadata)
         group.group_epoch += 1
         if not group.members:  # Kafka's fencing of the last member stamps the empty target
             group.assignment_epoch = group.group_epoch

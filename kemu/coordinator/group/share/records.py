@@ -23,8 +23,9 @@ type  key                                         value v0
                                                   DeletingTopics [] {TopicId, TopicName}
 ====  ==========================================  ==========================================
 
-kemu writes MetadataHash 0: it does not keep Kafka's topic hash; a loaded group takes the
-subscribed topics as they are at load (as a loaded KIP-848 group does). Partitions being
+MetadataHash is Kafka's (KIP-1101, ``metadata_hash``) over the subscribed topics; a loaded
+group keeps it, so its next heartbeat bumps the epoch if the topics changed meanwhile (one
+written as 0, by a kemu of before the hash, takes the topics as they are at load). Partitions being
 initialized are written as Kafka writes them, but a loaded group asks again (its next heartbeat
 initializes what is still missing; the state already there is kept, ``service._initialize``).
 """
@@ -134,7 +135,6 @@ ShareRecordValue = (
 
 
 # --- encoding ---------------------------------------------------------------------------------
-
 
 
 def _compact_string(text: str | None) -> bytes:
@@ -266,6 +266,7 @@ Record = tuple[ShareRecordKey, ShareRecordValue | None]
 @dataclass
 class ShareImage:
     epoch: int = 0
+    metadata_hash: int = 0
     assignment_epoch: int = 0
     assignment_timestamp_ms: int = 0
     members: dict[str, ShareMemberValue] = field(default_factory=dict)
@@ -290,6 +291,7 @@ def image_of(group: ShareGroup, names: TopicNames) -> ShareImage:
     initialized = _topics(group.initialized, names)
     return ShareImage(
         epoch=group.group_epoch,
+        metadata_hash=group.metadata_hash,
         assignment_epoch=group.assignment_epoch,
         assignment_timestamp_ms=group.assignment_timestamp_ms,
         members={
@@ -338,8 +340,8 @@ def diff(group_id: str, old: ShareImage | None, new: ShareImage | None) -> list[
     for member, value in sorted(new.members.items()):
         if old.members.get(member) != value:
             records.append((key(MEMBER_METADATA, member), value))
-    if not old.has_metadata or old.epoch != new.epoch:
-        records.append((key(GROUP_METADATA), ShareEpochValue(new.epoch)))
+    if not old.has_metadata or (old.epoch, old.metadata_hash) != (new.epoch, new.metadata_hash):
+        records.append((key(GROUP_METADATA), ShareEpochValue(new.epoch, new.metadata_hash)))
     if new.state_partitions != old.state_partitions:
         records.append((key(STATE_PARTITIONS), new.state_partitions or ShareStatePartitionsValue()))
     for member, partitions in sorted(new.targets.items()):
@@ -371,6 +373,7 @@ class ShareImageBuilder:
         member = key.member or ""
         if isinstance(value, ShareEpochValue):
             image.epoch, image.has_metadata = value.epoch, True
+            image.metadata_hash = value.metadata_hash
         elif isinstance(value, ShareTargetEpochValue):
             image.assignment_epoch = value.assignment_epoch
             image.assignment_timestamp_ms = value.assignment_timestamp_ms
@@ -429,6 +432,7 @@ def group_from_image(group_id: str, image: ShareImage, session_deadline_ms: int)
         group_epoch=image.epoch,
         assignment_epoch=image.assignment_epoch,
         assignment_timestamp_ms=image.assignment_timestamp_ms,
+        metadata_hash=image.metadata_hash,
         members=members,
         target={m: p for m, p in image.targets.items() if m in members},
         initialized={t.topic_id: set(t.partitions) for t in initialized if t.partitions},

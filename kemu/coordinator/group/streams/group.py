@@ -40,10 +40,12 @@ As in Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.metadata_hash import group_hash
 from kemu.coordinator.group.modern_group import (
     can_compute_target,
     late_member_ids,
@@ -90,9 +92,15 @@ from kemu.protocol.errors import ErrorCode
 
 
 class StreamsGroupCoordinator:
-    def __init__(self, registry: GroupRegistry, settings: SettingsProvider) -> None:
+    def __init__(
+        self,
+        registry: GroupRegistry,
+        settings: SettingsProvider,
+        topic_hash: Callable[[str], int] = lambda name: 0,
+    ) -> None:
         self.registry = registry
         self.settings = settings
+        self.topic_hash = topic_hash  # Kafka's hash of an existing topic (``metadata_hash``)
 
     def group(self, group_id: str) -> StreamsGroup | None:
         found = self.registry.get(group_id)
@@ -340,6 +348,8 @@ class StreamsGroupCoordinator:
         if group.topology is not None:
             group.configured = configure(group.topology, partition_count)
             group.metadata = self._metadata_of(group, partition_count)
+            if group.metadata_hash == 0:  # written by a kemu of before the hash
+                group.metadata_hash = self._hash_of(group.metadata)
 
     def _group_for(self, group_id: str, *, create: bool) -> StreamsGroup:
         found = self.registry.get(group_id)
@@ -359,12 +369,19 @@ class StreamsGroupCoordinator:
         if group.topology is None:
             return False
         metadata = self._metadata_of(group, partition_count)
-        if group.configured is not None and metadata == group.metadata:
+        new_hash = self._hash_of(metadata)
+        if group.configured is not None and (metadata, new_hash) == (
+            group.metadata,
+            group.metadata_hash,
+        ):
             return False
-        changed = metadata != group.metadata
-        group.metadata = metadata
+        changed = (metadata, new_hash) != (group.metadata, group.metadata_hash)
+        group.metadata, group.metadata_hash = metadata, new_hash
         group.configured = configure(group.topology, partition_count)
         return changed
+
+    def _hash_of(self, metadata: tuple[tuple[str, int], ...]) -> int:
+        return group_hash({name: self.topic_hash(name) for name, count in metadata if count >= 0})
 
     @staticmethod
     def _metadata_of(

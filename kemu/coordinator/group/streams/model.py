@@ -113,6 +113,9 @@ class StreamsGroup:
     # Not persisted: recomputed from the topology and the topics.
     configured: ConfiguredTopology | None = None
     metadata: tuple[tuple[str, int], ...] = ()  # (topic, partitions) the configuration saw
+    # Kafka's MetadataHash (KIP-1101) of the topology's topics that exist; another one is a
+    # new group epoch (also for a change while the group was not loaded).
+    metadata_hash: int = 0
     # Not persisted: what each member last reported (Kafka keeps them in memory too).
     task_offsets: dict[str, MemberTaskOffsets] = field(default_factory=dict)
 
@@ -182,7 +185,6 @@ class StreamsHeartbeatResult:
 
 
 SettingsProvider = Callable[[str], StreamsSettings]
-
 
 
 def assignment_configs(settings: StreamsSettings) -> tuple[tuple[str, str], ...]:

@@ -91,6 +91,7 @@ class StreamsGroupValue:
     epoch: int
     validated_topology_epoch: int = -1
     assignment_configs: tuple[tuple[str, str], ...] = ()
+    metadata_hash: int = 0  # Kafka's, KIP-1101 (``metadata_hash``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +144,6 @@ StreamsRecord = tuple[StreamsRecordKey, StreamsRecordValue | None]
 
 
 # --- encoding ---------------------------------------------------------------------------------
-
 
 
 def _cs(text: str | None) -> bytes:
@@ -211,7 +211,7 @@ def encode_key(key: StreamsRecordKey) -> bytes:
 def encode_value(value: StreamsRecordValue) -> bytes:
     tags = b"\x00"
     if isinstance(value, StreamsGroupValue):
-        body = _INT32.pack(value.epoch) + _INT64.pack(0)
+        body = _INT32.pack(value.epoch) + _INT64.pack(value.metadata_hash)
         tagged: list[tuple[int, bytes]] = []
         if value.validated_topology_epoch != -1:
             tagged.append((0, _INT32.pack(value.validated_topology_epoch)))
@@ -336,7 +336,7 @@ def decode_value(key: StreamsRecordKey, data: bytes | None) -> StreamsRecordValu
     try:
         if key.record_type == GROUP_METADATA:
             epoch = reader.int32()
-            reader.int64()  # metadata hash: kemu recomputes what it needs
+            metadata_hash = reader.int64()
             validated = -1
             configs: tuple[tuple[str, str], ...] = ()
             for tag, payload in reader.tags().items():
@@ -345,7 +345,7 @@ def decode_value(key: StreamsRecordKey, data: bytes | None) -> StreamsRecordValu
                 elif tag == 1:
                     configs = _read_kv(RecordReader(payload))
             reader.done()
-            return StreamsGroupValue(epoch, validated, configs)
+            return StreamsGroupValue(epoch, validated, configs, metadata_hash)
         if key.record_type == TARGET_METADATA:
             return StreamsTargetEpochValue(*read_target_metadata(reader))
         elif key.record_type == MEMBER_METADATA:
@@ -403,7 +403,10 @@ def image_of(group: StreamsGroup) -> Image:
     gid = group.group_id
     image: Image = {
         StreamsRecordKey(GROUP_METADATA, gid): StreamsGroupValue(
-            group.group_epoch, group.validated_topology_epoch, group.assignment_configs
+            group.group_epoch,
+            group.validated_topology_epoch,
+            group.assignment_configs,
+            group.metadata_hash,
         ),
         StreamsRecordKey(TARGET_METADATA, gid): StreamsTargetEpochValue(
             group.assignment_epoch, group.assignment_timestamp_ms
@@ -481,6 +484,7 @@ class StreamsImageBuilder:
                 group_epoch=meta.epoch,
                 validated_topology_epoch=meta.validated_topology_epoch,
                 assignment_configs=meta.assignment_configs,
+                metadata_hash=meta.metadata_hash,
             )
             for key, value in image.items():
                 if isinstance(value, StreamsTargetEpochValue):

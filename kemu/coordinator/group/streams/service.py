@@ -18,6 +18,7 @@ import structlog
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import TopicError
 from kemu.coordinator.group.config import group_config_store
+from kemu.coordinator.group.modern_group import TopicLookup, topic_hash_of
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.streams.group import StreamsGroupCoordinator
 from kemu.coordinator.group.streams.model import (
@@ -42,10 +43,11 @@ NotCreatable = Callable[[list[str]], list[str]]
 
 
 class StreamsGroups:
-    def __init__(self, runtime: Runtime, registry: GroupRegistry) -> None:
+    def __init__(self, runtime: Runtime, registry: GroupRegistry, topic_meta: TopicLookup) -> None:
         self.runtime = runtime
+        self.topic_meta = topic_meta
         self.registry = registry
-        self.coordinator = StreamsGroupCoordinator(registry, self.settings)
+        self.coordinator = StreamsGroupCoordinator(registry, self.settings, self.topic_hash)
         # What __consumer_offsets holds of each group: the records written (the service
         # replays them here), and the ones loaded.
         self.log = StreamsImageBuilder()
@@ -65,6 +67,11 @@ class StreamsGroups:
             acceptable_recovery_lag=int(configs.value(group_id, "streams.acceptable.recovery.lag")),
             task_offset_interval_ms=int(configs.value(group_id, "streams.task.offset.interval.ms")),
         )
+
+    def topic_hash(self, name: str) -> int:
+        """Kafka's hash of an existing topic (the service's, with its cache)."""
+        meta = self.topic_meta(name)
+        return topic_hash_of(name, meta) if meta is not None else 0
 
     def partition_count(self, name: str) -> int | None:
         topic = self.runtime.cluster.topics.get(name)
