@@ -168,9 +168,19 @@ def merge_batches(
     """Overlay ``updates`` on ``existing`` (later wins per offset), dropping offsets below
     ``start_offset``; adjacent equal batches are coalesced."""
     pieces: list[PersistedBatch] = []
-    for batch in existing:
-        pieces.extend(_subtract(batch, updates))
-    pieces.extend(updates)
+    if updates:
+        # a batch wholly outside the updates' span is kept as it is (most of them: this runs
+        # for every update replayed at a start-up)
+        low = min(update.first_offset for update in updates)
+        high = max(update.last_offset for update in updates)
+        for batch in existing:
+            if batch.last_offset < low or batch.first_offset > high:
+                pieces.append(batch)
+            else:
+                pieces.extend(_subtract(batch, updates))
+        pieces.extend(updates)
+    else:
+        pieces.extend(existing)
     pieces.sort(key=lambda b: b.first_offset)
     result: list[PersistedBatch] = []
     for batch in pieces:
