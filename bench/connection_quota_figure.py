@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kemu.protocol import wire
+from kemu.testing.kafka import TEST_TOOL_JVM_OPTS
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / "bench" / ".cache" / "lib"
@@ -54,7 +55,8 @@ def config_command(bootstrap: str, *args: str) -> None:
     """``kafka-configs --bootstrap-server B ARGS`` with Kafka 4.4.0's own tool."""
     done = subprocess.run(
         [
-            *("java", "-Xmx256M", "-cp", f"{LIB}/*", "org.apache.kafka.tools.ConfigCommand"),
+            *("java", *TEST_TOOL_JVM_OPTS, "-cp", f"{LIB}/*"),
+            "org.apache.kafka.tools.ConfigCommand",
             *("--bootstrap-server", bootstrap, *args),
         ],
         capture_output=True,
@@ -143,13 +145,15 @@ def scenario(bootstrap: str, connections: int, with_clients: bool = True) -> lis
     lines: list[str] = []
 
     def phase(name: str, *configure: str, undo: tuple[str, ...]) -> None:
+        # the tool's own connections count: its limit's window starts afresh before the test's
+        # connections, and the tool's next connection comes after theirs has passed
         config_command(bootstrap, "--alter", *configure)
         time.sleep(SETTLE_S)
         fates = open_connections(bootstrap, connections)
         lines.append(f"{name}: " + ", ".join(str(f) if f else "waiting" for f in fates))
         time.sleep(SETTLE_S)
         config_command(bootstrap, "--alter", *undo)
-        time.sleep(SETTLE_S)
+        # (no wait after a limit is lifted: the next phase waits after setting its own)
 
     brokers = ("--entity-type", "brokers", "--entity-default")
     ips = ("--entity-type", "ips", "--entity-default")
@@ -175,6 +179,7 @@ def scenario(bootstrap: str, connections: int, with_clients: bool = True) -> lis
         undo=(*ips, "--add-config", "connection_creation_rate=2"),  # kept for the clients
     )
     if with_clients:
+        time.sleep(SETTLE_S)  # the tool's connection has passed the IP rate's window
         delivered, disconnects = real_clients_under_ip_rate(bootstrap)
         lines.append(
             f"4 confluent-kafka producers under it: {delivered} delivered, "

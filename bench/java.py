@@ -6,26 +6,19 @@ import shutil
 import subprocess
 from pathlib import Path
 
-KAFKA_VERSION = "4.4.0"
+from kemu.testing.kafka import (  # noqa: F401 - bench's names for them
+    BROKER_JVM_OPTS,
+    KAFKA_VERSION,
+    TOOL_JVM_OPTS,
+    java_command,
+    write_log4j_config,
+)
+
 BENCH_DIR = Path(__file__).resolve().parent
 CACHE_DIR = BENCH_DIR / ".cache"
-LIB_DIR = CACHE_DIR / "lib"
+LIB_DIR = CACHE_DIR / "lib"  # kemu.testing.kafka.kafka_lib() unless KEMU_KAFKA_LIB says otherwise
 POM = BENCH_DIR / "java" / "pom.xml"
 BROKER_JAR = LIB_DIR / f"kafka_2.13-{KAFKA_VERSION}.jar"
-
-# What bin/kafka-server-start.sh and kafka-run-class.sh give the broker by default.
-BROKER_JVM_OPTS = [
-    "-Xmx1G",
-    "-Xms1G",
-    "-server",
-    "-XX:+UseG1GC",
-    "-XX:MaxGCPauseMillis=20",
-    "-XX:InitiatingHeapOccupancyPercent=35",
-    "-XX:+ExplicitGCInvokesConcurrent",
-    "-Djava.awt.headless=true",
-]
-# bin/kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh use a 512M heap.
-TOOL_JVM_OPTS = ["-Xmx512M", "-server", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
 
 
 def ensure_jars() -> None:
@@ -39,39 +32,3 @@ def ensure_jars() -> None:
     subprocess.run([mvn, "-q", "-B", "-f", str(POM), "package"], check=True)
     if not BROKER_JAR.exists():
         raise RuntimeError(f"Maven finished but {BROKER_JAR} is missing")
-
-
-def java_command(
-    main_class: str, args: list[str], *, jvm_opts: list[str], log4j: Path
-) -> list[str]:
-    java = shutil.which("java")
-    if java is None:
-        raise RuntimeError("java is needed to run Apache Kafka for the benchmark")
-    return [
-        java,
-        *jvm_opts,
-        f"-Dlog4j2.configurationFile={log4j}",
-        "-cp",
-        f"{LIB_DIR}/*",
-        main_class,
-        *args,
-    ]
-
-
-def write_log4j_config(path: Path, log_file: Path, level: str = "INFO") -> Path:
-    """A log4j2 config sending everything to ``log_file`` (never to the tools' stdout)."""
-    path.write_text(
-        "\n".join(
-            [
-                f"rootLogger.level={level}",
-                "rootLogger.appenderRef.file.ref=file",
-                "appender.file.type=File",
-                "appender.file.name=file",
-                f"appender.file.fileName={log_file}",
-                "appender.file.layout.type=PatternLayout",
-                "appender.file.layout.pattern=[%d] %p %m (%c)%n",
-                "",
-            ]
-        )
-    )
-    return path

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import settings
+from xdist.scheduler import LoadScopeScheduling
 
 # ``pytest --hypothesis-profile=deep`` (make test-deep): property tests that leave max_examples to
 # the profile draw twice hypothesis's default, and the generated-frame modules (test_fastwrite*)
@@ -28,7 +30,7 @@ from hypothesis import settings
 settings.register_profile("deep", max_examples=200)
 
 # the kemu plugin (kemu_factory, ...) is registered through its pytest11 entry point
-pytest_plugins = ["kemu.testing.inprocess"]
+pytest_plugins = ["kemu.testing.inprocess", "kemu.testing.kafka"]
 
 TIERS = ("unit", "client", "process", "parity")
 
@@ -64,6 +66,45 @@ LONG_MODULES = (
     "tests/integration/tools/test_soak_short.py",
     "tests/integration/tools/test_doc_blocks.py",
 )
+
+
+# Modules comparing with one configuration of the session's Kafka (kemu/testing/kafka.py), by
+# that configuration's name: each group runs on one worker, one module after the other, so that
+# the Kafka JVM starts once for all of them (a Kafka start costs a worker 10-30 s).
+SHARED_KAFKA_MODULES = {
+    "kafka": (
+        "test_broker_catalogue_kafka.py",
+        "test_group_catalogue_kafka.py",
+        "test_group_config_bounds_kafka.py",
+        "test_topic_catalogue_kafka.py",
+        "test_assignment_interval_kafka.py",
+        "test_mutation_quota_java.py",
+    ),
+    "kafka-share": (
+        "test_share_close_java.py",
+        "test_client_kafka.py",
+        "test_txn_endings_java.py",
+    ),
+}
+KAFKA_GROUP_OF = {
+    module: group for group, modules in SHARED_KAFKA_MODULES.items() for module in modules
+}
+
+
+class ModuleOrKafkaGroupScheduling(LoadScopeScheduling):
+    """``--dist loadfile``, except that the modules of a ``SHARED_KAFKA_MODULES`` group go to
+    one worker together (xdist's own ``--dist loadgroup`` cannot: with pytest 9 its node-id
+    suffix is lost, and it spreads unmarked tests one by one)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]
+        return KAFKA_GROUP_OF.get(path.rsplit("/", 1)[-1], path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") == "loadfile":
+        return ModuleOrKafkaGroupScheduling(config, log)
+    return None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -114,6 +155,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     module_rank: dict[object, int] = {}
     for item in items:
         module_rank[item.path] = min(module_rank.get(item.path, 1 << 30), _start_rank(item))
+    # the modules sharing a session's Kafka (run on one worker one after the other) start
+    # first: together they take as long as a long module
+    for item in items:
+        if item.path.name in KAFKA_GROUP_OF:
+            module_rank[item.path] = -1
     # stable, and by module: a module's tests keep pytest's order (module fixtures set up once)
     items.sort(key=lambda item: module_rank[item.path])
     if config.getoption("--heavy"):

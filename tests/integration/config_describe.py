@@ -1,23 +1,14 @@
-"""DescribeConfigs over a plain socket and a real Kafka 4.4.0 (bench's jars), shared by the tests
-that compare kemu's broker, topic and group config catalogues with Kafka's."""
+"""DescribeConfigs over a plain socket, shared by the tests that compare kemu's broker, topic and
+group config catalogues with a real Kafka 4.4.0's (the session's plain Kafka, ``kafka`` of
+kemu/testing/kafka.py)."""
 
 from __future__ import annotations
 
-import shutil
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kemu.protocol import wire
 from kemu.testing.wire_client import send_once
-from tests import REPO_ROOT
 
-ROOT = REPO_ROOT
-BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 DESCRIBE_CONFIGS = 32
 
 
@@ -52,19 +43,3 @@ def describe_configs(
 def summary(entry: Any) -> tuple[Any, ...]:
     synonyms = tuple((s.name, s.value, s.source) for s in entry.synonyms)
     return (entry.value, entry.config_type, entry.config_source, entry.read_only, synonyms)
-
-
-@contextmanager
-def kafka_bootstrap(workdir: Path) -> Iterator[str]:
-    """A real single-node Kafka 4.4.0 for the duration; the test is skipped without its jars."""
-    if shutil.which("java") is None or not BROKER_JAR.exists():
-        pytest.skip("needs java and Kafka's jars in bench/.cache/lib (make bench fetches them)")
-    sys.path.insert(0, str(ROOT))
-    from bench.servers import KafkaServer
-
-    server = KafkaServer(workdir, partitions=1)
-    server.start()
-    try:
-        yield server.bootstrap
-    finally:
-        server.stop()

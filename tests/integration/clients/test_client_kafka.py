@@ -8,9 +8,7 @@ against kemu in test_client.py, so where Kafka is the reference the client is kn
 from __future__ import annotations
 
 import asyncio
-import shutil
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,38 +24,17 @@ from kemu.client import (
     ShareRecord,
     TransactionalProducer,
 )
-from tests import REPO_ROOT
+from kemu.testing.kafka import SHARE_GROUPS, KafkaConfig, KafkaServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-ROOT = REPO_ROOT
-BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
-
 
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if shutil.which("java") is None or not BROKER_JAR.exists():
-        pytest.skip("needs java and Kafka's jars in bench/.cache/lib (make bench fetches them)")
-    sys.path.insert(0, str(ROOT))
-    from bench.servers import KafkaServer
-
-    class FastHeartbeatKafka(KafkaServer):
-        """Share-group heartbeats every 500 ms (Kafka's default 5 s makes the first assignment,
-        which waits for the share-partition state to be initialised, slow to arrive)."""
-
-        def _server_properties(self) -> str:
-            return super()._server_properties() + (
-                "group.share.min.heartbeat.interval.ms=500\n"
-                "group.share.heartbeat.interval.ms=500\n"
-                "transaction.state.log.num.partitions=3\n"
-                "share.coordinator.state.topic.num.partitions=3\n"
-            )
-
-    workdir = tmp_path_factory.mktemp("kafka")
-    server = FastHeartbeatKafka(workdir, partitions=1)
-    server.start()
-    yield server.bootstrap
-    server.stop()
+def kafka(kafka_server: Callable[[KafkaConfig], KafkaServer]) -> str:
+    """The session's share-group Kafka: share heartbeats every 500 ms (Kafka's default 5 s makes
+    the first assignment, which waits for the share-partition state to be initialised, slow to
+    arrive), 3 transaction and share-state partitions."""
+    return kafka_server(SHARE_GROUPS).bootstrap
 
 
 def create_topics(bootstrap: str, *topics: tuple[str, int]) -> None:

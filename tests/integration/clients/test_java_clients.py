@@ -34,6 +34,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from kemu.testing.kafka import QUICK_JVM_OPTS
 from kemu.testing.plugin import KemuProcess
 from tests import REPO_ROOT
 
@@ -122,7 +123,10 @@ class ProbeRun:
 
 def run_probe(main_class: str, bootstrap: str, *args: str) -> ProbeRun:
     classpath = os.pathsep.join([str(CLASSES), str(LIB / "*")])
-    command = ["java", "-cp", classpath, f"kemu.probe.{main_class}", "--bootstrap", bootstrap]
+    command = [
+        *("java", *QUICK_JVM_OPTS, "-cp", classpath),
+        *(f"kemu.probe.{main_class}", "--bootstrap", bootstrap),
+    ]
     done = subprocess.run(
         [*command, *args], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
     )

@@ -5,15 +5,15 @@ listed in kemu/config/broker_catalogue.py (KEMU_DIFFERENCES)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kemu.config.broker_catalogue import KEMU_DIFFERENCES
+from kemu.testing.kafka import KafkaServer
 from kemu.testing.plugin import KemuProcess
-from tests.integration.config_describe import describe_configs, kafka_bootstrap
+from tests.integration.config_describe import describe_configs
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 BROKER, DEFAULT_CONFIG = 4, 5
@@ -26,9 +26,8 @@ def describe_broker(address: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def kafka_configs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    with kafka_bootstrap(tmp_path_factory.mktemp("kafka-catalogue")) as bootstrap:
-        yield describe_broker(bootstrap)
+def kafka_configs(kafka: KafkaServer) -> dict[str, Any]:
+    return describe_broker(kafka.bootstrap)
 
 
 def test_kemu_describes_every_broker_config_as_kafka_does(

@@ -6,15 +6,15 @@ kemu/config/kafka_topic_catalogue.json by ``python -m conformance.config_catalog
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kemu.protocol import wire
+from kemu.testing.kafka import KafkaServer
 from kemu.testing.plugin import KemuProcess
-from tests.integration.config_describe import call, describe_configs, kafka_bootstrap, summary
+from tests.integration.config_describe import call, describe_configs, summary
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 CREATE_TOPICS, TOPIC = 19, 2
@@ -42,9 +42,8 @@ def describe_new_topic(address: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def kafka_topic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    with kafka_bootstrap(tmp_path_factory.mktemp("kafka-topic-catalogue")) as bootstrap:
-        yield describe_new_topic(bootstrap)
+def kafka_topic(kafka: KafkaServer) -> dict[str, Any]:
+    return describe_new_topic(kafka.bootstrap)
 
 
 def test_kemu_describes_every_topic_config_as_kafka_does(

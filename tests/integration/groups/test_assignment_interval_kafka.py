@@ -22,8 +22,6 @@ Both servers get the same requests and the same assertions.
 
 from __future__ import annotations
 
-import shutil
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,14 +34,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
-from tests import REPO_ROOT
 from tests.integration.config_describe import call as call_body
 from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-ROOT = REPO_ROOT
-BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 WAIT_S = 90.0  # a bound for failing, not a measurement
 INTERVAL_MS = "15000"  # Kafka's group.*.max.assignment.interval.ms: the longest a group may ask
 PARTITIONS = 4
@@ -67,15 +62,7 @@ def bootstrap(
         yield kemu.bootstrap
         kemu.stop()
         return
-    if shutil.which("java") is None or not BROKER_JAR.exists():
-        pytest.skip("needs java and Kafka's jars in bench/.cache/lib (make bench fetches them)")
-    sys.path.insert(0, str(ROOT))
-    from bench.servers import KafkaServer
-
-    server = KafkaServer(tmp_path_factory.mktemp("kafka-assignment-interval"), partitions=1)
-    server.start()
-    yield server.bootstrap
-    server.stop()
+    yield request.getfixturevalue("kafka").bootstrap  # the session's plain Kafka
 
 
 # --- raw requests ------------------------------------------------------------------------------

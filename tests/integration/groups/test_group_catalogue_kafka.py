@@ -5,14 +5,14 @@ kemu/config/kafka_group_catalogue.json by ``python -m conformance.config_catalog
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kemu.testing.kafka import KafkaServer
 from kemu.testing.plugin import KemuProcess
-from tests.integration.config_describe import describe_configs, kafka_bootstrap, summary
+from tests.integration.config_describe import describe_configs, summary
 from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
@@ -24,9 +24,8 @@ def describe_group(address: str, group: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def kafka_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    with kafka_bootstrap(tmp_path_factory.mktemp("kafka-group-catalogue")) as bootstrap:
-        yield describe_group(bootstrap, "catalogue-group")
+def kafka_groups(kafka: KafkaServer) -> dict[str, Any]:
+    return describe_group(kafka.bootstrap, "catalogue-group")
 
 
 def test_kemu_describes_every_group_config_as_kafka_does(

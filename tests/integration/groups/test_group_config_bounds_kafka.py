@@ -7,15 +7,15 @@ had a fallback of 2000 where Kafka's default is 4000)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kemu.protocol import wire
+from kemu.testing.kafka import KafkaServer
 from kemu.testing.plugin import KemuProcess
-from tests.integration.config_describe import call, describe_configs, kafka_bootstrap
+from tests.integration.config_describe import call, describe_configs
 from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
@@ -86,9 +86,8 @@ def described(address: str, group: str, name: str, accepted: str | None) -> str:
 
 
 @pytest.fixture(scope="module")
-def kafka_answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Any, Any]]:
-    with kafka_bootstrap(tmp_path_factory.mktemp("kafka-group-bounds")) as bootstrap:
-        yield answers(bootstrap)
+def kafka_answers(kafka: KafkaServer) -> dict[Any, Any]:
+    return answers(kafka.bootstrap)
 
 
 def test_group_config_bounds_are_kafkas(kafka_answers: dict[Any, Any], tmp_path: Path) -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from kemu.testing.kafka import KafkaConfig, KafkaServer
 from kemu.testing.plugin import KemuProcess
 from tests import REPO_ROOT
 from tests.integration.parity import kafka_timing_overrides
@@ -69,20 +70,10 @@ def test_connection_quotas_on_kemu(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def kafka_bootstrap(kafka_server: Callable[[KafkaConfig], KafkaServer]) -> str:
     needs_java()
-    from bench.servers import KafkaServer
-
-    class WindowKafka(KafkaServer):
-        def _server_properties(self) -> str:
-            return super()._server_properties() + "".join(f"{p}\n" for p in QUOTA_WINDOW)
-
-    server = WindowKafka(tmp_path_factory.mktemp("connection-quota-kafka"), partitions=1)
-    server.start()
-    try:
-        yield server.bootstrap
-    finally:
-        server.stop()
+    window = dict(setting.split("=", 1) for setting in QUOTA_WINDOW)
+    return kafka_server(KafkaConfig("kafka-connection-quotas", window)).bootstrap
 
 
 def test_the_same_on_kafka(kafka_bootstrap: str) -> None:

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kemu.testing.kafka import KafkaServer
 from kemu.testing.plugin import KemuProcess
 from tests import REPO_ROOT
 from tests.integration.parity import kafka_timing_overrides
@@ -228,18 +227,11 @@ def test_older_create_topics_versions_are_permissive(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+def kafka_bootstrap(
+    kafka: KafkaServer, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, Path]:
     needs_java()
-    sys.path.insert(0, str(ROOT))
-    from bench.servers import KafkaServer
-
-    workdir = tmp_path_factory.mktemp("mutation-kafka")
-    server = KafkaServer(workdir, partitions=1)
-    server.start()
-    try:
-        yield server.bootstrap, workdir
-    finally:
-        server.stop()
+    return kafka.bootstrap, tmp_path_factory.mktemp("mutation-kafka")
 
 
 def test_the_same_scenarios_on_kafka(kafka_bootstrap: tuple[str, Path]) -> None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from kemu.testing.kafka import KafkaConfig
 from kemu.testing.plugin import KemuProcess
 from tests import REPO_ROOT
 from tests.integration.parity import kafka_timing_overrides
@@ -149,24 +148,13 @@ def _blocks(lines: list[str]) -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def kafka_output(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Output]:
+def kafka_output(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Output:
     if shutil.which("javac") is None or not TOOLS_JAR.exists():
         pytest.skip("needs javac and Kafka's jars in bench/.cache/lib (make bench fetches them)")
-    sys.path.insert(0, str(ROOT))
-    from bench.servers import KafkaServer
-
-    class AuthorizedKafka(KafkaServer):
-        def _server_properties(self) -> str:
-            extra = "".join(f"{key}={value}\n" for key, value in AUTHORIZER.items())
-            return super()._server_properties() + extra
-
-    workdir = tmp_path_factory.mktemp("acl-kafka")
-    server = AuthorizedKafka(workdir, partitions=1)
-    server.start()
-    try:
-        yield run_scenario(server.bootstrap, workdir)
-    finally:
-        server.stop()
+    kafka = request.getfixturevalue("kafka_server")(KafkaConfig("kafka-acl", AUTHORIZER))
+    return run_scenario(kafka.bootstrap, tmp_path_factory.mktemp("acl-kafka"))
 
 
 def test_kafka_acls_sh_answers_as_on_kafka(kafka_output: Output, tmp_path: Path) -> None:

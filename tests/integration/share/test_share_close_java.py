@@ -20,8 +20,7 @@ start offset may stay below the end.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,15 +34,13 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kemu.testing.kafka import SHARE_GROUPS, KafkaConfig, KafkaServer
 from kemu.testing.plugin import KemuProcess
-from tests import REPO_ROOT
 from tests.integration.clients.test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.parity]
 
-ROOT = REPO_ROOT
-BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 TOPIC, GROUP = "share-close", "share-close"
 RECORDS, BATCH, POLL_RECORDS, ACCEPT = 20, 4, 6, 3
 
@@ -133,27 +130,11 @@ def kemu_run(java_probes: Path, tmp_path_factory: pytest.TempPathFactory) -> Pro
 
 
 @pytest.fixture(scope="module")
-def kafka_run(java_probes: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProbeRun]:  # noqa: F811
-    if not BROKER_JAR.exists():
-        pytest.skip("needs Kafka's jars in bench/.cache/lib (make bench fetches them)")
-    sys.path.insert(0, str(ROOT))
-    from bench.servers import KafkaServer
-
-    class ShareKafka(KafkaServer):
-        def _server_properties(self) -> str:
-            heartbeat = "".join(f"{key}={value}\n" for key, value in SHARE_HEARTBEAT.items())
-            return (
-                super()._server_properties()
-                + heartbeat
-                + "share.coordinator.state.topic.num.partitions=1\n"
-            )
-
-    server = ShareKafka(tmp_path_factory.mktemp("kafka-close"), partitions=1)
-    server.start()
-    try:
-        yield run(server.bootstrap)
-    finally:
-        server.stop()
+def kafka_run(
+    java_probes: Path,  # noqa: F811
+    kafka_server: Callable[[KafkaConfig], KafkaServer],
+) -> ProbeRun:
+    return run(kafka_server(SHARE_GROUPS).bootstrap)  # its share heartbeats: SHARE_HEARTBEAT
 
 
 def test_close_releases_every_held_record_with_its_delivery_counted(kemu_run: ProbeRun) -> None:

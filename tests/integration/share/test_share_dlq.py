@@ -16,12 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,14 +39,12 @@ from confluent_kafka.admin import (
 )
 
 from kemu.client import AcknowledgeType, Admin, ShareConsumer, TransactionalProducer
+from kemu.testing.kafka import KafkaConfig, KafkaServer
 from kemu.testing.plugin import KemuProcess
-from tests import REPO_ROOT
 from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-ROOT = REPO_ROOT
-BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 TIMEOUT = 30.0
 REJECTED = "Offset rejected by client."
 EXCEEDED = "Offset delivery count exceeded the threshold."
@@ -591,31 +588,21 @@ def test_a_sigkill_around_the_dlq_write_still_gives_exactly_one_dlq_record(
 # --- against Apache Kafka 4.4.0 ------------------------------------------------------------------
 
 
+# share.version 2 (DLQs need it) and share heartbeats every 500 ms
+DLQ_KAFKA = KafkaConfig(
+    "kafka-dlq",
+    {
+        "group.share.min.heartbeat.interval.ms": "500",
+        "group.share.heartbeat.interval.ms": "500",
+        "share.coordinator.state.topic.num.partitions": "3",
+    },
+    features=("share.version=2",),
+)
+
+
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    if shutil.which("java") is None or not BROKER_JAR.exists():
-        pytest.skip("needs java and Kafka's jars in bench/.cache/lib (make bench fetches them)")
-    sys.path.insert(0, str(ROOT))
-    from bench.servers import KafkaServer
-
-    class DlqKafka(KafkaServer):
-        """share.version 2 (DLQs need it) and share heartbeats every 500 ms."""
-
-        def _tool(self, main_class: str, args: list[str]) -> str:
-            args = ["share.version=2" if arg == "share.version=1" else arg for arg in args]
-            return super()._tool(main_class, args)
-
-        def _server_properties(self) -> str:
-            return super()._server_properties() + (
-                "group.share.min.heartbeat.interval.ms=500\n"
-                "group.share.heartbeat.interval.ms=500\n"
-                "share.coordinator.state.topic.num.partitions=3\n"
-            )
-
-    server = DlqKafka(tmp_path_factory.mktemp("kafka-dlq"), partitions=1)
-    server.start()
-    yield server
-    server.stop()
+def kafka(kafka_server: Callable[[KafkaConfig], KafkaServer]) -> KafkaServer:
+    return kafka_server(DLQ_KAFKA)
 
 
 def dlq_kafka_timing() -> list[str]:

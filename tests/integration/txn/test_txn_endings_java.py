@@ -10,21 +10,17 @@ without them):
 
 from __future__ import annotations
 
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from kemu.testing.kafka import SHARE_GROUPS, KafkaServer
 from kemu.testing.plugin import KemuProcess
-from tests import REPO_ROOT
 from tests.integration.clients.test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 from tests.integration.parity import kafka_timing_overrides
 
 pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.parity]
-ROOT = REPO_ROOT
-BROKER_JAR = ROOT / "bench" / ".cache" / "lib" / "kafka_2.13-4.4.0.jar"
 
 
 @pytest.fixture(scope="module", params=["kemu", "kafka"])
@@ -46,26 +42,10 @@ def endings(
         finally:
             kemu.stop()
         return
-    if shutil.which("java") is None or not BROKER_JAR.exists():
-        pytest.skip("needs java and Kafka's jars in bench/.cache/lib (make bench fetches them)")
-    sys.path.insert(0, str(ROOT))
-    from bench.servers import KafkaServer
-
-    class QuickAbortKafka(KafkaServer):
-        """Looks for timed-out transactions every second (Kafka's default is every 10 s)."""
-
-        def _server_properties(self) -> str:
-            return super()._server_properties() + (
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000\n"
-                "transaction.state.log.num.partitions=3\n"
-            )
-
-    server = QuickAbortKafka(workdir, partitions=1)
-    server.start()
-    try:
-        yield run_probe("TxnAdminProbe", server.bootstrap)
-    finally:
-        server.stop()
+    # the session's share-group Kafka: it looks for timed-out transactions every second (Kafka's
+    # default is every 10 s)
+    kafka: KafkaServer = request.getfixturevalue("kafka_server")(SHARE_GROUPS)
+    yield run_probe("TxnAdminProbe", kafka.bootstrap)
 
 
 def test_commit_after_timeout_abort_is_invalid_txn_state(endings: ProbeRun) -> None:
