@@ -13,7 +13,10 @@ import pytest
 
 from kemu.broker.fetch_session import SessionPartition
 from kemu.broker.handlers.fetch import fetch_sessions
-from kemu.config.definitions import ConfigSource, ConfigType
+from kemu.config.definitions import (
+    ConfigSource,
+    ConfigType,
+)
 from kemu.coordinator.transaction.producer_ids import ProducerIdBlocks, ProducerIds
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, split_batches
@@ -1281,3 +1284,33 @@ def test_producer_id_blocks_never_repeat_after_restart(tmp_path: Path) -> None:
     second = ProducerIds(tmp_path)  # a restart, even without a clean shutdown
     assert second.allocate() > max(used)
     assert ProducerIds(None).allocate() == 0
+
+
+# describe APIs on unknown names, as Kafka 4.4.0 answers them (a difference that
+# make conformance-diff found, docs/conformance.md)
+
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, DESCRIBE_TOPIC_PARTITIONS = 61, 65, 75
+
+
+def test_describe_apis_answer_unknown_names_as_kafka_does() -> None:
+    broker = Broker()
+    wanted = broker.nested(
+        DESCRIBE_PRODUCERS, 0, "TopicRequest", name="missing", partition_indexes=(0,)
+    )
+    producers = broker.send(broker.request(DESCRIBE_PRODUCERS, 0, topics=(wanted,)))
+    [partition] = producers.topics[0].partitions
+    assert partition.error_code is ErrorCode.unknown_topic_or_partition
+    assert partition.error_message == "This server does not host this topic-partition."
+    transactions = broker.send(
+        broker.request(DESCRIBE_TRANSACTIONS, 0, transactional_ids=("missing",))
+    )
+    [state] = transactions.transaction_states
+    assert state.error_code is ErrorCode.transactional_id_not_found
+    assert (state.producer_id, state.producer_epoch) == (0, 0)
+    topic = broker.nested(DESCRIBE_TOPIC_PARTITIONS, 0, "TopicRequest", name="missing")
+    described = broker.send(
+        broker.request(DESCRIBE_TOPIC_PARTITIONS, 0, topics=(topic,), response_partition_limit=10)
+    )
+    [missing] = described.topics
+    assert missing.error_code is ErrorCode.unknown_topic_or_partition
+    assert missing.topic_authorized_operations == 3576  # every topic operation, as Kafka

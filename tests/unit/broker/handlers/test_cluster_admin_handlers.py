@@ -257,3 +257,38 @@ def test_quorum_of_anything_else_is_unknown(topic: str, partition: int) -> None:
     assert describe_quorum(Broker(), topic, partition).error_code == (
         ErrorCode.unknown_topic_or_partition
     )
+
+
+# DescribeCluster and ElectLeaders as Kafka 4.4.0 answers them (differences that
+# make conformance-diff found, docs/conformance.md)
+
+ELECT_LEADERS, DESCRIBE_CLUSTER = 43, 60
+
+
+def test_describe_cluster_for_a_controller_names_the_broker_endpoint() -> None:
+    broker = Broker()
+    answer = broker.send(
+        broker.request(
+            DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=False, endpoint_type=2
+        )
+    )
+    assert answer.error_code is ErrorCode.mismatched_endpoint_type
+    assert answer.endpoint_type == 1
+
+
+def test_elect_leaders_not_needed_carries_kafkas_message() -> None:
+    broker = Broker()
+    broker.create("t")
+    wanted = broker.nested(ELECT_LEADERS, 2, "TopicPartitions", topic="t", partitions=(0,))
+    answer = broker.send(
+        broker.request(
+            ELECT_LEADERS,
+            2,
+            election_type=0,
+            topic_partitions=(wanted,),
+            timeout=datetime.timedelta(seconds=1),
+        )
+    )
+    [result] = answer.replica_election_results[0].partition_result
+    assert result.error_code is ErrorCode.election_not_needed
+    assert result.error_message == "Leader election not needed for topic partition."
