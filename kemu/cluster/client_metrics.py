@@ -36,6 +36,7 @@ from kemu.cluster.config_resources import (
 from kemu.cluster.services import Service
 from kemu.config.definitions import ConfigSource, ConfigType
 from kemu.protocol.errors import ErrorCode
+from kemu.storage.segment_files import fsync_directory
 
 if TYPE_CHECKING:
     from kemu.cluster.context import RequestContext, Runtime
@@ -140,6 +141,8 @@ class ClientMetricsStore:
                 handle.flush()
                 os.fsync(handle.fileno())
             temporary.replace(self.path)
+            # the rename itself is durable only once the directory is synced (a power loss)
+            fsync_directory(self.path.parent)
 
     def subscription(self, name: str) -> Subscription:
         values = {**DEFAULTS, **self.subscriptions[name]}

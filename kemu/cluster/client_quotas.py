@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kemu.cluster.services import Service
+from kemu.storage.segment_files import fsync_directory
 
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
@@ -202,6 +203,8 @@ class ClientQuotas:
             handle.flush()
             os.fsync(handle.fileno())
         temporary.replace(self.path)
+        # the rename itself is durable only once the directory is synced (a power loss)
+        fsync_directory(self.path.parent)
 
 
 CLIENT_QUOTAS = Service("client_quotas", lambda rt: ClientQuotas(rt.cluster.data_dir))

@@ -20,6 +20,7 @@ from kemu.cluster.partition import Partition
 from kemu.config.definitions import BrokerConfig, TopicConfig
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import PartitionLog
+from kemu.storage.segment_files import fsync_directory
 
 LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
@@ -329,6 +330,8 @@ class Cluster:
         with open(temporary, "rb+") as handle:
             os.fsync(handle.fileno())
         temporary.replace(path)
+        # the rename itself is durable only once the directory is synced (a power loss)
+        fsync_directory(path.parent)
 
     def load_metadata(self) -> None:
         if self.data_dir is None:

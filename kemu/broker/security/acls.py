@@ -28,6 +28,7 @@ from pathlib import Path
 from kemu.cluster.context import Runtime
 from kemu.cluster.services import Service
 from kemu.config.definitions import BrokerConfig, InvalidConfig
+from kemu.storage.segment_files import fsync_directory
 
 FILE_NAME = "kemu-acls.json"
 WILDCARD = "*"
@@ -315,6 +316,8 @@ class AclStore:
             file.flush()
             os.fsync(file.fileno())
         temporary.replace(self.path)
+        # the rename itself is durable only once the directory is synced (a power loss)
+        fsync_directory(self.path.parent)
 
 
 def _pattern_matches(acl: AclBinding, name: str) -> bool:

@@ -29,6 +29,7 @@ from kemu.config.definitions import (
     InvalidConfig,
     broker_definition,
 )
+from kemu.storage.segment_files import fsync_directory
 
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
@@ -601,6 +602,8 @@ class GroupConfigStore:
         with open(temporary, "rb+") as handle:
             os.fsync(handle.fileno())
         temporary.replace(self.path)
+        # the rename itself is durable only once the directory is synced (a power loss)
+        fsync_directory(self.path.parent)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kemu.cluster.services import Service
+from kemu.storage.segment_files import fsync_directory
 
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
@@ -68,6 +69,8 @@ class ProducerIds:
             handle.flush()
             os.fsync(handle.fileno())
         temporary.replace(self.path)
+        # the rename itself is durable only once the directory is synced (a power loss)
+        fsync_directory(self.path.parent)
 
 
 PRODUCER_IDS = Service("producer_ids", lambda runtime: ProducerIds(runtime.cluster.data_dir))

@@ -7,10 +7,8 @@ reset, its descriptors close without a flush, and nothing of the old objects is 
 ``boot`` reads the directory through the same recovery code as a real start-up.
 
 Storage: a process crash keeps what was written (the page cache survives a SIGKILL); a
-``power_loss`` crash also loses every segment's unsynced tail. ``DiskModel`` learns what is
-durable by wrapping the segment log's ``datasync``: at each sync it notes the file's size by
-inode (a cleaned segment renamed into place keeps its inode, so its synced size follows it), and
-a power loss cuts every ``.log`` file back to its last synced size (0 for one never synced).
+``power_loss`` crash also loses what was not synced, in every file of the data directory and in
+its directory entries (``disk.py``).
 """
 
 from __future__ import annotations
@@ -21,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import kemu.storage.segment_cleaning as segment_cleaning
 import kemu.storage.segments as segments
 from kemu.broker.server import KemuServer, ServerOptions
 from kemu.config.definitions import BrokerConfig
+from kemu.testing.sim.disk import DiskModel
 from kemu.testing.sim.loop import Process, SimLoop
 from kemu.testing.sim.network import SimNetwork
 
@@ -34,52 +32,6 @@ BASE_PORT = 9092
 class SimulatedCrash(BaseException):
     """Raised at a crash point to unwind the dying process's current callback (a BaseException,
     so that no ``except Exception`` of kemu catches it and carries on)."""
-
-
-class DiskModel:
-    """Which bytes of each segment file a power loss would keep (see the module docstring)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.synced: dict[tuple[int, int], int] = {}  # (device, inode) -> durable size
-        self.syncs = 0
-        self._original: list[tuple[Any, Callable[[int], None]]] = []
-
-    def install(self) -> None:
-        # every module of the segment log that syncs, each holding its own name for it
-        for module in (segments, segment_cleaning):
-            self._original.append((module, module.datasync))
-            module.datasync = self._datasync  # type: ignore[attr-defined]
-
-    def uninstall(self) -> None:
-        for module, original in self._original:
-            module.datasync = original
-        self._original = []
-
-    def _datasync(self, descriptor: int) -> None:
-        self.syncs += 1
-        status = os.fstat(descriptor)
-        self.synced[(status.st_dev, status.st_ino)] = status.st_size
-
-    def _segment_files(self) -> list[Path]:
-        return sorted(self.root.rglob("*.log"))
-
-    def baseline(self) -> None:
-        """After a start-up: everything on disk now is durable."""
-        for path in self._segment_files():
-            status = path.stat()
-            self.synced[(status.st_dev, status.st_ino)] = status.st_size
-
-    def lose_unsynced(self) -> int:
-        """Cut every segment back to its synced size; returns the bytes lost."""
-        lost = 0
-        for path in self._segment_files():
-            status = path.stat()
-            durable = self.synced.get((status.st_dev, status.st_ino), 0)
-            if status.st_size > durable:
-                lost += status.st_size - durable
-                os.truncate(path, durable)
-        return lost
 
 
 def broker_config(overrides: dict[str, str]) -> BrokerConfig:

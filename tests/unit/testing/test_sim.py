@@ -90,3 +90,14 @@ def test_a_release_of_a_lost_acquisition_ends_no_newer_one() -> None:
     in a session lost since."""
     result = Simulation(700, 300).run()
     assert result.ok, (result.violations, result.trace[-30:])
+
+
+def test_a_power_loss_keeps_the_renamed_metadata() -> None:
+    """Seed 801 (with a random crash one step in 33) found it once the simulated disk covered
+    every file: kemu-metadata.json and kemu-producer-ids were written to a synced temporary and
+    renamed into place, but the directory was never synced, so a power loss could undo the
+    rename; after one, the group's committed offsets answered before it were gone. Every such
+    rename is now followed by a sync of its directory."""
+    result = Simulation(801, 40, rates=FaultRates(crash=0.03)).run()
+    assert result.ok, (result.violations, result.trace[-30:])
+    assert result.faults.get("crash.power_loss", 0) > 0

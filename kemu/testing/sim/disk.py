@@ -1,0 +1,145 @@
+"""What a power loss keeps of the data directory: every file kemu writes, at its last sync.
+
+kemu's files run on the real file system; this model learns what is durable by standing in for
+the sync calls (``os.fsync``, and the segment log's ``datasync``) for the run's duration, and at
+a power loss puts the directory back to that:
+
+- ``.log`` segments (appended in place): cut back to their size at their last sync (0 for one
+  never synced). Sizes are tracked by inode, so a cleaned segment renamed into place keeps its
+  synced size.
+- every other file (``.index``, the log-start checkpoint, ``kemu-metadata.json``,
+  ``kemu-group-configs.json``, ``kemu-producer-ids``, ACLs, credentials, quotas...): its content
+  at its last ``fsync`` (by inode); a file never synced loses its content (it is emptied). What
+  a start-up found is durable.
+- directory entries: a file created or renamed into a directory is durable only once that
+  directory is synced. At a power loss a name created since the directory's last sync goes, and
+  a name replaced since (``os.replace`` of a synced temporary) points again to the file it
+  named then, with that file's durable content. Segment files are left to the segment rule.
+
+Deletions are not undone (a deleted segment or checkpoint does not come back), which is
+lenient. Nothing here calls a real sync: the simulation never needs the bytes on a platter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kemu.storage.segment_cleaning as segment_cleaning
+import kemu.storage.segments as segments
+
+FileKey = tuple[int, int]  # (device, inode)
+SEGMENT_SUFFIX = ".log"
+
+
+def _key(status: os.stat_result) -> FileKey:
+    return (status.st_dev, status.st_ino)
+
+
+class DiskModel:
+    """Which bytes of the data directory a power loss would keep (see the module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.synced: dict[FileKey, int] = {}  # segment inode -> durable size
+        self.contents: dict[FileKey, bytes] = {}  # other file inode -> durable content
+        self.listings: dict[Path, dict[str, FileKey]] = {}  # directory -> durable entries
+        self.syncs = 0
+        self._original: list[tuple[Any, str, Callable[..., None]]] = []
+
+    def install(self) -> None:
+        # every module of the segment log that syncs, each holding its own name for it
+        for module in (segments, segment_cleaning):
+            self._original.append((module, "datasync", module.datasync))
+            module.datasync = self._fsync  # type: ignore[attr-defined]
+        self._original.append((os, "fsync", os.fsync))
+        setattr(os, "fsync", self._fsync)  # noqa: B010 - typeshed's signature is narrower
+
+    def uninstall(self) -> None:
+        for module, name, original in self._original:
+            setattr(module, name, original)
+        self._original = []
+
+    def _fsync(self, target: Any) -> None:
+        descriptor = target if isinstance(target, int) else target.fileno()
+        self.syncs += 1
+        status = os.fstat(descriptor)
+        try:
+            path = Path(os.readlink(f"/proc/self/fd/{descriptor}"))
+        except OSError:
+            return
+        if not path.is_relative_to(self.root):
+            return
+        if stat.S_ISDIR(status.st_mode):
+            self.listings[path] = self._entries(path)
+        elif path.suffix == SEGMENT_SUFFIX:
+            self.synced[_key(status)] = status.st_size
+        else:
+            with contextlib.suppress(OSError):
+                self.contents[_key(status)] = path.read_bytes()
+
+    @staticmethod
+    def _entries(directory: Path) -> dict[str, FileKey]:
+        found = {}
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(directory):
+                if entry.is_file(follow_symlinks=False):
+                    found[entry.name] = _key(entry.stat(follow_symlinks=False))
+        return found
+
+    def _files(self) -> list[Path]:
+        return sorted(path for path in self.root.rglob("*") if path.is_file())
+
+    def baseline(self) -> None:
+        """After a start-up: everything on disk now is durable."""
+        for path in self._files():
+            status = path.stat()
+            if path.suffix == SEGMENT_SUFFIX:
+                self.synced[_key(status)] = status.st_size
+            else:
+                with contextlib.suppress(OSError):
+                    self.contents[_key(status)] = path.read_bytes()
+        for directory in [self.root, *sorted(p for p in self.root.rglob("*") if p.is_dir())]:
+            self.listings[directory] = self._entries(directory)
+
+    def lose_unsynced(self) -> int:
+        """Put the directory back to what was durable; returns the bytes lost."""
+        lost = self._undo_entries()
+        for path in self._files():
+            status = path.stat()
+            if path.suffix == SEGMENT_SUFFIX:
+                durable_size = self.synced.get(_key(status), 0)
+                if status.st_size > durable_size:
+                    lost += status.st_size - durable_size
+                    os.truncate(path, durable_size)
+                continue
+            content = self.contents.get(_key(status), b"")
+            current = path.read_bytes()
+            if current != content:
+                lost += max(len(current) - len(content), 0) or 1
+                path.write_bytes(content)
+                self.contents[_key(path.stat())] = content
+        return lost
+
+    def _undo_entries(self) -> int:
+        """Names created or replaced since their directory's last sync (segments aside)."""
+        lost = 0
+        for directory, durable in sorted(self.listings.items()):
+            for name, key in sorted(self._entries(directory).items()):
+                if name.endswith(SEGMENT_SUFFIX) or durable.get(name) == key:
+                    continue
+                path = directory / name
+                lost += path.stat().st_size
+                path.unlink()
+                before = durable.get(name)
+                if before is not None:
+                    # the replaced file comes back with what it held durably
+                    content = self.contents.get(before, b"")
+                    path.write_bytes(content)
+                    self.contents[_key(path.stat())] = content
+            self.listings[directory] = self._entries(directory)
+        return lost
