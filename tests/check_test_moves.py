@@ -6,8 +6,9 @@ collected today where the map says it went.
     .venv/bin/python -m tests.check_test_moves --before F # also: F (``pytest --collect-only -q``
                                                           # at the old commit) has nothing unmapped
 
-Exit status 1 names what does not hold. A function removed or renamed by a later commit shows as
-not collected: say so in that commit, or pass ``--allow-gone`` to list such functions only.
+Exit status 1 names what does not hold. A function a later commit removes or renames is noted
+on its line of the map (``    test_x  # gone in <commit>: why``) and then listed, not failed;
+``--allow-gone`` lists every function not collected instead of failing.
 """
 
 from __future__ import annotations
@@ -30,22 +31,28 @@ def function_of(node_id: str) -> tuple[str, str]:
     return path, re.sub(r"\[.*$", "", rest)
 
 
-def read_moves(text: str) -> tuple[int, list[tuple[str, str, str]]]:
-    """The count the file states and its (old module, new module, function) rows."""
-    stated, rows, pair = -1, [], ("", "")
+def read_moves(text: str) -> tuple[int, list[tuple[str, str, str]], dict[tuple[str, str], str]]:
+    """The count the file states, its (old module, new module, function) rows, and the notes on
+    functions gone since, by (old module, function)."""
+    stated, pair = -1, ("", "")
+    rows: list[tuple[str, str, str]] = []
+    notes: dict[tuple[str, str], str] = {}
     for line in text.splitlines():
         if line.startswith("# functions:"):
             stated = int(line.split(":")[1])
         elif line.startswith("#") or not line.strip():
             continue
         elif line.startswith("    "):
-            rows.append((*pair, line.strip()))
+            function, _, note = line.strip().partition("  # ")
+            rows.append((*pair, function))
+            if note:
+                notes[(pair[0], function)] = note
         else:
             old, arrow, new = line.partition(" -> ")
             if not arrow:
                 raise SystemExit(f"{MOVES}: not 'OLD -> NEW': {line!r}")
             pair = (old, new)
-    return stated, rows
+    return stated, rows, notes
 
 
 def collected_functions(args: list[str]) -> set[tuple[str, str]]:
@@ -59,7 +66,7 @@ def main() -> int:
     parser.add_argument("--before", type=Path, help="collect-only output of the old commit")
     parser.add_argument("--allow-gone", action="store_true", help="list, not fail, on gone ones")
     options = parser.parse_args()
-    stated, rows = read_moves(MOVES.read_text())
+    stated, rows, notes = read_moves(MOVES.read_text())
     problems: list[str] = []
     twice = [key for key, n in Counter((old, fn) for old, _, fn in rows).items() if n > 1]
     problems += [f"mapped twice: {old}::{fn}" for old, fn in twice]
@@ -76,9 +83,13 @@ def main() -> int:
         extra = sorted(mapped - old_ones)
         problems += [f"mapped but not in --before: {p}::{fn}" for p, fn in extra]
     now = collected_functions(["tests"])
-    gone = [f"{new}::{fn} (was {old})" for old, new, fn in rows if (new, fn) not in now]
-    print(f"{len(rows)} functions mapped; {len(rows) - len(gone)} collected where the map says;")
+    missing = [(old, new, fn) for old, new, fn in rows if (new, fn) not in now]
+    noted = [f"{new}::{fn}: {notes[(old, fn)]}" for old, new, fn in missing if (old, fn) in notes]
+    gone = [f"{new}::{fn} (was {old})" for old, new, fn in missing if (old, fn) not in notes]
+    print(f"{len(rows)} functions mapped; {len(rows) - len(missing)} collected where the map says;")
     print(f"{len(now)} test functions collected today")
+    if noted:
+        print("gone since, as noted:\n  " + "\n  ".join(noted))
     if gone:
         print("not collected today:\n  " + "\n  ".join(gone))
         if not options.allow_gone:

@@ -1,0 +1,119 @@
+"""KIP-848 consumer groups with confluent-kafka on a 3-broker kemu started from the CLI, as against
+Kafka 4.4.0: a second consumer with an instance id held by an active member gets
+UNRELEASED_INSTANCE_ID; with a regex subscription the explicit topics are assigned first, the
+regex's topics on a later heartbeat, after the coordinator resolved the regex.
+
+Where they came from: differences from Kafka 4.4.0 found with librdkafka-based clients
+(issue 15)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+)
+
+from kemu.testing.plugin import KemuProcess
+from tests.integration.three_brokers import TIMEOUT_S, create_topic, three_brokers, unique
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+    yield from three_brokers(tmp_path_factory)
+
+
+def kip848_consumer(kemu: KemuProcess, group: str, **extra: Any) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": kemu.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **extra,
+        }
+    )
+
+
+def wait_for_assignment(consumer: Consumer, deadline_s: float = TIMEOUT_S) -> list[Any]:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        consumer.poll(0.2)
+        if consumer.assignment():
+            return list(consumer.assignment())
+    raise AssertionError("no assignment")
+
+
+def fatal(error: KafkaError) -> bool:
+    return bool(error.fatal()) or error.code() == KafkaError._FATAL
+
+
+def test_second_static_member_with_a_held_instance_id_is_refused(kemu: KemuProcess) -> None:
+    topic, group = unique("static"), unique("static-group")
+    create_topic(kemu.bootstrap, topic, partitions=2)
+    first = kip848_consumer(kemu, group, **{"group.instance.id": "instance-1"})
+    errors: list[KafkaError] = []
+    second = kip848_consumer(
+        kemu, group, **{"group.instance.id": "instance-1", "error_cb": errors.append}
+    )
+    try:
+        first.subscribe([topic])
+        assert len(wait_for_assignment(first)) == 2
+        second.subscribe([topic])
+        seen: list[KafkaError] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while not any(fatal(e) for e in seen) and time.monotonic() < deadline:
+            try:
+                message = second.poll(0.2)
+            except KafkaException as raised:
+                seen.append(raised.args[0])
+                continue
+            if message is not None and message.error() is not None:
+                seen.append(message.error())
+            seen += errors
+        # librdkafka makes UNRELEASED_INSTANCE_ID on ConsumerGroupHeartbeat a fatal error
+        (text,) = {e.str() for e in seen if fatal(e)}
+        assert "ConsumerGroupHeartbeat fatal error" in text
+        assert "The instance ID is still used by another member in the consumer group" in text
+        assert not second.assignment()
+        admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S)
+        assert [m.group_instance_id for m in described.members] == ["instance-1"]
+        assert len(first.assignment()) == 2
+    finally:
+        second.close()
+        first.close()
+
+
+def test_regex_topics_are_assigned_after_the_explicit_ones(kemu: KemuProcess) -> None:
+    prefix = unique("rx")
+    explicit, matched = f"{prefix}-explicit", f"{prefix}-matched"
+    create_topic(kemu.bootstrap, explicit, partitions=2)
+    create_topic(kemu.bootstrap, matched, partitions=2)
+    consumer = kip848_consumer(kemu, unique("regex-group"))
+    assigned: list[set[str]] = []  # the topics of each incremental assignment, in order
+    try:
+        consumer.subscribe(
+            [explicit, f"^{prefix}-mat.*"],
+            on_assign=lambda _, partitions: assigned.append({p.topic for p in partitions}),
+        )
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(consumer.assignment()) < 4 and time.monotonic() < deadline:
+            consumer.poll(0.1)
+        # As Kafka: the first assignment has the explicit topic only; the regex's topic follows
+        # once the coordinator resolved the regex and bumped the group epoch.
+        assert [topics for topics in assigned if topics] == [{explicit}, {matched}]
+        assert len(consumer.assignment()) == 4
+    finally:
+        consumer.close()
