@@ -13,16 +13,19 @@ the ``share_partitions`` service when one runs (the share-group half:
 Every group type and the committed offsets live in ``__consumer_offsets`` as Kafka's records
 (``offsets_log``; ``records``, ``consumer.records``, ``share.records``, ``streams.records``),
 replayed when the service starts (``load``, which also loads one coordinator partition). An
-operation is Kafka's write operation (``_written_or_undone``): the state machine changes the
-group, the records that bring the log up to date with it (each type's ``diff`` against what
-the log holds) are appended as one batch, and only then is the answer given; when the append
-fails the group is put back as it was and the answer is Kafka's error for it (NOT_COORDINATOR
-for a storage error). A timer fires the same way, and a failed one is retried after Kafka's
-500 ms backoff. There is no ``await`` between the change and the append, so operations
-never interleave. A parked JoinGroup or SyncGroup is an asyncio future the state machine holds
-as its waiter; the service resolves it when an effect answers it. A KIP-848 group's regexes are
-resolved just after the heartbeat that asked for it (``resolve_pending_regexes``, on the next
-loop tick), as Kafka's coordinator resolves them on its executor.
+operation is Kafka's write operation (``_write_operation``): the state machine runs on a copy
+of the group, the records that bring the log up to date with the copy (each type's ``diff``
+against what the log holds) are appended as one batch, and only then does the group change and
+the answer go out: a KIP-848 group becomes what replaying the records gives (the load's
+``group_from_image``), with what only memory holds (sessions, ...) from the copy; a share or
+streams group becomes the copy. When the append fails the group was never touched and the
+answer is Kafka's error for it (NOT_COORDINATOR for a storage error). A timer fires the same
+way, and a failed one is retried after Kafka's 500 ms backoff. There is no ``await`` between
+the copy and the append, so operations never interleave. A parked JoinGroup or SyncGroup is
+an asyncio future the state machine holds as its waiter; the service resolves it when an
+effect answers it. A KIP-848 group's regexes are resolved just after the heartbeat that asked
+for it (``resolve_pending_regexes``, on the next loop tick), as Kafka's coordinator resolves
+them on its executor.
 """
 
 from __future__ import annotations
@@ -65,7 +68,13 @@ from kemu.coordinator.group.consumer.group import (
     ConsumerHeartbeatResult,
     ConsumerSettings,
 )
-from kemu.coordinator.group.consumer.persistence import ImageBuilder, diff, image_of
+from kemu.coordinator.group.consumer.persistence import (
+    ImageBuilder,
+    diff,
+    group_from_image,
+    image_of,
+    with_runtime_state,
+)
 from kemu.coordinator.group.consumer.records import ConsumerRecordKey
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import TopicMeta, subscribed_hash
@@ -166,7 +175,7 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         written before the answer; when they cannot be, the answer is Kafka's error for the
         failed append and the group is as it was."""
         before = self.registry.get(request.group_id)
-        with self._written_or_undone(request.group_id) as first:
+        with self._write_operation(request.group_id) as first:
             result = self.consumer.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
             first += self._taken_over(request.group_id, before)
         self._rearm()
@@ -183,7 +192,7 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         failed = False
         for group_id in list(self.consumer.pending_regexes):
             try:
-                with self._written_or_undone(group_id):
+                with self._write_operation(group_id):
                     self.consumer.resolve_regexes(group_id, self.topic_meta, now)
             except GroupError:  # still pending: resolved again after a backoff
                 failed = True
@@ -191,17 +200,22 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
             self.runtime.clock.call_later(RETRY_BACKOFF_MS, self.resolve_pending_regexes)
 
     @contextlib.contextmanager
-    def _written_or_undone(self, group_id: str) -> Iterator[list[Record]]:
-        """Kafka's write operation: the body changes the group (and may add records of its own
-        to the list it is given, written first); then the group's changed records are appended
-        as one batch. A refusal (``GroupError``) or a failed append puts the group back as it
-        was, so nothing moved; a failed append raises ``GroupError`` with Kafka's error."""
-        saved = snapshot(self.registry.get(group_id))
+    def _write_operation(self, group_id: str) -> Iterator[list[Record]]:
+        """Kafka's write operation: the body runs on a copy of the group (the group as it is
+        stays untouched; it may add records of its own to the list it is given, written first);
+        the records that bring the log up to the copy are appended as one batch; once written,
+        a KIP-848 group is what replaying them gives (``_replayed``: the load's own code), with
+        what only memory holds (sessions, ...) from the copy. A refusal (``GroupError``) or a
+        failed append leaves the group as it was; a failed append raises ``GroupError`` with
+        Kafka's error."""
+        live = self.registry.get(group_id)
+        if live is not None:
+            self.registry.restore(group_id, snapshot(live))
         pending_regexes = self.consumer.pending_regexes.get(group_id)
         first: list[Record] = []
 
         def undo() -> None:
-            self.registry.restore(group_id, saved)
+            self.registry.restore(group_id, live)
             self.consumer.pending_regexes.pop(group_id, None)
             if pending_regexes is not None:
                 self.consumer.pending_regexes[group_id] = pending_regexes
@@ -215,11 +229,28 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         if error != ErrorCode.none:
             undo()
             raise GroupError(error)
+        self._replayed(group_id, live)
+
+    def _replayed(self, group_id: str, live: Group | None) -> None:
+        """A KIP-848 group just written becomes the group its records rebuild (share and
+        streams groups: the copy the operation changed, whose records were written); the
+        group object stays the same one (the describe APIs may hold it)."""
+        ran = self.registry.get(group_id)
+        image = self._consumer_log.images.get(group_id)
+        now: Group | None = ran
+        if isinstance(ran, ConsumerGroup) and image is not None and image.has_metadata:
+            now = with_runtime_state(group_from_image(group_id, image, 0, 0), ran)
+        if live is not None and now is not None and type(live) is type(now):
+            vars(live).update(vars(now))
+            now = live
+        self.registry.restore(group_id, now)
 
     def _taken_over(self, group_id: str, before: Group | None) -> list[Record]:
         """The tombstone of the empty classic group ``before`` if a KIP-848-style group took
         it over (its metadata goes, its offsets stay)."""
-        if isinstance(before, ClassicGroup) and self.registry.get(group_id) is not before:
+        if isinstance(before, ClassicGroup) and not isinstance(
+            self.registry.get(group_id), ClassicGroup
+        ):
             return [(GroupMetadataKey(group_id), None)]
         return []
 
@@ -255,7 +286,7 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         principal may not create them): then none is, and the status says why."""
         before = self.registry.get(request.group_id)
         try:
-            with self._written_or_undone(request.group_id) as first:
+            with self._write_operation(request.group_id) as first:
                 result = self.streams.heartbeat(request)
                 first += self._taken_over(request.group_id, before)
             return self.streams.create_topics(request.group_id, result, not_creatable)

@@ -80,7 +80,7 @@ class GroupTimers:
 
     if TYPE_CHECKING:
 
-        def _written_or_undone(self, group_id: str) -> AbstractContextManager[list[Record]]: ...
+        def _write_operation(self, group_id: str) -> AbstractContextManager[list[Record]]: ...
 
         def _append(self, group_id: str, records: list[Record], now_ms: int) -> ErrorCode: ...
 
@@ -132,7 +132,8 @@ class GroupTimers:
         """A KIP-848, share or streams group's due timers, as one write."""
         effects: list[share_group.Effect] = []
         try:
-            with self._written_or_undone(group.group_id):
+            with self._write_operation(group.group_id):
+                group = self.registry.get(group.group_id) or group  # the copy it runs on
                 if isinstance(group, ConsumerGroup):
                     for member_id in self.consumer.expire_group(group, now_ms, self.topic_meta):
                         log.info("consumer_member_removed", group=group.group_id, member=member_id)

@@ -10,7 +10,7 @@ the groups, each member with a fresh session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TypeVar
 
 from kemu.coordinator.group.consumer.group import (
@@ -155,40 +155,47 @@ class ImageBuilder:
     def groups(self, now_ms: int, session_timeout_ms: int) -> list[tuple[ConsumerGroup, Image]]:
         """The groups, each member with a fresh session (and, if it was revoking, a fresh
         rebalance timeout)."""
-        built = []
-        for group_id, image in self.images.items():
-            if not image.has_metadata:
-                continue
-            group = ConsumerGroup(
-                group_id,
-                group_epoch=image.epoch,
-                metadata_hash=image.metadata_hash,
-                assignment_epoch=image.assignment_epoch,
-                assignment_timestamp_ms=image.assignment_timestamp_ms,
-            )
-            for member_id, meta in image.members.items():
-                current = image.current.get(member_id)
-                member = ConsumerMember(
-                    member_id,
-                    instance_id=meta.instance_id,
-                    rack_id=meta.rack_id,
-                    client_id=meta.client_id,
-                    client_host=meta.client_host,
-                    rebalance_timeout_ms=meta.rebalance_timeout_ms,
-                    subscribed_topic_names=frozenset(meta.subscribed_topic_names),
-                    subscribed_topic_regex=meta.subscribed_topic_regex,
-                    server_assignor=meta.server_assignor,
-                    session_deadline_ms=now_ms + session_timeout_ms,
-                )
-                if current is not None:
-                    member = _with_assignment(member, current, now_ms)
-                group.members[member_id] = member
-            group.target = {m: p for m, p in image.targets.items() if m in group.members}
-            assignors = [m.server_assignor for m in group.members.values() if m.server_assignor]
-            if assignors:
-                group.assignor_name = assignors[0]
-            built.append((group, image))
-        return built
+        return [
+            (group_from_image(group_id, image, now_ms, session_timeout_ms), image)
+            for group_id, image in self.images.items()
+            if image.has_metadata
+        ]
+
+
+def group_from_image(
+    group_id: str, image: Image, now_ms: int, session_timeout_ms: int
+) -> ConsumerGroup:
+    """The group the records replayed into ``image`` hold, each member with a fresh session
+    (and, if it was revoking, a fresh rebalance timeout): at load, and after each write."""
+    group = ConsumerGroup(
+        group_id,
+        group_epoch=image.epoch,
+        metadata_hash=image.metadata_hash,
+        assignment_epoch=image.assignment_epoch,
+        assignment_timestamp_ms=image.assignment_timestamp_ms,
+    )
+    for member_id, meta in image.members.items():
+        current = image.current.get(member_id)
+        member = ConsumerMember(
+            member_id,
+            instance_id=meta.instance_id,
+            rack_id=meta.rack_id,
+            client_id=meta.client_id,
+            client_host=meta.client_host,
+            rebalance_timeout_ms=meta.rebalance_timeout_ms,
+            subscribed_topic_names=frozenset(meta.subscribed_topic_names),
+            subscribed_topic_regex=meta.subscribed_topic_regex,
+            server_assignor=meta.server_assignor,
+            session_deadline_ms=now_ms + session_timeout_ms,
+        )
+        if current is not None:
+            member = _with_assignment(member, current, now_ms)
+        group.members[member_id] = member
+    group.target = {m: p for m, p in image.targets.items() if m in group.members}
+    assignors = [m.server_assignor for m in group.members.values() if m.server_assignor]
+    if assignors:
+        group.assignor_name = assignors[0]
+    return group
 
 
 def _with_assignment(
@@ -214,3 +221,28 @@ def _set(table: dict[str, V], member: str, value: object, kind: type[V]) -> None
         table.pop(member, None)
     elif isinstance(value, kind):
         table[member] = value
+
+
+# What records do not hold: a member's session and revocation deadlines; of the group, every
+# field but these (the subscribed topics as last seen, resolved regexes, the assignor in use).
+DURABLE_FIELDS = frozenset(
+    {"group_id", "group_epoch", "metadata_hash", "assignment_epoch", "assignment_timestamp_ms"}
+    | {"members", "target"}
+)
+
+
+def with_runtime_state(replayed: ConsumerGroup, ran: ConsumerGroup) -> ConsumerGroup:
+    """``replayed`` (a group rebuilt from its records) with what only memory holds taken from
+    ``ran`` (the group as the operation that wrote those records left it)."""
+    for member_id, member in replayed.members.items():
+        source = ran.members.get(member_id)
+        if source is not None:
+            replayed.members[member_id] = replace(
+                member,
+                session_deadline_ms=source.session_deadline_ms,
+                revocation_deadline_ms=source.revocation_deadline_ms,
+            )
+    for item in fields(ConsumerGroup):
+        if item.name not in DURABLE_FIELDS:
+            setattr(replayed, item.name, getattr(ran, item.name))
+    return replayed

@@ -56,7 +56,7 @@ class ShareMembership:
 
         def _rearm(self) -> None: ...
 
-        def _written_or_undone(self, group_id: str) -> AbstractContextManager[list[Record]]: ...
+        def _write_operation(self, group_id: str) -> AbstractContextManager[list[Record]]: ...
 
         def topic_meta(self, name: str) -> TopicMeta | None: ...
 
@@ -80,7 +80,7 @@ class ShareMembership:
 
     def _share_heartbeat(self, request: ShareHeartbeat) -> ShareHeartbeatResult:
         try:
-            with self._written_or_undone(request.group_id):
+            with self._write_operation(request.group_id):
                 result = self.share.heartbeat(request, self.topic_meta, self.runtime.clock_ms())
         finally:
             self._rearm()
@@ -124,7 +124,7 @@ class ShareMembership:
         """Remove a share-group member now (raises GroupError for an unknown group or member);
         what it held is released."""
         try:
-            with self._written_or_undone(group_id):
+            with self._write_operation(group_id):
                 effect = self.share.remove_member(group_id, member_id, reason)
         finally:
             self._rearm()
@@ -175,7 +175,7 @@ class ShareMembership:
         what it could not (asked for again), written first: a failed write leaves the group
         as it was and is tried again after a backoff, as Kafka retries a failed timer."""
         try:
-            with self._written_or_undone(group_id):
+            with self._write_operation(group_id):
                 self.share.partitions_initialized(group_id, done)
                 self.share.partitions_initialized(group_id, failed, succeeded=False)
         except GroupError as error:

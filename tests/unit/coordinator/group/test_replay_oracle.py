@@ -1,5 +1,5 @@
-"""The replay oracle: for seeded random runs of KIP-848 and share heartbeats, leaves, topics
-growing, session expiry on a virtual clock and appends that fail, the group the coordinator
+"""The replay oracle: for seeded random runs of KIP-848, share and streams heartbeats, leaves,
+topics growing, session expiry on a virtual clock and appends that fail, the group the coordinator
 holds in memory is, after every step, the group a fresh coordinator rebuilds by replaying every
 ``__consumer_offsets`` record written so far (and what the coordinator believes the log holds
 is what the log holds). Records first, then state: nothing in memory that the log lacks."""
@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import random
 import uuid
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,10 @@ from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import GroupCoordinatorService, group_coordinator
 from kemu.coordinator.group.share import records as share_records
 from kemu.coordinator.group.share.group import ShareGroup, ShareHeartbeat
+from kemu.coordinator.group.streams import records as streams_records
+from kemu.coordinator.group.streams.model import StreamsGroup, StreamsHeartbeat
 from kemu.coordinator.share.service import SHARE_PERSISTER
+from tests.unit.coordinator.group.streams.test_streams_group import COUNT
 from tests.unit.coordinator.group.test_records_before_state import failing_appends
 from tests.unit.coordinator.group.test_timers_records_before_state import VirtualBroker
 
@@ -39,7 +43,7 @@ def replayed(broker: VirtualBroker) -> GroupCoordinatorService:
 def check(broker: VirtualBroker) -> None:
     live = group_coordinator(broker.runtime)
     fresh = replayed(broker)
-    for group_id in ("kip848", "shares"):
+    for group_id in ("kip848", "shares", "app"):
         mine, theirs = live.registry.get(group_id), fresh.registry.get(group_id)
         if isinstance(mine, ConsumerGroup) or isinstance(theirs, ConsumerGroup):
             assert isinstance(mine, ConsumerGroup) and isinstance(theirs, ConsumerGroup)
@@ -57,6 +61,10 @@ def check(broker: VirtualBroker) -> None:
                 or (ours.state_partitions.initialized == rebuilt.state_partitions.initialized)
             )
             assert durable_part(ours) == durable_part(rebuilt), group_id
+        elif isinstance(mine, StreamsGroup) or isinstance(theirs, StreamsGroup):
+            assert isinstance(mine, StreamsGroup) and isinstance(theirs, StreamsGroup)
+            assert streams_records.image_of(mine) == streams_records.image_of(theirs)
+            assert live.streams.log.images[group_id] == fresh.streams.log.images[group_id]
         else:
             assert mine is None and theirs is None
 
@@ -76,7 +84,8 @@ def durable_part(image: share_records.ShareImage) -> object:
 
 async def step(broker: VirtualBroker, rng: random.Random) -> None:
     service = group_coordinator(broker.runtime)
-    action = rng.choice(["consumer", "consumer", "share", "share", "advance", "grow"])
+    action = rng.choice(["consumer", "consumer", "share", "share", "streams", "streams"])
+    action = rng.choice([action, action, action, "advance", "grow"])
     member = rng.choice(MEMBERS)
     if action == "advance":
         await broker.advance(rng.choice([1_000, 10_000, 30_000, 46_000]))
@@ -90,7 +99,18 @@ async def step(broker: VirtualBroker, rng: random.Random) -> None:
     fail = rng.random() < 0.15
     with failing_appends(broker) if fail else contextlib.nullcontext():
         try:
-            if action == "consumer":
+            if action == "streams":
+                found = service.registry.get("app")
+                known = found.members.get(member) if isinstance(found, StreamsGroup) else None
+                if known is None:
+                    fields: dict[str, Any] = {"topology": COUNT, "rebalance_timeout_ms": 30_000}
+                    streams = StreamsHeartbeat("app", member, 0, process_id=member, **fields)
+                elif kind == "leave":
+                    streams = StreamsHeartbeat("app", member, -1)
+                else:
+                    streams = StreamsHeartbeat("app", member, known.member_epoch)
+                service.streams_heartbeat(streams)
+            elif action == "consumer":
                 group = service.registry.get("kip848")
                 current = group.members.get(member) if isinstance(group, ConsumerGroup) else None
                 if current is None:
@@ -127,9 +147,19 @@ async def step(broker: VirtualBroker, rng: random.Random) -> None:
 @pytest.mark.parametrize("seed", range(12))
 async def test_the_live_groups_are_the_replayed_records(seed: int) -> None:
     rng = random.Random(seed)
-    broker = VirtualBroker(**{"kemu.group.share.initialize.before.answer": "false"})
+    broker = VirtualBroker(
+        **{
+            "kemu.group.share.initialize.before.answer": "false",
+            "group.streams.initial.rebalance.delay.ms": "2000",
+        }
+    )
     broker.cluster.create_topic("t", 3, 1)
+    for name in ("in", "app-words-repartition", "app-counts-changelog"):
+        broker.cluster.create_topic(name, 2, 1)
+    seen: set[str] = set()
     for _ in range(40):
         await step(broker, rng)
         check(broker)
+        seen |= {g.group_id for g in group_coordinator(broker.runtime).registry if not g.is_empty()}
+    assert seen == {"kip848", "shares", "app"}  # every type had members at some point
     await asyncio.sleep(0)
