@@ -122,7 +122,9 @@ class TransactionalProducer:
         self._check_not_fenced()
 
         async def attempt() -> None:
-            node = await self.cluster.coordinator(TRANSACTION_COORDINATOR, self.transactional_id)
+            node = await self.cluster.coordinator(
+                TRANSACTION_COORDINATOR, self.transactional_id, timeout=self.request_timeout
+            )
             version = await self.cluster.version(INIT_PRODUCER_ID, 5, node)
             response = await self.cluster.call(
                 node,
@@ -174,7 +176,9 @@ class TransactionalProducer:
             return
 
         async def attempt() -> None:
-            node = await self.cluster.coordinator(TRANSACTION_COORDINATOR, self.transactional_id)
+            node = await self.cluster.coordinator(
+                TRANSACTION_COORDINATOR, self.transactional_id, timeout=self.request_timeout
+            )
             wanted = 5 if self._transaction_version >= 2 else 4
             version = await self.cluster.version(END_TXN, wanted, node)
             response = await self.cluster.call(
@@ -314,7 +318,9 @@ class TransactionalProducer:
             return
 
         async def attempt() -> None:
-            node = await self.cluster.coordinator(TRANSACTION_COORDINATOR, self.transactional_id)
+            node = await self.cluster.coordinator(
+                TRANSACTION_COORDINATOR, self.transactional_id, timeout=self.request_timeout
+            )
             version = await self.cluster.version(ADD_PARTITIONS_TO_TXN, 3, node)
             entry = self.cluster.nested(
                 ADD_PARTITIONS_TO_TXN,
@@ -371,7 +377,9 @@ class TransactionalProducer:
             by_topic.setdefault(tp.topic_id, []).append(tp.partition)
 
         async def attempt() -> None:
-            node = await self.cluster.coordinator(TRANSACTION_COORDINATOR, self.transactional_id)
+            node = await self.cluster.coordinator(
+                TRANSACTION_COORDINATOR, self.transactional_id, timeout=self.request_timeout
+            )
             key = ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN
             topics = tuple(
                 self.cluster.nested(
