@@ -24,6 +24,8 @@ rate each deliver a message, after reconnecting where their first connection was
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import selectors
 import socket
 import subprocess
@@ -51,20 +53,103 @@ class Fate:
         return f"{'answered' if self.answered else 'closed'} {self.after_ms} ms"
 
 
-def config_command(bootstrap: str, *args: str) -> None:
-    """``kafka-configs --bootstrap-server B ARGS`` with Kafka 4.4.0's own tool."""
-    done = subprocess.run(
-        [
-            *("java", *TEST_TOOL_JVM_OPTS, "-cp", f"{LIB}/*"),
-            "org.apache.kafka.tools.ConfigCommand",
-            *("--bootstrap-server", bootstrap, *args),
-        ],
+# Kafka's ConfigCommand run in one JVM for a whole scenario, one invocation per stdin line
+# (tab-separated arguments), each answered by a "### exit N" line: a JVM start per command was
+# most of the scenario's time.
+DRIVER = """
+import java.io.*;
+import java.util.*;
+import org.apache.kafka.common.utils.internals.Exit;
+import org.apache.kafka.tools.ConfigCommand;
+
+public class ConfigCommands {
+    public static void main(String[] args) throws Exception {
+        Exit.setExitProcedure((code, message) -> {
+            throw new IllegalStateException("exit " + code);
+        });
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        for (String line; (line = in.readLine()) != null; ) {
+            List<String> command = new ArrayList<>(List.of("--bootstrap-server", args[0]));
+            command.addAll(Arrays.asList(line.split("\t")));
+            String outcome = "### exit 0";
+            try {
+                ConfigCommand.main(command.toArray(new String[0]));
+            } catch (IllegalStateException e) {
+                outcome = "### " + e.getMessage();
+            } catch (Exception e) {
+                outcome = "### exit -1 " + e;
+            }
+            System.out.println(outcome);
+            System.out.flush();
+        }
+    }
+}
+"""
+
+
+def _driver_classes() -> Path:
+    """The compiled driver, once per machine and driver source (javac costs a JVM start)."""
+    digest = hashlib.sha256(DRIVER.encode()).hexdigest()[:12]
+    classes = Path(tempfile.gettempdir()) / f"kemu-config-commands-{digest}"
+    if (classes / "ConfigCommands.class").exists():
+        return classes
+    building = Path(tempfile.mkdtemp(prefix="kemu-config-commands-"))
+    (building / "ConfigCommands.java").write_text(DRIVER)
+    subprocess.run(
+        ["javac", "-cp", f"{LIB}/*", "-d", str(building), str(building / "ConfigCommands.java")],
+        check=True,
         capture_output=True,
-        text=True,
-        timeout=120,
     )
-    if done.returncode != 0:
-        raise RuntimeError(f"kafka-configs {' '.join(args)}: {done.stdout}{done.stderr}")
+    with contextlib.suppress(OSError):  # another process has just put its own copy there
+        building.rename(classes)
+    return classes if classes.exists() else building
+
+
+class ConfigTool:
+    """``kafka-configs --bootstrap-server B ARGS`` with Kafka 4.4.0's own tool
+    (``org.apache.kafka.tools.ConfigCommand``), each call one invocation in a JVM kept for the
+    scenario; ``close`` ends it."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by close()
+        self.process = subprocess.Popen(
+            [
+                *("java", *TEST_TOOL_JVM_OPTS, "-cp", f"{_driver_classes()}:{LIB}/*"),
+                *("ConfigCommands", bootstrap),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errors,
+            text=True,
+        )
+
+    def __call__(self, *args: str) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write("\t".join(args) + "\n")
+        self.process.stdin.flush()
+        output = []
+        for line in self.process.stdout:
+            if line.startswith("### "):
+                if line.strip() == "### exit 0":
+                    return
+                break
+            output.append(line)
+        else:
+            line = "### the tool's JVM ended"
+        self.errors.seek(0)
+        raise RuntimeError(
+            f"kafka-configs {' '.join(args)}: {line[4:]}{''.join(output)}{self.errors.read()}"
+        )
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.errors.close()
 
 
 def open_connections(bootstrap: str, count: int, wait_s: float = 6.0) -> list[Fate | None]:
@@ -142,17 +227,27 @@ def real_clients_under_ip_rate(bootstrap: str, clients: int = 4) -> tuple[int, i
 
 
 def scenario(bootstrap: str, connections: int, with_clients: bool = True) -> list[str]:
+    tool = ConfigTool(bootstrap)
+    try:
+        return _scenario(bootstrap, connections, with_clients, tool)
+    finally:
+        tool.close()
+
+
+def _scenario(
+    bootstrap: str, connections: int, with_clients: bool, config_command: ConfigTool
+) -> list[str]:
     lines: list[str] = []
 
     def phase(name: str, *configure: str, undo: tuple[str, ...]) -> None:
         # the tool's own connections count: its limit's window starts afresh before the test's
         # connections, and the tool's next connection comes after theirs has passed
-        config_command(bootstrap, "--alter", *configure)
+        config_command("--alter", *configure)
         time.sleep(SETTLE_S)
         fates = open_connections(bootstrap, connections)
         lines.append(f"{name}: " + ", ".join(str(f) if f else "waiting" for f in fates))
         time.sleep(SETTLE_S)
-        config_command(bootstrap, "--alter", *undo)
+        config_command("--alter", *undo)
         # (no wait after a limit is lifted: the next phase waits after setting its own)
 
     brokers = ("--entity-type", "brokers", "--entity-default")
