@@ -172,7 +172,7 @@ def test_consumer_offsets_stops_growing_and_restores_commits_after_restart(
         overrides=[
             *FAST_CLEANER,
             "offsets.topic.num.partitions=1",
-            "offsets.topic.segment.bytes=16384",
+            "offsets.topic.segment.bytes=4096",
         ],
     ).start()
     topic = "events"
@@ -180,13 +180,13 @@ def test_consumer_offsets_stops_growing_and_restores_commits_after_restart(
     consumer = Consumer(
         {"bootstrap.servers": kemu.bootstrap, "group.id": "committer", "enable.auto.commit": False}
     )
-    commits = 10_000
+    commits = 2_500
     for offset in range(1, commits + 1):
         consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
     consumer.close()
-    # every commit is a record of ~100 bytes: a megabyte before cleaning
+    # every commit is a record of ~100 bytes: 250 kB before cleaning, 60 segments
     wait_until(
-        lambda: log_bytes(data_dir, "__consumer_offsets-0") < 3 * 16384,
+        lambda: log_bytes(data_dir, "__consumer_offsets-0") < 3 * 4096,
         "__consumer_offsets to be compacted",
     )
     kemu.kill()
