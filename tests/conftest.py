@@ -64,6 +64,8 @@ LONG_MODULES = (
     "tests/integration/groups/test_consumer_groups.py",
     "tests/integration/txn/test_eos_crash_short.py",
     "tests/integration/tools/test_soak_short.py",
+    "tests/integration/tools/test_doc_long_commands.py",
+    "tests/integration/tools/test_doc_control.py",
     "tests/integration/tools/test_doc_blocks.py",
 )
 

@@ -26,13 +26,35 @@ from tests import REPO_ROOT as ROOT
 if TYPE_CHECKING:
     from tests.integration.tools.doc_blocks import PageRun
 
-# module or script -> {option: the value the shortened run uses}; modules not here are checked
-# by --help only (they need Kafka, Go, Flink, Spark, or take a minute even when small)
-SHORTER: dict[str, dict[str, str]] = {
-    "bench.fuzz": {"--frames": "40", "--sasl": "20", "--records": "8"},
-    "bench.start_figure": {"--runs": "1"},
+# module (or script, as a module name) -> {option: at most this in the shortened run}; modules
+# not here are checked by --help only (they need Kafka, Go, Flink or Spark, or `make test` runs
+# their short mode in a test of their own: the soak, the eos-crash harness)
+SHORTER: dict[str, dict[str, int]] = {
+    "bench.fuzz": {"--frames": 40, "--sasl": 20, "--records": 8},
+    "bench.start_figure": {"--runs": 1},
+    "bench.restart_figure": {
+        "--commits": 40,
+        "--transactions": 5,
+        "--share-updates": 40,
+        "--runs": 1,
+    },
+}
+# options the shortened run sets whether the page gives them or not
+SHORTER_SET: dict[str, dict[str, str]] = {
+    # the default 1,000 partitions need 1,000 commits; --restart-only checks what was committed
+    "bench.restart_figure": {"--partitions": "4", "--commits": "40"},
 }
 TIMEOUT_S = 300
+
+
+def assignments(words: list[str]) -> dict[str, str]:
+    """The ``VAR=value`` assignments in front of a command."""
+    found = {}
+    for word in words:
+        if not re.match(r"^[A-Z_]+=", word):
+            break
+        found[word.partition("=")[0]] = word.partition("=")[2]
+    return found
 
 
 def program(words: list[str]) -> list[str]:
@@ -51,6 +73,7 @@ def is_long_command(words: list[str]) -> bool:
 
 def check_long_command(run: PageRun, where: str, command: str) -> None:
     localized = run.localize(command)
+    env = assignments(shlex.split(localized))
     words = program(shlex.split(localized))
     if words[0] == "make":
         check_make(where, words)
@@ -67,7 +90,7 @@ def check_long_command(run: PageRun, where: str, command: str) -> None:
         )
         assert ran.returncode == 0, (where, ran.stderr)
     else:
-        check_venv_command(where, words, shorten=True)
+        check_venv_command(where, words, shorten=True, env=env)
 
 
 def run_here(command: list[str]) -> str:
@@ -105,7 +128,9 @@ def help_text(*command: str) -> str:
     return helped.stdout
 
 
-def check_venv_command(where: str, words: list[str], *, shorten: bool) -> None:
+def check_venv_command(
+    where: str, words: list[str], *, shorten: bool, env: dict[str, str] | None = None
+) -> None:
     tool = words[0].removeprefix(".venv/bin/")
     executable = str((ROOT / words[0]) if (ROOT / words[0]).exists() else words[0])
     if tool == "pytest":
@@ -118,7 +143,7 @@ def check_venv_command(where: str, words: list[str], *, shorten: bool) -> None:
         executable = sys.executable
         split = 3 if words[1] == "-m" else 2
         target, arguments = words[1:split], words[split:]
-        name = target[-1]
+        name = target[-1].removesuffix(".py").replace("/", ".")
     else:  # an entry point: kemu SUBCOMMAND
         target, arguments, name = words[1:2], words[2:], tool
     helped = help_text(executable, *target)
@@ -131,10 +156,16 @@ def check_venv_command(where: str, words: list[str], *, shorten: bool) -> None:
         shortened = list(arguments)
         for index, word in enumerate(shortened[:-1]):
             if word in sizes:
-                shortened[index + 1] = sizes[word]
+                shortened[index + 1] = str(min(int(shortened[index + 1]), sizes[word]))
+        for option, value in SHORTER_SET.get(name, {}).items():
+            if option in shortened:
+                shortened[shortened.index(option) + 1] = value
+            else:
+                shortened += [option, value]
         ran = subprocess.run(
             [executable, *target, *shortened],
             cwd=ROOT,
+            env={**os.environ, **(env or {})},
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
