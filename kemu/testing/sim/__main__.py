@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -55,7 +56,12 @@ def run_seed(seed: int, options: Options) -> Outcome:
 
     rates = FaultRates.none() if options.no_faults else None
     cpu = time.process_time()
-    result = Simulation(seed, options.steps, rates=rates).run()
+    try:
+        result = Simulation(seed, options.steps, rates=rates).run()
+    except Exception:  # the harness itself failed: this seed fails, the others still run
+        lines = traceback.format_exc().splitlines()
+        text = [f"seed {seed}: FAILED, the harness raised", *(f"  | {line}" for line in lines)]
+        return Outcome(seed, 0, 0, {}, time.process_time() - cpu, text, ok=False)
     cpu = time.process_time() - cpu
     faults = sum(result.faults.values())
     text = [

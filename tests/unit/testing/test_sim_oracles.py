@@ -27,6 +27,7 @@ from kemu.storage.log import PartitionLog
 from kemu.storage.segments import SegmentLog
 from kemu.testing.sim.__main__ import Options, run_seeds
 from kemu.testing.sim.oracles import Oracles
+from kemu.testing.sim.run import Result, Simulation
 
 NOW = 1_700_000_000_000
 PER_SNAPSHOT = 3
@@ -169,8 +170,24 @@ def test_a_prune_one_record_too_far_is_reported(
 
 def test_seeds_run_by_worker_processes_print_as_one_process_does() -> None:
     """``make sim JOBS=2``: the same per-seed lines, in seed order."""
-    options = Options(steps=4, no_faults=True, trace=False, tail=10)
-    alone = [outcome.text for outcome in run_seeds([5, 6, 7], options, jobs=1)]
-    workers = [outcome.text for outcome in run_seeds([5, 6, 7], options, jobs=2)]
+    options = Options(steps=2, no_faults=True, trace=False, tail=10)
+    alone = [outcome.text for outcome in run_seeds([6, 7], options, jobs=1)]
+    workers = [outcome.text for outcome in run_seeds([6, 7], options, jobs=2)]
     assert workers == alone
-    assert [text[0].split(":")[0] for text in workers] == ["seed 5", "seed 6", "seed 7"]
+    assert [text[0].split(":")[0] for text in workers] == ["seed 6", "seed 7"]
+
+
+def test_a_seed_whose_harness_raises_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = Simulation.run
+
+    def run(self: Simulation) -> Result:
+        if self.seed == 6:
+            raise RuntimeError("harness bug")
+        return original(self)
+
+    monkeypatch.setattr(Simulation, "run", run)  # the forked workers inherit it
+    options = Options(steps=2, no_faults=True, trace=False, tail=10)
+    outcomes = list(run_seeds([7, 6], options, jobs=2))
+    assert [outcome.ok for outcome in outcomes] == [True, False]
+    assert outcomes[1].text[0] == "seed 6: FAILED, the harness raised"
+    assert "RuntimeError: harness bug" in "\n".join(outcomes[1].text)
