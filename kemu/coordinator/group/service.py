@@ -16,16 +16,16 @@ replayed when the service starts (``load``, which also loads one coordinator par
 operation is Kafka's write operation (``_write_operation``): the state machine runs on a copy
 of the group, the records that bring the log up to date with the copy (each type's ``diff``
 against what the log holds) are appended as one batch, and only then does the group change and
-the answer go out: a KIP-848 group becomes what replaying the records gives (the load's
-``group_from_image``), with what only memory holds (sessions, ...) from the copy; a share or
-streams group becomes the copy. When the append fails the group was never touched and the
-answer is Kafka's error for it (NOT_COORDINATOR for a storage error). A timer fires the same
-way, and a failed one is retried after Kafka's 500 ms backoff. There is no ``await`` between
-the copy and the append, so operations never interleave. A parked JoinGroup or SyncGroup is
-an asyncio future the state machine holds as its waiter; the service resolves it when an
-effect answers it. A KIP-848 group's regexes are resolved just after the heartbeat that asked
-for it (``resolve_pending_regexes``, on the next loop tick), as Kafka's coordinator resolves
-them on its executor.
+the answer go out: a KIP-848, share or streams group becomes what replaying the records gives
+(each type's ``group_from_image``, the load's code), with what only memory holds (sessions,
+...: ``snapshots.with_memory_state``) from the copy. When the append fails the group was
+never touched and the answer is Kafka's error for it (NOT_COORDINATOR for a storage error). A
+timer fires the same way, and a failed one is retried after Kafka's 500 ms backoff. There is
+no ``await`` between the copy and the append, so operations never interleave. A parked
+JoinGroup or SyncGroup is an asyncio future the state machine holds as its waiter; the service
+resolves it when an effect answers it. A KIP-848 group's regexes are resolved just after the
+heartbeat that asked for it (``resolve_pending_regexes``, on the next loop tick), as Kafka's
+coordinator resolves them on its executor.
 """
 
 from __future__ import annotations
@@ -73,7 +73,6 @@ from kemu.coordinator.group.consumer.persistence import (
     diff,
     group_from_image,
     image_of,
-    with_runtime_state,
 )
 from kemu.coordinator.group.consumer.records import ConsumerRecordKey
 from kemu.coordinator.group.errors import GroupError
@@ -98,12 +97,14 @@ from kemu.coordinator.group.share.group import MembershipSettings, ShareGroup, S
 from kemu.coordinator.group.share.legacy import LEGACY_FILE, load_legacy_share_groups
 from kemu.coordinator.group.share.records import ShareImageBuilder, ShareRecordKey
 from kemu.coordinator.group.share.service import ShareMembership
-from kemu.coordinator.group.snapshots import snapshot
+from kemu.coordinator.group.snapshots import snapshot, with_memory_state
 from kemu.coordinator.group.streams.model import (
+    StreamsGroup,
     StreamsHeartbeat,
     StreamsHeartbeatResult,
 )
 from kemu.coordinator.group.streams.records import StreamsImageBuilder, StreamsRecordKey
+from kemu.coordinator.group.streams.records import group_from_image as streams_group_from_image
 from kemu.coordinator.group.streams.service import NotCreatable, StreamsGroups
 from kemu.coordinator.group.timers import RETRY_BACKOFF_MS, GroupTimers
 from kemu.protocol.errors import ErrorCode
@@ -232,14 +233,25 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         self._replayed(group_id, live)
 
     def _replayed(self, group_id: str, live: Group | None) -> None:
-        """A KIP-848 group just written becomes the group its records rebuild (share and
-        streams groups: the copy the operation changed, whose records were written); the
-        group object stays the same one (the describe APIs may hold it)."""
+        """A KIP-848, share or streams group just written becomes the group its records
+        rebuild (the load's code), with what only memory holds from the copy the operation
+        changed; the group object stays the same one (the describe APIs may hold it)."""
         ran = self.registry.get(group_id)
-        image = self._consumer_log.images.get(group_id)
         now: Group | None = ran
-        if isinstance(ran, ConsumerGroup) and image is not None and image.has_metadata:
-            now = with_runtime_state(group_from_image(group_id, image, 0, 0), ran)
+        if isinstance(ran, ConsumerGroup):
+            image = self._consumer_log.images.get(group_id)
+            if image is not None and image.has_metadata:
+                now = with_memory_state(group_from_image(group_id, image, 0, 0), ran)
+        elif isinstance(ran, ShareGroup):
+            written = self._share_log.images.get(group_id)
+            if written is not None and written.has_metadata:
+                replayed = share_records.group_from_image(group_id, written, 0)
+                now = with_memory_state(replayed, ran)
+        elif isinstance(ran, StreamsGroup):
+            held = self.streams.log.images.get(group_id)
+            rebuilt = streams_group_from_image(group_id, held, 0, 0) if held else None
+            if rebuilt is not None:
+                now = with_memory_state(rebuilt, ran)
         if live is not None and now is not None and type(live) is type(now):
             vars(live).update(vars(now))
             now = live

@@ -11,6 +11,8 @@ parks the same request).
 from __future__ import annotations
 
 import copy
+from dataclasses import fields, replace
+from typing import Any, TypeVar
 
 from kemu.coordinator.group.classic.model import ClassicGroup
 from kemu.coordinator.group.consumer.group import ConsumerGroup
@@ -45,3 +47,44 @@ def classic_snapshot(group: ClassicGroup) -> ClassicGroup:
 
 def _container_copy(value: object) -> object:
     return copy.copy(value) if isinstance(value, set | list | dict) else value
+
+
+# Of each KIP-848-style type, what its records hold (the rest only memory holds: the
+# subscribed topics as last seen, timers, a configured topology, ...), and what of a member
+# only memory holds (its session and revocation deadlines).
+DURABLE_FIELDS: dict[type, frozenset[str]] = {
+    ConsumerGroup: frozenset(
+        {"group_id", "group_epoch", "metadata_hash", "assignment_epoch"}
+        | {"assignment_timestamp_ms", "members", "target"}
+    ),
+    ShareGroup: frozenset(
+        {"group_id", "group_epoch", "metadata_hash", "assignment_epoch"}
+        | {"assignment_timestamp_ms", "members", "target", "initialized"}
+    ),
+    StreamsGroup: frozenset(
+        {"group_id", "group_epoch", "metadata_hash", "assignment_epoch"}
+        | {"assignment_timestamp_ms", "members", "target", "topology"}
+        | {"validated_topology_epoch", "assignment_configs"}
+    ),
+}
+MEMBER_MEMORY_FIELDS = ("session_deadline_ms", "revocation_deadline_ms")
+
+G = TypeVar("G", ConsumerGroup, ShareGroup, StreamsGroup)
+
+
+def with_memory_state(replayed: G, ran: G) -> G:
+    """``replayed`` (a group rebuilt from its records) with what only memory holds taken from
+    ``ran`` (the group as the operation that wrote those records left it)."""
+    members: dict[str, Any] = replayed.members
+    for member_id, member in list(members.items()):
+        source = ran.members.get(member_id)
+        if source is not None:
+            kept = {name: getattr(source, name) for name in MEMBER_MEMORY_FIELDS}
+            if isinstance(replayed, ShareGroup):
+                kept.pop("revocation_deadline_ms")  # a share member never revokes
+            members[member_id] = replace(member, **kept)
+    durable = DURABLE_FIELDS[type(ran)]
+    for item in fields(type(ran)):
+        if item.name not in durable:
+            setattr(replayed, item.name, getattr(ran, item.name))
+    return replayed

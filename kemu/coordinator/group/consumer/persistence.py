@@ -10,7 +10,7 @@ the groups, each member with a fresh session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from kemu.coordinator.group.consumer.group import (
@@ -221,28 +221,3 @@ def _set(table: dict[str, V], member: str, value: object, kind: type[V]) -> None
         table.pop(member, None)
     elif isinstance(value, kind):
         table[member] = value
-
-
-# What records do not hold: a member's session and revocation deadlines; of the group, every
-# field but these (the subscribed topics as last seen, resolved regexes, the assignor in use).
-DURABLE_FIELDS = frozenset(
-    {"group_id", "group_epoch", "metadata_hash", "assignment_epoch", "assignment_timestamp_ms"}
-    | {"members", "target"}
-)
-
-
-def with_runtime_state(replayed: ConsumerGroup, ran: ConsumerGroup) -> ConsumerGroup:
-    """``replayed`` (a group rebuilt from its records) with what only memory holds taken from
-    ``ran`` (the group as the operation that wrote those records left it)."""
-    for member_id, member in replayed.members.items():
-        source = ran.members.get(member_id)
-        if source is not None:
-            replayed.members[member_id] = replace(
-                member,
-                session_deadline_ms=source.session_deadline_ms,
-                revocation_deadline_ms=source.revocation_deadline_ms,
-            )
-    for item in fields(ConsumerGroup):
-        if item.name not in DURABLE_FIELDS:
-            setattr(replayed, item.name, getattr(ran, item.name))
-    return replayed

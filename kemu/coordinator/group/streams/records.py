@@ -476,50 +476,60 @@ class StreamsImageBuilder:
 
     def groups(self, now_ms: int, session_timeout_ms: int) -> Iterator[tuple[StreamsGroup, Image]]:
         for group_id, image in self.images.items():
-            meta = image.get(StreamsRecordKey(GROUP_METADATA, group_id))
-            if not isinstance(meta, StreamsGroupValue):
-                continue
-            group = StreamsGroup(
-                group_id,
-                group_epoch=meta.epoch,
-                validated_topology_epoch=meta.validated_topology_epoch,
-                assignment_configs=meta.assignment_configs,
-                metadata_hash=meta.metadata_hash,
+            group = group_from_image(group_id, image, now_ms, session_timeout_ms)
+            if group is not None:
+                yield group, dict(image)
+
+
+def group_from_image(
+    group_id: str, image: Image, now_ms: int, session_timeout_ms: int
+) -> StreamsGroup | None:
+    """The group the records replayed into ``image`` hold (None: no metadata record), each
+    member with a fresh session: at load, and after each write."""
+    meta = image.get(StreamsRecordKey(GROUP_METADATA, group_id))
+    if not isinstance(meta, StreamsGroupValue):
+        return None
+    group = StreamsGroup(
+        group_id,
+        group_epoch=meta.epoch,
+        validated_topology_epoch=meta.validated_topology_epoch,
+        assignment_configs=meta.assignment_configs,
+        metadata_hash=meta.metadata_hash,
+    )
+    for key, value in image.items():
+        if isinstance(value, StreamsTargetEpochValue):
+            group.assignment_epoch = value.assignment_epoch
+            group.assignment_timestamp_ms = value.assignment_timestamp_ms
+        elif isinstance(value, StreamsTopologyValue):
+            group.topology = value.topology
+        elif isinstance(value, StreamsTargetMemberValue) and key.member is not None:
+            group.target[key.member] = value.tasks
+        elif isinstance(value, StreamsMemberValue) and key.member is not None:
+            current = image.get(StreamsRecordKey(CURRENT_ASSIGNMENT, group_id, key.member))
+            member = StreamsMember(
+                key.member,
+                instance_id=value.instance_id,
+                rack_id=value.rack_id,
+                client_id=value.client_id,
+                client_host=value.client_host,
+                rebalance_timeout_ms=value.rebalance_timeout_ms,
+                topology_epoch=value.topology_epoch,
+                process_id=value.process_id,
+                user_endpoint=value.user_endpoint,
+                client_tags=value.client_tags,
+                session_deadline_ms=now_ms + session_timeout_ms,
             )
-            for key, value in image.items():
-                if isinstance(value, StreamsTargetEpochValue):
-                    group.assignment_epoch = value.assignment_epoch
-                    group.assignment_timestamp_ms = value.assignment_timestamp_ms
-                elif isinstance(value, StreamsTopologyValue):
-                    group.topology = value.topology
-                elif isinstance(value, StreamsTargetMemberValue) and key.member is not None:
-                    group.target[key.member] = value.tasks
-                elif isinstance(value, StreamsMemberValue) and key.member is not None:
-                    current = image.get(StreamsRecordKey(CURRENT_ASSIGNMENT, group_id, key.member))
-                    member = StreamsMember(
-                        key.member,
-                        instance_id=value.instance_id,
-                        rack_id=value.rack_id,
-                        client_id=value.client_id,
-                        client_host=value.client_host,
-                        rebalance_timeout_ms=value.rebalance_timeout_ms,
-                        topology_epoch=value.topology_epoch,
-                        process_id=value.process_id,
-                        user_endpoint=value.user_endpoint,
-                        client_tags=value.client_tags,
-                        session_deadline_ms=now_ms + session_timeout_ms,
-                    )
-                    if isinstance(current, StreamsCurrentValue):
-                        member = replace(
-                            member,
-                            member_epoch=current.member_epoch,
-                            previous_member_epoch=current.previous_member_epoch,
-                            state=current.state,
-                            assigned=current.assigned,
-                            pending_revocation=current.pending_revocation,
-                        )
-                    group.members[key.member] = member
-            for member_id in list(group.target):
-                if member_id not in group.members:
-                    group.target[member_id] = EMPTY
-            yield group, dict(image)
+            if isinstance(current, StreamsCurrentValue):
+                member = replace(
+                    member,
+                    member_epoch=current.member_epoch,
+                    previous_member_epoch=current.previous_member_epoch,
+                    state=current.state,
+                    assigned=current.assigned,
+                    pending_revocation=current.pending_revocation,
+                )
+            group.members[key.member] = member
+    for member_id in list(group.target):
+        if member_id not in group.members:
+            group.target[member_id] = EMPTY
+    return group
