@@ -24,8 +24,8 @@ DEFAULT_PROFILE = "fast"
 # ``fast``: a rebalance needs a member's next heartbeat (one interval) and, for consumer and
 # streams groups, the revoking member's acknowledgement and then the new owner's next heartbeat
 # (two), so 100 ms leaves a join at most 0.2 s of broker waits; the rest is the clients' own
-# steps (docs/benchmarks.md). CPU stays small: four idle members (two KIP-848, two share)
-# heartbeating cost kemu docs/benchmarks.md's figures, a few percent of a core.
+# steps (docs/benchmarks.md). CPU stays small: four idle members (two KIP-848, two share) cost
+# kemu 2.4 % of a core at 100 ms, 1.6 % at 200 ms, 0.6 % at Kafka's 5 s (bench.idle_heartbeat_cpu).
 FAST_HEARTBEAT_MS = "100"
 
 
