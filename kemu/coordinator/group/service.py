@@ -418,8 +418,21 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         return error
 
     def leave_group(self, group_id: str, members: list[LeavingMember]) -> LeaveResult:
-        result = self.classic.leave(group_id, members, self.runtime.clock_ms())
-        self._apply_classic(list(result.effects))
+        """LeaveGroup. A leave that empties the group writes its Empty record before anyone
+        is answered; when that fails the group is as it was (the members still in it, their
+        parked requests still parked) and the answer is Kafka's error for the failed append,
+        as Kafka's ``classicGroupLeave`` fails as a whole."""
+        now = self.runtime.clock_ms()
+        saved = snapshot(self.registry.get(group_id))
+        result = self.classic.leave(group_id, members, now)
+        effects = list(result.effects)
+        group = self.classic.group(group_id)
+        if group is not None and any(isinstance(e, PersistGroup) for e in effects):
+            error = self._append(group_id, [group_record(group)], now)
+            if error != ErrorCode.none:
+                self.registry.restore(group_id, saved)
+                return LeaveResult(error)
+        self._apply_classic([e for e in effects if not isinstance(e, PersistGroup)])
         return result
 
     def _apply_classic(self, effects: list[classic.Effect]) -> None:

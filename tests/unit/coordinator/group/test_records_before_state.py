@@ -394,3 +394,30 @@ async def test_a_static_member_whose_rejoin_fails_keeps_its_old_id() -> None:
     assert isinstance(group, ClassicGroupType) and list(group.members) == [first.member_id]
     rejoined = await broker.join(9, "g", group_instance_id="i-1")
     assert rejoined.error_code == ErrorCode.none and rejoined.skip_assignment
+
+
+async def test_a_leave_whose_empty_record_fails_leaves_the_member_in() -> None:
+    """The last member's LeaveGroup writes the group's Empty record before anything is
+    answered (Kafka's ``classicGroupLeave`` fails as a whole): when that fails, the leave gets
+    Kafka's error and the member is still in the Stable group, in memory and after a restart."""
+    broker = ClassicBroker()
+    member = (await broker.joined(9, "g")).member_id
+    synced = await broker.sync(5, "g", member, 1, {member: b"asg"})
+    assert synced.error_code == ErrorCode.none
+    leave = broker.request(
+        13, 5, group_id="g", members=(broker.nested(13, 5, "MemberIdentity", member_id=member),)
+    )
+    with failing_appends(broker) as failed:
+        refused = await broker.send(leave)
+    assert failed and refused.error_code == ErrorCode.not_coordinator
+    group = group_coordinator(broker.runtime).registry.get("g")
+    assert isinstance(group, ClassicGroupType) and list(group.members) == [member]
+    assert group.state == "Stable"
+    broker.restart()
+    group = group_coordinator(broker.runtime).registry.get("g")
+    assert isinstance(group, ClassicGroupType) and list(group.members) == [member]
+    left = await broker.send(leave)
+    assert left.error_code == ErrorCode.none and left.members[0].error_code == ErrorCode.none
+    broker.restart()
+    group = group_coordinator(broker.runtime).registry.get("g")
+    assert isinstance(group, ClassicGroupType) and group.state == "Empty" and not group.members
