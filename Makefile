@@ -119,7 +119,7 @@ soak: $(STAMP)
 
 # The exactly-once crash harness (docs/eos-crash.md): share group -> transform -> transactional
 # produce while kemu and the workers are SIGKILLed; e.g. make eos-crash ARGS="--seed 1". Not part
-# of `make test`, which runs its short mode (tests/integration/txn/test_eos_crash_short.py).
+# of `make test`, where the deterministic simulation's EOS seeds stand for it (docs/eos-crash.md).
 eos-crash: $(STAMP)
 	$(BIN)/python -m bench.eos_crash $(ARGS)
 

@@ -481,8 +481,10 @@ class ShareConsumer:
             for partition in topic.partitions:
                 tp = TopicIdPartition(topic_id, name, int(partition.partition_index))
                 if partition.acknowledge_error_code != ErrorCode.none:
+                    # the field decodes as a plain int (its name does not end in error_code)
                     self.acknowledgement_errors[tp] = KafkaError(
-                        partition.acknowledge_error_code, partition.acknowledge_error_message
+                        ErrorCode(int(partition.acknowledge_error_code)),
+                        partition.acknowledge_error_message,
                     )
                 if partition.error_code in LEADER_MOVED:
                     moved = True

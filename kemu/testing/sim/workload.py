@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from kemu.client import (
+    ONE_RPC,
+    TWO_RPC,
     AcknowledgeType,
     CommitFailedError,
     Consumer,
@@ -171,9 +173,17 @@ class Pipeline(Actor):
         consumer = ShareConsumer(
             self.bootstrap, PIPE_GROUP, acknowledgement_mode="explicit", max_poll_records=20
         )
+        # KIP-1289's two wire forms: TxnShareAcknowledge alone, or after
+        # AddShareAcknowledgementsToTxn to the transaction coordinator
+        form = self.rng.choice((ONE_RPC, TWO_RPC))
         producer = TransactionalProducer(
-            self.bootstrap, f"{self.name}-tx", transaction_timeout_ms=15_000, request_timeout=10
+            self.bootstrap,
+            f"{self.name}-tx",
+            transaction_timeout_ms=15_000,
+            request_timeout=10,
+            share_acknowledgement_form=form,
         )
+        self.ledger.count(f"pipeline.form.{form}")
         self.clients = [consumer, producer]
         try:
             await consumer.subscribe([INPUT])
