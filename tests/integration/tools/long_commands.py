@@ -27,22 +27,27 @@ if TYPE_CHECKING:
     from tests.integration.tools.doc_blocks import PageRun
 
 # module (or script, as a module name) -> {option: at most this in the shortened run}; modules
-# not here are checked by --help only (they need Kafka, Go, Flink or Spark, or `make test` runs
-# their short mode in a test of their own: the soak, the eos-crash harness)
+# in neither table are checked by --help only (they need Kafka, Go, Flink or Spark, or `make
+# test` runs their short mode in a test of their own: the soak, the eos-crash harness), as is a
+# line run against Kafka (`--server kafka`, `--against kafka`)
 SHORTER: dict[str, dict[str, int]] = {
     "bench.fuzz": {"--frames": 40, "--sasl": 20, "--records": 8},
     "bench.start_figure": {"--runs": 1},
-    "bench.restart_figure": {
-        "--commits": 40,
-        "--transactions": 5,
-        "--share-updates": 40,
-        "--runs": 1,
-    },
+    "bench.restart_figure": {"--transactions": 5, "--share-updates": 40, "--runs": 1},
 }
 # options the shortened run sets whether the page gives them or not
 SHORTER_SET: dict[str, dict[str, str]] = {
     # the default 1,000 partitions need 1,000 commits; --restart-only checks what was committed
     "bench.restart_figure": {"--partitions": "4", "--commits": "40"},
+    "bench.connections": {
+        "--seconds": "1",
+        "--rate": "50",
+        "--idle": "20",
+        "--active": "2",
+        "--many": "30",
+        "--rounds": "1",
+        "--warmup-seconds": "0",
+    },
 }
 TIMEOUT_S = 300
 
@@ -151,8 +156,9 @@ def check_venv_command(
         assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", helped), (
             f"{where}: {name} has no {flag}"
         )
-    sizes = SHORTER.get(name)
-    if shorten and sizes is not None:
+    sizes = SHORTER.get(name, {}) if name in SHORTER or name in SHORTER_SET else None
+    against_kafka = {"--server", "--against"} & set(arguments) and "kafka" in arguments
+    if shorten and sizes is not None and not against_kafka:  # a Kafka JVM: --help only
         shortened = list(arguments)
         for index, word in enumerate(shortened[:-1]):
             if word in sizes:
