@@ -226,19 +226,22 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         except GroupError:
             undo()
             raise
-        error = self._write_group(group_id, first)
+        error, wrote = self._group_records_written(group_id, first)
         if error != ErrorCode.none:
             undo()
             raise GroupError(error)
-        self._replayed(group_id, live)
+        self._replayed(group_id, live, wrote)
 
-    def _replayed(self, group_id: str, live: Group | None) -> None:
+    def _replayed(self, group_id: str, live: Group | None, wrote: bool) -> None:
         """A KIP-848, share or streams group just written becomes the group its records
         rebuild (the load's code), with what only memory holds from the copy the operation
-        changed; the group object stays the same one (the describe APIs may hold it)."""
+        changed; the group object stays the same one (the describe APIs may hold it). With
+        nothing written, what the records hold did not change: the copy is taken as it is."""
         ran = self.registry.get(group_id)
         now: Group | None = ran
-        if isinstance(ran, ConsumerGroup):
+        if not wrote:
+            pass
+        elif isinstance(ran, ConsumerGroup):
             image = self._consumer_log.images.get(group_id)
             if image is not None and image.has_metadata:
                 now = with_memory_state(group_from_image(group_id, image, 0, 0), ran)
@@ -269,6 +272,13 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
     def _write_group(
         self, group_id: str, first: list[Record], last: Iterable[Record] = ()
     ) -> ErrorCode:
+        return self._group_records_written(group_id, first, last)[0]
+
+    def _group_records_written(
+        self, group_id: str, first: list[Record], last: Iterable[Record] = ()
+    ) -> tuple[ErrorCode, bool]:
+        """Append what changed in the group since the log last saw it: the error, and whether
+        there was anything to write."""
         found = self.registry.get(group_id)
         consumer_image = image_of(found) if isinstance(found, ConsumerGroup) else None
         share_image = (
@@ -284,8 +294,8 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
             *last,
         ]
         if not records:
-            return ErrorCode.none
-        return self._append(group_id, records, self.runtime.clock_ms())
+            return ErrorCode.none, False
+        return self._append(group_id, records, self.runtime.clock_ms()), True
 
     def streams_heartbeat(
         self,
