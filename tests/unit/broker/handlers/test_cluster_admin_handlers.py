@@ -4,12 +4,14 @@ wire codecs (requests built with kio's schemas, answered by the registered handl
 from __future__ import annotations
 
 import datetime
+import struct
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from tests.unit.broker.handlers.test_admin_handlers import Broker
 
@@ -292,3 +294,32 @@ def test_elect_leaders_not_needed_carries_kafkas_message() -> None:
     [result] = answer.replica_election_results[0].partition_result
     assert result.error_code is ErrorCode.election_not_needed
     assert result.error_message == "Leader election not needed for topic partition."
+
+
+def test_a_null_partitions_array_inside_electleaders_topics_is_malformed() -> None:
+    # found by bench.fuzz. ElectLeaders v1 (legacy): TopicPartitions is nullable, each entry's
+    # Partitions is not; the null check skipped the elements of a nullable array and the handler
+    # iterated None
+    frame = bytes.fromhex(
+        "00000027002b0001000033fa000466757a7a0000000001000666757a7a2d62ffffffffffffffff00000064"
+    )
+    with pytest.raises(wire.MalformedFrame, match="null array"):
+        wire.decode_request(frame[4:])
+    # the same in v2 (flexible: compact count 0 is null)
+    body = (
+        b"\x00"  # election type
+        + b"\x02"  # one topic
+        + b"\x07fuzz-b"
+        + b"\x00"  # partitions: null
+        + b"\x00"  # the topic's tags
+        + struct.pack(">i", 100)  # timeout
+        + b"\x00"  # tags
+    )
+    header = struct.pack(">hhih", 43, 2, 1, 4) + b"fuzz" + b"\x00"
+    with pytest.raises(wire.MalformedFrame, match="null array"):
+        wire.decode_request(header + body)
+    # a null TopicPartitions (every partition) is still served
+    broker = Broker()
+    broker.create("t")
+    response = broker.send(broker.request(43, 1, topic_partitions=None))
+    assert response.error_code == ErrorCode.none

@@ -1,7 +1,9 @@
-"""Fetch through the real wire (``test_admin_handlers.Broker``): what its error answers carry.
+"""Fetch through the real wire (``test_admin_handlers.Broker``): what its error answers carry,
+and a fetch by the zero topic id.
 
-Where it came from: a difference from Kafka 4.4.0 that ``make conformance-diff`` found
-(docs/conformance.md)."""
+Where they came from: the error answers are a difference from Kafka 4.4.0 that
+``make conformance-diff`` found (docs/conformance.md); the zero topic id a regression test for
+what ``bench.fuzz`` found."""
 
 from __future__ import annotations
 
@@ -70,3 +72,38 @@ def test_fetch_errors_carry_kafkas_offsets_and_aborted_transactions() -> None:
     [missing] = by_topic[uuid.UUID(int=7)]
     assert missing.error_code is ErrorCode.unknown_topic_id
     assert missing.aborted_transactions == ()
+
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def test_fetch_by_the_zero_topic_id_is_unknown_topic_id() -> None:
+    # found by bench.fuzz: kio decodes the zero uuid as None; a session keyed by it failed an
+    # assertion
+    broker = Broker()
+    broker.create("t")
+    for version in (13, 16, 18):
+        partition = broker.nested(
+            FETCH, version, "FetchPartition", partition=0, fetch_offset=0, partition_max_bytes=1024
+        )
+        topic = broker.nested(
+            FETCH, version, "FetchTopic", topic_id=ZERO_UUID, partitions=(partition,)
+        )
+        forgotten = broker.nested(
+            FETCH, version, "ForgottenTopic", topic_id=ZERO_UUID, partitions=(1,)
+        )
+        for epoch in (0, -1):  # a new session, and no session
+            response = broker.send(
+                broker.request(
+                    FETCH,
+                    version,
+                    max_bytes=1 << 20,
+                    session_id=0,
+                    session_epoch=epoch,
+                    topics=(topic,),
+                    forgotten_topics_data=(forgotten,),
+                )
+            )
+            assert response.error_code == ErrorCode.none
+            codes = [p.error_code for t in response.responses for p in t.partitions]
+            assert codes == [ErrorCode.unknown_topic_id]

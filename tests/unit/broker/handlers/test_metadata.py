@@ -1,9 +1,13 @@
 """Metadata through the real wire (``test_admin_handlers.Broker``): the authorized operations
-it answers. Without an authorizer Kafka answers every supported operation; kemu used to leave
-them out (found comparing with Kafka 4.4.0, issue 15)."""
+it answers, and topics asked for by a null name or by id in v10-v11.
+
+Where they came from: without an authorizer Kafka answers every supported operation; kemu used
+to leave them out (found comparing with Kafka 4.4.0, issue 15). The null name and the topic id
+are a regression test for what ``bench.fuzz`` found."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -57,3 +61,29 @@ def test_metadata_topic_operations_for_found_and_unknown_names(version: int) -> 
     assert missing.topic_authorized_operations == TOPIC_BITS  # as Kafka: the name is a resource
     plain = metadata(broker, version, ("t",), include_topic_authorized_operations=False, **extra)
     assert plain.topics[0].topic_authorized_operations == OMITTED
+
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def test_metadata_v10_v11_with_a_null_name_or_a_topic_id_is_an_invalid_request() -> None:
+    # found by bench.fuzz: kemu answered with a null topic name, which v10/v11 cannot encode
+    # (handler_failed)
+    broker = Broker()
+    broker.create("t")
+    topic_id = broker.cluster.topics["t"].topic_id
+    for version in (10, 11):
+        for name, wanted_id in ((None, ZERO_UUID), ("t", topic_id), (None, topic_id)):
+            entry = broker.nested(METADATA, version, "MetadataRequestTopic", name=name)
+            entry = type(entry)(name=name, topic_id=wanted_id)
+            response = broker.send(
+                broker.request(METADATA, version, topics=(entry,), allow_auto_topic_creation=False)
+            )
+            assert [(t.name, t.error_code) for t in response.topics] == [
+                (name or "", ErrorCode.invalid_request)
+            ]
+            assert response.brokers == ()
+        # names alone are served as before
+        entry = broker.nested(METADATA, version, "MetadataRequestTopic", name="t")
+        response = broker.send(broker.request(METADATA, version, topics=(entry,)))
+        assert [(t.name, t.error_code) for t in response.topics] == [("t", ErrorCode.none)]
