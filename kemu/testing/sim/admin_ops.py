@@ -10,6 +10,8 @@ Every 0.2-3 virtual seconds one of:
   end check excuses exactly those values (``Ledger.tool_aborted`` x ``Ledger.pipe_sends``);
 - IncrementalAlterConfigs on a share group: ``share.record.lock.duration.ms`` of either group,
   ``share.auto.offset.reset`` of the reader group;
+- CreatePartitions: one more (empty) partition of ``input``, up to six, which every group
+  subscribed to it rebalances onto;
 - DeleteShareGroupOffsets of the reader group on ``input`` (refused while it has members):
   once it may have applied, records the reader accepted may legitimately come again, so its
   "accepted, never delivered again" ledger starts afresh, and the group's share-partition start
@@ -20,6 +22,7 @@ Every 0.2-3 virtual seconds one of:
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 from kemu.client import Admin
@@ -36,8 +39,10 @@ from kemu.testing.sim.workload import (
 )
 
 DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS, DELETE_SHARE_GROUP_OFFSETS = 61, 27, 92
+CREATE_PARTITIONS = 37
 ABORT = False  # WriteTxnMarkers' TransactionResult
-OPERATIONS = ("abort", "abort", "abort", "config", "delete_offsets")
+OPERATIONS = ("abort", "abort", "abort", "config", "delete_offsets", "partitions")
+MAX_INPUT_PARTITIONS = 6
 
 
 class Operator(Actor):
@@ -58,6 +63,8 @@ class Operator(Actor):
                         await self._abort_a_transaction(admin)
                     elif operation == "config":
                         await self._alter_config(admin)
+                    elif operation == "partitions":
+                        await self._add_input_partition(admin)
                     else:
                         await self._delete_reader_offsets(admin)
                 except EXPECTED as error:
@@ -145,6 +152,38 @@ class Operator(Actor):
             configs = {"share.auto.offset.reset": self.rng.choice(("earliest", "latest"))}
         await admin.set_group_configs(group, configs)
         self.ledger.count("admin.config")
+
+    async def _add_input_partition(self, admin: Admin) -> None:
+        """``kafka-topics.sh --alter --partitions``: one more partition of ``input`` (up to
+        MAX_INPUT_PARTITIONS). The producers keep to the first three, so the new ones stay
+        empty; every group subscribed to ``input`` rebalances onto them."""
+        cluster = admin.cluster
+        await cluster.refresh_metadata([INPUT])
+        count = len(cluster.topics[INPUT].leaders) + 1
+        if count > MAX_INPUT_PARTITIONS:
+            self.ledger.count("admin.partitions.enough")
+            return
+        node = cluster.topics[INPUT].leaders[0]
+        version = await cluster.version(CREATE_PARTITIONS, 3, node)
+        response = await cluster.call(
+            node,
+            CREATE_PARTITIONS,
+            version,
+            topics=(
+                cluster.nested(
+                    CREATE_PARTITIONS,
+                    version,
+                    "CreatePartitionsTopic",
+                    name=INPUT,
+                    count=count,
+                    assignments=None,
+                ),
+            ),
+            timeout=datetime.timedelta(seconds=10),
+            validate_only=False,
+        )
+        [result] = response.results
+        self.ledger.count(f"admin.partitions.{ErrorCode(int(result.error_code)).name.lower()}")
 
     async def _delete_reader_offsets(self, admin: Admin) -> None:
         cluster = admin.cluster

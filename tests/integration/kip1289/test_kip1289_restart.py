@@ -179,7 +179,7 @@ def test_staged_records_resolve_after_a_restart_however_their_transaction_ends(
 
 
 # A crash right after the markers are written (txn.markers_written) is the simulation's
-# (tests/unit/testing/test_sim_eos.py, seeds 15 and 16); this one SIGKILLs the process.
+# (tests/unit/testing/test_sim_eos.py, seeds 15 and 18); this one SIGKILLs the process.
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 @pytest.mark.parametrize("crash_at", ["txn.prepared"])
 def test_a_transaction_prepared_when_kemu_died_is_completed_at_start_up(
