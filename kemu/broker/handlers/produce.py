@@ -47,6 +47,7 @@ import structlog
 
 from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
+from kemu.broker.handlers._transactions import as_partition_writer
 from kemu.broker.leadership import leader_fields, node_endpoints
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
@@ -195,12 +196,8 @@ def _append(
             first.producer_epoch,
             (partition.topic_name, partition.index),
         )
-        if joined is ErrorCode.producer_fenced:
-            # As Kafka's AddPartitionsToTxnManager: the partition leader answers a producer fenced
-            # by a newer epoch with INVALID_PRODUCER_EPOCH, which producers treat as fatal.
-            return _result(ctx, partition.index, ErrorCode.invalid_producer_epoch)
         if joined is not ErrorCode.none:
-            return _result(ctx, partition.index, joined)
+            return _result(ctx, partition.index, as_partition_writer(joined))
     refused = _refused_records(ctx, partition, batches, config)
     if refused is not None:
         return refused

@@ -6,8 +6,10 @@ store when the transaction commits and drops them when it aborts, so OffsetFetch
 offsets of an open or aborted transaction.
 
 Checks, as Kafka's group coordinator makes them for a transactional commit: the producer must
-hold the transactional id's current epoch (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED;
-INVALID_PRODUCER_EPOCH before v3); with a generation or member id (v3+), a classic group's member
+hold the transactional id's current epoch (INVALID_PRODUCER_ID_MAPPING; a stale or future epoch,
+whether a newer InitProducerId or the coordinator's timeout abort bumped it, INVALID_PRODUCER_EPOCH
+at every version, as Kafka 4.4.0 answers v3 and v5; the Java producer makes it fatal, a
+ProducerFencedException); with a generation or member id (v3+), a classic group's member
 must be known (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) and in that generation (ILLEGAL_GENERATION),
 a KIP-848 group's member known and at that epoch (STALE_MEMBER_EPOCH); an unknown group with a
 generation is ILLEGAL_GENERATION; unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION;
@@ -37,7 +39,7 @@ from kemu.broker.authorization import (
     txn_write,
 )
 from kemu.broker.handlers import handler
-from kemu.broker.handlers._transactions import for_version
+from kemu.broker.handlers._transactions import as_partition_writer
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic.group import DEAD, EMPTY, ClassicGroup
 from kemu.coordinator.group.consumer.group import ConsumerGroup
@@ -53,7 +55,6 @@ from kemu.protocol.views.txn_offset_commit import (
 )
 
 API_KEY = 28
-FIRST_FENCED_VERSION = 3
 IMPLICIT_ADD_VERSION = 5  # KIP-890 part 2: no AddOffsetsToTxn before it
 TOPIC_ID_VERSION = 6  # KIP-1319: topic ids, GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH
 OFFSET_COMMIT_VERSION = 8  # how the group coordinator is asked to commit them at the marker
@@ -85,7 +86,7 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequestView) -> Any:
             request.producer_epoch,
             request.group_id,
         ).error
-    error = for_version(error, ctx.version, FIRST_FENCED_VERSION)
+    error = as_partition_writer(error)
     max_metadata = ctx.cluster.config.get_int("offset.metadata.max.bytes")
     pending = PendingOffsets(member_id, instance_id, generation, OFFSET_COMMIT_VERSION)
     by_id = ctx.version >= TOPIC_ID_VERSION

@@ -4,6 +4,10 @@ without them):
 
 - a commit after the coordinator aborted the transaction on timeout throws
   InvalidTxnStateException (INVALID_TXN_STATE, not PRODUCER_FENCED);
+- after that timeout abort, a send (Produce, INVALID_PRODUCER_EPOCH on the wire) throws
+  InvalidProducerEpochException and is abortable: abortTransaction works and the next
+  transaction commits; sendOffsetsToTransaction (TxnOffsetCommit v5, INVALID_PRODUCER_EPOCH on
+  the wire, ``test_txn_after_timeout.py``) throws ProducerFencedException, fatal;
 - Admin forceTerminateTransaction over an open transaction leaves it Empty with the producer
   epoch bumped twice (the fencing abort, then the InitProducerId retry), same producer id.
 """
@@ -60,3 +64,19 @@ def test_force_terminate_ends_empty_with_the_epoch_bumped_twice(endings: ProbeRu
     assert line["state_after"] == "Empty"
     assert line["epoch_after"] == line["epoch_before"] + 2
     assert line["same_producer_id"] is True
+
+
+def test_send_after_timeout_abort_is_abortable(endings: ProbeRun) -> None:
+    line = endings.one("timeout_send")
+    assert line["state_before"] in ("PrepareAbort", "CompleteAbort")
+    assert line["error"] == "InvalidProducerEpochException"
+    assert line["abort_error"] is None
+    assert line["next_commit_error"] is None
+
+
+def test_send_offsets_after_timeout_abort_is_fatal(endings: ProbeRun) -> None:
+    line = endings.one("timeout_send_offsets")
+    assert line["state_before"] in ("PrepareAbort", "CompleteAbort")
+    assert line["error"] == "ProducerFencedException"
+    assert line["abort_error"] == "ProducerFencedException"
+    assert line["next_commit_error"] == "ProducerFencedException"

@@ -6,8 +6,11 @@ import java.util.Properties;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
@@ -20,6 +23,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>{@code force_terminate}: a producer leaves a transaction open; Admin
  *       {@code forceTerminateTransaction} ends it; reports the state and producer epoch
  *       describeTransactions gives before and after.</li>
+ *   <li>{@code timeout_send} / {@code timeout_send_offsets}: as {@code timeout_commit}, but the
+ *       producer then sends a record (a Produce enlisting the partition) or offsets
+ *       (TxnOffsetCommit); reports what that throws, what the abortTransaction after it throws
+ *       (none: the error was abortable) and whether a next transaction commits.</li>
  * </ul>
  */
 public final class TxnAdminProbe {
@@ -33,6 +40,9 @@ public final class TxnAdminProbe {
             admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
             probe.check("timeout_commit", out -> timeoutCommit(probe, admin, topic, timeoutMs, out));
             probe.check("force_terminate", out -> forceTerminate(probe, admin, topic, out));
+            probe.check("timeout_send", out -> afterTimeout(probe, admin, topic, timeoutMs, false, out));
+            probe.check("timeout_send_offsets",
+                    out -> afterTimeout(probe, admin, topic, timeoutMs, true, out));
         }
         System.exit(probe.exitCode());
     }
@@ -83,6 +93,51 @@ public final class TxnAdminProbe {
             out.put("state_after", ended.state().toString());
             out.put("epoch_after", (int) ended.producerEpoch());
             out.put("same_producer_id", ended.producerId() == open.producerId());
+        }
+    }
+
+    private static void afterTimeout(Probe probe, Admin admin, String topic, int timeoutMs,
+            boolean offsets, Map<String, Object> out) throws Exception {
+        String id = topic + (offsets ? "-timeout-offsets" : "-timeout-send");
+        try (KafkaProducer<String, String> producer = producer(probe, id, timeoutMs)) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, "k", "v")).get();
+            Thread.sleep(2L * timeoutMs + 1000);
+            out.put("state_before", describe(admin, id).state().toString());
+            try {
+                if (offsets) {
+                    producer.sendOffsetsToTransaction(
+                            Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(1)),
+                            new ConsumerGroupMetadata(id + "-group"));
+                    producer.commitTransaction();
+                } else {
+                    producer.send(new ProducerRecord<>(topic, "k", "v2")).get();
+                }
+                out.put("error", null);
+            } catch (Exception e) {
+                Throwable cause = e.getCause() != null ? e.getCause() : e;
+                out.put("error", cause.getClass().getSimpleName());
+            }
+            out.put("abort_error", outcome(producer::abortTransaction));
+            out.put("next_commit_error", outcome(() -> {
+                producer.beginTransaction();
+                producer.send(new ProducerRecord<>(topic, "k", "v3")).get();
+                producer.commitTransaction();
+            }));
+        }
+    }
+
+    private interface Step {
+        void run() throws Exception;
+    }
+
+    private static String outcome(Step step) {
+        try {
+            step.run();
+            return null;
+        } catch (Exception e) {
+            return e.getClass().getSimpleName();
         }
     }
 }
