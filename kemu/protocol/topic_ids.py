@@ -5,6 +5,9 @@ kio decodes sixteen zero bytes as ``None``, so the request views type every topi
 topic id (``wire_topic_id``): keys and caches then hold a ``UUID``, the zero id is looked up
 like any other and found nowhere (UNKNOWN_TOPIC_ID, as Kafka answers), and a response echoes
 it as the same sixteen zero bytes.
+
+``ZERO_UUID`` is kemu's one zero-UUID constant: handlers also use it for the other ids Kafka
+leaves zero (a telemetry client instance id not yet assigned, a topic id an error answer lacks).
 """
 
 from __future__ import annotations

@@ -28,11 +28,11 @@ from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.topic_ids import ZERO_UUID
 from kemu.protocol.views.alter_share_group_offsets import AlterShareGroupOffsetsRequestView
 
 API_KEY = 91
 NO_LEADER_EPOCH = -1
-NULL_TOPIC_ID = uuid.UUID(int=0)
 
 
 @handler(API_KEY, 0, 0)
@@ -75,7 +75,7 @@ async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequestView
             ctx.make(
                 "AlterShareGroupOffsetsResponseTopic",
                 topic_name=entry.topic_name,
-                topic_id=topic.topic_id if topic is not None else NULL_TOPIC_ID,
+                topic_id=topic.topic_id if topic is not None else ZERO_UUID,
                 partitions=tuple(partitions),
             )
         )

@@ -26,7 +26,6 @@ not Kafka's rack-aware striping.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -47,6 +46,7 @@ from kemu.cluster.model import (
 from kemu.cluster.quota_enforcement import MutationQuota
 from kemu.cluster.replica_assignment import AssignmentError, check_manual_assignment
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.topic_ids import ZERO_UUID
 from kemu.protocol.views.create_topics import CreatableTopicView, CreateTopicsRequestView
 
 API_KEY = 19
@@ -274,7 +274,7 @@ def _failure(ctx: RequestContext, name: str, code: ErrorCode, message: str | Non
     return ctx.make(
         "CreatableTopicResult",
         name=name,
-        topic_id=uuid.UUID(int=0),
+        topic_id=ZERO_UUID,
         error_code=code,
         error_message=message,
         topic_config_error_code=ErrorCode.none,

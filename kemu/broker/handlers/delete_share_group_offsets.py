@@ -23,10 +23,10 @@ from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.topic_ids import ZERO_UUID
 from kemu.protocol.views.delete_share_group_offsets import DeleteShareGroupOffsetsRequestView
 
 API_KEY = 92
-NULL_TOPIC_ID = uuid.UUID(int=0)
 NO_OFFSETS = "There is no offset information to delete."
 
 
@@ -50,16 +50,16 @@ async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequestVie
         topic = ctx.cluster.topics.get(name)
         if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name):
             code = ErrorCode.topic_authorization_failed
-            topics.append(_topic(ctx, name, NULL_TOPIC_ID, code, default_message(code)))
+            topics.append(_topic(ctx, name, ZERO_UUID, code, default_message(code)))
             continue
         if topic is None:
             code = ErrorCode.unknown_topic_or_partition
-            topics.append(_topic(ctx, name, NULL_TOPIC_ID, code, default_message(code)))
+            topics.append(_topic(ctx, name, ZERO_UUID, code, default_message(code)))
             continue
         partitions = group.initialized.get(topic.topic_id)
         if not partitions:
             topics.append(
-                _topic(ctx, name, NULL_TOPIC_ID, ErrorCode.unknown_topic_or_partition, NO_OFFSETS)
+                _topic(ctx, name, ZERO_UUID, ErrorCode.unknown_topic_or_partition, NO_OFFSETS)
             )
             continue
         failure = ErrorCode.none

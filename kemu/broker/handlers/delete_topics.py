@@ -30,11 +30,11 @@ from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS
 from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.topic_ids import ZERO_UUID, wire_topic_id
 from kemu.protocol.views.delete_topics import DeleteTopicsRequestView
 
 API_KEY = 20
 STRICT_QUOTA_SINCE = 5  # the first version that knows THROTTLING_QUOTA_EXCEEDED
-ZERO_UUID = uuid.UUID(int=0)
 
 Outcome = tuple[str | None, uuid.UUID, ErrorCode, str | None]
 
@@ -42,7 +42,7 @@ Outcome = tuple[str | None, uuid.UUID, ErrorCode, str | None]
 @handler(API_KEY, 1, 6)
 def handle(ctx: RequestContext, request: DeleteTopicsRequestView) -> Any:
     if ctx.version >= 6:
-        entries = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
+        entries = [(t.name, wire_topic_id(t.topic_id)) for t in request.topics]
     else:
         entries = [(name, ZERO_UUID) for name in request.topic_names]
     denied: list[Outcome] = []

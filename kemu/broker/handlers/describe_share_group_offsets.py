@@ -31,13 +31,13 @@ from kemu.coordinator.share.persister import (
 )
 from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
+from kemu.protocol.topic_ids import ZERO_UUID
 from kemu.protocol.views.describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequestGroupView,
     DescribeShareGroupOffsetsRequestView,
 )
 
 API_KEY = 90
-NULL_TOPIC_ID = uuid.UUID(int=0)
 UNKNOWN = -1
 
 
@@ -90,7 +90,7 @@ async def _group(ctx: RequestContext, request: DescribeShareGroupOffsetsRequestG
             if entry.topic_name not in visible:
                 denied = ErrorCode.topic_authorization_failed
                 partitions = [_partition(ctx, p, error=denied) for p in entry.partitions]
-                refused.append(_topic(ctx, entry.topic_name, NULL_TOPIC_ID, partitions))
+                refused.append(_topic(ctx, entry.topic_name, ZERO_UUID, partitions))
                 continue
             topic = cluster.topics.get(entry.topic_name)
             wanted.append(
@@ -100,9 +100,7 @@ async def _group(ctx: RequestContext, request: DescribeShareGroupOffsetsRequestG
     unknown: list[Any] = []
     for name, topic_id, partitions in wanted:
         if topic_id is None:
-            unknown.append(
-                _topic(ctx, name, NULL_TOPIC_ID, [_partition(ctx, p) for p in partitions])
-            )
+            unknown.append(_topic(ctx, name, ZERO_UUID, [_partition(ctx, p) for p in partitions]))
             continue
         answers = [await _describe(ctx, group_id, name, topic_id, p) for p in partitions]
         known.append(_topic(ctx, name, topic_id, answers))

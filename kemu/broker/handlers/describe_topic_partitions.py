@@ -14,7 +14,6 @@ Omissions: no authorizer, so every topic operation is reported allowed
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from kemu.broker.authorization import ResourceType, authorized_operations
@@ -22,11 +21,11 @@ from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, Topic, topic_name_problem
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.topic_ids import ZERO_UUID
 from kemu.protocol.views.describe_topic_partitions import DescribeTopicPartitionsRequestView
 
 API_KEY = 75
 MAX_PARTITIONS_PER_RESPONSE = 2000  # Kafka's max.request.partition.size.limit default
-ZERO_UUID = uuid.UUID(int=0)
 
 
 @handler(API_KEY, 0, 0)

@@ -28,6 +28,7 @@ from kemu.cluster import seeded
 from kemu.cluster.client_metrics import client_metrics_store
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.topic_ids import ZERO_UUID
 from kemu.protocol.views.get_telemetry_subscriptions import GetTelemetrySubscriptionsRequestView
 
 API_KEY = 71
@@ -35,7 +36,6 @@ PUSH_INTERVAL_MS = 300_000
 TELEMETRY_MAX_BYTES = 1024 * 1024
 ACCEPTED_COMPRESSION = (4, 3, 1, 2)  # zstd, lz4, gzip, snappy: Kafka's preference order
 NO_SUBSCRIPTION = 0
-ZERO_UUID = uuid.UUID(int=0)
 ALL_METRICS = "*"
 
 

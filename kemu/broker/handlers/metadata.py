@@ -43,10 +43,10 @@ from kemu.broker.throttling import controller_mutation_quota
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS, Cluster, Topic, TopicError, validate_topic_name
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.topic_ids import ZERO_UUID, wire_topic_id
 from kemu.protocol.views.metadata import MetadataRequestTopicView, MetadataRequestView
 
 API_KEY = 3
-NULL_TOPIC_ID = uuid.UUID(int=0)
 
 
 def auto_create(cluster: Cluster, name: str) -> Topic:
@@ -71,7 +71,7 @@ def handle(ctx: RequestContext, request: MetadataRequestView) -> Any:
         10 <= ctx.version <= 11
         and wanted is not None
         and any(
-            entry.name is None or entry.topic_id not in (None, NULL_TOPIC_ID) for entry in wanted
+            entry.name is None or wire_topic_id(entry.topic_id) != ZERO_UUID for entry in wanted
         )
     ):
         return _invalid_request(ctx, wanted)
@@ -127,9 +127,9 @@ def _lookup(
 ) -> Any:
     cluster = ctx.cluster
     name = entry.name
-    topic_id = getattr(entry, "topic_id", None)
+    topic_id = wire_topic_id(getattr(entry, "topic_id", None))
     # Java's describeTopics by id sends an empty name rather than null.
-    if not name and topic_id is not None and topic_id != NULL_TOPIC_ID:
+    if not name and topic_id != ZERO_UUID:
         found = cluster.topics_by_id.get(topic_id)
         if found is None:
             return _error(ctx, None, topic_id, ErrorCode.unknown_topic_id, False)
@@ -137,10 +137,10 @@ def _lookup(
             return _error(ctx, None, topic_id, ErrorCode.topic_authorization_failed, False)
         return _topic(ctx, found, operations)
     if name is None:
-        return _error(ctx, None, NULL_TOPIC_ID, ErrorCode.invalid_request, False)
+        return _error(ctx, None, ZERO_UUID, ErrorCode.invalid_request, False)
     assert isinstance(name, str)
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-        return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.topic_authorization_failed, False)
+        return _error(ctx, name, ZERO_UUID, ErrorCode.topic_authorization_failed, False)
     found = cluster.topics.get(name)
     if found is not None:
         return _topic(ctx, found, operations)
@@ -151,11 +151,11 @@ def _lookup(
         and not authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
     ):
         # KafkaApis: a topic that would be auto-created needs CREATE on the cluster or on it
-        return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.topic_authorization_failed, False)
+        return _error(ctx, name, ZERO_UUID, ErrorCode.topic_authorization_failed, False)
     try:
         validate_topic_name(name)
     except TopicError:
-        return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.invalid_topic_exception, operations)
+        return _error(ctx, name, ZERO_UUID, ErrorCode.invalid_topic_exception, operations)
     if (
         allow_auto
         and cluster.config.get_bool("auto.create.topics.enable")
@@ -167,12 +167,12 @@ def _lookup(
         # answers while an auto-creation is pending.
         quota = controller_mutation_quota(ctx, 0, throttles_answer=False)
         if not quota.record(cluster.config.get_int("num.partitions"), ctx.now_ms()):
-            return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.leader_not_available, operations)
+            return _error(ctx, name, ZERO_UUID, ErrorCode.leader_not_available, operations)
         try:
             return _topic(ctx, auto_create(cluster, name), operations)
         except TopicError as error:
-            return _error(ctx, name, NULL_TOPIC_ID, error.code, operations)
-    return _error(ctx, name, NULL_TOPIC_ID, ErrorCode.unknown_topic_or_partition, operations)
+            return _error(ctx, name, ZERO_UUID, error.code, operations)
+    return _error(ctx, name, ZERO_UUID, ErrorCode.unknown_topic_or_partition, operations)
 
 
 def _error(

@@ -14,7 +14,6 @@ as bytes, not decompressed or decoded.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from kemu.broker.handlers import handler
@@ -22,10 +21,10 @@ from kemu.broker.handlers.get_telemetry_subscriptions import TELEMETRY_MAX_BYTES
 from kemu.cluster.client_metrics import telemetry_store
 from kemu.cluster.context import RequestContext
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.topic_ids import ZERO_UUID
 from kemu.protocol.views.push_telemetry import PushTelemetryRequestView
 
 API_KEY = 72
-ZERO_UUID = uuid.UUID(int=0)
 
 
 @handler(API_KEY, 0, 0)
