@@ -36,7 +36,7 @@ from kemu.cluster.config_resources import (
 from kemu.cluster.services import Service
 from kemu.config.definitions import ConfigSource, ConfigType
 from kemu.protocol.errors import ErrorCode
-from kemu.storage.segment_files import fsync_directory
+from kemu.storage.durable import fsync_directory
 
 if TYPE_CHECKING:
     from kemu.cluster.context import RequestContext, Runtime

@@ -19,8 +19,8 @@ from kemu.cluster import seeded
 from kemu.cluster.partition import Partition
 from kemu.config.definitions import BrokerConfig, TopicConfig
 from kemu.protocol.errors import ErrorCode
+from kemu.storage.durable import fsync_directory
 from kemu.storage.log import PartitionLog
-from kemu.storage.segment_files import fsync_directory
 
 LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249

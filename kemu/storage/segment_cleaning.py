@@ -24,6 +24,7 @@ from kemu.storage.compaction import (
     group_segments,
     plan_cleaning,
 )
+from kemu.storage.durable import fsync_directory
 from kemu.storage.segment_files import (
     CLEANED_SUFFIX,
     CLEANER_CHECKPOINT,
@@ -33,7 +34,6 @@ from kemu.storage.segment_files import (
     SWAP_SUFFIX,
     Segment,
     datasync,
-    fsync_directory,
     segment_base,
     segment_file_name,
     swap_range,

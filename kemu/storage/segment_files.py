@@ -203,9 +203,3 @@ def index_entries_before(path: Path, cut: int) -> bytes:
     return bytes(kept)
 
 
-def fsync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

@@ -59,6 +59,7 @@ from kemu.storage.compaction import (
     ProducerLast,
     track_producer,
 )
+from kemu.storage.durable import fsync_directory
 from kemu.storage.log import PartitionLog, RecoveredProducer
 from kemu.storage.recovery import NotedBatch, ProducerTracker, scan_batches
 from kemu.storage.segment_cleaning import SegmentCleaning
@@ -76,7 +77,6 @@ from kemu.storage.segment_files import (
     SWAP_SUFFIX,
     Segment,
     datasync,
-    fsync_directory,
     index_entries_before,
     no_crash,
     segment_base,

@@ -28,7 +28,7 @@ from pathlib import Path
 from kemu.cluster.context import Runtime
 from kemu.cluster.services import Service
 from kemu.config.definitions import BrokerConfig, InvalidConfig
-from kemu.storage.segment_files import fsync_directory
+from kemu.storage.durable import fsync_directory
 
 FILE_NAME = "kemu-acls.json"
 WILDCARD = "*"

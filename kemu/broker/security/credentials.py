@@ -30,7 +30,7 @@ from kemu.cluster.context import Runtime
 from kemu.cluster.listeners import listener_value
 from kemu.cluster.services import Service
 from kemu.config.definitions import BrokerConfig, InvalidConfig
-from kemu.storage.segment_files import fsync_directory
+from kemu.storage.durable import fsync_directory
 
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # ScramMechanism's wire ids

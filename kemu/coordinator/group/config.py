@@ -29,7 +29,7 @@ from kemu.config.definitions import (
     InvalidConfig,
     broker_definition,
 )
-from kemu.storage.segment_files import fsync_directory
+from kemu.storage.durable import fsync_directory
 
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kemu.cluster.services import Service
-from kemu.storage.segment_files import fsync_directory
+from kemu.storage.durable import fsync_directory
 
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
