@@ -296,7 +296,13 @@ class KemuServer:
     async def close(self) -> None:
         for task in self._background:
             task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        from kemu.broker.share.manager import SHARE_PARTITIONS
         from kemu.coordinator.share.service import SHARE_PERSISTER, ShareCoordinatorService
+
+        share_leaders = self.runtime.services.built(SHARE_PARTITIONS)  # created on first use only
+        if share_leaders is not None:
+            await share_leaders.stop()  # its lock timers must not fire into a closing loop
 
         share_state = self.runtime.services.built(SHARE_PERSISTER)  # created on first use only
         if isinstance(share_state, ShareCoordinatorService):

@@ -289,6 +289,17 @@ class SharePartitionActor:
         self._cancel_timer()
         self._wake()
 
+    async def stop(self) -> None:
+        """The broker stops: the lock timer never fires again and the lock expiries it already
+        started are cancelled and awaited, so none is left pending when the event loop closes.
+        Nothing is lost: acquisitions are not persisted, the next start reloads the state."""
+        self.retired = True  # an operation still running must not re-arm the timer
+        self._cancel_timer()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def _cancel_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -60,6 +61,10 @@ class SharePartitionManager:
         )
         self.departure_grace_s = DEPARTURE_GRACE_S
         self._tasks: set[asyncio.Task[None]] = set()
+        self._grace_timers: set[asyncio.TimerHandle] = set()
+        # every actor still referenced, retired ones too: a retired actor's lock expiry may be
+        # pending when the broker stops
+        self._every_actor: weakref.WeakSet[SharePartitionActor] = weakref.WeakSet()
 
     def actor(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartitionActor:
         key = SharePartitionKey(group_id, topic_id, partition)
@@ -68,6 +73,7 @@ class SharePartitionManager:
             found = self.actors[key] = SharePartitionActor(
                 key, self.runtime, lambda: share_persister(self.runtime)
             )
+            self._every_actor.add(found)
         return found
 
     def existing(
@@ -84,11 +90,26 @@ class SharePartitionManager:
         loop = asyncio.get_running_loop()
 
         def later() -> None:
+            self._grace_timers.discard(timer)
             task = loop.create_task(self._release_departed(group_id, member_id))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-        loop.call_later(self.departure_grace_s, later)
+        timer = loop.call_later(self.departure_grace_s, later)
+        self._grace_timers.add(timer)
+
+    async def stop(self) -> None:
+        """The broker stops: cancel the departure timers and every actor's lock timer, then
+        cancel and await the work they started (none is left pending when the loop closes)."""
+        for timer in self._grace_timers:
+            timer.cancel()
+        self._grace_timers.clear()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for actor in list(self._every_actor):
+            await actor.stop()
 
     async def _release_departed(self, group_id: str, member_id: str) -> None:
         self.sessions.remove_member(group_id, member_id)
