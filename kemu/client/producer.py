@@ -5,8 +5,10 @@ Transactions follow what the cluster finalized (ApiVersions ``transaction.versio
 (KIP-890 part 2) a partition joins the transaction when its leader sees the first transactional
 batch (Produce v12+) and every EndTxn (v5) answers the epoch to use next; below 2 the producer
 adds partitions itself with AddPartitionsToTxn first. Each ``send`` is one batch with the
-partition's next sequence number; sends to a partition are serialised so sequences arrive in
-order, and a retried batch keeps its sequence (the leader deduplicates it).
+partition's next sequence number. ``max_in_flight`` (default 1: a partition's sends wait for
+each other) lets up to that many batches of a partition be in flight at once, written in
+sequence order and, after a failure, retried in order (``produce_pipeline``); a retried batch
+keeps its sequence (the leader deduplicates it).
 
 Share acknowledgements go in one of the two KIP-1289 wire forms (spec §2.7):
 - ``one-rpc``: TxnShareAcknowledge (key 95 by default) to each source partition's leader, which
@@ -42,6 +44,7 @@ from kemu.client.errors import (
     ProducerFencedError,
     TransactionAbortableError,
 )
+from kemu.client.produce_pipeline import PartitionPipeline, PendingBatch
 from kemu.client.share_types import ShareAcknowledgements, ShareGroupMetadata
 from kemu.protocol.errors import ErrorCode
 
@@ -80,7 +83,10 @@ class TransactionalProducer:
         client_id: str = "kemu-transactional-producer",
         request_timeout: float = 30.0,
         allow_auto_topic_creation: bool = True,
+        max_in_flight: int = 1,
     ) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight is at least 1")
         if share_acknowledgement_form not in (ONE_RPC, TWO_RPC):
             raise ValueError(f"share_acknowledgement_form is {ONE_RPC!r} or {TWO_RPC!r}")
         self.transactional_id = transactional_id
@@ -89,6 +95,7 @@ class TransactionalProducer:
         self.txn_share_acknowledge_api_key = txn_share_acknowledge_api_key
         self.add_share_acknowledgements_api_key = add_share_acknowledgements_api_key
         self.request_timeout = request_timeout
+        self.max_in_flight = max_in_flight
         # As the Java producer: a send to a topic that does not exist asks the broker to create
         # it (with the broker's num.partitions); False to refuse, failing such a send at once.
         self.cluster = ClusterClient(
@@ -99,8 +106,7 @@ class TransactionalProducer:
         self._state = _State.UNINITIALIZED
         self._abort_cause: KafkaError | None = None
         self._transaction_version = 0
-        self._sequences: dict[tuple[str, int], int] = {}
-        self._partition_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._pipelines: dict[tuple[str, int], PartitionPipeline] = {}
         self._added: set[tuple[str, int]] = set()
         self._has_work = False
         self._round_robin = 0
@@ -140,7 +146,7 @@ class TransactionalProducer:
             self.producer_epoch = int(response.producer_epoch)
 
         await self.cluster.retry(attempt, timeout=self.request_timeout)
-        self._sequences.clear()
+        self._pipelines.clear()
         self._state = _State.READY
 
     def begin_transaction(self) -> None:
@@ -193,7 +199,7 @@ class TransactionalProducer:
             self._raise_for(response.error_code, "EndTxn", coordinator=True)
             if version >= 5 and int(response.producer_epoch) >= 0:
                 if int(response.producer_epoch) != self.producer_epoch:
-                    self._sequences.clear()
+                    self._pipelines.clear()
                 self.producer_id = int(response.producer_id)
                 self.producer_epoch = int(response.producer_epoch)
 
@@ -252,34 +258,59 @@ class TransactionalProducer:
         self, topic: str, partition: int, entries: list[tuple[bytes | None, bytes | None]]
     ) -> int:
         tp = (topic, partition)
-        lock = self._partition_locks.setdefault(tp, asyncio.Lock())
-        async with lock:
+        pipeline = self._pipelines.get(tp)
+        if pipeline is None:
+            pipeline = self._pipelines[tp] = PartitionPipeline(self.max_in_flight)
+        batch = pipeline.add(len(entries))
+        try:
             await self._add_partition_if_needed(topic, partition)
-            sequence = self._sequences.get(tp, 0)
-            batch = producer_batch(
-                entries,
-                timestamp_ms=int(time.time() * 1000),
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=sequence,
-                transactional=True,
-            )
-            self._has_work = True
+            base_offset = await self._produce_batch(topic, partition, entries, pipeline, batch)
+        except (ProducerFencedError, CommitFailedError) as exc:
+            pipeline.give_up(batch, exc)
+            raise
+        except KafkaError as exc:
+            pipeline.give_up(batch, exc)
+            self._make_abortable(exc)
+            raise
+        except BaseException as exc:
+            pipeline.give_up(batch, exc)
+            raise
+        pipeline.acknowledged(batch)
+        return base_offset
 
-            async def attempt() -> int:
-                leader = await self.cluster.leader(topic, partition)
-                wanted = 12 if self._transaction_version >= 2 else 11
-                version = await self.cluster.version(PRODUCE, wanted, leader)
-                partition_data = self.cluster.nested(
-                    PRODUCE, version, "PartitionProduceData", index=partition, records=batch
-                )
-                topic_data = self.cluster.nested(
-                    PRODUCE,
-                    version,
-                    "TopicProduceData",
-                    name=topic,
-                    partition_data=(partition_data,),
-                )
+    async def _produce_batch(
+        self,
+        topic: str,
+        partition: int,
+        entries: list[tuple[bytes | None, bytes | None]],
+        pipeline: PartitionPipeline,
+        batch: PendingBatch,
+    ) -> int:
+        records = producer_batch(
+            entries,
+            timestamp_ms=int(time.time() * 1000),
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=batch.sequence,
+            transactional=True,
+        )
+        self._has_work = True
+
+        async def attempt() -> int:
+            leader = await self.cluster.leader(topic, partition)
+            wanted = 12 if self._transaction_version >= 2 else 11
+            version = await self.cluster.version(PRODUCE, wanted, leader)
+            partition_data = self.cluster.nested(
+                PRODUCE, version, "PartitionProduceData", index=partition, records=records
+            )
+            topic_data = self.cluster.nested(
+                PRODUCE, version, "TopicProduceData", name=topic, partition_data=(partition_data,)
+            )
+            await pipeline.wait_turn(batch)
+            # Marked before the call: the batches it wakes run only once this one's request is
+            # written, which ``call`` does before it first waits (on a connected connection).
+            pipeline.mark_written(batch)
+            try:
                 response = await self.cluster.call(
                     leader,
                     PRODUCE,
@@ -289,28 +320,30 @@ class TransactionalProducer:
                     timeout=datetime.timedelta(milliseconds=int(self.request_timeout * 1000)),
                     topic_data=(topic_data,),
                 )
-                self.cluster.learn_nodes(getattr(response, "node_endpoints", ()))
-                [result] = [p for t in response.responses for p in t.partition_responses]
-                error = result.error_code
-                if error == ErrorCode.duplicate_sequence_number:
-                    return int(result.base_offset)
-                if error in LEADER_MOVED:
-                    await self.cluster.forget_leaders()
-                    raise RetriableError(error.name)
-                if error == ErrorCode.concurrent_transactions:
-                    raise RetriableError(error.name)  # the previous transaction is completing
-                self._raise_for(error, "Produce", message=result.error_message)
+            except RetriableError:
+                pipeline.mark_failed(batch)
+                raise
+            self.cluster.learn_nodes(getattr(response, "node_endpoints", ()))
+            [result] = [p for t in response.responses for p in t.partition_responses]
+            error = result.error_code
+            if error in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
                 return int(result.base_offset)
+            if error in LEADER_MOVED:
+                pipeline.mark_failed(batch)
+                await self.cluster.forget_leaders()
+                raise RetriableError(error.name)
+            if error == ErrorCode.concurrent_transactions:
+                pipeline.mark_failed(batch)
+                raise RetriableError(error.name)  # the previous transaction is completing
+            if error == ErrorCode.out_of_order_sequence_number and not pipeline.leads(batch):
+                # A batch before it failed and is being retried: as Java's producer, retry this
+                # one behind it (it is out of order only if it still is once it leads).
+                pipeline.mark_failed(batch)
+                raise RetriableError(error.name)
+            self._raise_for(error, "Produce", message=result.error_message)
+            return int(result.base_offset)
 
-            try:
-                base_offset = await self.cluster.retry(attempt, timeout=self.request_timeout)
-            except (ProducerFencedError, CommitFailedError):
-                raise
-            except KafkaError as exc:
-                self._make_abortable(exc)
-                raise
-            self._sequences[tp] = (sequence + len(entries)) & 0x7FFFFFFF
-            return base_offset
+        return await self.cluster.retry(attempt, timeout=self.request_timeout)
 
     async def _add_partition_if_needed(self, topic: str, partition: int) -> None:
         """Transaction version < 2: the producer adds a partition before its first batch."""
