@@ -73,21 +73,22 @@ LONG_MODULES = (
 
 
 # Modules comparing with one configuration of the session's Kafka (kemu/testing/kafka.py), by
-# that configuration's name: each group runs on one worker, one module after the other, so that
-# the Kafka JVM starts once for all of them (a Kafka start costs a worker 10-30 s).
+# that configuration's name, paths from the checkout's root as in LONG_MODULES: each group runs
+# on one worker, one module after the other, so that the Kafka JVM starts once for all of them
+# (a Kafka start costs a worker 10-30 s).
 SHARED_KAFKA_MODULES = {
     "kafka": (
-        "test_broker_catalogue_kafka.py",
-        "test_group_catalogue_kafka.py",
-        "test_group_config_bounds_kafka.py",
-        "test_topic_catalogue_kafka.py",
-        "test_assignment_interval_kafka.py",
-        "test_mutation_quota_java.py",
+        "tests/integration/config/test_broker_catalogue_kafka.py",
+        "tests/integration/groups/test_group_catalogue_kafka.py",
+        "tests/integration/groups/test_group_config_bounds_kafka.py",
+        "tests/integration/config/test_topic_catalogue_kafka.py",
+        "tests/integration/groups/test_assignment_interval_kafka.py",
+        "tests/integration/quotas/test_mutation_quota_java.py",
     ),
     "kafka-share": (
-        "test_share_close_java.py",
-        "test_client_kafka.py",
-        "test_txn_endings_java.py",
+        "tests/integration/share/test_share_close_java.py",
+        "tests/integration/clients/test_client_kafka.py",
+        "tests/integration/txn/test_txn_endings_java.py",
     ),
 }
 KAFKA_GROUP_OF = {
@@ -102,7 +103,7 @@ class ModuleOrKafkaGroupScheduling(LoadScopeScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         path = nodeid.split("::", 1)[0]
-        return KAFKA_GROUP_OF.get(path.rsplit("/", 1)[-1], path)
+        return KAFKA_GROUP_OF.get(path, path)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -121,9 +122,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    moved = [path for path in LONG_MODULES if not (config.rootpath / path).is_file()]
+    moved = [
+        path for path in (*LONG_MODULES, *KAFKA_GROUP_OF) if not (config.rootpath / path).is_file()
+    ]
     if moved:
-        raise pytest.UsageError(f"tests/conftest.py: LONG_MODULES names no file at {moved}")
+        raise pytest.UsageError(f"tests/conftest.py: a module list names no file at {moved}")
     for tier, what in (
         ("unit", "tests/unit: no subprocess, no socket"),
         ("client", "real clients against a kemu (the default of tests/integration)"),
@@ -162,7 +165,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # the modules sharing a session's Kafka (run on one worker one after the other) start
     # first: together they take as long as a long module
     for item in items:
-        if item.path.name in KAFKA_GROUP_OF:
+        if item.path.relative_to(config.rootpath).as_posix() in KAFKA_GROUP_OF:
             module_rank[item.path] = -1
     # stable, and by module: a module's tests keep pytest's order (module fixtures set up once)
     items.sort(key=lambda item: module_rank[item.path])
