@@ -20,11 +20,8 @@ INVALID_REQUEST for a null or empty TransactionalId; NOT_COORDINATOR on a broker
 not lead the TransactionalId's ``__transaction_state`` partition; INVALID_REQUEST for an empty
 GroupId, empty Topics or a topic with no partitions; UNKNOWN_TOPIC_ID for a topic id that does
 not exist, UNKNOWN_TOPIC_OR_PARTITION for a partition it does not have; then the transaction
-coordinator's INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH (a stale or future epoch,
-whether a newer InitProducerId or the timeout abort bumped it: what Kafka 4.4.0 answers a Produce
-enlisting its partition, as TxnShareAcknowledge; never PRODUCER_FENCED), CONCURRENT_TRANSACTIONS
-(the transaction is completing) or COORDINATOR_NOT_AVAILABLE (``__transaction_state`` not
-writable).
+coordinator's INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS (the
+transaction is completing) or COORDINATOR_NOT_AVAILABLE (``__transaction_state`` not writable).
 
 Omissions: INVALID_TXN_STATE and COORDINATOR_LOAD_IN_PROGRESS are never answered (kemu
 holds no transaction in a state Kafka refuses with it, and loads its state before it listens);
@@ -38,7 +35,6 @@ from typing import Any
 
 from kemu.broker.authorization import group_read, refused, txn_write
 from kemu.broker.handlers import handler
-from kemu.broker.handlers._transactions import as_partition_writer
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
 from kemu.coordinator.transaction.share_enlistment import TxnProducer, enlist_share_state
@@ -53,7 +49,7 @@ API_KEY = ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN_KEY
 
 COORDINATOR_MESSAGES = {
     ErrorCode.invalid_producer_id_mapping: "The producer id is not the transactional id's",
-    ErrorCode.invalid_producer_epoch: "Not the transactional id's current producer epoch",
+    ErrorCode.producer_fenced: "A newer producer epoch of this transactional id exists",
     ErrorCode.concurrent_transactions: "The transaction is completing; retry",
     ErrorCode.coordinator_not_available: "The transaction log cannot be written",
 }
@@ -75,7 +71,7 @@ def handle(ctx: RequestContext, request: AddShareAcknowledgementsToTxnRequestVie
             for index in t.partitions
         ]
         txn = TxnProducer(transactional_id, request.producer_id, request.producer_epoch)
-        error = as_partition_writer(enlist_share_state(ctx.runtime, txn, group_id, refs))
+        error = enlist_share_state(ctx.runtime, txn, group_id, refs)
         message = COORDINATOR_MESSAGES.get(error) or default_message(error)
     if error is ErrorCode.none:
         message = None

@@ -19,11 +19,8 @@ enlistment AddShareAcknowledgementsToTxn uses (``kemu.coordinator.transaction.
 share_enlistment``) before anything is staged (a topic id or partition that does not exist is
 not enlisted); ``explicit`` adds nothing, and a partition that no AddShareAcknowledgementsToTxn
 of the same producer id and epoch enlisted is refused with INVALID_TXN_STATE, nothing staged.
-Either way the transaction coordinator's error (INVALID_PRODUCER_ID_MAPPING,
-CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, ...) answers the whole request; a stale or
-future producer epoch (a newer InitProducerId, or the timeout abort's bump) is
-INVALID_PRODUCER_EPOCH, what Kafka 4.4.0 answers a Produce that enlists its partition under
-transaction version 2 in both cases (never PRODUCER_FENCED; EndTxn tells a zombie so). Then per
+Either way the transaction coordinator's error (PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING,
+CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, ...) answers the whole request. Then per
 partition: UNKNOWN_TOPIC_OR_PARTITION for a topic id or partition that does not exist (as the
 draft PR's share-partition manager answers a partition it has no share partition for; the
 draft client retries it, where UNKNOWN_TOPIC_ID would be fatal), NOT_LEADER_OR_FOLLOWER on a
@@ -49,7 +46,6 @@ from typing import Any
 
 from kemu.broker.authorization import group_read, refused, txn_write
 from kemu.broker.handlers import handler
-from kemu.broker.handlers._transactions import as_partition_writer
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.routing import Route, ack_batches, route
 from kemu.broker.share.sessions import SharePartitionRef
@@ -105,7 +101,7 @@ async def handle(ctx: RequestContext, request: TxnShareAcknowledgeRequestView) -
     else:
         error = enlist_share_state(ctx.runtime, txn, group_id, refs)
     if error is not ErrorCode.none:
-        return ctx.respond(error_code=as_partition_writer(error), responses=())
+        return ctx.respond(error_code=error, responses=())
     crash_point("share.enlisted")
 
     txn_share_acks(ctx.runtime)  # the markers must find the staged records

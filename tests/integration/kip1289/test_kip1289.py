@@ -310,7 +310,7 @@ def test_a_new_producer_epoch_aborts_staged_acks_and_fences_the_old(kemu: KemuPr
         successor = TransactionalProducer(client, "tx-fenced")
         successor.init()  # bumps the epoch: the zombie's transaction is aborted
         assert m2.fetch_until(1) == [(0, 0, 2)]
-        assert zombie.send_share_acks(m2, 0, 0).error_code == ErrorCode.invalid_producer_epoch
+        assert zombie.send_share_acks(m2, 0, 0).error_code == ErrorCode.producer_fenced
         assert successor.send_share_acks(m2, 0, 0).error_code == ErrorCode.none
         successor.end(commit=True)
         wait_for_lag(m2, 0)

@@ -874,8 +874,8 @@ async def test_transaction_timeout_aborts_tx_pending(kemu: KemuProcess, closing:
 
 async def test_zombie_producer_is_fenced(kemu: KemuProcess, closing: list[Any]) -> None:
     """§11.5: a second producer with the same transactional id aborts the first one's staged
-    acknowledgements (the record comes back); the first one's TxnShareAcknowledge is
-    INVALID_PRODUCER_EPOCH (as Kafka answers a Produce), its EndTxn PRODUCER_FENCED."""
+    acknowledgements (the record comes back); the first one's TxnShareAcknowledge and EndTxn
+    are PRODUCER_FENCED."""
     name = "e-zombie"
     setup(kemu, name)
     produce(kemu, name, [b"first"])

@@ -174,7 +174,7 @@ def test_request_errors_change_nothing(kemu_factory: type[KemuProcess]) -> None:
             (add_share_acks(txn, m1, transactional_id=None), ErrorCode.invalid_request),
             (
                 add_share_acks(txn, m1, producer_epoch=txn.producer_epoch + 1),
-                ErrorCode.invalid_producer_epoch,
+                ErrorCode.producer_fenced,
             ),
         ]
         for response, code in cases:
@@ -184,7 +184,7 @@ def test_request_errors_change_nothing(kemu_factory: type[KemuProcess]) -> None:
         successor = TransactionalProducer(client, "tx-errors")
         successor.init()
         fenced = add_share_acks(txn, m1)
-        assert fenced.error_code == ErrorCode.invalid_producer_epoch
+        assert fenced.error_code == ErrorCode.producer_fenced
         assert TX_PENDING not in delivery_states(kemu, "errors")
         # nothing was staged: the record is still m1's to acknowledge, in the successor's txn
         assert m1.lag() == 1 and m2.fetch(wait_ms=300) == []

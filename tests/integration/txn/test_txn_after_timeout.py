@@ -9,8 +9,10 @@ producer still holds. Kafka 4.4.0 answers (recorded 2026-12-06, the same on kemu
 - TxnOffsetCommit v3 and v5: INVALID_PRODUCER_EPOCH (the Java producer makes it fatal);
 - EndTxn v5 commit: INVALID_TXN_STATE, abort: NONE (the abort already happened).
 
-KIP-1289's TxnShareAcknowledge and AddShareAcknowledgementsToTxn (kemu only) answer what
-Produce answers: they enlist the share-state partitions as Produce enlists its partition.
+KIP-1289's TxnShareAcknowledge and AddShareAcknowledgementsToTxn (kemu only) answer what the
+coordinator's own enlistment RPCs answer: the draft PR registers the share-state partitions
+through the transaction coordinator's AddPartitionsToTxn path, and AddShareAcknowledgementsToTxn
+is AddOffsetsToTxn's counterpart (PRODUCER_FENCED either way).
 """
 
 from __future__ import annotations
@@ -280,13 +282,13 @@ def test_answers_after_a_timeout_abort_are_kafkas(producer: Producer) -> None:
     assert answers == KAFKA_ANSWERS
 
 
-def test_share_acknowledgements_after_a_timeout_abort_answer_as_produce(
+@pytest.mark.parametrize("server", ["kemu"], indirect=True)  # Kafka serves no KIP-1289 RPC
+def test_share_acknowledgements_after_a_timeout_abort_answer_as_the_coordinator(
     server: Server, producer: Producer
 ) -> None:
-    """KIP-1289 (kemu only): both RPCs from the timed-out producer answer what Kafka answers a
-    Produce, and change nothing (the member's record stays acquired, nothing is enlisted)."""
-    if server.name != "kemu":
-        pytest.skip("Kafka 4.4.0 serves no KIP-1289 RPC")
+    """KIP-1289 (kemu only): both RPCs from the timed-out producer answer what Kafka's
+    AddPartitionsToTxn and AddOffsetsToTxn answer, and change nothing (the member's record stays
+    acquired, nothing is enlisted)."""
     client = producer.client
     group = f"share-{uuid.uuid4().hex[:8]}"
     producer.coordinator_ready(0, group)
@@ -323,7 +325,7 @@ def test_share_acknowledgements_after_a_timeout_abort_answer_as_produce(
         member_epoch=int(joined.member_epoch),
         topics=(ack.TxnShareAcknowledgeTopic(topic_id=topic_id, partitions=(partition,)),),
     )
-    assert (answer.error_code, answer.responses) == (KAFKA_ANSWERS["produce"], ())
+    assert (answer.error_code, answer.responses) == (KAFKA_ANSWERS["add_partitions"], ())
 
     add = wire.request_module(ADD_SHARE_ACKS, 0)
     enlisted = txns["add_share_acks"]
@@ -337,7 +339,7 @@ def test_share_acknowledgements_after_a_timeout_abort_answer_as_produce(
         group_id=group,
         topics=(add.AddShareAcknowledgementsToTxnTopic(topic_id=topic_id, partitions=(0,)),),
     )
-    assert answer.error_code == KAFKA_ANSWERS["produce"], answer
+    assert answer.error_code == KAFKA_ANSWERS["add_offsets"], answer
     assert answer.error_message
     for txn in txns.values():
         assert producer.state(txn.transactional_id) == ("CompleteAbort", txn.producer_epoch + 1)

@@ -319,7 +319,7 @@ async def test_bad_requests_are_refused_and_change_nothing(kemu: Harness) -> Non
         (coordinator, add_request({None: (0,)}, pid, epoch), "unknown_topic_id"),
         (coordinator, add_request({tid: (0, 3)}, pid, epoch), "unknown_topic_or_partition"),
         (coordinator, add_request({tid: (0,)}, pid + 1, epoch), "invalid_producer_id_mapping"),
-        (coordinator, add_request({tid: (0,)}, pid, epoch + 1), "invalid_producer_epoch"),
+        (coordinator, add_request({tid: (0,)}, pid, epoch + 1), "producer_fenced"),
     ]
     for client, body, code in cases:
         response = await client.call(body)
@@ -339,7 +339,7 @@ async def test_explicit_mode_stages_only_enlisted_partitions(explicit: Harness) 
     assert set(states(explicit).values()) == {RecordState.ACQUIRED}
     assert transaction(explicit).partitions == set()  # nothing enlisted either
     fenced = await client.call(txn_ack(tid, acks, pid, epoch + 1, member_epoch=member_epoch))
-    assert fenced.error_code == ErrorCode.invalid_producer_epoch
+    assert fenced.error_code == ErrorCode.producer_fenced
     coordinator = await explicit.client(coordinator_node(explicit))
     added = await coordinator.call(add_request({tid: (0,)}, pid, epoch))
     assert added.error_code == ErrorCode.none

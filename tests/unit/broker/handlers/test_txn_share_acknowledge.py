@@ -231,10 +231,7 @@ async def test_null_transactional_id_and_member_checks(kemu: Harness) -> None:
             txn_ack(tid, acks, pid, epoch, member_epoch=member_epoch, group="no-such-group"),
             ErrorCode.group_id_not_found,
         ),
-        (
-            txn_ack(tid, acks, pid, epoch + 7, member_epoch=member_epoch),
-            ErrorCode.invalid_producer_epoch,
-        ),
+        (txn_ack(tid, acks, pid, epoch + 7, member_epoch=member_epoch), ErrorCode.producer_fenced),
     ]:
         response = await client.call(body)
         assert response.error_code == code
@@ -349,7 +346,7 @@ async def test_a_new_producer_epoch_aborts_the_staged_acknowledgements(kemu: Har
     late = await client.call(
         txn_ack(tid, {0: [(1, 1, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
     )
-    assert late.error_code == ErrorCode.invalid_producer_epoch  # as Produce answers it
+    assert late.error_code == ErrorCode.producer_fenced
     assert states(kemu)[1] is RecordState.ACQUIRED
 
 
