@@ -107,6 +107,9 @@ class TransactionalProducer:
         self._abort_cause: KafkaError | None = None
         self._transaction_version = 0
         self._pipelines: dict[tuple[str, int], PartitionPipeline] = {}
+        # FIFO: concurrent sends take their sequences in the order they were called, even when
+        # the first has to look the topic up
+        self._send_order = asyncio.Lock()
         self._added: set[tuple[str, int]] = set()
         self._has_work = False
         self._round_robin = 0
@@ -231,21 +234,23 @@ class TransactionalProducer:
         """Write (key, value) records in the open transaction, one batch per partition."""
         self._check_not_fenced()
         self._require(_State.IN_TRANSACTION, "send")
-        info = await self.cluster.topic(topic)
-        by_partition: dict[int, list[tuple[int, tuple[bytes | None, bytes | None]]]] = {}
-        for index, (key, value) in enumerate(records):
-            chosen = partition
-            if chosen is None:
-                if key is not None:
-                    chosen = partition_for_key(key, len(info.leaders))
-                else:
-                    chosen = self._round_robin % len(info.leaders)
-                    self._round_robin += 1
-            by_partition.setdefault(chosen, []).append((index, (key, value)))
+        async with self._send_order:
+            info = await self.cluster.topic(topic)
+            by_partition: dict[int, list[tuple[int, tuple[bytes | None, bytes | None]]]] = {}
+            for index, (key, value) in enumerate(records):
+                chosen = partition
+                if chosen is None:
+                    if key is not None:
+                        chosen = partition_for_key(key, len(info.leaders))
+                    else:
+                        chosen = self._round_robin % len(info.leaders)
+                        self._round_robin += 1
+                by_partition.setdefault(chosen, []).append((index, (key, value)))
+            batches = {p: self._pipeline(topic, p).add(len(e)) for p, e in by_partition.items()}
         results: list[RecordMetadata | None] = [None] * len(records)
         done = await asyncio.gather(
             *(
-                self._produce(topic, p, [entry for _, entry in entries])
+                self._produce(topic, p, [entry for _, entry in entries], batches[p])
                 for p, entries in by_partition.items()
             )
         )
@@ -254,14 +259,20 @@ class TransactionalProducer:
                 results[index] = RecordMetadata(topic, p, base_offset + position)
         return [r for r in results if r is not None]
 
-    async def _produce(
-        self, topic: str, partition: int, entries: list[tuple[bytes | None, bytes | None]]
-    ) -> int:
-        tp = (topic, partition)
-        pipeline = self._pipelines.get(tp)
+    def _pipeline(self, topic: str, partition: int) -> PartitionPipeline:
+        pipeline = self._pipelines.get((topic, partition))
         if pipeline is None:
-            pipeline = self._pipelines[tp] = PartitionPipeline(self.max_in_flight)
-        batch = pipeline.add(len(entries))
+            pipeline = self._pipelines[topic, partition] = PartitionPipeline(self.max_in_flight)
+        return pipeline
+
+    async def _produce(
+        self,
+        topic: str,
+        partition: int,
+        entries: list[tuple[bytes | None, bytes | None]],
+        batch: PendingBatch,
+    ) -> int:
+        pipeline = self._pipeline(topic, partition)
         try:
             await self._add_partition_if_needed(topic, partition)
             base_offset = await self._produce_batch(topic, partition, entries, pipeline, batch)

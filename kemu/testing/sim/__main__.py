@@ -48,6 +48,7 @@ class Options:
     no_faults: bool
     trace: bool
     tail: int
+    pipelined: bool = False
 
 
 def run_seed(seed: int, options: Options) -> Outcome:
@@ -57,7 +58,7 @@ def run_seed(seed: int, options: Options) -> Outcome:
     rates = FaultRates.none() if options.no_faults else None
     cpu = time.process_time()
     try:
-        result = Simulation(seed, options.steps, rates=rates).run()
+        result = Simulation(seed, options.steps, rates=rates, pipelined=options.pipelined).run()
     except Exception:  # the harness itself failed: this seed fails, the others still run
         lines = traceback.format_exc().splitlines()
         text = [f"seed {seed}: FAILED, the harness raised", *(f"  | {line}" for line in lines)]
@@ -101,13 +102,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-faults", action="store_true", help="the workload alone")
     parser.add_argument("--trace", action="store_true", help="print every run's whole trace")
     parser.add_argument("--tail", type=int, default=60, help="trace lines shown on a failure")
+    parser.add_argument(
+        "--pipelined",
+        action="store_true",
+        help="input producers pipeline (max_in_flight 2-5, drawn from the seed)",
+    )
     args = parser.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") != HASH_SEED:
         os.environ["PYTHONHASHSEED"] = HASH_SEED
         os.execv(sys.executable, [sys.executable, "-m", "kemu.testing.sim", *sys.argv[1:]])
 
     seeds = _seeds(args.seed)
-    options = Options(args.steps, args.no_faults, args.trace, args.tail)
+    options = Options(args.steps, args.no_faults, args.trace, args.tail, args.pipelined)
     failed = 0
     totals: dict[str, int] = {}
     virtual_ms = steps = 0

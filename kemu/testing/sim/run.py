@@ -126,9 +126,16 @@ def quiet_logs() -> Iterator[None]:
 
 class Simulation:
     def __init__(
-        self, seed: int, steps: int, *, rates: FaultRates | None = None, root: Path | None = None
+        self,
+        seed: int,
+        steps: int,
+        *,
+        rates: FaultRates | None = None,
+        root: Path | None = None,
+        pipelined: bool = False,
     ) -> None:
         self.seed, self.steps = seed, steps
+        self.pipelined = pipelined
         self.rng = random.Random(seed)
         self.rates = rates if rates is not None else FaultRates()
         self.root = root
@@ -209,9 +216,20 @@ class Simulation:
         await self.kemu.boot()
         bootstrap = self.kemu.bootstrap
         streams = [random.Random(self.rng.getrandbits(64)) for _ in range(9)]
+        # --pipelined: each input producer's max_in_flight from a stream of its own, so that it
+        # moves no other draw (without it, every seed runs as before pipelining existed)
+        in_flight = [1, 1]
+        if self.pipelined:
+            pipelining = random.Random(f"{self.seed}-max-in-flight")
+            in_flight = [pipelining.randint(2, 5) for _ in range(2)]
+            self.log(f"input producers' max_in_flight: {in_flight[0]}, {in_flight[1]}")
         self.actors: list[Actor] = [
-            InputProducer("producer-1", bootstrap, self.ledger, streams[0]),
-            InputProducer("producer-2", bootstrap, self.ledger, streams[1]),
+            InputProducer(
+                "producer-1", bootstrap, self.ledger, streams[0], max_in_flight=in_flight[0]
+            ),
+            InputProducer(
+                "producer-2", bootstrap, self.ledger, streams[1], max_in_flight=in_flight[1]
+            ),
             Pipeline("pipeline-1", bootstrap, self.ledger, streams[2]),
             Pipeline("pipeline-2", bootstrap, self.ledger, streams[3]),
             Reader("reader-1", bootstrap, self.ledger, streams[4]),
@@ -385,6 +403,7 @@ class Simulation:
                 f"(e.g. {sorted(missing)[:3]}), {len(extra)} extra (e.g. {sorted(extra)[:3]})"
             )
         found += self._group_final(seen.get(INPUT, {}))
+        found += self._order_final(seen.get(INPUT, {}))
         if self.kemu.up:
             found += self.oracles.final(self.kemu.runtime())
         self.log(f"final: {len(inputs)} inputs, {len(outputs)} outputs")
@@ -393,6 +412,25 @@ class Simulation:
             self.failed_step = self.step
             for violation in found:
                 self.log(f"VIOLATION {violation}")
+
+    def _order_final(self, inputs: dict[tuple[int, int], bytes]) -> list[str]:
+        """Per partition, each input producer's acknowledged records are in the log at the
+        offsets it was answered, once each, in the order it sent them (pipelined or not)."""
+        found = []
+        for (producer, partition), answered in sorted(self.ledger.acknowledged.items()):
+            offsets = [offset for offset, _ in answered]
+            if offsets != sorted(offsets) or len(set(offsets)) != len(offsets):
+                found.append(
+                    f"{producer}: input-{partition} answered offsets out of send order: "
+                    f"{offsets[:20]}"
+                )
+            wrong = [(o, v) for o, v in answered if inputs.get((partition, o)) != v]
+            if wrong:
+                found.append(
+                    f"{producer}: input-{partition} acknowledged records not at their offsets, "
+                    f"e.g. {wrong[:3]}"
+                )
+        return found
 
     def _excused(self) -> set[bytes]:
         """Output values an operator's data-partition abort took: every value a committed

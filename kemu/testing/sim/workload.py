@@ -76,6 +76,9 @@ class Ledger:
     resetting: set[str] = field(default_factory=set)
     reset: set[str] = field(default_factory=set)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    # per (input producer, partition): the offsets and values its committed transactions were
+    # answered, in send order (a pipelined producer's must be the log's order too)
+    acknowledged: dict[tuple[str, int], list[tuple[int, bytes]]] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)  # client errors outside EXPECTED
     counts: dict[str, int] = field(default_factory=dict)
@@ -127,28 +130,46 @@ class _ApplicationAbort(Exception):
 
 
 class InputProducer(Actor):
-    """Transactions of 1-5 new values to ``input``; one in ten is aborted on purpose."""
+    """Transactions of 1-5 new values to ``input``; one in ten is aborted on purpose. With
+    ``max_in_flight`` above 1 a transaction's sends go out at once, pipelined per partition."""
 
     kind = "producer"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, max_in_flight: int = 1, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sequence = 0
+        self.max_in_flight = max_in_flight
 
     async def body(self) -> None:
         producer = TransactionalProducer(
-            self.bootstrap, f"{self.name}-tx", transaction_timeout_ms=20_000, request_timeout=10
+            self.bootstrap,
+            f"{self.name}-tx",
+            transaction_timeout_ms=20_000,
+            request_timeout=10,
+            max_in_flight=self.max_in_flight,
         )
         try:
             await producer.init_transactions()
             while True:
                 values = []
                 producer.begin_transaction()
-                for _ in range(self.rng.randint(1, 5)):
-                    self.sequence += 1
-                    value = f"{self.name}-{self.sequence}".encode()
-                    values.append(value)
-                    await producer.send(INPUT, value, partition=self.rng.randrange(3))
+                answers = []
+                if self.max_in_flight == 1:
+                    for _ in range(self.rng.randint(1, 5)):
+                        self.sequence += 1
+                        value = f"{self.name}-{self.sequence}".encode()
+                        values.append(value)
+                        answers.append(
+                            await producer.send(INPUT, value, partition=self.rng.randrange(3))
+                        )
+                else:
+                    sends = []
+                    for _ in range(self.rng.randint(1, 8)):
+                        self.sequence += 1
+                        value = f"{self.name}-{self.sequence}".encode()
+                        values.append(value)
+                        sends.append(producer.send(INPUT, value, partition=self.rng.randrange(3)))
+                    answers = await asyncio.gather(*sends)
                 if self.rng.random() < 0.1:
                     await producer.abort_transaction()
                     self.ledger.count("producer.aborted")
@@ -158,6 +179,11 @@ class InputProducer(Actor):
                     except (ProducerFencedError, *EXPECTED):
                         raise
                     self.ledger.produced.update(values)
+                    for answer, value in zip(answers, values, strict=True):
+                        where = (self.name, answer.partition)
+                        self.ledger.acknowledged.setdefault(where, []).append(
+                            (answer.offset, value)
+                        )
                     self.ledger.count("producer.committed", len(values))
                 await asyncio.sleep(self.rng.uniform(0.01, 0.3))
         finally:
