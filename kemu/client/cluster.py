@@ -177,6 +177,11 @@ class ClusterClient:
             self._connections.pop(node_id, None)
             raise RetriableError(str(exc)) from exc
 
+    def connection_lost(self, node_id: int, connection: BrokerConnection) -> None:
+        """A request on ``connection`` (from ``connection(node_id)``) found it broken."""
+        if self._connections.get(node_id) is connection:
+            self._connections.pop(node_id, None)
+
     def request_class(self, api_key: int, version: int, name: str) -> Any:
         """A nested request class (a topic or partition entry) of one message version."""
         return getattr(wire.request_module(api_key, version), name)

@@ -33,6 +33,7 @@ from kemu.client.cluster import (
     TopicIdPartition,
 )
 from kemu.client.codec import partition_for_key, producer_batch
+from kemu.client.connection import ConnectionClosed
 from kemu.client.errors import (
     COORDINATOR_MOVED,
     LEADER_MOVED,
@@ -317,13 +318,16 @@ class TransactionalProducer:
             topic_data = self.cluster.nested(
                 PRODUCE, version, "TopicProduceData", name=topic, partition_data=(partition_data,)
             )
+            connection = await self.cluster.connection(leader)
             await pipeline.wait_turn(batch)
-            # Marked before the call: the batches it wakes run only once this one's request is
-            # written, which ``call`` does before it first waits (on a connected connection).
+            if not connection.connected:
+                raise RetriableError("the connection closed before the batch was sent")
+            # Marked before the call: ``call`` writes the request before it first waits, so the
+            # batches it wakes are written after it (a batch marked written while its
+            # connection was still being opened let the next one overtake it).
             pipeline.mark_written(batch)
             try:
-                response = await self.cluster.call(
-                    leader,
+                response = await connection.call(
                     PRODUCE,
                     version,
                     transactional_id=self.transactional_id,
@@ -331,9 +335,10 @@ class TransactionalProducer:
                     timeout=datetime.timedelta(milliseconds=int(self.request_timeout * 1000)),
                     topic_data=(topic_data,),
                 )
-            except RetriableError:
+            except (ConnectionClosed, OSError) as exc:
                 pipeline.mark_failed(batch)
-                raise
+                self.cluster.connection_lost(leader, connection)
+                raise RetriableError(str(exc)) from exc
             self.cluster.learn_nodes(getattr(response, "node_endpoints", ()))
             [result] = [p for t in response.responses for p in t.partition_responses]
             error = result.error_code
