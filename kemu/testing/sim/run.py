@@ -33,6 +33,7 @@ from typing import Any
 import structlog
 
 from kemu.cluster import crash_points, seeded
+from kemu.coordinator.group.service import GROUP_COORDINATOR
 from kemu.testing.sim.admin_ops import Operator
 from kemu.testing.sim.chaos import Chaos, FaultRates
 from kemu.testing.sim.loop import START_S, SimLoop
@@ -214,6 +215,7 @@ class Simulation:
             f"latency <= {self.network.max_latency_ms} ms"
         )
         await self.kemu.boot()
+        self.ledger.share_member = self._share_member
         bootstrap = self.kemu.bootstrap
         streams = [random.Random(self.rng.getrandbits(64)) for _ in range(9)]
         # --pipelined: each input producer's max_in_flight from a stream of its own, so that it
@@ -314,6 +316,12 @@ class Simulation:
     async def _reboot(self) -> None:
         await self.kemu.boot()
         self.log(f"kemu restarts (incarnation {self.kemu.incarnation})")
+
+    def _share_member(self, group_id: str, member_id: str) -> tuple[int, frozenset[Any]] | None:
+        service = self.kemu.runtime().services.built(GROUP_COORDINATOR) if self.kemu.up else None
+        group = None if service is None else service.registry.get(group_id)
+        member = getattr(group, "members", {}).get(member_id)
+        return None if member is None else (member.member_epoch, member.assigned)
 
     # --- checks --------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import random
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from kemu.client import (
 )
 from kemu.client.cluster import RetriableError
 from kemu.client.connection import ConnectionClosed
+from kemu.client.share_consumer import SHARE_GROUP_HEARTBEAT
 from kemu.testing.sim.loop import Process
 
 INPUT, OUTPUT = "input", "output"
@@ -82,6 +84,9 @@ class Ledger:
     violations: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)  # client errors outside EXPECTED
     counts: dict[str, int] = field(default_factory=dict)
+    # the share coordinator's (member epoch, assignment) of (group, member id), set by the
+    # harness: None while kemu is down or the member unknown
+    share_member: Callable[[str, str], tuple[int, frozenset[Any]] | None] = lambda _g, _m: None
 
     def count(self, name: str, by: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + by
@@ -123,6 +128,42 @@ class Actor:
 
     async def body(self) -> None:
         raise NotImplementedError
+
+
+def watch_share_heartbeats(consumer: ShareConsumer, group: str, ledger: Ledger) -> None:
+    """Count ``share.heartbeat.answer_lost`` when a ShareGroupHeartbeat goes out while the
+    coordinator already holds its member at a later epoch with another assignment: an earlier
+    heartbeat moved the assignment and its answer was lost (heartbeats go one at a time), the
+    situation of seed 2's bug (docs/reliability.md). Count ``share.heartbeat.assignment_unlearnt``
+    when a heartbeat is answered at the member's epoch without an assignment while the
+    coordinator holds another one than the consumer's: the bug itself, as the coordinator sends
+    the assignment again only to a full heartbeat (the member may never learn it; only a later
+    rebalance or its death heals that, so the final check alone seldom sees it)."""
+    call = consumer.cluster.call
+
+    async def watched(node_id: int, api_key: int, version: int, **fields: Any) -> Any:
+        if api_key != SHARE_GROUP_HEARTBEAT or fields.get("member_epoch", 0) <= 0:
+            return await call(node_id, api_key, version, **fields)
+        held = ledger.share_member(group, consumer.member_id)
+        if (
+            held is not None
+            and held[0] > fields["member_epoch"]
+            and held[1] != consumer._assignment
+        ):
+            ledger.count("share.heartbeat.answer_lost")
+        answer = await call(node_id, api_key, version, **fields)
+        held = ledger.share_member(group, consumer.member_id)
+        if (
+            answer.error_code == 0
+            and answer.assignment is None
+            and held is not None
+            and held[0] == answer.member_epoch
+            and held[1] != consumer._assignment
+        ):
+            ledger.count("share.heartbeat.assignment_unlearnt")
+        return answer
+
+    consumer.cluster.call = watched  # type: ignore[method-assign]
 
 
 class _ApplicationAbort(Exception):
@@ -199,6 +240,7 @@ class Pipeline(Actor):
         consumer = ShareConsumer(
             self.bootstrap, PIPE_GROUP, acknowledgement_mode="explicit", max_poll_records=20
         )
+        watch_share_heartbeats(consumer, PIPE_GROUP, self.ledger)
         # KIP-1289's two wire forms: TxnShareAcknowledge alone, or after
         # AddShareAcknowledgementsToTxn to the transaction coordinator
         form = self.rng.choice((ONE_RPC, TWO_RPC))
@@ -278,6 +320,7 @@ class Reader(Actor):
         consumer = ShareConsumer(
             self.bootstrap, READER_GROUP, acknowledgement_mode="explicit", max_poll_records=50
         )
+        watch_share_heartbeats(consumer, READER_GROUP, self.ledger)
         self.clients = [consumer]
         try:
             await consumer.subscribe([INPUT])
