@@ -356,6 +356,11 @@ class TransactionalProducer:
                 # one behind it (it is out of order only if it still is once it leads).
                 pipeline.mark_failed(batch)
                 raise RetriableError(error.name)
+            if error == ErrorCode.invalid_producer_epoch:
+                # Abortable, as for Java's producer (KIP-588): a partition leader cannot tell a
+                # timed-out transaction from a fenced producer; the abort's EndTxn does (NONE and
+                # the bumped epoch, or PRODUCER_FENCED).
+                raise KafkaError(error, f"Produce: {result.error_message or error.name}")
             self._raise_for(error, "Produce", message=result.error_message)
             return int(result.base_offset)
 

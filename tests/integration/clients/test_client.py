@@ -45,6 +45,8 @@ from tests import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
+DESCRIBE_TRANSACTIONS = 65
+
 
 @pytest.fixture(scope="module")
 def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
@@ -263,8 +265,11 @@ async def test_a_fenced_producer_is_told_so(kemu: KemuProcess) -> None:
         zombie.begin_transaction()
         await zombie.send("fenced-producer", b"zombie")
         await successor.init_transactions()  # bumps the epoch and aborts the zombie's transaction
-        with pytest.raises(ProducerFencedError):
+        with pytest.raises(KafkaError) as refused:  # abortable, as for Java's producer
             await zombie.send("fenced-producer", b"again")
+        assert refused.value.error == ErrorCode.invalid_producer_epoch
+        with pytest.raises(ProducerFencedError):  # the abort's EndTxn tells it is a zombie
+            await zombie.abort_transaction()
         with pytest.raises(ProducerFencedError):
             await zombie.commit_transaction()
         successor.begin_transaction()
@@ -274,6 +279,42 @@ async def test_a_fenced_producer_is_told_so(kemu: KemuProcess) -> None:
     finally:
         await zombie.close()
         await successor.close()
+
+
+async def test_a_timed_out_transaction_is_abortable(kemu: KemuProcess) -> None:
+    """A transaction the coordinator aborted on timeout: the next send is refused
+    INVALID_PRODUCER_EPOCH, abortable as for Java's producer (KIP-588); the abort goes through
+    with the bumped epoch and the next transaction commits."""
+    create_topics(kemu, ("timed-out", 1))
+    producer = TransactionalProducer(kemu.bootstrap, "tx-timed-out", transaction_timeout_ms=1000)
+    try:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        await producer.send("timed-out", b"timed out")
+        await aborted_by_timeout(producer)
+        with pytest.raises(KafkaError) as refused:
+            await producer.send("timed-out", b"after the timeout")
+        assert refused.value.error == ErrorCode.invalid_producer_epoch
+        await producer.abort_transaction()
+        producer.begin_transaction()
+        await producer.send("timed-out", b"next")
+        await producer.commit_transaction()
+        assert await committed_values(kemu, "timed-out") == [b"next"]
+    finally:
+        await producer.close()
+
+
+async def aborted_by_timeout(producer: TransactionalProducer) -> None:
+    """Until the coordinator has aborted the producer's transaction (DescribeTransactions)."""
+    for _ in range(600):
+        node = await producer.cluster.coordinator(1, producer.transactional_id)
+        answer = await producer.cluster.call(
+            node, DESCRIBE_TRANSACTIONS, 0, transactional_ids=(producer.transactional_id,)
+        )
+        if str(answer.transaction_states[0].transaction_state) == "CompleteAbort":
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the coordinator never aborted the transaction")
 
 
 async def test_acknowledgements_across_polls_and_partitions_in_one_transaction(
