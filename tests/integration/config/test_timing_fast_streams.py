@@ -31,11 +31,17 @@ STREAMS_HEARTBEAT = 88
 WAIT_S = 90.0  # a bound for failing (a JVM starting), not a measurement
 
 
-@pytest.fixture
-def streams_app(java_probes: Path, tmp_path: Path) -> Iterator[Any]:  # noqa: F811
-    started: list[subprocess.Popen[str]] = []
+class StreamsApps:
+    """Kafka Streams applications started by a test. ``close`` ends them through stdin (the app
+    then closes cleanly, leaving its group); a test calls it while the recording proxy the apps
+    talk through still stands, since an app whose broker is gone waits in ``KafkaStreams.close``
+    until it is killed."""
 
-    def start(bootstrap: str, input_topic: str, output_topic: str) -> None:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.started: list[subprocess.Popen[str]] = []
+
+    def __call__(self, bootstrap: str, input_topic: str, output_topic: str) -> None:
         command = [
             "java",
             "-cp",
@@ -54,22 +60,31 @@ def streams_app(java_probes: Path, tmp_path: Path) -> Iterator[Any]:  # noqa: F8
             "--output",
             output_topic,
             "--state-dir",
-            str(tmp_path / "state"),
+            str(self.tmp_path / "state"),
         ]
-        log = open(tmp_path / "streams.log", "w")  # noqa: SIM115
-        started.append(
+        log = open(self.tmp_path / "streams.log", "w")  # noqa: SIM115
+        self.started.append(
             subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=log, text=True)
         )
 
-    yield start
-    for process in started:
-        if process.stdin is not None:
-            process.stdin.close()
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    def close(self) -> None:
+        for process in self.started:
+            if process.stdin is not None and not process.stdin.closed:
+                process.stdin.close()
+        for process in self.started:
+            try:
+                process.wait(WAIT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        self.started.clear()
+
+
+@pytest.fixture
+def streams_app(java_probes: Path, tmp_path: Path) -> Iterator[StreamsApps]:  # noqa: F811
+    apps = StreamsApps(tmp_path)
+    yield apps
+    apps.close()
 
 
 def topics(bootstrap: str) -> tuple[str, str]:
@@ -91,13 +106,14 @@ def first_heartbeat(proxy: Any) -> Any:
 
 
 def test_a_streams_member_gets_its_tasks_in_the_answer_to_its_first_heartbeat(
-    kemu_factory: type[KemuProcess], streams_app: Any
+    kemu_factory: type[KemuProcess], streams_app: StreamsApps
 ) -> None:
     kemu = kemu_factory(brokers=1).start()
     input_topic, output_topic = topics(kemu.bootstrap)
     with recorded(kemu) as proxy:
         streams_app(proxy.bootstrap, input_topic, output_topic)
         joined = first_heartbeat(proxy)
+        streams_app.close()
     assert joined.response.error_code == 0
     assert joined.response.active_tasks, "tasks in the join's answer"
     assigned = sum(len(tasks.partitions) for tasks in joined.response.active_tasks)
@@ -106,13 +122,14 @@ def test_a_streams_member_gets_its_tasks_in_the_answer_to_its_first_heartbeat(
 
 
 def test_under_kafka_timing_the_first_answer_is_delayed(
-    kemu_factory: type[KemuProcess], streams_app: Any
+    kemu_factory: type[KemuProcess], streams_app: StreamsApps
 ) -> None:
     kemu = kemu_factory(brokers=1, timing="kafka").start()
     input_topic, output_topic = topics(kemu.bootstrap)
     with recorded(kemu) as proxy:
         streams_app(proxy.bootstrap, input_topic, output_topic)
         joined = first_heartbeat(proxy)
+        streams_app.close()
     assert joined.response.error_code == 0
     assert not joined.response.active_tasks
     assert "delay" in " ".join(s.status_detail for s in joined.response.status or ()).lower()
