@@ -5,7 +5,10 @@ process, so this serves only tools that complete a hanging transaction by hand: 
 written as a COMMIT/ABORT control batch to every listed partition this broker leads (others get
 NOT_LEADER_OR_FOLLOWER, unknown ones UNKNOWN_TOPIC_OR_PARTITION), and the transaction
 coordinator's marker listeners hear of them (with an empty transactional id). The coordinator
-epoch is written into the marker and not checked.
+epoch is written into the marker and not checked. A marker whose producer epoch is below the
+one the partition last saw from that producer is refused with INVALID_PRODUCER_EPOCH (as Kafka's
+``ProducerAppendInfo`` refuses it): a tool's abort of a transaction that has ended since would
+otherwise end the producer's next one on that partition, whose coordinator may commit it.
 
 ALTER or CLUSTER_ACTION on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka
 checks.
@@ -53,6 +56,8 @@ def handle(ctx: RequestContext, request: WriteTxnMarkersRequestView) -> Any:
                     code = ErrorCode.unknown_topic_or_partition
                 elif partition.leader_id != ctx.node.node_id:
                     code = ErrorCode.not_leader_or_follower
+                elif _stale(partition, marker.producer_id, marker.producer_epoch):
+                    code = ErrorCode.invalid_producer_epoch
                 else:
                     try:
                         partition.write_marker(
@@ -92,3 +97,9 @@ def handle(ctx: RequestContext, request: WriteTxnMarkersRequestView) -> Any:
             )
         )
     return ctx.respond(markers=tuple(results))
+
+
+def _stale(partition: Any, producer_id: int, producer_epoch: int) -> bool:
+    """The partition has seen a later epoch of this producer than the marker's."""
+    entry = partition.producers.get(producer_id)
+    return entry is not None and producer_epoch < entry.epoch

@@ -441,8 +441,9 @@ class Simulation:
         return found
 
     def _excused(self) -> set[bytes]:
-        """Output values an operator's data-partition abort took: every value a committed
-        pipeline transaction wrote to a partition the operator aborted it on."""
+        """Output values an operator's data-partition abort took: every value a pipeline
+        transaction asked to commit (the answer may be lost) wrote to a partition the operator
+        aborted it on."""
         sends = self.ledger.pipe_sends
         return {v for key in self.ledger.tool_aborted for v in sends.get(key, ())}
 

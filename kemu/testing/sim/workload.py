@@ -70,7 +70,7 @@ class Ledger:
     group_seen: dict[tuple[int, int], bytes] = field(default_factory=dict)
     group_committed: dict[tuple[str, int], int] = field(default_factory=dict)
     # the operator's data-partition aborts (producer id, epoch, output partition), and what the
-    # pipelines' committed transactions wrote under each such key: the values it may abort
+    # pipelines' transactions asked to commit wrote under each such key: the values it may abort
     tool_aborted: set[tuple[int, int, int]] = field(default_factory=set)
     pipe_sends: dict[tuple[int, int, int], list[bytes]] = field(default_factory=dict)
     # share groups whose offsets an operator is deleting (their start offsets may go back
@@ -287,6 +287,10 @@ class Pipeline(Actor):
                         raise _ApplicationAbort
                     if self.rng.random() < 0.3:  # other work before the commit (a checkpoint)
                         await asyncio.sleep(self.rng.uniform(0.05, 1.0))
+                    # noted before the commit: one whose answer is lost may still commit (its
+                    # share acknowledgements too), after the operator aborted some of its sends
+                    for key, values in sends.items():
+                        self.ledger.pipe_sends.setdefault(key, []).extend(values)
                     await producer.commit_transaction()
                 except ProducerFencedError:
                     raise
@@ -298,8 +302,6 @@ class Pipeline(Actor):
                             consumer.acknowledge(record, AcknowledgeType.RELEASE)
                     consumer.acknowledgements_for_transaction()
                     continue
-                for key, values in sends.items():
-                    self.ledger.pipe_sends.setdefault(key, []).extend(values)
                 for record in batch:
                     self.ledger.pipe_done[(record.topic, record.partition, record.offset)] = (
                         record.value or b"",

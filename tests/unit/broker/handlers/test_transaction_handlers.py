@@ -286,6 +286,34 @@ def test_write_txn_markers_for_tools(broker: Broker) -> None:
     assert partition.aborted_ranges(0, 3) == [(77, 0, 2)]
 
 
+def test_write_txn_markers_refuses_an_epoch_the_partition_has_seen_pass(broker: Broker) -> None:
+    """Seed 500 of the simulation (3000 steps): kafka-transactions.sh abort read an open
+    transaction at epoch 293 with DescribeProducers; its marker came after that transaction had
+    ended and the producer's next one (epoch 294) had written, ended that one instead, and the
+    coordinator then committed it: a committed record read as aborted. Kafka refuses it."""
+    partition = broker.cluster.topics["orders"].partitions[0]
+    produce_transactional(broker, 0, 77, 5, 0)
+    topic = broker.nested(MARKERS, 1, "WritableTxnMarkerTopic", name="orders",
+                          partition_indexes=(0,))  # fmt: skip
+    marker = broker.nested(
+        MARKERS,
+        1,
+        "WritableTxnMarker",
+        producer_id=77,
+        producer_epoch=4,
+        transaction_result=False,
+        topics=(topic,),
+        coordinator_epoch=0,
+    )
+    response = broker.send(broker.request(MARKERS, 1, markers=(marker,)), partition.leader_id)
+    assert (
+        response.markers[0].topics[0].partitions[0].error_code == ErrorCode.invalid_producer_epoch
+    )
+    assert partition.last_stable_offset == 0  # still open, nothing written
+    assert partition.high_watermark == 2
+    assert partition.aborted_ranges(0, 2) == []
+
+
 def test_list_and_describe_transactions(broker: Broker) -> None:
     first = init(broker)
     add_partitions(broker, first.producer_id, first.producer_epoch, 1)
