@@ -88,10 +88,17 @@ def test_every_code_block_is_run_or_says_why_not() -> None:
     assert to_run(ROOT / "README.md"), "the README's quick start is run here"
 
 
-def run_page(page: Path, tmp_path: Path, scene: ControlScene | None = None) -> PageRun:
+def run_page(
+    page: Path,
+    tmp_path: Path,
+    scene: ControlScene | None = None,
+    section: str | None = None,
+) -> PageRun:
+    """Run the page's blocks in order (only those under the ``## section`` heading if given)."""
     run = PageRun(page, tmp_path, before_block=scene or (lambda run, block: None))
+    chosen = to_run(page) if section is None else sections(page)[section]
     try:
-        for block in to_run(page):
+        for block in chosen:
             if (
                 run.kemu is None
                 and NEEDS_MAKE_SERVE.search(block.source)
@@ -104,6 +111,26 @@ def run_page(page: Path, tmp_path: Path, scene: ControlScene | None = None) -> P
             scene.close()
         run.stop()
     return run
+
+
+def sections(page: Path) -> dict[str, list[Block]]:
+    """The page's blocks to run, by the ``## `` heading they stand under, in page order."""
+    every = blocks(page)
+    inside = {
+        number
+        for block in every
+        for number in range(block.line, block.line + block.source.count("\n") + 2)
+    }
+    headings = [
+        (number, line[3:].strip())
+        for number, line in enumerate(page.read_text().splitlines(), start=1)
+        if line.startswith("## ") and number not in inside
+    ]
+    found: dict[str, list[Block]] = {}
+    for block in to_run(page):
+        heading = [title for number, title in headings if number < block.line][-1:]
+        found.setdefault(heading[0] if heading else "", []).append(block)
+    return found
 
 
 # Pages run by a module of their own, so that make test's workers run them side by side:
@@ -121,9 +148,19 @@ OTHER_PAGES = [
 ]
 
 
-def run_as_written(page: Path, tmp_path: Path) -> None:
+# Long-command pages whose sections share nothing (no kemu, no file): a test id per section, so
+# that make test's workers run the sections side by side rather than one after the other.
+BY_SECTION = [ROOT / "docs" / "reliability.md"]
+LONG_COMMAND_PARTS: list[tuple[Path, str | None]] = [
+    (page, section)
+    for page in LONG_COMMAND_PAGES
+    for section in (list(sections(page)) if page in BY_SECTION else [None])
+]
+
+
+def run_as_written(page: Path, tmp_path: Path, section: str | None = None) -> None:
     scene = ControlScene() if page == CONTROL_PAGE else None
-    run = run_page(page, tmp_path, scene)
+    run = run_page(page, tmp_path, scene, section)
     if run.unchecked:
         pytest.skip("; ".join(run.unchecked))
 
