@@ -314,7 +314,7 @@ async def measure(args: argparse.Namespace, server: Any) -> None:
         )
         for conn in idle.conns + active.conns:
             conn.close()
-        await asyncio.sleep(2)  # let the server see the closes
+        await asyncio.sleep(args.settle_seconds)  # let the server see the closes
     print(
         f"p99 ratio, median of {len(ratios)} rounds: {statistics.median(ratios):.2f}x from "
         f"schedule, {statistics.median(sent_ratios):.2f}x from send",
@@ -324,7 +324,7 @@ async def measure(args: argparse.Namespace, server: Any) -> None:
     before = memory_of(server.pid).rss_mb
     fds_before = fd_count(server.pid)
     many = await open_many(host, port, args.many, args.connect_concurrency)
-    await asyncio.sleep(2)
+    await asyncio.sleep(args.settle_seconds)
     after = memory_of(server.pid).rss_mb
     fds_after = fd_count(server.pid)
     answered = await all_answer(many.conns, args.connect_concurrency)
@@ -352,6 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect-concurrency", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3, help="10- then 1,000-connection runs")
     parser.add_argument("--warmup-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=2.0,
+        help="wait after closing or opening connections before counting the server's fds/RSS",
+    )
     args = parser.parse_args(argv)
 
     from bench.servers import make_server

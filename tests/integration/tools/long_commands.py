@@ -47,6 +47,7 @@ SHORTER_SET: dict[str, dict[str, str]] = {
         "--many": "30",
         "--rounds": "1",
         "--warmup-seconds": "0",
+        "--settle-seconds": "0.2",
     },
 }
 TIMEOUT_S = 300
