@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,9 @@ class Pipe(asyncio.Transport):
         self.reading = True
         self.held: list[bytes] = []  # arrived while reading was paused
         self.next_arrival = 0.0  # bytes of one direction arrive in order
+        # What is in flight to this end, in send order: each arrival timer takes the oldest, as
+        # the loop runs timers due at the same instant in no set order (its heap is not stable)
+        self.arrivals: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self.tear_next = False  # the next write arrives torn, then the connection resets
 
     # --- asyncio.Transport ---------------------------------------------------------------------
@@ -116,6 +120,10 @@ class Pipe(asyncio.Transport):
             self.held.append(data)
             return
         self.protocol.data_received(data)
+
+    def _arrive(self) -> None:
+        callback, args = self.arrivals.popleft()
+        callback(*args)
 
     def _lose(self, error: Exception | None) -> None:
         if self.lost:
@@ -192,13 +200,18 @@ class SimNetwork:
         receiver.next_arrival = when
         if sender.tear_next:
             sender.tear_next = False
-            self._call(receiver, when, receiver._deliver, data[: max(1, len(data) // 2)])
-            self._call(receiver, when, receiver._lose, ConnectionResetError("torn"))
+            self._arrival(receiver, when, receiver._deliver, data[: max(1, len(data) // 2)])
+            self._arrival(receiver, when, receiver._lose, ConnectionResetError("torn"))
             self._call(sender, when, sender._lose, ConnectionResetError("torn"))
             sender.closing = True
             self._forget(sender)
             return
-        self._call(receiver, when, receiver._deliver, data)
+        self._arrival(receiver, when, receiver._deliver, data)
+
+    def _arrival(self, end: Pipe, when: float, callback: Callable[..., Any], *args: Any) -> None:
+        """``callback`` at ``when``, after everything sent to ``end`` before it."""
+        end.arrivals.append((callback, args))
+        self._call(end, when, end._arrive)
 
     def hang_up(self, end: Pipe, *, reset: bool) -> None:
         """``end`` closed: the peer sees the end of the stream after what is in flight."""
@@ -206,9 +219,10 @@ class SimNetwork:
         now = self.loop.time()
         self._call(end, now, end._lose, None)
         if other is not None and not other.lost:
-            when = now if reset else max(now, other.next_arrival)
-            error = ConnectionResetError("reset by peer") if reset else None
-            self._call(other, when, other._lose, error)
+            if reset:  # what is in flight is lost with it
+                self._call(other, now, other._lose, ConnectionResetError("reset by peer"))
+            else:  # the end of the stream, after what is in flight
+                self._arrival(other, max(now, other.next_arrival), other._lose, None)
         self._forget(end)
 
     def _forget(self, end: Pipe) -> None:
