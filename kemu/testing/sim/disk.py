@@ -58,11 +58,43 @@ class DiskModel:
             module.datasync = self._fsync  # type: ignore[attr-defined]
         self._original.append((os, "fsync", os.fsync))
         setattr(os, "fsync", self._fsync)  # noqa: B010 - typeshed's signature is narrower
+        # A deleted file's inode is reused by the next file created, which would inherit its
+        # durable size or content: a power loss then depended on the file system's inode
+        # allocation, not on the seed (found once small segments were deleted during runs).
+        for name in ("unlink", "remove"):
+            original = getattr(os, name)
+            self._original.append((os, name, original))
+            setattr(os, name, self._forgetting(original))
+        for name in ("replace", "rename"):  # a segment renamed over another frees that inode
+            original = getattr(os, name)
+            self._original.append((os, name, original))
+            setattr(os, name, self._forgetting_replaced(original))
 
     def uninstall(self) -> None:
         for module, name, original in self._original:
             setattr(module, name, original)
         self._original = []
+
+    def _forgetting(self, delete: Callable[..., None]) -> Callable[..., None]:
+        def deleting(path: Any, *args: Any, **kwargs: Any) -> None:
+            with contextlib.suppress(OSError):
+                status = os.stat(path, dir_fd=kwargs.get("dir_fd"), follow_symlinks=False)
+                self.synced.pop(_key(status), None)
+                self.contents.pop(_key(status), None)
+            delete(path, *args, **kwargs)
+
+        return deleting
+
+    def _forgetting_replaced(self, move: Callable[..., None]) -> Callable[..., None]:
+        def moving(source: Any, destination: Any, *args: Any, **kwargs: Any) -> None:
+            if str(destination).endswith(SEGMENT_SUFFIX):  # other files' content is kept:
+                with contextlib.suppress(OSError):  # a power loss may bring it back
+                    replaced = os.stat(destination, dir_fd=kwargs.get("dst_dir_fd"))
+                    if _key(replaced) != _key(os.stat(source, dir_fd=kwargs.get("src_dir_fd"))):
+                        self.synced.pop(_key(replaced), None)
+            move(source, destination, *args, **kwargs)
+
+        return moving
 
     def _fsync(self, target: Any) -> None:
         descriptor = target if isinstance(target, int) else target.fileno()
