@@ -34,6 +34,14 @@ class SimulatedCrash(BaseException):
     so that no ``except Exception`` of kemu catches it and carries on)."""
 
 
+SIM_INTERNAL_SEGMENT_BYTES = 16 * 1024
+INTERNAL_SEGMENT_CONFIGS = (
+    "offsets.topic.segment.bytes",
+    "transaction.state.log.segment.bytes",
+    "share.coordinator.state.topic.segment.bytes",
+)
+
+
 def broker_config(overrides: dict[str, str]) -> BrokerConfig:
     settings = {
         "kemu.kip1289.enable": "true",
@@ -43,6 +51,11 @@ def broker_config(overrides: dict[str, str]) -> BrokerConfig:
         "offsets.topic.replication.factor": "1",
         "transaction.state.log.replication.factor": "1",
         "share.coordinator.state.topic.replication.factor": "1",
+        # Sim only: internal topics get small segments (Kafka: 100 MiB), so that segments roll
+        # within a run, the cleaner compacts __consumer_offsets and __transaction_state, share
+        # state pruning deletes whole segments, and all of it happens under crashes; and so
+        # that a restart replays what Kafka's would of a long-lived broker, not a whole history.
+        **dict.fromkeys(INTERNAL_SEGMENT_CONFIGS, str(SIM_INTERNAL_SEGMENT_BYTES)),
         **overrides,
     }
     return BrokerConfig(settings)
