@@ -49,6 +49,7 @@ class Options:
     trace: bool
     tail: int
     pipelined: bool = False
+    cleaner_backoff_ms: int | None = None
 
 
 def run_seed(seed: int, options: Options) -> Outcome:
@@ -58,7 +59,13 @@ def run_seed(seed: int, options: Options) -> Outcome:
     rates = FaultRates.none() if options.no_faults else None
     cpu = time.process_time()
     try:
-        result = Simulation(seed, options.steps, rates=rates, pipelined=options.pipelined).run()
+        result = Simulation(
+            seed,
+            options.steps,
+            rates=rates,
+            pipelined=options.pipelined,
+            cleaner_backoff_ms=options.cleaner_backoff_ms,
+        ).run()
     except Exception:  # the harness itself failed: this seed fails, the others still run
         lines = traceback.format_exc().splitlines()
         text = [f"seed {seed}: FAILED, the harness raised", *(f"  | {line}" for line in lines)]
@@ -107,13 +114,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="input producers pipeline (max_in_flight 2-5, drawn from the seed)",
     )
+    parser.add_argument(
+        "--cleaner-backoff-ms",
+        type=int,
+        default=None,
+        help="kemu's log.cleaner.backoff.ms (default Kafka's 15000; 1000 keeps restarts cheap)",
+    )
     args = parser.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") != HASH_SEED:
         os.environ["PYTHONHASHSEED"] = HASH_SEED
         os.execv(sys.executable, [sys.executable, "-m", "kemu.testing.sim", *sys.argv[1:]])
 
     seeds = _seeds(args.seed)
-    options = Options(args.steps, args.no_faults, args.trace, args.tail, args.pipelined)
+    options = Options(
+        args.steps, args.no_faults, args.trace, args.tail, args.pipelined, args.cleaner_backoff_ms
+    )
     failed = 0
     totals: dict[str, int] = {}
     virtual_ms = steps = 0
