@@ -27,10 +27,9 @@ from kemu.client import (
 )
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.kafka import SHARE_GROUPS, KafkaConfig, KafkaServer
+from tests.integration.clients import txn_timeout
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
-
-DESCRIBE_TRANSACTIONS = 65
 
 
 @pytest.fixture(scope="module")
@@ -152,36 +151,8 @@ async def test_a_fenced_producer_is_told_so(kafka: str) -> None:
 
 
 async def test_a_timed_out_transaction_is_abortable(kafka: str) -> None:
-    """A transaction the coordinator aborted on timeout: the next send is refused
-    INVALID_PRODUCER_EPOCH, abortable as for Java's producer (KIP-588); the abort goes through
-    with the bumped epoch and the next transaction commits."""
-    create_topics(kafka, ("timed-out", 1))
-    producer = TransactionalProducer(kafka, "tx-timed-out", transaction_timeout_ms=1000)
-    try:
-        await producer.init_transactions()
-        producer.begin_transaction()
-        await producer.send("timed-out", b"timed out")
-        await aborted_by_timeout(producer)
-        with pytest.raises(KafkaError) as refused:
-            await producer.send("timed-out", b"after the timeout")
-        assert refused.value.error == ErrorCode.invalid_producer_epoch
-        await producer.abort_transaction()
-        producer.begin_transaction()
-        await producer.send("timed-out", b"next")
-        await producer.commit_transaction()
-        assert await committed_values(kafka, "timed-out") == [b"next"]
-    finally:
-        await producer.close()
-
-
-async def aborted_by_timeout(producer: TransactionalProducer) -> None:
-    """Until the coordinator has aborted the producer's transaction (DescribeTransactions)."""
-    for _ in range(600):
-        node = await producer.cluster.coordinator(1, producer.transactional_id)
-        answer = await producer.cluster.call(
-            node, DESCRIBE_TRANSACTIONS, 0, transactional_ids=(producer.transactional_id,)
-        )
-        if str(answer.transaction_states[0].transaction_state) == "CompleteAbort":
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the coordinator never aborted the transaction")
+    """txn_timeout.py's scenario: a timed-out transaction is abortable, as for Java's producer."""
+    create_topics(kafka, (txn_timeout.TOPIC, 1))
+    await txn_timeout.a_timed_out_transaction_is_abortable(
+        kafka, lambda topic: committed_values(kafka, topic)
+    )
