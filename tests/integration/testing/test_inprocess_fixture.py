@@ -1,11 +1,16 @@
 """The in-process kemu fixture (kemu/testing/inprocess.py): real clients reach it, a test can look
-inside it on its own loop, and it stops cleanly (its ports are free again)."""
+inside it on its own loop, and it stops cleanly (its ports are free again); what KemuProcess
+offers (the control API and virtual clock, listeners, self-signed TLS, a cluster id, a log file)
+it offers too."""
 
 from __future__ import annotations
 
+import json
 import socket
 import uuid
+from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -50,3 +55,51 @@ def test_stop_frees_the_ports(kemu_inprocess_factory: type[InProcessKemu]) -> No
         with socket.socket() as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind(("127.0.0.1", port))
+
+
+def test_control_api_and_virtual_clock(kemu_inprocess_factory: type[InProcessKemu]) -> None:
+    kemu = kemu_inprocess_factory(brokers=2, clock="virtual").start()
+    assert kemu.control_url.startswith("http://127.0.0.1:")
+    before = kemu.control.clock()["now_ms"]
+    kemu.control.advance(5000)
+    assert kemu.control.clock()["now_ms"] == before + 5000
+    assert kemu.call(lambda: kemu.runtime.clock_ms()) == before + 5000
+    kemu.stop_broker(2)
+    assert [b["node_id"] for b in kemu.control.brokers() if b.get("stopped")] == [2]
+    kemu.start_broker(2)
+
+
+def test_without_control_port_control_says_so(kemu_inprocess: InProcessKemu) -> None:
+    with pytest.raises(RuntimeError, match="with_control=True"):
+        kemu_inprocess.control.brokers()
+
+
+def test_listeners_tls_cluster_id_and_json_log(
+    kemu_inprocess_factory: type[InProcessKemu], tmp_path: Path
+) -> None:
+    kemu = kemu_inprocess_factory(
+        brokers=2,
+        overrides=["listeners=PLAINTEXT://:0,SSL://:0"],
+        tls_self_signed=True,
+        cluster_id="inprocess-cluster-id",
+        log_path=tmp_path / "kemu.log",
+        json_logs=True,
+    ).start()
+    assert list(kemu.listeners) == ["PLAINTEXT", "SSL"]
+    assert kemu.bootstrap == kemu.listeners["PLAINTEXT"]
+    assert set(kemu.tls) == {"ca", "client_cert", "client_key"}
+    ssl_config = {
+        "bootstrap.servers": kemu.listeners["SSL"],
+        "security.protocol": "SSL",
+        "ssl.ca.location": kemu.tls["ca"],
+    }
+    metadata = AdminClient(ssl_config).list_topics(timeout=TIMEOUT)
+    assert metadata.cluster_id == "inprocess-cluster-id"
+    assert sorted(f"{b.host}:{b.port}" for b in metadata.brokers.values()) == sorted(
+        kemu.listeners["SSL"].split(",")
+    )
+    kemu.stop()
+    events = [json.loads(line) for line in (tmp_path / "kemu.log").read_text().splitlines()]
+    started = [event for event in events if event["event"] == "started"]
+    assert started and started[0]["cluster_id"] == "inprocess-cluster-id"
+    assert all(event["level"] != "debug" for event in events)
