@@ -17,6 +17,7 @@ from kemu.client.errors import (
     TransactionAbortableError,
 )
 from kemu.client.group_consumer import GroupConsumer
+from kemu.client.idempotent_producer import IdempotentProducer
 from kemu.client.producer import ONE_RPC, TWO_RPC, RecordMetadata, TransactionalProducer
 from kemu.client.share_consumer import ShareConsumer
 from kemu.client.share_types import (
@@ -36,6 +37,7 @@ __all__ = [
     "Consumer",
     "ConsumerRecord",
     "GroupConsumer",
+    "IdempotentProducer",
     "IllegalStateError",
     "KafkaError",
     "ProducerFencedError",

@@ -8,6 +8,10 @@ OUT_OF_ORDER_SEQUENCE_NUMBER because a batch before it failed) is retried only o
 before it is acknowledged, with the same sequence, so the leader appends them in order and
 answers a batch it already has as before (a duplicate). With ``max_in_flight=1`` a partition has
 one batch in flight at a time.
+
+``IdempotentPipeline`` is the same order for an idempotent producer without transactions, where
+no transaction ends a failure: a gap in a partition's sequences is closed by bumping the
+producer's epoch and numbering the unacknowledged batches again from 0 (KIP-360).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ class PendingBatch:
     written: bool = False  # its current attempt is on the wire
     failed: bool = False  # an attempt failed: the next one waits until it leads
     doomed: BaseException | None = None  # a batch before it failed for good
+    renumbered: bool = False  # its sequence was rewritten under a bumped epoch
 
 
 class PartitionPipeline:
@@ -106,3 +111,74 @@ class PartitionPipeline:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+
+
+SEQUENCE_MASK = 0x7FFFFFFF
+
+
+class IdempotentPipeline(PartitionPipeline):
+    """One partition of a non-transactional idempotent producer, as Java's ``TransactionManager``
+    keeps it without a transactional id (KIP-360): a batch failed for good leaves the partition's
+    sequence *unresolved* (the leader may or may not have it); once no batch of the partition is
+    left, it is resolved if the last acknowledged sequence is the last one taken, and otherwise
+    the producer's epoch is bumped. OUT_OF_ORDER_SEQUENCE_NUMBER on the batch right after the last
+    acknowledged one (a real gap at the leader) also asks for a bump. A bump waits until none of
+    the partition's batches is on the wire, then numbers the unacknowledged ones again from 0
+    under the new epoch, in their order; the batches of every partition are stamped with the
+    partition's producer id and epoch, which moves to the producer's current one whenever the
+    partition has nothing unacknowledged."""
+
+    def __init__(self, max_in_flight: int, producer_id: int, epoch: int) -> None:
+        super().__init__(max_in_flight)
+        self.producer_id, self.epoch = producer_id, epoch
+        self.last_acknowledged = -1  # the highest sequence the leader confirmed, this epoch
+        self.unresolved = False
+        self.bump_wanted = False
+
+    def add_under(self, record_count: int, producer_id: int, epoch: int) -> PendingBatch:
+        """``add`` for the producer's current id and epoch: an idle partition moves to them."""
+        idle = not self.unacknowledged and not self.bump_wanted and not self.unresolved
+        if idle and (producer_id, epoch) != (self.producer_id, self.epoch):
+            self.renumber(producer_id, epoch)
+        return self.add(record_count)
+
+    def follows_acknowledged(self, sequence: int) -> bool:
+        return sequence == (self.last_acknowledged + 1) & SEQUENCE_MASK
+
+    def renumber(self, producer_id: int, epoch: int) -> None:
+        """The epoch bump: the unacknowledged batches take sequences from 0, in their order."""
+        self.producer_id, self.epoch = producer_id, epoch
+        sequence = 0
+        for batch in self.unacknowledged:
+            batch.sequence = sequence
+            batch.renumbered = True
+            sequence += batch.record_count
+        self.next_sequence = sequence
+        self.last_acknowledged = -1
+        self.unresolved = self.bump_wanted = False
+        self._wake()
+
+    def _may_send(self, batch: PendingBatch) -> bool:
+        if self.bump_wanted:  # the leading batch bumps, once the partition has nothing out
+            return self.leads(batch) and not any(p.written for p in self.unacknowledged)
+        return super()._may_send(batch)
+
+    def acknowledged(self, batch: PendingBatch) -> None:
+        last = (batch.sequence + batch.record_count - 1) & SEQUENCE_MASK
+        self.last_acknowledged = max(self.last_acknowledged, last)
+        self.forget(batch)
+        self._resolve()
+
+    def give_up(self, batch: PendingBatch, cause: BaseException) -> None:
+        """The batch failed for good; the batches behind it go on (no transaction ends here)."""
+        self.unresolved = True
+        self.forget(batch)
+        self._resolve()
+
+    def _resolve(self) -> None:
+        if not self.unresolved or self.unacknowledged:
+            return
+        if self.follows_acknowledged(self.next_sequence):
+            self.unresolved = False  # the leader has everything up to the last sequence taken
+        else:
+            self.bump_wanted = True

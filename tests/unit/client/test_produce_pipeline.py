@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from kemu.client import KafkaError
-from kemu.client.produce_pipeline import PartitionPipeline, PendingBatch
+from kemu.client.produce_pipeline import IdempotentPipeline, PartitionPipeline, PendingBatch
 from kemu.protocol.errors import ErrorCode
 
 
@@ -65,3 +65,65 @@ async def test_a_batch_failed_for_good_fails_those_behind_it_and_its_sequence_is
         with pytest.raises(KafkaError, match="failed"):
             await pipeline.wait_turn(batch)
     assert pipeline.add(1).sequence == 2  # the partition goes on from the failed batch
+
+
+# --- IdempotentPipeline: a producer without transactions (KIP-360) -----------------------------
+
+
+async def test_an_epoch_bump_waits_for_the_wire_and_renumbers_from_zero_in_order() -> None:
+    pipeline = IdempotentPipeline(max_in_flight=5, producer_id=7, epoch=0)
+    first = pipeline.add_under(2, 7, 0)
+    pipeline.mark_written(first)
+    pipeline.acknowledged(first)
+    second, third, fourth = (pipeline.add_under(n, 7, 0) for n in (3, 1, 2))
+    for batch in (second, third, fourth):
+        pipeline.mark_written(batch)
+    assert pipeline.follows_acknowledged(second.sequence)
+    pipeline.bump_wanted = True  # the leader answered the second OUT_OF_ORDER: a real gap
+    pipeline.mark_failed(second)
+    assert not await turn_taken(pipeline, second)  # the third and fourth are still out
+    pipeline.mark_failed(third)
+    pipeline.mark_failed(fourth)
+    assert not await turn_taken(pipeline, third)
+    assert await turn_taken(pipeline, second)
+    pipeline.renumber(7, 1)
+    assert [(b.sequence, b.renumbered) for b in (second, third, fourth)] == [
+        (0, True),
+        (3, True),
+        (4, True),
+    ]
+    assert (pipeline.epoch, pipeline.next_sequence, pipeline.last_acknowledged) == (1, 6, -1)
+    pipeline.mark_written(second)
+    assert not await turn_taken(pipeline, third)  # failed: retried once it leads
+    pipeline.acknowledged(second)
+    assert await turn_taken(pipeline, third)
+    assert pipeline.add_under(1, 7, 1).sequence == 6
+
+
+async def test_a_batch_failed_for_good_leaves_the_ones_behind_it_and_resolves_or_bumps() -> None:
+    pipeline = IdempotentPipeline(max_in_flight=5, producer_id=7, epoch=0)
+    first, second = pipeline.add_under(1, 7, 0), pipeline.add_under(1, 7, 0)
+    pipeline.mark_written(first)
+    pipeline.mark_written(second)
+    pipeline.give_up(first, KafkaError(ErrorCode.request_timed_out, "gave up"))
+    assert pipeline.unresolved and not pipeline.bump_wanted  # the second is still out
+    assert await turn_taken(pipeline, second)  # not failed with it, as a transaction's would be
+    pipeline.acknowledged(second)  # the leader had the first too: nothing missing
+    assert not pipeline.unresolved and not pipeline.bump_wanted
+    third = pipeline.add_under(1, 7, 0)
+    pipeline.mark_written(third)
+    pipeline.give_up(third, KafkaError(ErrorCode.request_timed_out, "gave up"))
+    assert pipeline.bump_wanted  # the last sequence taken was never acknowledged
+    later = pipeline.add_under(1, 7, 0)
+    assert await turn_taken(pipeline, later)  # it leads and bumps before it goes
+
+
+def test_an_idle_partition_moves_to_the_producers_new_epoch_from_zero() -> None:
+    pipeline = IdempotentPipeline(max_in_flight=5, producer_id=7, epoch=0)
+    busy = pipeline.add_under(4, 7, 0)
+    assert pipeline.add_under(1, 7, 2).sequence == 4  # its batches are out: the old epoch goes on
+    assert pipeline.epoch == 0
+    pipeline.acknowledged(busy)
+    pipeline.acknowledged(pipeline.unacknowledged[0])
+    moved = pipeline.add_under(1, 7, 2)
+    assert (moved.sequence, pipeline.epoch) == (0, 2)

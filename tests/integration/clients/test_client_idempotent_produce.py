@@ -1,0 +1,118 @@
+"""kemu.client's IdempotentProducer (no transactions, five batches of a partition in flight)
+against ``kemu serve``: while fault rules (docs/control.md) delay, refuse, drop and tear Produce
+requests, every acknowledged record is in the log once, at the offset it was answered, in the
+order it was sent, and no record is there twice; a gap at the leader (an injected
+OUT_OF_ORDER_SEQUENCE_NUMBER) makes the producer bump its epoch and renumber its batches."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kemu.client import IdempotentProducer, RecordMetadata
+from kemu.client.consumer import Consumer
+from kemu.testing.plugin import KemuProcess
+from tests import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+
+FAULTS = [
+    {"api": "produce", "error": "NOT_LEADER_OR_FOLLOWER", "count": None, "fraction": 0.05},
+    {"api": "produce", "kind": "latency", "latency_ms": 30, "count": None, "fraction": 0.1},
+    {"api": "produce", "kind": "drop_before", "count": None, "fraction": 0.05},
+    {"api": "produce", "kind": "drop_after", "count": None, "fraction": 0.05},
+    {"api": "produce", "kind": "torn", "count": None, "fraction": 0.05},
+]
+
+
+def start(kemu_factory: type[KemuProcess], topic: str) -> KemuProcess:
+    kemu = kemu_factory(brokers=1, with_control=True).start()
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
+    return kemu
+
+
+async def read_back(bootstrap: str, topic: str, counts: dict[int, int]) -> dict[int, list[bytes]]:
+    """Each partition's values from offset 0 up to ``counts[partition]`` records."""
+    consumer = Consumer(bootstrap)
+    await consumer.assign([(topic, p) for p in counts])
+    read: dict[int, list[bytes]] = {p: [] for p in counts}
+    while any(len(read[p]) < counts[p] for p in counts):
+        for record in await consumer.poll(5.0):
+            assert record.offset == len(read[record.partition])
+            read[record.partition].append(record.value or b"")
+    await consumer.close()
+    return read
+
+
+async def test_pipelined_idempotent_batches_are_written_once_in_order_under_faults(
+    kemu_factory: type[KemuProcess],
+) -> None:
+    kemu = start(kemu_factory, "idem")
+    producer = IdempotentProducer(kemu.bootstrap, max_in_flight=5, delivery_timeout=20)
+    # The partitions know the producer before the faults: an injected error answers one request
+    # only, so a batch pipelined behind a new producer's refused first batch would be taken as
+    # its first (docs/control.md, "Fault rules").
+    first = await asyncio.gather(*(producer.send("idem", b"first", partition=p) for p in (0, 1)))
+    for rule in FAULTS:
+        kemu.control.add_fault(**rule)
+    acknowledged: list[tuple[int, bytes, int]] = [(a.partition, b"first", a.offset) for a in first]
+    for round_ in range(12):
+        values = [b"r%02d-%02d" % (round_, n) for n in range(10)]
+        sends = [producer.send("idem", value, partition=n % 2) for n, value in enumerate(values)]
+        answers = await asyncio.gather(*sends, return_exceptions=True)
+        acknowledged += [
+            (a.partition, v, a.offset)
+            for a, v in zip(answers, values, strict=True)
+            if isinstance(a, RecordMetadata)
+        ]
+    injected = sum(int(rule["fired"]) for rule in kemu.control.faults())
+    kemu.control.clear_faults()
+    await producer.close()
+    assert injected >= 5
+    assert len(acknowledged) > 100
+
+    ends = {p: 1 + max(o for q, _, o in acknowledged if q == p) for p in (0, 1)}
+    read = await read_back(kemu.bootstrap, "idem", ends)
+    for partition in (0, 1):
+        mine = [(v, o) for q, v, o in acknowledged if q == partition]
+        assert all(read[partition][o] == v for v, o in mine)  # where it was answered
+        offsets = [o for _, o in mine]
+        assert offsets == sorted(offsets)  # in send order
+        assert len(set(read[partition])) == len(read[partition])  # nothing twice
+
+
+async def test_a_gap_at_the_leader_bumps_the_epoch_and_renumbers_the_batches(
+    kemu_factory: type[KemuProcess],
+) -> None:
+    kemu = start(kemu_factory, "gap")
+    producer = IdempotentProducer(kemu.bootstrap, max_in_flight=5)
+    await producer.send("gap", b"v0", partition=0)
+    assert (producer.producer_epoch, producer.epoch_bumps) == (0, 0)
+    # The next batch is answered OUT_OF_ORDER_SEQUENCE_NUMBER without being appended: the
+    # leader lacks the sequence right after the last acknowledged one, so the producer bumps
+    # its epoch (KIP-360) and sends it and the four behind it from sequence 0.
+    kemu.control.add_fault(api="produce", error="OUT_OF_ORDER_SEQUENCE_NUMBER", count=1)
+    values = [b"v%d" % n for n in range(1, 6)]
+    answers = await asyncio.gather(*(producer.send("gap", v, partition=0) for v in values))
+    assert [a.offset for a in answers] == [1, 2, 3, 4, 5]
+    assert (producer.producer_epoch, producer.epoch_bumps) == (1, 1)
+    await producer.send("gap", b"v6", partition=0)  # the new epoch goes on in sequence
+    await producer.close()
+    read = await read_back(kemu.bootstrap, "gap", {0: 7})
+    assert read[0] == [b"v%d" % n for n in range(7)]
+
+
+async def test_the_documented_idempotent_producer_runs(kemu_factory: type[KemuProcess]) -> None:
+    """docs/client.md's IdempotentProducer block, as written there."""
+    kemu = start(kemu_factory, "prices")
+    doc = (REPO_ROOT / "docs" / "client.md").read_text()
+    fence = "```python run-by=tests/integration/clients/test_client_idempotent_produce.py\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(doc.split(fence)[1].split("```")[0], "docs/client.md", "exec"), namespace)
+    prices = [b"%d" % n for n in range(20)]
+    assert await namespace["publish"](kemu.bootstrap, prices) == list(range(20))
+    assert (await read_back(kemu.bootstrap, "prices", {0: 20}))[0] == prices
