@@ -142,11 +142,19 @@ class InProcessKemu:
         return done.result(timeout)
 
     def start(self) -> InProcessKemu:
-        from kemu.broker.server import KemuServer, ListenError, ServerOptions
-
         self._thread.start()
         assert self._thread.ident is not None
         inprocess_logs.route(self._thread.ident, self.log_path, self.json_logs)
+        try:
+            self._start()
+        except BaseException:
+            self.stop()  # its thread and its log's routing too
+            raise
+        return self
+
+    def _start(self) -> None:
+        from kemu.broker.server import KemuServer, ListenError, ServerOptions
+
         config = BrokerConfig.load(None, self.overrides, base=profile_properties(self.timing))
         if self.tls_self_signed:
             self._self_signed(config)
@@ -191,7 +199,6 @@ class InProcessKemu:
             self.control_url = self._control.url
         if config.supplied("listeners") is not None:
             self.listeners = self.server.listener_bootstraps()
-        return self
 
     def _self_signed(self, config: BrokerConfig) -> None:
         """As ``kemu serve --tls-self-signed``: a CA and certificates (in DATA_DIR/tls, else a
@@ -241,11 +248,15 @@ def _listener_count(config: BrokerConfig) -> int:
 
 
 @pytest.fixture
-def kemu_inprocess_factory() -> Iterator[type[InProcessKemu]]:
+def kemu_inprocess_factory(tmp_path: Path) -> Iterator[type[InProcessKemu]]:
+    """Start in-process kemus with your own options; each writes its log under ``tmp_path``
+    unless given a ``log_path`` (as ``kemu_factory``'s do), and stops after the test."""
     started: list[InProcessKemu] = []
 
     class Factory(InProcessKemu):
         def start(self) -> InProcessKemu:
+            if self.log_path is None:
+                self.log_path = tmp_path / f"kemu-inprocess-{len(started)}.log"
             started.append(self)
             return super().start()
 

@@ -13,33 +13,33 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.client import ShareConsumer
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    process = KemuProcess(
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
+    process = InProcessKemu(
         brokers=1, log_path=tmp_path_factory.mktemp("kemu-acquire-mode") / "kemu.log"
     ).start()
     yield process
     process.stop()
 
 
-def create_topic(kemu: KemuProcess, topic: str) -> None:
+def create_topic(kemu: InProcessKemu, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=15)
 
 
-def produce_one_batch(kemu: KemuProcess, topic: str, count: int) -> None:
+def produce_one_batch(kemu: InProcessKemu, topic: str, count: int) -> None:
     producer = Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 1000})
     for index in range(count):
         producer.produce(topic, value=b"%d" % index, partition=0)
     assert producer.flush(15) == 0
 
 
-async def joined(kemu: KemuProcess, group: str, topic: str, mode: str) -> ShareConsumer:
+async def joined(kemu: InProcessKemu, group: str, topic: str, mode: str) -> ShareConsumer:
     """A member with its assignment, before anything is written: the first heartbeat assigns
     nothing (the share state is initialized first), so poll until a later one has."""
     consumer = ShareConsumer(kemu.bootstrap, group, max_poll_records=7, acquire_mode=mode)
@@ -55,7 +55,7 @@ async def joined(kemu: KemuProcess, group: str, topic: str, mode: str) -> ShareC
 
 @pytest.mark.parametrize("mode", ["record_limit", "batch_optimized"])
 async def test_record_limit_leaves_the_rest_of_the_batch_to_others(
-    kemu: KemuProcess, mode: str
+    kemu: InProcessKemu, mode: str
 ) -> None:
     topic = f"acquire-{mode.replace('_', '-')}"
     create_topic(kemu, topic)

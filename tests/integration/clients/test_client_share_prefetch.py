@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.client import Admin, ShareConsumer
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -21,8 +21,8 @@ TOPIC = "prefetch"
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    process = KemuProcess(
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
+    process = InProcessKemu(
         brokers=1, log_path=tmp_path_factory.mktemp("kemu-prefetch") / "kemu.log"
     ).start()
     admin = AdminClient({"bootstrap.servers": process.bootstrap})
@@ -31,7 +31,7 @@ def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
     process.stop()
 
 
-def produce(kemu: KemuProcess, values: list[bytes]) -> None:
+def produce(kemu: InProcessKemu, values: list[bytes]) -> None:
     producer = Producer({"bootstrap.servers": kemu.bootstrap})
     for value in values:
         producer.produce(TOPIC, value=value, partition=0)
@@ -42,13 +42,13 @@ def in_flight(consumer: ShareConsumer) -> bool:
     return any(session.fetch is not None for session in consumer._sessions.values())
 
 
-async def lag(kemu: KemuProcess, group: str) -> int:
+async def lag(kemu: InProcessKemu, group: str) -> int:
     async with Admin(kemu.bootstrap) as admin:
         return await admin.share_group_lag(group, TOPIC)
 
 
 async def test_the_next_fetch_leaves_with_the_poll_and_carries_the_acks(
-    kemu: KemuProcess,
+    kemu: InProcessKemu,
 ) -> None:
     consumer = ShareConsumer(kemu.bootstrap, "prefetch-group")
     await consumer.subscribe([TOPIC])
@@ -86,7 +86,7 @@ async def test_the_next_fetch_leaves_with_the_poll_and_carries_the_acks(
 
 
 async def test_acknowledgements_no_fetch_carries_are_sent_without_another_poll(
-    kemu: KemuProcess,
+    kemu: InProcessKemu,
 ) -> None:
     consumer = ShareConsumer(kemu.bootstrap, "flush-group", acknowledgement_mode="explicit")
     await consumer.subscribe([TOPIC])

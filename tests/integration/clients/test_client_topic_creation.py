@@ -10,7 +10,7 @@ import pytest
 
 from kemu.client import Consumer, KafkaError, TransactionalProducer
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -23,8 +23,10 @@ async def send_one(bootstrap: str, topic: str, **options: bool) -> None:
         await producer.commit_transaction()
 
 
-async def test_a_send_to_a_new_topic_creates_it(kemu_factory: type[KemuProcess]) -> None:
-    kemu = kemu_factory(brokers=1, overrides=["num.partitions=2"]).start()
+async def test_a_send_to_a_new_topic_creates_it(
+    kemu_inprocess_factory: type[InProcessKemu],
+) -> None:
+    kemu = kemu_inprocess_factory(brokers=1, overrides=["num.partitions=2"]).start()
     await send_one(kemu.bootstrap, "created-on-send")
     async with Consumer(kemu.bootstrap) as reader:
         await reader.assign_topic("created-on-send")
@@ -32,8 +34,10 @@ async def test_a_send_to_a_new_topic_creates_it(kemu_factory: type[KemuProcess])
         assert [r.value for r in await reader.poll(timeout=5.0)] == [b"first"]
 
 
-async def test_what_cannot_exist_fails_fast_and_says_why(kemu_factory: type[KemuProcess]) -> None:
-    kemu = kemu_factory(brokers=1).start()
+async def test_what_cannot_exist_fails_fast_and_says_why(
+    kemu_inprocess_factory: type[InProcessKemu],
+) -> None:
+    kemu = kemu_inprocess_factory(brokers=1).start()
     with pytest.raises(KafkaError) as refused:
         await send_one(kemu.bootstrap, "not-asked-for", allow_auto_topic_creation=False)
     assert refused.value.error == ErrorCode.unknown_topic_or_partition  # not REQUEST_TIMED_OUT
@@ -47,9 +51,9 @@ async def test_what_cannot_exist_fails_fast_and_says_why(kemu_factory: type[Kemu
 
 
 async def test_a_broker_that_does_not_create_topics_is_named(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(brokers=1, overrides=["auto.create.topics.enable=false"]).start()
+    kemu = kemu_inprocess_factory(brokers=1, overrides=["auto.create.topics.enable=false"]).start()
     with pytest.raises(KafkaError) as refused:
         await send_one(kemu.bootstrap, "never-created")
     assert refused.value.error == ErrorCode.unknown_topic_or_partition
@@ -57,11 +61,11 @@ async def test_a_broker_that_does_not_create_topics_is_named(
 
 
 async def test_a_share_group_set_to_earliest_reads_what_is_there(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
     from kemu.client import Admin, ShareConsumer
 
-    kemu = kemu_factory(brokers=1).start()
+    kemu = kemu_inprocess_factory(brokers=1).start()
     await send_one(kemu.bootstrap, "backlog")  # before the group exists
     async with Admin(kemu.bootstrap) as admin:
         await admin.set_group_configs("readers", {"share.auto.offset.reset": "earliest"})

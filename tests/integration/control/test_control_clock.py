@@ -11,15 +11,15 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 30.0
 
 
-def test_retention_follows_the_virtual_clock(kemu_factory: type[KemuProcess]) -> None:
-    kemu = kemu_factory(brokers=1, clock="virtual").start()
+def test_retention_follows_the_virtual_clock(kemu_inprocess_factory: type[InProcessKemu]) -> None:
+    kemu = kemu_inprocess_factory(brokers=1, clock="virtual").start()
     topic = f"r-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     created = admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "3600000"})])

@@ -23,14 +23,14 @@ from confluent_kafka.admin import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from kemu.client import Admin
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 30.0
 
 
-def samples(kemu: KemuProcess) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def samples(kemu: InProcessKemu) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     found = {}
     for family in text_string_to_metric_families(kemu.control.metrics()):
         for sample in family.samples:
@@ -42,8 +42,8 @@ def value(found: dict[Any, float], name: str, **labels: str) -> float:
     return found.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def test_metrics_after_a_scenario(kemu_factory: type[KemuProcess]) -> None:
-    kemu = kemu_factory(brokers=3, with_control=True).start()
+def test_metrics_after_a_scenario(kemu_inprocess_factory: type[InProcessKemu]) -> None:
+    kemu = kemu_inprocess_factory(brokers=3, with_control=True).start()
     topic, group = f"m-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT)

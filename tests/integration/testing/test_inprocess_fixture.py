@@ -11,9 +11,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+import structlog
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kemu.config.definitions import InvalidConfig
 from kemu.testing.inprocess import InProcessKemu
 
 TIMEOUT = 30.0
@@ -103,3 +105,12 @@ def test_listeners_tls_cluster_id_and_json_log(
     started = [event for event in events if event["event"] == "started"]
     assert started and started[0]["cluster_id"] == "inprocess-cluster-id"
     assert all(event["level"] != "debug" for event in events)
+
+
+def test_a_failed_start_leaves_nothing_running(kemu_inprocess_factory: type[InProcessKemu]) -> None:
+    before = structlog.get_config()
+    kemu = kemu_inprocess_factory(brokers=1, overrides=["listeners=NOPE://:0"])
+    with pytest.raises(InvalidConfig, match="NOPE"):
+        kemu.start()
+    assert not kemu._thread.is_alive()
+    assert structlog.get_config() == before
