@@ -1,8 +1,9 @@
-"""A 3-broker kemu started from the CLI, one per test module, and what its tests share:
-unique names, topic creation with confluent-kafka's admin client, raw requests to a leader.
+"""A 3-broker kemu, one per test module, and what its tests share: unique names, topic creation
+with confluent-kafka's admin client, raw requests to a leader.
 
-Each module declares its own module-scoped fixture on ``three_brokers``, so each starts its
-own kemu."""
+Each module declares its own module-scoped fixture on ``three_brokers`` (kemu started from the
+CLI) or ``three_brokers_in_process`` (kemu in the test's process, kemu/testing/inprocess.py), so
+each starts its own kemu."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from kemu.testing.inprocess import InProcessKemu
 from kemu.testing.plugin import KemuProcess
 from kemu.testing.wire_client import build, send_once
 
@@ -39,6 +41,15 @@ def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProc
         process.stop()
 
 
+def three_brokers_in_process() -> Iterator[InProcessKemu]:
+    """As ``three_brokers``, with kemu in the test's process (a fraction of a second to start)."""
+    kemu = InProcessKemu(brokers=3, overrides=OVERRIDES).start()
+    try:
+        yield kemu
+    finally:
+        kemu.stop()
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
@@ -52,7 +63,7 @@ def call(address: str, api_key: int, version: int, **fields: Any) -> Any:
     return send_once(address, build(api_key, version, **fields), TIMEOUT_S, client_id="parity")
 
 
-def leader_address(kemu: KemuProcess, topic: str, partition: int = 0) -> str:
+def leader_address(kemu: KemuProcess | InProcessKemu, topic: str, partition: int = 0) -> str:
     metadata = AdminClient({"bootstrap.servers": kemu.bootstrap}).list_topics(topic, TIMEOUT_S)
     leader = metadata.topics[topic].partitions[partition].leader
     broker = metadata.brokers[leader]

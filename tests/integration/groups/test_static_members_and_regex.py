@@ -1,4 +1,4 @@
-"""KIP-848 consumer groups with confluent-kafka on a 3-broker kemu started from the CLI, as against
+"""KIP-848 consumer groups with confluent-kafka on a 3-broker kemu in the test's process, as against
 Kafka 4.4.0: a second consumer with an instance id held by an active member gets
 UNRELEASED_INSTANCE_ID; with a regex subscription the explicit topics are assigned first, the
 regex's topics on a later heartbeat, after the coordinator resolved the regex.
@@ -22,18 +22,23 @@ from confluent_kafka.admin import (
     AdminClient,
 )
 
-from kemu.testing.plugin import KemuProcess
-from tests.integration.three_brokers import TIMEOUT_S, create_topic, three_brokers, unique
+from kemu.testing.inprocess import InProcessKemu
+from tests.integration.three_brokers import (
+    TIMEOUT_S,
+    create_topic,
+    three_brokers_in_process,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    yield from three_brokers(tmp_path_factory)
+def kemu() -> Iterator[InProcessKemu]:
+    yield from three_brokers_in_process()
 
 
-def kip848_consumer(kemu: KemuProcess, group: str, **extra: Any) -> Consumer:
+def kip848_consumer(kemu: InProcessKemu, group: str, **extra: Any) -> Consumer:
     return Consumer(
         {
             "bootstrap.servers": kemu.bootstrap,
@@ -59,7 +64,7 @@ def fatal(error: KafkaError) -> bool:
     return bool(error.fatal()) or error.code() == KafkaError._FATAL
 
 
-def test_second_static_member_with_a_held_instance_id_is_refused(kemu: KemuProcess) -> None:
+def test_second_static_member_with_a_held_instance_id_is_refused(kemu: InProcessKemu) -> None:
     topic, group = unique("static"), unique("static-group")
     create_topic(kemu.bootstrap, topic, partitions=2)
     first = kip848_consumer(kemu, group, **{"group.instance.id": "instance-1"})
@@ -96,7 +101,7 @@ def test_second_static_member_with_a_held_instance_id_is_refused(kemu: KemuProce
         first.close()
 
 
-def test_regex_topics_are_assigned_after_the_explicit_ones(kemu: KemuProcess) -> None:
+def test_regex_topics_are_assigned_after_the_explicit_ones(kemu: InProcessKemu) -> None:
     prefix = unique("rx")
     explicit, matched = f"{prefix}-explicit", f"{prefix}-matched"
     create_topic(kemu.bootstrap, explicit, partitions=2)

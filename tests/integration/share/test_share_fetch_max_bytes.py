@@ -1,5 +1,5 @@
 """A share consumer with ``fetch.max.bytes`` 0 gets no records and acquires none, as against Kafka
-4.4.0 (confluent-kafka's ShareConsumer, a 3-broker kemu started from the CLI).
+4.4.0 (confluent-kafka's ShareConsumer, a 3-broker kemu in the test's process).
 
 Where it came from: a difference from Kafka 4.4.0 found with librdkafka-based clients (issue 15)."""
 
@@ -21,18 +21,23 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kemu.testing.plugin import KemuProcess
-from tests.integration.three_brokers import TIMEOUT_S, create_topic, three_brokers, unique
+from kemu.testing.inprocess import InProcessKemu
+from tests.integration.three_brokers import (
+    TIMEOUT_S,
+    create_topic,
+    three_brokers_in_process,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    yield from three_brokers(tmp_path_factory)
+def kemu() -> Iterator[InProcessKemu]:
+    yield from three_brokers_in_process()
 
 
-def test_share_consumer_with_fetch_max_bytes_zero_gets_nothing(kemu: KemuProcess) -> None:
+def test_share_consumer_with_fetch_max_bytes_zero_gets_nothing(kemu: InProcessKemu) -> None:
     topic, group = unique("share-zero"), unique("share-zero-group")
     create_topic(kemu.bootstrap, topic)
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})

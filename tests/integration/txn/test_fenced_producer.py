@@ -1,6 +1,6 @@
 """A transactional producer fenced by a newer instance gets INVALID_PRODUCER_EPOCH on Produce,
 which librdkafka treats as fatal, as against Kafka 4.4.0 (confluent-kafka, a 3-broker kemu
-started from the CLI).
+in the test's process).
 
 Where it came from: a difference from Kafka 4.4.0 found with librdkafka-based clients (issue 15)."""
 
@@ -15,18 +15,23 @@ from confluent_kafka import (
     Producer,
 )
 
-from kemu.testing.plugin import KemuProcess
-from tests.integration.three_brokers import TIMEOUT_S, create_topic, three_brokers, unique
+from kemu.testing.inprocess import InProcessKemu
+from tests.integration.three_brokers import (
+    TIMEOUT_S,
+    create_topic,
+    three_brokers_in_process,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    yield from three_brokers(tmp_path_factory)
+def kemu() -> Iterator[InProcessKemu]:
+    yield from three_brokers_in_process()
 
 
-def test_fenced_transactional_producer_is_fatal_for_librdkafka(kemu: KemuProcess) -> None:
+def test_fenced_transactional_producer_is_fatal_for_librdkafka(kemu: InProcessKemu) -> None:
     topic = unique("fenced")
     create_topic(kemu.bootstrap, topic)
     transactional_id = unique("tid")
