@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -29,10 +29,10 @@ TIMEOUT = 30.0
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     """3 brokers; topics are auto-created (through Metadata) with 4 partitions."""
     log_path = tmp_path_factory.mktemp("aiokafka") / "kemu.log"
-    process = KemuProcess(
+    process = InProcessKemu(
         brokers=3, log_path=log_path, overrides=[f"num.partitions={PARTITIONS}"]
     ).start()
     yield process
@@ -98,7 +98,7 @@ def check_round_trip(received: list[Any], topic: str, batch: list[Sent]) -> None
             assert tuple(record.headers) == sent.headers
 
 
-async def read_back(kemu: KemuProcess, topic: str, count: int) -> tuple[list[Any], set[int]]:
+async def read_back(kemu: InProcessKemu, topic: str, count: int) -> tuple[list[Any], set[int]]:
     """Everything in the topic, and the brokers leading its partitions."""
     client = AIOKafkaConsumer(
         bootstrap_servers=kemu.bootstrap,
@@ -123,7 +123,7 @@ async def read_back(kemu: KemuProcess, topic: str, count: int) -> tuple[list[Any
     [(None, False), ("gzip", True), ("snappy", False), ("lz4", True), ("zstd", False)],
 )
 async def test_send_and_wait_then_consume_back(
-    kemu: KemuProcess, codec: str | None, idempotent: bool
+    kemu: InProcessKemu, codec: str | None, idempotent: bool
 ) -> None:
     topic = unique(f"aio-{codec or 'none'}")
     producer = AIOKafkaProducer(
@@ -156,7 +156,7 @@ async def test_send_and_wait_then_consume_back(
     check_round_trip(received, topic, batch)
 
 
-async def test_concurrent_sends_keep_per_partition_order(kemu: KemuProcess) -> None:
+async def test_concurrent_sends_keep_per_partition_order(kemu: InProcessKemu) -> None:
     topic = unique("aio-concurrent")
     producer = AIOKafkaProducer(
         bootstrap_servers=kemu.bootstrap, enable_idempotence=True, linger_ms=5
@@ -187,7 +187,7 @@ async def test_concurrent_sends_keep_per_partition_order(kemu: KemuProcess) -> N
 
 
 @pytest.mark.parametrize("codec", [None, "gzip", "lz4", "zstd"])
-async def test_send_batch_then_consume_back(kemu: KemuProcess, codec: str | None) -> None:
+async def test_send_batch_then_consume_back(kemu: InProcessKemu, codec: str | None) -> None:
     topic = unique(f"aio-batch-{codec or 'none'}")
     producer = AIOKafkaProducer(
         bootstrap_servers=kemu.bootstrap, compression_type=codec, max_batch_size=1 << 20
@@ -219,7 +219,7 @@ async def test_send_batch_then_consume_back(kemu: KemuProcess, codec: str | None
     check_round_trip(received, topic, batch)
 
 
-async def test_assign_seek_and_offset_lookups(kemu: KemuProcess) -> None:
+async def test_assign_seek_and_offset_lookups(kemu: InProcessKemu) -> None:
     topic = unique("aio-seek")
     producer = AIOKafkaProducer(bootstrap_servers=kemu.bootstrap)
     batch = messages(40)

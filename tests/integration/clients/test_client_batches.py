@@ -20,7 +20,7 @@ from kafka import KafkaProducer
 
 from kemu.protocol.record_reader import XERIAL_MAGIC, Record, iter_records
 from kemu.protocol.records import BATCH_HEADER_SIZE, read_header
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -110,9 +110,9 @@ PRODUCERS: dict[str, Callable[[str, str, str], None]] = {
 @pytest.fixture(scope="module")
 def kemu_with_data(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[KemuProcess, Path]]:
+) -> Iterator[tuple[InProcessKemu, Path]]:
     data_dir = tmp_path_factory.mktemp("client-batches") / "data"
-    kemu = KemuProcess(brokers=1, data_dir=data_dir).start()
+    kemu = InProcessKemu(brokers=1, data_dir=data_dir).start()
     yield kemu, data_dir
     kemu.stop()
 
@@ -131,7 +131,7 @@ def stored_batches(data_dir: Path, topic: str) -> list[bytes]:
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("client", PRODUCERS)
 def test_every_record_reads_back(
-    kemu_with_data: tuple[KemuProcess, Path], client: str, codec: str
+    kemu_with_data: tuple[InProcessKemu, Path], client: str, codec: str
 ) -> None:
     kemu, data_dir = kemu_with_data
     topic = f"batches-{client}-{codec}"

@@ -18,15 +18,15 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.client import ConsumerRecord, GroupConsumer
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    process = KemuProcess(
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
+    process = InProcessKemu(
         brokers=3,
         overrides=["group.consumer.heartbeat.interval.ms=500"],
         log_path=tmp_path_factory.mktemp("kemu-group-consumer") / "kemu.log",
@@ -35,13 +35,13 @@ def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
     process.stop()
 
 
-def create_topic(kemu: KemuProcess, name: str, partitions: int) -> None:
+def create_topic(kemu: InProcessKemu, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     for future in admin.create_topics([NewTopic(name, partitions, 3)]).values():
         future.result(timeout=15)
 
 
-def produce(kemu: KemuProcess, topic: str, values: list[bytes], partitions: int) -> None:
+def produce(kemu: InProcessKemu, topic: str, values: list[bytes], partitions: int) -> None:
     producer = Producer({"bootstrap.servers": kemu.bootstrap})
     for index, value in enumerate(values):
         producer.produce(topic, value=value, partition=index % partitions)
@@ -71,7 +71,7 @@ async def until_assigned(consumers: list[GroupConsumer], partitions: int) -> Non
     raise AssertionError(f"assignment never settled: {[c.assignment() for c in consumers]}")
 
 
-async def test_members_share_the_partitions_and_resume_at_the_commit(kemu: KemuProcess) -> None:
+async def test_members_share_the_partitions_and_resume_at_the_commit(kemu: InProcessKemu) -> None:
     create_topic(kemu, "orders", 4)
     produce(kemu, "orders", [b"a%d" % i for i in range(40)], 4)
     first = GroupConsumer(kemu.bootstrap, "billing", auto_offset_reset="earliest")
@@ -110,7 +110,7 @@ async def test_members_share_the_partitions_and_resume_at_the_commit(kemu: KemuP
     assert offsets == {p: 17 for p in range(4)}
 
 
-async def test_an_uncommitted_poll_is_delivered_again(kemu: KemuProcess) -> None:
+async def test_an_uncommitted_poll_is_delivered_again(kemu: InProcessKemu) -> None:
     create_topic(kemu, "payments", 2)
     produce(kemu, "payments", [b"p%d" % i for i in range(10)], 2)
     reader = GroupConsumer(kemu.bootstrap, "audit", auto_offset_reset="earliest")
@@ -135,7 +135,7 @@ def _group_request(group: str, partitions: list[TopicPartition]) -> object:
     return ConsumerGroupTopicPartitions(group, partitions)
 
 
-async def test_poll_before_any_assignment_waits_without_spinning(kemu: KemuProcess) -> None:
+async def test_poll_before_any_assignment_waits_without_spinning(kemu: InProcessKemu) -> None:
     create_topic(kemu, "empty", 1)
     consumer = GroupConsumer(kemu.bootstrap, "idle")
     await consumer.subscribe(["empty"])
@@ -143,7 +143,7 @@ async def test_poll_before_any_assignment_waits_without_spinning(kemu: KemuProce
     await consumer.close()
 
 
-async def test_the_documented_group_consumer_runs(kemu: KemuProcess) -> None:
+async def test_the_documented_group_consumer_runs(kemu: InProcessKemu) -> None:
     """docs/client.md's GroupConsumer block, as written there."""
     doc = (REPO_ROOT / "docs" / "client.md").read_text()
     fence = "```python run-by=tests/integration/clients/test_client_group_consumer.py\n"

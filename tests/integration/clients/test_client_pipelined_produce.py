@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.client import KafkaError, TransactionalProducer
 from kemu.client.consumer import Consumer
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -26,9 +26,9 @@ FAULTS = [
 
 
 async def test_pipelined_batches_arrive_once_and_in_order_under_faults(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(brokers=1, with_control=True).start()
+    kemu = kemu_inprocess_factory(brokers=1, with_control=True).start()
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     admin.create_topics([NewTopic("piped", 2, 1)])["piped"].result(timeout=30)
     producer = TransactionalProducer(kemu.bootstrap, "piped-tx", max_in_flight=5)

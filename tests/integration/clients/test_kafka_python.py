@@ -21,7 +21,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.net.compat import KafkaNetClient
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -32,10 +32,10 @@ KAFKA_4_3 = (4, 3)
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     """3 brokers; topics are auto-created (through Metadata) with 4 partitions."""
     log_path = tmp_path_factory.mktemp("kafka-python") / "kemu.log"
-    process = KemuProcess(
+    process = InProcessKemu(
         brokers=3, log_path=log_path, overrides=[f"num.partitions={PARTITIONS}"]
     ).start()
     yield process
@@ -100,7 +100,7 @@ def produce(producer: KafkaProducer, topic: str, batch: list[Sent]) -> dict[int,
     return offsets
 
 
-def consumer(kemu: KemuProcess, **extra: Any) -> KafkaConsumer:
+def consumer(kemu: InProcessKemu, **extra: Any) -> KafkaConsumer:
     return KafkaConsumer(
         bootstrap_servers=kemu.bootstrap,
         group_id=None,
@@ -142,7 +142,7 @@ def check_round_trip(
             assert tuple(record.headers) == sent.headers
 
 
-def leaders(kemu: KemuProcess, topic: str) -> dict[int, int]:
+def leaders(kemu: InProcessKemu, topic: str) -> dict[int, int]:
     client = consumer(kemu)
     try:
         deadline = time.monotonic() + TIMEOUT
@@ -159,7 +159,7 @@ def leaders(kemu: KemuProcess, topic: str) -> dict[int, int]:
     raise AssertionError(f"no metadata for {topic}")
 
 
-def test_kafka_python_sees_kafka_4_3(kemu: KemuProcess) -> None:
+def test_kafka_python_sees_kafka_4_3(kemu: InProcessKemu) -> None:
     client = KafkaNetClient(bootstrap_servers=kemu.bootstrap)
     try:
         assert client.check_version(timeout_ms=10_000) == KAFKA_4_3
@@ -186,7 +186,7 @@ def test_kafka_python_sees_kafka_4_3(kemu: KemuProcess) -> None:
     ],
 )
 def test_produce_then_consume_back(
-    kemu: KemuProcess, codec: str | None, idempotent: bool, acks: Any
+    kemu: InProcessKemu, codec: str | None, idempotent: bool, acks: Any
 ) -> None:
     topic = unique(f"kp-{codec or 'none'}")
     producer = KafkaProducer(
@@ -214,7 +214,7 @@ def test_produce_then_consume_back(
     check_round_trip(received, topic, batch)
 
 
-def test_seek_and_offset_lookups(kemu: KemuProcess) -> None:
+def test_seek_and_offset_lookups(kemu: InProcessKemu) -> None:
     topic = unique("kp-seek")
     batch = messages(40)
     producer = KafkaProducer(bootstrap_servers=kemu.bootstrap, linger_ms=0, batch_size=1)
@@ -260,7 +260,7 @@ def test_seek_and_offset_lookups(kemu: KemuProcess) -> None:
         client.close()
 
 
-def test_long_running_consumer_uses_incremental_fetch_sessions(kemu: KemuProcess) -> None:
+def test_long_running_consumer_uses_incremental_fetch_sessions(kemu: InProcessKemu) -> None:
     topic = unique("kp-follow")
     producer = KafkaProducer(bootstrap_servers=kemu.bootstrap, linger_ms=2)
     sent = messages(8)

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.client.cluster import ClusterClient
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ TIMEOUT = 30.0
 METADATA, GROUP_COORDINATOR = 3, 0
 
 
-async def metadata(kemu: KemuProcess, node: int, topic: str) -> Any:
+async def metadata(kemu: InProcessKemu, node: int, topic: str) -> Any:
     """Metadata v12 of ``topic`` from broker ``node``."""
     cluster = ClusterClient(kemu.bootstrap.split(",")[node - 1])
     try:
@@ -42,7 +42,7 @@ async def metadata(kemu: KemuProcess, node: int, topic: str) -> Any:
         await cluster.close()
 
 
-def refused(kemu: KemuProcess, node: int) -> bool:
+def refused(kemu: InProcessKemu, node: int) -> bool:
     host, port = kemu.bootstrap.split(",")[node - 1].rsplit(":", 1)
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
@@ -51,7 +51,7 @@ def refused(kemu: KemuProcess, node: int) -> bool:
     return False
 
 
-def ctl(kemu: KemuProcess, *words: str) -> str:
+def ctl(kemu: InProcessKemu, *words: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "kemu.cli", "ctl", "--control", kemu.control_url, *words],
         capture_output=True,
@@ -62,8 +62,8 @@ def ctl(kemu: KemuProcess, *words: str) -> str:
     return done.stdout
 
 
-async def test_stop_and_start_one_broker(kemu_factory: type[KemuProcess]) -> None:
-    kemu = kemu_factory(brokers=3, with_control=True).start()
+async def test_stop_and_start_one_broker(kemu_inprocess_factory: type[InProcessKemu]) -> None:
+    kemu = kemu_inprocess_factory(brokers=3, with_control=True).start()
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     futures = admin.create_topics([NewTopic("rf3", 3, 3), NewTopic("rf1", 1, 1)])
     for future in futures.values():

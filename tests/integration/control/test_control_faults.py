@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.control.client import ControlError
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -21,18 +21,18 @@ TIMEOUT = 30.0
 
 
 @pytest.fixture
-def kemu(kemu_factory: type[KemuProcess]) -> KemuProcess:
-    return kemu_factory(brokers=3, with_control=True).start()
+def kemu(kemu_inprocess_factory: type[InProcessKemu]) -> InProcessKemu:
+    return kemu_inprocess_factory(brokers=3, with_control=True).start()
 
 
-def make_topic(kemu: KemuProcess, partitions: int = 1) -> str:
+def make_topic(kemu: InProcessKemu, partitions: int = 1) -> str:
     topic = f"f-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(TIMEOUT)
     return topic
 
 
-def produce(kemu: KemuProcess, topic: str, count: int, **config: Any) -> list[Any]:
+def produce(kemu: InProcessKemu, topic: str, count: int, **config: Any) -> list[Any]:
     """Produce ``count`` records; the delivery reports' errors (None when delivered)."""
     errors: list[Any] = []
     producer = Producer({"bootstrap.servers": kemu.bootstrap, **config})
@@ -44,7 +44,7 @@ def produce(kemu: KemuProcess, topic: str, count: int, **config: Any) -> list[An
     return errors
 
 
-def read_all(kemu: KemuProcess, topic: str, expected: int) -> list[bytes]:
+def read_all(kemu: InProcessKemu, topic: str, expected: int) -> list[bytes]:
     consumer = Consumer(
         {
             "bootstrap.servers": kemu.bootstrap,
@@ -68,14 +68,14 @@ def read_all(kemu: KemuProcess, topic: str, expected: int) -> list[bytes]:
         consumer.close()
 
 
-def fired(kemu: KemuProcess, rule_id: int) -> int:
+def fired(kemu: InProcessKemu, rule_id: int) -> int:
     for rule in kemu.control.faults():
         if rule["id"] == rule_id:
             return int(rule["fired"])
     return -1  # used up: the rule is gone
 
 
-def test_retriable_error_is_retried(kemu: KemuProcess) -> None:
+def test_retriable_error_is_retried(kemu: InProcessKemu) -> None:
     topic = make_topic(kemu)
     rule = kemu.control.add_fault(
         api="produce", error="NOT_LEADER_OR_FOLLOWER", count=2, topic=topic
@@ -88,14 +88,14 @@ def test_retriable_error_is_retried(kemu: KemuProcess) -> None:
     assert read_all(kemu, topic, 1) == [b"v0"]
 
 
-def test_fatal_error_reaches_the_application(kemu: KemuProcess) -> None:
+def test_fatal_error_reaches_the_application(kemu: InProcessKemu) -> None:
     topic = make_topic(kemu)
     kemu.control.add_fault(api="produce", error="TOPIC_AUTHORIZATION_FAILED", count=1)
     (error,) = produce(kemu, topic, 1)
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-def test_rule_for_another_topic_does_not_fire(kemu: KemuProcess) -> None:
+def test_rule_for_another_topic_does_not_fire(kemu: InProcessKemu) -> None:
     topic, other = make_topic(kemu), make_topic(kemu)
     rule = kemu.control.add_fault(
         api="produce", error="TOPIC_AUTHORIZATION_FAILED", count=1, topic=other
@@ -104,7 +104,7 @@ def test_rule_for_another_topic_does_not_fire(kemu: KemuProcess) -> None:
     assert fired(kemu, rule["id"]) == 0
 
 
-def produce_one_by_one(kemu: KemuProcess, topic: str, count: int, **config: Any) -> list[Any]:
+def produce_one_by_one(kemu: InProcessKemu, topic: str, count: int, **config: Any) -> list[Any]:
     """Produce ``count`` records, each flushed before the next: one Produce request (and its
     retries) per record, so that a rule's fraction is drawn at least ``count`` times. Stops at
     the first record not delivered."""
@@ -120,7 +120,7 @@ def produce_one_by_one(kemu: KemuProcess, topic: str, count: int, **config: Any)
     return errors
 
 
-def test_fraction_and_client_id(kemu: KemuProcess) -> None:
+def test_fraction_and_client_id(kemu: InProcessKemu) -> None:
     """A fraction 0.5 rule for one client id fires on some of that client's requests (2**-20 that
     20 requests draw none), lets the others through (the retried records all arrive before the
     producer's message timeout, which a rule firing on every request would exhaust), and never
@@ -144,7 +144,7 @@ def test_fraction_and_client_id(kemu: KemuProcess) -> None:
 
 
 @pytest.mark.parametrize("kind", ["drop_before", "drop_after", "torn"])
-def test_connection_faults_are_retried_without_duplicates(kemu: KemuProcess, kind: str) -> None:
+def test_connection_faults_are_retried_without_duplicates(kemu: InProcessKemu, kind: str) -> None:
     """The idempotent producer reconnects and retries; the request applied before the drop
     (drop_after, torn) is deduplicated by its sequence number."""
     topic = make_topic(kemu)
@@ -154,7 +154,7 @@ def test_connection_faults_are_retried_without_duplicates(kemu: KemuProcess, kin
     assert sorted(read_all(kemu, topic, 3)) == [b"v0", b"v1", b"v2"]
 
 
-def test_torn_metadata_frame_makes_the_client_reconnect(kemu: KemuProcess) -> None:
+def test_torn_metadata_frame_makes_the_client_reconnect(kemu: InProcessKemu) -> None:
     rule = kemu.control.add_fault(kind="torn", api="metadata", count=1)
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     topic = f"t-{uuid.uuid4().hex[:8]}"
@@ -163,14 +163,14 @@ def test_torn_metadata_frame_makes_the_client_reconnect(kemu: KemuProcess) -> No
     assert fired(kemu, rule["id"]) == -1
 
 
-def test_latency(kemu: KemuProcess) -> None:
+def test_latency(kemu: InProcessKemu) -> None:
     topic = make_topic(kemu)
     rule = kemu.control.add_fault(kind="latency", api="produce", latency_ms=300, count=1)
     assert produce(kemu, topic, 2) == [None, None]
     assert fired(kemu, rule["id"]) == -1
 
 
-def test_broker_down_clients_use_another_broker(kemu: KemuProcess) -> None:
+def test_broker_down_clients_use_another_broker(kemu: InProcessKemu) -> None:
     topic = make_topic(kemu, partitions=3)
     assert kemu.control.broker_down(1)["down"] is True
     assert [b["down"] for b in kemu.control.brokers()] == [True, False, False]
@@ -189,7 +189,7 @@ def test_broker_down_clients_use_another_broker(kemu: KemuProcess) -> None:
     assert topic in single.list_topics(timeout=TIMEOUT).topics
 
 
-def test_moved_leader_is_followed(kemu: KemuProcess) -> None:
+def test_moved_leader_is_followed(kemu: InProcessKemu) -> None:
     topic = make_topic(kemu)
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     before = admin.list_topics(timeout=TIMEOUT).topics[topic].partitions[0].leader
@@ -208,7 +208,7 @@ def test_moved_leader_is_followed(kemu: KemuProcess) -> None:
     assert read_all(kemu, topic, 2) == [b"a", b"b"]
 
 
-def test_bad_rules_change_nothing(kemu: KemuProcess) -> None:
+def test_bad_rules_change_nothing(kemu: InProcessKemu) -> None:
     topic = make_topic(kemu)
     control = kemu.control
     for rule, message in [

@@ -35,7 +35,7 @@ from confluent_kafka.admin import (
 )
 
 from kemu.control.client import ControlError
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ LONG_LOCK = [
 ]
 
 
-def queue(kemu: KemuProcess, records: int) -> tuple[str, str]:
+def queue(kemu: InProcessKemu, records: int) -> tuple[str, str]:
     topic, group = f"q-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT)
@@ -77,7 +77,7 @@ def share_consumers() -> Iterator[list[ShareConsumer]]:
 
 
 def share_consumer(
-    kemu: KemuProcess, group: str, topic: str, opened: list[ShareConsumer]
+    kemu: InProcessKemu, group: str, topic: str, opened: list[ShareConsumer]
 ) -> ShareConsumer:
     consumer = ShareConsumer({"bootstrap.servers": kemu.bootstrap, "group.id": group})
     consumer.subscribe([topic])
@@ -97,15 +97,15 @@ def poll(consumer: ShareConsumer, wanted: int, timeout: float = TIMEOUT) -> list
     return got
 
 
-def spans(kemu: KemuProcess, group: str, topic: str) -> list[dict[str, Any]]:
+def spans(kemu: InProcessKemu, group: str, topic: str) -> list[dict[str, Any]]:
     state: list[dict[str, Any]] = kemu.control.share_state(group, topic, 0)["spans"]
     return state
 
 
 def test_expired_lock_redelivers_to_another_consumer(
-    kemu_factory: type[KemuProcess], share_consumers: list[ShareConsumer]
+    kemu_inprocess_factory: type[InProcessKemu], share_consumers: list[ShareConsumer]
 ) -> None:
-    kemu = kemu_factory(brokers=3, with_control=True, overrides=LONG_LOCK).start()
+    kemu = kemu_inprocess_factory(brokers=3, with_control=True, overrides=LONG_LOCK).start()
     topic, group = queue(kemu, 1)
     first = share_consumer(kemu, group, topic, share_consumers)
     (held,) = poll(first, 1)
@@ -124,9 +124,9 @@ def test_expired_lock_redelivers_to_another_consumer(
 
 
 def test_release_archive_and_kick(
-    kemu_factory: type[KemuProcess], share_consumers: list[ShareConsumer]
+    kemu_inprocess_factory: type[InProcessKemu], share_consumers: list[ShareConsumer]
 ) -> None:
-    kemu = kemu_factory(brokers=3, with_control=True, overrides=LONG_LOCK).start()
+    kemu = kemu_inprocess_factory(brokers=3, with_control=True, overrides=LONG_LOCK).start()
     topic, group = queue(kemu, 5)
     first = share_consumer(kemu, group, topic, share_consumers)
     assert len(poll(first, 5)) == 5
@@ -166,7 +166,7 @@ def test_release_archive_and_kick(
     assert spans(kemu, group, topic) == before
 
 
-def transactional_producer(kemu: KemuProcess, transactional_id: str, **extra: Any) -> Producer:
+def transactional_producer(kemu: InProcessKemu, transactional_id: str, **extra: Any) -> Producer:
     producer = Producer(
         {"bootstrap.servers": kemu.bootstrap, "transactional.id": transactional_id, **extra}
     )
@@ -174,7 +174,7 @@ def transactional_producer(kemu: KemuProcess, transactional_id: str, **extra: An
     return producer
 
 
-def committed_values(kemu: KemuProcess, topic: str) -> list[bytes]:
+def committed_values(kemu: InProcessKemu, topic: str) -> list[bytes]:
     consumer = Consumer(
         {
             "bootstrap.servers": kemu.bootstrap,
@@ -199,8 +199,10 @@ def committed_values(kemu: KemuProcess, topic: str) -> list[bytes]:
         consumer.close()
 
 
-def test_transactions_listed_committed_and_aborted(kemu_factory: type[KemuProcess]) -> None:
-    kemu = kemu_factory(brokers=3, with_control=True).start()
+def test_transactions_listed_committed_and_aborted(
+    kemu_inprocess_factory: type[InProcessKemu],
+) -> None:
+    kemu = kemu_inprocess_factory(brokers=3, with_control=True).start()
     topic = f"t-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT)
@@ -230,9 +232,9 @@ def test_transactions_listed_committed_and_aborted(kemu_factory: type[KemuProces
 
 
 def test_virtual_clock_runs_a_60s_lock_and_a_15min_transaction_timeout(
-    kemu_factory: type[KemuProcess], share_consumers: list[ShareConsumer]
+    kemu_inprocess_factory: type[InProcessKemu], share_consumers: list[ShareConsumer]
 ) -> None:
-    kemu = kemu_factory(
+    kemu = kemu_inprocess_factory(
         brokers=3,
         clock="virtual",
         overrides=[
@@ -277,13 +279,13 @@ def test_virtual_clock_runs_a_60s_lock_and_a_15min_transaction_timeout(
 
 
 def test_lock_expiries_and_delivery_limit_archives_are_counted(
-    kemu_factory: type[KemuProcess], share_consumers: list[ShareConsumer]
+    kemu_inprocess_factory: type[InProcessKemu], share_consumers: list[ShareConsumer]
 ) -> None:
     """``/metrics``: a record whose lock expires twice with a delivery limit of 2 counts two
     lock expiries and one delivery-limit archive."""
     from tests.integration.control.test_control_metrics import samples, value
 
-    kemu = kemu_factory(
+    kemu = kemu_inprocess_factory(
         brokers=3,
         with_control=True,
         overrides=[*LONG_LOCK, "group.share.delivery.count.limit=2"],

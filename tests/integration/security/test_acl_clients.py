@@ -34,7 +34,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +43,7 @@ STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 class Setup:
-    def __init__(self, process: KemuProcess) -> None:
+    def __init__(self, process: InProcessKemu) -> None:
         self.process = process
         self.admin_config = self.config("admin")
         self.alice = self.config("alice")
@@ -96,8 +96,8 @@ class Setup:
 
 
 @pytest.fixture
-def setup(kemu_factory: type[KemuProcess]) -> Iterator[Setup]:
-    process = kemu_factory(
+def setup(kemu_inprocess_factory: type[InProcessKemu]) -> Iterator[Setup]:
+    process = kemu_inprocess_factory(
         brokers=2,
         overrides=[
             "listeners=SASL_PLAINTEXT://:0",
@@ -105,7 +105,7 @@ def setup(kemu_factory: type[KemuProcess]) -> Iterator[Setup]:
             f"authorizer.class.name={STANDARD}",
             "super.users=User:admin",
         ],
-        extra_args=["--json-logs"],
+        json_logs=True,
     ).start()
     yield Setup(process)
 
