@@ -16,6 +16,7 @@ kemu runs with ``group.initial.rebalance.delay.ms`` small so that first joins ar
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections import Counter
@@ -330,27 +331,51 @@ def test_kafka_python_group_subscribe_and_commit(kemu: KemuProcess) -> None:
 
     consumers = [consumer(), consumer()]
     seen: Counter[str] = Counter()
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while sum(seen.values()) < 200 and time.monotonic() < deadline:
-            for member in consumers:
-                batches = member.poll(timeout_ms=200)
-                for records in batches.values():
-                    for record in records:
-                        seen[record.value.decode()] += 1
+    seen_lock = threading.Lock()
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def poll_and_commit(member: Any) -> None:
+        # Each consumer polls in its own thread, with a long poll: kafka-python 3.0.12 drops a
+        # JoinGroup/SyncGroup answer that arrives after poll() gave up and joins again, and the
+        # leader's new JoinGroup starts another rebalance. Two consumers polled in turn with short
+        # polls can rebalance over and over (seen for 20 s and more on a loaded machine).
+        try:
+            while not stop.is_set():
+                batches = member.poll(timeout_ms=1000)
+                with seen_lock:
+                    for records in batches.values():
+                        for record in records:
+                            seen[record.value.decode()] += 1
                 if batches:
                     member.commit()
-        assert set(seen) == {str(i) for i in range(200)} and max(seen.values()) == 1
+        except BaseException as error:  # reported by the test's thread
+            failures.append(error)
+            raise
+
+    pollers = [threading.Thread(target=poll_and_commit, args=(m,)) for m in consumers]
+    for poller in pollers:
+        poller.start()
+    try:
         wait_for(
-            lambda: all(
-                m.poll(timeout_ms=50) == {} and len(m.assignment()) == 3 for m in consumers
+            lambda: (
+                bool(failures)
+                or (sum(seen.values()) >= 200 and all(len(m.assignment()) == 3 for m in consumers))
             ),
-            "both kafka-python consumers to own three partitions",
+            "both kafka-python consumers to read everything and own three partitions",
         )
+        stop.set()
+        for poller in pollers:
+            poller.join()
+        assert not failures
+        assert set(seen) == {str(i) for i in range(200)} and max(seen.values()) == 1
         partitions = [KafkaTopicPartition(topic, i) for i in range(PARTITIONS)]
         ends = consumers[0].end_offsets(partitions)
         assert {tp: consumers[0].committed(tp) for tp in partitions} == ends
     finally:
+        stop.set()
+        for poller in pollers:
+            poller.join()
         for member in consumers:
             member.close()
 
