@@ -176,13 +176,15 @@ class ShareConsumer:
             if error != ErrorCode.none:
                 raise KafkaError(error, response.error_message)
             self.member_epoch = int(response.member_epoch)
-            self._subscription_sent = True
             interval = response.heartbeat_interval
             seconds = interval.total_seconds() if hasattr(interval, "total_seconds") else interval
             if seconds > 0:
                 self._heartbeat_interval = float(seconds)
             if response.assignment is not None:
                 await self._assign(response.assignment.topic_partitions)
+            # Only now: had the assignment failed to apply (its metadata refresh raised), the
+            # next heartbeat must be a full one, the only kind the coordinator resends it to.
+            self._subscription_sent = True
             self._joined.set()
 
         await self.cluster.retry(attempt)

@@ -6,13 +6,15 @@ the wire calls are replaced by stand-ins that fail once."""
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from kemu.client import Consumer, ShareConsumer
-from kemu.client.cluster import RetriableError, TopicInfo
+from kemu.client.cluster import KafkaError, RetriableError, TopicInfo
 from kemu.client.connection import ConnectionClosed
+from kemu.protocol.errors import ErrorCode
 
 
 class FailingOnce:
@@ -73,3 +75,44 @@ async def test_a_reader_retries_a_fetch_whose_connection_closed(
     monkeypatch.setattr(reader, "_fetch", fetch)
     assert await reader.poll(timeout=0.3) == []
     assert fetch.calls >= 2
+
+
+async def test_an_assignment_that_failed_to_apply_is_asked_for_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The heartbeat's answer assigns a topic the consumer has no metadata for, and the metadata
+    refresh fails: the next heartbeat is a full one (with the subscription), so the coordinator
+    sends the assignment again."""
+    consumer = ShareConsumer("127.0.0.1:1", "g")
+    consumer._subscription = ["t"]
+    topic_id = uuid.uuid4()
+    sent: list[dict[str, Any]] = []
+
+    async def coordinator(*args: Any) -> int:
+        return 1
+
+    async def call(node: int, api_key: int, version: int, **fields: Any) -> Any:
+        sent.append(fields)
+        return SimpleNamespace(
+            error_code=ErrorCode.none,
+            error_message=None,
+            member_epoch=len(sent),
+            heartbeat_interval=100,
+            assignment=SimpleNamespace(
+                topic_partitions=[SimpleNamespace(topic_id=topic_id, partitions=[0])]
+            ),
+        )
+
+    async def refresh(topics: Any) -> None:
+        if len(sent) == 1:
+            raise KafkaError(ErrorCode.unknown_server_error, "metadata failed")
+        consumer.cluster.topic_names[topic_id] = "t"
+
+    monkeypatch.setattr(consumer.cluster, "coordinator", coordinator)
+    monkeypatch.setattr(consumer.cluster, "call", call)
+    monkeypatch.setattr(consumer.cluster, "refresh_metadata", refresh)
+    with pytest.raises(KafkaError):
+        await consumer._heartbeat()
+    await consumer._heartbeat()
+    assert [fields["subscribed_topic_names"] for fields in sent] == [["t"], ["t"]]
+    assert consumer._assignment == {(topic_id, 0)}
