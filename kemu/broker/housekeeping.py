@@ -37,8 +37,14 @@ def start_housekeeping(runtime: Runtime) -> list[asyncio.Task[None]]:
 
 
 def apply_retention(runtime: Runtime) -> None:
+    """Delete what retention lets go, and forget the producers idle for
+    ``producer.id.expiration.ms`` (Kafka looks every ``producer.id.expiration.check.interval.ms``,
+    10 minutes; kemu with retention, every ``log.retention.check.interval.ms``, 5)."""
     now = runtime.clock_ms()
+    producer_expiration_ms = runtime.cluster.config.get_int("producer.id.expiration.ms")
     for topic in list(runtime.cluster.topics.values()):
+        for partition in topic.partitions:
+            partition.expire_producers(now_ms=now, expiration_ms=producer_expiration_ms)
         policy = topic.config.get("cleanup.policy") or "delete"
         if "delete" not in policy:
             continue

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kemu.cluster.partition_transactions import PartitionTransactions
+from kemu.cluster.producer_state import ProducerEntry, ProducerStates, Refusal
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import (
     CONTROL_ABORT,
@@ -41,19 +42,12 @@ class WakeList(dict[Listener, None]):
         self.pop(listener, None)
 
 
-MAX_REMEMBERED_BATCHES = 5  # Kafka dedupes against the producer's last five batches
+class MarkerRefused(Exception):
+    """A transaction marker the partition refuses (its error and Kafka's message)."""
 
-
-@dataclass(slots=True)
-class ProducerEntry:
-    epoch: int
-    # (first sequence, last sequence, base offset) of the most recent batches
-    recent: list[tuple[int, int, int]] = field(default_factory=list)
-    last_timestamp: int = -1  # the max timestamp of its last batch, as Kafka's lastTimestamp
-
-    @property
-    def last_sequence(self) -> int:
-        return self.recent[-1][1] if self.recent else -1
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +88,10 @@ class Partition:
         self.leader_epoch = 0
         self.replicas = replicas
         self.log = log
-        self.producers: dict[int, ProducerEntry] = {
-            producer_id: ProducerEntry(state.epoch, list(state.recent), state.last_timestamp)
+        self.producers = ProducerStates(
+            (producer_id, ProducerEntry(state.epoch, list(state.recent), state.last_timestamp))
             for producer_id, state in log.recovered_producers().items()
-        }  # a reopened log knows which batches its idempotent producers last wrote
+        )  # a reopened log knows which batches its idempotent producers last wrote
         self.listeners = WakeList()
         self.transactions = PartitionTransactions()
         noted = log.take_recovered_transactions()
@@ -159,42 +153,25 @@ class Partition:
             if header.is_transactional:
                 self.transactions.on_append(header, offset)
             if header.producer_id >= 0 and header.base_sequence >= 0:
-                self._remember(assigned, offset)
+                self.producers.remember_batch(assigned, offset)
         self.notify()
         return AppendResult(ErrorCode.none, base_offset, now_ms if log_append_time else -1)
 
     def _check_sequence(self, header: BatchHeader) -> AppendResult | None:
-        entry = self.producers.get(header.producer_id)
-        if entry is None:
-            return None  # first batch we see from this producer (or its state expired)
-        if header.producer_epoch < entry.epoch:
-            return AppendResult(ErrorCode.invalid_producer_epoch, message="Producer epoch is stale")
-        if header.producer_epoch > entry.epoch:
-            return None  # a bumped epoch starts its sequences again
-        last_sequence = header.base_sequence + header.last_offset_delta
-        for first_seq, last_seq, offset in entry.recent:
-            if first_seq == header.base_sequence and last_seq == last_sequence:
-                return AppendResult(ErrorCode.none, offset)  # duplicate: answer as before
-        expected = (entry.last_sequence + 1) & 0x7FFFFFFF
-        if header.base_sequence != expected:
-            return AppendResult(
-                ErrorCode.out_of_order_sequence_number,
-                message=f"Out of order sequence number: expected {expected}, "
-                f"got {header.base_sequence}",
-            )
-        return None
-
-    def _remember(self, header: BatchHeader, base_offset: int) -> None:
-        entry = self.producers.get(header.producer_id)
-        if entry is None or header.producer_epoch != entry.epoch:
-            entry = ProducerEntry(header.producer_epoch)
-            self.producers[header.producer_id] = entry
-        entry.recent.append(
-            (header.base_sequence, header.base_sequence + header.last_offset_delta, base_offset)
+        """Kafka's checks of a client's batch against its producer's state here
+        (``kemu.cluster.producer_state``): a duplicate answers its original offset."""
+        duplicate = self.producers.duplicate_of(header)
+        if duplicate is not None:
+            return AppendResult(ErrorCode.none, duplicate)
+        refusal = self.producers.check_batch(
+            header,
+            offset=self.log.log_end_offset,
+            in_transaction=header.producer_id in self.transactions.ongoing,
+            where=f"{self.topic_name}-{self.index}",
         )
-        entry.last_timestamp = header.max_timestamp
-        if len(entry.recent) > MAX_REMEMBERED_BATCHES:
-            del entry.recent[0]
+        if refusal is not None:
+            return AppendResult(refusal.error, message=refusal.message)
+        return None
 
     def write_marker(
         self,
@@ -202,27 +179,43 @@ class Partition:
         producer_epoch: int,
         commit: bool,
         *,
-        coordinator_epoch: int = 0,
+        coordinator_epoch: int | None = None,
+        transaction_version: int = 0,
         now_ms: int,
     ) -> int:
         """Append a COMMIT/ABORT control batch ending ``producer_id``'s transaction here; the
-        marker's epoch becomes the producer's (a bumped epoch restarts its sequences)."""
+        marker's epoch becomes the producer's (a bumped epoch restarts its sequences). Raises
+        ``MarkerRefused`` for a stale producer or coordinator epoch, as Kafka's partition
+        leader refuses it (``producer_state.check_marker``); ``coordinator_epoch`` None: kemu's
+        own coordinator (written as 0, never fenced)."""
+        refusal = self.producers.check_marker(
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            transaction_version=transaction_version,
+            in_transaction=producer_id in self.transactions.ongoing,
+            where=f"{self.topic_name}-{self.index}",
+        )
+        if refusal is not None:
+            raise MarkerRefused(refusal)
         batch = control_batch(
             CONTROL_COMMIT if commit else CONTROL_ABORT,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch,
+            coordinator_epoch=coordinator_epoch or 0,
             timestamp_ms=now_ms,
         )
         offset = self.log.log_end_offset
         stored = with_offset(batch, offset, self.leader_epoch)
         self.log.append(read_header(stored), stored, now_ms=now_ms)
         self.transactions.on_marker(producer_id, commit, offset)
-        entry = self.producers.get(producer_id)
-        if entry is None or entry.epoch != producer_epoch:
-            self.producers[producer_id] = ProducerEntry(producer_epoch)
+        self.producers.remember_marker(producer_id, producer_epoch, coordinator_epoch, now_ms)
         self.notify()
         return offset
+
+    def expire_producers(self, *, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget producers idle ``expiration_ms`` without an open transaction here."""
+        return self.producers.expire(now_ms, expiration_ms, self.transactions.ongoing)
 
     def clean(self, *, now_ms: int, policy: CompactionPolicy) -> CleanResult | None:
         """Compact the log if it is due, at once (``cleaning`` in steps)."""

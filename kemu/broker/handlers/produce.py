@@ -9,7 +9,8 @@ CORRUPT_MESSAGE), and nothing is appended otherwise; a batch above the topic's
 INVALID_RECORD, Kafka's per-record ``RecordErrors`` (index in the batch and LogValidator's
 message) and the summary of its RecordValidationException as the error message. A partition
 led by another broker gets NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint
-(v10+). Idempotent producers are deduplicated against their last five batches;
+(v10+). Idempotent producers are deduplicated against their last five batches, and their epochs
+and sequence numbers checked as Kafka does (``kemu.cluster.producer_state``: its table);
 ``LogAppendTime`` topics get the broker's time. acks=0 gets no response at all; acks=1 and
 acks=-1 both answer once the batch is in the log (one copy is the whole ISR), after an fsync
 when ``kemu.log.flush=always``. The handler is a plain function: it never waits, so the
@@ -190,6 +191,19 @@ def _append(
             return _result(ctx, partition.index, ErrorCode.invalid_timestamp, error_message=problem)
     first = batches[0][0]
     if first.is_transactional and transactional_id is not None:
+        producers = partition.producers
+        if not producers.has_open_transaction(
+            first.producer_id, first.producer_epoch, partition.transactions.ongoing
+        ):
+            # Kafka's VerificationStateEntry, opened before the coordinator is asked and kept
+            # until a transactional append or marker: the batch's sequence is checked with it
+            producers.start_verification(
+                first.producer_id,
+                first.base_sequence,
+                first.producer_epoch,
+                supports_epoch_bump=ctx.version >= 12,
+                now_ms=now,
+            )
         joined = transaction_coordinator(ctx.runtime).on_transactional_produce(
             transactional_id,
             first.producer_id,

@@ -4,10 +4,12 @@ Kafka's coordinator sends it to partition leaders; kemu's coordinator writes its
 process, so this serves only tools that complete a hanging transaction by hand: each marker is
 written as a COMMIT/ABORT control batch to every listed partition this broker leads (others get
 NOT_LEADER_OR_FOLLOWER, unknown ones UNKNOWN_TOPIC_OR_PARTITION), and the transaction
-coordinator's marker listeners hear of them (with an empty transactional id). The coordinator
-epoch is written into the marker and not checked. A marker whose producer epoch is below the
-one the partition last saw from that producer is refused with INVALID_PRODUCER_EPOCH (as Kafka's
-``ProducerAppendInfo`` refuses it): a tool's abort of a transaction that has ended since would
+coordinator's marker listeners hear of them (with an empty transactional id). The partition
+checks the marker as Kafka's ``ProducerAppendInfo`` does (``kemu.cluster.producer_state``): a
+producer epoch below the one the partition last saw from that producer (with v2's
+``TransactionVersion`` 2: not above it, unless equal while no transaction of it is open, a retry)
+is INVALID_PRODUCER_EPOCH, a coordinator epoch below the producer's last marker's
+TRANSACTION_COORDINATOR_FENCED: a tool's abort of a transaction that has ended since would
 otherwise end the producer's next one on that partition, whose coordinator may commit it.
 
 ALTER or CLUSTER_ACTION on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED), as Kafka
@@ -28,6 +30,7 @@ from kemu.broker.authorization import (
 )
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
+from kemu.cluster.partition import MarkerRefused
 from kemu.coordinator.transaction.coordinator import Markers
 from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
@@ -47,6 +50,7 @@ def handle(ctx: RequestContext, request: WriteTxnMarkersRequestView) -> Any:
     results = []
     for marker in request.markers:
         written: set[tuple[str, int]] = set()
+        transaction_version = marker.transaction_version if ctx.version >= 2 else 0
         topics = []
         for topic in marker.topics:
             partitions = []
@@ -56,8 +60,6 @@ def handle(ctx: RequestContext, request: WriteTxnMarkersRequestView) -> Any:
                     code = ErrorCode.unknown_topic_or_partition
                 elif partition.leader_id != ctx.node.node_id:
                     code = ErrorCode.not_leader_or_follower
-                elif _stale(partition, marker.producer_id, marker.producer_epoch):
-                    code = ErrorCode.invalid_producer_epoch
                 else:
                     try:
                         partition.write_marker(
@@ -65,10 +67,13 @@ def handle(ctx: RequestContext, request: WriteTxnMarkersRequestView) -> Any:
                             marker.producer_epoch,
                             bool(marker.transaction_result),
                             coordinator_epoch=marker.coordinator_epoch,
+                            transaction_version=transaction_version,
                             now_ms=now,
                         )
                         code = ErrorCode.none
                         written.add((topic.name, index))
+                    except MarkerRefused as refusal:
+                        code = refusal.refusal.error
                     except OSError:
                         code = ErrorCode.kafka_storage_error
                 partitions.append(
@@ -97,9 +102,3 @@ def handle(ctx: RequestContext, request: WriteTxnMarkersRequestView) -> Any:
             )
         )
     return ctx.respond(markers=tuple(results))
-
-
-def _stale(partition: Any, producer_id: int, producer_epoch: int) -> bool:
-    """The partition has seen a later epoch of this producer than the marker's."""
-    entry = partition.producers.get(producer_id)
-    return entry is not None and producer_epoch < entry.epoch

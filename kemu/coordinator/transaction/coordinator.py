@@ -107,6 +107,7 @@ class Markers:
     producer_epoch: int
     commit: bool
     partitions: frozenset[TopicPartition]
+    transaction_version: int = 0  # 2: the partitions need an epoch above their producer's
 
 
 Record = tuple[str, TransactionLogValue | None]  # None: a tombstone (the id expired)
@@ -366,6 +367,7 @@ class TransactionCoordinator:
             marker_epoch,
             commit,
             frozenset(meta.partitions),
+            meta.client_transaction_version,
         )
         return Outcome(
             ErrorCode.none,
@@ -466,6 +468,7 @@ class TransactionCoordinator:
                 meta.producer_epoch,
                 meta.state == TxnState.PREPARE_COMMIT,
                 frozenset(meta.partitions),
+                meta.client_transaction_version,
             )
             for meta in self.transactions.values()
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)

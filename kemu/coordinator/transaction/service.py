@@ -30,6 +30,7 @@ import structlog
 from kemu.cluster.clock import TimerHandle
 from kemu.cluster.context import Runtime
 from kemu.cluster.crash_points import crash_point
+from kemu.cluster.partition import MarkerRefused
 from kemu.cluster.services import Service
 from kemu.coordinator.group.hashing import partition_for
 from kemu.coordinator.group.placement import (
@@ -303,7 +304,21 @@ class TransactionService:
                 continue  # deleted since it joined the transaction
             try:
                 topic.partitions[index].write_marker(
-                    markers.producer_id, markers.producer_epoch, markers.commit, now_ms=now
+                    markers.producer_id,
+                    markers.producer_epoch,
+                    markers.commit,
+                    transaction_version=markers.transaction_version,
+                    now_ms=now,
+                )
+            except MarkerRefused as refused:
+                # As Kafka's coordinator on INVALID_PRODUCER_EPOCH: that partition's marker is
+                # dropped (a later epoch of the producer wrote there).
+                log.warning(
+                    "transaction_marker_refused",
+                    topic=topic_name,
+                    partition=index,
+                    error=refused.refusal.error.name,
+                    message=refused.refusal.message,
                 )
             except OSError as error:
                 log.error(
