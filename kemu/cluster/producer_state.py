@@ -43,10 +43,11 @@ the coordinator epoch.
 State ends as in Kafka: retention and DeleteRecords keep it (Kafka keeps it in memory, its
 snapshots keep it across restarts); ``expire`` drops the producers idle for
 ``producer.id.expiration.ms`` (by their last batch's or marker's timestamp) without an open
-transaction, and verifications older than that. A producer's state is gone after a restart
-when none of its batches is left in the log (kemu rebuilds it from the log; Kafka reads its
-snapshot), and rebuilt from data batches only (a marker's bumped epoch is not), so a zombie
-of the previous epoch is let in after a restart where Kafka says INVALID_PRODUCER_EPOCH.
+transaction, and verifications older than that (kemu looks with retention, every
+``log.retention.check.interval.ms``; Kafka every ``producer.id.expiration.check.interval.ms``).
+After a restart kemu rebuilds the state from the log's batches and markers (Kafka reads its
+snapshot): a producer none of whose batches or markers is left is unknown again, and the
+coordinator epoch of its last marker is not rebuilt.
 """
 
 from __future__ import annotations

@@ -131,7 +131,10 @@ class ProducerTracker:
         )
 
     def observe(self, header: BatchHeader) -> None:
-        if header.producer_id < 0 or header.base_sequence < 0:
+        """A batch with a producer id: a data batch with a sequence, or a transaction marker
+        (its epoch becomes the producer's, a bumped one forgetting the batches, as on append)."""
+        marker = header.is_control and header.is_transactional
+        if header.producer_id < 0 or (header.base_sequence < 0 and not marker):
             return
         entry = self.producers.get(header.producer_id)
         if entry is None or entry.epoch != header.producer_epoch:
@@ -141,6 +144,9 @@ class ProducerTracker:
             self.producers[header.producer_id] = entry
         if header.is_transactional:
             entry.transactional = True
+        if marker:
+            entry.last_timestamp = header.max_timestamp
+            return
         last_sequence = header.base_sequence + header.last_offset_delta
         entry.recent.append((header.base_sequence, last_sequence, header.base_offset))
         entry.last_timestamp = header.max_timestamp

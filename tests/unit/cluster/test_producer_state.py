@@ -5,6 +5,7 @@ tests/integration/txn/test_sequence_parity_kafka.py), and through ``Partition``.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from kemu.cluster.producer_state import ProducerStates
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import BatchHeader, build_batch, read_header
 from kemu.storage.log import MemoryLog
+from kemu.storage.segments import SegmentLog
 
 T0 = 1_700_000_000_000
 PID = 42
@@ -277,3 +279,17 @@ def test_partition_refuses_a_stale_marker_and_leaves_the_log_alone() -> None:
     part.write_marker(PID, 3, False, coordinator_epoch=0, transaction_version=2, now_ms=T0)
     assert part.log.log_end_offset == 2
     assert produce(part, 1, epoch=3) == (OUT_OF_ORDER, -1)
+
+
+def test_a_restart_rebuilds_the_epoch_a_marker_bumped(tmp_path: Path) -> None:
+    log = SegmentLog(tmp_path)
+    part = Partition("t", uuid.uuid4(), 0, 1, [1], log)
+    produce(part, 0, count=3)
+    part.write_marker(PID, 1, False, transaction_version=2, now_ms=T0 + 5)
+    log.close()
+    reopened = Partition("t", uuid.uuid4(), 0, 1, [1], SegmentLog(tmp_path))
+    assert reopened.producers[PID].epoch == 1
+    assert reopened.producers[PID].last_timestamp == T0 + 5
+    assert produce(reopened, 3) == (ErrorCode.invalid_producer_epoch, -1)  # the zombie
+    assert produce(reopened, 3, epoch=1) == (OUT_OF_ORDER, -1)
+    assert produce(reopened, 0, epoch=1) == (ErrorCode.none, 4)
