@@ -1,4 +1,4 @@
-"""KIP-1289 on a 3-broker kemu started by the CLI with ``kemu.kip1289.enable=true``.
+"""KIP-1289 on a 3-broker kemu (in the test's process) with ``kemu.kip1289.enable=true``.
 
 No released client sends TxnShareAcknowledge, so a small blocking wire client plays both sides
 of the draft Java flow: the share consumer (ShareGroupHeartbeat to join, ShareFetch to acquire,
@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from kemu.testing.wire_client import WireClient as BlockingWireClient
 
 pytestmark = pytest.mark.integration
@@ -202,14 +202,14 @@ class TransactionalProducer:
 
 
 @pytest.fixture
-def kemu(kemu_factory: type[KemuProcess]) -> KemuProcess:
-    return kemu_factory(
+def kemu(kemu_inprocess_factory: type[InProcessKemu]) -> InProcessKemu:
+    return kemu_inprocess_factory(
         brokers=3,
         overrides=["kemu.kip1289.enable=true", "share.coordinator.state.topic.num.partitions=3"],
     ).start()
 
 
-def setup(kemu: KemuProcess, name: str) -> tuple[WireClient, ShareMember, ShareMember]:
+def setup(kemu: InProcessKemu, name: str) -> tuple[WireClient, ShareMember, ShareMember]:
     """Topic ``name`` (1 partition, RF 3), two members of group ``name`` who opened share
     sessions before "first" was written (share.auto.offset.reset=latest)."""
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
@@ -224,7 +224,7 @@ def setup(kemu: KemuProcess, name: str) -> tuple[WireClient, ShareMember, ShareM
     return client, *members
 
 
-def decode_share_state(kemu: KemuProcess) -> list[dict[str, Any]]:
+def decode_share_state(kemu: InProcessKemu) -> list[dict[str, Any]]:
     completed = subprocess.run(
         [sys.executable, "-m", "kemu.cli", "decode-share-state", "--bootstrap", kemu.first_broker],
         capture_output=True,
@@ -235,7 +235,7 @@ def decode_share_state(kemu: KemuProcess) -> list[dict[str, Any]]:
     return [json.loads(line) for line in completed.stdout.splitlines()]
 
 
-def start_offset(kemu: KemuProcess, group: str) -> int:
+def start_offset(kemu: InProcessKemu, group: str) -> int:
     """The persisted share-partition start offset of ``group``'s partition."""
     [state] = [
         e["state"] for e in decode_share_state(kemu) if e.get("state", {}).get("groupId") == group
@@ -243,7 +243,7 @@ def start_offset(kemu: KemuProcess, group: str) -> int:
     return int(state["startOffset"])
 
 
-def delivery_states(kemu: KemuProcess, group: str) -> list[int]:
+def delivery_states(kemu: InProcessKemu, group: str) -> list[int]:
     """Delivery state of offset 0 in every ``__share_group_state`` record of ``group``."""
     found = []
     for entry in decode_share_state(kemu):
@@ -263,7 +263,7 @@ def wait_for_lag(member: ShareMember, expected: int) -> None:
     assert member.lag() == expected
 
 
-def test_commit_accept_is_never_redelivered(kemu: KemuProcess) -> None:
+def test_commit_accept_is_never_redelivered(kemu: InProcessKemu) -> None:
     client, m1, m2 = setup(kemu, "commit")
     try:
         assert m1.fetch_until(1) == [(0, 0, 1)]
@@ -284,7 +284,7 @@ def test_commit_accept_is_never_redelivered(kemu: KemuProcess) -> None:
         client.close()
 
 
-def test_abort_redelivers_the_same_record(kemu: KemuProcess) -> None:
+def test_abort_redelivers_the_same_record(kemu: InProcessKemu) -> None:
     client, m1, m2 = setup(kemu, "abort")
     try:
         assert m1.fetch_until(1) == [(0, 0, 1)]
@@ -300,7 +300,7 @@ def test_abort_redelivers_the_same_record(kemu: KemuProcess) -> None:
         client.close()
 
 
-def test_a_new_producer_epoch_aborts_staged_acks_and_fences_the_old(kemu: KemuProcess) -> None:
+def test_a_new_producer_epoch_aborts_staged_acks_and_fences_the_old(kemu: InProcessKemu) -> None:
     client, m1, m2 = setup(kemu, "fenced")
     try:
         assert m1.fetch_until(1) == [(0, 0, 1)]

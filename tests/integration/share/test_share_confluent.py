@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -34,11 +34,11 @@ TIMEOUT = 30.0
 
 
 @pytest.fixture
-def kemu(kemu_cluster: KemuProcess) -> KemuProcess:
-    return kemu_cluster
+def kemu(kemu_inprocess: InProcessKemu) -> InProcessKemu:
+    return kemu_inprocess
 
 
-def setup_queue(kemu: KemuProcess, records: int) -> tuple[str, str]:
+def setup_queue(kemu: InProcessKemu, records: int) -> tuple[str, str]:
     """A topic with ``records`` records spread over its partitions, and a share group that
     starts at the earliest offset."""
     topic, group = f"q-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
@@ -63,7 +63,7 @@ def setup_queue(kemu: KemuProcess, records: int) -> tuple[str, str]:
     return topic, group
 
 
-def consumer(kemu: KemuProcess, group: str, topic: str, **extra: str) -> ShareConsumer:
+def consumer(kemu: InProcessKemu, group: str, topic: str, **extra: str) -> ShareConsumer:
     share = ShareConsumer({"bootstrap.servers": kemu.bootstrap, "group.id": group, **extra})
     share.subscribe([topic])
     return share
@@ -114,7 +114,7 @@ def closing() -> Iterator[list[ShareConsumer]]:
 
 
 def test_a_share_consumer_gets_every_record_once(
-    kemu: KemuProcess, closing: list[ShareConsumer]
+    kemu: InProcessKemu, closing: list[ShareConsumer]
 ) -> None:
     topic, group = setup_queue(kemu, 60)
     share = consumer(kemu, group, topic)
@@ -135,7 +135,7 @@ def test_a_share_consumer_gets_every_record_once(
 
 
 def test_consumers_of_one_group_share_the_records_without_duplicates(
-    kemu: KemuProcess, closing: list[ShareConsumer]
+    kemu: InProcessKemu, closing: list[ShareConsumer]
 ) -> None:
     topic, group = setup_queue(kemu, 0)
     first = consumer(kemu, group, topic)
@@ -153,7 +153,7 @@ def test_consumers_of_one_group_share_the_records_without_duplicates(
 
 
 def test_explicit_release_redelivers_and_reject_does_not(
-    kemu: KemuProcess, closing: list[ShareConsumer]
+    kemu: InProcessKemu, closing: list[ShareConsumer]
 ) -> None:
     topic, group = setup_queue(kemu, 9)
     share = consumer(kemu, group, topic, **{"share.acknowledgement.mode": "explicit"})
@@ -176,7 +176,7 @@ def test_explicit_release_redelivers_and_reject_does_not(
 
 
 def test_records_held_by_a_consumer_that_closes_go_to_the_next(
-    kemu: KemuProcess, closing: list[ShareConsumer]
+    kemu: InProcessKemu, closing: list[ShareConsumer]
 ) -> None:
     topic, group = setup_queue(kemu, 12)
     leaving = consumer(kemu, group, topic, **{"share.acknowledgement.mode": "explicit"})

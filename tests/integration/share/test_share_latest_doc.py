@@ -11,7 +11,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer, ShareConsumer
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests import REPO_ROOT
 from tests.integration.config.test_timing_fast import (
     SHARE_FETCH,
@@ -35,9 +35,9 @@ def snippet() -> str:
 
 
 def test_the_documented_snippet_reads_the_record_written_before_it_joined(
-    kemu_cluster: KemuProcess, capsys: pytest.CaptureFixture[str]
+    kemu_inprocess: InProcessKemu, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = snippet().replace('"localhost:9092"', repr(kemu_cluster.bootstrap))
+    code = snippet().replace('"localhost:9092"', repr(kemu_inprocess.bootstrap))
     done = threading.Event()
     failure: list[BaseException] = []
 
@@ -56,15 +56,15 @@ def test_the_documented_snippet_reads_the_record_written_before_it_joined(
 
 
 def test_without_the_group_config_a_share_group_starts_at_latest(
-    kemu_cluster: KemuProcess,
+    kemu_inprocess: InProcessKemu,
 ) -> None:
     """The record written before the member joined is not delivered; one written after the
     member's first ShareFetch of the partition was answered (empty) is."""
     topic, group = f"orders-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": kemu_cluster.bootstrap})
+    producer = Producer({"bootstrap.servers": kemu_inprocess.bootstrap})
     producer.produce(topic, b"before")
     assert producer.flush(10) == 0
-    with recorded(kemu_cluster) as proxy:
+    with recorded(kemu_inprocess) as proxy:
         consumer = ShareConsumer({"bootstrap.servers": proxy.bootstrap, "group.id": group})
         consumer.subscribe([topic])
         try:

@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +74,7 @@ class Wire:
 class ShortLivedConsumer:
     """Joins, fetches from partition 0, then releases what it got and leaves (kgo's close)."""
 
-    def __init__(self, kemu: KemuProcess, group: str, topic: str, topic_id: uuid.UUID) -> None:
+    def __init__(self, kemu: InProcessKemu, group: str, topic: str, topic_id: uuid.UUID) -> None:
         self.wire = Wire(kemu.first_broker)
         self.group, self.topic, self.topic_id = group, topic, topic_id
         self.member_id = str(uuid.uuid4())
@@ -173,7 +173,7 @@ class ShortLivedConsumer:
         self.wire.close()
 
 
-def produce_one_batch(kemu: KemuProcess, topic: str, count: int) -> None:
+def produce_one_batch(kemu: InProcessKemu, topic: str, count: int) -> None:
     client = Wire(kemu.first_broker)
     batch = build_batch([(None, b"v%d" % i) for i in range(count)], timestamp_ms=1000)
     data = client.nested(PRODUCE, 9, "PartitionProduceData", index=0, records=batch)
@@ -191,7 +191,7 @@ def produce_one_batch(kemu: KemuProcess, topic: str, count: int) -> None:
     client.close()
 
 
-def topic_id_of(kemu: KemuProcess, topic: str) -> uuid.UUID:
+def topic_id_of(kemu: InProcessKemu, topic: str) -> uuid.UUID:
     client = Wire(kemu.first_broker)
     wanted = client.nested(METADATA, 12, "MetadataRequestTopic", name=topic, topic_id=None)
     response = client.call(METADATA, 12, topics=(wanted,), allow_auto_topic_creation=False)
@@ -200,7 +200,7 @@ def topic_id_of(kemu: KemuProcess, topic: str) -> uuid.UUID:
     return uuid.UUID(str(found.topic_id))
 
 
-def new_topic(kemu: KemuProcess) -> tuple[str, uuid.UUID]:
+def new_topic(kemu: InProcessKemu) -> tuple[str, uuid.UUID]:
     """A one-partition topic (also the group's name) whose share partition starts at offset 0."""
     topic = f"redelivery-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
@@ -215,9 +215,9 @@ def new_topic(kemu: KemuProcess) -> tuple[str, uuid.UUID]:
 
 
 def test_consumers_that_release_on_close_exhaust_one_record_at_a_time(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(brokers=1).start()
+    kemu = kemu_inprocess_factory(brokers=1).start()
     topic, topic_id = new_topic(kemu)
     group = topic
     produce_one_batch(kemu, topic, 16)
@@ -250,9 +250,9 @@ def test_consumers_that_release_on_close_exhaust_one_record_at_a_time(
 
 
 def test_a_fetch_does_not_hand_back_what_it_released_while_there_is_something_else(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(brokers=1).start()
+    kemu = kemu_inprocess_factory(brokers=1).start()
     topic, topic_id = new_topic(kemu)
     produce_one_batch(kemu, topic, 4)  # 0-3
     produce_one_batch(kemu, topic, 4)  # 4-7
@@ -267,9 +267,9 @@ def test_a_fetch_does_not_hand_back_what_it_released_while_there_is_something_el
 
 
 def test_a_fetch_hands_back_what_it_released_when_there_is_nothing_else(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(brokers=1).start()
+    kemu = kemu_inprocess_factory(brokers=1).start()
     topic, topic_id = new_topic(kemu)
     produce_one_batch(kemu, topic, 4)
     consumer = ShortLivedConsumer(kemu, topic, topic, topic_id)
