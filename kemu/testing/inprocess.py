@@ -14,8 +14,9 @@ overrides give ``listeners`` (name -> bootstrap), ``tls_self_signed`` is ``--tls
 receives kemu's log as ``kemu serve`` writes it (``json_logs``: as with ``--json-logs``;
 kemu/testing/inprocess_logs.py).
 
-Fixtures (beside the plugin's): ``kemu_inprocess`` (a fresh 3-broker kemu for one test) and
-``kemu_inprocess_factory`` (your own broker count and overrides).
+Fixtures (beside the plugin's): ``kemu_inprocess`` (a fresh 3-broker kemu for one test),
+``kemu_inprocess_factory`` (your own broker count and overrides) and ``kemu_inprocess_shared``
+(one 3-broker kemu for the whole session, as the plugin's ``kemu_shared``).
 """
 
 from __future__ import annotations
@@ -268,3 +269,13 @@ def kemu_inprocess_factory(tmp_path: Path) -> Iterator[type[InProcessKemu]]:
 @pytest.fixture
 def kemu_inprocess(kemu_inprocess_factory: type[InProcessKemu]) -> InProcessKemu:
     return kemu_inprocess_factory(brokers=3).start()
+
+
+@pytest.fixture(scope="session")
+def kemu_inprocess_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
+    """One 3-broker in-process kemu for the whole session (per worker), as ``kemu_shared``: its
+    tests use unique topic and group names."""
+    log_path = tmp_path_factory.mktemp("kemu-inprocess-shared") / "kemu.log"
+    kemu = InProcessKemu(brokers=3, log_path=log_path).start()
+    yield kemu
+    kemu.stop()

@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kemu.testing.inprocess import InProcessKemu
 from kemu.testing.plugin import KemuProcess
 from kemu.testing.wire_client import WireClient
 from tests import REPO_ROOT
@@ -79,7 +80,7 @@ def join_assigned(client: RawClient, group: str, member: str, topics: tuple[str,
     return joined
 
 
-def admin_for(kemu: KemuProcess) -> AdminClient:
+def admin_for(kemu: KemuProcess | InProcessKemu) -> AdminClient:
     return AdminClient({"bootstrap.servers": kemu.bootstrap})
 
 
@@ -102,8 +103,8 @@ def alter_group_config(admin: AdminClient, group: str, name: str, value: str) ->
     admin.incremental_alter_configs([resource])[resource].result(20)
 
 
-def test_group_configs_with_confluent_admin(kemu_shared: KemuProcess) -> None:
-    admin = admin_for(kemu_shared)
+def test_group_configs_with_confluent_admin(kemu_inprocess_shared: InProcessKemu) -> None:
+    admin = admin_for(kemu_inprocess_shared)
     group = f"cfg-{uuid.uuid4().hex[:8]}"
     before = group_config(admin, group)
     assert before["share.auto.offset.reset"].value == "latest"
@@ -126,12 +127,12 @@ def test_group_configs_with_confluent_admin(kemu_shared: KemuProcess) -> None:
     assert group_config(admin, group)["share.auto.offset.reset"].value == "by_duration:PT10M"
 
 
-def test_delete_share_groups_with_confluent_admin(kemu_shared: KemuProcess) -> None:
-    admin = admin_for(kemu_shared)
+def test_delete_share_groups_with_confluent_admin(kemu_inprocess_shared: InProcessKemu) -> None:
+    admin = admin_for(kemu_inprocess_shared)
     topic = f"sg-del-{uuid.uuid4().hex[:8]}"
     create_topic(admin, topic, 3)
     busy, idle, ghost = f"busy-{topic}", f"idle-{topic}", f"ghost-{topic}"
-    member = RawClient(kemu_shared.first_broker)
+    member = RawClient(kemu_inprocess_shared.first_broker)
     try:
         joined = join_assigned(member, busy, "m-busy", (topic,))
         assert (joined.error_code, joined.member_epoch) == (0, 3)
@@ -167,9 +168,9 @@ def describe_share_group(client: RawClient, group: str) -> Any:
 
 
 def test_confluent_share_consumers_split_the_partitions(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(
+    kemu = kemu_inprocess_factory(
         brokers=3,
         overrides=[
             "group.share.min.heartbeat.interval.ms=500",
@@ -215,6 +216,7 @@ def test_confluent_share_consumers_split_the_partitions(
     assert left.group_epoch == left.assignment_epoch == settled.group_epoch + 2
 
 
+@pytest.mark.process  # SIGKILL: kemu as a real process
 def test_share_group_survives_sigkill_with_a_data_dir(
     kemu_factory: type[KemuProcess], tmp_path: Path
 ) -> None:
@@ -248,19 +250,19 @@ def _java() -> str | None:
 
 @pytest.mark.java
 @pytest.mark.skipif(_java() is None or not JAR.exists(), reason="needs java and `make java`")
-def test_java_admin_share_group_api(kemu_shared: KemuProcess) -> None:
-    admin = admin_for(kemu_shared)
+def test_java_admin_share_group_api(kemu_inprocess_shared: InProcessKemu) -> None:
+    admin = admin_for(kemu_inprocess_shared)
     topic = f"sg-java-{uuid.uuid4().hex[:8]}"
     create_topic(admin, topic, 3)
     busy, group = f"busy-{topic}", f"empty-{topic}"
-    producer = Producer({"bootstrap.servers": kemu_shared.bootstrap})
+    producer = Producer({"bootstrap.servers": kemu_inprocess_shared.bootstrap})
     for i in range(5):
         producer.produce(topic, value=b"v%d" % i, partition=0)
     assert producer.flush(20) == 0
-    member = RawClient(kemu_shared.first_broker)
+    member = RawClient(kemu_inprocess_shared.first_broker)
     try:
         join_assigned(member, busy, "java-m1", (topic,))
-        lines = _run_probe(kemu_shared, topic, busy, group)
+        lines = _run_probe(kemu_inprocess_shared, topic, busy, group)
     finally:
         member.close()
     checks = {line["check"]: line for line in lines}
@@ -298,7 +300,7 @@ def test_java_admin_share_group_api(kemu_shared: KemuProcess) -> None:
     assert checks["delete_share_groups"]["after"] == "GroupIdNotFoundException"
 
 
-def _run_probe(kemu: KemuProcess, topic: str, busy: str, group: str) -> list[dict[str, Any]]:
+def _run_probe(kemu: InProcessKemu, topic: str, busy: str, group: str) -> list[dict[str, Any]]:
     classpath = os.pathsep.join([str(JAR), str(JAVA_DIR / "target" / "lib" / "*")])
     command = [
         "java",

@@ -114,3 +114,12 @@ def test_a_failed_start_leaves_nothing_running(kemu_inprocess_factory: type[InPr
         kemu.start()
     assert not kemu._thread.is_alive()
     assert structlog.get_config() == before
+
+
+def test_the_shared_kemu_serves_real_clients(kemu_inprocess_shared: InProcessKemu) -> None:
+    """``kemu_inprocess_shared``: a running 3-broker kemu, the session's (as ``kemu_shared``)."""
+    assert len(kemu_inprocess_shared.bootstrap.split(",")) == 3
+    topic = f"shared-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kemu_inprocess_shared.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT)
+    assert kemu_inprocess_shared.call(lambda: topic in kemu_inprocess_shared.cluster.topics)
