@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests.integration.clients.test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
@@ -33,9 +33,9 @@ PROTOCOLS = {
 
 
 @pytest.fixture(scope="module")
-def group_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def group_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     log_path = tmp_path_factory.mktemp("kemu-group-java") / "kemu.log"
-    kemu = KemuProcess(
+    kemu = InProcessKemu(
         brokers=3,
         log_path=log_path,
         overrides=[
@@ -54,7 +54,7 @@ def group_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess
 def group_run(
     request: pytest.FixtureRequest,
     java_probes: Path,  # noqa: F811
-    group_kemu: KemuProcess,
+    group_kemu: InProcessKemu,
 ) -> tuple[str, ProbeRun]:
     protocol: str = request.param
     topic = f"java-group-{protocol}"

@@ -22,7 +22,7 @@ import pytest
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests import REPO_ROOT
 from tests.integration.parity import kafka_timing_overrides
 
@@ -56,7 +56,7 @@ def bootstrap(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     if request.param == "kemu":
-        kemu = KemuProcess(
+        kemu = InProcessKemu(
             brokers=3,
             log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
             timing="kafka",

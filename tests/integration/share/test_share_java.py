@@ -38,7 +38,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests.integration.clients.test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
@@ -80,7 +80,7 @@ def set_group_configs(admin: AdminClient, group: str, configs: dict[str, str]) -
     admin.incremental_alter_configs([resource])[resource].result(30)
 
 
-def produce(kemu: KemuProcess) -> None:
+def produce(kemu: InProcessKemu) -> None:
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     dlq = {"errors.deadletterqueue.group.enable": "true"}
     created = admin.create_topics(
@@ -104,9 +104,9 @@ def produce(kemu: KemuProcess) -> None:
 
 
 @pytest.fixture(scope="module")
-def share_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def share_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     log_path = tmp_path_factory.mktemp("kemu-share-java") / "kemu.log"
-    kemu = KemuProcess(
+    kemu = InProcessKemu(
         brokers=3,
         log_path=log_path,
         overrides=["group.share.min.record.lock.duration.ms=1000"],
@@ -117,7 +117,7 @@ def share_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess
 
 
 @pytest.fixture(scope="module")
-def share_run(java_probes: Path, share_kemu: KemuProcess) -> ProbeRun:  # noqa: F811
+def share_run(java_probes: Path, share_kemu: InProcessKemu) -> ProbeRun:  # noqa: F811
     produce(share_kemu)
     return run_probe(
         "ShareConsumerProbe",
@@ -289,7 +289,7 @@ def test_share_group_offsets_show_no_lag(share_run: ProbeRun) -> None:
             assert 0 <= offsets[name][tp]["start"] <= end, (name, tp)
 
 
-def dead_letters(kemu: KemuProcess, topic: str, wanted: int) -> list[dict[str, str]]:
+def dead_letters(kemu: InProcessKemu, topic: str, wanted: int) -> list[dict[str, str]]:
     """The headers (and copied value) of the records of a DLQ topic."""
     reader = Consumer(
         {
@@ -314,7 +314,7 @@ def dead_letters(kemu: KemuProcess, topic: str, wanted: int) -> list[dict[str, s
 
 
 def test_rejected_and_exhausted_records_reach_the_dead_letter_queue(
-    share_run: ProbeRun, share_kemu: KemuProcess
+    share_run: ProbeRun, share_kemu: InProcessKemu
 ) -> None:
     """KIP-1191 with Java's share consumer: its REJECTs (explicit group) and its records released
     up to share.delivery.count.limit (dlimit group) are in the groups' DLQ topics with Kafka's

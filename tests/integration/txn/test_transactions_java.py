@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests.integration.clients.test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
@@ -29,9 +29,9 @@ RECORDS = 30
 
 
 @pytest.fixture(scope="module")
-def txn_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def txn_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     log_path = tmp_path_factory.mktemp("kemu-txn-java") / "kemu.log"
-    kemu = KemuProcess(
+    kemu = InProcessKemu(
         brokers=3,
         log_path=log_path,
         with_control=True,
@@ -49,7 +49,7 @@ def txn_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
 
 
 @pytest.fixture(scope="module")
-def txn_run(java_probes: Path, txn_kemu: KemuProcess) -> ProbeRun:  # noqa: F811
+def txn_run(java_probes: Path, txn_kemu: InProcessKemu) -> ProbeRun:  # noqa: F811
     return run_probe(
         "TransactionProbe", txn_kemu.bootstrap, "--topic", "java-txn", "--records", str(RECORDS)
     )
@@ -98,7 +98,7 @@ def test_probe_exit_status(txn_run: ProbeRun) -> None:
 
 
 def test_the_client_uses_kafka_44s_newest_versions(
-    txn_run: ProbeRun, txn_kemu: KemuProcess
+    txn_run: ProbeRun, txn_kemu: InProcessKemu
 ) -> None:
     # ApiVersions v5 (KIP-1242) and TxnOffsetCommit v6 (KIP-1319): no UNSUPPORTED_VERSION fallback
     from prometheus_client.parser import text_string_to_metric_families
