@@ -18,14 +18,14 @@ from confluent_kafka import (
 
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from kemu.testing.wire_client import nested
 from tests.integration.three_brokers import (
     TIMEOUT_S,
     call,
     create_topic,
     leader_address,
-    three_brokers,
+    three_brokers_in_process,
     unique,
 )
 
@@ -33,12 +33,14 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    yield from three_brokers(tmp_path_factory)
+def kemu() -> Iterator[InProcessKemu]:
+    yield from three_brokers_in_process()
 
 
 @pytest.mark.parametrize("policy", ["compact", "compact,delete"])
-def test_keyless_record_on_a_compacted_topic_fails_delivery(kemu: KemuProcess, policy: str) -> None:
+def test_keyless_record_on_a_compacted_topic_fails_delivery(
+    kemu: InProcessKemu, policy: str
+) -> None:
     topic = unique("compacted")
     create_topic(kemu.bootstrap, topic, **{"cleanup.policy": policy})
     producer = Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 0})
@@ -55,7 +57,7 @@ def test_keyless_record_on_a_compacted_topic_fails_delivery(kemu: KemuProcess, p
     assert keyed_error is None
 
 
-def test_keyless_records_get_record_errors_in_the_produce_response(kemu: KemuProcess) -> None:
+def test_keyless_records_get_record_errors_in_the_produce_response(kemu: InProcessKemu) -> None:
     topic = unique("compacted-raw")
     create_topic(kemu.bootstrap, topic, **{"cleanup.policy": "compact"})
     batch = build_batch(

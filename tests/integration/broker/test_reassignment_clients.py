@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 TIMEOUT = 15
@@ -25,8 +25,8 @@ TOPIC = "moving"
 
 
 @pytest.fixture
-def kp_admin(kemu_cluster: KemuProcess) -> Iterator[KafkaAdminClient]:
-    client = KafkaAdminClient(bootstrap_servers=kemu_cluster.bootstrap, request_timeout_ms=10000)
+def kp_admin(kemu_inprocess: InProcessKemu) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=kemu_inprocess.bootstrap, request_timeout_ms=10000)
     yield client
     client.close()
 
@@ -44,12 +44,12 @@ def wait_for(admin: AdminClient, expected: tuple[int, list[int]]) -> None:
 
 
 def test_producer_follows_a_reassignment_and_an_election(
-    kemu_cluster: KemuProcess, kp_admin: KafkaAdminClient
+    kemu_inprocess: InProcessKemu, kp_admin: KafkaAdminClient
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": kemu_cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": kemu_inprocess.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, replica_assignment=[[1]])])[TOPIC].result(TIMEOUT)
     producer = Producer(
-        {"bootstrap.servers": kemu_cluster.bootstrap, "enable.idempotence": True, "linger.ms": 0}
+        {"bootstrap.servers": kemu_inprocess.bootstrap, "enable.idempotence": True, "linger.ms": 0}
     )
     failed: list[object] = []
 
@@ -79,7 +79,7 @@ def test_producer_follows_a_reassignment_and_an_election(
 
     consumer = Consumer(
         {
-            "bootstrap.servers": kemu_cluster.bootstrap,
+            "bootstrap.servers": kemu_inprocess.bootstrap,
             "group.id": "follow",
             "auto.offset.reset": "earliest",
         }

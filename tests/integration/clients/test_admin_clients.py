@@ -35,20 +35,20 @@ from kafka.admin import NewPartitions as KpNewPartitions
 from kafka.admin import NewTopic as KpNewTopic
 from kafka.errors import InvalidPartitionsError, TopicAlreadyExistsError
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 TIMEOUT = 15
 
 
 @pytest.fixture
-def admin(kemu_cluster: KemuProcess) -> AdminClient:
-    return AdminClient({"bootstrap.servers": kemu_cluster.bootstrap})
+def admin(kemu_inprocess: InProcessKemu) -> AdminClient:
+    return AdminClient({"bootstrap.servers": kemu_inprocess.bootstrap})
 
 
 @pytest.fixture
-def kp_admin(kemu_cluster: KemuProcess) -> Iterator[KafkaAdminClient]:
-    client = KafkaAdminClient(bootstrap_servers=kemu_cluster.bootstrap, request_timeout_ms=10000)
+def kp_admin(kemu_inprocess: InProcessKemu) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=kemu_inprocess.bootstrap, request_timeout_ms=10000)
     yield client
     client.close()
 
@@ -78,7 +78,7 @@ def topic_configs(admin: AdminClient, name: str) -> dict[str, Any]:
 # --- confluent-kafka -------------------------------------------------------------------------
 
 
-def test_confluent_topic_lifecycle(admin: AdminClient, kemu_cluster: KemuProcess) -> None:
+def test_confluent_topic_lifecycle(admin: AdminClient, kemu_inprocess: InProcessKemu) -> None:
     created = admin.create_topics(
         [
             NewTopic("ck-orders", 3, 2, config={"retention.ms": "3600000"}),
@@ -120,7 +120,7 @@ def test_confluent_topic_lifecycle(admin: AdminClient, kemu_cluster: KemuProcess
 
 
 def test_confluent_incremental_alter_takes_effect(
-    admin: AdminClient, kemu_cluster: KemuProcess
+    admin: AdminClient, kemu_inprocess: InProcessKemu
 ) -> None:
     wait_all(admin.create_topics([NewTopic("ck-live", 1, 1)]))
     resource = ConfigResource(
@@ -154,7 +154,7 @@ def test_confluent_incremental_alter_takes_effect(
         KafkaError.INVALID_CONFIG
     )
 
-    producer = Producer({"bootstrap.servers": kemu_cluster.bootstrap})
+    producer = Producer({"bootstrap.servers": kemu_inprocess.bootstrap})
     outcomes: list[KafkaError | None] = []
     # keyed: the topic is compacted now, and Kafka refuses keyless records there
     producer.produce(
@@ -172,7 +172,9 @@ def test_confluent_incremental_alter_takes_effect(
     assert outcomes[0] is not None and outcomes[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
     assert outcomes[1] is None
 
-    consumer = Consumer({"bootstrap.servers": kemu_cluster.bootstrap, "group.id": "ck-live-reader"})
+    consumer = Consumer(
+        {"bootstrap.servers": kemu_inprocess.bootstrap, "group.id": "ck-live-reader"}
+    )
     consumer.assign([TopicPartition("ck-live", 0, 0)])
     message = None
     deadline = time.monotonic() + TIMEOUT
@@ -186,9 +188,9 @@ def test_confluent_incremental_alter_takes_effect(
     assert timestamp != 1_000  # the broker's append time replaced the producer's
 
 
-def test_confluent_delete_records(admin: AdminClient, kemu_cluster: KemuProcess) -> None:
+def test_confluent_delete_records(admin: AdminClient, kemu_inprocess: InProcessKemu) -> None:
     wait_all(admin.create_topics([NewTopic("ck-trim", 2, 3)]))
-    producer = Producer({"bootstrap.servers": kemu_cluster.bootstrap})
+    producer = Producer({"bootstrap.servers": kemu_inprocess.bootstrap})
     for i in range(10):
         producer.produce("ck-trim", value=str(i).encode(), partition=1)
     assert producer.flush(TIMEOUT) == 0
@@ -205,7 +207,7 @@ def test_confluent_delete_records(admin: AdminClient, kemu_cluster: KemuProcess)
 
 
 def test_confluent_describe_cluster_and_broker_configs(
-    admin: AdminClient, kemu_cluster: KemuProcess
+    admin: AdminClient, kemu_inprocess: InProcessKemu
 ) -> None:
     cluster = admin.describe_cluster().result(TIMEOUT)
     assert sorted(node.id for node in cluster.nodes) == [1, 2, 3]

@@ -40,7 +40,7 @@ from kemu.client import (
 from kemu.client.producer import ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests import REPO_ROOT
 from tests.integration.clients import txn_timeout
 
@@ -48,8 +48,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    process = KemuProcess(
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
+    process = InProcessKemu(
         brokers=3,
         overrides=[
             "kemu.kip1289.enable=true",
@@ -64,21 +64,21 @@ def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
     process.stop()
 
 
-def create_topics(kemu: KemuProcess, *topics: tuple[str, int]) -> None:
+def create_topics(kemu: InProcessKemu, *topics: tuple[str, int]) -> None:
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     futures = admin.create_topics([NewTopic(name, partitions, 3) for name, partitions in topics])
     for future in futures.values():
         future.result(timeout=15)
 
 
-def produce(kemu: KemuProcess, topic: str, values: list[bytes], partition: int = 0) -> None:
+def produce(kemu: InProcessKemu, topic: str, values: list[bytes], partition: int = 0) -> None:
     producer = Producer({"bootstrap.servers": kemu.bootstrap})
     for value in values:
         producer.produce(topic, value=value, partition=partition)
     assert producer.flush(15) == 0
 
 
-async def joined(kemu: KemuProcess, group: str, topic: str, mode: str) -> ShareConsumer:
+async def joined(kemu: InProcessKemu, group: str, topic: str, mode: str) -> ShareConsumer:
     """A member that has its partitions and has opened its share session before anything is
     written (share.auto.offset.reset is latest). As Kafka 4.4, the first heartbeat assigns
     nothing; a later one brings the partitions once their share state is initialized."""
@@ -102,7 +102,7 @@ async def poll_until(consumer: ShareConsumer, count: int) -> list[ShareRecord]:
     return records
 
 
-async def wait_for_lag(kemu: KemuProcess, group: str, topic: str, expected: int) -> int:
+async def wait_for_lag(kemu: InProcessKemu, group: str, topic: str, expected: int) -> int:
     async with Admin(kemu.bootstrap) as admin:
         for _ in range(100):
             lag = await admin.share_group_lag(group, topic)
@@ -112,13 +112,13 @@ async def wait_for_lag(kemu: KemuProcess, group: str, topic: str, expected: int)
         return lag
 
 
-async def committed_values(kemu: KemuProcess, topic: str, wait: float = 1.0) -> list[bytes]:
+async def committed_values(kemu: InProcessKemu, topic: str, wait: float = 1.0) -> list[bytes]:
     async with Consumer(kemu.bootstrap) as reader:
         await reader.assign_topic(topic)
         return [r.value or b"" for r in await reader.poll(wait)]
 
 
-async def test_share_consumption_with_explicit_acknowledgements(kemu: KemuProcess) -> None:
+async def test_share_consumption_with_explicit_acknowledgements(kemu: InProcessKemu) -> None:
     create_topics(kemu, ("explicit", 1))
     consumer = await joined(kemu, "explicit", "explicit", "explicit")
     try:
@@ -145,7 +145,7 @@ async def test_share_consumption_with_explicit_acknowledgements(kemu: KemuProces
         await consumer.close()
 
 
-async def test_implicit_mode_accepts_what_the_previous_poll_returned(kemu: KemuProcess) -> None:
+async def test_implicit_mode_accepts_what_the_previous_poll_returned(kemu: InProcessKemu) -> None:
     create_topics(kemu, ("implicit", 1))
     consumer = await joined(kemu, "implicit", "implicit", "implicit")
     try:
@@ -164,7 +164,7 @@ async def test_implicit_mode_accepts_what_the_previous_poll_returned(kemu: KemuP
 
 
 async def consume_transform_produce(
-    kemu: KemuProcess, name: str, *, commit: bool, form: str = ONE_RPC
+    kemu: InProcessKemu, name: str, *, commit: bool, form: str = ONE_RPC
 ) -> tuple[ShareConsumer, TransactionalProducer]:
     if form == TWO_RPC and wire.known_versions(ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN) is None:
         pytest.skip("this checkout has no AddShareAcknowledgementsToTxn schema yet")
@@ -193,7 +193,7 @@ async def consume_transform_produce(
 
 @pytest.mark.parametrize("form", [ONE_RPC, TWO_RPC])
 async def test_commit_makes_output_visible_and_completes_the_records(
-    kemu: KemuProcess, form: str
+    kemu: InProcessKemu, form: str
 ) -> None:
     name = f"ctp-commit-{form}"
     consumer, producer = await consume_transform_produce(kemu, name, commit=True, form=form)
@@ -207,7 +207,7 @@ async def test_commit_makes_output_visible_and_completes_the_records(
 
 
 @pytest.mark.parametrize("form", [ONE_RPC, TWO_RPC])
-async def test_abort_hides_output_and_redelivers_the_record(kemu: KemuProcess, form: str) -> None:
+async def test_abort_hides_output_and_redelivers_the_record(kemu: InProcessKemu, form: str) -> None:
     name = f"ctp-abort-{form}"
     consumer, producer = await consume_transform_produce(kemu, name, commit=False, form=form)
     try:
@@ -231,7 +231,7 @@ async def test_abort_hides_output_and_redelivers_the_record(kemu: KemuProcess, f
 
 
 @pytest.mark.parametrize("shift", [+1, -2])
-async def test_a_fenced_member_epoch_is_a_commit_failure(kemu: KemuProcess, shift: int) -> None:
+async def test_a_fenced_member_epoch_is_a_commit_failure(kemu: InProcessKemu, shift: int) -> None:
     name = f"fenced-member-{'future' if shift > 0 else 'stale'}"
     create_topics(kemu, (name, 1))
     consumer = await joined(kemu, name, name, "explicit")
@@ -255,7 +255,7 @@ async def test_a_fenced_member_epoch_is_a_commit_failure(kemu: KemuProcess, shif
         await producer.close()
 
 
-async def test_a_fenced_producer_is_told_so(kemu: KemuProcess) -> None:
+async def test_a_fenced_producer_is_told_so(kemu: InProcessKemu) -> None:
     create_topics(kemu, ("fenced-producer", 1))
     zombie = TransactionalProducer(kemu.bootstrap, "tx-fenced-producer")
     successor = TransactionalProducer(kemu.bootstrap, "tx-fenced-producer")
@@ -280,7 +280,7 @@ async def test_a_fenced_producer_is_told_so(kemu: KemuProcess) -> None:
         await successor.close()
 
 
-async def test_a_timed_out_transaction_is_abortable(kemu: KemuProcess) -> None:
+async def test_a_timed_out_transaction_is_abortable(kemu: InProcessKemu) -> None:
     """txn_timeout.py's scenario: a timed-out transaction is abortable, as for Java's producer."""
     create_topics(kemu, (txn_timeout.TOPIC, 1))
     await txn_timeout.a_timed_out_transaction_is_abortable(
@@ -289,7 +289,7 @@ async def test_a_timed_out_transaction_is_abortable(kemu: KemuProcess) -> None:
 
 
 async def test_acknowledgements_across_polls_and_partitions_in_one_transaction(
-    kemu: KemuProcess,
+    kemu: InProcessKemu,
 ) -> None:
     name = "multi"
     create_topics(kemu, (name, 6), (f"{name}-out", 3))
@@ -321,7 +321,7 @@ async def test_acknowledgements_across_polls_and_partitions_in_one_transaction(
         await producer.close()
 
 
-async def test_the_documented_pipeline_runs(kemu: KemuProcess) -> None:
+async def test_the_documented_pipeline_runs(kemu: InProcessKemu) -> None:
     """docs/client.md's share -> transform -> transactional produce loop, as written there."""
     doc = (REPO_ROOT / "docs" / "client.md").read_text()
     # the page's python blocks (fenced run-by=this file; tests/integration/tools/test_doc_blocks.py)
@@ -361,9 +361,9 @@ async def test_the_documented_pipeline_runs(kemu: KemuProcess) -> None:
 
 
 @pytest.fixture(scope="module")
-def kemu_moved_keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def kemu_moved_keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     """KIP-1289's RPCs at other api keys, and TxnShareAcknowledge requiring the two-RPC form."""
-    process = KemuProcess(
+    process = InProcessKemu(
         brokers=3,
         overrides=[
             "kemu.kip1289.enable=true",
@@ -377,7 +377,7 @@ def kemu_moved_keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuPr
     process.stop()
 
 
-async def test_moved_api_keys_and_explicit_enlistment(kemu_moved_keys: KemuProcess) -> None:
+async def test_moved_api_keys_and_explicit_enlistment(kemu_moved_keys: InProcessKemu) -> None:
     kemu = kemu_moved_keys
     create_topics(kemu, ("keys", 1))
     consumer = await joined(kemu, "keys", "keys", "explicit")
@@ -413,7 +413,7 @@ async def test_moved_api_keys_and_explicit_enlistment(kemu_moved_keys: KemuProce
         await two_rpc.close()
 
 
-async def test_a_restarted_instance_aborts_the_crashed_attempt(kemu: KemuProcess) -> None:
+async def test_a_restarted_instance_aborts_the_crashed_attempt(kemu: InProcessKemu) -> None:
     """The Flink-style recovery: an instance dies with output and acknowledgements staged in
     its transaction; its successor's init_transactions() aborts them, so the output never shows
     and the record comes back to the group."""

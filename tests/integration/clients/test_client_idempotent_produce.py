@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.client import IdempotentProducer, RecordMetadata
 from kemu.client.consumer import Consumer
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests import REPO_ROOT
 
 pytestmark = pytest.mark.integration
@@ -28,8 +28,8 @@ FAULTS = [
 ]
 
 
-def start(kemu_factory: type[KemuProcess], topic: str) -> KemuProcess:
-    kemu = kemu_factory(brokers=1, with_control=True).start()
+def start(kemu_inprocess_factory: type[InProcessKemu], topic: str) -> InProcessKemu:
+    kemu = kemu_inprocess_factory(brokers=1, with_control=True).start()
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
     return kemu
@@ -49,9 +49,9 @@ async def read_back(bootstrap: str, topic: str, counts: dict[int, int]) -> dict[
 
 
 async def test_pipelined_idempotent_batches_are_written_once_in_order_under_faults(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = start(kemu_factory, "idem")
+    kemu = start(kemu_inprocess_factory, "idem")
     producer = IdempotentProducer(kemu.bootstrap, max_in_flight=5, delivery_timeout=20)
     # The partitions know the producer before the faults: an injected error answers one request
     # only, so a batch pipelined behind a new producer's refused first batch would be taken as
@@ -86,9 +86,9 @@ async def test_pipelined_idempotent_batches_are_written_once_in_order_under_faul
 
 
 async def test_a_gap_at_the_leader_bumps_the_epoch_and_renumbers_the_batches(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = start(kemu_factory, "gap")
+    kemu = start(kemu_inprocess_factory, "gap")
     producer = IdempotentProducer(kemu.bootstrap, max_in_flight=5)
     await producer.send("gap", b"v0", partition=0)
     assert (producer.producer_epoch, producer.epoch_bumps) == (0, 0)
@@ -106,9 +106,11 @@ async def test_a_gap_at_the_leader_bumps_the_epoch_and_renumbers_the_batches(
     assert read[0] == [b"v%d" % n for n in range(7)]
 
 
-async def test_the_documented_idempotent_producer_runs(kemu_factory: type[KemuProcess]) -> None:
+async def test_the_documented_idempotent_producer_runs(
+    kemu_inprocess_factory: type[InProcessKemu],
+) -> None:
     """docs/client.md's IdempotentProducer block, as written there."""
-    kemu = start(kemu_factory, "prices")
+    kemu = start(kemu_inprocess_factory, "prices")
     doc = (REPO_ROOT / "docs" / "client.md").read_text()
     fence = "```python run-by=tests/integration/clients/test_client_idempotent_produce.py\n"
     namespace: dict[str, Any] = {}

@@ -32,7 +32,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -42,10 +42,10 @@ TIMEOUT = 30.0
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     """3 brokers; topics are auto-created (through Metadata) with 4 partitions."""
     log_path = tmp_path_factory.mktemp("confluent") / "kemu.log"
-    process = KemuProcess(
+    process = InProcessKemu(
         brokers=3, log_path=log_path, overrides=[f"num.partitions={PARTITIONS}"]
     ).start()
     yield process
@@ -111,7 +111,7 @@ def produce(producer: Producer, topic: str, batch: list[Sent]) -> dict[int, list
     return reported
 
 
-def consumer(kemu: KemuProcess, **extra: Any) -> Consumer:
+def consumer(kemu: InProcessKemu, **extra: Any) -> Consumer:
     return Consumer(
         {
             "bootstrap.servers": kemu.bootstrap,
@@ -157,7 +157,7 @@ def check_round_trip(
             assert (message.headers() or None) == sent.headers
 
 
-def leaders(kemu: KemuProcess, topic: str) -> dict[int, int]:
+def leaders(kemu: InProcessKemu, topic: str) -> dict[int, int]:
     client = consumer(kemu)
     try:
         metadata = client.list_topics(topic, timeout=TIMEOUT)
@@ -179,7 +179,7 @@ CASES = [
 
 @pytest.mark.parametrize(("codec", "idempotent", "acks"), CASES)
 def test_produce_then_consume_back(
-    kemu: KemuProcess, codec: str, idempotent: bool, acks: str
+    kemu: InProcessKemu, codec: str, idempotent: bool, acks: str
 ) -> None:
     topic = unique(f"cf-{codec}")
     producer = Producer(
@@ -208,7 +208,7 @@ def test_produce_then_consume_back(
     check_round_trip(received, topic, batch)
 
 
-def test_idempotent_producer_sequences_survive_many_batches(kemu: KemuProcess) -> None:
+def test_idempotent_producer_sequences_survive_many_batches(kemu: InProcessKemu) -> None:
     topic = unique("cf-idem-many")
     producer = Producer(
         {
@@ -225,7 +225,7 @@ def test_idempotent_producer_sequences_survive_many_batches(kemu: KemuProcess) -
     assert all(offsets == list(range(100)) for offsets in reported.values())
 
 
-def test_long_running_consumer_follows_new_data_on_every_broker(kemu: KemuProcess) -> None:
+def test_long_running_consumer_follows_new_data_on_every_broker(kemu: InProcessKemu) -> None:
     topic = unique("cf-follow")
     producer = Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 2})
     produce(producer, topic, messages(8))  # creates the topic
@@ -247,11 +247,11 @@ def test_long_running_consumer_follows_new_data_on_every_broker(kemu: KemuProces
     check_round_trip(received, topic, sent)
 
 
-def one_record_per_batch(kemu: KemuProcess) -> Producer:
+def one_record_per_batch(kemu: InProcessKemu) -> Producer:
     return Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 0, "batch.num.messages": 1})
 
 
-def test_offsets_for_times(kemu: KemuProcess) -> None:
+def test_offsets_for_times(kemu: InProcessKemu) -> None:
     topic = unique("cf-times")
     batch = messages(40)
     produce(one_record_per_batch(kemu), topic, batch)
@@ -281,7 +281,7 @@ BATCH_TIMESTAMP_STEPS = [20, 21, 25, 22, 23]  # the largest in the middle of the
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_lookups_inside_one_batch_find_the_record(kemu: KemuProcess, codec: str) -> None:
+def test_lookups_inside_one_batch_find_the_record(kemu: InProcessKemu, codec: str) -> None:
     """Five records in one (compressed) batch: the timestamp lookups and MAX_TIMESTAMP answer
     with the record's own offset, as Kafka 3.8+ does (librdkafka writes raw snappy)."""
     topic = unique(f"cf-times-{codec}")
@@ -309,7 +309,7 @@ def test_lookups_inside_one_batch_find_the_record(kemu: KemuProcess, codec: str)
     assert (latest.offset, latest.timestamp) == (2, BASE_TS + 25_000)
 
 
-def test_get_watermark_offsets(kemu: KemuProcess) -> None:
+def test_get_watermark_offsets(kemu: InProcessKemu) -> None:
     topic = unique("cf-marks")
     batch = messages(30)
     produce(Producer({"bootstrap.servers": kemu.bootstrap}), topic, batch)
@@ -330,7 +330,7 @@ def test_get_watermark_offsets(kemu: KemuProcess) -> None:
         client.close()
 
 
-def test_list_topics(kemu: KemuProcess) -> None:
+def test_list_topics(kemu: InProcessKemu) -> None:
     topic = unique("cf-list")
     produce(Producer({"bootstrap.servers": kemu.bootstrap}), topic, messages(4))
     client = consumer(kemu)
@@ -354,7 +354,7 @@ def test_list_topics(kemu: KemuProcess) -> None:
         client.close()
 
 
-def test_consumer_starts_from_an_assigned_offset(kemu: KemuProcess) -> None:
+def test_consumer_starts_from_an_assigned_offset(kemu: InProcessKemu) -> None:
     topic = unique("cf-seek")
     batch = messages(40)
     produce(Producer({"bootstrap.servers": kemu.bootstrap}), topic, batch)

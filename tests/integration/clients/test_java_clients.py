@@ -34,8 +34,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from kemu.testing.inprocess import InProcessKemu
 from kemu.testing.kafka import QUICK_JVM_OPTS
-from kemu.testing.plugin import KemuProcess
 from tests import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
@@ -140,7 +140,7 @@ def kafka_cluster_id() -> str:
 
 @dataclass
 class JavaCluster:
-    kemu: KemuProcess
+    kemu: InProcessKemu
     cluster_id: str
 
 
@@ -148,10 +148,10 @@ class JavaCluster:
 def java_cluster(
     java_probes: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[JavaCluster]:
-    """A fresh 3-broker kemu (like ``kemu_cluster``) shared by this module's probe runs."""
+    """A fresh 3-broker kemu (like ``kemu_inprocess``) shared by this module's probe runs."""
     cluster_id = kafka_cluster_id()
     log_path = tmp_path_factory.mktemp("kemu-java") / "kemu.log"
-    kemu = KemuProcess(brokers=3, log_path=log_path, extra_args=["--cluster-id", cluster_id])
+    kemu = InProcessKemu(brokers=3, log_path=log_path, cluster_id=cluster_id)
     kemu.start()
     yield JavaCluster(kemu, cluster_id)
     kemu.stop()

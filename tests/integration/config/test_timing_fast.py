@@ -48,7 +48,7 @@ from tests import REPO_ROOT
 sys.path.insert(0, str(REPO_ROOT))  # conformance/ is not installed
 from conformance.proxy import Exchange, ProxyThread, RecordingProxy
 from kemu.config.timing import FAST_HEARTBEAT_MS
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ Partitions = frozenset[tuple[Any, int]]
 
 
 @contextmanager
-def recorded(kemu: KemuProcess) -> Iterator[RecordingProxy]:
+def recorded(kemu: InProcessKemu) -> Iterator[RecordingProxy]:
     upstreams = []
     for address in kemu.bootstrap.split(","):
         host, _, port = address.rpartition(":")
@@ -175,9 +175,9 @@ def first_change_after(
 
 
 def test_a_share_member_is_assigned_by_its_first_heartbeat_and_reads_at_once(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(brokers=1).start()
+    kemu = kemu_inprocess_factory(brokers=1).start()
     group = f"sg-{uuid.uuid4().hex[:8]}"
     topic = topic_with_records(kemu.bootstrap, group)
     with recorded(kemu) as proxy:
@@ -197,11 +197,11 @@ def test_a_share_member_is_assigned_by_its_first_heartbeat_and_reads_at_once(
 
 
 def test_under_kafka_timing_a_share_member_is_assigned_by_a_later_heartbeat(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
     """Kafka 4.4.0's order: the join's answer assigns nothing (the share partitions' state is
     initialized after it); a later heartbeat's answer assigns them; only then come records."""
-    kemu = kemu_factory(
+    kemu = kemu_inprocess_factory(
         brokers=1,
         timing="kafka",
         overrides=[  # so that the later heartbeat comes in half a second, not 5 s
@@ -227,9 +227,9 @@ def test_under_kafka_timing_a_share_member_is_assigned_by_a_later_heartbeat(
 
 
 def test_a_second_share_member_is_assigned_at_once_and_the_first_yields_on_its_next_heartbeat(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(brokers=1).start()
+    kemu = kemu_inprocess_factory(brokers=1).start()
     group = f"sg-{uuid.uuid4().hex[:8]}"
     topic = topic_with_records(kemu.bootstrap, group)
     with recorded(kemu) as proxy:
@@ -284,11 +284,11 @@ def test_a_second_share_member_is_assigned_at_once_and_the_first_yields_on_its_n
 
 
 def test_a_consumer_group_rebalances_on_the_next_heartbeats(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
     """A second member joins: the first is told to revoke on its next heartbeat, acknowledges,
     and the second gets the revoked partitions on its first heartbeat after that."""
-    kemu = kemu_factory(brokers=1).start()
+    kemu = kemu_inprocess_factory(brokers=1).start()
     topic = topic_with_records(kemu.bootstrap)
     group = f"g-{topic}"
     with recorded(kemu) as proxy:
@@ -370,9 +370,9 @@ def classic(bootstrap: str, group: str) -> Consumer:
 
 
 def test_a_classic_group_is_formed_without_waiting_for_the_clock(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(brokers=1, clock="virtual").start()
+    kemu = kemu_inprocess_factory(brokers=1, clock="virtual").start()
     topic = topic_with_records(kemu.bootstrap)
     consumer = classic(kemu.bootstrap, f"g-{topic}")
     still = kemu.control.clock()["now_ms"]
@@ -389,12 +389,12 @@ def test_a_classic_group_is_formed_without_waiting_for_the_clock(
 
 
 def test_under_kafka_timing_two_classic_consumers_join_one_generation(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
     """Kafka's group.initial.rebalance.delay.ms (3 s) holds the first rebalance until the clock
     passes it (and once more, as a member joined during it): both consumers are then answered
     in one generation, each assigned once."""
-    kemu = kemu_factory(brokers=1, clock="virtual", timing="kafka").start()
+    kemu = kemu_inprocess_factory(brokers=1, clock="virtual", timing="kafka").start()
     topic = topic_with_records(kemu.bootstrap)
     group = f"g-{topic}"
     calls = {"a": 0, "b": 0}

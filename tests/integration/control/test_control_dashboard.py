@@ -38,7 +38,7 @@ from kemu.client import (
     TransactionalProducer,
 )
 from kemu.control.dashboard import REGION_COLOURS, STATE_COLOURS
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
 
@@ -155,11 +155,11 @@ def committed_consumer(bootstrap: str, topic: str, group: str) -> Consumer:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium")
 def test_dashboard_shows_a_share_partition_from_log_start_to_high_watermark(
-    kemu_factory: type[KemuProcess], loop: Loop
+    kemu_inprocess_factory: type[InProcessKemu], loop: Loop
 ) -> None:
     playwright_api = pytest.importorskip("playwright.sync_api")
     image = pytest.importorskip("PIL.Image")
-    kemu = kemu_factory(
+    kemu = kemu_inprocess_factory(
         brokers=1,
         with_control=True,
         overrides=[
@@ -275,14 +275,14 @@ def strip_with_tip(page: Any, box: dict[str, float]) -> bytes:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium")
 def test_a_strip_of_10000_in_flight_records_stays_readable(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
     """10,000 in-flight records in 10,000 one-record spans (the worst case) still make one strip
     of the page's width: each state's share of the window shows in its colour. A partition
     whose records are all done is drawn done from end to end."""
     playwright_api = pytest.importorskip("playwright.sync_api")
     image = pytest.importorskip("PIL.Image")
-    kemu = kemu_factory(brokers=1, with_control=True).start()
+    kemu = kemu_inprocess_factory(brokers=1, with_control=True).start()
     state = kemu.control.call("state")
     states = ["ACQUIRED"] * 5000 + ["AVAILABLE", "TX_PENDING"] * 2500  # left half, then mixed
     state["share_partitions"] = [

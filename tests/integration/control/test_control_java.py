@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests.integration.clients.test_java_clients import java_probes, run_probe  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
@@ -29,9 +29,9 @@ TIMEOUT = 30.0
 
 def test_java_clients_on_a_virtual_clock(
     java_probes: Path,  # noqa: F811
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(
+    kemu = kemu_inprocess_factory(
         brokers=3,
         clock="virtual",
         overrides=[
@@ -72,13 +72,13 @@ def test_java_clients_on_a_virtual_clock(
 
 def test_java_clients_retry_injected_faults(
     java_probes: Path,  # noqa: F811
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
     """KafkaProducer (idempotent, acks=all) and KafkaConsumer round-trip records exactly while
     Produce answers NOT_LEADER_OR_FOLLOWER twice, a Produce is applied but its connection dropped,
     a Fetch answer is torn and a Metadata answer is an error: they retry and reconnect as they
     would against Kafka."""
-    kemu = kemu_factory(brokers=3, with_control=True).start()
+    kemu = kemu_inprocess_factory(brokers=3, with_control=True).start()
     control = kemu.control
     rules = [
         control.add_fault(api="produce", error="NOT_LEADER_OR_FOLLOWER", count=2),

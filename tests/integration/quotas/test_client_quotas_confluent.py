@@ -32,8 +32,8 @@ QUOTA = 20_000.0  # bytes/s
 TOTAL = 100_000  # 5 s worth: well above the 2 s burst a 3 x 1 s window allows
 
 
-def test_producer_and_consumer_byte_rates_are_throttled(kemu_factory) -> None:  # type: ignore[no-untyped-def]
-    kemu = kemu_factory(brokers=1, overrides=list(QUOTA_WINDOW)).start()
+def test_producer_and_consumer_byte_rates_are_throttled(kemu_inprocess_factory) -> None:  # type: ignore[no-untyped-def]
+    kemu = kemu_inprocess_factory(brokers=1, overrides=list(QUOTA_WINDOW)).start()
     set_client_quota(
         kemu.bootstrap,
         "throttled-app",
@@ -50,8 +50,8 @@ def test_producer_and_consumer_byte_rates_are_throttled(kemu_factory) -> None:  
     assert consumed.rate < 3 * QUOTA
 
 
-def test_other_client_ids_are_not_throttled(kemu_factory) -> None:  # type: ignore[no-untyped-def]
-    kemu = kemu_factory(brokers=1, overrides=list(QUOTA_WINDOW)).start()
+def test_other_client_ids_are_not_throttled(kemu_inprocess_factory) -> None:  # type: ignore[no-untyped-def]
+    kemu = kemu_inprocess_factory(brokers=1, overrides=list(QUOTA_WINDOW)).start()
     set_client_quota(kemu.bootstrap, "throttled-app", {"producer_byte_rate": QUOTA})
     produced = produce_under_quota(kemu.bootstrap, "free-topic", "free-app", QUOTA, TOTAL)
     assert produced.throttle_max_ms == 0

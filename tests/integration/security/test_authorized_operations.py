@@ -16,15 +16,21 @@ from confluent_kafka.admin import (
     AdminClient,
 )
 
-from kemu.testing.plugin import KemuProcess
-from tests.integration.three_brokers import TIMEOUT_S, call, create_topic, three_brokers, unique
+from kemu.testing.inprocess import InProcessKemu
+from tests.integration.three_brokers import (
+    TIMEOUT_S,
+    call,
+    create_topic,
+    three_brokers_in_process,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    yield from three_brokers(tmp_path_factory)
+def kemu() -> Iterator[InProcessKemu]:
+    yield from three_brokers_in_process()
 
 
 CLUSTER_OPERATIONS = {
@@ -50,7 +56,7 @@ TOPIC_OPERATIONS = {
 }
 
 
-def test_admin_client_sees_every_cluster_and_topic_operation(kemu: KemuProcess) -> None:
+def test_admin_client_sees_every_cluster_and_topic_operation(kemu: InProcessKemu) -> None:
     topic = unique("ops")
     create_topic(kemu.bootstrap, topic)
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
@@ -63,7 +69,7 @@ def test_admin_client_sees_every_cluster_and_topic_operation(kemu: KemuProcess) 
 
 
 @pytest.mark.parametrize("version", [8, 10])
-def test_metadata_reports_cluster_operations_up_to_v10(kemu: KemuProcess, version: int) -> None:
+def test_metadata_reports_cluster_operations_up_to_v10(kemu: InProcessKemu, version: int) -> None:
     response = call(
         kemu.bootstrap.split(",")[0],
         3,

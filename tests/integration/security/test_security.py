@@ -1,4 +1,5 @@
-"""Listeners, TLS and SASL against a kemu started as a user starts it.
+"""Listeners, TLS and SASL against a kemu (in the test's process; started as a user starts it where
+it must survive a restart).
 
 One kemu with four listeners (PLAINTEXT, SASL_PLAINTEXT, SASL_SSL, SSL; 2 brokers, a port block
 each), ``--tls-self-signed`` and ``kemu.sasl.users``: confluent-kafka produces and consumes over
@@ -36,6 +37,7 @@ from confluent_kafka.admin import (
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
+from kemu.testing.inprocess import InProcessKemu
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.integration
@@ -53,23 +55,27 @@ SECURE_OVERRIDES = [
     JAAS_CAROL,
 ]
 TIMEOUT = 15.0
+# An in-process kemu serves every test but the two whose credentials and ACLs must survive a
+# SIGKILL and a restart on the same data dir: those start kemu as a process.
+Kemu = InProcessKemu | KemuProcess
 
 
 @pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     base = tmp_path_factory.mktemp("security")
-    process = KemuProcess(
+    process = InProcessKemu(
         brokers=2,
         data_dir=base / "data",
         log_path=base / "kemu.log",
         overrides=SECURE_OVERRIDES,
-        extra_args=["--tls-self-signed", "--json-logs"],
+        tls_self_signed=True,
+        json_logs=True,
     ).start()
     yield process
     process.stop()
 
 
-def log_events(process: KemuProcess, event: str) -> list[dict[str, Any]]:
+def log_events(process: Kemu, event: str) -> list[dict[str, Any]]:
     assert process.log_path is not None
     found = []
     for line in process.log_path.read_text().splitlines():
@@ -81,7 +87,7 @@ def log_events(process: KemuProcess, event: str) -> list[dict[str, Any]]:
 
 
 def wait_for_log(
-    process: KemuProcess,
+    process: Kemu,
     event: str,
     after: int = 0,
     where: Callable[[dict[str, Any]], bool] = lambda entry: True,
@@ -98,7 +104,7 @@ def wait_for_log(
     raise AssertionError(f"no {event} {match} in the log")
 
 
-def client_config(process: KemuProcess, listener: str, **settings: str) -> dict[str, Any]:
+def client_config(process: Kemu, listener: str, **settings: str) -> dict[str, Any]:
     config: dict[str, Any] = {
         "bootstrap.servers": process.listeners[listener],
         "security.protocol": listener,
@@ -232,7 +238,7 @@ def oauth_token(jws: str) -> bytes:
 # --- listeners ----------------------------------------------------------------------------------
 
 
-def test_every_listener_advertises_its_own_endpoints(secure: KemuProcess) -> None:
+def test_every_listener_advertises_its_own_endpoints(secure: InProcessKemu) -> None:
     assert list(secure.listeners) == ["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"]
     assert secure.bootstrap == secure.listeners["PLAINTEXT"]
     settings = {
@@ -264,12 +270,12 @@ def test_every_listener_advertises_its_own_endpoints(secure: KemuProcess) -> Non
     ids=lambda value: value if isinstance(value, str) else value.get("sasl.mechanism", "cert"),
 )
 def test_confluent_kafka_produces_and_consumes(
-    secure: KemuProcess, listener: str, settings: dict[str, str]
+    secure: InProcessKemu, listener: str, settings: dict[str, str]
 ) -> None:
     assert round_trip(client_config(secure, listener, **settings)) == [b"v0", b"v1", b"v2"]
 
 
-def test_oauthbearer_unsecured_token(secure: KemuProcess) -> None:
+def test_oauthbearer_unsecured_token(secure: InProcessKemu) -> None:
     config = client_config(
         secure,
         "SASL_PLAINTEXT",
@@ -298,7 +304,7 @@ def test_oauthbearer_unsecured_token(secure: KemuProcess) -> None:
     ],
 )
 def test_wrong_password_is_refused_and_others_carry_on(
-    secure: KemuProcess, mechanism: str, message: str
+    secure: InProcessKemu, mechanism: str, message: str
 ) -> None:
     errors = auth_errors(
         client_config(secure, "SASL_PLAINTEXT", **sasl(mechanism, "alice", "wrong"))
@@ -312,7 +318,7 @@ def test_wrong_password_is_refused_and_others_carry_on(
     assert round_trip(good, 1) == [b"v0"]
 
 
-def test_ssl_client_without_certificate_is_refused(secure: KemuProcess) -> None:
+def test_ssl_client_without_certificate_is_refused(secure: InProcessKemu) -> None:
     # Only this test's handshakes count, and not every one of them: a client closed while
     # one of its connections is still mid-handshake (an earlier test's, or this producer's
     # second connection when it returns) is logged as a connection reset.
@@ -331,7 +337,7 @@ def test_ssl_client_without_certificate_is_refused(secure: KemuProcess) -> None:
     )
 
 
-def test_plaintext_client_on_a_tls_port_is_closed(secure: KemuProcess) -> None:
+def test_plaintext_client_on_a_tls_port_is_closed(secure: InProcessKemu) -> None:
     sock = connect(secure.listeners["SASL_SSL"])
     sock.sendall(
         wire.encode_request_frame(
@@ -345,7 +351,7 @@ def test_plaintext_client_on_a_tls_port_is_closed(secure: KemuProcess) -> None:
     assert round_trip(client_config(secure, "SASL_SSL", **sasl("PLAIN", "bob", "bob-secret")), 1)
 
 
-def test_request_before_authentication_closes_the_connection(secure: KemuProcess) -> None:
+def test_request_before_authentication_closes_the_connection(secure: InProcessKemu) -> None:
     sock = connect(secure.listeners["SASL_PLAINTEXT"])
     versions = call(sock, 18, 3, client_software_name="t", client_software_version="1")
     served = {entry.api_key: entry.max_version for entry in versions.api_keys}
@@ -356,7 +362,7 @@ def test_request_before_authentication_closes_the_connection(secure: KemuProcess
     assert entry["reason"].startswith("Unexpected Kafka request of type")
 
 
-def test_unknown_mechanism_gets_kafkas_error_then_closes(secure: KemuProcess) -> None:
+def test_unknown_mechanism_gets_kafkas_error_then_closes(secure: InProcessKemu) -> None:
     sock = connect(secure.listeners["SASL_PLAINTEXT"])
     answer = call(sock, 17, 1, mechanism="GSSAPI")
     assert answer.error_code == ErrorCode.unsupported_sasl_mechanism
@@ -364,7 +370,7 @@ def test_unknown_mechanism_gets_kafkas_error_then_closes(secure: KemuProcess) ->
     assert closed(sock)
 
 
-def test_malformed_tokens_are_refused(secure: KemuProcess) -> None:
+def test_malformed_tokens_are_refused(secure: InProcessKemu) -> None:
     sock = connect(secure.listeners["SASL_PLAINTEXT"])
     assert call(sock, 17, 1, mechanism="SCRAM-SHA-256").error_code == ErrorCode.none
     answer = call(sock, 36, 2, auth_bytes=b"\xff\x00not scram")
@@ -387,7 +393,7 @@ def test_malformed_tokens_are_refused(secure: KemuProcess) -> None:
     ],
     ids=["signed", "expired", "no-sub"],
 )
-def test_bad_oauthbearer_tokens_are_refused(secure: KemuProcess, jws: str) -> None:
+def test_bad_oauthbearer_tokens_are_refused(secure: InProcessKemu, jws: str) -> None:
     sock = connect(secure.listeners["SASL_PLAINTEXT"])
     assert call(sock, 17, 1, mechanism="OAUTHBEARER").error_code == ErrorCode.none
     challenge = call(sock, 36, 2, auth_bytes=oauth_token(jws))
@@ -399,7 +405,7 @@ def test_bad_oauthbearer_tokens_are_refused(secure: KemuProcess, jws: str) -> No
     assert closed(sock)
 
 
-def test_handshake_v0_takes_raw_tokens(secure: KemuProcess) -> None:
+def test_handshake_v0_takes_raw_tokens(secure: InProcessKemu) -> None:
     sock = connect(secure.listeners["SASL_PLAINTEXT"])
     assert call(sock, 17, 0, mechanism="PLAIN").error_code == ErrorCode.none
     token = plain_token("alice", "alice-secret")
@@ -456,19 +462,19 @@ REAUTH_MS = 3000
 
 
 @pytest.fixture
-def reauth(kemu_factory: type[KemuProcess]) -> KemuProcess:
-    return kemu_factory(
+def reauth(kemu_inprocess_factory: type[InProcessKemu]) -> InProcessKemu:
+    return kemu_inprocess_factory(
         brokers=1,
         overrides=[
             "listeners=SASL_PLAINTEXT://:0",
             "kemu.sasl.users=alice:alice-secret",
             f"connections.max.reauth.ms={REAUTH_MS}",
         ],
-        extra_args=["--json-logs"],
+        json_logs=True,
     ).start()
 
 
-def test_session_lifetime_and_expiry(reauth: KemuProcess) -> None:
+def test_session_lifetime_and_expiry(reauth: InProcessKemu) -> None:
     bootstrap = reauth.listeners["SASL_PLAINTEXT"]
     lapsing, renewing = connect(bootstrap), connect(bootstrap)
     for sock in (lapsing, renewing):
@@ -487,7 +493,7 @@ def test_session_lifetime_and_expiry(reauth: KemuProcess) -> None:
     wait_for_log(reauth, "sasl_reauthenticated", principal="User:alice")
 
 
-def test_librdkafka_reauthenticates(reauth: KemuProcess) -> None:
+def test_librdkafka_reauthenticates(reauth: InProcessKemu) -> None:
     config = client_config(
         reauth, "SASL_PLAINTEXT", **sasl("SCRAM-SHA-512", "alice", "alice-secret")
     )
@@ -593,7 +599,7 @@ def test_acls_created_described_deleted_and_kept(
 
 
 def test_acls_are_enforced_on_produce_consume_and_transactions(
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
@@ -605,7 +611,7 @@ def test_acls_are_enforced_on_produce_consume_and_transactions(
         ResourceType,
     )
 
-    process = kemu_factory(
+    process = kemu_inprocess_factory(
         brokers=2,
         overrides=[
             "listeners=SASL_PLAINTEXT://:0",
@@ -613,7 +619,7 @@ def test_acls_are_enforced_on_produce_consume_and_transactions(
             "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users=User:admin",
         ],
-        extra_args=["--json-logs"],
+        json_logs=True,
     ).start()
     admin_config = client_config(
         process, "SASL_PLAINTEXT", **sasl("PLAIN", "admin", "admin-secret")
@@ -691,7 +697,9 @@ def test_acls_are_enforced_on_produce_consume_and_transactions(
     assert txn_refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
-def test_acls_are_enforced_on_admin_apis(kemu_factory: type[KemuProcess]) -> None:
+def test_acls_are_enforced_on_admin_apis(
+    kemu_inprocess_factory: type[InProcessKemu],
+) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
         AclBinding,
@@ -702,7 +710,7 @@ def test_acls_are_enforced_on_admin_apis(kemu_factory: type[KemuProcess]) -> Non
         ResourceType,
     )
 
-    process = kemu_factory(
+    process = kemu_inprocess_factory(
         brokers=1,
         overrides=[
             "listeners=SASL_PLAINTEXT://:0",
