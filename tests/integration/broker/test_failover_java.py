@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
 )
 
 from kemu.client.cluster import ClusterClient
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests.integration.clients.test_java_clients import java_probes, run_probe  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
@@ -29,7 +29,7 @@ TIMEOUT = 30.0
 GROUP_COORDINATOR = 0
 
 
-async def group_coordinator(kemu: KemuProcess, group: str) -> int:
+async def group_coordinator(kemu: InProcessKemu, group: str) -> int:
     cluster = ClusterClient(kemu.bootstrap)
     try:
         return await cluster.coordinator(GROUP_COORDINATOR, group)
@@ -39,9 +39,9 @@ async def group_coordinator(kemu: KemuProcess, group: str) -> int:
 
 def test_java_clients_across_a_broker_stop_and_start(
     java_probes: Path,  # noqa: F811
-    kemu_factory: type[KemuProcess],
+    kemu_inprocess_factory: type[InProcessKemu],
 ) -> None:
-    kemu = kemu_factory(brokers=3, with_control=True).start()
+    kemu = kemu_inprocess_factory(brokers=3, with_control=True).start()
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     for topic in ("fo-data", "fo-share"):
         admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(TIMEOUT)

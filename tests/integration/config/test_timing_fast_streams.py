@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.config.timing import FAST_HEARTBEAT_MS
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests.integration.clients.test_java_clients import CLASSES, LIB, java_probes  # noqa: F401  (fixture)
 from tests.integration.config.test_timing_fast import answered, recorded
 
@@ -106,9 +106,9 @@ def first_heartbeat(proxy: Any) -> Any:
 
 
 def test_a_streams_member_gets_its_tasks_in_the_answer_to_its_first_heartbeat(
-    kemu_factory: type[KemuProcess], streams_app: StreamsApps
+    kemu_inprocess_factory: type[InProcessKemu], streams_app: StreamsApps
 ) -> None:
-    kemu = kemu_factory(brokers=1).start()
+    kemu = kemu_inprocess_factory(brokers=1).start()
     input_topic, output_topic = topics(kemu.bootstrap)
     with recorded(kemu) as proxy:
         streams_app(proxy.bootstrap, input_topic, output_topic)
@@ -122,9 +122,9 @@ def test_a_streams_member_gets_its_tasks_in_the_answer_to_its_first_heartbeat(
 
 
 def test_under_kafka_timing_the_first_answer_is_delayed(
-    kemu_factory: type[KemuProcess], streams_app: StreamsApps
+    kemu_inprocess_factory: type[InProcessKemu], streams_app: StreamsApps
 ) -> None:
-    kemu = kemu_factory(brokers=1, timing="kafka").start()
+    kemu = kemu_inprocess_factory(brokers=1, timing="kafka").start()
     input_topic, output_topic = topics(kemu.bootstrap)
     with recorded(kemu) as proxy:
         streams_app(proxy.bootstrap, input_topic, output_topic)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests.integration.clients.test_java_clients import ProbeRun, java_probes, run_probe  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
@@ -28,9 +28,9 @@ OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
 @pytest.fixture(scope="module")
-def secure_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def secure_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     base = tmp_path_factory.mktemp("java-security")
-    process = KemuProcess(
+    process = InProcessKemu(
         brokers=2,
         data_dir=base / "data",
         log_path=base / "kemu.log",
@@ -40,7 +40,7 @@ def secure_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProces
             "ssl.client.auth=required",
             "listener.name.sasl_ssl.ssl.client.auth=none",
         ],
-        extra_args=["--tls-self-signed"],
+        tls_self_signed=True,
     ).start()
     yield process
     process.stop()
@@ -59,7 +59,7 @@ def _jaas(module: str, **options: str) -> str:
 
 @pytest.fixture(scope="module")
 def security_run(
-    secure_kemu: KemuProcess,
+    secure_kemu: InProcessKemu,
     java_probes: Path,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
 ) -> ProbeRun:
@@ -146,7 +146,7 @@ def _scenario(run: ProbeRun, name: str) -> dict[str, Any]:
     ],
 )
 def test_java_produces_and_consumes(
-    security_run: ProbeRun, secure_kemu: KemuProcess, scenario: str, listener: str
+    security_run: ProbeRun, secure_kemu: InProcessKemu, scenario: str, listener: str
 ) -> None:
     line = _scenario(security_run, scenario)
     assert line["ok"], line
@@ -181,7 +181,7 @@ def test_java_is_refused(
 
 
 def test_java_without_client_certificate_is_refused(
-    security_run: ProbeRun, secure_kemu: KemuProcess
+    security_run: ProbeRun, secure_kemu: InProcessKemu
 ) -> None:
     line = _scenario(security_run, "07-ssl-no-cert")
     assert line["ok"], line

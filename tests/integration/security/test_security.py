@@ -423,6 +423,7 @@ def test_handshake_v0_takes_raw_tokens(secure: InProcessKemu) -> None:
 # --- SCRAM credentials through the Admin API, durable -------------------------------------------
 
 
+@pytest.mark.process  # SIGKILL and a restart on the same data dir
 def test_scram_credentials_altered_by_admin_survive_a_restart(
     kemu_factory: type[KemuProcess], tmp_path: Path
 ) -> None:
@@ -510,6 +511,7 @@ def test_librdkafka_reauthenticates(reauth: InProcessKemu) -> None:
 # --- ACLs through the Admin API (enforcement in handlers is not there yet) ----------------------
 
 
+@pytest.mark.process  # SIGKILL and a restart on the same data dir
 def test_acls_created_described_deleted_and_kept(
     kemu_factory: type[KemuProcess], tmp_path: Path
 ) -> None:
