@@ -1,5 +1,5 @@
-"""Records without a key on a compacted topic, with real clients against a 3-broker kemu started
-from the CLI: the batch is refused with INVALID_RECORD and per-record errors, as Kafka 4.4.0 does
+"""Records without a key on a compacted topic, with real clients against a 3-broker kemu (in the
+test's process): the batch is refused with INVALID_RECORD and per-record errors, as Kafka 4.4.0 does
 (confluent-kafka's delivery report; the raw Produce response).
 
 Where it came from: a difference from Kafka 4.4.0 found with librdkafka-based clients (issue 15)."""

@@ -1,4 +1,4 @@
-"""kemu.client against a 3-broker kemu started by the CLI with KIP-1289 enabled.
+"""kemu.client against a 3-broker kemu (in the test's process) with KIP-1289 enabled.
 
 Share consumption with explicit and implicit acknowledgements; the consume-transform-produce
 loop with the acknowledgements in the producer's transaction (commit: the output is visible

@@ -1,4 +1,4 @@
-"""kemu.client's GroupConsumer (KIP-848) against a 3-broker kemu started by the CLI.
+"""kemu.client's GroupConsumer (KIP-848) against a 3-broker kemu in the test's process.
 
 Records written by confluent-kafka are consumed by one member, then split between two (no
 partition owned by both, nothing skipped), then taken over by the survivor when one leaves; a

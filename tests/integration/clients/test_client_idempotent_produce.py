@@ -1,7 +1,7 @@
 """kemu.client's IdempotentProducer (no transactions, five batches of a partition in flight)
-against ``kemu serve``: while fault rules (docs/control.md) delay, refuse, drop and tear Produce
-requests, every acknowledged record is in the log once, at the offset it was answered, in the
-order it was sent, and no record is there twice; a gap at the leader (an injected
+against kemu (in-process): while fault rules (docs/control.md) delay, refuse, drop and tear
+Produce requests, every acknowledged record is in the log once, at the offset it was answered,
+in the order it was sent, and no record is there twice; a gap at the leader (an injected
 OUT_OF_ORDER_SEQUENCE_NUMBER) makes the producer bump its epoch and renumber its batches."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""kemu.client's TransactionalProducer with ``max_in_flight`` above 1 against ``kemu serve``:
+"""kemu.client's TransactionalProducer with ``max_in_flight`` above 1 against kemu (in-process):
 batches of one partition pipelined on one connection while fault rules (docs/control.md) delay,
 refuse, drop and tear Produce requests; every committed record is in the log once, in the order
 it was sent, and the offsets the producer was answered grow in send order."""

@@ -1,5 +1,5 @@
 """Fault rules of the control API (docs/control.md) reaching confluent-kafka (librdkafka) clients
-against a kemu started by the CLI with ``--control-port``: an injected error code is retried or
+against a kemu (in the test's process) serving its control API: an injected error code is retried or
 surfaced as against Kafka, dropped connections and torn frames make the client reconnect and
 retry, a broker down sends clients to the others, a moved leader is followed via Metadata."""
 

@@ -1,5 +1,5 @@
 """Share-aware and transaction verbs of the control API, and the virtual clock, with
-confluent-kafka clients against kemu started by the CLI.
+confluent-kafka clients against kemu in the test's process.
 
 - an acquisition lock expired by the verb redelivers the record to another consumer at once
   (the lock would hold it for ten minutes);
