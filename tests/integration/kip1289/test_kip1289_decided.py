@@ -37,7 +37,7 @@ from kemu.client import (
     TopicIdPartition,
     TransactionalProducer,
 )
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests.integration.kip1289.test_kip1289 import ShareMember, WireClient
 from tests.integration.kip1289.test_kip1289 import setup as setup_two_members
 from tests.integration.kip1289.test_kip1289 import wait_for_lag as wait_for_member_lag
@@ -53,8 +53,8 @@ DESCRIBE_TRANSACTIONS, WRITE_TXN_MARKERS = 65, 27
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    process = KemuProcess(
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
+    process = InProcessKemu(
         brokers=3,
         overrides=OVERRIDES,
         log_path=tmp_path_factory.mktemp("kip1289-decided") / "kemu.log",
@@ -63,7 +63,7 @@ def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
     process.stop()
 
 
-def produce_transactionally(kemu: KemuProcess, topic: str, values: list[bytes]) -> None:
+def produce_transactionally(kemu: InProcessKemu, topic: str, values: list[bytes]) -> None:
     """One transaction per record: record, COMMIT marker, record, COMMIT marker, ..."""
     producer = Producer(
         {"bootstrap.servers": kemu.bootstrap, "transactional.id": f"source-{uuid.uuid4()}"}
@@ -75,7 +75,7 @@ def produce_transactionally(kemu: KemuProcess, topic: str, values: list[bytes]) 
         producer.commit_transaction(15)
 
 
-async def staged_with_gaps(kemu: KemuProcess, name: str, commit: bool) -> ShareMember:
+async def staged_with_gaps(kemu: InProcessKemu, name: str, commit: bool) -> ShareMember:
     """A member acquires offsets 0-3 (records at 0 and 2, COMMIT markers at 1 and 3); one
     producer transaction stages ACCEPT, gap, ACCEPT, gap; then it ends."""
     setup(kemu, name)
@@ -105,7 +105,7 @@ async def staged_with_gaps(kemu: KemuProcess, name: str, commit: bool) -> ShareM
     return member
 
 
-def group_state(kemu: KemuProcess, group: str) -> dict[str, Any]:
+def group_state(kemu: InProcessKemu, group: str) -> dict[str, Any]:
     [state] = [
         e["state"] for e in decode_share_state(kemu) if e.get("state", {}).get("groupId") == group
     ]
@@ -113,7 +113,7 @@ def group_state(kemu: KemuProcess, group: str) -> dict[str, Any]:
     return found
 
 
-def pending_offsets(kemu: KemuProcess, group: str) -> set[int]:
+def pending_offsets(kemu: InProcessKemu, group: str) -> set[int]:
     return {
         offset
         for batch in group_state(kemu, group)["stateBatches"]
@@ -122,7 +122,7 @@ def pending_offsets(kemu: KemuProcess, group: str) -> set[int]:
     }
 
 
-async def test_committed_gaps_are_archived_with_the_records(kemu: KemuProcess) -> None:
+async def test_committed_gaps_are_archived_with_the_records(kemu: InProcessKemu) -> None:
     member = await staged_with_gaps(kemu, "gaps-commit", commit=True)
     try:
         wait_for_member_lag(member, 0)
@@ -133,7 +133,7 @@ async def test_committed_gaps_are_archived_with_the_records(kemu: KemuProcess) -
         member.client.close()
 
 
-async def test_aborted_gaps_are_available_again_with_the_records(kemu: KemuProcess) -> None:
+async def test_aborted_gaps_are_available_again_with_the_records(kemu: InProcessKemu) -> None:
     member = await staged_with_gaps(kemu, "gaps-abort", commit=False)
     try:
         again = {o: n for first, last, n in member.fetch_until(4) for o in range(first, last + 1)}
@@ -147,7 +147,7 @@ async def test_aborted_gaps_are_available_again_with_the_records(kemu: KemuProce
 
 
 async def one_transaction_for_two_members(
-    kemu: KemuProcess, name: str, commit: bool
+    kemu: InProcessKemu, name: str, commit: bool
 ) -> tuple[ShareMember, ShareMember]:
     """m1 holds offset 0, m2 offset 1; one transaction stages both, then ends."""
     _, m1, m2 = setup_two_members(kemu, name)
@@ -182,7 +182,7 @@ async def one_transaction_for_two_members(
     return m1, m2
 
 
-async def test_one_transaction_commits_two_members_acknowledgements(kemu: KemuProcess) -> None:
+async def test_one_transaction_commits_two_members_acknowledgements(kemu: InProcessKemu) -> None:
     m1, m2 = await one_transaction_for_two_members(kemu, "two-members-commit", commit=True)
     try:
         wait_for_member_lag(m1, 0)
@@ -191,7 +191,7 @@ async def test_one_transaction_commits_two_members_acknowledgements(kemu: KemuPr
         m1.client.close()
 
 
-async def test_one_transaction_aborts_two_members_acknowledgements(kemu: KemuProcess) -> None:
+async def test_one_transaction_aborts_two_members_acknowledgements(kemu: InProcessKemu) -> None:
     m1, _ = await one_transaction_for_two_members(kemu, "two-members-abort", commit=False)
     try:
         again = {o: n for first, last, n in m1.fetch_until(2) for o in range(first, last + 1)}
@@ -205,7 +205,7 @@ async def test_one_transaction_aborts_two_members_acknowledgements(kemu: KemuPro
 
 
 async def test_a_tool_aborting_a_data_partition_leaves_staged_acknowledgements_alone(
-    kemu: KemuProcess,
+    kemu: InProcessKemu,
 ) -> None:
     """``kafka-transactions.sh abort`` (Admin.abortTransaction) writes an ABORT marker, with
     WriteTxnMarkers, to the one data partition it names. The share acknowledgements staged in

@@ -58,6 +58,7 @@ from kemu.config.definitions import BROKER_CONFIGS
 from kemu.coordinator.share.keys import coordinator_key, kafka_uuid, partition_for
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.protocol.errors import ErrorCode
+from kemu.testing.inprocess import InProcessKemu
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.integration
@@ -78,8 +79,8 @@ FIND_COORDINATOR_SHARE = 2
 # --- kemus --------------------------------------------------------------------------------------
 
 
-def start(tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str) -> KemuProcess:
-    return KemuProcess(
+def start(tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str) -> InProcessKemu:
+    return InProcessKemu(
         brokers=3,
         overrides=[*OVERRIDES, *extra],
         log_path=tmp_path_factory.mktemp(name) / "kemu.log",
@@ -87,7 +88,7 @@ def start(tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str) -> K
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     process = start(tmp_path_factory, "kip1289-scenarios")
     yield process
     process.stop()
@@ -95,7 +96,8 @@ def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
 
 @pytest.fixture(scope="module")
 def durable_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    """A kemu with ``--data-dir``, restarted by the failover rows."""
+    """A kemu with ``--data-dir``, restarted by the failover rows: a process, since they SIGKILL
+    it (the tests that use it are in the process tier)."""
     base = tmp_path_factory.mktemp("kip1289-scenarios-durable")
     process = KemuProcess(
         brokers=3, data_dir=base / "data", overrides=OVERRIDES, log_path=base / "kemu.log"
@@ -108,14 +110,17 @@ def durable_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProce
 
 
 def create_topic(
-    kemu: KemuProcess, topic: str, partitions: int = 1, configs: dict[str, str] | None = None
+    kemu: KemuProcess | InProcessKemu,
+    topic: str,
+    partitions: int = 1,
+    configs: dict[str, str] | None = None,
 ) -> None:
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     new = NewTopic(topic, partitions, 3, config=configs or {})
     admin.create_topics([new])[topic].result(timeout=15)
 
 
-def set_group_configs(kemu: KemuProcess, group: str, **configs: str) -> None:
+def set_group_configs(kemu: KemuProcess | InProcessKemu, group: str, **configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
     entries = {"share.auto.offset.reset": "earliest", **configs}
     resource = ConfigResource(
@@ -130,7 +135,7 @@ def set_group_configs(kemu: KemuProcess, group: str, **configs: str) -> None:
 
 
 def setup(
-    kemu: KemuProcess,
+    kemu: KemuProcess | InProcessKemu,
     name: str,
     partitions: int = 1,
     output: bool = False,
@@ -143,7 +148,9 @@ def setup(
     set_group_configs(kemu, name, **(group_configs or {}))
 
 
-def produce(kemu: KemuProcess, topic: str, values: list[bytes], partition: int = 0) -> None:
+def produce(
+    kemu: KemuProcess | InProcessKemu, topic: str, values: list[bytes], partition: int = 0
+) -> None:
     """One batch per record, so a share fetch may acquire exactly one."""
     producer = Producer({"bootstrap.servers": kemu.bootstrap})
     for value in values:
@@ -152,7 +159,7 @@ def produce(kemu: KemuProcess, topic: str, values: list[bytes], partition: int =
 
 
 async def consumer_for(
-    kemu: KemuProcess, group: str, *topics: str, **options: Any
+    kemu: KemuProcess | InProcessKemu, group: str, *topics: str, **options: Any
 ) -> ShareConsumer:
     consumer = ShareConsumer(kemu.bootstrap, group, acknowledgement_mode="explicit", **options)
     await consumer.subscribe(list(topics) or [group])
@@ -160,7 +167,7 @@ async def consumer_for(
 
 
 async def producer_for(
-    kemu: KemuProcess, transactional_id: str, **options: Any
+    kemu: KemuProcess | InProcessKemu, transactional_id: str, **options: Any
 ) -> TransactionalProducer:
     producer = TransactionalProducer(kemu.bootstrap, transactional_id, **options)
     await producer.init_transactions()
@@ -176,12 +183,14 @@ async def poll_until(consumer: ShareConsumer, count: int, rounds: int = 60) -> l
     return records
 
 
-async def lag(kemu: KemuProcess, group: str, topic: str) -> int:
+async def lag(kemu: KemuProcess | InProcessKemu, group: str, topic: str) -> int:
     async with Admin(kemu.bootstrap) as admin:
         return await admin.share_group_lag(group, topic)
 
 
-async def wait_for_lag(kemu: KemuProcess, group: str, topic: str, expected: int) -> int:
+async def wait_for_lag(
+    kemu: KemuProcess | InProcessKemu, group: str, topic: str, expected: int
+) -> int:
     """The group's lag on ``topic`` once it is ``expected`` (or the last one seen, after ~10 s);
     resolution after EndTxn is asynchronous at a remote share coordinator."""
     async with Admin(kemu.bootstrap) as admin:
@@ -193,13 +202,17 @@ async def wait_for_lag(kemu: KemuProcess, group: str, topic: str, expected: int)
         return found
 
 
-async def partition_lags(kemu: KemuProcess, group: str, topic: str) -> dict[int, int]:
+async def partition_lags(
+    kemu: KemuProcess | InProcessKemu, group: str, topic: str
+) -> dict[int, int]:
     async with Admin(kemu.bootstrap) as admin:
         offsets = await admin.share_group_offsets(group, topic)
     return {partition: found.lag for partition, found in offsets.items()}
 
 
-async def committed_values(kemu: KemuProcess, topic: str, wait: float = 1.0) -> list[bytes]:
+async def committed_values(
+    kemu: KemuProcess | InProcessKemu, topic: str, wait: float = 1.0
+) -> list[bytes]:
     async with Consumer(kemu.bootstrap) as reader:  # read_committed
         await reader.assign_topic(topic)
         return [r.value or b"" for r in await reader.poll(wait)]
@@ -218,7 +231,7 @@ async def stage(
     return acknowledgements
 
 
-def decode_share_state(kemu: KemuProcess) -> list[dict[str, Any]]:
+def decode_share_state(kemu: KemuProcess | InProcessKemu) -> list[dict[str, Any]]:
     completed = subprocess.run(
         [sys.executable, "-m", "kemu.cli", "decode-share-state", "--bootstrap", kemu.first_broker],
         capture_output=True,
@@ -289,7 +302,7 @@ async def closing() -> AsyncIterator[list[Any]]:
 # --- §11.1 ShareConsumerTransactionTest ----------------------------------------------------------
 
 
-async def test_row1_commit_accept(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_row1_commit_accept(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Row 1, testTransactionalShareAckCommitAccept."""
     name = "s1-commit-accept"
     setup(kemu, name)
@@ -314,7 +327,7 @@ async def test_row1_commit_accept(kemu: KemuProcess, closing: list[Any]) -> None
 
 
 async def test_row2_commit_with_output_record_in_same_transaction(
-    kemu: KemuProcess, closing: list[Any]
+    kemu: InProcessKemu, closing: list[Any]
 ) -> None:
     """Row 2, testTransactionalShareAckCommitWithOutputRecordInSameTransaction."""
     name = "s2-commit-output"
@@ -339,7 +352,7 @@ async def test_row2_commit_with_output_record_in_same_transaction(
 
 @pytest.mark.parametrize("which", ["future", "stale"])
 async def test_row3_rejects_fenced_member_epochs(
-    kemu: KemuProcess, closing: list[Any], which: str
+    kemu: InProcessKemu, closing: list[Any], which: str
 ) -> None:
     """Row 3 (and 3'), testTransactionalShareAckRejectsFencedMemberEpochs: the member's epoch
     + 1 ("future") and - 2 ("stale", 0 mapped to -1) are refused (STALE_MEMBER_EPOCH), raised as
@@ -366,7 +379,7 @@ async def test_row3_rejects_fenced_member_epochs(
     assert state_of(decode_share_state(kemu), name, record) != TX_PENDING  # nothing was staged
 
 
-async def test_row4_commit_across_multiple_polls(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_row4_commit_across_multiple_polls(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Row 4, testTransactionalShareAckCommitAcrossMultiplePolls."""
     name = "s4-multiple-polls"
     setup(kemu, name)
@@ -389,7 +402,7 @@ async def test_row4_commit_across_multiple_polls(kemu: KemuProcess, closing: lis
     assert await consumer.poll(0.5) == []
 
 
-async def test_row5_abort_accept(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_row5_abort_accept(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Row 5, testTransactionalShareAckAbortAccept: lag stays 1, offset 0 comes back."""
     name = "s5-abort-accept"
     setup(kemu, name)
@@ -406,7 +419,7 @@ async def test_row5_abort_accept(kemu: KemuProcess, closing: list[Any]) -> None:
 
 
 async def test_row6_abort_with_output_record_in_same_transaction(
-    kemu: KemuProcess, closing: list[Any]
+    kemu: InProcessKemu, closing: list[Any]
 ) -> None:
     """Row 6, testTransactionalShareAckAbortWithOutputRecordInSameTransaction."""
     name = "s6-abort-output"
@@ -425,7 +438,7 @@ async def test_row6_abort_with_output_record_in_same_transaction(
     assert await lag(kemu, name, name) == 1
 
 
-async def test_row7_commit_reject(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_row7_commit_reject(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Row 7, testTransactionalShareAckCommitReject."""
     name = "s7-commit-reject"
     setup(kemu, name)
@@ -452,7 +465,7 @@ DLQ_BUILT = "errors.deadletterqueue.topic.name.prefix" in BROKER_CONFIGS
     reason="share-group DLQ (KIP-1191) not in kemu yet: the broker config "
     "errors.deadletterqueue.topic.name.prefix is unknown to kemu",
 )
-async def test_row8_commit_reject_with_dlq_enabled(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_row8_commit_reject_with_dlq_enabled(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Row 8, testTransactionalShareAckCommitRejectWithDlqEnabled: a committed REJECT goes to
     the group's DLQ topic once (ARCHIVING, then ARCHIVED); TX_PENDING until the commit."""
     name = "s8-reject-dlq"
@@ -482,7 +495,7 @@ async def test_row8_commit_reject_with_dlq_enabled(kemu: KemuProcess, closing: l
     assert state_of(decode_share_state(kemu), name, record) in (ARCHIVED, COMPLETE)
 
 
-async def test_row9_commit_subset_accept(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_row9_commit_subset_accept(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Row 9, testTransactionalShareAckCommitSubsetAccept: only [1, 1] ACCEPT is committed;
     offsets 0 and 2 stay in flight (lag 2)."""
     name = "s9-subset-accept"
@@ -522,7 +535,7 @@ def spanning_group(topic_id: Any, partitions: int, prefix: str) -> str:
 
 
 async def test_row10_commit_across_multiple_share_state_partitions(
-    kemu: KemuProcess, closing: list[Any]
+    kemu: InProcessKemu, closing: list[Any]
 ) -> None:
     """Row 10, testTransactionalShareAckCommitAcrossMultipleShareStatePartitions: one record per
     partition of a 12-partition topic whose share partitions cover every state partition (0..2),
@@ -567,7 +580,7 @@ async def test_row10_commit_across_multiple_share_state_partitions(
     assert all(s["startOffset"] == 1 for s in ours)
 
 
-async def remote_partition(kemu: KemuProcess, topic: str) -> tuple[str, int]:
+async def remote_partition(kemu: KemuProcess | InProcessKemu, topic: str) -> tuple[str, int]:
     """A group and a partition of ``topic`` whose leader is not the leader of its share-state
     partition (the share coordinator FindCoordinator names for ``group:topicId:partition``)."""
     cluster = ClusterClient(kemu.bootstrap)
@@ -585,7 +598,7 @@ async def remote_partition(kemu: KemuProcess, topic: str) -> tuple[str, int]:
 
 
 async def remote_coordinator_scenario(
-    kemu: KemuProcess, closing: list[Any], name: str, commit: bool
+    kemu: KemuProcess | InProcessKemu, closing: list[Any], name: str, commit: bool
 ) -> tuple[str, ShareConsumer, ShareRecord]:
     create_topic(kemu, name, 3)
     group, partition = await remote_partition(kemu, name)
@@ -610,7 +623,7 @@ async def remote_coordinator_scenario(
 
 
 async def test_row11_commit_accept_with_remote_share_coordinator(
-    kemu: KemuProcess, closing: list[Any]
+    kemu: InProcessKemu, closing: list[Any]
 ) -> None:
     """Row 11, testTransactionalShareAckCommitAcceptWithRemoteShareCoordinator: the source
     partition's leader is not its share-state partition's leader. After the commit the latest
@@ -625,7 +638,7 @@ async def test_row11_commit_accept_with_remote_share_coordinator(
 
 
 async def test_row12_abort_accept_with_remote_share_coordinator(
-    kemu: KemuProcess, closing: list[Any]
+    kemu: InProcessKemu, closing: list[Any]
 ) -> None:
     """Row 12, testTransactionalShareAckAbortAcceptWithRemoteShareCoordinator."""
     name = "s12-remote-abort"
@@ -675,6 +688,7 @@ async def failover_scenario(
         assert await lag(kemu, group, name) == 1
 
 
+@pytest.mark.process  # durable_kemu: SIGKILLed or stopped, started again
 async def test_row13_commit_after_source_leader_failover_with_pending_state(
     durable_kemu: KemuProcess, closing: list[Any]
 ) -> None:
@@ -690,6 +704,7 @@ async def test_row13_commit_after_source_leader_failover_with_pending_state(
     )
 
 
+@pytest.mark.process  # durable_kemu: SIGKILLed or stopped, started again
 async def test_row14_abort_after_source_leader_failover_with_pending_state(
     durable_kemu: KemuProcess, closing: list[Any]
 ) -> None:
@@ -700,6 +715,7 @@ async def test_row14_abort_after_source_leader_failover_with_pending_state(
     )
 
 
+@pytest.mark.process  # durable_kemu: SIGKILLed or stopped, started again
 async def test_row15_commit_after_share_coordinator_failover_with_pending_state(
     durable_kemu: KemuProcess, closing: list[Any]
 ) -> None:
@@ -715,6 +731,7 @@ async def test_row15_commit_after_share_coordinator_failover_with_pending_state(
     )
 
 
+@pytest.mark.process  # durable_kemu: SIGKILLed or stopped, started again
 async def test_row16_abort_after_share_coordinator_failover_with_pending_state(
     durable_kemu: KemuProcess, closing: list[Any]
 ) -> None:
@@ -735,7 +752,7 @@ def restart(kemu: KemuProcess) -> None:
 
 
 async def pipeline(
-    kemu: KemuProcess,
+    kemu: KemuProcess | InProcessKemu,
     closing: list[Any],
     name: str,
     restart_before: str | None = None,
@@ -801,12 +818,13 @@ async def pipeline(
 
 
 async def test_commit_and_abort_across_three_source_leaders(
-    kemu: KemuProcess, closing: list[Any]
+    kemu: InProcessKemu, closing: list[Any]
 ) -> None:
     """§11.2 testCommitAndAbortAcrossThreeSourceLeaders."""
     await pipeline(kemu, closing, "p1-three-leaders")
 
 
+@pytest.mark.process  # durable_kemu: SIGKILLed or stopped, started again
 async def test_abort_after_source_leader_shutdown(
     durable_kemu: KemuProcess, closing: list[Any]
 ) -> None:
@@ -816,6 +834,7 @@ async def test_abort_after_source_leader_shutdown(
     await pipeline(durable_kemu, closing, "p2-shutdown-abort", restart_before="abort")
 
 
+@pytest.mark.process  # durable_kemu: SIGKILLed or stopped, started again
 async def test_commit_after_source_leader_shutdown(
     durable_kemu: KemuProcess, closing: list[Any]
 ) -> None:
@@ -827,7 +846,9 @@ async def test_commit_after_source_leader_shutdown(
 # --- §11.5 emulator additions and §12 decisions -------------------------------------------------
 
 
-async def test_lock_expiry_does_not_touch_tx_pending(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_lock_expiry_does_not_touch_tx_pending(
+    kemu: InProcessKemu, closing: list[Any]
+) -> None:
     """§11.5: with a 1 s acquisition lock, a staged record outlives several lock durations
     without coming back; the commit completes it (lag 0)."""
     name = "e-lock-expiry"
@@ -854,7 +875,9 @@ async def test_lock_expiry_does_not_touch_tx_pending(kemu: KemuProcess, closing:
     assert await wait_for_lag(kemu, name, name, 0) == 0
 
 
-async def test_transaction_timeout_aborts_tx_pending(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_transaction_timeout_aborts_tx_pending(
+    kemu: InProcessKemu, closing: list[Any]
+) -> None:
     """§11.5: a transaction of 2 s never ended: the coordinator aborts it and the staged record
     is delivered again (lag 1)."""
     name = "e-txn-timeout"
@@ -872,7 +895,7 @@ async def test_transaction_timeout_aborts_tx_pending(kemu: KemuProcess, closing:
     assert await committed_values(kemu, f"{name}-out", wait=0.5) == []
 
 
-async def test_zombie_producer_is_fenced(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_zombie_producer_is_fenced(kemu: InProcessKemu, closing: list[Any]) -> None:
     """§11.5: a second producer with the same transactional id aborts the first one's staged
     acknowledgements (the record comes back); the first one's TxnShareAcknowledge and EndTxn
     are PRODUCER_FENCED."""
@@ -916,7 +939,9 @@ async def test_zombie_producer_is_fenced(kemu: KemuProcess, closing: list[Any]) 
     assert await wait_for_lag(kemu, name, name, 0) == 0
 
 
-async def test_wrong_member_is_invalid_record_state(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_wrong_member_is_invalid_record_state(
+    kemu: InProcessKemu, closing: list[Any]
+) -> None:
     """§11.5: member B stages a record member A acquired: INVALID_RECORD_STATE, nothing staged
     (A then carries it through its own transaction)."""
     name = "e-wrong-member"
@@ -948,7 +973,7 @@ async def test_wrong_member_is_invalid_record_state(kemu: KemuProcess, closing: 
 
 @pytest.mark.parametrize("kind", [AcknowledgeType.RELEASE, AcknowledgeType.RENEW])
 async def test_release_or_renew_is_invalid_request(
-    kemu: KemuProcess, closing: list[Any], kind: AcknowledgeType
+    kemu: InProcessKemu, closing: list[Any], kind: AcknowledgeType
 ) -> None:
     """§11.5: RELEASE (2) or RENEW (4) in TxnShareAcknowledge: INVALID_REQUEST, nothing staged
     (the record is still the member's to acknowledge)."""
@@ -975,10 +1000,10 @@ async def test_release_or_renew_is_invalid_request(
     assert await wait_for_lag(kemu, name, name, 0) == 0
 
 
-async def test_feature_off_the_keys_are_absent(kemu_cluster: KemuProcess) -> None:
+async def test_feature_off_the_keys_are_absent(kemu_inprocess: InProcessKemu) -> None:
     """§11.5: without ``kemu.kip1289.enable`` ApiVersions lists neither key 95 nor 96 and
     finalizes share.version below 3; the reference client refuses to send them."""
-    cluster = ClusterClient(kemu_cluster.bootstrap)
+    cluster = ClusterClient(kemu_inprocess.bootstrap)
     try:
         await cluster.start()
         for node in (1, 2, 3):
@@ -988,8 +1013,8 @@ async def test_feature_off_the_keys_are_absent(kemu_cluster: KemuProcess) -> Non
             assert features.finalized.get("share.version", 0) < 3
     finally:
         await cluster.close()
-    create_topic(kemu_cluster, "off")
-    producer = await producer_for(kemu_cluster, "tx-off")
+    create_topic(kemu_inprocess, "off")
+    producer = await producer_for(kemu_inprocess, "tx-off")
     try:
         topic_id = uuid.uuid4()
         acks = ShareAcknowledgements(
@@ -1005,7 +1030,7 @@ async def test_feature_off_the_keys_are_absent(kemu_cluster: KemuProcess) -> Non
         await producer.close()
 
 
-async def test_identical_restage_is_none(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_identical_restage_is_none(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Spec Q5: the same acknowledgements staged again by the same producer id/epoch and member
     (a client retrying after a lost answer) are NONE and change nothing; the commit completes."""
     name = "e-restage"
@@ -1028,7 +1053,9 @@ async def test_identical_restage_is_none(kemu: KemuProcess, closing: list[Any]) 
     assert await wait_for_lag(kemu, name, name, 0) == 0
 
 
-async def abort_twice(kemu: KemuProcess, closing: list[Any], name: str) -> ShareConsumer:
+async def abort_twice(
+    kemu: KemuProcess | InProcessKemu, closing: list[Any], name: str
+) -> ShareConsumer:
     """Group ``share.delivery.count.limit=2``: deliveries 1 and 2 are both staged and aborted."""
     setup(kemu, name, group_configs={"share.delivery.count.limit": "2"})
     produce(kemu, name, [b"first"])
@@ -1044,7 +1071,9 @@ async def abort_twice(kemu: KemuProcess, closing: list[Any], name: str) -> Share
     return consumer
 
 
-async def test_abort_at_the_delivery_limit_archives(kemu: KemuProcess, closing: list[Any]) -> None:
+async def test_abort_at_the_delivery_limit_archives(
+    kemu: InProcessKemu, closing: list[Any]
+) -> None:
     """Spec Q6 (``kemu.kip1289.abort.respects.delivery.limit=true``, the default): the abort of
     the last allowed delivery archives the record, as a RELEASE would."""
     name = "e-limit-archives"
@@ -1071,7 +1100,7 @@ def pr_kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
 
 
 async def test_abort_at_the_delivery_limit_redelivers_with_the_pr_flag(
-    pr_kemu: KemuProcess, closing: list[Any]
+    pr_kemu: KemuProcess | InProcessKemu, closing: list[Any]
 ) -> None:
     """Spec Q6 with ``kemu.kip1289.abort.respects.delivery.limit=false``: the record comes back
     a third time, past the limit, as the draft PR makes it."""

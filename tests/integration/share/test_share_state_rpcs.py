@@ -27,7 +27,7 @@ from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 from kemu.testing.wire_client import WireClient as BlockingWireClient
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]  # SIGKILL and a restart
 
 STATE_PARTITIONS = 3
 FIND_COORDINATOR, METADATA = 10, 3

@@ -28,6 +28,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kemu.testing.inprocess import InProcessKemu
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.integration
@@ -36,9 +37,9 @@ TIMEOUT_S = 60.0
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     log_path = tmp_path_factory.mktemp("transactions") / "kemu.log"
-    process = KemuProcess(
+    process = InProcessKemu(
         brokers=3, log_path=log_path, overrides=["group.initial.rebalance.delay.ms=200"]
     ).start()
     yield process
@@ -126,7 +127,7 @@ def watermarks_and_lso(bootstrap: str, topic: str, partition: int) -> tuple[int,
     return result[0], result[1]
 
 
-def test_confluent_commit_and_abort(kemu: KemuProcess) -> None:
+def test_confluent_commit_and_abort(kemu: InProcessKemu) -> None:
     topic = unique("txn")
     create_topic(kemu.bootstrap, topic)
     producer = transactional_producer(kemu.bootstrap, unique("tid"))
@@ -153,7 +154,7 @@ def test_confluent_commit_and_abort(kemu: KemuProcess) -> None:
     assert sum(v.startswith(b"aborted-") for v in everything) == 20
 
 
-def test_confluent_open_transaction_holds_the_lso(kemu: KemuProcess) -> None:
+def test_confluent_open_transaction_holds_the_lso(kemu: InProcessKemu) -> None:
     topic = unique("lso")
     create_topic(kemu.bootstrap, topic, partitions=1)
     plain = Producer({"bootstrap.servers": kemu.bootstrap})
@@ -174,7 +175,7 @@ def test_confluent_open_transaction_holds_the_lso(kemu: KemuProcess) -> None:
     assert len(read_all(kemu.bootstrap, topic, "read_committed", 10)) == 10
 
 
-def test_confluent_send_offsets_to_transaction(kemu: KemuProcess) -> None:
+def test_confluent_send_offsets_to_transaction(kemu: InProcessKemu) -> None:
     source, sink, group = unique("src"), unique("sink"), unique("eos")
     create_topic(kemu.bootstrap, source)
     create_topic(kemu.bootstrap, sink)
@@ -221,7 +222,7 @@ def test_confluent_send_offsets_to_transaction(kemu: KemuProcess) -> None:
     assert len(read_all(kemu.bootstrap, sink, "read_committed", 30)) == 30
 
 
-def test_confluent_second_producer_fences_the_first(kemu: KemuProcess) -> None:
+def test_confluent_second_producer_fences_the_first(kemu: InProcessKemu) -> None:
     topic = unique("fence")
     create_topic(kemu.bootstrap, topic)
     transactional_id = unique("tid")
@@ -240,7 +241,7 @@ def test_confluent_second_producer_fences_the_first(kemu: KemuProcess) -> None:
     assert read_all(kemu.bootstrap, topic, "read_committed", 1) == [b"fresh"]
 
 
-def test_kafka_python_transactions(kemu: KemuProcess) -> None:
+def test_kafka_python_transactions(kemu: InProcessKemu) -> None:
     from kafka import KafkaProducer
     from kafka.structs import OffsetAndMetadata
     from kafka.structs import TopicPartition as KafkaTopicPartition
@@ -272,7 +273,7 @@ def test_kafka_python_transactions(kemu: KemuProcess) -> None:
     assert len(read_all(kemu.bootstrap, topic, "read_uncommitted", 15)) == 15
 
 
-def test_aiokafka_transactions(kemu: KemuProcess) -> None:
+def test_aiokafka_transactions(kemu: InProcessKemu) -> None:
     from aiokafka import AIOKafkaProducer
     from aiokafka.structs import TopicPartition as AioTopicPartition
 
@@ -303,6 +304,7 @@ def test_aiokafka_transactions(kemu: KemuProcess) -> None:
     assert len(read_all(kemu.bootstrap, topic, "read_uncommitted", 15)) == 15
 
 
+@pytest.mark.process  # SIGKILL: kemu as a real process
 def test_sigkill_keeps_commits_and_aborts_the_open_transaction(
     kemu_factory: type[KemuProcess], tmp_path: Path
 ) -> None:
@@ -336,7 +338,7 @@ def test_sigkill_keeps_commits_and_aborts_the_open_transaction(
 
 
 def test_share_consumer_read_committed_skips_aborted_and_open_transactions(
-    kemu: KemuProcess,
+    kemu: InProcessKemu,
 ) -> None:
     from confluent_kafka import ShareConsumer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
@@ -397,7 +399,7 @@ def test_share_consumer_read_committed_skips_aborted_and_open_transactions(
     producer.abort_transaction(30)
 
 
-def test_confluent_transaction_past_its_timeout_is_aborted(kemu: KemuProcess) -> None:
+def test_confluent_transaction_past_its_timeout_is_aborted(kemu: InProcessKemu) -> None:
     topic = unique("timeout")
     create_topic(kemu.bootstrap, topic, partitions=1)
     producer = transactional_producer(
@@ -419,7 +421,7 @@ def test_confluent_transaction_past_its_timeout_is_aborted(kemu: KemuProcess) ->
     assert read_all(kemu.bootstrap, topic, "read_committed", 0, idle_s=1.0) == []
 
 
-def test_kafka_python_and_aiokafka_read_committed_consumers(kemu: KemuProcess) -> None:
+def test_kafka_python_and_aiokafka_read_committed_consumers(kemu: InProcessKemu) -> None:
     from aiokafka import AIOKafkaConsumer
     from kafka import KafkaConsumer
 
