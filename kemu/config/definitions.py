@@ -357,6 +357,14 @@ KEMU_BROKER_ROWS = _defs(
         "--timing fast), instead of on the member's next heartbeat as Kafka does (false)",
     ),
     ConfigDef(
+        "kemu.debug.request.log",
+        B,
+        "false",
+        read_only=True,
+        doc="kemu: log one line per answered request (API, client, arrival and answer times, "
+        "member epochs and assignments of group heartbeats), to see where a client waits",
+    ),
+    ConfigDef(
         "kemu.log.flush",
         T,
         "interval",

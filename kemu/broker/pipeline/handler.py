@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from kemu.broker.handlers import HandlerSpec
+from kemu.broker.pipeline.trace import request_trace
 from kemu.broker.throttling import TimedCoroutine
 from kemu.cluster.context import RequestContext
 from kemu.protocol import wire
@@ -45,6 +46,7 @@ class HandlerStage:
         self.quotas = quotas
         self.quota_store = quotas.store
         self.stats = connection.stats
+        self.trace = request_trace(connection.runtime)  # None unless kemu.debug.request.log
 
     def dispatch(
         self, spec: HandlerSpec, context: RequestContext, request: DecodedRequest, size: int = 0
@@ -67,6 +69,8 @@ class HandlerStage:
             self.stats.answered(
                 header.api_key, header.api_version, outcome, perf_counter_ns() - started
             )
+            if self.trace is not None:
+                self.trace.answered(self.connection.peer, header, request.body, outcome, started)
             return frame
         except Exception:
             return self._failed(request)
@@ -133,6 +137,8 @@ class HandlerStage:
         frame = encode(request, body)
         header = request.header
         self.stats.answered(header.api_key, header.api_version, body, perf_counter_ns() - started)
+        if self.trace is not None:
+            self.trace.answered(self.connection.peer, header, request.body, body, started)
         if throttle_ms > 0:
             self.quotas.mute(throttle_ms)
         return frame
