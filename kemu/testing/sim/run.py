@@ -44,12 +44,14 @@ from kemu.testing.sim.workload import (
     INPUT,
     OUTPUT,
     PIPE_GROUP,
+    PLAIN,
     READER_GROUP,
     Actor,
     GroupMember,
     InputProducer,
     Ledger,
     Pipeline,
+    PlainProducer,
     Reader,
     Verifier,
     transform,
@@ -57,6 +59,9 @@ from kemu.testing.sim.workload import (
 from kemu.testing.sim.world import SimKemu, SimulatedCrash
 
 SETTLE_DEADLINE_S = 600.0
+# log.cleaner.backoff.ms in runs: the cleaner and its crash points run within most of kemu's
+# lives, and __transaction_state stays compacted, so restarts stay cheap in long runs
+SIM_CLEANER_BACKOFF_MS = 1000
 
 
 @dataclass
@@ -134,11 +139,11 @@ class Simulation:
         rates: FaultRates | None = None,
         root: Path | None = None,
         pipelined: bool = False,
-        cleaner_backoff_ms: int | None = None,
+        cleaner_backoff_ms: int | None = SIM_CLEANER_BACKOFF_MS,
     ) -> None:
         self.seed, self.steps = seed, steps
-        # None: Kafka's 15 s, longer than most lives of the sim's kemu, so the cleaner seldom
-        # runs; 1000 keeps __transaction_state compacted and restarts cheap in long runs
+        # None: Kafka's 15 s, longer than most lives of the sim's kemu (a crash every few
+        # simulated seconds), so the cleaner would seldom run
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.pipelined = pipelined
         self.rng = random.Random(seed)
@@ -227,7 +232,7 @@ class Simulation:
         await self.kemu.boot()
         self.ledger.share_member = self._share_member
         bootstrap = self.kemu.bootstrap
-        streams = [random.Random(self.rng.getrandbits(64)) for _ in range(9)]
+        streams = [random.Random(self.rng.getrandbits(64)) for _ in range(10)]
         # --pipelined: each input producer's max_in_flight from a stream of its own, so that it
         # moves no other draw (without it, every seed runs as before pipelining existed)
         in_flight = [1, 1]
@@ -249,6 +254,7 @@ class Simulation:
             GroupMember("member-1", bootstrap, self.ledger, streams[6]),
             GroupMember("member-2", bootstrap, self.ledger, streams[7]),
             Operator("operator", bootstrap, self.ledger, streams[8]),
+            PlainProducer("plain-1", bootstrap, self.ledger, streams[9]),
         ]
         self.dead_until: dict[str, int] = {}
         self.down_until = 0
@@ -379,7 +385,7 @@ class Simulation:
         """Faults off, everyone back, producers stopped; wait for the pipeline, then judge."""
         self.log("settling: faults off, producers stop")
         for actor in self.actors:
-            if isinstance(actor, InputProducer):
+            if isinstance(actor, (InputProducer, PlainProducer)):
                 self._kill(actor)
                 self.dead_until[actor.name] = 1 << 62
         self.down_until = min(self.down_until, self.step)
@@ -399,8 +405,15 @@ class Simulation:
         inputs = set(seen.get(INPUT, {}).values())
         outputs = set(seen.get(OUTPUT, {}).values())
         grouped = set(self.ledger.group_seen.values())
+        plain = {
+            value
+            for (_, topic, _), answered in self.ledger.acknowledged.items()
+            if topic == PLAIN
+            for _, value in answered
+        }
         return (
             self.ledger.produced <= inputs
+            and plain <= set(seen.get(PLAIN, {}).values())
             and {transform(v) for v in inputs} - self._excused() <= outputs
             and inputs <= grouped
         )
@@ -424,7 +437,7 @@ class Simulation:
                 f"(e.g. {sorted(missing)[:3]}), {len(extra)} extra (e.g. {sorted(extra)[:3]})"
             )
         found += self._group_final(seen.get(INPUT, {}))
-        found += self._order_final(seen.get(INPUT, {}))
+        found += self._order_final(seen)
         if self.kemu.up:
             found += self.oracles.final(self.kemu.runtime())
         self.log(f"final: {len(inputs)} inputs, {len(outputs)} outputs")
@@ -434,21 +447,28 @@ class Simulation:
             for violation in found:
                 self.log(f"VIOLATION {violation}")
 
-    def _order_final(self, inputs: dict[tuple[int, int], bytes]) -> list[str]:
-        """Per partition, each input producer's acknowledged records are in the log at the
-        offsets it was answered, once each, in the order it sent them (pipelined or not)."""
+    def _order_final(self, seen: dict[str, dict[tuple[int, int], bytes]]) -> list[str]:
+        """Per partition, each producer's acknowledged records (an input producer's of
+        committed transactions) are in the log at the offsets it was answered, once each, in the
+        order it sent them (pipelined or not); and no value is in ``plain`` twice, acknowledged
+        or not (a failed send may be in the log, but once)."""
         found = []
-        for (producer, partition), answered in sorted(self.ledger.acknowledged.items()):
+        plain = list(seen.get(PLAIN, {}).values())
+        if len(set(plain)) != len(plain):
+            twice = sorted({v for v in plain if plain.count(v) > 1})
+            found.append(f"plain: {len(twice)} values written twice, e.g. {twice[:3]}")
+        for (producer, topic, partition), answered in sorted(self.ledger.acknowledged.items()):
+            records = seen.get(topic, {})
             offsets = [offset for offset, _ in answered]
             if offsets != sorted(offsets) or len(set(offsets)) != len(offsets):
                 found.append(
-                    f"{producer}: input-{partition} answered offsets out of send order: "
+                    f"{producer}: {topic}-{partition} answered offsets out of send order: "
                     f"{offsets[:20]}"
                 )
-            wrong = [(o, v) for o, v in answered if inputs.get((partition, o)) != v]
+            wrong = [(o, v) for o, v in answered if records.get((partition, o)) != v]
             if wrong:
                 found.append(
-                    f"{producer}: input-{partition} acknowledged records not at their offsets, "
+                    f"{producer}: {topic}-{partition} acknowledged records not at their offsets, "
                     f"e.g. {wrong[:3]}"
                 )
         return found
@@ -494,7 +514,7 @@ def _prepare(server: Any) -> None:
     from kemu.coordinator.group.config import group_config_store
 
     cluster = server.cluster
-    for topic in (INPUT, OUTPUT):
+    for topic in (INPUT, OUTPUT, PLAIN):
         if topic not in cluster.topics:
             cluster.create_topic(topic, 3, 1)
     store = group_config_store(server.runtime)

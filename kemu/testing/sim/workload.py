@@ -1,5 +1,6 @@
-"""The simulation's clients: ``kemu.client`` producers, share consumers, KIP-1289 pipelines,
-consumer-group members and a read_committed verifier, each a ``Process`` the harness may kill
+"""The simulation's clients: ``kemu.client`` producers (transactional, and an idempotent one
+without transactions), share consumers, KIP-1289 pipelines, consumer-group members and a
+read_committed verifier, each a ``Process`` the harness may kill
 and start again.
 
 What they learn for certain goes into the ``Ledger`` the oracles read: values whose transaction
@@ -28,18 +29,21 @@ from kemu.client import (
     CommitFailedError,
     Consumer,
     GroupConsumer,
+    IdempotentProducer,
     IllegalStateError,
     KafkaError,
     ProducerFencedError,
+    RecordMetadata,
     ShareConsumer,
     TransactionalProducer,
 )
 from kemu.client.cluster import RetriableError
 from kemu.client.connection import ConnectionClosed
+from kemu.client.produce_pipeline import IdempotentPipeline, PendingBatch
 from kemu.client.share_consumer import SHARE_GROUP_HEARTBEAT
 from kemu.testing.sim.loop import Process
 
-INPUT, OUTPUT = "input", "output"
+INPUT, OUTPUT, PLAIN = "input", "output", "plain"
 PIPE_GROUP, READER_GROUP, CONSUMER_GROUP = "pipe", "readers", "members"
 # what a client survives and retries; anything else is a bug the harness reports
 EXPECTED = (
@@ -78,9 +82,10 @@ class Ledger:
     resetting: set[str] = field(default_factory=set)
     reset: set[str] = field(default_factory=set)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
-    # per (input producer, partition): the offsets and values its committed transactions were
-    # answered, in send order (a pipelined producer's must be the log's order too)
-    acknowledged: dict[tuple[str, int], list[tuple[int, bytes]]] = field(default_factory=dict)
+    # per (producer, topic, partition): the offsets and values it was answered (for an input
+    # producer, of committed transactions), in send order, which must be the log's order too
+    acknowledged: dict[tuple[str, str, int], list[tuple[int, bytes]]] = field(default_factory=dict)
+    plain_values: set[bytes] = field(default_factory=set)  # what the verifier read of ``plain``
     violations: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)  # client errors outside EXPECTED
     counts: dict[str, int] = field(default_factory=dict)
@@ -166,6 +171,32 @@ def watch_share_heartbeats(consumer: ShareConsumer, group: str, ledger: Ledger) 
     consumer.cluster.call = watched  # type: ignore[method-assign]
 
 
+def watch_first_batches(producer: IdempotentProducer, ledger: Ledger) -> None:
+    """Count ``plain.first_batch_failed_behind`` when a producer's first batch to a partition
+    (sequence 0 at epoch 0: the leader takes any first sequence from it) fails while a later
+    batch of that partition is on the wire behind it: the situation of 8b4e80d's bug, where a
+    fault rule let the later batch be appended first, and the retries after the KIP-360 epoch
+    bump wrote it twice (docs/reliability.md)."""
+    make = producer._pipeline
+
+    def pipeline(topic: str, partition: int) -> IdempotentPipeline:
+        made = make(topic, partition)
+        if made.mark_failed.__name__ == "mark_failed":
+            fail = made.mark_failed
+
+            def watched(batch: PendingBatch) -> None:
+                if (batch.sequence, made.epoch) == (0, 0) and any(
+                    other.written for other in made.unacknowledged if other is not batch
+                ):
+                    ledger.count("plain.first_batch_failed_behind")
+                fail(batch)
+
+            made.mark_failed = watched  # type: ignore[method-assign]
+        return made
+
+    producer._pipeline = pipeline  # type: ignore[method-assign]
+
+
 class _ApplicationAbort(Exception):
     """The pipeline decides to abort a transaction (as an application may)."""
 
@@ -221,7 +252,7 @@ class InputProducer(Actor):
                         raise
                     self.ledger.produced.update(values)
                     for answer, value in zip(answers, values, strict=True):
-                        where = (self.name, answer.partition)
+                        where = (self.name, INPUT, answer.partition)
                         self.ledger.acknowledged.setdefault(where, []).append(
                             (answer.offset, value)
                         )
@@ -229,6 +260,64 @@ class InputProducer(Actor):
                 await asyncio.sleep(self.rng.uniform(0.01, 0.3))
         finally:
             await _close(producer)
+
+
+class PlainProducer(Actor):
+    """An idempotent producer without transactions (``IdempotentProducer``, max_in_flight 2-5
+    from the seed) writing rounds of 1-8 records to ``plain`` at once, pipelined per partition;
+    every 1-3 rounds it closes and a new one (a new producer id, new to every partition) goes
+    on. Each acknowledged record must be in the log once, at its answered offset, in send order;
+    a failed send may or may not be there, but never twice (``_plain_final`` in ``run.py``)."""
+
+    kind = "plain"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sequence = 0
+
+    async def body(self) -> None:
+        while True:
+            producer = IdempotentProducer(
+                self.bootstrap,
+                max_in_flight=self.rng.randint(2, 5),
+                request_timeout=10,
+                delivery_timeout=10,
+            )
+            watch_first_batches(producer, self.ledger)
+            self.clients = [producer]
+            try:
+                for _ in range(self.rng.randint(1, 3)):
+                    await self._round(producer)
+                    await asyncio.sleep(self.rng.uniform(0.01, 0.3))
+            finally:
+                self.ledger.count("plain.epoch_bumps", producer.epoch_bumps)
+                await _close(producer)
+
+    async def _round(self, producer: IdempotentProducer) -> None:
+        values, sends = [], []
+        for _ in range(self.rng.randint(1, 8)):
+            self.sequence += 1
+            value = f"{self.name}-{self.sequence}".encode()
+            values.append(value)
+            sends.append(producer.send(PLAIN, value, partition=self.rng.randrange(3)))
+        answers = await asyncio.gather(*sends, return_exceptions=True)
+        for answer, value in zip(answers, values, strict=True):
+            if isinstance(answer, RecordMetadata):
+                answered = self.ledger.acknowledged.setdefault(
+                    (self.name, PLAIN, answer.partition), []
+                )
+                if answered and answered[-1][0] >= answer.offset:
+                    self.ledger.violations.append(
+                        f"plain: {value!r} answered offset {answer.offset} on partition "
+                        f"{answer.partition}, after {answered[-1][1]!r} sent before it was "
+                        f"answered {answered[-1][0]}"
+                    )
+                answered.append((answer.offset, value))
+                self.ledger.count("plain.acknowledged")
+            elif isinstance(answer, EXPECTED):
+                self.ledger.count(f"plain.failed.{type(answer).__name__}")
+            else:
+                raise answer
 
 
 class Pipeline(Actor):
@@ -399,7 +488,7 @@ class Verifier(Actor):
     async def body(self) -> None:
         consumer = Consumer(self.bootstrap, max_wait_ms=200)
         try:
-            partitions = [(topic, index) for topic in (INPUT, OUTPUT) for index in range(3)]
+            partitions = [(topic, index) for topic in (INPUT, OUTPUT, PLAIN) for index in range(3)]
             await consumer.assign(partitions)
             for tp in partitions:
                 consumer.positions[tp] = self.ledger.positions.get(tp, 0)
@@ -418,6 +507,12 @@ class Verifier(Actor):
         seen = self.ledger.seen.setdefault(topic, {})
         if topic == OUTPUT and value in seen.values():
             self.ledger.violations.append(f"output: {value!r} committed twice (offset {offset})")
+        if topic == PLAIN:
+            if value in self.ledger.plain_values:
+                self.ledger.violations.append(
+                    f"plain: {value!r} written twice (again at {partition}/{offset})"
+                )
+            self.ledger.plain_values.add(value)
         seen[(partition, offset)] = value
 
 

@@ -53,9 +53,8 @@ async def test_pipelined_idempotent_batches_are_written_once_in_order_under_faul
 ) -> None:
     kemu = start(kemu_inprocess_factory, "idem")
     producer = IdempotentProducer(kemu.bootstrap, max_in_flight=5, delivery_timeout=20)
-    # The partitions know the producer before the faults: an injected error answers one request
-    # only, so a batch pipelined behind a new producer's refused first batch would be taken as
-    # its first (docs/control.md, "Fault rules").
+    # One record per partition first, so that the faults also meet batches of a producer the
+    # partitions know (sequence checked) and not only its first ones (any sequence taken).
     first = await asyncio.gather(*(producer.send("idem", b"first", partition=p) for p in (0, 1)))
     for rule in FAULTS:
         kemu.control.add_fault(**rule)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kemu.testing.sim.chaos import FaultRates
 from kemu.testing.sim.run import Simulation
 
 
@@ -11,3 +12,17 @@ def test_a_piggybacked_acknowledgement_error_is_a_kafka_error() -> None:
     AttributeError, as AcknowledgeErrorCode decodes as a plain int, not an ErrorCode."""
     result = Simulation(907, 240).run()
     assert result.ok, (result.violations, result.trace[-30:])
+
+
+def test_a_faulted_produce_keeps_the_batches_behind_it_in_place() -> None:
+    """Seed 7 (fault rules ten times as often, ``FaultRates(rule=0.2)``) finds 8b4e80d's bug
+    re-introduced, at step 52: a drop_after rule on a new idempotent producer's first batch to
+    a partition let the two batches pipelined behind it be read and appended first (the
+    partition takes any first sequence from a producer it does not know); the retried first
+    batch was then out of order, the producer bumped its epoch (KIP-360) and sent all three
+    again, so the two were in the log twice. With the fix the seed passes; it must still reach
+    the situation (else pick another seed: docs/reliability.md)."""
+    result = Simulation(7, 60, rates=FaultRates(rule=0.2)).run()
+    assert result.ok, (result.violations, result.trace[-30:])
+    assert any("rule drop_after on Produce" in line for line in result.trace)
+    assert result.counts.get("plain.first_batch_failed_behind", 0) > 0, result.counts
