@@ -16,14 +16,15 @@ acks=-1 both answer once the batch is in the log (one copy is the whole ISR), af
 when ``kemu.log.flush=always``. The handler is a plain function: it never waits, so the
 connection answers it without a task.
 
-A transactional batch joins its partition to the producer's transaction first (KIP-890: the
-partition leader adds it; kemu does so for clients of any transaction version, so a partition a
-client forgot to add cannot slip out of the transaction), failing with the coordinator's error
-(INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS); the partition then counts
-the transaction as open until its marker (last stable offset). A producer fenced by a newer epoch
-of its transactional id gets INVALID_PRODUCER_EPOCH, as Kafka's partition leader translates the
-coordinator's PRODUCER_FENCED. Transactional records in a request without a transactional id get
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka.
+A transactional batch of Produce v12+ (transaction version 2) joins its partition to the
+producer's transaction first (KIP-890: the partition leader adds it); below v12 the partition
+must be in the transaction already (the client's AddPartitionsToTxn), else TRANSACTION_ABORTABLE
+(INVALID_TXN_STATE up to v10), as Kafka's verify-only check answers. Either fails with the
+coordinator's error (INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS); the partition then
+counts the transaction as open until its marker (last stable offset). A producer fenced by a
+newer epoch of its transactional id gets INVALID_PRODUCER_EPOCH, as Kafka's partition leader
+translates the coordinator's PRODUCER_FENCED. Transactional records in a request without a
+transactional id get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka.
 
 The records are checked as Kafka's LogValidator reads them (``_refused_records``): a client's
 control batch or a producer id without a sequence is INVALID_RECORD; a compressed payload is
@@ -191,27 +192,9 @@ def _append(
             return _result(ctx, partition.index, ErrorCode.invalid_timestamp, error_message=problem)
     first = batches[0][0]
     if first.is_transactional and transactional_id is not None:
-        producers = partition.producers
-        if not producers.has_open_transaction(
-            first.producer_id, first.producer_epoch, partition.transactions.ongoing
-        ):
-            # Kafka's VerificationStateEntry, opened before the coordinator is asked and kept
-            # until a transactional append or marker: the batch's sequence is checked with it
-            producers.start_verification(
-                first.producer_id,
-                first.base_sequence,
-                first.producer_epoch,
-                supports_epoch_bump=ctx.version >= 12,
-                now_ms=now,
-            )
-        joined = transaction_coordinator(ctx.runtime).on_transactional_produce(
-            transactional_id,
-            first.producer_id,
-            first.producer_epoch,
-            (partition.topic_name, partition.index),
-        )
+        joined = _join_transaction(ctx, partition, first, transactional_id, now)
         if joined is not ErrorCode.none:
-            return _result(ctx, partition.index, as_partition_writer(joined))
+            return _result(ctx, partition.index, joined)
     refused = _refused_records(ctx, partition, batches, config)
     if refused is not None:
         return refused
@@ -235,6 +218,45 @@ def _append(
         log_append_time=_as_datetime(result.log_append_time),
         log_start_offset=partition.log_start_offset,
     )
+
+
+def _join_transaction(
+    ctx: RequestContext,
+    partition: Partition,
+    first: BatchHeader,
+    transactional_id: str,
+    now: int,
+) -> ErrorCode:
+    """Kafka's transaction verification of a transactional batch, before it is appended."""
+    producers = partition.producers
+    open_here = producers.has_open_transaction(
+        first.producer_id, first.producer_epoch, partition.transactions.ongoing
+    )
+    if not open_here:
+        # Kafka's VerificationStateEntry, opened before the coordinator is asked and kept until a
+        # transactional append or marker: the batch's sequence is checked with it
+        producers.start_verification(
+            first.producer_id,
+            first.base_sequence,
+            first.producer_epoch,
+            supports_epoch_bump=ctx.version >= 12,
+            now_ms=now,
+        )
+    coordinator = transaction_coordinator(ctx.runtime)
+    tp = (partition.topic_name, partition.index)
+    if ctx.version >= 12:
+        joined = coordinator.on_transactional_produce(
+            transactional_id, first.producer_id, first.producer_epoch, tp
+        )
+    elif open_here:
+        return ErrorCode.none  # Kafka asks the coordinator only for a transaction's first batch
+    else:
+        joined = coordinator.verify_transactional_produce(
+            transactional_id, first.producer_id, first.producer_epoch, tp
+        )
+        if joined is ErrorCode.transaction_abortable and ctx.version <= 10:
+            joined = ErrorCode.invalid_txn_state  # before KIP-890's abortable error
+    return as_partition_writer(joined)
 
 
 def _refused_records(

@@ -222,6 +222,23 @@ class TransactionCoordinator:
         meta.last_update_ms = now_ms
         return self._answer(meta, [self._record(meta)])
 
+    def verify_partition(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> ErrorCode:
+        """Whether ``tp`` is in the producer's open transaction, as Kafka's coordinator answers a
+        partition leader's verify-only AddPartitionsToTxn (a transactional batch below transaction
+        version 2): TRANSACTION_ABORTABLE when it is not; nothing changes."""
+        meta = self.transactions.get(transactional_id)
+        error = self._check_producer(meta, producer_id, producer_epoch)
+        if error is not None:
+            return error
+        assert meta is not None
+        if meta.state in PREPARING:
+            return ErrorCode.concurrent_transactions
+        if meta.state == TxnState.ONGOING and tp in meta.partitions:
+            return ErrorCode.none
+        return ErrorCode.transaction_abortable
+
     def add_share_partitions(
         self,
         transactional_id: str,

@@ -243,8 +243,8 @@ class TransactionService:
     def on_transactional_produce(
         self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
     ) -> ErrorCode:
-        """A transactional batch reached ``tp``'s leader: the partition joins the transaction
-        (KIP-890: implicitly with transaction version 2; kemu does so for every client)."""
+        """A transactional batch of transaction version 2 (Produce v12+) reached ``tp``'s leader:
+        the partition joins the transaction (KIP-890)."""
         meta = self.coordinator.transactions.get(transactional_id)
         if (
             meta is not None
@@ -255,6 +255,14 @@ class TransactionService:
         ):
             return ErrorCode.none  # the hot path: nothing to write
         return self.add_partitions(transactional_id, producer_id, producer_epoch, [tp]).error
+
+    def verify_transactional_produce(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> ErrorCode:
+        """A transactional batch below transaction version 2 (Produce v11 and older) reached
+        ``tp``'s leader: the client must have added ``tp`` (``TransactionCoordinator.
+        verify_partition``)."""
+        return self.coordinator.verify_partition(transactional_id, producer_id, producer_epoch, tp)
 
     # --- effects -------------------------------------------------------------------------------
 

@@ -27,7 +27,14 @@ from kemu.testing.wire_client import WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-PRODUCE, FIND_COORDINATOR, INIT, ADD_PARTITIONS, WRITE_MARKERS = 0, 10, 22, 24, 27
+PRODUCE, FIND_COORDINATOR, DELETE_RECORDS, INIT, ADD_PARTITIONS, WRITE_MARKERS = (
+    0,
+    10,
+    21,
+    22,
+    24,
+    27,
+)
 TOPIC = "sequence-parity"
 ATTEMPTS = 300  # of a request a starting coordinator refuses, 0.1 s apart
 MAX_SEQUENCE = 2**31 - 1
@@ -59,6 +66,13 @@ EXPECTED: dict[str, list[object]] = {
     "tv2_marker_equal_epoch": [NONE, NONE, NONE, STALE_EPOCH],
     "marker_coordinator_fenced": [NONE, ErrorCode.transaction_coordinator_fenced, NONE],
     "marker_new_epoch_restarts_sequences": [NONE, NONE, OUT_OF_ORDER, NONE],
+    # DeleteRecords (as retention) to the end of the log keeps the producer's state
+    "state_outlives_deleted_records": [NONE, NONE, OUT_OF_ORDER, "dup", NONE],
+    # below v12 the client adds the partition first (AddPartitionsToTxn), else v11 and v10:
+    "tv1_transactional_without_add_partitions": [
+        ErrorCode.transaction_abortable,
+        ErrorCode.invalid_txn_state,
+    ],
 }
 
 
@@ -168,6 +182,18 @@ class Wire:
                 return "dup"
             self.offsets.append(offset)
         return error
+
+    def delete_records(self, before: int) -> ErrorCode:
+        module = wire.request_module(DELETE_RECORDS, 2)
+        partition = module.DeleteRecordsPartition(partition_index=0, offset=before)
+        answer = self.client.call(
+            1,
+            DELETE_RECORDS,
+            2,
+            topics=(module.DeleteRecordsTopic(name=TOPIC, partitions=(partition,)),),
+            timeout=datetime.timedelta(seconds=10),
+        )
+        return ErrorCode(answer.topics[0].partitions[0].error_code)
 
     def add_partition(self, transactional_id: str, producer_id: int, epoch: int) -> None:
         module = wire.request_module(ADD_PARTITIONS, 3)
@@ -329,6 +355,23 @@ def steps(w: Wire) -> dict[str, list[object]]:
         w.marker(pid, e + 1, version=2, transaction_version=2),
         w.produce(pid, e + 1, 3),
         w.produce(pid, e + 1, 0),
+    ]
+
+    pid, e = w.init()
+    written = w.produce(pid, e, 0, count=3)
+    out["state_outlives_deleted_records"] = [
+        written,
+        w.delete_records(w.offsets[-1] + 3),
+        w.produce(pid, e, 7),
+        w.produce(pid, e, 0, count=3),  # its offset is below the log start now
+        w.produce(pid, e, 3),
+    ]
+
+    txn = f"no-add-{run}"
+    pid, e = w.init(txn)
+    out["tv1_transactional_without_add_partitions"] = [
+        w.produce(pid, e, 0, transactional_id=txn, transactional=True),
+        w.produce(pid, e, 0, version=10, transactional_id=txn, transactional=True),
     ]
     return out
 

@@ -302,3 +302,21 @@ def test_init_over_an_ongoing_transaction_aborts_it_then_ends_empty_with_a_secon
     assert c.end_transaction(TXN, 1000, 0, True, 6, bump_epoch=True).error is (
         ErrorCode.producer_fenced
     )
+
+
+def test_verify_partition_answers_whether_the_client_added_it() -> None:
+    """A transactional batch below transaction version 2: Kafka's verify-only check."""
+    c = make()
+    c.init_producer_id(TXN, 10_000, 0)
+    assert c.verify_partition(TXN, 1000, 0, TP) is ErrorCode.transaction_abortable  # Empty
+    c.add_partitions(TXN, 1000, 0, [TP], now_ms=5)
+    assert c.verify_partition(TXN, 1000, 0, TP) is ErrorCode.none
+    assert c.verify_partition(TXN, 1000, 0, ("orders", 1)) is ErrorCode.transaction_abortable
+    assert c.verify_partition(TXN, 1000, 1, TP) is ErrorCode.producer_fenced
+    assert c.verify_partition(TXN, 7, 0, TP) is ErrorCode.invalid_producer_id_mapping
+    assert c.verify_partition("unknown", 1000, 0, TP) is ErrorCode.invalid_producer_id_mapping
+    c.end_transaction(TXN, 1000, 0, True, now_ms=6)
+    assert c.verify_partition(TXN, 1000, 0, TP) is ErrorCode.concurrent_transactions
+    c.complete(TXN, now_ms=7)
+    assert c.verify_partition(TXN, 1000, 0, TP) is ErrorCode.transaction_abortable
+    assert ("orders", 1) not in c.transactions[TXN].partitions  # verifying never adds
