@@ -489,3 +489,35 @@ def test_transactional_produce_joins_the_transaction_or_is_refused(broker: Broke
     assert fenced.error_code == ErrorCode.invalid_producer_epoch
     partition = broker.cluster.topics["orders"].partitions[0]
     assert partition.last_stable_offset == partition.high_watermark == 2
+
+
+def test_a_coordinator_marker_the_partition_refuses_is_dropped(broker: Broker) -> None:
+    """A tool wrote a marker with a later epoch of the producer; the coordinator's own marker at
+    the transaction's epoch is then stale there (INVALID_PRODUCER_EPOCH): as Kafka's coordinator,
+    it drops that partition's marker and the transaction completes."""
+    first = init(broker, version=4)
+    pid, epoch = first.producer_id, first.producer_epoch
+    add_partitions(broker, pid, epoch, 0, 1)
+    produce_transactional(broker, 0, pid, epoch, 0)
+    produce_transactional(broker, 1, pid, epoch, 0)
+    topic = broker.nested(MARKERS, 1, "WritableTxnMarkerTopic", name="orders",
+                          partition_indexes=(0,))  # fmt: skip
+    marker = broker.nested(
+        MARKERS,
+        1,
+        "WritableTxnMarker",
+        producer_id=pid,
+        producer_epoch=epoch + 3,
+        transaction_result=False,
+        topics=(topic,),
+        coordinator_epoch=0,
+    )
+    first_partition, second = broker.cluster.topics["orders"].partitions
+    tool = broker.send(broker.request(MARKERS, 1, markers=(marker,)), first_partition.leader_id)
+    assert tool.markers[0].topics[0].partitions[0].error_code == ErrorCode.none
+    assert first_partition.high_watermark == 3  # two records and the tool's marker
+    assert end(broker, pid, epoch, True).error_code == ErrorCode.none
+    assert first_partition.high_watermark == 3  # the coordinator's marker was refused there
+    assert second.high_watermark == 3 and second.last_stable_offset == 3  # written here
+    described = broker.send(broker.request(DESCRIBE, 0, transactional_ids=(TXN,)))
+    assert described.transaction_states[0].transaction_state == "CompleteCommit"
