@@ -28,6 +28,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kemu.testing.inprocess import InProcessKemu
 from kemu.testing.plugin import KemuProcess
 
 pytestmark = pytest.mark.integration
@@ -44,9 +45,9 @@ OVERRIDES = [
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
     log_path = tmp_path_factory.mktemp("consumer-groups") / "kemu.log"
-    process = KemuProcess(brokers=3, log_path=log_path, overrides=OVERRIDES).start()
+    process = InProcessKemu(brokers=3, log_path=log_path, overrides=OVERRIDES).start()
     yield process
     process.stop()
 
@@ -122,7 +123,7 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 # --- confluent-kafka -----------------------------------------------------------------------------
 
 
-def test_confluent_group_of_three_reads_everything_once_and_resumes(kemu: KemuProcess) -> None:
+def test_confluent_group_of_three_reads_everything_once_and_resumes(kemu: InProcessKemu) -> None:
     topic, group = unique("cg"), unique("cg-group")
     create_topic(kemu.bootstrap, topic)
     produce(kemu.bootstrap, topic, 0, RECORDS)
@@ -166,7 +167,7 @@ def test_confluent_group_of_three_reads_everything_once_and_resumes(kemu: KemuPr
         successor.close()
 
 
-def test_confluent_consumer_restart_resumes_from_committed_offsets(kemu: KemuProcess) -> None:
+def test_confluent_consumer_restart_resumes_from_committed_offsets(kemu: InProcessKemu) -> None:
     topic, group = unique("restart"), unique("restart-group")
     create_topic(kemu.bootstrap, topic)
     produce(kemu.bootstrap, topic, 0, 100)
@@ -185,7 +186,7 @@ def test_confluent_consumer_restart_resumes_from_committed_offsets(kemu: KemuPro
         second.close()
 
 
-def test_confluent_admin_offsets_and_delete(kemu: KemuProcess) -> None:
+def test_confluent_admin_offsets_and_delete(kemu: InProcessKemu) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     topic, group = unique("admin-offsets"), unique("admin-group")
@@ -215,7 +216,7 @@ def test_confluent_admin_offsets_and_delete(kemu: KemuProcess) -> None:
         admin.delete_consumer_groups([group])[group].result(30)  # GROUP_ID_NOT_FOUND
 
 
-def test_confluent_cooperative_sticky_rebalance(kemu: KemuProcess) -> None:
+def test_confluent_cooperative_sticky_rebalance(kemu: InProcessKemu) -> None:
     """Incremental rebalancing over the classic protocol: several joins per rebalance."""
     topic, group = unique("coop"), unique("coop-group")
     create_topic(kemu.bootstrap, topic)
@@ -239,7 +240,7 @@ def test_confluent_cooperative_sticky_rebalance(kemu: KemuProcess) -> None:
         second.close()
 
 
-def test_confluent_static_member_restart(kemu: KemuProcess) -> None:
+def test_confluent_static_member_restart(kemu: InProcessKemu) -> None:
     """A static member (group.instance.id) that restarts takes its place back and resumes."""
     topic, group = unique("static"), unique("static-group")
     create_topic(kemu.bootstrap, topic)
@@ -263,7 +264,7 @@ def test_confluent_static_member_restart(kemu: KemuProcess) -> None:
         again.close()
 
 
-def test_confluent_kip848_consumer_protocol(kemu: KemuProcess) -> None:
+def test_confluent_kip848_consumer_protocol(kemu: InProcessKemu) -> None:
     """librdkafka with group.protocol=consumer: ConsumerGroupHeartbeat, server-side assignor."""
     topic, group = unique("kip848"), unique("kip848-group")
     create_topic(kemu.bootstrap, topic)
@@ -308,7 +309,7 @@ def test_confluent_kip848_consumer_protocol(kemu: KemuProcess) -> None:
 # --- kafka-python --------------------------------------------------------------------------------
 
 
-def test_kafka_python_group_subscribe_and_commit(kemu: KemuProcess) -> None:
+def test_kafka_python_group_subscribe_and_commit(kemu: InProcessKemu) -> None:
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition as KafkaTopicPartition
 
@@ -383,7 +384,7 @@ def test_kafka_python_group_subscribe_and_commit(kemu: KemuProcess) -> None:
 # --- aiokafka ------------------------------------------------------------------------------------
 
 
-def test_aiokafka_group_subscribe_and_commit(kemu: KemuProcess) -> None:
+def test_aiokafka_group_subscribe_and_commit(kemu: InProcessKemu) -> None:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition as AioTopicPartition
 
@@ -433,6 +434,7 @@ def test_aiokafka_group_subscribe_and_commit(kemu: KemuProcess) -> None:
 # --- SIGKILL -------------------------------------------------------------------------------------
 
 
+@pytest.mark.process  # SIGKILL: kemu as a real process
 def test_committed_offsets_survive_sigkill(kemu_factory: type[KemuProcess], tmp_path: Path) -> None:
     server = kemu_factory(brokers=3, data_dir=tmp_path / "data", overrides=OVERRIDES).start()
     topic, group = unique("durable"), unique("durable-group")
@@ -476,6 +478,7 @@ def test_committed_offsets_survive_sigkill(kemu_factory: type[KemuProcess], tmp_
         checker.close()
 
 
+@pytest.mark.process  # SIGKILL: kemu as a real process
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_running_member_carries_on_after_sigkill(
     kemu_factory: type[KemuProcess], tmp_path: Path, protocol: str

@@ -26,7 +26,7 @@ from kemu.client import ShareRecord
 from kemu.client.cluster import ClusterClient
 from kemu.coordinator.share.keys import coordinator_key
 from kemu.coordinator.share.persister import SharePartitionKey
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.inprocess import InProcessKemu
 from tests.integration.kip1289.test_kip1289_scenarios import (
     ACKNOWLEDGED,
     AVAILABLE,
@@ -57,8 +57,8 @@ __all__ = ["closing"]  # the fixture, used by name
 
 
 @pytest.fixture(scope="module")
-def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
-    process = KemuProcess(
+def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
+    process = InProcessKemu(
         brokers=3,
         overrides=OVERRIDES,
         with_control=True,
@@ -68,7 +68,7 @@ def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuProcess]:
     process.stop()
 
 
-def decode_share_state(kemu: KemuProcess, node: int) -> list[dict[str, Any]]:
+def decode_share_state(kemu: InProcessKemu, node: int) -> list[dict[str, Any]]:
     """``kemu decode-share-state`` through broker ``node`` (a running one)."""
     address = kemu.bootstrap.split(",")[node - 1]
     completed = subprocess.run(
@@ -82,7 +82,7 @@ def decode_share_state(kemu: KemuProcess, node: int) -> list[dict[str, Any]]:
 
 
 async def failover_row(
-    kemu: KemuProcess, closing: list[Any], name: str, *, stop: str, commit: bool
+    kemu: InProcessKemu, closing: list[Any], name: str, *, stop: str, commit: bool
 ) -> None:
     create_topic(kemu, name, 3)
     group, partition = await remote_partition(kemu, name)
@@ -149,34 +149,34 @@ async def failover_row(
 
 
 async def test_row13_commit_after_source_leader_failover(
-    kemu: KemuProcess, closing: list[Any]
+    kemu: InProcessKemu, closing: list[Any]
 ) -> None:
     """Row 13, testTransactionalShareAckCommitAfterSourceLeaderFailoverWithPendingState."""
     await failover_row(kemu, closing, "f13-source-commit", stop="source", commit=True)
 
 
 async def test_row14_abort_after_source_leader_failover(
-    kemu: KemuProcess, closing: list[Any]
+    kemu: InProcessKemu, closing: list[Any]
 ) -> None:
     """Row 14, testTransactionalShareAckAbortAfterSourceLeaderFailoverWithPendingState."""
     await failover_row(kemu, closing, "f14-source-abort", stop="source", commit=False)
 
 
 async def test_row15_commit_after_share_coordinator_failover(
-    kemu: KemuProcess, closing: list[Any]
+    kemu: InProcessKemu, closing: list[Any]
 ) -> None:
     """Row 15, testTransactionalShareAckCommitAfterShareCoordinatorFailoverWithPendingState."""
     await failover_row(kemu, closing, "f15-coordinator-commit", stop="coordinator", commit=True)
 
 
 async def test_row16_abort_after_share_coordinator_failover(
-    kemu: KemuProcess, closing: list[Any]
+    kemu: InProcessKemu, closing: list[Any]
 ) -> None:
     """Row 16, testTransactionalShareAckAbortAfterShareCoordinatorFailoverWithPendingState."""
     await failover_row(kemu, closing, "f16-coordinator-abort", stop="coordinator", commit=False)
 
 
-async def source_leader(kemu: KemuProcess, topic: str, partition: int) -> int:
+async def source_leader(kemu: InProcessKemu, topic: str, partition: int) -> int:
     cluster = ClusterClient(kemu.bootstrap)
     try:
         return (await cluster.topic(topic)).leaders[partition]
@@ -186,7 +186,7 @@ async def source_leader(kemu: KemuProcess, topic: str, partition: int) -> int:
 
 @pytest.mark.parametrize("when", ["abort", "commit"])
 async def test_pipeline_across_a_source_leader_stop(
-    kemu: KemuProcess, closing: list[Any], when: str
+    kemu: InProcessKemu, closing: list[Any], when: str
 ) -> None:
     """§11.2 testAbortAfterSourceLeaderShutdown ("abort") and
     testCommitAfterSourceLeaderShutdown ("commit"): three source and sink partitions led by
