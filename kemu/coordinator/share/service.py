@@ -78,7 +78,8 @@ from kemu.coordinator.share.records import (
 )
 from kemu.coordinator.share.shard import ShardResult, ShareCoordinatorShard
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.records import CorruptBatch, build_batch, read_header
+from kemu.protocol.records import BatchHeader, CorruptBatch, build_batch, read_header
+from kemu.storage.batch_memo import BatchMemo
 
 log = structlog.get_logger("kemu.share_coordinator")
 
@@ -106,6 +107,32 @@ def share_coordinator(runtime: Runtime) -> ShareCoordinatorService:
             "coordinator; provide SHARE_PERSISTER only with a persister for tests that need no RPCs"
         )
     return service
+
+
+# Decoded batches of __share_group_state by their bytes: off unless a process that loads the log
+# again and again turns it on (the simulation; see kemu.storage.batch_memo).
+DecodedRecord = tuple[int, StateRecordKey | None, StateValue | None, str | None]
+DECODED_BATCHES: BatchMemo[list[DecodedRecord]] = BatchMemo()
+
+
+def _decode_batch(
+    header: BatchHeader, batch: bytes, keys: dict[bytes, StateRecordKey]
+) -> list[DecodedRecord]:
+    """(offset, key, value, None) of each keyed record of a data batch, or (offset, None, None,
+    why) for one that does not decode; raises CorruptBatch for a batch that does not parse."""
+    decoded: list[DecodedRecord] = []
+    for offset, key, value in batch_records(header, batch):
+        if key is None:
+            continue
+        try:
+            decoded_key = keys.get(key)
+            if decoded_key is None:
+                decoded_key = keys[key] = decode_key(key)
+            decoded_value = decode_value(decoded_key.record_type, value)
+            decoded.append((offset, decoded_key, decoded_value, None))
+        except RecordDecodeError as error:
+            decoded.append((offset, None, None, str(error)))
+    return decoded
 
 
 class ShareCoordinatorService:
@@ -235,24 +262,26 @@ class ShareCoordinatorService:
                 ):
                     markers += 1
                 continue
-            try:
-                entries = batch_records(header, batch)
-            except CorruptBatch as error:
-                log.warning(
-                    "share_state_batch_skipped",
-                    partition=index,
-                    offset=header.base_offset,
-                    reason=str(error),
-                )
-                continue
-            for offset, key, value in entries:
-                if key is None or offset < start:
+            entries = DECODED_BATCHES.get(batch)
+            if entries is None:
+                try:
+                    entries = _decode_batch(header, batch, keys)
+                except CorruptBatch as error:
+                    log.warning(
+                        "share_state_batch_skipped",
+                        partition=index,
+                        offset=header.base_offset,
+                        reason=str(error),
+                    )
+                    continue
+                DECODED_BATCHES.put(batch, entries)
+            for offset, decoded_key, decoded_value, failure in entries:
+                if offset < start:
                     continue
                 try:
-                    decoded_key = keys.get(key)
-                    if decoded_key is None:
-                        decoded_key = keys[key] = decode_key(key)
-                    decoded_value = decode_value(decoded_key.record_type, value)
+                    if failure is not None:
+                        raise RecordDecodeError(failure)
+                    assert decoded_key is not None
                     shard.replay(decoded_key, decoded_value)
                     self._note_snapshot(index, offset, decoded_key, decoded_value)
                 except RecordDecodeError as error:

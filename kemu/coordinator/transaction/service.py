@@ -62,6 +62,7 @@ from kemu.coordinator.transaction.records import (
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.record_reader import iter_records
 from kemu.protocol.records import CorruptBatch, build_batch, read_header
+from kemu.storage.batch_memo import BatchMemo
 
 if TYPE_CHECKING:
     # The group coordinator's modules load on its first use, not at start-up (0.15 s of CPU
@@ -463,21 +464,42 @@ class TransactionService:
             ):
                 if header.is_control:
                     continue
-                try:
-                    for record in iter_records(batch):
-                        if record.key is None:
-                            continue
-                        transactional_id = keys.get(record.key)
-                        if transactional_id is None:
-                            transactional_id = keys[record.key] = decode_key(record.key)
-                        yield transactional_id, decode_value(record.value)
-                except (CorruptBatch, RecordDecodeError) as error:
+                decoded = DECODED_BATCHES.get(batch)
+                if decoded is None:
+                    decoded = _decode_batch(batch, keys)
+                    DECODED_BATCHES.put(batch, decoded)
+                records, failure = decoded
+                yield from records
+                if failure is not None:
                     log.warning(
                         "transaction_state_batch_skipped",
                         partition=partition.index,
                         offset=header.base_offset,
-                        reason=str(error),
+                        reason=failure,
                     )
+
+
+# Decoded batches of __transaction_state by their bytes: off unless a process that loads the log
+# again and again turns it on (the simulation; see kemu.storage.batch_memo).
+DecodedBatch = tuple[tuple[tuple[str, TransactionLogValue | None], ...], str | None]
+DECODED_BATCHES: BatchMemo[DecodedBatch] = BatchMemo()
+
+
+def _decode_batch(batch: bytes, keys: dict[bytes, str]) -> DecodedBatch:
+    """The (transactional id, value) of each keyed record of a data batch, up to the first that
+    does not decode, and why that one did not (None when all did)."""
+    records: list[tuple[str, TransactionLogValue | None]] = []
+    try:
+        for record in iter_records(batch):
+            if record.key is None:
+                continue
+            transactional_id = keys.get(record.key)
+            if transactional_id is None:
+                transactional_id = keys[record.key] = decode_key(record.key)
+            records.append((transactional_id, decode_value(record.value)))
+    except (CorruptBatch, RecordDecodeError) as error:
+        return tuple(records), str(error)
+    return tuple(records), None
 
 
 TRANSACTION_COORDINATOR = Service(SERVICE, TransactionService)

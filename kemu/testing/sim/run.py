@@ -34,6 +34,8 @@ import structlog
 
 from kemu.cluster import crash_points, seeded
 from kemu.coordinator.group.service import GROUP_COORDINATOR
+from kemu.coordinator.share import service as share_service
+from kemu.coordinator.transaction import service as transaction_service
 from kemu.testing.sim.admin_ops import Operator
 from kemu.testing.sim.chaos import Chaos, FaultRates
 from kemu.testing.sim.loop import START_S, SimLoop
@@ -62,6 +64,10 @@ SETTLE_DEADLINE_S = 600.0
 # log.cleaner.backoff.ms in runs: the cleaner and its crash points run within most of kemu's
 # lives, and __transaction_state stays compacted, so restarts stay cheap in long runs
 SIM_CLEANER_BACKOFF_MS = 1000
+# Decoded state-log batches kept across the run's restarts (kemu.storage.batch_memo): each boot
+# still reads and replays the whole log, through the same recovery code, without decoding again
+# what an earlier boot (or the replay oracle) decoded from the same bytes.
+DECODED_BATCHES_KEPT = 16_384
 
 
 @dataclass
@@ -161,7 +167,11 @@ class Simulation:
     # --- the run ----------------------------------------------------------------------------------
 
     def run(self) -> Result:
-        with quiet_logs():
+        with (
+            quiet_logs(),
+            share_service.DECODED_BATCHES.enabled(DECODED_BATCHES_KEPT),
+            transaction_service.DECODED_BATCHES.enabled(DECODED_BATCHES_KEPT),
+        ):
             return self._run()
 
     def _run(self) -> Result:
