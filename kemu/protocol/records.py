@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
@@ -56,8 +56,11 @@ class InvalidBatch(CorruptBatch):
     """Records Produce v3+ refuses though they may be intact; Kafka answers INVALID_RECORD."""
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The fixed 61-byte header of a v2 batch. A named tuple, not a frozen dataclass: one is
+    built for every batch read (fetches, recovery scans, state-log loads), and a tuple is built in
+    one call instead of a ``__setattr__`` per field."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -98,10 +101,13 @@ class BatchHeader:
         return bool(self.attributes & CONTROL_FLAG)
 
 
+_new_header = tuple.__new__
+
+
 def read_header(data: bytes | memoryview, position: int = 0) -> BatchHeader:
     if len(data) - position < BATCH_HEADER_SIZE:
         raise CorruptBatch(f"batch header needs {BATCH_HEADER_SIZE} bytes")
-    return BatchHeader(*BATCH_HEADER.unpack_from(data, position))
+    return _new_header(BatchHeader, BATCH_HEADER.unpack_from(data, position))
 
 
 def split_batches(data: bytes, *, verify_crc: bool = True) -> list[tuple[BatchHeader, bytes]]:

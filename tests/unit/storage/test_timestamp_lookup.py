@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,7 +99,7 @@ def test_log_append_time_stamps_every_record_with_the_batch_time(new_log: LogFac
     log = new_log()
     stored = with_log_append_time(with_offset(batch([5, 1, 3], CODECS["lz4"]), 0, 0), TS + 50)
     header = read_header(stored)
-    log.append(replace(header, max_timestamp=TS + 50), stored, now_ms=TS)
+    log.append(header._replace(max_timestamp=TS + 50), stored, now_ms=TS)
     assert first_record_at_or_after(log, TS + 10) == RecordMatch(0, TS + 50, 0)
     assert record_with_max_timestamp(log) == RecordMatch(0, TS + 50, 0)
 
