@@ -79,8 +79,9 @@ def advertised(runtime: Runtime) -> list[tuple[int, int, int]]:
     return sorted(result)
 
 
-def _served(runtime: Runtime, api_key: int, version: int = 0) -> bool:
-    return any(key == api_key and top >= version for key, _, top in advertised(runtime))
+def _served(served: list[tuple[int, int, int]], api_key: int, version: int = 0) -> bool:
+    """``api_key`` is in ``served`` (what ``advertised`` gives) up to at least ``version``."""
+    return any(key == api_key and top >= version for key, _, top in served)
 
 
 def supported_features(runtime: Runtime) -> list[tuple[str, int, int]]:
@@ -102,14 +103,15 @@ def finalized_features(runtime: Runtime) -> list[tuple[str, int]]:
         ("kraft.version", 1),
         ("metadata.version", METADATA_VERSION),
     ]
-    if _served(runtime, 68):
+    served = advertised(runtime)  # once: it walks every API's spec and config
+    if _served(served, 68):
         features.append(("group.version", 1))
-    if _served(runtime, 88):
+    if _served(served, 88):
         features.append(("streams.version", 1))
-    if _served(runtime, 76):
-        share_version = SHARE_VERSION_TXN_ACKS if _kip1289_served(runtime) else 1
+    if _served(served, 76):
+        share_version = SHARE_VERSION_TXN_ACKS if _kip1289_served(runtime, served) else 1
         features.append(("share.version", share_version))
-    if _served(runtime, 26, 5):
+    if _served(served, 26, 5):
         features.append(("transaction.version", 2))
     return features
 
@@ -118,11 +120,11 @@ def _kip1289_enabled(runtime: Runtime) -> bool:
     return all(is_enabled(runtime, api_key) for api_key in KIP1289_KEYS)
 
 
-def _kip1289_served(runtime: Runtime) -> bool:
+def _kip1289_served(runtime: Runtime, served: list[tuple[int, int, int]]) -> bool:
     """Both KIP-1289 APIs are advertised (at their configured keys) and transaction version 2
     is: share.version 3 is finalized exactly then (spec §8)."""
     at = wire_keys(runtime.cluster.config)
-    return _served(runtime, 26, 5) and all(_served(runtime, at[key]) for key in KIP1289_KEYS)
+    return _served(served, 26, 5) and all(_served(served, at[key]) for key in KIP1289_KEYS)
 
 
 @handler(API_KEY, 0, 5)
