@@ -45,6 +45,8 @@ class DiskModel:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._root_name = str(root)
+        self._root_prefix = os.path.join(self._root_name, "")
         self.synced: dict[FileKey, int] = {}  # segment inode -> durable size
         self.contents: dict[FileKey, bytes] = {}  # other file inode -> durable content
         self.listings: dict[Path, dict[str, FileKey]] = {}  # directory -> durable entries
@@ -101,18 +103,19 @@ class DiskModel:
         self.syncs += 1
         status = os.fstat(descriptor)
         try:
-            path = Path(os.readlink(f"/proc/self/fd/{descriptor}"))
+            name = os.readlink(f"/proc/self/fd/{descriptor}")
         except OSError:
             return
-        if not path.is_relative_to(self.root):
+        # strings, not Paths: a segment append under kemu.log.flush=always syncs every batch
+        if name != self._root_name and not name.startswith(self._root_prefix):
             return
         if stat.S_ISDIR(status.st_mode):
-            self.listings[path] = self._entries(path)
-        elif path.suffix == SEGMENT_SUFFIX:
+            self.listings[Path(name)] = self._entries(Path(name))
+        elif os.path.splitext(name)[1] == SEGMENT_SUFFIX:
             self.synced[_key(status)] = status.st_size
         else:
             with contextlib.suppress(OSError):
-                self.contents[_key(status)] = path.read_bytes()
+                self.contents[_key(status)] = Path(name).read_bytes()
 
     @staticmethod
     def _entries(directory: Path) -> dict[str, FileKey]:
