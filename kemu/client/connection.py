@@ -112,7 +112,7 @@ class BrokerConnection:
             correlation_id=correlation_id,
             client_id=self.client_id,
         )
-        payload = wire.encode_body(header) + wire.encode_body(body)
+        payload = wire.encode_message(header, body)
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = future
         try:

@@ -197,6 +197,12 @@ def encode_body(body: Any) -> bytes:
     return buffer.getvalue()
 
 
+def encode_message(header: Any, body: Any) -> bytes:
+    """A request's (or response's) header and body, encoded by ``fastwrite``: kio's bytes,
+    several times faster than kio's own writer (``tests/unit/protocol/test_fastwrite.py``)."""
+    return b"".join(fastwrite.encode_chunks(header) + fastwrite.encode_chunks(body))
+
+
 def reencodes_identically(frame: bytes, schema: type[Any]) -> bool:
     """Whether ``frame`` (a request or a response, without its size prefix) decodes as
     ``schema``'s header and body and encodes back to the same bytes: nothing left over, no

@@ -42,6 +42,24 @@ def response_classes(api_keys: list[int] | None = None) -> list[type[Any]]:
 ALL_RESPONSES = response_classes()
 
 
+def request_classes() -> list[type[Any]]:
+    classes = []
+    for api_key in sorted(api_key_map):
+        versions = wire.known_versions(api_key)
+        if versions is None:
+            continue
+        for version in range(versions[0], versions[1] + 1):
+            try:
+                classes.append(wire.request_schema(api_key, version))
+            except Exception:
+                continue  # a version kio skips
+    return classes
+
+
+ALL_REQUESTS = request_classes()
+REQUEST_HEADERS = sorted({cls.__header_schema__ for cls in ALL_REQUESTS}, key=lambda c: c.__name__)
+
+
 def class_id(cls: type[Any]) -> str:
     return f"{cls.__name__}-v{cls.__version__}"
 
@@ -68,6 +86,30 @@ def same_bytes(message: Any) -> None:
 @given(data=st.data())
 def test_every_response_class_encodes_like_kio(cls: type[Any], data: st.DataObject) -> None:
     same_bytes(data.draw(st.from_type(cls)))
+
+
+@pytest.mark.slow  # kemu.client encodes its requests with fastwrite (wire.encode_message)
+@pytest.mark.parametrize("cls", ALL_REQUESTS + REQUEST_HEADERS, ids=class_id)
+@settings(
+    max_examples=examples_per_class(2),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_every_request_class_encodes_like_kio(cls: type[Any], data: st.DataObject) -> None:
+    same_bytes(data.draw(st.from_type(cls)))
+
+
+def test_a_request_frame_is_kio_bytes() -> None:
+    body = wire.build(wire.request_schema(3, 12), topics=None, allow_auto_topic_creation=False)
+    header = wire.build(
+        type(body).__header_schema__,
+        request_api_key=3,
+        request_api_version=12,
+        correlation_id=7,
+        client_id="kemu",
+    )
+    assert wire.encode_message(header, body) == wire.encode_body(header) + wire.encode_body(body)
 
 
 def test_a_typical_produce_answer_of_every_version() -> None:
