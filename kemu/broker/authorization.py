@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from kemu.broker.security.acls import AclOperation as AclOperation  # one enum for both
+from kemu.broker.security.acls import AclResourceType, Operation, acl_store
 from kemu.cluster.context import RequestContext
 
 if TYPE_CHECKING:
@@ -86,8 +87,6 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name
 
 
 def _store(ctx: RequestContext) -> AclStore:
-    from kemu.broker.security.acls import acl_store
-
     return acl_store(ctx.runtime)
 
 
@@ -104,8 +103,6 @@ def authorize(
     store = _store(ctx)
     if not store.enabled:
         return True
-    from kemu.broker.security.acls import AclResourceType, Operation
-
     session = ctx.session
     principal = "User:ANONYMOUS" if session is None else str(session.principal)
     allowed = store.authorize(
@@ -266,8 +263,6 @@ def authorize_by_resource_type(
     store = _store(ctx)
     if not store.enabled:
         return True
-    from kemu.broker.security.acls import AclResourceType, Operation
-
     session = ctx.session
     principal = "User:ANONYMOUS" if session is None else str(session.principal)
     return store.authorize_by_resource_type(
