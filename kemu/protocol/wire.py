@@ -286,13 +286,11 @@ def build(cls: type[Any], **values: Any) -> Any:
     if plan is None:
         plan = _BUILD_PLANS[cls] = _build_plan(cls)
     names, neutrals = plan
-    kwargs = {name: value for name, value in values.items() if name in names}
-    if len(kwargs) != len(values):
+    if not names.issuperset(values):  # fields this version lacks: dropped, if known somewhere
         _check_known_somewhere(cls, values.keys() - names)
-    for name, neutral in neutrals:
-        if name not in kwargs:
-            kwargs[name] = neutral
-    return cls(**kwargs)
+        values = {name: value for name, value in values.items() if name in names}
+    # the given values over the neutral ones (one merge in C: this runs for every message)
+    return cls(**(neutrals | values))
 
 
 class UnknownField(TypeError):
@@ -363,16 +361,16 @@ def _names_in_version(cls: type[Any], version: int) -> set[str]:
 
 # Per class: its field names, and the neutral value of each field without a default. Neutral
 # values are immutable (numbers, strings, tuples, frozen kio messages), so one serves every call.
-_BUILD_PLANS: dict[type[Any], tuple[frozenset[str], tuple[tuple[str, Any], ...]]] = {}
+_BUILD_PLANS: dict[type[Any], tuple[frozenset[str], dict[str, Any]]] = {}
 
 
-def _build_plan(cls: type[Any]) -> tuple[frozenset[str], tuple[tuple[str, Any], ...]]:
+def _build_plan(cls: type[Any]) -> tuple[frozenset[str], dict[str, Any]]:
     names, fields = _field_info(cls)
-    neutrals = tuple(
-        (name, neutral_value(field))
+    neutrals = {
+        name: neutral_value(field)
         for name, field in fields.items()
         if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-    )
+    }
     return names, neutrals
 
 
