@@ -23,7 +23,7 @@ Pure functions; the shard applies them.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kemu.coordinator.share.persister import PersistedBatch
 
@@ -90,8 +90,7 @@ def resolve(
 
 
 def unstaged(batch: PersistedBatch, state: int) -> PersistedBatch:
-    return replace(
-        batch,
+    return batch._replace(
         delivery_state=state,
         staged_producer_id=NOT_STAGED,
         staged_producer_epoch=NOT_STAGED,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import replace
 
 from kemu.broker.share.partition import SharePartitionConfig, SharePartitionCore
 from kemu.broker.share.states import AckType, RecordState
@@ -364,7 +363,7 @@ def test_the_decoder_shows_and_applies_markers() -> None:
 
 def test_replace_keeps_the_staging_tuple_in_step() -> None:
     batch = staged(0, 0, 7, 3, ACCEPT, staged_commit_state=2, staged_abort_state=0)
-    assert replace(batch, staged_abort_state=4).staging == (7, 3, ACCEPT, 2, 4)
+    assert batch._replace(staged_abort_state=4).staging == (7, 3, ACCEPT, 2, 4)
     assert batch.with_range(0, 9).staging == batch.staging
 
 

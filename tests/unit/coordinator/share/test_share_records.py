@@ -226,7 +226,19 @@ _INT32 = st.integers(-(2**31), 2**31 - 1)
 _INT64 = st.integers(-(2**63), 2**63 - 1)
 
 _batches = st.lists(
-    st.builds(PersistedBatch, _INT64, _INT64, _INT8, _INT16, _INT64, _INT16, _INT8), max_size=5
+    st.builds(
+        PersistedBatch,
+        _INT64,
+        _INT64,
+        _INT8,
+        _INT16,
+        _INT64,
+        _INT16,
+        _INT8,
+        staged_commit_state=st.just(-1),
+        staged_abort_state=st.just(-1),
+    ),
+    max_size=5,
 ).map(tuple)
 
 _keys = st.builds(
