@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 START_ATTEMPTS = 5  # a free port block can be taken by another process before kemu binds it
+CLOSE_TIMEOUT_S = 10.0  # a bound for failing, not a measurement
 
 
 class InProcessKemu:
@@ -226,7 +227,7 @@ class InProcessKemu:
             self.run(self._control.close())
             self._control = None
         if self._server is not None:
-            self.run(self._server.close())
+            self.run(_close(self._server))
             self._server = None
         if self._thread.ident is not None:
             inprocess_logs.unroute(self._thread.ident)
@@ -238,6 +239,29 @@ class InProcessKemu:
             self._thread.join(30)
         if not self._loop.is_running() and not self._loop.is_closed():
             self._loop.close()
+
+
+async def _close(server: KemuServer) -> None:
+    """Close ``server`` as the end of its process would: every client connection cut, then the
+    server closed, then what is left of its tasks cancelled (a closed loop would find them
+    pending, and clients would keep connections to a kemu that is gone)."""
+    from kemu.broker.faults import fault_table
+
+    def cut() -> None:
+        connections = fault_table(server.runtime).connections
+        for node_id in list(connections):
+            for connection in list(connections[node_id]):
+                connection.abort()
+
+    cut()
+    await server.close()
+    cut()  # those accepted while it closed (its listening sockets are closed now)
+    current = asyncio.current_task()
+    leftovers = [task for task in asyncio.all_tasks() if task is not current]
+    for task in leftovers:
+        task.cancel()
+    if leftovers:
+        await asyncio.wait(leftovers, timeout=CLOSE_TIMEOUT_S)
 
 
 def _listener_count(config: BrokerConfig) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import uuid
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import structlog
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kemu.broker.faults import fault_table
 from kemu.config.definitions import InvalidConfig
 from kemu.testing.inprocess import InProcessKemu
 
@@ -123,3 +125,13 @@ def test_the_shared_kemu_serves_real_clients(kemu_inprocess_shared: InProcessKem
     admin = AdminClient({"bootstrap.servers": kemu_inprocess_shared.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT)
     assert kemu_inprocess_shared.call(lambda: topic in kemu_inprocess_shared.cluster.topics)
+
+
+def test_stop_cuts_the_connections(kemu_inprocess_factory: type[InProcessKemu]) -> None:
+    kemu = kemu_inprocess_factory(brokers=1).start()
+    host, _, port = kemu.first_broker.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT) as client:
+        while not kemu.call(lambda: fault_table(kemu.runtime).of_node(1)):
+            time.sleep(0.01)  # until kemu's loop has accepted it
+        kemu.stop()
+        assert client.recv(1) == b""  # as when a kemu process exits
