@@ -291,7 +291,9 @@ def misses(outcome: Outcome, rows: tuple[Row, ...]) -> list[str]:
 # ---- running
 
 
-def make_servers(root: Path, servers: tuple[str, ...]) -> dict[str, Server]:
+def make_servers(
+    root: Path, servers: tuple[str, ...], kemu_overrides: tuple[str, ...] = ()
+) -> dict[str, Server]:
     made: dict[str, Server] = {}
     for name in servers:
         workdir = root / name
@@ -301,7 +303,9 @@ def make_servers(root: Path, servers: tuple[str, ...]) -> dict[str, Server]:
                 workdir, PARTITIONS, code_defaults=True, features=("streams.version=1",)
             )
         else:
-            made[name] = KemuServer(workdir, PARTITIONS, timing=name.removeprefix("kemu-"))
+            made[name] = KemuServer(
+                workdir, PARTITIONS, kemu_overrides, timing=name.removeprefix("kemu-")
+            )
     return made
 
 
@@ -377,6 +381,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE,...",
         help="client configs set on every group member (e.g. heartbeat.interval.ms=100)",
     )
+    parser.add_argument(
+        "--kemu-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker property for both kemu servers, over their profile (repeatable; e.g. "
+        "group.consumer.heartbeat.interval.ms=50 to try a timer)",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--note", default=None, help="a sentence to add to the docs entry")
@@ -398,7 +410,7 @@ def main(argv: list[str] | None = None, *, command: str | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-first-record-"))
     logs = root / "logs"
     logs.mkdir()
-    servers = make_servers(root, args.servers)
+    servers = make_servers(root, args.servers, tuple(args.kemu_override))
     outcome = Outcome()
     try:
         for name, server in servers.items():
@@ -465,6 +477,12 @@ def write_doc(
         + (
             f"; every group member's client sets `{args.client_config}`"
             if args.client_config
+            else ""
+        )
+        + (
+            "; kemu ran with "
+            + ", ".join(f"`--override {override}`" for override in args.kemu_override)
+            if args.kemu_override
             else ""
         ),
         "",

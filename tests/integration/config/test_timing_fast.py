@@ -47,7 +47,7 @@ from tests import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT))  # conformance/ is not installed
 from conformance.proxy import Exchange, ProxyThread, RecordingProxy
-from kemu.config.timing import FAST_HEARTBEAT_MS
+from kemu.config.timing import FAST_CONSUMER_HEARTBEAT_MS, FAST_HEARTBEAT_MS
 from kemu.testing.inprocess import InProcessKemu
 
 pytestmark = pytest.mark.integration
@@ -304,7 +304,7 @@ def test_a_consumer_group_rebalances_on_the_next_heartbeats(
             until("the first member's assignment", lambda: len(first.assignment()) == 3, first)
             first_id = answered(proxy, CONSUMER_HEARTBEAT)[0].response.member_id
             interval = answered(proxy, CONSUMER_HEARTBEAT)[0].response.heartbeat_interval
-            assert interval.total_seconds() * 1000 == int(FAST_HEARTBEAT_MS)
+            assert interval.total_seconds() * 1000 == int(FAST_CONSUMER_HEARTBEAT_MS)
 
             second.subscribe([topic])
             join = until(
