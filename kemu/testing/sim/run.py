@@ -332,6 +332,8 @@ class Simulation:
         # The cleaner's points draw from their own stream: when the cleaner runs moves no other
         # choice, so a seed's trace does not depend on the sim's segment size or cleaner backoff.
         roll = self._cleaner_rng.random if name.startswith("clean.") else self.rng.random
+        if name == "clean.swap_committed":
+            self.ledger.count("cleaner.cleaned")  # a partition's cleaned segments swapped in
         if not self.kemu.up or not roll() < self.rates.crash_point:
             return
         self._crash_kemu(f"crash point {name}", power_loss=False)

@@ -1,7 +1,8 @@
 """kemu.client's non-KIP parts against a real Apache Kafka 4.4.0 (single-node KRaft, started
 from the benchmark's jars in bench/.cache/lib; skipped when Java or the jars are not there):
 share consumption with explicit acknowledgements, transactional produce read back
-read_committed (commit visible, abort hidden), and a fenced producer. The same tests run
+read_committed (commit visible, abort hidden), a fenced producer, and the idempotent producer
+pipelining. The same tests run
 against kemu in test_client.py, so where Kafka is the reference the client is known right.
 """
 
@@ -19,6 +20,7 @@ from kemu.client import (
     AcknowledgeType,
     Admin,
     Consumer,
+    IdempotentProducer,
     KafkaError,
     ProducerFencedError,
     ShareConsumer,
@@ -156,3 +158,24 @@ async def test_a_timed_out_transaction_is_abortable(kafka: str) -> None:
     await txn_timeout.a_timed_out_transaction_is_abortable(
         kafka, lambda topic: committed_values(kafka, topic)
     )
+
+
+async def test_idempotent_producer_pipelines_in_order(kafka: str) -> None:
+    """IdempotentProducer: InitProducerId without a transactional id, then 40 records to two
+    partitions five batches deep; Kafka answers them in send order and holds each once."""
+    create_topics(kafka, ("k-idem", 2))
+    async with IdempotentProducer(kafka, max_in_flight=5) as producer:
+        values = [b"i%02d" % n for n in range(40)]
+        answers = await asyncio.gather(
+            *(producer.send("k-idem", v, partition=n % 2) for n, v in enumerate(values))
+        )
+        assert producer.producer_id >= 0 and producer.producer_epoch == 0
+    for partition in (0, 1):
+        assert [a.offset for a in answers if a.partition == partition] == list(range(20))
+    async with Consumer(kafka) as reader:
+        await reader.assign([("k-idem", 0), ("k-idem", 1)])
+        read: dict[int, list[bytes]] = {0: [], 1: []}
+        while sum(map(len, read.values())) < 40:
+            for record in await reader.poll(timeout=5.0):
+                read[record.partition].append(record.value or b"")
+    assert read == {p: values[p::2] for p in (0, 1)}
