@@ -37,6 +37,7 @@ serve: $(RUNTIME_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kemu tests
+	$(BIN)/ruff format --check kemu tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

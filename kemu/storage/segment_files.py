@@ -201,5 +201,3 @@ def index_entries_before(path: Path, cut: int) -> bytes:
         if INDEX_ENTRY.unpack_from(data, start)[1] < cut:
             kept.extend(data[start : start + INDEX_ENTRY.size])
     return bytes(kept)
-
-

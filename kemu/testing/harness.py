@@ -132,6 +132,5 @@ class HandlerHarness:
         return self._answer(header, answer)
 
 
-
 async def _awaited(answer: Awaitable[Any]) -> Any:
     return await answer

@@ -156,9 +156,7 @@ def listener(tmp_path: Path) -> SaslSslListener:
 
 
 def test_client_properties_for_sasl_ssl(tmp_path: Path) -> None:
-    props = dict(
-        line.split("=", 1) for line in listener(tmp_path).client_properties().splitlines()
-    )
+    props = dict(line.split("=", 1) for line in listener(tmp_path).client_properties().splitlines())
     assert props["security.protocol"] == "SASL_SSL"
     assert props["sasl.mechanism"] == "SCRAM-SHA-512"
     assert 'username="bench" password="bench-secret";' in props["sasl.jaas.config"]
@@ -173,9 +171,7 @@ def test_kafka_gets_a_second_listener(tmp_path: Path) -> None:
     server.sasl_ssl = listener(tmp_path)
     props = dict(line.split("=", 1) for line in server._server_properties().splitlines())
     assert props["listeners"].endswith(",SASL_SSL://127.0.0.1:9999")
-    assert props["advertised.listeners"] == (
-        "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9999"
-    )
+    assert props["advertised.listeners"] == ("PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9999")
     assert props["listener.security.protocol.map"].endswith(",SASL_SSL:SASL_SSL")
     assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
     assert "ScramLoginModule" in props["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"]

@@ -15,8 +15,10 @@ def test_checks_have_unique_names_and_valid_patterns() -> None:
     assert len(names) == len(set(names))
     for check in CHECKS:
         re.compile(check.expect)
-        assert all("{" not in arg or arg in {"{bootstrap}", "{node}"} or "{dir}" in arg
-                   for arg in check.args), check.name
+        assert all(
+            "{" not in arg or arg in {"{bootstrap}", "{node}"} or "{dir}" in arg
+            for arg in check.args
+        ), check.name
 
 
 def test_summary_counts_and_lists_differences() -> None:

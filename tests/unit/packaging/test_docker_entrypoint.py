@@ -104,5 +104,5 @@ def test_the_dockerfile_uses_the_entry_point_and_promises_what_docs_say(line: st
 
 def test_every_variable_the_image_sets_is_one_the_entry_point_reads() -> None:
     image = set(re.findall(r"(KEMU_[A-Z0-9_]+)=", DOCKERFILE.read_text()))
-    script = set(re.findall(r'\$\{(KEMU_[A-Z0-9_]+)[:=]', ENTRYPOINT.read_text()))
+    script = set(re.findall(r"\$\{(KEMU_[A-Z0-9_]+)[:=]", ENTRYPOINT.read_text()))
     assert image and image <= script, image - script

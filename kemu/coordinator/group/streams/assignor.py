@@ -165,9 +165,7 @@ def assign(
     members = sorted(members, key=lambda m: m.member_id)
     all_tasks = [(sub, p) for sub in sorted(tasks) for p in range(tasks[sub])]
     stateful_tasks = [t for t in all_tasks if t[0] in stateful]
-    state = _Assignment(
-        members, len(all_tasks), len(all_tasks) + len(stateful_tasks) * num_standby
-    )
+    state = _Assignment(members, len(all_tasks), len(all_tasks) + len(stateful_tasks) * num_standby)
     active_owner: dict[Task, str] = {}
     for m in members:
         for task in m.previous.active:

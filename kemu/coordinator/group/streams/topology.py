@@ -223,9 +223,7 @@ def _configure(topology: Topology, partition_count: PartitionCount) -> Configure
                     f"[{_summary([f'{n}={c}' for n, c in not_flexible.items()])}]",
                 )
             target = (
-                sizes.pop()
-                if sizes
-                else max(c for c in (count(n) for n in names) if c is not None)
+                sizes.pop() if sizes else max(c for c in (count(n) for n in names) if c is not None)
             )
             for name in names:
                 if name in flexible and name not in fixed and partition_count(name) is None:

@@ -186,9 +186,7 @@ async def test_bad_client_software_is_invalid_request(name: str, software_versio
     )
     message.with_header(correlation_id=12, client_id="unit")
     request = wire.decode_request(bytes(message.encode(version=3, header=True, framed=True))[4:])
-    body = api_versions.handle(
-        RequestContext(NODE, make_runtime(), request.header), request.body
-    )
+    body = api_versions.handle(RequestContext(NODE, make_runtime(), request.header), request.body)
     # Kafka answers at the request's version (Java clients parse it so); kafka-python would read
     # any ApiVersions error as v0, so this one is decoded with kio.
     frame = wire.encode_response_frame(API_VERSIONS, 3, 12, body)[4:]

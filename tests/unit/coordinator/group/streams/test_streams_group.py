@@ -354,14 +354,26 @@ async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
         epoch=0,
         subtopologies=(
             broker.nested(
-                88, 0, "Subtopology", subtopology_id="0", source_topics=("in",),
-                repartition_sink_topics=("app-r",), state_changelog_topics=(),
-                repartition_source_topics=(), copartition_groups=(),
+                88,
+                0,
+                "Subtopology",
+                subtopology_id="0",
+                source_topics=("in",),
+                repartition_sink_topics=("app-r",),
+                state_changelog_topics=(),
+                repartition_source_topics=(),
+                copartition_groups=(),
             ),
             broker.nested(
-                88, 0, "Subtopology", subtopology_id="1", source_topics=(),
-                repartition_sink_topics=(), state_changelog_topics=(topic_info("app-c"),),
-                repartition_source_topics=(topic_info("app-r"),), copartition_groups=(),
+                88,
+                0,
+                "Subtopology",
+                subtopology_id="1",
+                source_topics=(),
+                repartition_sink_topics=(),
+                state_changelog_topics=(topic_info("app-c"),),
+                repartition_source_topics=(topic_info("app-r"),),
+                copartition_groups=(),
             ),
         ),
     )
@@ -442,9 +454,14 @@ async def test_heartbeat_describe_commit_and_restart_through_the_wire() -> None:
     # A consumer-protocol heartbeat for the streams group's id: GROUP_ID_NOT_FOUND.
     consumer = await broker.send(
         broker.request(
-            68, 1, group_id="app", member_id="c", member_epoch=0,
+            68,
+            1,
+            group_id="app",
+            member_id="c",
+            member_epoch=0,
             rebalance_timeout=datetime.timedelta(seconds=30),
-            subscribed_topic_names=("in",), topic_partitions=(),
+            subscribed_topic_names=("in",),
+            topic_partitions=(),
         )
     )
     assert consumer.error_code == ErrorCode.group_id_not_found
