@@ -166,6 +166,14 @@ async def consumer_for(
     return consumer
 
 
+async def epochs_agree(*members: ShareConsumer, timeout: float = 30.0) -> None:
+    """Until every member holds the same member epoch: all have heard of the last join."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while len({member.member_epoch for member in members}) > 1:
+        assert asyncio.get_running_loop().time() < deadline, "member epochs never agreed"
+        await asyncio.sleep(0.05)
+
+
 async def producer_for(
     kemu: KemuProcess | InProcessKemu, transactional_id: str, **options: Any
 ) -> TransactionalProducer:
@@ -952,6 +960,9 @@ async def test_wrong_member_is_invalid_record_state(
     producer = await producer_for(kemu, f"tx-{name}")
     closing += [owner, other, producer]
     [record] = await poll_until(owner, 1)
+    # other's join bumped the group epoch; owner moves to it on its next heartbeat. Staging with
+    # owner's epoch before that answer arrives is STALE_MEMBER_EPOCH (seen on a loaded machine).
+    await epochs_agree(owner, other)
     owner.acknowledge(record, AcknowledgeType.ACCEPT)
     acknowledgements = owner.acknowledgements_for_transaction()
     producer.begin_transaction()
