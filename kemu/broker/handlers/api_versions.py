@@ -135,10 +135,7 @@ def handle(ctx: RequestContext, request: ApiVersionsRequestView) -> Any:
     if refusal is not None:
         # Kafka answers these with the error alone (ApiVersionsRequest.getErrorResponse).
         return ctx.respond(error_code=refusal, api_keys=())
-    keys = tuple(
-        wire.build(module.ApiVersion, api_key=key, min_version=low, max_version=high)
-        for key, low, high in advertised(runtime)
-    )
+    keys = _api_version_entries(module, tuple(advertised(runtime)))
     extras: dict[str, Any] = {}
     if ctx.version >= 3:
         extras = {
@@ -162,6 +159,21 @@ def handle(ctx: RequestContext, request: ApiVersionsRequestView) -> Any:
             "zk_migration_ready": False,
         }
     return ctx.respond(error_code=ErrorCode.none, api_keys=keys, **extras)
+
+
+# The ApiVersion entries of an answer, by response module and advertised list: every connection
+# asks (a client's first request), and the entries are immutable messages.
+_ENTRIES: dict[tuple[Any, tuple[tuple[int, int, int], ...]], tuple[Any, ...]] = {}
+
+
+def _api_version_entries(module: Any, served: tuple[tuple[int, int, int], ...]) -> tuple[Any, ...]:
+    found = _ENTRIES.get((module, served))
+    if found is None:
+        found = _ENTRIES[(module, served)] = tuple(
+            wire.build(module.ApiVersion, api_key=key, min_version=low, max_version=high)
+            for key, low, high in served
+        )
+    return found
 
 
 def request_error(
