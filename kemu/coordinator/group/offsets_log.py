@@ -29,6 +29,7 @@ from kemu.coordinator.group.records import (
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.record_reader import iter_records
 from kemu.protocol.records import CorruptBatch, build_batch, read_header
+from kemu.storage.batch_memo import BatchMemo
 
 log = structlog.get_logger("kemu.group")
 
@@ -94,30 +95,50 @@ class OffsetsLog:
             ):
                 if header.is_control:
                     continue
-                try:
-                    records = list(iter_records(batch))
-                except CorruptBatch as error:
-                    log.warning(
-                        "consumer_offsets_batch_skipped",
-                        partition=partition.index,
-                        offset=header.base_offset,
-                        reason=str(error),
-                    )
-                    continue
-                for record in records:
-                    if record.key is None:
-                        continue
+                entries = DECODED_BATCHES.get(batch)
+                if entries is None:
                     try:
-                        key = keys.get(record.key)
-                        if key is None:
-                            key = keys[record.key] = decode_key(record.key)
-                        decoded = decode_value(key, record.value)
-                    except RecordDecodeError as error:
+                        entries = _decode_batch(batch, keys)
+                    except CorruptBatch as error:
                         log.warning(
-                            "consumer_offsets_record_skipped",
+                            "consumer_offsets_batch_skipped",
                             partition=partition.index,
-                            offset=record.offset,
+                            offset=header.base_offset,
                             reason=str(error),
                         )
                         continue
+                    DECODED_BATCHES.put(batch, entries)
+                for key, decoded, offset, failure in entries:
+                    if failure is not None:
+                        log.warning(
+                            "consumer_offsets_record_skipped",
+                            partition=partition.index,
+                            offset=offset,
+                            reason=failure,
+                        )
+                        continue
+                    assert key is not None
                     yield key, decoded
+
+
+# Decoded batches of __consumer_offsets by their bytes: off unless a process that loads the log
+# again and again turns it on (the simulation; see kemu.storage.batch_memo).
+DecodedRecord = tuple[RecordKey | None, RecordValue | None, int, str | None]
+DECODED_BATCHES: BatchMemo[tuple[DecodedRecord, ...]] = BatchMemo()
+
+
+def _decode_batch(batch: bytes, keys: dict[bytes, RecordKey]) -> tuple[DecodedRecord, ...]:
+    """(key, value, offset, None) of each keyed record of a data batch, or (None, None, offset,
+    why) for one that does not decode; raises CorruptBatch for a batch that does not parse."""
+    decoded: list[DecodedRecord] = []
+    for record in list(iter_records(batch)):
+        if record.key is None:
+            continue
+        try:
+            key = keys.get(record.key)
+            if key is None:
+                key = keys[record.key] = decode_key(record.key)
+            decoded.append((key, decode_value(key, record.value), record.offset, None))
+        except RecordDecodeError as error:
+            decoded.append((None, None, record.offset, str(error)))
+    return tuple(decoded)

@@ -34,6 +34,7 @@ from typing import Any
 import structlog
 
 from kemu.cluster import crash_points, seeded
+from kemu.coordinator.group import offsets_log
 from kemu.coordinator.group.service import GROUP_COORDINATOR
 from kemu.coordinator.share import service as share_service
 from kemu.coordinator.transaction import service as transaction_service
@@ -65,9 +66,10 @@ SETTLE_DEADLINE_S = 600.0
 # log.cleaner.backoff.ms in runs: the cleaner and its crash points run within most of kemu's
 # lives, and __transaction_state stays compacted, so restarts stay cheap in long runs
 SIM_CLEANER_BACKOFF_MS = 1000
-# Decoded state-log batches kept across the run's restarts (kemu.storage.batch_memo): each boot
-# still reads and replays the whole log, through the same recovery code, without decoding again
-# what an earlier boot (or the replay oracle) decoded from the same bytes.
+# Decoded batches of the state logs (share state, transactions, committed offsets) kept across
+# the run's restarts (kemu.storage.batch_memo): each boot still reads and replays the whole log,
+# through the same recovery code, without decoding again what an earlier boot (or the replay
+# oracle) decoded from the same bytes.
 DECODED_BATCHES_KEPT = 16_384
 # The cyclic garbage collector's thresholds for a run: a run allocates millions of short-lived
 # objects and holds a large heap (every task of every dead process, the ledger), so Python's
@@ -190,6 +192,7 @@ class Simulation:
             fewer_collections(),
             share_service.DECODED_BATCHES.enabled(DECODED_BATCHES_KEPT),
             transaction_service.DECODED_BATCHES.enabled(DECODED_BATCHES_KEPT),
+            offsets_log.DECODED_BATCHES.enabled(DECODED_BATCHES_KEPT),
         ):
             return self._run()
 
