@@ -47,7 +47,6 @@ LONG_MODULES = (
     "tests/integration/share/test_share_dlq.py",
     "tests/integration/quotas/test_connection_quotas_clients.py",
     "tests/integration/control/test_control_api.py",
-    "tests/integration/kip1289/test_kip1289_crash_points.py",
     "tests/integration/quotas/test_mutation_quota_java.py",
     "tests/integration/kip1289/test_kip1289_two_rpc.py",
     "tests/unit/cli/test_startup_errors.py",
