@@ -5,8 +5,8 @@ the sync calls (``os.fsync``, and the segment log's ``datasync``) for the run's 
 a power loss puts the directory back to that:
 
 - ``.log`` segments (appended in place): cut back to their size at their last sync (0 for one
-  never synced). Sizes are tracked by inode, so a cleaned segment renamed into place keeps its
-  synced size.
+  never synced). Sizes are tracked by inode, so a cleaned segment (synced as ``.log.cleaned``,
+  then renamed to ``.swap`` and into place) keeps its synced size.
 - every other file (``.index``, the log-start checkpoint, ``kemu-metadata.json``,
   ``kemu-group-configs.json``, ``kemu-producer-ids``, ACLs, credentials, quotas...): its content
   at its last ``fsync`` (by inode); a file never synced loses its content (it is emptied). What
@@ -34,6 +34,8 @@ import kemu.storage.segments as segments
 
 FileKey = tuple[int, int]  # (device, inode)
 SEGMENT_SUFFIX = ".log"
+# the segment files the cleaner writes before they are renamed into place as ``.log``
+SEGMENT_SUFFIXES = (SEGMENT_SUFFIX, ".log.cleaned", ".swap")
 
 
 def _key(status: os.stat_result) -> FileKey:
@@ -111,7 +113,10 @@ class DiskModel:
             return
         if stat.S_ISDIR(status.st_mode):
             self.listings[Path(name)] = self._entries(Path(name))
-        elif os.path.splitext(name)[1] == SEGMENT_SUFFIX:
+        elif name.endswith(SEGMENT_SUFFIXES):
+            # a cleaned segment is synced as ``.log.cleaned``: its size follows its inode to
+            # the ``.log`` name it gets (before, its sync counted as a content's, and a power
+            # loss after a cleaning emptied the cleaned segment)
             self.synced[_key(status)] = status.st_size
         else:
             with contextlib.suppress(OSError):
