@@ -441,7 +441,7 @@ class ShareConsumer:
                     forgotten_topics_data=forgotten_topics,
                 )
             except RetriableError:
-                self._restore(acks)
+                self._restore(acks, lost=session.partitions | set(acks))
                 self._sessions.pop(node, None)  # the broker ended the session with the connection
                 self._session_losses += 1
                 raise
@@ -449,7 +449,7 @@ class ShareConsumer:
                 ErrorCode.share_session_not_found,
                 ErrorCode.invalid_share_session_epoch,
             ):
-                self._restore(acks)
+                self._restore(acks, lost=session.partitions | set(acks))
                 session.epoch, session.partitions = OPEN_SESSION, set()
                 self._session_losses += 1
                 raise RetriableError(response.error_code.name)
@@ -461,11 +461,21 @@ class ShareConsumer:
             self.cluster.learn_nodes(response.node_endpoints)
             return self._acquired(response, session)
 
-    def _restore(self, acks: dict[TopicIdPartition, dict[int, int]]) -> None:
+    def _restore(
+        self, acks: dict[TopicIdPartition, dict[int, int]], lost: Iterable[TopicIdPartition] = ()
+    ) -> None:
         """Put back acknowledgements a request did not deliver (a newer one for an offset,
-        made meanwhile, wins)."""
+        made meanwhile, wins). The RELEASEs of a lost session's partitions go (seed 21): each
+        is of an acquisition made in it, found lost only now, and would end the record's next
+        acquisition, as the check in ``acknowledge`` prevents for losses found before."""
         for tp, types in acks.items():
             self._pending[tp] = {**types, **self._pending.get(tp, {})}
+        for tp in lost:
+            kept = {
+                o: t for o, t in self._pending.pop(tp, {}).items() if t != AcknowledgeType.RELEASE
+            }
+            if kept:
+                self._pending[tp] = kept
 
     def _take_in(self, fetched: Fetched) -> None:
         for tp, partition, losses in fetched:

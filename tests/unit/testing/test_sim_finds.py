@@ -26,3 +26,14 @@ def test_a_faulted_produce_keeps_the_batches_behind_it_in_place() -> None:
     assert result.ok, (result.violations, result.trace[-30:])
     assert any("rule drop_after on Produce" in line for line in result.trace)
     assert result.counts.get("plain.first_batch_failed_behind", 0) > 0, result.counts
+
+
+def test_a_session_found_lost_late_sends_none_of_its_releases() -> None:
+    """Seed 21 found it (step 443): a pipeline's transaction failed across a kemu restart and it
+    RELEASEd the one record it had not ACCEPTed; no ShareFetch had failed during the outage, so
+    the consumer did not know yet that the session holding that acquisition was lost, kept the
+    RELEASE, put it back when the next fetch met SHARE_SESSION_NOT_FOUND, and sent it after the
+    record was acquired again, ending that acquisition while a transaction committed it: the
+    record came a third time. The RELEASEs of a session are dropped when its loss is found."""
+    result = Simulation(21, 450).run()
+    assert result.ok, (result.violations, result.trace[-30:])
