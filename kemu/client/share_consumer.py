@@ -33,7 +33,6 @@ from kemu.client.cluster import (
     RetriableError,
     TopicIdPartition,
 )
-from kemu.client.codec import batch_records, whole_batches
 from kemu.client.connection import ConnectionClosed
 from kemu.client.errors import (
     COORDINATOR_MOVED,
@@ -52,6 +51,7 @@ from kemu.client.share_types import (
     ShareRecord,
     ShareSession,
     ack_topics,
+    acquired_records,
     new_member_id,
 )
 from kemu.protocol.errors import ErrorCode
@@ -515,41 +515,11 @@ class ShareConsumer:
             await self.cluster.refresh_metadata(self._subscription)
 
     def _records_in(self, tp: TopicIdPartition, partition: Any) -> list[ShareRecord]:
-        acquired: dict[int, int] = {}
-        for entry in partition.acquired_records:
-            for offset in range(int(entry.first_offset), int(entry.last_offset) + 1):
-                acquired[offset] = int(entry.delivery_count)
-        if not acquired:
-            return []
-        out = []
-        lowest, highest = min(acquired), max(acquired)
-        for header, batch in whole_batches(partition.records):
-            if header.last_offset < lowest or header.base_offset > highest:
-                continue
-            if header.is_control:
-                continue
-            for record in batch_records(batch):
-                count = acquired.pop(record.offset, None)
-                if count is None:
-                    continue
-                out.append(
-                    ShareRecord(
-                        tp.topic,
-                        tp.partition,
-                        record.offset,
-                        record.key,
-                        record.value,
-                        record.timestamp,
-                        record.headers,
-                        count,
-                        tp.topic_id,
-                        tp,
-                    )
-                )
+        records, gaps = acquired_records(tp, partition)
         # Acquired offsets with no record to hand out (markers, compaction) are gaps.
-        for offset in acquired:
+        for offset in gaps:
             self._pending.setdefault(tp, {})[offset] = AcknowledgeType.GAP
-        return out
+        return records
 
     # --- acknowledging -------------------------------------------------------------------------
 

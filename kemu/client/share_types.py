@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kemu.client.cluster import ClusterClient, TopicIdPartition
+from kemu.client.codec import batch_records, whole_batches
 
 OPEN_SESSION, CLOSE_SESSION = 0, -1
 MAX_SESSION_EPOCH = 0x7FFFFFFF
@@ -180,3 +181,39 @@ def ack_topics(
             cluster.nested(api_key, version, topic_class, topic_id=topic_id, partitions=entries)
         )
     return tuple(topics)
+
+
+def acquired_records(tp: TopicIdPartition, partition: Any) -> tuple[list[ShareRecord], list[int]]:
+    """The records of a ShareFetch answer's partition that its AcquiredRecords hand out, each
+    with its delivery count, and the acquired offsets that hold no record to hand out (markers,
+    records compacted away): those are acknowledged as GAP."""
+    acquired: dict[int, int] = {}
+    for entry in partition.acquired_records:
+        for offset in range(int(entry.first_offset), int(entry.last_offset) + 1):
+            acquired[offset] = int(entry.delivery_count)
+    if not acquired:
+        return [], []
+    out = []
+    lowest, highest = min(acquired), max(acquired)
+    for header, batch in whole_batches(partition.records):
+        if header.last_offset < lowest or header.base_offset > highest or header.is_control:
+            continue
+        for record in batch_records(batch):
+            count = acquired.pop(record.offset, None)
+            if count is None:
+                continue
+            out.append(
+                ShareRecord(
+                    tp.topic,
+                    tp.partition,
+                    record.offset,
+                    record.key,
+                    record.value,
+                    record.timestamp,
+                    record.headers,
+                    count,
+                    tp.topic_id,
+                    tp,
+                )
+            )
+    return out, list(acquired)
