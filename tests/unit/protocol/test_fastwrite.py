@@ -57,7 +57,9 @@ def request_classes() -> list[type[Any]]:
 
 
 ALL_REQUESTS = request_classes()
-REQUEST_HEADERS = sorted({cls.__header_schema__ for cls in ALL_REQUESTS}, key=lambda c: c.__name__)
+REQUEST_HEADERS = sorted(
+    {cls.__header_schema__ for cls in ALL_REQUESTS}, key=lambda c: (c.__name__, c.__version__)
+)
 
 
 def class_id(cls: type[Any]) -> str:
