@@ -41,6 +41,7 @@ PRODUCE, METADATA, OFFSET_FETCH, FIND_COORDINATOR, INIT = 0, 3, 9, 10, 22
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_TXNS = 24, 25, 26, 28, 65
 SHARE_HEARTBEAT, TXN_SHARE_ACK, ADD_SHARE_ACKS = 76, 95, 96
 TOPIC = "after-timeout"
+NO_LEADER_YET = (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition)
 TIMEOUT_MS = 1000
 ATTEMPTS = 300  # of a request a starting coordinator refuses, 0.1 s apart
 
@@ -173,7 +174,12 @@ class Producer:
             transactional_id = f"tx-{name}-{run}"
             producer_id, epoch = self.init(transactional_id)
             txns[name] = TimedOut(transactional_id, producer_id, epoch)
-            assert self.produce(txns[name], 0) == ErrorCode.none
+            # a topic Kafka has just created may have no leader yet: the first produce waits
+            first = until_ready(
+                lambda txn=txns[name]: self.produce(txn, 0),
+                lambda error: error not in NO_LEADER_YET,
+            )
+            assert first == ErrorCode.none
         for txn in txns.values():
             until_ready(
                 lambda txn=txn: self.state(txn.transactional_id),
