@@ -27,11 +27,11 @@ import datetime
 import time
 
 from kemu.client.cluster import ClusterClient, RetriableError
-from kemu.client.codec import partition_for_key, producer_batch
+from kemu.client.codec import producer_batch
 from kemu.client.connection import ConnectionClosed
 from kemu.client.errors import COORDINATOR_MOVED, LEADER_MOVED, IllegalStateError, KafkaError
 from kemu.client.produce_pipeline import IdempotentPipeline, PendingBatch
-from kemu.client.producer import RecordMetadata
+from kemu.client.producer import RecordMetadata, placed, split_by_partition
 from kemu.protocol.errors import ErrorCode
 
 PRODUCE, INIT_PRODUCER_ID = 0, 22
@@ -113,16 +113,9 @@ class IdempotentProducer:
         async with self._send_order:
             await self._ensure_producer_id()
             info = await self.cluster.topic(topic)
-            by_partition: dict[int, list[tuple[int, tuple[bytes | None, bytes | None]]]] = {}
-            for index, (key, value) in enumerate(records):
-                chosen = partition
-                if chosen is None:
-                    if key is not None:
-                        chosen = partition_for_key(key, len(info.leaders))
-                    else:
-                        chosen = self._round_robin % len(info.leaders)
-                        self._round_robin += 1
-                by_partition.setdefault(chosen, []).append((index, (key, value)))
+            by_partition, self._round_robin = split_by_partition(
+                records, partition, len(info.leaders), self._round_robin
+            )
             batches = {
                 p: self._pipeline(topic, p).add_under(
                     len(entries), self.producer_id, self.producer_epoch
@@ -136,13 +129,12 @@ class IdempotentProducer:
             ),
             return_exceptions=True,
         )
-        results: list[RecordMetadata | None] = [None] * len(records)
-        for (p, entries), outcome in zip(by_partition.items(), outcomes, strict=True):
+        base_offsets = []
+        for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-            for position, (index, _) in enumerate(entries):
-                results[index] = RecordMetadata(topic, p, outcome + position)
-        return [r for r in results if r is not None]
+            base_offsets.append(outcome)
+        return placed(topic, by_partition, base_offsets)
 
     def _pipeline(self, topic: str, partition: int) -> IdempotentPipeline:
         pipeline = self._pipelines.get((topic, partition))

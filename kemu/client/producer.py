@@ -71,6 +71,37 @@ class RecordMetadata:
     offset: int
 
 
+Record = tuple[bytes | None, bytes | None]  # (key, value)
+ByPartition = dict[int, list[tuple[int, Record]]]  # partition -> (index in the call, record)
+
+
+def split_by_partition(
+    records: list[Record], partition: int | None, partition_count: int, round_robin: int
+) -> tuple[ByPartition, int]:
+    """The records of one ``send_many`` per partition, with their places in the call: the given
+    partition, else the key's hash, else round robin from ``round_robin`` (returned advanced)."""
+    by_partition: ByPartition = {}
+    for index, (key, value) in enumerate(records):
+        chosen = partition
+        if chosen is None:
+            if key is not None:
+                chosen = partition_for_key(key, partition_count)
+            else:
+                chosen = round_robin % partition_count
+                round_robin += 1
+        by_partition.setdefault(chosen, []).append((index, (key, value)))
+    return by_partition, round_robin
+
+
+def placed(topic: str, by_partition: ByPartition, base_offsets: list[int]) -> list[RecordMetadata]:
+    """Each record's metadata, in the order of the call, from its batch's base offset."""
+    results: dict[int, RecordMetadata] = {}
+    for (p, entries), base_offset in zip(by_partition.items(), base_offsets, strict=True):
+        for position, (index, _) in enumerate(entries):
+            results[index] = RecordMetadata(topic, p, base_offset + position)
+    return [results[index] for index in sorted(results)]
+
+
 class TransactionalProducer:
     def __init__(
         self,
@@ -237,28 +268,17 @@ class TransactionalProducer:
         self._require(_State.IN_TRANSACTION, "send")
         async with self._send_order:
             info = await self.cluster.topic(topic)
-            by_partition: dict[int, list[tuple[int, tuple[bytes | None, bytes | None]]]] = {}
-            for index, (key, value) in enumerate(records):
-                chosen = partition
-                if chosen is None:
-                    if key is not None:
-                        chosen = partition_for_key(key, len(info.leaders))
-                    else:
-                        chosen = self._round_robin % len(info.leaders)
-                        self._round_robin += 1
-                by_partition.setdefault(chosen, []).append((index, (key, value)))
+            by_partition, self._round_robin = split_by_partition(
+                records, partition, len(info.leaders), self._round_robin
+            )
             batches = {p: self._pipeline(topic, p).add(len(e)) for p, e in by_partition.items()}
-        results: list[RecordMetadata | None] = [None] * len(records)
         done = await asyncio.gather(
             *(
                 self._produce(topic, p, [entry for _, entry in entries], batches[p])
                 for p, entries in by_partition.items()
             )
         )
-        for (p, entries), base_offset in zip(by_partition.items(), done, strict=True):
-            for position, (index, _) in enumerate(entries):
-                results[index] = RecordMetadata(topic, p, base_offset + position)
-        return [r for r in results if r is not None]
+        return placed(topic, by_partition, list(done))
 
     def _pipeline(self, topic: str, partition: int) -> PartitionPipeline:
         pipeline = self._pipelines.get((topic, partition))
