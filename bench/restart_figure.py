@@ -384,6 +384,12 @@ def main() -> None:
         help="restart copies of the data dirs a previous run kept in --workdir",
     )
     options = parser.parse_args()
+    if not 0 < options.partitions <= options.commits:
+        # each round commits one offset per partition: fewer commits would make no round
+        parser.error(
+            f"--commits ({options.commits}) must be at least --partitions "
+            f"({options.partitions}), which must be at least 1"
+        )
     if options.restart_only:
         if options.workdir is None:
             parser.error("--restart-only needs --workdir")

@@ -31,11 +31,6 @@ KNOWN: tuple[Known, ...] = (
         "Kafka's subscription id is a hash of its (empty) subscription set; kemu's is 0",
     ),
     Known(
-        "describe_producers",
-        r"\.coordinator_epoch$",
-        "kemu does not keep the coordinator epoch of a producer's last transaction marker (-1)",
-    ),
-    Known(
         "fetch",
         r"\.records\.batches",
         "the Java producer batches by time (linger, requests in flight): how the same records "

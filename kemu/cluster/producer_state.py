@@ -249,15 +249,17 @@ class ProducerStates(dict[int, ProducerEntry]):
     def remember_marker(
         self, producer_id: int, epoch: int, coordinator_epoch: int | None, timestamp: int
     ) -> None:
-        """``coordinator_epoch`` None: kemu's own coordinator's marker (the last one stays)."""
+        """``coordinator_epoch`` None: kemu's own coordinator's marker, written with epoch 0
+        (reported as 0, as Kafka reports its coordinator's first epoch; a higher one stays)."""
         entry = self.get(producer_id)
         if entry is None:
             entry = self[producer_id] = ProducerEntry(epoch)
         elif entry.epoch != epoch:
             entry.epoch = epoch
             entry.recent.clear()
-        if coordinator_epoch is not None:
-            entry.coordinator_epoch = coordinator_epoch
+        entry.coordinator_epoch = (
+            max(entry.coordinator_epoch, 0) if coordinator_epoch is None else coordinator_epoch
+        )
         entry.last_timestamp = timestamp
         found = self.verifying.get(producer_id)
         # a version-2 verification at the marker's (bumped) epoch is the next transaction's

@@ -8,9 +8,11 @@ answers (kemu's one copy of the log is every replica's), a broker that does not 
 NOT_LEADER_OR_FOLLOWER, an unknown partition UNKNOWN_TOPIC_OR_PARTITION. A topic the principal
 may not READ answers TOPIC_AUTHORIZATION_FAILED per partition, with its message, as KafkaApis.
 
-Omissions: kemu writes its markers with coordinator epoch 0 (``coordinator_epoch`` -1, unknown,
-as Kafka reports it before any marker); producers that only wrote markers here are listed with
-last sequence -1.
+``coordinator_epoch`` is that of the producer's last marker here: 0 for kemu's own coordinator
+(its markers carry epoch 0, as a Kafka cluster's first coordinator epoch), a WriteTxnMarkers
+caller's own, -1 before any marker. Omissions: producers that only wrote markers here are listed
+with last sequence -1; after a restart the epoch is -1 until the next marker (kemu rebuilds
+producer state from the log's batches, not from a snapshot).
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def _partition(ctx: RequestContext, partition: Partition | None, index: int) -> 
             producer_epoch=entry.epoch,
             last_sequence=entry.last_sequence,
             last_timestamp=entry.last_timestamp,
-            coordinator_epoch=-1,
+            coordinator_epoch=entry.coordinator_epoch,
             current_txn_start_offset=ongoing.get(producer_id, -1),
         )
         for producer_id, entry in sorted(partition.producers.items())

@@ -415,6 +415,7 @@ def test_describe_producers_shows_the_open_transaction(broker: Broker) -> None:
     assert (state.producer_id, state.producer_epoch, state.last_sequence) == (pid, epoch, 1)
     assert state.current_txn_start_offset == 0
     assert state.last_timestamp == NOW  # the max timestamp of its last batch
+    assert state.coordinator_epoch == -1  # no marker yet, as Kafka
     # as Kafka, every broker hosting a replica answers (find-hanging --broker-id N) ...
     follower = 1 + partition.leader_id % 3
     assert follower in partition.replicas
@@ -424,6 +425,21 @@ def test_describe_producers_shows_the_open_transaction(broker: Broker) -> None:
     broker.cluster.reassign(partition, [partition.leader_id])
     elsewhere = broker.send(broker.request(61, 0, topics=(topic,)), follower)
     assert elsewhere.topics[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
+
+
+def test_describe_producers_shows_the_marker_coordinator_epoch(broker: Broker) -> None:
+    """kemu's coordinator writes its markers with coordinator epoch 0, and DescribeProducers
+    reports it as Kafka reports its coordinator's first epoch (was -1, unknown)."""
+    first = init(broker)
+    pid, epoch = first.producer_id, first.producer_epoch
+    add_partitions(broker, pid, epoch, 0)
+    produce_transactional(broker, 0, pid, epoch, 0)
+    assert end(broker, pid, epoch, True).error_code == ErrorCode.none
+    partition = broker.cluster.topics["orders"].partitions[0]
+    topic = broker.nested(61, 0, "TopicRequest", name="orders", partition_indexes=(0,))
+    answer = broker.send(broker.request(61, 0, topics=(topic,)), partition.leader_id)
+    (state,) = answer.topics[0].partitions[0].active_producers
+    assert (state.coordinator_epoch, state.current_txn_start_offset) == (0, -1)
 
 
 def test_marker_listeners_hear_of_every_transaction_end(broker: Broker) -> None:
