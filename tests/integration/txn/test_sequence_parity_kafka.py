@@ -8,35 +8,30 @@ one (InitProducerId), so the steps are independent. The case-by-case table is in
 from __future__ import annotations
 
 import datetime
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.records import build_batch
-from kemu.testing.kafka import SHARE_GROUPS, KafkaServer
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.kafka import SHARE_GROUPS
 from kemu.testing.wire_client import WireClient
+from tests.integration.txn.wire_parity import (
+    Server,
+    add_partition,
+    client_with_topic,
+    init_producer_id,
+    produce,
+    serve,
+    until_ready,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-PRODUCE, FIND_COORDINATOR, DELETE_RECORDS, INIT, ADD_PARTITIONS, WRITE_MARKERS = (
-    0,
-    10,
-    21,
-    22,
-    24,
-    27,
-)
+DELETE_RECORDS, WRITE_MARKERS = 21, 27
 TOPIC = "sequence-parity"
-ATTEMPTS = 300  # of a request a starting coordinator refuses, 0.1 s apart
 MAX_SEQUENCE = 2**31 - 1
 
 NONE = ErrorCode.none
@@ -76,40 +71,17 @@ EXPECTED: dict[str, list[object]] = {
 }
 
 
-@dataclass
-class Server:
-    name: str
-    bootstrap: str
-
-
 @pytest.fixture(scope="module", params=["kemu", "kafka"])
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    if request.param == "kemu":
-        workdir: Path = tmp_path_factory.mktemp("sequence-parity")
-        kemu = KemuProcess(
-            brokers=1,
-            log_path=workdir / "kemu.log",
-            timing="kafka",
-            overrides=SHARE_GROUPS.kemu_overrides(),
-        ).start()
-        try:
-            yield Server("kemu", kemu.bootstrap)
-        finally:
-            kemu.stop()
-        return
-    kafka: KafkaServer = request.getfixturevalue("kafka_server")(SHARE_GROUPS)
-    yield Server("kafka", kafka.bootstrap)
-
-
-def until_ready(call: Callable[[], Any], ready: Callable[[Any], bool]) -> Any:
-    for _ in range(ATTEMPTS):
-        answer = call()
-        if ready(answer):
-            return answer
-        time.sleep(0.1)
-    raise AssertionError(f"never ready: {answer}")
+    with serve(
+        request,
+        tmp_path_factory,
+        name="sequence-parity",
+        kemu_overrides=SHARE_GROUPS.kemu_overrides(),
+    ) as started:
+        yield started
 
 
 class Wire:
@@ -120,26 +92,7 @@ class Wire:
         self.offsets: list[int] = []  # base offset of each successful produce
 
     def init(self, transactional_id: str | None = None) -> tuple[int, int]:
-        if transactional_id is not None:
-            until_ready(
-                lambda: self.client.call(
-                    1, FIND_COORDINATOR, 4, key_type=1, coordinator_keys=(transactional_id,)
-                ),
-                lambda r: r.coordinators[0].error_code == ErrorCode.none,
-            )
-        answer = until_ready(
-            lambda: self.client.call(
-                1,
-                INIT,
-                5,
-                transactional_id=transactional_id,
-                transaction_timeout=datetime.timedelta(seconds=60),
-                producer_id=-1,
-                producer_epoch=-1,
-            ),
-            lambda r: r.error_code == ErrorCode.none,
-        )
-        return int(answer.producer_id), int(answer.producer_epoch)
+        return init_producer_id(self.client, transactional_id, datetime.timedelta(seconds=60))
 
     def produce(
         self,
@@ -153,28 +106,17 @@ class Wire:
         transactional: bool = False,
     ) -> object:
         """The error code, or ``"dup"`` for NONE at the base offset of an earlier batch."""
-        batch = build_batch(
-            [(None, b"v")] * count,
-            timestamp_ms=int(time.time() * 1000),
-            producer_id=producer_id,
-            producer_epoch=epoch,
-            base_sequence=sequence,
+        result = produce(
+            self.client,
+            TOPIC,
+            producer_id,
+            epoch,
+            sequence,
+            version=version,
+            count=count,
+            transactional_id=transactional_id,
             transactional=transactional,
         )
-        module = wire.request_module(PRODUCE, version)
-        data = module.TopicProduceData(
-            name=TOPIC, partition_data=(module.PartitionProduceData(index=0, records=batch),)
-        )
-        answer = self.client.call(
-            1,
-            PRODUCE,
-            version,
-            transactional_id=transactional_id,
-            acks=-1,
-            timeout=datetime.timedelta(seconds=10),
-            topic_data=(data,),
-        )
-        result = answer.responses[0].partition_responses[0]
         error = ErrorCode(result.error_code)
         if error is ErrorCode.none:
             offset = int(result.base_offset)
@@ -196,23 +138,10 @@ class Wire:
         return ErrorCode(answer.topics[0].partitions[0].error_code)
 
     def add_partition(self, transactional_id: str, producer_id: int, epoch: int) -> None:
-        module = wire.request_module(ADD_PARTITIONS, 3)
-        answer = until_ready(
-            lambda: self.client.call(
-                1,
-                ADD_PARTITIONS,
-                3,
-                v3_and_below_transactional_id=transactional_id,
-                v3_and_below_producer_id=producer_id,
-                v3_and_below_producer_epoch=epoch,
-                v3_and_below_topics=(module.AddPartitionsToTxnTopic(name=TOPIC, partitions=(0,)),),
-            ),
-            lambda r: (
-                r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
-                == ErrorCode.none
-            ),
+        until_ready(
+            lambda: add_partition(self.client, TOPIC, transactional_id, producer_id, epoch),
+            lambda error: error == ErrorCode.none,
         )
-        assert answer
 
     def marker(
         self,
@@ -241,13 +170,8 @@ class Wire:
 
 @pytest.fixture(scope="module")
 def client(server: Server) -> Iterator[Wire]:
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(timeout=30)
-    raw = WireClient(server.bootstrap, client_id="sequence-parity")
-    try:
+    with client_with_topic(server, TOPIC, "sequence-parity") as raw:
         yield Wire(raw)
-    finally:
-        raw.close()
 
 
 def steps(w: Wire) -> dict[str, list[object]]:

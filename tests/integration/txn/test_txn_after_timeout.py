@@ -18,32 +18,35 @@ is AddOffsetsToTxn's counterpart (PRODUCER_FENCED either way).
 from __future__ import annotations
 
 import datetime
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.records import build_batch
-from kemu.testing.kafka import SHARE_GROUPS, KafkaServer
-from kemu.testing.plugin import KemuProcess
+from kemu.testing.kafka import SHARE_GROUPS
 from kemu.testing.wire_client import WireClient
+from tests.integration.txn.wire_parity import (
+    Server,
+    add_partition,
+    client_with_topic,
+    coordinator_ready,
+    init_producer_id,
+    produce,
+    serve,
+    until_ready,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-PRODUCE, METADATA, OFFSET_FETCH, FIND_COORDINATOR, INIT = 0, 3, 9, 10, 22
-ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_TXNS = 24, 25, 26, 28, 65
+METADATA, OFFSET_FETCH, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 3, 9, 25, 26, 28
+DESCRIBE_TXNS = 65
 SHARE_HEARTBEAT, TXN_SHARE_ACK, ADD_SHARE_ACKS = 76, 95, 96
 TOPIC = "after-timeout"
 NO_LEADER_YET = (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition)
 TIMEOUT_MS = 1000
-ATTEMPTS = 300  # of a request a starting coordinator refuses, 0.1 s apart
 
 # Kafka 4.4.0's answers to the producer holding the epoch the timeout abort bumped.
 KAFKA_ANSWERS = {
@@ -57,42 +60,17 @@ KAFKA_ANSWERS = {
 }
 
 
-@dataclass
-class Server:
-    name: str
-    bootstrap: str
-
-
 @pytest.fixture(scope="module", params=["kemu", "kafka"])
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    if request.param == "kemu":
-        workdir: Path = tmp_path_factory.mktemp("txn-after-timeout")
-        kemu = KemuProcess(
-            brokers=1,
-            log_path=workdir / "kemu.log",
-            timing="kafka",
-            overrides=SHARE_GROUPS.kemu_overrides(**{"kemu.kip1289.enable": "true"}),
-        ).start()
-        try:
-            yield Server("kemu", kemu.bootstrap)
-        finally:
-            kemu.stop()
-        return
-    kafka: KafkaServer = request.getfixturevalue("kafka_server")(SHARE_GROUPS)
-    yield Server("kafka", kafka.bootstrap)
-
-
-def until_ready(call: Callable[[], Any], ready: Callable[[Any], bool]) -> Any:
-    """``call()`` again while a starting coordinator refuses it (Kafka loads its internal
-    topics on first use)."""
-    for _ in range(ATTEMPTS):
-        answer = call()
-        if ready(answer):
-            return answer
-        time.sleep(0.1)
-    raise AssertionError(f"never ready: {answer}")
+    with serve(
+        request,
+        tmp_path_factory,
+        name="txn-after-timeout",
+        kemu_overrides=SHARE_GROUPS.kemu_overrides(**{"kemu.kip1289.enable": "true"}),
+    ) as started:
+        yield started
 
 
 @dataclass
@@ -112,53 +90,26 @@ class Producer:
         self.client = client
 
     def coordinator_ready(self, key_type: int, key: str) -> None:
-        until_ready(
-            lambda: self.client.call(
-                1, FIND_COORDINATOR, 4, key_type=key_type, coordinator_keys=(key,)
-            ),
-            lambda r: r.coordinators[0].error_code == ErrorCode.none,
-        )
+        coordinator_ready(self.client, key_type, key)
 
     def init(self, transactional_id: str) -> tuple[int, int]:
-        self.coordinator_ready(1, transactional_id)
-        answer = until_ready(
-            lambda: self.client.call(
-                1,
-                INIT,
-                5,
-                transactional_id=transactional_id,
-                transaction_timeout=datetime.timedelta(milliseconds=TIMEOUT_MS),
-                producer_id=-1,
-                producer_epoch=-1,
-            ),
-            lambda r: r.error_code == ErrorCode.none,
+        return init_producer_id(
+            self.client, transactional_id, datetime.timedelta(milliseconds=TIMEOUT_MS)
         )
-        return int(answer.producer_id), int(answer.producer_epoch)
 
     def produce(self, txn: TimedOut, sequence: int) -> ErrorCode:
         """Produce v12 (transaction version 2): the partition joins the transaction with it."""
-        batch = build_batch(
-            [(None, b"v")],
-            timestamp_ms=int(time.time() * 1000),
-            producer_id=txn.producer_id,
-            producer_epoch=txn.producer_epoch,
-            base_sequence=sequence,
+        result = produce(
+            self.client,
+            TOPIC,
+            txn.producer_id,
+            txn.producer_epoch,
+            sequence,
+            version=12,
+            transactional_id=txn.transactional_id,
             transactional=True,
         )
-        module = wire.request_module(PRODUCE, 12)
-        data = module.TopicProduceData(
-            name=TOPIC, partition_data=(module.PartitionProduceData(index=0, records=batch),)
-        )
-        answer = self.client.call(
-            1,
-            PRODUCE,
-            12,
-            transactional_id=txn.transactional_id,
-            acks=-1,
-            timeout=datetime.timedelta(seconds=10),
-            topic_data=(data,),
-        )
-        return ErrorCode(answer.responses[0].partition_responses[0].error_code)
+        return ErrorCode(result.error_code)
 
     def state(self, transactional_id: str) -> tuple[str, int]:
         answer = self.client.call(1, DESCRIBE_TXNS, 0, transactional_ids=(transactional_id,))
@@ -189,18 +140,9 @@ class Producer:
         return txns
 
     def add_partitions(self, txn: TimedOut) -> ErrorCode:
-        module = wire.request_module(ADD_PARTITIONS, 3)
-        answer = self.client.call(
-            1,
-            ADD_PARTITIONS,
-            3,
-            v3_and_below_transactional_id=txn.transactional_id,
-            v3_and_below_producer_id=txn.producer_id,
-            v3_and_below_producer_epoch=txn.producer_epoch,
-            v3_and_below_topics=(module.AddPartitionsToTxnTopic(name=TOPIC, partitions=(0,)),),
+        return add_partition(
+            self.client, TOPIC, txn.transactional_id, txn.producer_id, txn.producer_epoch
         )
-        [topic] = answer.results_by_topic_v3_and_below
-        return ErrorCode(topic.results_by_partition[0].partition_error_code)
 
     def add_offsets(self, txn: TimedOut) -> ErrorCode:
         answer = self.client.call(
@@ -265,13 +207,8 @@ class Producer:
 
 @pytest.fixture(scope="module")
 def producer(server: Server) -> Iterator[Producer]:
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(timeout=30)
-    client = WireClient(server.bootstrap, client_id="txn-after-timeout")
-    try:
+    with client_with_topic(server, TOPIC, "txn-after-timeout") as client:
         yield Producer(client)
-    finally:
-        client.close()
 
 
 def test_answers_after_a_timeout_abort_are_kafkas(producer: Producer) -> None:

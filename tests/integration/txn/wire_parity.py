@@ -1,0 +1,166 @@
+"""Hand-built producer requests for the modules that send the same requests to a kemu process and
+to a real Kafka 4.4.0 (bench's jars) and compare the answers (``test_sequence_parity_kafka.py``,
+``test_txn_after_timeout.py``): the server of each side, and the requests both modules send, to a
+single broker (node 1) that coordinates everything."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
+from kemu.protocol.records import build_batch
+from kemu.testing.kafka import SHARE_GROUPS, KafkaServer
+from kemu.testing.plugin import KemuProcess
+from kemu.testing.wire_client import WireClient
+
+PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS = 0, 10, 22, 24
+ATTEMPTS = 300  # of a request a starting coordinator refuses, 0.1 s apart
+
+
+@dataclass
+class Server:
+    name: str
+    bootstrap: str
+
+
+@contextmanager
+def serve(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    *,
+    name: str,
+    kemu_overrides: list[str],
+) -> Iterator[Server]:
+    """For a module's ``server`` fixture (``params=["kemu", "kafka"]``): a one-broker kemu process
+    with Kafka's timers and ``kemu_overrides``, or the session's Kafka 4.4.0 with
+    ``SHARE_GROUPS``."""
+    if request.param == "kemu":
+        workdir = tmp_path_factory.mktemp(name)
+        kemu = KemuProcess(
+            brokers=1, log_path=workdir / "kemu.log", timing="kafka", overrides=kemu_overrides
+        ).start()
+        try:
+            yield Server("kemu", kemu.bootstrap)
+        finally:
+            kemu.stop()
+        return
+    kafka: KafkaServer = request.getfixturevalue("kafka_server")(SHARE_GROUPS)
+    yield Server("kafka", kafka.bootstrap)
+
+
+@contextmanager
+def client_with_topic(server: Server, topic: str, client_id: str) -> Iterator[WireClient]:
+    """A wire client to ``server``, once ``topic`` (one partition) is there; closed after."""
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    client = WireClient(server.bootstrap, client_id=client_id)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def until_ready(call: Callable[[], Any], ready: Callable[[Any], bool]) -> Any:
+    """``call()`` again while a starting coordinator refuses it (Kafka loads its internal
+    topics on first use)."""
+    for _ in range(ATTEMPTS):
+        answer = call()
+        if ready(answer):
+            return answer
+        time.sleep(0.1)
+    raise AssertionError(f"never ready: {answer}")
+
+
+def coordinator_ready(client: WireClient, key_type: int, key: str) -> None:
+    """Wait until FindCoordinator finds ``key``'s coordinator (key type 0 a group, 1 a
+    transactional id)."""
+    until_ready(
+        lambda: client.call(1, FIND_COORDINATOR, 4, key_type=key_type, coordinator_keys=(key,)),
+        lambda r: r.coordinators[0].error_code == ErrorCode.none,
+    )
+
+
+def init_producer_id(
+    client: WireClient, transactional_id: str | None, timeout: datetime.timedelta
+) -> tuple[int, int]:
+    """A new producer id and its epoch (InitProducerId v5), transactional with a
+    ``transactional_id`` (once its coordinator is found), idempotent without."""
+    if transactional_id is not None:
+        coordinator_ready(client, 1, transactional_id)
+    answer = until_ready(
+        lambda: client.call(
+            1,
+            INIT_PRODUCER_ID,
+            5,
+            transactional_id=transactional_id,
+            transaction_timeout=timeout,
+            producer_id=-1,
+            producer_epoch=-1,
+        ),
+        lambda r: r.error_code == ErrorCode.none,
+    )
+    return int(answer.producer_id), int(answer.producer_epoch)
+
+
+def produce(
+    client: WireClient,
+    topic: str,
+    producer_id: int,
+    epoch: int,
+    sequence: int,
+    *,
+    version: int,
+    count: int = 1,
+    transactional_id: str | None = None,
+    transactional: bool = False,
+) -> Any:
+    """A batch of ``count`` records to partition 0 of ``topic``; the partition's response."""
+    batch = build_batch(
+        [(None, b"v")] * count,
+        timestamp_ms=int(time.time() * 1000),
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        transactional=transactional,
+    )
+    module = wire.request_module(PRODUCE, version)
+    data = module.TopicProduceData(
+        name=topic, partition_data=(module.PartitionProduceData(index=0, records=batch),)
+    )
+    answer = client.call(
+        1,
+        PRODUCE,
+        version,
+        transactional_id=transactional_id,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(data,),
+    )
+    return answer.responses[0].partition_responses[0]
+
+
+def add_partition(
+    client: WireClient, topic: str, transactional_id: str, producer_id: int, epoch: int
+) -> ErrorCode:
+    """AddPartitionsToTxn v3 (the client's own, below transaction version 2) of partition 0."""
+    module = wire.request_module(ADD_PARTITIONS, 3)
+    answer = client.call(
+        1,
+        ADD_PARTITIONS,
+        3,
+        v3_and_below_transactional_id=transactional_id,
+        v3_and_below_producer_id=producer_id,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=(module.AddPartitionsToTxnTopic(name=topic, partitions=(0,)),),
+    )
+    [result] = answer.results_by_topic_v3_and_below
+    return ErrorCode(result.results_by_partition[0].partition_error_code)
