@@ -13,16 +13,19 @@ alike). Sans-IO: the time is an argument.
 * Sessions and revocation deadlines: when a member is late and is removed.
 * ``TopicMeta``/``TopicLookup``: what the coordinators see of a subscribed topic, and the
   group's metadata hash over them (``subscribed_hash``, KIP-1101).
+* ``image_records``: the records that bring what the log holds of a consumer or share group up
+  to date, in Kafka's order (a streams group's image is keyed by record, ``streams.records``).
 """
 
 from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.metadata_hash import group_hash, topic_hash
 from kemu.protocol.errors import ErrorCode
@@ -189,3 +192,101 @@ def late_member_ids(members: Iterable[ModernMember], now_ms: int) -> list[str]:
         if member.session_deadline_ms <= now_ms
         or (member.revocation_deadline_ms is not None and member.revocation_deadline_ms <= now_ms)
     ]
+
+
+# --- what the log holds of a group --------------------------------------------------------------
+
+Key = TypeVar("Key")
+Value = TypeVar("Value")
+Value_co = TypeVar("Value_co", covariant=True)
+Partitions = frozenset[TopicPartition]
+
+
+class ModernImage(Protocol[Value_co]):
+    """What the log holds of a consumer or share group: the group's epoch and target epoch, and
+    per member its metadata, target and current assignment (``has_metadata``: the group's
+    records are there)."""
+
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def metadata_hash(self) -> int: ...
+    @property
+    def assignment_epoch(self) -> int: ...
+    @property
+    def assignment_timestamp_ms(self) -> int: ...
+    @property
+    def members(self) -> Mapping[str, Value_co]: ...
+    @property
+    def targets(self) -> Mapping[str, Partitions]: ...
+    @property
+    def current(self) -> Mapping[str, Value_co]: ...
+    @property
+    def has_metadata(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRecordTypes(Generic[Key, Value]):
+    """How a kind of group writes its image: its record key (type, group, member), its record
+    types, and the values of its group epoch, target epoch and member target records."""
+
+    key: Callable[[int, str, str | None], Key]
+    group_metadata: int
+    member_metadata: int
+    target_metadata: int
+    target_member: int
+    current_assignment: int
+    epoch_value: Callable[[int, int], Value]
+    target_epoch_value: Callable[[int, int], Value]
+    target_member_value: Callable[[Partitions], Value]
+
+
+def image_records(
+    types: ImageRecordTypes[Key, Value],
+    group_id: str,
+    old: ModernImage[Value],
+    new: ModernImage[Value] | None,
+    *,
+    group_tombstones: Sequence[tuple[Key, Value | None]] = (),
+    after_epoch: Sequence[tuple[Key, Value | None]] = (),
+) -> list[tuple[Key, Value | None]]:
+    """The records that turn what the log holds (``old``) into ``new`` (None: no group), only
+    those whose value changed, in Kafka's order. A share group adds its state-partitions record:
+    ``group_tombstones`` go before the group's own tombstones, ``after_epoch`` after its epoch."""
+    records: list[tuple[Key, Value | None]] = []
+
+    def key(record_type: int, member: str | None = None) -> Key:
+        return types.key(record_type, group_id, member)
+
+    # Departures first, in Kafka's order: current assignment, target, member.
+    for record_type, before, after in (
+        (types.current_assignment, old.current, new.current if new else {}),
+        (types.target_member, old.targets, new.targets if new else {}),
+        (types.member_metadata, old.members, new.members if new else {}),
+    ):
+        records += [(key(record_type, member), None) for member in sorted(set(before) - set(after))]
+    if new is None:
+        if old.has_metadata:
+            records += group_tombstones
+            records.append((key(types.target_metadata), None))
+            records.append((key(types.group_metadata), None))
+        return records
+    for member, value in sorted(new.members.items()):
+        if old.members.get(member) != value:
+            records.append((key(types.member_metadata, member), value))
+    if not old.has_metadata or (old.epoch, old.metadata_hash) != (new.epoch, new.metadata_hash):
+        records.append((key(types.group_metadata), types.epoch_value(new.epoch, new.metadata_hash)))
+    records += after_epoch
+    for member, partitions in sorted(new.targets.items()):
+        if old.targets.get(member) != partitions:
+            value = types.target_member_value(partitions)
+            records.append((key(types.target_member, member), value))
+    target_metadata = (new.assignment_epoch, new.assignment_timestamp_ms)
+    if not old.has_metadata or (old.assignment_epoch, old.assignment_timestamp_ms) != (
+        target_metadata
+    ):
+        records.append((key(types.target_metadata), types.target_epoch_value(*target_metadata)))
+    for member, current in sorted(new.current.items()):
+        if old.current.get(member) != current:
+            records.append((key(types.current_assignment, member), current))
+    return records

@@ -35,6 +35,7 @@ from kemu.coordinator.group.consumer.records import (
     TargetEpochValue,
     TargetMemberValue,
 )
+from kemu.coordinator.group.modern_group import ImageRecordTypes, image_records
 
 Record = tuple[ConsumerRecordKey, ConsumerRecordValue | None]
 STATES = (STABLE, UNREVOKED, UNRELEASED)
@@ -83,44 +84,22 @@ def _member_value(member: ConsumerMember) -> MemberMetadataValue:
     )
 
 
+IMAGE_RECORDS: ImageRecordTypes[ConsumerRecordKey, ConsumerRecordValue] = ImageRecordTypes(
+    ConsumerRecordKey,
+    group_metadata=GROUP_METADATA,
+    member_metadata=MEMBER_METADATA,
+    target_metadata=TARGET_METADATA,
+    target_member=TARGET_MEMBER,
+    current_assignment=CURRENT_ASSIGNMENT,
+    epoch_value=GroupEpochValue,
+    target_epoch_value=TargetEpochValue,
+    target_member_value=TargetMemberValue,
+)
+
+
 def diff(group_id: str, old: Image | None, new: Image | None) -> list[Record]:
     """The records that turn what the log holds (``old``) into ``new`` (None: no group)."""
-    old = old or Image()
-    records: list[Record] = []
-    target = new or Image()
-
-    def key(record_type: int, member: str | None = None) -> ConsumerRecordKey:
-        return ConsumerRecordKey(record_type, group_id, member)
-
-    # Departures first, in Kafka's order: current assignment, target, member.
-    for member in sorted(set(old.current) - set(target.current)):
-        records.append((key(CURRENT_ASSIGNMENT, member), None))
-    for member in sorted(set(old.targets) - set(target.targets)):
-        records.append((key(TARGET_MEMBER, member), None))
-    for member in sorted(set(old.members) - set(target.members)):
-        records.append((key(MEMBER_METADATA, member), None))
-    if new is None:
-        if old.has_metadata:
-            records.append((key(TARGET_METADATA), None))
-            records.append((key(GROUP_METADATA), None))
-        return records
-    for member, value in sorted(new.members.items()):
-        if old.members.get(member) != value:
-            records.append((key(MEMBER_METADATA, member), value))
-    if not old.has_metadata or (old.epoch, old.metadata_hash) != (new.epoch, new.metadata_hash):
-        records.append((key(GROUP_METADATA), GroupEpochValue(new.epoch, new.metadata_hash)))
-    for member, partitions in sorted(new.targets.items()):
-        if old.targets.get(member) != partitions:
-            records.append((key(TARGET_MEMBER, member), TargetMemberValue(partitions)))
-    target_metadata = (new.assignment_epoch, new.assignment_timestamp_ms)
-    if not old.has_metadata or (old.assignment_epoch, old.assignment_timestamp_ms) != (
-        target_metadata
-    ):
-        records.append((key(TARGET_METADATA), TargetEpochValue(*target_metadata)))
-    for member, current in sorted(new.current.items()):
-        if old.current.get(member) != current:
-            records.append((key(CURRENT_ASSIGNMENT, member), current))
-    return records
+    return image_records(IMAGE_RECORDS, group_id, old or Image(), new)
 
 
 class ImageBuilder:

@@ -44,6 +44,7 @@ from kemu.coordinator.group.consumer.records import (
     target_metadata_tags,
     write_partitions,
 )
+from kemu.coordinator.group.modern_group import ImageRecordTypes, image_records
 from kemu.coordinator.group.record_keys import decode_group_key, encode_group_key
 from kemu.coordinator.group.share.group import ShareGroup, ShareMember
 from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader
@@ -314,48 +315,34 @@ def image_of(group: ShareGroup, names: TopicNames) -> ShareImage:
     )
 
 
+IMAGE_RECORDS: ImageRecordTypes[ShareRecordKey, ShareRecordValue] = ImageRecordTypes(
+    ShareRecordKey,
+    group_metadata=GROUP_METADATA,
+    member_metadata=MEMBER_METADATA,
+    target_metadata=TARGET_METADATA,
+    target_member=TARGET_MEMBER,
+    current_assignment=CURRENT_ASSIGNMENT,
+    epoch_value=ShareEpochValue,
+    target_epoch_value=ShareTargetEpochValue,
+    target_member_value=ShareTargetMemberValue,
+)
+
+
 def diff(group_id: str, old: ShareImage | None, new: ShareImage | None) -> list[Record]:
-    """The records that turn what the log holds (``old``) into ``new`` (None: no group)."""
+    """The records that turn what the log holds (``old``) into ``new`` (None: no group): a
+    consumer group's, and the state-partitions record, after the epoch (its tombstone before the
+    group's own)."""
     old = old or ShareImage()
-    target = new or ShareImage()
-    records: list[Record] = []
-
-    def key(record_type: int, member: str | None = None) -> ShareRecordKey:
-        return ShareRecordKey(record_type, group_id, member)
-
-    # Departures first, in Kafka's order: current assignment, target, member.
-    for member in sorted(set(old.current) - set(target.current)):
-        records.append((key(CURRENT_ASSIGNMENT, member), None))
-    for member in sorted(set(old.targets) - set(target.targets)):
-        records.append((key(TARGET_MEMBER, member), None))
-    for member in sorted(set(old.members) - set(target.members)):
-        records.append((key(MEMBER_METADATA, member), None))
-    if new is None:
-        if old.has_metadata:
-            if old.state_partitions is not None:
-                records.append((key(STATE_PARTITIONS), None))
-            records.append((key(TARGET_METADATA), None))
-            records.append((key(GROUP_METADATA), None))
-        return records
-    for member, value in sorted(new.members.items()):
-        if old.members.get(member) != value:
-            records.append((key(MEMBER_METADATA, member), value))
-    if not old.has_metadata or (old.epoch, old.metadata_hash) != (new.epoch, new.metadata_hash):
-        records.append((key(GROUP_METADATA), ShareEpochValue(new.epoch, new.metadata_hash)))
-    if new.state_partitions != old.state_partitions:
-        records.append((key(STATE_PARTITIONS), new.state_partitions or ShareStatePartitionsValue()))
-    for member, partitions in sorted(new.targets.items()):
-        if old.targets.get(member) != partitions:
-            records.append((key(TARGET_MEMBER, member), ShareTargetMemberValue(partitions)))
-    target_metadata = (new.assignment_epoch, new.assignment_timestamp_ms)
-    if not old.has_metadata or (old.assignment_epoch, old.assignment_timestamp_ms) != (
-        target_metadata
-    ):
-        records.append((key(TARGET_METADATA), ShareTargetEpochValue(*target_metadata)))
-    for member, current in sorted(new.current.items()):
-        if old.current.get(member) != current:
-            records.append((key(CURRENT_ASSIGNMENT, member), current))
-    return records
+    state_partitions = ShareRecordKey(STATE_PARTITIONS, group_id)
+    tombstones: list[Record] = []
+    if old.state_partitions is not None:
+        tombstones.append((state_partitions, None))
+    after_epoch: list[Record] = []
+    if new is not None and new.state_partitions != old.state_partitions:
+        after_epoch.append((state_partitions, new.state_partitions or ShareStatePartitionsValue()))
+    return image_records(
+        IMAGE_RECORDS, group_id, old, new, group_tombstones=tombstones, after_epoch=after_epoch
+    )
 
 
 class ShareImageBuilder:
