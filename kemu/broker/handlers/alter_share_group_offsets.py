@@ -18,15 +18,15 @@ Omissions: start offsets are not checked against the log (neither does Kafka).
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
+from kemu.broker.handlers._share_offsets import change_share_offsets
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.group.errors import GroupError
-from kemu.coordinator.group.service import group_coordinator
-from kemu.coordinator.share.persister import SharePartitionKey
-from kemu.coordinator.share.service import share_persister
+from kemu.coordinator.group.share.group import ShareGroup
+from kemu.coordinator.share.persister import SharePartitionKey, SharePersister
 from kemu.protocol.errors import ErrorCode, default_message
 from kemu.protocol.topic_ids import ZERO_UUID
 from kemu.protocol.views.alter_share_group_offsets import AlterShareGroupOffsetsRequestView
@@ -37,17 +37,21 @@ NO_LEADER_EPOCH = -1
 
 @handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequestView) -> Any:
-    if not request.group_id:
-        return ctx.respond(error_code=ErrorCode.invalid_group_id, responses=())
-    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
-        denied = ErrorCode.group_authorization_failed
-        return ctx.respond(error_code=denied, error_message=default_message(denied), responses=())
-    coordinator = group_coordinator(ctx.runtime)
-    try:
-        group = coordinator.share.empty_group_for_offsets(request.group_id, create=True)
-    except GroupError as error:
-        return ctx.respond(error_code=error.code, error_message=error.message, responses=())
-    persister = share_persister(ctx.runtime)
+    return await change_share_offsets(
+        ctx,
+        request.group_id,
+        operation=AclOperation.READ,
+        create=True,
+        change=partial(_alter, ctx, request),
+    )
+
+
+async def _alter(
+    ctx: RequestContext,
+    request: AlterShareGroupOffsetsRequestView,
+    group: ShareGroup,
+    persister: SharePersister,
+) -> tuple[list[Any], set[uuid.UUID]]:
     topics = []
     altered: set[uuid.UUID] = set()
     for entry in request.topics:
@@ -79,14 +83,7 @@ async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequestView
                 partitions=tuple(partitions),
             )
         )
-    written = coordinator.write_group(group.group_id)
-    coordinator.forget_share_state(group.group_id, altered)
-    if written != ErrorCode.none:
-        # The group's records were not written (Kafka's error for the failed append); the
-        # share state is already changed, as on Kafka, and the group's next write catches up.
-        message = default_message(written)
-        return ctx.respond(error_code=written, error_message=message, responses=())
-    return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
+    return topics, altered
 
 
 def _partition(ctx: RequestContext, index: int, code: ErrorCode) -> Any:
