@@ -16,6 +16,7 @@ down once: a definition below that Kafka's catalogue also holds takes its defaul
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -457,7 +458,26 @@ def parse_properties(text: str) -> dict[str, str]:
     return values
 
 
-class BrokerConfig:
+class TypedValues(ABC):
+    """A config's values (``get``) as numbers; KeyError for a name without a value."""
+
+    @abstractmethod
+    def get(self, name: str) -> str | None: ...
+
+    def _required(self, name: str) -> str:
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def get_int(self, name: str) -> int:
+        return int(self._required(name))
+
+    def get_float(self, name: str) -> float:
+        return float(self._required(name))
+
+
+class BrokerConfig(TypedValues):
     """Static broker properties plus dynamic (cluster-wide) overrides."""
 
     def __init__(self, static: Mapping[str, str] | None = None) -> None:
@@ -524,26 +544,11 @@ class BrokerConfig:
             return ConfigSource.STATIC_BROKER_CONFIG
         return ConfigSource.DEFAULT_CONFIG
 
-    def get_int(self, name: str) -> int:
-        value = self.get(name)
-        if value is None:
-            raise KeyError(name)
-        return int(value)
-
-    def get_float(self, name: str) -> float:
-        value = self.get(name)
-        if value is None:
-            raise KeyError(name)
-        return float(value)
-
     def get_bool(self, name: str) -> bool:
-        value = self.get(name)
-        if value is None:
-            raise KeyError(name)
-        return value.lower() == "true"
+        return self._required(name).lower() == "true"
 
 
-class TopicConfig:
+class TopicConfig(TypedValues):
     """A topic's explicit overrides, resolved against the broker config on every read."""
 
     def __init__(self, broker: BrokerConfig, overrides: Mapping[str, str] | None = None) -> None:
@@ -571,18 +576,6 @@ class TopicConfig:
             if source is not ConfigSource.DEFAULT_CONFIG:
                 return source
         return ConfigSource.DEFAULT_CONFIG
-
-    def get_int(self, name: str) -> int:
-        value = self.get(name)
-        if value is None:
-            raise KeyError(name)
-        return int(value)
-
-    def get_float(self, name: str) -> float:
-        value = self.get(name)
-        if value is None:
-            raise KeyError(name)
-        return float(value)
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
