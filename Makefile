@@ -14,7 +14,7 @@ ARGS ?=
 .PHONY: install serve check test test-unit test-client test-process test-parity test-integration \
 	test-java test-deep lint bench eos-crash java clean conformance-franz \
 	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark example-flink \
-	bench-connections soak bench-first-record sim
+	bench-connections soak bench-first-record sim sim-long sim-report
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -127,11 +127,27 @@ eos-crash: $(STAMP)
 # The deterministic simulation (docs/reliability.md): kemu, its clients and its crashes on virtual
 # time in one process; every failure prints the seed that replays it. SEEDS is a seed or A-B;
 # JOBS worker processes run them, their output printed in seed order.
-SEEDS ?= 1-10
-STEPS ?= 300
+sim: SEEDS ?= 1-10
+sim: STEPS ?= 300
 JOBS ?= 2
 sim: $(STAMP)
 	$(BIN)/python -m kemu.testing.sim --seed $(SEEDS) --steps $(STEPS) --jobs $(JOBS) $(ARGS)
+
+# The long run (1,000 seeds x 10,000 steps, days of CPU) in slices: each `make sim-long` starts
+# no seed after BUDGET minutes, appends a line per finished seed to JOURNAL (with a fingerprint
+# of kemu's sources and the options) and skips the seeds the journal already holds under the same
+# fingerprint. `make sim-report` sums the journal and says what is left (docs/reliability.md).
+sim-long sim-report: SEEDS ?= 1-1000
+sim-long sim-report: STEPS ?= 10000
+BUDGET ?= 60
+JOURNAL ?= sim-journal.jsonl
+sim-long: $(STAMP)
+	$(BIN)/python -m kemu.testing.sim --seed $(SEEDS) --steps $(STEPS) --jobs $(JOBS) \
+		--journal $(JOURNAL) --budget-minutes $(BUDGET) $(ARGS)
+
+sim-report: $(STAMP)
+	$(BIN)/python -m kemu.testing.sim --report $(JOURNAL) --target-seeds $(SEEDS) \
+		--target-steps $(STEPS) --jobs $(JOBS) $(ARGS)
 
 # franz-go's own kgo tests (share groups by default) against a kemu the runner starts and stops.
 # Needs Go >= 1.25 and the Go module proxy (the module zip carries the _test.go files); not part
