@@ -11,48 +11,35 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from kemu.testing.inprocess import InProcessKemu
+from tests.integration.clients.round_trip import (
+    PARTITIONS,
+    TIMEOUT,
+    Sent,
+    TupleHeaders,
+    check_records,
+    four_partition_kemu,
+)
+from tests.integration.three_brokers import unique
 
 pytestmark = pytest.mark.integration
 
-PARTITIONS = 4
 BASE_TS = 1_720_000_000_000
-TIMEOUT = 30.0
 
 
 @pytest.fixture(scope="module")
 def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
-    """3 brokers; topics are auto-created (through Metadata) with 4 partitions."""
-    log_path = tmp_path_factory.mktemp("aiokafka") / "kemu.log"
-    process = InProcessKemu(
-        brokers=3, log_path=log_path, overrides=[f"num.partitions={PARTITIONS}"]
-    ).start()
-    yield process
-    process.stop()
+    with four_partition_kemu(tmp_path_factory, "aiokafka") as process:
+        yield process
 
 
-@dataclass(frozen=True)
-class Sent:
-    partition: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
-    timestamp: int
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def messages(count: int, *, start: int = 0) -> list[Sent]:
+def messages(count: int, *, start: int = 0) -> list[Sent[TupleHeaders]]:
     out = []
     for i in range(start, start + count):
         key = f"key-{i}".encode() if i % 5 else None
@@ -76,26 +63,6 @@ async def consume(client: AIOKafkaConsumer, count: int) -> list[Any]:
         for records in (await client.getmany(timeout_ms=500)).values():
             received.extend(records)
     return received
-
-
-def check_round_trip(received: list[Any], topic: str, batch: list[Sent]) -> None:
-    by_partition: dict[int, list[Any]] = {}
-    for record in received:
-        assert record.topic == topic
-        by_partition.setdefault(record.partition, []).append(record)
-    expected: dict[int, list[Sent]] = {}
-    for sent in batch:
-        expected.setdefault(sent.partition, []).append(sent)
-    assert sorted(by_partition) == sorted(expected)
-    for partition, sent_list in expected.items():
-        got = by_partition[partition]
-        assert [r.offset for r in got] == list(range(len(sent_list)))
-        for record, sent in zip(got, sent_list, strict=True):
-            assert record.key == sent.key
-            assert record.value == sent.value
-            assert record.timestamp == sent.timestamp
-            assert record.timestamp_type == 0  # CreateTime
-            assert tuple(record.headers) == sent.headers
 
 
 async def read_back(kemu: InProcessKemu, topic: str, count: int) -> tuple[list[Any], set[int]]:
@@ -153,7 +120,7 @@ async def test_send_and_wait_then_consume_back(
     assert all(found == list(range(len(found))) for found in offsets.values())
     received, leaders = await read_back(kemu, topic, len(batch))
     assert len(leaders) == 3
-    check_round_trip(received, topic, batch)
+    check_records(received, topic, batch)
 
 
 async def test_concurrent_sends_keep_per_partition_order(kemu: InProcessKemu) -> None:
@@ -183,7 +150,7 @@ async def test_concurrent_sends_keep_per_partition_order(kemu: InProcessKemu) ->
         by_partition.setdefault(metadata.partition, []).append(metadata.offset)
     assert by_partition == {p: list(range(50)) for p in range(PARTITIONS)}
     received, _ = await read_back(kemu, topic, len(batch))
-    check_round_trip(received, topic, batch)
+    check_records(received, topic, batch)
 
 
 @pytest.mark.parametrize("codec", [None, "gzip", "lz4", "zstd"])
@@ -216,7 +183,7 @@ async def test_send_batch_then_consume_back(kemu: InProcessKemu, codec: str | No
         await producer.stop()
     received, leaders = await read_back(kemu, topic, len(batch))
     assert len(leaders) == 3
-    check_round_trip(received, topic, batch)
+    check_records(received, topic, batch)
 
 
 async def test_assign_seek_and_offset_lookups(kemu: InProcessKemu) -> None:

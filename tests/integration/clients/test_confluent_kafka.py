@@ -14,9 +14,7 @@ brokers; ``test_kafka_python.py`` covers incremental sessions.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -33,39 +31,31 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kemu.testing.inprocess import InProcessKemu
+from tests.integration.clients import round_trip
+from tests.integration.clients.round_trip import (
+    PARTITIONS,
+    TIMEOUT,
+    Received,
+    Sent,
+    four_partition_kemu,
+)
+from tests.integration.three_brokers import unique
 
 pytestmark = pytest.mark.integration
 
-PARTITIONS = 4
 BASE_TS = 1_700_000_000_000
-TIMEOUT = 30.0
 
 
 @pytest.fixture(scope="module")
 def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
-    """3 brokers; topics are auto-created (through Metadata) with 4 partitions."""
-    log_path = tmp_path_factory.mktemp("confluent") / "kemu.log"
-    process = InProcessKemu(
-        brokers=3, log_path=log_path, overrides=[f"num.partitions={PARTITIONS}"]
-    ).start()
-    yield process
-    process.stop()
+    with four_partition_kemu(tmp_path_factory, "confluent") as process:
+        yield process
 
 
-@dataclass(frozen=True)
-class Sent:
-    partition: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]] | None
-    timestamp: int
+Headers = list[tuple[str, bytes | None]] | None
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def messages(count: int, *, start: int = 0) -> list[Sent]:
+def messages(count: int, *, start: int = 0) -> list[Sent[Headers]]:
     """Keys, values and headers of every shape: null key, tombstone, empty, binary, large,
     repeated and null-valued headers; distinct timestamps so offsets_for_times can find them."""
     out = []
@@ -89,7 +79,7 @@ def messages(count: int, *, start: int = 0) -> list[Sent]:
     return out
 
 
-def produce(producer: Producer, topic: str, batch: list[Sent]) -> dict[int, list[int]]:
+def produce(producer: Producer, topic: str, batch: list[Sent[Headers]]) -> dict[int, list[int]]:
     """Produce in order; the offsets delivery reports gave, per partition."""
     reported: dict[int, list[int]] = {}
     errors: list[KafkaError] = []
@@ -136,25 +126,23 @@ def consume(client: Consumer, count: int) -> list[Message]:
 
 
 def check_round_trip(
-    received: list[Message], topic: str, batch: list[Sent], first_offset: int = 0
+    consumed: list[Message], topic: str, batch: list[Sent[Headers]], first_offset: int = 0
 ) -> None:
-    """Per partition: contiguous offsets from first_offset, in send order, byte-for-byte."""
-    by_partition: dict[int, list[Message]] = {}
-    for message in received:
-        assert message.topic() == topic
-        by_partition.setdefault(message.partition(), []).append(message)
-    expected: dict[int, list[Sent]] = {}
-    for sent in batch:
-        expected.setdefault(sent.partition, []).append(sent)
-    assert sorted(by_partition) == sorted(expected)
-    for partition, sent_list in expected.items():
-        got = by_partition[partition]
-        assert [m.offset() for m in got] == list(range(first_offset, first_offset + len(sent_list)))
-        for message, sent in zip(got, sent_list, strict=True):
-            assert message.key() == sent.key
-            assert message.value() == sent.value
-            assert message.timestamp() == (TIMESTAMP_CREATE_TIME, sent.timestamp)
-            assert (message.headers() or None) == sent.headers
+    round_trip.check_round_trip([as_received(m) for m in consumed], topic, batch, first_offset)
+
+
+def as_received(message: Message) -> Received[Headers]:
+    timestamp_type, timestamp = message.timestamp()
+    return Received(
+        message.topic(),
+        message.partition(),
+        message.offset(),
+        message.key(),
+        message.value(),
+        timestamp,
+        timestamp_type == TIMESTAMP_CREATE_TIME,
+        message.headers() or None,
+    )
 
 
 def leaders(kemu: InProcessKemu, topic: str) -> dict[int, int]:
@@ -230,7 +218,7 @@ def test_long_running_consumer_follows_new_data_on_every_broker(kemu: InProcessK
     producer = Producer({"bootstrap.servers": kemu.bootstrap, "linger.ms": 2})
     produce(producer, topic, messages(8))  # creates the topic
     client = consumer(kemu, **{"fetch.wait.max.ms": 100, "enable.partition.eof": False})
-    sent: list[Sent] = messages(8)
+    sent: list[Sent[Headers]] = messages(8)
     received: list[Message] = []
     try:
         client.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])

@@ -12,9 +12,7 @@ newest (DescribeLogDirs v5 is its 4.3 marker).
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,40 +20,29 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.net.compat import KafkaNetClient
 
 from kemu.testing.inprocess import InProcessKemu
+from tests.integration.clients.round_trip import (
+    PARTITIONS,
+    TIMEOUT,
+    Sent,
+    TupleHeaders,
+    check_records,
+    four_partition_kemu,
+)
+from tests.integration.three_brokers import unique
 
 pytestmark = pytest.mark.integration
 
-PARTITIONS = 4
 BASE_TS = 1_710_000_000_000
-TIMEOUT = 30.0
 KAFKA_4_3 = (4, 3)
 
 
 @pytest.fixture(scope="module")
 def kemu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessKemu]:
-    """3 brokers; topics are auto-created (through Metadata) with 4 partitions."""
-    log_path = tmp_path_factory.mktemp("kafka-python") / "kemu.log"
-    process = InProcessKemu(
-        brokers=3, log_path=log_path, overrides=[f"num.partitions={PARTITIONS}"]
-    ).start()
-    yield process
-    process.stop()
+    with four_partition_kemu(tmp_path_factory, "kafka-python") as process:
+        yield process
 
 
-@dataclass(frozen=True)
-class Sent:
-    partition: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
-    timestamp: int
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def messages(count: int, *, start: int = 0) -> list[Sent]:
+def messages(count: int, *, start: int = 0) -> list[Sent[TupleHeaders]]:
     out = []
     for i in range(start, start + count):
         key = f"key-{i}".encode() if i % 6 else None
@@ -76,7 +63,9 @@ def messages(count: int, *, start: int = 0) -> list[Sent]:
     return out
 
 
-def produce(producer: KafkaProducer, topic: str, batch: list[Sent]) -> dict[int, list[int]]:
+def produce(
+    producer: KafkaProducer, topic: str, batch: list[Sent[TupleHeaders]]
+) -> dict[int, list[int]]:
     futures = [
         (
             sent,
@@ -118,28 +107,6 @@ def poll_until(client: KafkaConsumer, count: int) -> list[Any]:
         for records in client.poll(timeout_ms=500).values():
             received.extend(records)
     return received
-
-
-def check_round_trip(
-    received: list[Any], topic: str, batch: list[Sent], first_offset: int = 0
-) -> None:
-    by_partition: dict[int, list[Any]] = {}
-    for record in received:
-        assert record.topic == topic
-        by_partition.setdefault(record.partition, []).append(record)
-    expected: dict[int, list[Sent]] = {}
-    for sent in batch:
-        expected.setdefault(sent.partition, []).append(sent)
-    assert sorted(by_partition) == sorted(expected)
-    for partition, sent_list in expected.items():
-        got = by_partition[partition]
-        assert [r.offset for r in got] == list(range(first_offset, first_offset + len(sent_list)))
-        for record, sent in zip(got, sent_list, strict=True):
-            assert record.key == sent.key
-            assert record.value == sent.value
-            assert record.timestamp == sent.timestamp
-            assert record.timestamp_type == 0  # CreateTime
-            assert tuple(record.headers) == sent.headers
 
 
 def leaders(kemu: InProcessKemu, topic: str) -> dict[int, int]:
@@ -211,7 +178,7 @@ def test_produce_then_consume_back(
         received = poll_until(client, len(batch))
     finally:
         client.close()
-    check_round_trip(received, topic, batch)
+    check_records(received, topic, batch)
 
 
 def test_seek_and_offset_lookups(kemu: InProcessKemu) -> None:
@@ -247,15 +214,15 @@ def test_seek_and_offset_lookups(kemu: InProcessKemu) -> None:
         for tp in partitions:
             client.seek(tp, 6)
         received = poll_until(client, len(batch) - 6 * PARTITIONS)
-        check_round_trip(received, topic, [s for p in per_partition.values() for s in p[6:]], 6)
+        check_records(received, topic, [s for p in per_partition.values() for s in p[6:]], 6)
 
         client.seek(partitions[2], 2)
         again = poll_until(client, len(per_partition[2]) - 2)
-        check_round_trip(again, topic, per_partition[2][2:], 2)
+        check_records(again, topic, per_partition[2][2:], 2)
 
         client.seek_to_beginning(partitions[3])
         from_start = poll_until(client, len(per_partition[3]))
-        check_round_trip(from_start, topic, per_partition[3])
+        check_records(from_start, topic, per_partition[3])
     finally:
         client.close()
 
@@ -286,7 +253,7 @@ def test_long_running_consumer_uses_incremental_fetch_sessions(kemu: InProcessKe
     finally:
         client.close()
         producer.close()
-    check_round_trip(received, topic, sent)
+    check_records(received, topic, sent)
     # one session per leader, each well past its first (full) fetch
     assert set(sessions) == {1, 2, 3}
     for metadata in sessions.values():
