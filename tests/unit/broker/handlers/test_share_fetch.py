@@ -108,9 +108,34 @@ def request_module(api_key: int, version: int) -> Any:
     return sys.modules[wire.request_schema(api_key, version).__module__]
 
 
+Acknowledgements = dict[int, list[tuple[int, int, list[int]]]]  # index -> (first, last, types)
+
+
+def acknowledged_partitions(
+    partition_class: Any, module: Any, partitions: Acknowledgements
+) -> tuple[Any, ...]:
+    """A ShareFetch or ShareAcknowledge request's partitions with their acknowledgements."""
+    return tuple(
+        wire.build(
+            partition_class,
+            partition_index=index,
+            acknowledgement_batches=tuple(
+                wire.build(
+                    module.AcknowledgementBatch,
+                    first_offset=first,
+                    last_offset=last,
+                    acknowledge_types=tuple(types),
+                )
+                for first, last, types in acks
+            ),
+        )
+        for index, acks in partitions.items()
+    )
+
+
 def share_fetch(
     topic_id: uuid.UUID,
-    partitions: dict[int, list[tuple[int, int, list[int]]]],
+    partitions: Acknowledgements,
     *,
     epoch: int,
     member: str = "m1",
@@ -131,22 +156,7 @@ def share_fetch(
             wire.build(
                 module.FetchTopic,
                 topic_id=topic_id,
-                partitions=tuple(
-                    wire.build(
-                        module.FetchPartition,
-                        partition_index=index,
-                        acknowledgement_batches=tuple(
-                            wire.build(
-                                module.AcknowledgementBatch,
-                                first_offset=first,
-                                last_offset=last,
-                                acknowledge_types=tuple(types),
-                            )
-                            for first, last, types in acks
-                        ),
-                    )
-                    for index, acks in partitions.items()
-                ),
+                partitions=acknowledged_partitions(module.FetchPartition, module, partitions),
             ),
         )
         if partitions
@@ -175,7 +185,7 @@ def share_fetch(
 
 def share_ack(
     topic_id: uuid.UUID,
-    partitions: dict[int, list[tuple[int, int, list[int]]]],
+    partitions: Acknowledgements,
     *,
     epoch: int,
     member: str = "m1",
@@ -193,22 +203,7 @@ def share_ack(
             wire.build(
                 module.AcknowledgeTopic,
                 topic_id=topic_id,
-                partitions=tuple(
-                    wire.build(
-                        module.AcknowledgePartition,
-                        partition_index=index,
-                        acknowledgement_batches=tuple(
-                            wire.build(
-                                module.AcknowledgementBatch,
-                                first_offset=first,
-                                last_offset=last,
-                                acknowledge_types=tuple(types),
-                            )
-                            for first, last, types in acks
-                        ),
-                    )
-                    for index, acks in partitions.items()
-                ),
+                partitions=acknowledged_partitions(module.AcknowledgePartition, module, partitions),
             ),
         ),
     )
@@ -244,6 +239,15 @@ async def open_session(kemu: Harness, client: Client, member: str = "m1", index:
     )
     assert response.error_code == ErrorCode.none
     return 1
+
+
+async def members(kemu: Harness, *member_ids: str) -> list[Client]:
+    """A client per member (``"m1"``, ``"m2"``) of partition t-0's leader, each with a share
+    session open on it (``open_session``: next epoch 1)."""
+    clients = [await kemu.leader_client("t", 0) for _ in member_ids]
+    for client, member in zip(clients, member_ids, strict=True):
+        await open_session(kemu, client, member)
+    return clients
 
 
 # --- ShareFetch -------------------------------------------------------------------------------
@@ -282,10 +286,7 @@ async def test_acknowledgements_in_a_fetch_apply_before_it_fetches(kemu: Harness
 
 async def test_a_second_member_never_gets_records_the_first_holds(kemu: Harness) -> None:
     tid = kemu.topic_id("t")
-    first = await kemu.leader_client("t", 0)
-    second = await kemu.leader_client("t", 0)
-    await open_session(kemu, first, "m1")
-    await open_session(kemu, second, "m2")
+    first, second = await members(kemu, "m1", "m2")
     kemu.produce("t", 0, 4, 4)
     one = await first.call(share_fetch(tid, {0: []}, epoch=1, max_records=4))
     two = await second.call(share_fetch(tid, {0: []}, epoch=1, member="m2", max_records=4))
@@ -362,10 +363,7 @@ async def test_long_poll_is_woken_by_new_records(kemu: Harness) -> None:
 
 async def test_long_poll_is_woken_by_a_release(kemu: Harness) -> None:
     tid = kemu.topic_id("t")
-    holder = await kemu.leader_client("t", 0)
-    waiter = await kemu.leader_client("t", 0)
-    await open_session(kemu, holder, "m1")
-    await open_session(kemu, waiter, "m2")
+    holder, waiter = await members(kemu, "m1", "m2")
     kemu.produce("t", 0, 3)
     assert acquired(await holder.call(share_fetch(tid, {0: []}, epoch=1))) == [(0, 2, 1)]
     waiting = asyncio.create_task(
@@ -380,10 +378,7 @@ async def test_long_poll_is_woken_by_a_release(kemu: Harness) -> None:
 
 async def test_long_poll_is_woken_when_acknowledgements_make_room(kemu: Harness) -> None:
     tid = kemu.topic_id("t")
-    holder = await kemu.leader_client("t", 0)
-    waiter = await kemu.leader_client("t", 0)
-    await open_session(kemu, holder, "m1")
-    await open_session(kemu, waiter, "m2")
+    holder, waiter = await members(kemu, "m1", "m2")
     kemu.produce("t", 0, 100, 100)
     assert acquired(await holder.call(share_fetch(tid, {0: []}, epoch=1))) == [(0, 99, 1)]
     waiting = asyncio.create_task(
@@ -397,10 +392,7 @@ async def test_long_poll_is_woken_when_acknowledgements_make_room(kemu: Harness)
 
 async def test_lock_expiry_makes_records_available_to_others(kemu: Harness) -> None:
     tid = kemu.topic_id("t")
-    first = await kemu.leader_client("t", 0)
-    second = await kemu.leader_client("t", 0)
-    await open_session(kemu, first, "m1")
-    await open_session(kemu, second, "m2")
+    first, second = await members(kemu, "m1", "m2")
     kemu.produce("t", 0, 2)
     await first.call(share_fetch(tid, {0: []}, epoch=1))
     actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
@@ -416,10 +408,7 @@ async def test_lock_expiry_makes_records_available_to_others(kemu: Harness) -> N
 
 async def test_closing_the_session_releases_the_members_records(kemu: Harness) -> None:
     tid = kemu.topic_id("t")
-    first = await kemu.leader_client("t", 0)
-    second = await kemu.leader_client("t", 0)
-    await open_session(kemu, first, "m1")
-    await open_session(kemu, second, "m2")
+    first, second = await members(kemu, "m1", "m2")
     kemu.produce("t", 0, 4)
     await first.call(share_fetch(tid, {0: []}, epoch=1))
     closing = await first.call(share_fetch(tid, {0: [(0, 1, [ACCEPT])]}, epoch=-1))
@@ -486,10 +475,7 @@ async def test_a_crashed_members_records_are_released_after_the_grace(kemu: Harn
 
 async def test_forget_group_reloads_the_durable_state(kemu: Harness) -> None:
     tid = kemu.topic_id("t")
-    first = await kemu.leader_client("t", 0)
-    second = await kemu.leader_client("t", 0)
-    await open_session(kemu, first, "m1")
-    await open_session(kemu, second, "m2")
+    first, second = await members(kemu, "m1", "m2")
     kemu.produce("t", 0, 2, 2)
     await first.call(share_fetch(tid, {0: []}, epoch=1, max_records=2))
     manager = share_partitions(kemu.runtime)
@@ -611,10 +597,7 @@ async def test_acknowledge_session_rules(kemu: Harness) -> None:
 
 async def test_acknowledge_errors_are_per_partition_and_all_or_nothing(kemu: Harness) -> None:
     tid = kemu.topic_id("t")
-    first = await kemu.leader_client("t", 0)
-    second = await kemu.leader_client("t", 0)
-    await open_session(kemu, first, "m1")
-    await open_session(kemu, second, "m2")
+    first, second = await members(kemu, "m1", "m2")
     kemu.produce("t", 0, 2, 2)
     await first.call(share_fetch(tid, {0: []}, epoch=1, max_records=2))
     await second.call(share_fetch(tid, {0: []}, epoch=1, member="m2", max_records=2))
