@@ -21,7 +21,7 @@ from kemu.broker.security.acls import (
     acl_store,
 )
 from kemu.protocol.errors import ErrorCode
-from tests.unit.broker.handlers.test_admin_handlers import Broker
+from tests.unit.broker.handlers.test_admin_handlers import Broker, create_partitions, delete_records
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ME = "User:ANONYMOUS"
@@ -35,7 +35,7 @@ TOPIC_DENIED = ErrorCode.topic_authorization_failed
 GROUP_DENIED = ErrorCode.group_authorization_failed
 CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE, LIST_GROUPS, DELETE_GROUPS = 8, 9, 47, 16, 42
-DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_RECORDS = 32, 44, 37, 21
+DESCRIBE_CONFIGS = 32
 OFFSET_FOR_LEADER_EPOCH, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN = 23, 22, 24
 TOPIC_CONFIG, BROKER_CONFIG = 2, 4
 
@@ -69,6 +69,12 @@ def broker() -> Iterator[Broker]:
 def allow(broker: Broker, resource: int, name: str, operation: int) -> None:
     binding = AclBinding(resource, name, PatternType.LITERAL, ME, "*", operation, Permission.ALLOW)
     acl_store(broker.runtime).create([binding])
+
+
+def revoke(broker: Broker, resource_name: str) -> None:
+    """Take away every ACL on ``resource_name``."""
+    store = acl_store(broker.runtime)
+    store.acls = [a for a in store.acls if a.resource_name != resource_name]
 
 
 def commit(broker: Broker, group: str, topics: tuple[str, ...]) -> dict[str, int]:
@@ -135,9 +141,7 @@ def test_offset_commit_fetch_and_delete_check_group_and_topics(broker: Broker) -
 
     allow(broker, T, "t2", Operation.READ)  # commit t2 too, then take the topic's READ away
     assert commit(broker, "g", ("t2",)) == {"t2": ErrorCode.none}
-    acl_store(broker.runtime).acls = [
-        a for a in acl_store(broker.runtime).acls if a.resource_name != "t2"
-    ]
+    revoke(broker, "t2")
     # READ on the group implies DESCRIBE
     named = fetch(broker, "g", ("t1", "t2"))
     assert named.error_code == ErrorCode.none
@@ -184,9 +188,7 @@ def test_list_groups_filters_and_delete_groups_needs_delete(broker: Broker) -> N
     allow(broker, T, "t1", Operation.READ)
     assert commit(broker, "a", ("t1",)) == {"t1": ErrorCode.none}
     assert commit(broker, "b", ("t1",)) == {"t1": ErrorCode.none}
-    acl_store(broker.runtime).acls = [
-        a for a in acl_store(broker.runtime).acls if a.resource_name != "b"
-    ]
+    revoke(broker, "b")
 
     def listed() -> set[str]:
         found: set[str] = set()
@@ -245,34 +247,10 @@ def test_describe_and_alter_configs_by_resource(broker: Broker) -> None:
         ("t2", TOPIC_DENIED),
     ]
 
-    v = 1
-    alter = broker.request(
-        INCREMENTAL_ALTER_CONFIGS,
-        v,
-        resources=tuple(
-            broker.nested(
-                INCREMENTAL_ALTER_CONFIGS,
-                v,
-                "AlterConfigsResource",
-                resource_type=TOPIC_CONFIG,
-                resource_name=name,
-                configs=(
-                    broker.nested(
-                        INCREMENTAL_ALTER_CONFIGS,
-                        v,
-                        "AlterableConfig",
-                        name="retention.ms",
-                        config_operation=0,
-                        value="1000",
-                    ),
-                ),
-            )
-            for name in ("t1", "t2")
-        ),
-        validate_only=False,
-    )
     allow(broker, T, "t2", Operation.ALTER_CONFIGS)
-    responses = broker.send(alter).responses
+    responses = broker.incremental(
+        [(TOPIC_CONFIG, name, [("retention.ms", 0, "1000")]) for name in ("t1", "t2")]
+    )
     # refusals first (Kafka's controller)
     assert [(r.resource_name, r.error_code) for r in responses] == [
         ("t1", TOPIC_DENIED),
@@ -284,42 +262,18 @@ def test_describe_and_alter_configs_by_resource(broker: Broker) -> None:
 
 def test_topic_admin_apis(broker: Broker) -> None:
     def grow() -> Any:
-        v = 3
-        topic = broker.nested(
-            CREATE_PARTITIONS, v, "CreatePartitionsTopic", name="t1", count=2, assignments=None
-        )
-        request = broker.request(
-            CREATE_PARTITIONS,
-            v,
-            topics=(topic,),
-            timeout=datetime.timedelta(seconds=5),
-            validate_only=True,
-        )
-        return broker.send(request).results[0]
+        return create_partitions(broker, ("t1", 2, None), validate_only=True)["t1"]
 
     refused = grow()
     assert (refused.error_code, refused.error_message) == (TOPIC_DENIED, None)
     allow(broker, T, "t1", Operation.ALTER)
     assert grow().error_code == ErrorCode.none
 
-    def delete_records() -> Any:
-        v = 2
-        part = broker.nested(
-            DELETE_RECORDS, v, "DeleteRecordsPartition", partition_index=0, offset=-1
-        )
-        topic = broker.nested(
-            DELETE_RECORDS, v, "DeleteRecordsTopic", name="t1", partitions=(part,)
-        )
-        request = broker.request(
-            DELETE_RECORDS, v, topics=(topic,), timeout=datetime.timedelta(seconds=5)
-        )
-        leader = broker.cluster.topics["t1"].partitions[0].leader_id
-        return broker.send(request, leader).topics[0].partitions[0]
-
-    refused = delete_records()
+    leader = broker.cluster.topics["t1"].partitions[0].leader_id
+    refused = delete_records(broker, "t1", 0, -1, leader)
     assert (refused.error_code, refused.low_watermark) == (TOPIC_DENIED, -1)
     allow(broker, T, "t1", Operation.DELETE)
-    assert delete_records().error_code == ErrorCode.none
+    assert delete_records(broker, "t1", 0, -1, leader).error_code == ErrorCode.none
 
     def epochs(topics: tuple[str, ...]) -> dict[str, int]:
         v = 4
@@ -633,11 +587,9 @@ def test_describe_producers_and_transactions(broker: Broker) -> None:
 CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT = 68, 76
 
 
-def test_group_heartbeats_need_describe_on_subscribed_topics(broker: Broker) -> None:
-    allow(broker, G, "cg", Operation.READ)
-    allow(broker, G, "sg", Operation.READ)
-    allow(broker, T, "t1", Operation.DESCRIBE)
-    consumer = broker.request(
+def consumer_join(broker: Broker, topics: tuple[str, ...]) -> Any:
+    """ConsumerGroupHeartbeat v1: member m-1 joins group cg subscribed to ``topics``."""
+    return broker.request(
         CONSUMER_GROUP_HEARTBEAT,
         1,
         group_id="cg",
@@ -646,20 +598,32 @@ def test_group_heartbeats_need_describe_on_subscribed_topics(broker: Broker) -> 
         instance_id=None,
         rack_id=None,
         rebalance_timeout=datetime.timedelta(seconds=30),
-        subscribed_topic_names=("t1", "t2"),
+        subscribed_topic_names=topics,
         subscribed_topic_regex=None,
         server_assignor=None,
         topic_partitions=(),
     )
-    share = broker.request(
+
+
+def share_heartbeat(broker: Broker, epoch: int, topics: tuple[str, ...] | None) -> Any:
+    """ShareGroupHeartbeat v1 of member m-2 of share group sg (``topics`` None: unchanged)."""
+    return broker.request(
         SHARE_GROUP_HEARTBEAT,
         1,
         group_id="sg",
         member_id="m-2",
-        member_epoch=0,
+        member_epoch=epoch,
         rack_id=None,
-        subscribed_topic_names=("t2",),
+        subscribed_topic_names=topics,
     )
+
+
+def test_group_heartbeats_need_describe_on_subscribed_topics(broker: Broker) -> None:
+    allow(broker, G, "cg", Operation.READ)
+    allow(broker, G, "sg", Operation.READ)
+    allow(broker, T, "t1", Operation.DESCRIBE)
+    consumer = consumer_join(broker, ("t1", "t2"))
+    share = share_heartbeat(broker, 0, ("t2",))
     for request in (consumer, share):
         answer = broker.send(request)
         assert answer.error_code == TOPIC_DENIED
@@ -676,41 +640,12 @@ def test_group_describes_hide_groups_and_undescribable_assignments(broker: Broke
     allow(broker, G, "cg", Operation.READ)
     allow(broker, G, "sg", Operation.READ)
     allow(broker, T, "t1", Operation.READ)
-    joined = broker.request(
-        CONSUMER_GROUP_HEARTBEAT,
-        1,
-        group_id="cg",
-        member_id="m-1",
-        member_epoch=0,
-        instance_id=None,
-        rack_id=None,
-        rebalance_timeout=datetime.timedelta(seconds=30),
-        subscribed_topic_names=("t1",),
-        subscribed_topic_regex=None,
-        server_assignor=None,
-        topic_partitions=(),
-    )
+    joined = consumer_join(broker, ("t1",))
     assert broker.send(joined).error_code == ErrorCode.none
-    share = broker.request(
-        SHARE_GROUP_HEARTBEAT,
-        1,
-        group_id="sg",
-        member_id="m-2",
-        member_epoch=0,
-        rack_id=None,
-        subscribed_topic_names=("t1",),
-    )
+    share = share_heartbeat(broker, 0, ("t1",))
     assert broker.send(share).error_code == ErrorCode.none
     # Kafka 4.4 assigns the share partitions on a later heartbeat, once initialized.
-    again = broker.request(
-        SHARE_GROUP_HEARTBEAT,
-        1,
-        group_id="sg",
-        member_id="m-2",
-        member_epoch=2,
-        rack_id=None,
-        subscribed_topic_names=None,
-    )
+    again = share_heartbeat(broker, 2, None)
     assert broker.send(again).member_epoch == 3
     requests = {
         "cg": broker.request(
@@ -731,9 +666,7 @@ def test_group_describes_hide_groups_and_undescribable_assignments(broker: Broke
         assert (other.group_id, other.error_code) == ("other", GROUP_DENIED)
         assert described.error_code == ErrorCode.none and described.members, group_id
         assert described.members[0].assignment.topic_partitions[0].topic_name == "t1"
-    acl_store(broker.runtime).acls = [
-        a for a in acl_store(broker.runtime).acls if a.resource_name != "t1"
-    ]
+    revoke(broker, "t1")
     for group_id, request in requests.items():
         _, described = broker.send(request).groups
         assert (described.group_id, described.error_code) == (group_id, TOPIC_DENIED)
