@@ -166,6 +166,27 @@ async def consumer_for(
     return consumer
 
 
+async def consumer_and_producer(
+    kemu: KemuProcess | InProcessKemu,
+    closing: list[Any],
+    name: str,
+    *,
+    output: bool = False,
+    group_configs: dict[str, str] | None = None,
+    inputs: list[bytes] | None = None,
+    **producer_options: Any,
+) -> tuple[ShareConsumer, TransactionalProducer]:
+    """``setup`` of ``name``, ``inputs`` (``b"first"``) produced to partition 0, then an
+    explicit-mode consumer of group ``name`` and the transactional producer ``tx-<name>``, both
+    closed at the test's end."""
+    setup(kemu, name, output=output, group_configs=group_configs)
+    produce(kemu, name, inputs or [b"first"])
+    consumer = await consumer_for(kemu, name)
+    producer = await producer_for(kemu, f"tx-{name}", **producer_options)
+    closing += [consumer, producer]
+    return consumer, producer
+
+
 async def epochs_agree(*members: ShareConsumer, timeout: float = 30.0) -> None:
     """Until every member holds the same member epoch: all have heard of the last join."""
     deadline = asyncio.get_running_loop().time() + timeout
@@ -313,11 +334,7 @@ async def closing() -> AsyncIterator[list[Any]]:
 async def test_row1_commit_accept(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Row 1, testTransactionalShareAckCommitAccept."""
     name = "s1-commit-accept"
-    setup(kemu, name)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(kemu, closing, name)
     [record] = await poll_until(consumer, 1)
     assert values([record]) == [(0, b"first", 1)]
     consumer.acknowledge(record, AcknowledgeType.ACCEPT)
@@ -339,11 +356,7 @@ async def test_row2_commit_with_output_record_in_same_transaction(
 ) -> None:
     """Row 2, testTransactionalShareAckCommitWithOutputRecordInSameTransaction."""
     name = "s2-commit-output"
-    setup(kemu, name, output=True)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(kemu, closing, name, output=True)
     [record] = await poll_until(consumer, 1)
     producer.begin_transaction()
     sent = await producer.send(f"{name}-out", b"derived-first", partition=0)
@@ -366,11 +379,7 @@ async def test_row3_rejects_fenced_member_epochs(
     + 1 ("future") and - 2 ("stale", 0 mapped to -1) are refused (STALE_MEMBER_EPOCH), raised as
     CommitFailedError; the producer aborts and the record is still to be done (lag 1)."""
     name = f"s3-fenced-member-{which}"
-    setup(kemu, name)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(kemu, closing, name)
     [record] = await poll_until(consumer, 1)
     consumer.acknowledge(record, AcknowledgeType.ACCEPT)
     metadata = consumer.share_group_metadata()
@@ -390,11 +399,7 @@ async def test_row3_rejects_fenced_member_epochs(
 async def test_row4_commit_across_multiple_polls(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Row 4, testTransactionalShareAckCommitAcrossMultiplePolls."""
     name = "s4-multiple-polls"
-    setup(kemu, name)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(kemu, closing, name)
     producer.begin_transaction()
     [first] = await poll_until(consumer, 1)
     tp = first.topic_id_partition
@@ -413,11 +418,7 @@ async def test_row4_commit_across_multiple_polls(kemu: InProcessKemu, closing: l
 async def test_row5_abort_accept(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Row 5, testTransactionalShareAckAbortAccept: lag stays 1, offset 0 comes back."""
     name = "s5-abort-accept"
-    setup(kemu, name)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(kemu, closing, name)
     [record] = await poll_until(consumer, 1)
     producer.begin_transaction()
     await stage(producer, consumer, record)
@@ -431,11 +432,7 @@ async def test_row6_abort_with_output_record_in_same_transaction(
 ) -> None:
     """Row 6, testTransactionalShareAckAbortWithOutputRecordInSameTransaction."""
     name = "s6-abort-output"
-    setup(kemu, name, output=True)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(kemu, closing, name, output=True)
     [record] = await poll_until(consumer, 1)
     producer.begin_transaction()
     await producer.send(f"{name}-out", b"derived-first", partition=0)
@@ -449,11 +446,7 @@ async def test_row6_abort_with_output_record_in_same_transaction(
 async def test_row7_commit_reject(kemu: InProcessKemu, closing: list[Any]) -> None:
     """Row 7, testTransactionalShareAckCommitReject."""
     name = "s7-commit-reject"
-    setup(kemu, name)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(kemu, closing, name)
     [record] = await poll_until(consumer, 1)
     consumer.acknowledge(record, AcknowledgeType.REJECT)
     producer.begin_transaction()
@@ -507,11 +500,7 @@ async def test_row9_commit_subset_accept(kemu: InProcessKemu, closing: list[Any]
     """Row 9, testTransactionalShareAckCommitSubsetAccept: only [1, 1] ACCEPT is committed;
     offsets 0 and 2 stay in flight (lag 2)."""
     name = "s9-subset-accept"
-    setup(kemu, name)
-    produce(kemu, name, [b"a", b"b", b"c"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(kemu, closing, name, inputs=[b"a", b"b", b"c"])
     records = await poll_until(consumer, 3)
     assert [r.offset for r in records] == [0, 1, 2]
     subset = ShareAcknowledgements(
@@ -605,13 +594,21 @@ async def remote_partition(kemu: KemuProcess | InProcessKemu, topic: str) -> tup
     raise AssertionError("every partition's share coordinator is its leader")
 
 
-async def remote_coordinator_scenario(
-    kemu: KemuProcess | InProcessKemu, closing: list[Any], name: str, commit: bool
-) -> tuple[str, ShareConsumer, ShareRecord]:
+async def remote_source(kemu: KemuProcess | InProcessKemu, name: str) -> tuple[str, int]:
+    """Topic ``name`` of 3 partitions, a group and partition of it whose share coordinator is
+    remote (``remote_partition``), the group reading from the earliest offset, and ``b"first"``
+    at offset 0 of the partition."""
     create_topic(kemu, name, 3)
     group, partition = await remote_partition(kemu, name)
     set_group_configs(kemu, group)
     produce(kemu, name, [b"first"], partition)
+    return group, partition
+
+
+async def remote_coordinator_scenario(
+    kemu: KemuProcess | InProcessKemu, closing: list[Any], name: str, commit: bool
+) -> tuple[str, ShareConsumer, ShareRecord]:
+    group, partition = await remote_source(kemu, name)
     consumer = await consumer_for(kemu, group, name)
     producer = await producer_for(kemu, f"tx-{name}")
     closing += [consumer, producer]
@@ -662,10 +659,7 @@ async def failover_scenario(
     """Stage offset 0 (TX_PENDING), close the consumer, take kemu down (``how``: SIGKILL or a
     clean stop) and start it again from its data dir; a new consumer gets nothing while the
     transaction is open; the surviving producer ends it."""
-    create_topic(kemu, name, 3)
-    group, partition = await remote_partition(kemu, name)
-    set_group_configs(kemu, group)
-    produce(kemu, name, [b"first"], partition)
+    group, _ = await remote_source(kemu, name)
     consumer = await consumer_for(kemu, group, name)
     producer = await producer_for(kemu, f"tx-{name}")
     closing.append(producer)
@@ -860,11 +854,9 @@ async def test_lock_expiry_does_not_touch_tx_pending(
     """§11.5: with a 1 s acquisition lock, a staged record outlives several lock durations
     without coming back; the commit completes it (lag 0)."""
     name = "e-lock-expiry"
-    setup(kemu, name, group_configs={"share.record.lock.duration.ms": "1000"})
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(
+        kemu, closing, name, group_configs={"share.record.lock.duration.ms": "1000"}
+    )
     for _ in range(5):  # a loaded machine may let the 1 s lock run out before the stage
         [record] = await poll_until(consumer, 1)
         producer.begin_transaction()
@@ -889,11 +881,9 @@ async def test_transaction_timeout_aborts_tx_pending(
     """§11.5: a transaction of 2 s never ended: the coordinator aborts it and the staged record
     is delivered again (lag 1)."""
     name = "e-txn-timeout"
-    setup(kemu, name, output=True)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}", transaction_timeout_ms=2000)
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(
+        kemu, closing, name, output=True, transaction_timeout_ms=2000
+    )
     [record] = await poll_until(consumer, 1)
     producer.begin_transaction()
     await producer.send(f"{name}-out", b"derived-first", partition=0)
@@ -908,11 +898,7 @@ async def test_zombie_producer_is_fenced(kemu: InProcessKemu, closing: list[Any]
     acknowledgements (the record comes back); the first one's TxnShareAcknowledge and EndTxn
     are PRODUCER_FENCED."""
     name = "e-zombie"
-    setup(kemu, name)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    zombie = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, zombie]
+    consumer, zombie = await consumer_and_producer(kemu, closing, name)
     [record] = await poll_until(consumer, 1)
     zombie.begin_transaction()
     await stage(zombie, consumer, record)
@@ -989,11 +975,7 @@ async def test_release_or_renew_is_invalid_request(
     """§11.5: RELEASE (2) or RENEW (4) in TxnShareAcknowledge: INVALID_REQUEST, nothing staged
     (the record is still the member's to acknowledge)."""
     name = f"e-{kind.name.lower()}"
-    setup(kemu, name)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(kemu, closing, name)
     [record] = await poll_until(consumer, 1)
     hand_built = ShareAcknowledgements(
         {record.topic_id_partition: [ShareAcknowledgementBatch(0, 0, (int(kind),))]}
@@ -1045,11 +1027,7 @@ async def test_identical_restage_is_none(kemu: InProcessKemu, closing: list[Any]
     """Spec Q5: the same acknowledgements staged again by the same producer id/epoch and member
     (a client retrying after a lost answer) are NONE and change nothing; the commit completes."""
     name = "e-restage"
-    setup(kemu, name)
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(kemu, closing, name)
     [record] = await poll_until(consumer, 1)
     producer.begin_transaction()
     acknowledgements = await stage(producer, consumer, record)
@@ -1068,11 +1046,9 @@ async def abort_twice(
     kemu: KemuProcess | InProcessKemu, closing: list[Any], name: str
 ) -> ShareConsumer:
     """Group ``share.delivery.count.limit=2``: deliveries 1 and 2 are both staged and aborted."""
-    setup(kemu, name, group_configs={"share.delivery.count.limit": "2"})
-    produce(kemu, name, [b"first"])
-    consumer = await consumer_for(kemu, name)
-    producer = await producer_for(kemu, f"tx-{name}")
-    closing += [consumer, producer]
+    consumer, producer = await consumer_and_producer(
+        kemu, closing, name, group_configs={"share.delivery.count.limit": "2"}
+    )
     for delivery in (1, 2):
         [record] = await poll_until(consumer, 1)
         assert values([record]) == [(0, b"first", delivery)]
