@@ -45,23 +45,27 @@ def sources_digest(package: Path | None = None) -> str:
     return digest.hexdigest()
 
 
+# Options that only choose what is printed; every other one (an option added later too) is
+# part of the fingerprint
+PRINTING_OPTIONS = frozenset({"trace", "tail"})
+
+
 def run_options(options: Options) -> dict[str, Any]:
-    """What a seed's run depends on among the options, with the defaults resolved (the trace
-    options only choose what is printed)."""
+    """What a seed's run depends on among the options, with the defaults resolved: the fault
+    rates in place of ``no_faults``, the cleaner backoff in place of None."""
     from kemu.testing.sim.chaos import FaultRates
     from kemu.testing.sim.run import SIM_CLEANER_BACKOFF_MS
 
-    rates = FaultRates.none() if options.no_faults else FaultRates()
-    return {
-        "steps": options.steps,
-        "rates": dataclasses.asdict(rates),
-        "pipelined": options.pipelined,
-        "cleaner_backoff_ms": (
-            SIM_CLEANER_BACKOFF_MS
-            if options.cleaner_backoff_ms is None
-            else options.cleaner_backoff_ms
-        ),
+    chosen = {
+        name: value
+        for name, value in dataclasses.asdict(options).items()
+        if name not in PRINTING_OPTIONS
     }
+    no_faults = chosen.pop("no_faults")
+    chosen["rates"] = dataclasses.asdict(FaultRates.none() if no_faults else FaultRates())
+    if chosen["cleaner_backoff_ms"] is None:
+        chosen["cleaner_backoff_ms"] = SIM_CLEANER_BACKOFF_MS
+    return chosen
 
 
 @dataclass(frozen=True)

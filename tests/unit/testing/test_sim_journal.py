@@ -20,7 +20,7 @@ from kemu.testing.sim import journal
 from kemu.testing.sim.__main__ import main
 from kemu.testing.sim.journal import Fingerprint, Journal, Record
 from kemu.testing.sim.report import Target, report
-from kemu.testing.sim.run import Result, Simulation
+from kemu.testing.sim.run import SIM_CLEANER_BACKOFF_MS, Result, Simulation
 from kemu.testing.sim.seeds import Batch, Options, Outcome, Stop, run_seed
 from tests import REPO_ROOT
 
@@ -250,3 +250,20 @@ def test_sigint_abandons_the_seeds_in_flight_and_records_nothing(tmp_path: Path)
     assert out.startswith("0 seeds, 0 steps") and "\ninterrupted\n" in out, out
     assert "seed 6:" not in out and "seed 7:" not in out
     assert Journal.read(path).records == []
+
+
+def test_every_option_but_the_printing_ones_is_in_the_fingerprint() -> None:
+    base = Options(300, no_faults=False, trace=False, tail=10)
+    digest = Fingerprint.of(base, sources="tree").digest
+    for change in ({"trace": True}, {"tail": 99}):
+        assert Fingerprint.of(dataclasses.replace(base, **change), "tree").digest == digest
+    for change in (
+        {"steps": 301},
+        {"no_faults": True},
+        {"pipelined": True},
+        {"cleaner_backoff_ms": 15_000},
+    ):
+        assert Fingerprint.of(dataclasses.replace(base, **change), "tree").digest != digest
+    # None is the simulation's default backoff, the same run
+    resolved = dataclasses.replace(base, cleaner_backoff_ms=SIM_CLEANER_BACKOFF_MS)
+    assert Fingerprint.of(resolved, "tree").digest == digest
