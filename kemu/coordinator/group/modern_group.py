@@ -9,7 +9,8 @@ alike). Sans-IO: the time is an argument.
   a heartbeat naming someone else's gets.
 * The group state Describe shows.
 * Member-epoch fencing: a heartbeat's epoch must be the member's, or the one before when the
-  answer carrying the new one was lost and the member owns no more than its assignment.
+  answer carrying the new one was lost and the member owns no more than its assignment; an
+  OffsetFetch's must be the member's (``check_offset_fetch``).
 * Sessions and revocation deadlines: when a member is late and is removed.
 * ``TopicMeta``/``TopicLookup``: what the coordinators see of a subscribed topic, and the
   group's metadata hash over them (``subscribed_hash``, KIP-1101).
@@ -159,6 +160,21 @@ def check_member_epoch(
         received != member.previous_member_epoch or not owns_no_more_than_assigned
     ):
         raise _fenced(kind, "smaller", received, member.member_epoch)
+
+
+def check_offset_fetch(
+    members: Mapping[str, ModernMember], member_id: str | None, member_epoch: int
+) -> ErrorCode | None:
+    """Kafka's ``validateOffsetFetch`` of consumer and streams groups: anyone without a member
+    epoch (an admin, a classic client) may read; a member must name its current epoch."""
+    if member_epoch < 0:
+        return None
+    member = members.get(member_id or "")
+    if member is None:
+        return ErrorCode.unknown_member_id
+    if member_epoch != member.member_epoch:
+        return ErrorCode.stale_member_epoch
+    return None
 
 
 def _fenced(kind: str, relation: str, received: int, known: int) -> GroupError:

@@ -55,6 +55,7 @@ from kemu.coordinator.group.modern_group import (
     TopicMeta,
     can_compute_target,
     check_member_epoch,
+    check_offset_fetch,
     check_static_heartbeat,
     group_state,
     late_member_ids,
@@ -401,14 +402,7 @@ class ConsumerGroupCoordinator:
     def validate_offset_fetch(
         group: ConsumerGroup, member_id: str | None, member_epoch: int
     ) -> ErrorCode | None:
-        if member_epoch < 0:
-            return None
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return None
+        return check_offset_fetch(group.members, member_id, member_epoch)
 
     # --- internals -------------------------------------------------------------------------------
 

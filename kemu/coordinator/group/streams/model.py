@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kemu.coordinator.group.modern_group import group_state
+from kemu.coordinator.group.modern_group import check_offset_fetch, group_state
 from kemu.coordinator.group.streams.assignor import EMPTY, Task, TaskTuple
 from kemu.coordinator.group.streams.topology import ConfiguredTopology, TopicToCreate, Topology
 from kemu.protocol.errors import ErrorCode
@@ -153,14 +153,7 @@ class StreamsGroup:
         return None
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
-        if member_epoch < 0:
-            return None
-        member = self.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return None
+        return check_offset_fetch(self.members, member_id, member_epoch)
 
     def input_topics(self) -> set[str]:
         if self.topology is None:

@@ -272,6 +272,17 @@ def test_offset_commit_validation() -> None:
     assert group.validate_offset_commit("", -1) == ErrorCode.unknown_member_id
 
 
+def test_offset_fetch_validation() -> None:
+    h = Harness()
+    h.beat("a", 0)
+    group = h.coordinator.group("app")
+    assert group is not None
+    assert group.validate_offset_fetch(None, -1) is None  # no member epoch: anyone may read
+    assert group.validate_offset_fetch("a", 2) is None
+    assert group.validate_offset_fetch("a", 1) == ErrorCode.stale_member_epoch
+    assert group.validate_offset_fetch("x", 2) == ErrorCode.unknown_member_id
+
+
 # --- records and the wire ------------------------------------------------------------------
 
 
