@@ -3,8 +3,9 @@
 
 Each coordinator module describes its own record layouts; this module holds the primitives they
 share: a bounds-checked reader over one key or value (legacy or flexible encoding) and the
-tagged-field writer. A record that does not parse raises ``RecordDecodeError``, never
-``IndexError`` or a struct error, so a damaged internal topic is reported, not crashed on.
+writers of tagged fields and compact strings. A record that does not parse raises
+``RecordDecodeError``, never ``IndexError`` or a struct error, so a damaged internal topic is
+reported, not crashed on.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ def encode_tags(tags: list[tuple[int, bytes]]) -> bytes:
     for tag, data in tags:
         parts.append(uvarint(tag) + uvarint(len(data)) + data)
     return b"".join(parts)
+
+
+def encode_compact_string(text: str | None) -> bytes:
+    """A compact (flexible) nullable string: its length + 1 as a uvarint (0: null), then UTF-8."""
+    if text is None:
+        return uvarint(0)
+    data = text.encode()
+    return uvarint(len(data) + 1) + data
 
 
 class RecordReader:

@@ -36,7 +36,12 @@ from dataclasses import dataclass
 
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.record_keys import decode_group_key, encode_group_key
-from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader, encode_tags
+from kemu.protocol.coordinator_records import (
+    RecordDecodeError,
+    RecordReader,
+    encode_compact_string,
+    encode_tags,
+)
 from kemu.protocol.records import uvarint
 
 GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 5, 6, 7, 8
@@ -112,13 +117,6 @@ PER_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
 # --- encoding ---------------------------------------------------------------------------------
 
 
-def _compact_string(text: str | None) -> bytes:
-    if text is None:
-        return uvarint(0)
-    data = text.encode()
-    return uvarint(len(data) + 1) + data
-
-
 def _partitions(partitions: Partitions) -> bytes:
     by_topic: dict[uuid.UUID, list[int]] = {}
     for topic_id, index in sorted(partitions):
@@ -147,15 +145,15 @@ def encode_value(value: ConsumerRecordValue) -> bytes:
     elif isinstance(value, MemberMetadataValue):
         names = value.subscribed_topic_names
         body = (
-            _compact_string(value.instance_id)
-            + _compact_string(value.rack_id)
-            + _compact_string(value.client_id)
-            + _compact_string(value.client_host)
+            encode_compact_string(value.instance_id)
+            + encode_compact_string(value.rack_id)
+            + encode_compact_string(value.client_id)
+            + encode_compact_string(value.client_host)
             + uvarint(len(names) + 1)
-            + b"".join(_compact_string(name) for name in names)
-            + _compact_string(value.subscribed_topic_regex)
+            + b"".join(encode_compact_string(name) for name in names)
+            + encode_compact_string(value.subscribed_topic_regex)
             + _INT32.pack(value.rebalance_timeout_ms)
-            + _compact_string(value.server_assignor)
+            + encode_compact_string(value.server_assignor)
         )
     elif isinstance(value, TargetMemberValue):
         body = _partitions(value.partitions)

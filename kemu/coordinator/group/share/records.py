@@ -47,7 +47,7 @@ from kemu.coordinator.group.consumer.records import (
 from kemu.coordinator.group.modern_group import ImageRecordTypes, image_records
 from kemu.coordinator.group.record_keys import decode_group_key, encode_group_key
 from kemu.coordinator.group.share.group import ShareGroup, ShareMember
-from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader
+from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader, encode_compact_string
 from kemu.protocol.records import uvarint
 
 MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA, TARGET_MEMBER = 10, 11, 12, 13
@@ -138,13 +138,6 @@ ShareRecordValue = (
 # --- encoding ---------------------------------------------------------------------------------
 
 
-def _compact_string(text: str | None) -> bytes:
-    if text is None:
-        return uvarint(0)
-    data = text.encode()
-    return uvarint(len(data) + 1) + data
-
-
 def _int32s(values: tuple[int, ...]) -> bytes:
     return uvarint(len(values) + 1) + b"".join(_INT32.pack(v) for v in values)
 
@@ -154,7 +147,7 @@ def _topics_info(topics: tuple[TopicPartitionsInfo, ...]) -> bytes:
     for topic in topics:
         parts += [
             topic.topic_id.bytes,
-            _compact_string(topic.topic_name),
+            encode_compact_string(topic.topic_name),
             _int32s(topic.partitions),
             uvarint(0),
         ]
@@ -170,11 +163,11 @@ def encode_value(value: ShareRecordValue) -> bytes:
     if isinstance(value, ShareMemberValue):
         names = value.subscribed_topic_names
         body = (
-            _compact_string(value.rack_id)
-            + _compact_string(value.client_id)
-            + _compact_string(value.client_host)
+            encode_compact_string(value.rack_id)
+            + encode_compact_string(value.client_id)
+            + encode_compact_string(value.client_host)
             + uvarint(len(names) + 1)
-            + b"".join(_compact_string(name) for name in names)
+            + b"".join(encode_compact_string(name) for name in names)
         )
     elif isinstance(value, ShareEpochValue):
         body = _INT32.pack(value.epoch) + _INT64.pack(value.metadata_hash)
@@ -193,7 +186,7 @@ def encode_value(value: ShareRecordValue) -> bytes:
     else:
         deleting = [uvarint(len(value.deleting) + 1)]
         for topic_id, name in value.deleting:
-            deleting += [topic_id.bytes, _compact_string(name), uvarint(0)]
+            deleting += [topic_id.bytes, encode_compact_string(name), uvarint(0)]
         body = (
             _topics_info(value.initializing) + _topics_info(value.initialized) + b"".join(deleting)
         )

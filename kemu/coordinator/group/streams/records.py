@@ -51,7 +51,12 @@ from kemu.coordinator.group.streams.topology import (
     TopicInfo,
     Topology,
 )
-from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader, encode_tags
+from kemu.protocol.coordinator_records import (
+    RecordDecodeError,
+    RecordReader,
+    encode_compact_string,
+    encode_tags,
+)
 from kemu.protocol.records import uvarint
 
 GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, TOPOLOGY = (
@@ -146,11 +151,7 @@ StreamsRecord = tuple[StreamsRecordKey, StreamsRecordValue | None]
 # --- encoding ---------------------------------------------------------------------------------
 
 
-def _cs(text: str | None) -> bytes:
-    if text is None:
-        return uvarint(0)
-    data = text.encode()
-    return uvarint(len(data) + 1) + data
+_cs = encode_compact_string  # short, for the dense layouts below
 
 
 def _array(items: list[bytes]) -> bytes:
