@@ -36,15 +36,12 @@ from tests.integration.kip1289.test_kip1289_scenarios import (
     TX_PENDING,
     closing,
     consumer_for,
-    create_topic,
     lag,
     latest_record_state,
     pipeline,
     poll_until,
-    produce,
     producer_for,
-    remote_partition,
-    set_group_configs,
+    remote_source,
     stage,
     state_of,
     values,
@@ -84,10 +81,7 @@ def decode_share_state(kemu: InProcessKemu, node: int) -> list[dict[str, Any]]:
 async def failover_row(
     kemu: InProcessKemu, closing: list[Any], name: str, *, stop: str, commit: bool
 ) -> None:
-    create_topic(kemu, name, 3)
-    group, partition = await remote_partition(kemu, name)
-    set_group_configs(kemu, group)
-    produce(kemu, name, [b"first"], partition)
+    group, partition = await remote_source(kemu, name)
     consumer = await consumer_for(kemu, group, name)
     producer = await producer_for(kemu, f"tx-{name}")
     closing.append(producer)

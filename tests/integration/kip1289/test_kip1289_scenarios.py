@@ -248,11 +248,15 @@ async def committed_values(
 
 
 async def stage(
-    producer: TransactionalProducer, consumer: ShareConsumer, *records: ShareRecord
+    producer: TransactionalProducer,
+    consumer: ShareConsumer,
+    *records: ShareRecord,
+    kind: AcknowledgeType = AcknowledgeType.ACCEPT,
 ) -> ShareAcknowledgements:
-    """ACCEPT ``records`` and carry the acknowledgements in the producer's open transaction."""
+    """ACCEPT (or ``kind``) ``records`` and carry the acknowledgements in the producer's open
+    transaction."""
     for record in records:
-        consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+        consumer.acknowledge(record, kind)
     acknowledgements = consumer.acknowledgements_for_transaction()
     await producer.send_share_acknowledgements_to_transaction(
         acknowledgements, consumer.share_group_metadata()
@@ -448,11 +452,8 @@ async def test_row7_commit_reject(kemu: InProcessKemu, closing: list[Any]) -> No
     name = "s7-commit-reject"
     consumer, producer = await consumer_and_producer(kemu, closing, name)
     [record] = await poll_until(consumer, 1)
-    consumer.acknowledge(record, AcknowledgeType.REJECT)
     producer.begin_transaction()
-    await producer.send_share_acknowledgements_to_transaction(
-        consumer.acknowledgements_for_transaction(), consumer.share_group_metadata()
-    )
+    await stage(producer, consumer, record, kind=AcknowledgeType.REJECT)
     await producer.commit_transaction()
     assert await wait_for_lag(kemu, name, name, 0) == 0
     assert await consumer.poll(0.5) == []
@@ -479,11 +480,8 @@ async def test_row8_commit_reject_with_dlq_enabled(kemu: InProcessKemu, closing:
     producer = await producer_for(kemu, f"tx-{name}")
     closing += [consumer, producer]
     [record] = await poll_until(consumer, 1)
-    consumer.acknowledge(record, AcknowledgeType.REJECT)
     producer.begin_transaction()
-    await producer.send_share_acknowledgements_to_transaction(
-        consumer.acknowledgements_for_transaction(), consumer.share_group_metadata()
-    )
+    await stage(producer, consumer, record, kind=AcknowledgeType.REJECT)
     assert latest_record_state(decode_share_state(kemu), name, record) == TX_PENDING
     await producer.commit_transaction()
     assert await consumer.poll(0.5) == []
