@@ -16,10 +16,15 @@ import structlog
 
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import SHARE_STATE_TOPIC, Topic
+from kemu.cluster.services import Service
 from kemu.config.definitions import TopicConfig
 
 if TYPE_CHECKING:
     from kemu.storage.compaction import CleanResult, CompactionPolicy
+    from kemu.storage.recovery_points import RecoveryPoints
+
+# the data directory's recovery points (``KemuServer`` provides them when it has a data dir)
+RECOVERY_POINTS: Service[RecoveryPoints] = Service("recovery_points")
 
 log = structlog.get_logger("kemu.housekeeping")
 
@@ -152,3 +157,19 @@ async def _flush_loop(runtime: Runtime) -> None:
                 partition.log.flush()
             except Exception:
                 log.exception("flush_failed", topic=partition.topic_name, partition=partition.index)
+        try:
+            checkpoint_recovery_points(runtime)
+        except Exception:
+            log.exception("recovery_point_checkpoint_failed")
+
+
+def checkpoint_recovery_points(runtime: Runtime) -> None:
+    """Record where each log is synced up to, after a round of flushes (Kafka's
+    ``recovery-point-offset-checkpoint``): a restart scans each log from there only."""
+    points = runtime.services.built(RECOVERY_POINTS)
+    if points is not None:
+        points.checkpoint(
+            (partition.topic_name, partition.index, recovery_point)
+            for partition in runtime.cluster.all_partitions()
+            if (recovery_point := getattr(partition.log, "recovery_point", None)) is not None
+        )

@@ -31,6 +31,7 @@ from kemu.cluster.model import SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, Broke
 from kemu.config.definitions import BrokerConfig
 from kemu.storage.lock import DataDirLock
 from kemu.storage.log import MemoryLog, PartitionLog
+from kemu.storage.recovery_points import RecoveryPoints
 
 if TYPE_CHECKING:
     from kemu.broker.security.acceptor import TlsServer
@@ -56,9 +57,11 @@ class ServerOptions:
     cluster_id: str | None = None
 
 
-def _log_factory(options: ServerOptions) -> Callable[[str, int], PartitionLog]:
+def _log_factory(
+    options: ServerOptions, recovery_points: RecoveryPoints | None
+) -> Callable[[str, int], PartitionLog]:
     data_dir = options.data_dir
-    if data_dir is None:
+    if data_dir is None or recovery_points is None:
         return lambda topic, index: MemoryLog()
     config = options.config
     segment_bytes = config.get_int("log.segment.bytes")
@@ -73,6 +76,8 @@ def _log_factory(options: ServerOptions) -> Callable[[str, int], PartitionLog]:
             segment_bytes=segment_bytes,
             flush_every_append=flush_always,
             crash_point=crash_point,
+            recovery_point=recovery_points.for_partition(topic, index),
+            clean_shutdown=recovery_points.clean_shutdown,
         )
 
     return make
@@ -87,6 +92,10 @@ class KemuServer:
             options.data_dir.mkdir(parents=True, exist_ok=True)
             # Before anything is read: a second process on the same directory is refused here.
             self._lock = DataDirLock.acquire(options.data_dir)
+        # read before any log opens: where each one may skip its recovery scan
+        self._recovery_points = (
+            RecoveryPoints(options.data_dir) if options.data_dir is not None else None
+        )
         # One listener (PLAINTEXT on --host/--port) unless ``listeners`` is configured; each one
         # is a block of consecutive ports, one per broker (kemu/cluster/listeners.py).
         self.listeners = configured_listeners(
@@ -124,11 +133,15 @@ class KemuServer:
             cluster_id=options.cluster_id or _cluster_id(),
             nodes=listener_nodes[self.listeners[0].name],
             config=options.config,
-            log_factory=_log_factory(options),
+            log_factory=_log_factory(options, self._recovery_points),
             data_dir=options.data_dir,
         )
         cluster.load_metadata()
         self.runtime = Runtime(cluster=cluster, max_versions=options.max_versions)
+        if self._recovery_points is not None:
+            from kemu.broker.housekeeping import RECOVERY_POINTS
+
+            self.runtime.services.provide(RECOVERY_POINTS, self._recovery_points)
         if self._secured:
             self.runtime.services.provide(LISTENER_NODES, listener_nodes)
         # Before any request: the share coordinator replays __share_group_state (including the
@@ -316,6 +329,12 @@ class KemuServer:
         for partition in self.cluster.all_partitions():
             partition.log.flush()
             partition.log.close()
+        if self._recovery_points is not None:
+            from kemu.broker.housekeeping import checkpoint_recovery_points
+
+            # every log is synced and closed: the next start needs no recovery scan
+            checkpoint_recovery_points(self.runtime)
+            self._recovery_points.mark_clean_shutdown()
         if self._lock is not None:
             self._lock.release()
 

@@ -89,8 +89,24 @@ def _check_batch(
 
 DATA_BATCH = -1  # a transactional batch of records, in ``ProducerTracker.transactions``
 UNKNOWN_MARKER = -2  # a transactional control batch without a readable marker
+NOT_TRANSACTIONAL = -3  # what ``transaction_marker`` gives a batch that is not transactional
 # (base offset, last offset, producer id, DATA_BATCH or the marker type) of a transactional batch
 NotedBatch = tuple[int, int, int, int]
+
+
+def transaction_marker(header: BatchHeader, batch: bytes | memoryview) -> int:
+    """What a ``NotedBatch`` says of a batch with a producer id: ``NOT_TRANSACTIONAL``,
+    ``DATA_BATCH``, or a control batch's marker type (``batch``: its bytes, read only for a
+    control batch; ``UNKNOWN_MARKER`` when unreadable)."""
+    if not header.is_transactional:
+        return NOT_TRANSACTIONAL
+    if not header.is_control:
+        return DATA_BATCH
+    try:
+        marker = control_type(batch, header)
+    except CorruptBatch:
+        marker = None
+    return UNKNOWN_MARKER if marker is None else marker
 
 
 class ProducerTracker:
@@ -112,23 +128,14 @@ class ProducerTracker:
 
     def observe_transactional(self, header: BatchHeader, batch: bytes | memoryview) -> None:
         """Note a transactional batch (``batch``: its bytes, read only for a control batch)."""
-        if not header.is_control:
+        self.note(header, transaction_marker(header, batch))
+
+    def note(self, header: BatchHeader, marker: int) -> None:
+        """Note a batch with a producer id, given ``transaction_marker``'s answer for it."""
+        if marker != NOT_TRANSACTIONAL:
             self.transactions.append(
-                (header.base_offset, header.last_offset, header.producer_id, DATA_BATCH)
+                (header.base_offset, header.last_offset, header.producer_id, marker)
             )
-            return
-        try:
-            marker = control_type(batch, header)
-        except CorruptBatch:
-            marker = None
-        self.transactions.append(
-            (
-                header.base_offset,
-                header.last_offset,
-                header.producer_id,
-                UNKNOWN_MARKER if marker is None else marker,
-            )
-        )
 
     def observe(self, header: BatchHeader) -> None:
         """A batch with a producer id: a data batch with a sequence, or a transaction marker

@@ -54,6 +54,7 @@ class SegmentCleaning:
     _producers: dict[int, ProducerLast]
     _readers: OrderedDict[int, int]
     _segments: list[Segment]
+    _to_summarize: list[Segment]
     _size: int
     directory: Path
     index_interval_bytes: int
@@ -71,6 +72,8 @@ class SegmentCleaning:
         ) -> Generator[tuple[BatchHeader, bytes], None, bool]: ...
 
         def _write_checkpoint(self, name: str, offset: int) -> None: ...
+
+        def _forget_summary(self, base: int) -> None: ...
 
     def cleaning(
         self,
@@ -248,6 +251,8 @@ class SegmentCleaning:
             reader = self._readers.pop(segment.base_offset, None)
             if reader is not None:
                 os.close(reader)
+        for segment in group:
+            self._forget_summary(segment.base_offset)
         for segment in group[1:]:
             segment.path.unlink(missing_ok=True)
             segment.index_path.unlink(missing_ok=True)
@@ -262,6 +267,7 @@ class SegmentCleaning:
         self._segments[first : first + len(group)] = [replacement]
         self._bases[first : first + len(group)] = [base]
         self._size += replacement.size - sum(segment.size for segment in group)
+        self._to_summarize.append(replacement)
 
     def _finish_interrupted_cleaning(self) -> None:
         """Undo a cleaning cut short before its commit point, complete one cut short after it."""
@@ -281,6 +287,7 @@ class SegmentCleaning:
                 if other_base is not None and base <= other_base < end:
                     other.unlink()
                     other.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
+                    self._forget_summary(other_base)
             os.replace(path, self.directory / segment_file_name(base))
             log.warning("log_cleaning_completed_at_open", directory=str(self.directory), base=base)
         if touched:

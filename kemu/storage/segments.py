@@ -9,10 +9,13 @@ A partition directory (``<data-dir>/<topic>-<partition>``) is laid out as Kafka 
 - ``00000000000000000000.index``: the sparse offset index, 8-byte entries (last offset of a
   batch relative to the segment's base offset, int32; file position of the batch, int32), one
   once more than ``index.interval.bytes`` of batches went by since the previous entry. kemu
-  writes it for Kafka's tools (``kafka-dump-log``) and rebuilds it on open; it never reads it.
+  writes it for Kafka's tools (``kafka-dump-log``) and rebuilds it when it scans the segment
+  (or, for one read from its summary, when its size is not the summary's); it never reads it.
   Entries are buffered in memory and written at flush, roll and close (one write, not one
   open-write-close per entry), so after a SIGKILL the file may lack the last second's entries
   until the next open rebuilds it.
+- ``00000000000000000000.scan``: once a rolled segment is synced, what a recovery scan finds
+  in it (``kemu.storage.segment_summary``), so that a later open need not scan it.
 - ``log-start-offset``: the log start offset once DeleteRecords has moved it inside a segment
   (Kafka keeps the same number in ``log-start-offset-checkpoint``).
 - ``cleaner-offset``: on compacted topics, where the dirty (not yet cleaned) section starts (Kafka
@@ -29,9 +32,13 @@ compacted segment has gaps in its offsets, and may begin after its base offset.
 
 Durability: ``append`` writes the batch with ``os.pwrite`` before returning, so it is in the page
 cache and survives a SIGKILL of the broker; ``flush`` (once a second from housekeeping, or after
-every append with ``flush_every_append``) fdatasyncs it against power loss. On open every segment
-is scanned and validated (``kemu.storage.recovery``); a torn or corrupt tail is cut at the last
-whole valid batch, with a warning saying how many bytes went, and later segments are removed.
+every append with ``flush_every_append``) fdatasyncs it against power loss; after a flush every
+batch below ``recovery_point`` is synced, and the rolled segments are summarized. On open, the
+segments that end at or below the recovery point the data dir's checkpoint gave (every segment,
+after a clean shutdown) are read from their summaries, when those match; from the first one
+that is not, every segment is scanned and validated (``kemu.storage.recovery``); a torn or
+corrupt tail is cut at the last whole valid batch, with a warning saying how many bytes went,
+and later segments are removed.
 
 Reads use an in-memory sparse index (``SparseIndex``: the first batch of each segment, then a
 batch each ``index.interval.bytes``, as Kafka's offset and time indexes): a bisection gives the
@@ -46,7 +53,6 @@ and swaps); this module appends, rolls, truncates, applies retention and opens (
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections import OrderedDict
 from collections.abc import Callable
@@ -54,14 +60,14 @@ from pathlib import Path
 
 import structlog
 
-from kemu.protocol.records import TRANSACTIONAL_FLAG, BatchHeader
+from kemu.protocol.records import BatchHeader
 from kemu.storage.compaction import (
     ProducerLast,
     track_producer,
 )
 from kemu.storage.durable import fsync_directory
 from kemu.storage.log import PartitionLog, RecoveredProducer
-from kemu.storage.recovery import NotedBatch, ProducerTracker, scan_batches
+from kemu.storage.recovery import NotedBatch, ProducerTracker
 from kemu.storage.segment_cleaning import SegmentCleaning
 from kemu.storage.segment_files import (
     CHECKPOINT_VERSION,
@@ -84,6 +90,14 @@ from kemu.storage.segment_files import (
     write_fully,
 )
 from kemu.storage.segment_reading import SegmentReading
+from kemu.storage.segment_summary import (
+    ScannedSegment,
+    load_summary,
+    scan_segment,
+    summary_base,
+    summary_name,
+    write_summary,
+)
 
 log = structlog.get_logger("kemu.storage")
 
@@ -100,6 +114,8 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         flush_every_append: bool = False,
         crash_point: Callable[[str], None] | None = None,
+        recovery_point: int | None = None,
+        clean_shutdown: bool = False,
     ) -> None:
         self.directory = Path(directory)
         # crash tests: called at each step of a cleaning (kemu.cluster.crash_points)
@@ -127,8 +143,12 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
         self._producers: dict[int, ProducerLast] = {}  # what compaction must keep of each
         self._first_dirty = 0  # the cleaner checkpoint
         self._cleaning_aborted = False
+        # the offset below which every batch is synced (Kafka's recovery point): the data dir's
+        # recovery-point checkpoint records it (kemu.storage.recovery_points)
+        self.recovery_point = 0
+        self._to_summarize: list[Segment] = []  # rolled segments whose summary is not written
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._open()
+        self._open(recovery_point, clean_shutdown)
 
     # --- the PartitionLog contract ---------------------------------------------------------
 
@@ -185,6 +205,7 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
         if self._segments[-1].base_offset >= target:
             while self._segments[-1].base_offset >= target:
                 self._delete_segment(self._segments[-1])
+            self._forget_summary(self._segments[-1].base_offset)  # it is the active one again
             self._activate(self._segments[-1])
         segment = self._segments[-1]
         cut = -1
@@ -260,15 +281,19 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
             descriptor = self._unsynced.pop()
             datasync(descriptor)
             os.close(descriptor)
+        if self._to_summarize:
+            self._write_summaries()
         if self._directory_dirty:
             fsync_directory(self.directory)
             self._directory_dirty = False
+        self.recovery_point = self.log_end_offset
 
     def close(self) -> None:
         self._abort_cleaning()
         if self._active_fd < 0:
             return
         self.flush()
+        self._summarize_active()
         for descriptor in (self._active_fd, *self._readers.values()):
             os.close(descriptor)
         self._readers.clear()
@@ -302,6 +327,7 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
     def _roll(self, base_offset: int) -> Segment:
         if self._segments:
             self._segments[-1].write_pending_index()
+            self._to_summarize.append(self._segments[-1])  # written once it is synced
         segment = Segment(self.directory, base_offset)
         segment.path.write_bytes(b"")
         segment.index_path.write_bytes(b"")
@@ -331,6 +357,7 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
             os.close(reader)
         segment.path.unlink(missing_ok=True)
         segment.index_path.unlink(missing_ok=True)
+        self._forget_summary(segment.base_offset)
         self._size -= segment.size
         self._directory_dirty = True
 
@@ -347,7 +374,7 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
 
     # --- opening and recovery ---------------------------------------------------------------
 
-    def _open(self) -> None:
+    def _open(self, recovery_point: int | None, clean_shutdown: bool) -> None:
         # One listing decides what needs touching: a broker opens every partition at start,
         # most of them holding one segment and nothing else.
         names = set(os.listdir(self.directory))
@@ -356,14 +383,23 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
             names = set(os.listdir(self.directory))
         bases = sorted(base for name in names if (base := segment_base(name)) is not None)
         known = set(bases)
+        summarized = set()
         for name in names:
             stem = name[: -len(INDEX_SUFFIX)]
             if name.endswith(INDEX_SUFFIX) and segment_base(stem + LOG_SUFFIX) not in known:
                 (self.directory / name).unlink()
+            elif (base := summary_base(name)) is not None:
+                if base in known:
+                    summarized.add(base)
+                else:
+                    (self.directory / name).unlink()
         for checkpoint_name in (START_CHECKPOINT, CLEANER_CHECKPOINT):
             if checkpoint_name + ".tmp" in names:
                 (self.directory / (checkpoint_name + ".tmp")).unlink()
         tracker = ProducerTracker()
+        # Segments below the recovery point (every one after a clean shutdown) are read from
+        # their summaries; from the first one that is not, every segment is scanned.
+        trusting = clean_shutdown or recovery_point is not None
         for number, base in enumerate(bases):
             if number and base < self._segments[-1].next_offset:
                 self._drop_files_from(
@@ -371,13 +407,34 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
                     f"segment starts at {base}, the log ends at {self._segments[-1].next_offset}",
                 )
                 break
-            segment, whole = self._recover_segment(base, tracker, rolled=number + 1 < len(bases))
+            rolled = number + 1 < len(bases)
+            scanned = None
+            if trusting and base in summarized and (rolled or clean_shutdown):
+                scanned = load_summary(
+                    self.directory, base, end_at_most=None if clean_shutdown else recovery_point
+                )
+            whole = True
+            if scanned is not None:
+                self._check_index(scanned.segment)
+            else:
+                trusting = False
+                scanned, whole = self._recover_segment(base, rolled=rolled)
+                if rolled and whole:
+                    self._to_summarize.append(scanned.segment)
+            for header, marker in scanned.producer_batches:
+                tracker.observe(header)
+                track_producer(self._producers, header)
+                tracker.note(header, marker)
+            segment = scanned.segment
             self._segments.append(segment)
             self._bases.append(base)
             self._size += segment.size
             if not whole:
                 self._drop_files_from(bases[number + 1 :], "an earlier segment was cut")
                 break
+        if self._segments and self._segments[-1].base_offset in summarized:
+            # the active segment's summary was for a clean start only: appends will change it
+            self._forget_summary(self._segments[-1].base_offset)
         self._recovered = tracker.producers
         self._recovered_transactions = tracker.transactions
         self._first_dirty = (
@@ -401,43 +458,21 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
             self._restart_at(self.log_start_offset)
             return
         self._activate(self._segments[-1])
+        if clean_shutdown:
+            self.recovery_point = self.log_end_offset
+        else:
+            # what a crash left may be in the page cache only: the first flush syncs it
+            self.recovery_point = min(recovery_point or 0, self.log_end_offset)
+            self._dirty = True
         self._forget_below_start()
 
-    def _recover_segment(
-        self, base: int, tracker: ProducerTracker, *, rolled: bool
-    ) -> tuple[Segment, bool]:
-        """Load one segment file, cutting any invalid tail; True when nothing was cut. Only a
+    def _recover_segment(self, base: int, *, rolled: bool) -> tuple[ScannedSegment, bool]:
+        """Scan one segment file, cutting any invalid tail; True when nothing was cut. Only a
         rolled segment may have gaps between its batches (compaction removed some)."""
-        segment = Segment(self.directory, base)
-        stat = segment.path.stat()
-        segment.last_modified_ms = segment.created_ms = stat.st_mtime_ns // 1_000_000
-
-        scanned: list[memoryview] = []  # the segment's bytes, while they are being scanned
-
-        def on_batch(header: BatchHeader, position: int) -> None:
-            segment.note_batch(header, position, self.index_interval_bytes)
-            if header.producer_id >= 0:  # what the two trackers look at
-                tracker.observe(header)
-                track_producer(self._producers, header)
-                if header.attributes & TRANSACTIONAL_FLAG:
-                    tracker.observe_transactional(
-                        header, scanned[0][position : position + header.size]
-                    )
-
-        if stat.st_size:
-            with (
-                open(segment.path, "rb") as handle,
-                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
-                memoryview(mapped) as view,
-            ):
-                scanned.append(view)
-                try:
-                    outcome = scan_batches(view, base, on_batch, gaps=rolled)
-                finally:
-                    scanned.clear()
-        else:
-            outcome = scan_batches(b"", base, on_batch)
-        cut = stat.st_size - outcome.valid_bytes
+        scanned = scan_segment(self.directory, base, self.index_interval_bytes, gaps=rolled)
+        segment, outcome = scanned.segment, scanned.outcome
+        assert outcome is not None
+        cut = scanned.file_size - outcome.valid_bytes
         if cut:
             log.warning(
                 "log_tail_truncated",
@@ -450,7 +485,55 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
             os.truncate(segment.path, outcome.valid_bytes)
         self._rewrite_index(segment, bytes(segment.pending_index))
         segment.pending_index.clear()
-        return segment, cut == 0
+        return scanned, cut == 0
+
+    def _check_index(self, segment: Segment) -> None:
+        """The ``.index`` of a segment read from its summary: rewritten when its size is not the
+        one the summary gives (lost in a power loss, or never written)."""
+        entries = bytes(segment.pending_index)
+        segment.pending_index.clear()
+        try:
+            if os.stat(segment.index_path).st_size == len(entries):
+                return
+        except FileNotFoundError:
+            pass
+        segment.index_path.write_bytes(entries)
+
+    # --- segment summaries (kemu.storage.segment_summary) -----------------------------------
+
+    def _write_summaries(self) -> None:
+        """Summarize the rolled segments waiting for it (synced first)."""
+        pending, self._to_summarize = self._to_summarize, []
+        rolled = {id(segment) for segment in self._segments[:-1]}
+        for segment in pending:
+            if id(segment) in rolled:  # not deleted, cleaned away or the active one again
+                self._summarize(segment, gaps=True)
+
+    def _summarize_active(self) -> None:
+        """At close: the active segment's summary, for a start after a clean shutdown."""
+        if self._segments and self._segments[-1].size:
+            self._summarize(self._segments[-1], gaps=False)
+            if self._directory_dirty:
+                fsync_directory(self.directory)
+                self._directory_dirty = False
+
+    def _summarize(self, segment: Segment, *, gaps: bool) -> None:
+        descriptor = os.open(segment.path, os.O_RDONLY)
+        try:
+            datasync(descriptor)
+        finally:
+            os.close(descriptor)
+        found = scan_segment(
+            self.directory, segment.base_offset, self.index_interval_bytes, gaps=gaps
+        )
+        if found.file_size != segment.size or found.segment.next_offset != segment.next_offset:
+            log.warning("segment_summary_skipped", segment=str(segment.path))
+            return
+        write_summary(found)
+        self._directory_dirty = True
+
+    def _forget_summary(self, base: int) -> None:
+        (self.directory / summary_name(base)).unlink(missing_ok=True)
 
     def _drop_files_from(self, bases: list[int], reason: str) -> None:
         for base in bases:
@@ -463,6 +546,7 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
             )
             path.unlink()
             path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
+            self._forget_summary(base)
 
     def _rewrite_index(self, segment: Segment, entries: bytes) -> None:
         path = segment.index_path

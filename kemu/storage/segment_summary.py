@@ -1,0 +1,330 @@
+"""What the recovery scan of one segment finds, and its summary file (``<base>.scan``).
+
+Opening a log used to scan every batch of every segment: validating each one, rebuilding the
+segment's in-memory state (sizes, timestamps, the sparse index) and feeding every batch with a
+producer id to the producer and transaction trackers. ``scan_segment`` is that scan, for one
+segment; ``ScannedSegment`` is what it finds.
+
+A rolled segment does not change (compaction replaces it by another file), so once its bytes are
+synced what a scan finds in it is written beside it, in ``<base>.scan``, and a later open of the
+log reads that instead of the segment (``kemu.storage.segments``: only below the recovery point,
+or every segment after a clean shutdown). The file holds the segment's state and, in file order,
+the header of each batch with a producer id and its transaction marker type: what the trackers
+need, so that they are fed exactly what a scan would feed them, in the same order. It is
+checked against the segment before it is used (its CRC, the segment's size, and the last
+batch's header read back from the segment); anything that does not match is scanned instead.
+
+Layout (little-endian): ``KSCN``, version (int16), CRC32 of the rest (uint32), the fixed fields
+of ``SUMMARY_FIXED``, the last batch's 61-byte header, the sparse index's three int64 arrays, the
+``.index`` file's bytes, then per producer batch its 61-byte header and marker (int16).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import sys
+import zlib
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kemu.protocol.records import BATCH_HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader, read_header
+from kemu.storage.recovery import (
+    NOT_TRANSACTIONAL,
+    RECENT_BATCHES_PER_PRODUCER,
+    ScanOutcome,
+    scan_batches,
+    transaction_marker,
+)
+from kemu.storage.segment_files import Segment, segment_file_name
+
+SUMMARY_SUFFIX = ".scan"
+SUMMARY_MAGIC = b"KSCN"
+SUMMARY_VERSION = 1
+_PREFIX = struct.Struct("<4shI")  # magic, version, CRC32 of what follows
+# base offset, size, next offset, first timestamp, max timestamp, max timestamp offset, bytes
+# since the last index entry, last batch position (-1: empty), sparse entries, .index bytes,
+# producer batches
+SUMMARY_FIXED = struct.Struct("<qqqqqqqqIII")
+_MARKER = struct.Struct("<h")
+_PRODUCER_ENTRY = BATCH_HEADER_SIZE + _MARKER.size
+
+
+@dataclass(slots=True)
+class ScannedSegment:
+    """A segment as a scan of its file left it, and what the trackers get from it."""
+
+    segment: Segment
+    # (header, marker) of every batch with a producer id, in file order; marker: DATA_BATCH,
+    # the control type, UNKNOWN_MARKER (transactional) or NOT_TRANSACTIONAL
+    producer_batches: list[tuple[BatchHeader, int]] = field(default_factory=list)
+    # the same, as the summary holds them: each batch's 61 header bytes, then its marker (int16)
+    producer_entries: bytearray = field(default_factory=bytearray)
+    last_batch_position: int = -1
+    file_size: int = 0  # the segment file's size when it was scanned
+    outcome: ScanOutcome | None = None  # None: read from a summary, not scanned
+
+
+def summary_name(base_offset: int) -> str:
+    return segment_file_name(base_offset, SUMMARY_SUFFIX)
+
+
+def summary_base(name: str) -> int | None:
+    stem, dot, suffix = name.partition(".")
+    if dot and "." + suffix == SUMMARY_SUFFIX and len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def scan_segment(directory: Path, base: int, interval_bytes: int, *, gaps: bool) -> ScannedSegment:
+    """Scan ``<base>.log`` (``kemu.storage.recovery.scan_batches``); the file is not changed:
+    ``outcome.valid_bytes`` says where a caller cuts it."""
+    segment = Segment(directory, base)
+    stat = segment.path.stat()
+    segment.last_modified_ms = segment.created_ms = stat.st_mtime_ns // 1_000_000
+    scanned = ScannedSegment(segment, file_size=stat.st_size)
+    producer_batches = scanned.producer_batches
+    producer_entries = scanned.producer_entries
+    view: list[memoryview] = []  # the segment's bytes, while they are being scanned
+
+    def on_batch(header: BatchHeader, position: int) -> None:
+        segment.note_batch(header, position, interval_bytes)
+        scanned.last_batch_position = position
+        if header.producer_id >= 0:
+            marker = NOT_TRANSACTIONAL
+            if header.attributes & TRANSACTIONAL_FLAG:
+                marker = transaction_marker(header, view[0][position : position + header.size])
+            producer_batches.append((header, marker))
+            producer_entries.extend(view[0][position : position + BATCH_HEADER_SIZE])
+            producer_entries.extend(_MARKER.pack(marker))
+
+    if stat.st_size:
+        with (
+            open(segment.path, "rb") as handle,
+            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+            memoryview(mapped) as mapped_view,
+        ):
+            view.append(mapped_view)
+            try:
+                scanned.outcome = scan_batches(mapped_view, base, on_batch, gaps=gaps)
+            finally:
+                view.clear()
+    else:
+        scanned.outcome = scan_batches(b"", base, on_batch)
+    return scanned
+
+
+def essential_producer_batches(batches: list[tuple[BatchHeader, int]]) -> list[int]:
+    """Which of a segment's producer batches (their numbers, in order) the trackers need to end
+    in the state all of them leave, whatever state they start from; the summary keeps only
+    those, so that a restart replays about as many batches as there are producers.
+
+    Kept: every transactional or control batch (the transaction list notes each one), each
+    producer's last non-control batch (``ProducerLast``: the cleaner's view), and its batches
+    with a sequence that ``ProducerTracker.observe`` could still remember: when the producer's
+    last run of batches of one epoch (markers count) holds at least
+    ``RECENT_BATCHES_PER_PRODUCER`` batches with a sequence, that run's last ones (they replace
+    whatever came before, epoch changes included), else all of them."""
+    keep = [False] * len(batches)
+    last_data: dict[int, int] = {}
+    final_epoch: dict[int, int] = {}
+    recent: dict[int, list[int]] = {}  # the last appending batches of the final epoch run
+    run_is_long: dict[int, bool] = {}
+    for number in range(len(batches) - 1, -1, -1):  # from the end: the final state first
+        header, marker = batches[number]
+        producer_id = header.producer_id
+        if marker != NOT_TRANSACTIONAL or header.is_control or producer_id not in last_data:
+            keep[number] = True
+        if not header.is_control:
+            last_data.setdefault(producer_id, number)
+        relevant = header.base_sequence >= 0 or (header.is_control and header.is_transactional)
+        if not relevant:
+            continue
+        epoch = final_epoch.setdefault(producer_id, header.producer_epoch)
+        if run_is_long.get(producer_id) is None and epoch != header.producer_epoch:
+            run_is_long[producer_id] = False  # the final run ended short
+        if header.is_control or run_is_long.get(producer_id) is not None:
+            continue
+        found = recent.setdefault(producer_id, [])
+        found.append(number)
+        if len(found) == RECENT_BATCHES_PER_PRODUCER:
+            run_is_long[producer_id] = True
+    short = set()
+    for producer_id, numbers in recent.items():
+        if run_is_long.get(producer_id):
+            for number in numbers:
+                keep[number] = True
+        else:  # the run is short: what came before it may still show, keep every sequence
+            short.add(producer_id)
+    if short:
+        for number, (header, _) in enumerate(batches):
+            if header.producer_id in short and header.base_sequence >= 0:
+                keep[number] = True
+    return [number for number, wanted in enumerate(keep) if wanted]
+
+
+def _int64s(values: array[int]) -> bytes:
+    if sys.byteorder == "little":
+        return values.tobytes()
+    swapped = array("q", values)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
+def _read_int64s(data: bytes | memoryview, start: int, count: int) -> array[int]:
+    values = array("q")
+    values.frombytes(data[start : start + 8 * count])
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values
+
+
+def encode_summary(scanned: ScannedSegment, last_header: bytes) -> bytes:
+    """The summary file's bytes; ``last_header``: the segment's last batch's header (b"" if
+    it is empty), as the file holds it."""
+    segment = scanned.segment
+    sparse = segment.sparse
+    index = bytes(segment.pending_index)
+    kept = essential_producer_batches(scanned.producer_batches)
+    entries = scanned.producer_entries
+    parts: list[bytes | bytearray] = [
+        SUMMARY_FIXED.pack(
+            segment.base_offset,
+            segment.size,
+            segment.next_offset,
+            segment.first_timestamp,
+            segment.max_timestamp,
+            segment.max_timestamp_offset,
+            segment.since_index_entry,
+            scanned.last_batch_position,
+            len(sparse),
+            len(index),
+            len(kept),
+        ),
+        last_header.ljust(BATCH_HEADER_SIZE, b"\0"),
+        _int64s(sparse.base_offsets),
+        _int64s(sparse.positions),
+        _int64s(sparse.max_timestamps_before),
+        index,
+        *(entries[n * _PRODUCER_ENTRY : (n + 1) * _PRODUCER_ENTRY] for n in kept),
+    ]
+    body = b"".join(parts)
+    return _PREFIX.pack(SUMMARY_MAGIC, SUMMARY_VERSION, zlib.crc32(body)) + body
+
+
+def decode_summary(directory: Path, data: bytes) -> ScannedSegment | None:
+    """The segment a summary describes (its file not checked here); None when the summary is
+    not whole and valid."""
+    if len(data) < _PREFIX.size + SUMMARY_FIXED.size + BATCH_HEADER_SIZE:
+        return None
+    magic, version, crc = _PREFIX.unpack_from(data)
+    view = memoryview(data)[_PREFIX.size :]
+    if magic != SUMMARY_MAGIC or version != SUMMARY_VERSION or zlib.crc32(view) != crc:
+        return None
+    (
+        base,
+        size,
+        next_offset,
+        first_timestamp,
+        max_timestamp,
+        max_timestamp_offset,
+        since_index_entry,
+        last_position,
+        entries,
+        index_bytes,
+        producer_count,
+    ) = SUMMARY_FIXED.unpack_from(view)
+    at = SUMMARY_FIXED.size + BATCH_HEADER_SIZE
+    if len(view) != at + 24 * entries + index_bytes + _PRODUCER_ENTRY * producer_count:
+        return None
+    segment = Segment(directory, base)
+    segment.size = size
+    segment.next_offset = next_offset
+    segment.first_timestamp = first_timestamp
+    segment.max_timestamp = max_timestamp
+    segment.max_timestamp_offset = max_timestamp_offset
+    segment.since_index_entry = since_index_entry
+    sparse = segment.sparse
+    sparse.base_offsets = _read_int64s(view, at, entries)
+    sparse.positions = _read_int64s(view, at + 8 * entries, entries)
+    sparse.max_timestamps_before = _read_int64s(view, at + 16 * entries, entries)
+    at += 24 * entries
+    segment.pending_index = bytearray(view[at : at + index_bytes])
+    at += index_bytes
+    scanned = ScannedSegment(segment, last_batch_position=last_position)
+    scanned.producer_entries = bytearray(view[at:])
+    producer_batches = scanned.producer_batches
+    for _ in range(producer_count):
+        producer_batches.append(
+            (read_header(view, at), _MARKER.unpack_from(view, at + BATCH_HEADER_SIZE)[0])
+        )
+        at += _PRODUCER_ENTRY
+    return scanned
+
+
+def last_header_of(summary: bytes) -> bytes:
+    """The last batch's header as the summary recorded it (zeros: none)."""
+    start = _PREFIX.size + SUMMARY_FIXED.size
+    return summary[start : start + BATCH_HEADER_SIZE]
+
+
+def load_summary(directory: Path, base: int, *, end_at_most: int | None) -> ScannedSegment | None:
+    """``<base>.scan`` when it describes ``<base>.log`` as it is now, and the segment ends at or
+    before ``end_at_most`` (None: anywhere); else None (the segment is scanned instead)."""
+    try:
+        data = (directory / summary_name(base)).read_bytes()
+    except OSError:
+        return None
+    scanned = decode_summary(directory, data)
+    if scanned is None or scanned.segment.base_offset != base:
+        return None
+    segment = scanned.segment
+    if end_at_most is not None and segment.next_offset > end_at_most:
+        return None
+    try:
+        descriptor = os.open(segment.path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        stat = os.fstat(descriptor)
+        if stat.st_size != segment.size:
+            return None
+        if scanned.last_batch_position >= 0:
+            found = os.pread(descriptor, BATCH_HEADER_SIZE, scanned.last_batch_position)
+            if found != last_header_of(data):
+                return None
+        elif segment.size:
+            return None
+    finally:
+        os.close(descriptor)
+    segment.last_modified_ms = segment.created_ms = stat.st_mtime_ns // 1_000_000
+    return scanned
+
+
+def write_summary(scanned: ScannedSegment) -> None:
+    """Write ``scanned``'s summary beside its segment and fsync it (the caller syncs the
+    directory). The segment must be synced first: a summary never describes bytes a power loss
+    could take."""
+    segment = scanned.segment
+    last_header = b""
+    if scanned.last_batch_position >= 0:
+        with open(segment.path, "rb") as handle:
+            last_header = os.pread(handle.fileno(), BATCH_HEADER_SIZE, scanned.last_batch_position)
+    data = encode_summary(scanned, last_header)
+    path = segment.path.with_name(summary_name(segment.base_offset))
+    try:
+        if path.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.write(descriptor, view[written:])
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
