@@ -7,6 +7,7 @@ See docs/client.md for a share -> transform -> transactional produce loop.
 from __future__ import annotations
 
 from kemu.client.admin import Admin, SharePartitionOffset
+from kemu.client.backoff import Backoff
 from kemu.client.cluster import TopicIdPartition
 from kemu.client.consumer import Consumer, ConsumerRecord
 from kemu.client.errors import (
@@ -33,6 +34,7 @@ __all__ = [
     "TWO_RPC",
     "AcknowledgeType",
     "Admin",
+    "Backoff",
     "CommitFailedError",
     "Consumer",
     "ConsumerRecord",

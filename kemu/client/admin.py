@@ -4,8 +4,10 @@ lag (DescribeShareGroupOffsets, v1 for KIP-1226's Lag)."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
+from kemu.client.backoff import Backoff
 from kemu.client.cluster import GROUP_COORDINATOR, ClusterClient, RetriableError
 from kemu.client.errors import COORDINATOR_MOVED, KafkaError
 from kemu.protocol.errors import ErrorCode
@@ -24,8 +26,15 @@ class SharePartitionOffset:
 
 
 class Admin:
-    def __init__(self, bootstrap: str, client_id: str = "kemu-admin") -> None:
-        self.cluster = ClusterClient(bootstrap, client_id)
+    def __init__(
+        self,
+        bootstrap: str,
+        client_id: str = "kemu-admin",
+        *,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.cluster = ClusterClient(bootstrap, client_id, backoff=backoff, rng=rng)
 
     async def __aenter__(self) -> Admin:
         await self.cluster.start()

@@ -5,11 +5,20 @@ partition leaders), coordinator discovery and the retry policy for errors that h
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from kemu.client.backoff import (
+    Backoff,
+    ExponentialBackoff,
+    MetadataBackoff,
+    ReconnectBackoff,
+    client_rng,
+)
 from kemu.client.connection import BrokerConnection, BrokerFeatures, ConnectionClosed
 from kemu.client.errors import COORDINATOR_MOVED, KafkaError
 from kemu.protocol import wire
@@ -17,8 +26,6 @@ from kemu.protocol.errors import ErrorCode
 
 METADATA, FIND_COORDINATOR = 3, 10
 GROUP_COORDINATOR, TRANSACTION_COORDINATOR = 0, 1
-RETRY_BACKOFF_S = 0.05
-RETRY_BACKOFF_MAX_S = 1.0
 
 T = TypeVar("T")
 
@@ -73,7 +80,9 @@ UNKNOWN_TOPIC_GRACE_S = 2.0
 
 
 class ClusterClient:
-    """Connections to the brokers of one cluster, made on first use and remade after a failure."""
+    """Connections to the brokers of one cluster, made on first use and remade after a failure,
+    each broker address waiting out its reconnect backoff (``backoff.Backoff``) before another
+    attempt; metadata requests one at a time, spaced by the retry backoff."""
 
     def __init__(
         self,
@@ -81,20 +90,39 @@ class ClusterClient:
         client_id: str = "kemu-client",
         *,
         allow_auto_topic_creation: bool = False,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         # Metadata's AllowAutoTopicCreation, as the Java producer and consumer send it (their
         # default: true); a broker with auto.create.topics.enable=false still refuses.
         self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.backoff = backoff if backoff is not None else Backoff()
+        self.rng = client_rng(rng)
+        self.retry_backoff = ExponentialBackoff(
+            self.backoff.retry_backoff_ms, self.backoff.retry_backoff_max_ms, self.rng
+        )
+        self.reconnect = ReconnectBackoff(
+            ExponentialBackoff(
+                self.backoff.reconnect_backoff_ms, self.backoff.reconnect_backoff_max_ms, self.rng
+            )
+        )
+        self.metadata_backoff = MetadataBackoff(self.retry_backoff)
         self.topic_errors: dict[str, ErrorCode] = {}
         self.nodes: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
         self._connections: dict[int, BrokerConnection] = {}
+        # A connection made to ask for metadata (to a bootstrap server, or any known broker):
+        # the broker at its address takes it over as its own connection when first asked for.
         self._bootstrap_connection: BrokerConnection | None = None
         self._coordinators: dict[tuple[int, str], int] = {}
-        self._connecting: dict[int, asyncio.Lock] = {}
+        self._connecting: dict[int | None, asyncio.Lock] = {}  # None: any broker
+        # per lock: failed rounds so far and the last one's error, which the callers that
+        # waited for it share (they do not try again at once themselves)
+        self._connect_failures: dict[int | None, tuple[int, str]] = {}
+        self._metadata_request: tuple[frozenset[str], asyncio.Future[None]] | None = None
 
     # --- connections ---------------------------------------------------------------------------
 
@@ -104,45 +132,97 @@ class ClusterClient:
         await self.retry(lambda: self.refresh_metadata(()), timeout=timeout)
 
     async def _any_connection(self) -> BrokerConnection:
+        """A connection to any broker, for requests any of them answers (Metadata,
+        FindCoordinator). Without one: the bootstrap servers, then the other known brokers, each
+        tried once its reconnect backoff has passed (Java's ``leastLoadedNode``)."""
         for connection in self._connections.values():
             if connection.connected:
                 return connection
         if self._bootstrap_connection is not None and self._bootstrap_connection.connected:
             return self._bootstrap_connection
-        errors = []
-        for host, port in self.bootstrap:
-            connection = BrokerConnection(host, port, self.client_id)
-            try:
-                await connection.connect()
-            except (ConnectionClosed, KafkaError) as exc:
-                errors.append(str(exc))
-                continue
-            self._bootstrap_connection = connection
-            return connection
-        raise ConnectionClosed(f"no bootstrap server answered: {errors}")
+        async with self._connect_turn(None):
+            if self._bootstrap_connection is not None and self._bootstrap_connection.connected:
+                return self._bootstrap_connection
+            addresses = list(dict.fromkeys([*self.bootstrap, *self.nodes.values()]))
+            now = asyncio.get_running_loop().time()
+            waits = {address: self.reconnect.delay(address, now) for address in addresses}
+            soonest = min(waits.values())
+            if soonest > 0:  # every address is backing off: the first free one, once it is
+                await asyncio.sleep(soonest)
+            errors = []
+            for address in addresses:
+                if waits[address] > soonest:
+                    continue
+                try:
+                    connection = await self._connect(address)
+                except ConnectionClosed as exc:
+                    errors.append(str(exc))
+                    continue
+                self._bootstrap_connection = connection
+                return connection
+            raise self._failed_round(None, f"no broker answered: {errors}")
 
     async def connection(self, node_id: int) -> BrokerConnection:
         existing = self._connections.get(node_id)
         if existing is not None and existing.connected:
             return existing
-        lock = self._connecting.setdefault(node_id, asyncio.Lock())
-        async with lock:
+        async with self._connect_turn(node_id):
             existing = self._connections.get(node_id)
-            if existing is not None and existing.connected:
-                return existing
+            if existing is not None:
+                if existing.connected:
+                    return existing
+                self.connection_lost(node_id, existing)
             if node_id not in self.nodes:
                 await self.refresh_metadata(())
             if node_id not in self.nodes:
                 raise RetriableError(f"broker {node_id} is not in the cluster metadata")
-            host, port = self.nodes[node_id]
-            connection = BrokerConnection(host, port, self.client_id)
+            address = self.nodes[node_id]
+            spare = self._bootstrap_connection
+            if spare is not None and spare.connected and (spare.host, spare.port) == address:
+                self._bootstrap_connection = None
+                self._connections[node_id] = spare
+                return spare
+            delay = self.reconnect.delay(address, asyncio.get_running_loop().time())
+            if delay > 0:
+                await asyncio.sleep(delay)
             try:
-                await connection.connect()
+                connection = await self._connect(address)
             except ConnectionClosed as exc:
                 self._forget_node(node_id)
-                raise RetriableError(str(exc)) from exc  # the broker is restarting, or moved
+                # the broker is restarting, or moved
+                raise self._failed_round(node_id, str(exc)) from exc
             self._connections[node_id] = connection
             return connection
+
+    @contextlib.asynccontextmanager
+    async def _connect_turn(self, key: int | None) -> AsyncIterator[None]:
+        """One connection attempt to ``key`` (a broker id, None: any broker) at a time; a
+        caller that waited for a turn in which the attempt failed fails with it."""
+        lock = self._connecting.setdefault(key, asyncio.Lock())
+        failed_before = self._connect_failures.get(key, (0, ""))[0]
+        async with lock:
+            failed, error = self._connect_failures.get(key, (0, ""))
+            if failed != failed_before:
+                raise RetriableError(error) if key is not None else ConnectionClosed(error)
+            yield
+
+    def _failed_round(self, key: int | None, error: str) -> Exception:
+        failed, _ = self._connect_failures.get(key, (0, ""))
+        self._connect_failures[key] = (failed + 1, error)
+        return RetriableError(error) if key is not None else ConnectionClosed(error)
+
+    async def _connect(self, address: tuple[str, int]) -> BrokerConnection:
+        """A new connection whose ApiVersions was answered; a failure starts (or lengthens) the
+        address's reconnect backoff."""
+        connection = BrokerConnection(*address, self.client_id)
+        try:
+            await connection.connect()
+        except (ConnectionClosed, KafkaError) as exc:
+            connection.close()
+            self.reconnect.failed(address, asyncio.get_running_loop().time())
+            raise ConnectionClosed(str(exc)) from exc
+        self.reconnect.connected(address)
+        return connection
 
     async def features(self) -> BrokerFeatures:
         return (await self._any_connection()).features
@@ -172,15 +252,24 @@ class ClusterClient:
         """One request to one broker; a broken connection becomes a RetriableError."""
         try:
             connection = await self.connection(node_id)
+        except (ConnectionClosed, OSError) as exc:  # no broker answered for the metadata
+            raise RetriableError(str(exc)) from exc
+        try:
             return await connection.call(api_key, version, wire_key=wire_key, **fields)
         except (ConnectionClosed, OSError) as exc:
-            self._connections.pop(node_id, None)
+            self.connection_lost(node_id, connection)
             raise RetriableError(str(exc)) from exc
 
     def connection_lost(self, node_id: int, connection: BrokerConnection) -> None:
-        """A request on ``connection`` (from ``connection(node_id)``) found it broken."""
+        """A request on ``connection`` (from ``connection(node_id)``) found it broken: the next
+        connection to its broker waits out the reconnect backoff, as Java's client does after a
+        disconnect."""
         if self._connections.get(node_id) is connection:
             self._connections.pop(node_id, None)
+            connection.close()
+            self.reconnect.failed(
+                (connection.host, connection.port), asyncio.get_running_loop().time()
+            )
 
     def request_class(self, api_key: int, version: int, name: str) -> Any:
         """A nested request class (a topic or partition entry) of one message version."""
@@ -199,8 +288,45 @@ class ClusterClient:
     # --- metadata ------------------------------------------------------------------------------
 
     async def refresh_metadata(self, topics: Iterable[str]) -> None:
-        """Brokers, and topic ids and leaders of ``topics`` (an unknown topic is left out)."""
-        names = sorted(set(topics))
+        """Brokers, and topic ids and leaders of ``topics`` (an unknown topic is left out).
+
+        As Java's ``Metadata``: one request at a time (a caller whose topics the request under
+        way asks for waits for its answer), and a request waits ``retry_backoff_ms`` after the
+        one before, exponentially longer after failures; asking for a topic not known yet
+        waits only after a failure."""
+        names = frozenset(topics)
+        loop = asyncio.get_running_loop()
+        waited = False
+        while True:
+            under_way = self._metadata_request
+            if under_way is not None:
+                if names <= under_way[0]:
+                    # shielded: a caller cancelled does not cancel the request others wait for
+                    await asyncio.shield(under_way[1])
+                    return
+                await asyncio.wait([under_way[1]])  # its outcome is its callers'; then ours
+                continue
+            new_topics = any(name not in self.topics for name in names)
+            delay = self.metadata_backoff.delay(loop.time(), new_topics=new_topics)
+            if waited or delay <= 0:
+                break
+            await asyncio.sleep(delay)
+            waited = True
+        request = loop.create_task(self._request_metadata(sorted(names)))
+        self._metadata_request = (names, request)
+        request.add_done_callback(self._metadata_answered)
+        await asyncio.shield(request)
+
+    def _metadata_answered(self, request: asyncio.Future[None]) -> None:
+        if self._metadata_request is not None and self._metadata_request[1] is request:
+            self._metadata_request = None
+        now = asyncio.get_running_loop().time()
+        if request.cancelled() or request.exception() is not None:
+            self.metadata_backoff.failed(now)
+        else:
+            self.metadata_backoff.succeeded(now)
+
+    async def _request_metadata(self, names: list[str]) -> None:
         connection = await self._any_connection()
         version = connection.features.highest(METADATA, 12)
         if version is None or version < 10:
@@ -333,17 +459,19 @@ class ClusterClient:
     # --- retries -------------------------------------------------------------------------------
 
     async def retry(self, attempt: Callable[[], Awaitable[T]], *, timeout: float = 30.0) -> T:
-        """Run ``attempt`` until it returns, backing off exponentially while it raises
-        RetriableError or ConnectionClosed (no broker reachable: a cluster restarting); the last
-        one becomes a KafkaError(REQUEST_TIMED_OUT)."""
+        """Run ``attempt`` until it returns, backing off exponentially (``retry_backoff_ms`` up
+        to ``retry_backoff_max_ms``, jittered) while it raises RetriableError or
+        ConnectionClosed (no broker reachable: a cluster restarting); the last one becomes a
+        KafkaError(REQUEST_TIMED_OUT)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        backoff = RETRY_BACKOFF_S
+        failures = 0
         while True:
             try:
                 return await attempt()
             except (RetriableError, ConnectionClosed) as exc:
+                backoff = self.retry_backoff.seconds(failures)
+                failures += 1
                 if loop.time() + backoff > deadline:
                     raise KafkaError(ErrorCode.request_timed_out, f"gave up: {exc}") from exc
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import random
 from dataclasses import dataclass
 
+from kemu.client.backoff import Backoff
 from kemu.client.cluster import ClusterClient, RetriableError
 from kemu.client.codec import batch_records, control_marker, whole_batches
 from kemu.client.connection import ConnectionClosed
@@ -44,6 +46,8 @@ class Consumer:
         client_id: str = "kemu-consumer",
         max_wait_ms: int = 500,
         allow_auto_topic_creation: bool = True,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         if isolation_level not in ("read_committed", "read_uncommitted"):
             raise ValueError("isolation_level is 'read_committed' or 'read_uncommitted'")
@@ -51,7 +55,11 @@ class Consumer:
         self.max_wait_ms = max_wait_ms
         # the Java consumer's allow.auto.create.topics (default true)
         self.cluster = ClusterClient(
-            bootstrap, client_id, allow_auto_topic_creation=allow_auto_topic_creation
+            bootstrap,
+            client_id,
+            allow_auto_topic_creation=allow_auto_topic_creation,
+            backoff=backoff,
+            rng=rng,
         )
         self.positions: dict[tuple[str, int], int] = {}
 

@@ -24,10 +24,12 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import random
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from kemu.client.backoff import Backoff
 from kemu.client.cluster import GROUP_COORDINATOR, RetriableError
 from kemu.client.connection import ConnectionClosed
 from kemu.client.consumer import Consumer, ConsumerRecord
@@ -68,6 +70,8 @@ class GroupConsumer:
         rebalance_timeout_ms: int = 60_000,
         client_id: str = "kemu-group-consumer",
         allow_auto_topic_creation: bool = True,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         if auto_offset_reset not in AUTO_OFFSET_RESET:
             raise ValueError("auto_offset_reset is 'earliest' or 'latest'")
@@ -84,6 +88,8 @@ class GroupConsumer:
             client_id=client_id,
             max_wait_ms=max_wait_ms,
             allow_auto_topic_creation=allow_auto_topic_creation,
+            backoff=backoff,
+            rng=rng,
         )
         self.cluster = self._reader.cluster
         self._subscription: tuple[str, ...] = ()

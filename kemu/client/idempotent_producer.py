@@ -14,18 +14,22 @@ sequence once every batch before it is acknowledged; OUT_OF_ORDER_SEQUENCE_NUMBE
 and when it is the batch right after the last acknowledged one (the leader has a gap, not merely
 a batch before it still retrying) the producer bumps its epoch itself (KIP-360: no request, the
 leader takes a new epoch from sequence 0) and the partition's unacknowledged batches are numbered
-again from 0. A batch that is not acknowledged within ``delivery_timeout`` fails its ``send``
-(the leader may or may not have it); once the partition has nothing left in flight, its sequence
-is resolved, or the epoch bumped, as Java does. Nothing acknowledged is written twice or out of
-send order.
+again from 0. A batch that is not acknowledged within ``delivery_timeout`` fails its ``send``.
+If it was ever written, the leader may or may not have it: once the partition has nothing left in
+flight, its sequence is resolved, or the epoch bumped, as Java does (``markSequenceUnresolved``).
+If it never was (it waited out the timeout for a leader), the leader cannot have it: as Java's
+expired batch that never drew a sequence, it fails without a bump and the next batch takes its
+sequence. Nothing acknowledged is written twice or out of send order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import random
 import time
 
+from kemu.client.backoff import Backoff
 from kemu.client.cluster import ClusterClient, RetriableError
 from kemu.client.codec import producer_batch
 from kemu.client.connection import ConnectionClosed
@@ -51,6 +55,8 @@ class IdempotentProducer:
         request_timeout: float = 30.0,
         delivery_timeout: float = 120.0,
         allow_auto_topic_creation: bool = True,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
             raise ValueError(
@@ -61,7 +67,11 @@ class IdempotentProducer:
         self.request_timeout = request_timeout
         self.delivery_timeout = delivery_timeout
         self.cluster = ClusterClient(
-            bootstrap, client_id, allow_auto_topic_creation=allow_auto_topic_creation
+            bootstrap,
+            client_id,
+            allow_auto_topic_creation=allow_auto_topic_creation,
+            backoff=backoff,
+            rng=rng,
         )
         self.producer_id = -1
         self.producer_epoch = -1

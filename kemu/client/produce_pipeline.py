@@ -31,6 +31,7 @@ class PendingBatch:
     failed: bool = False  # an attempt failed: the next one waits until it leads
     doomed: BaseException | None = None  # a batch before it failed for good
     renumbered: bool = False  # its sequence was rewritten under a bumped epoch
+    sent: bool = False  # an attempt was written: the leader may have it (Java's inRetry)
 
 
 class PartitionPipeline:
@@ -78,7 +79,7 @@ class PartitionPipeline:
             await changed.wait()
 
     def mark_written(self, batch: PendingBatch) -> None:
-        batch.written = True
+        batch.written = batch.sent = True
         batch.failed = False  # retried: the batches behind it may follow it again
         self._wake()
 
@@ -170,8 +171,17 @@ class IdempotentPipeline(PartitionPipeline):
         self._resolve()
 
     def give_up(self, batch: PendingBatch, cause: BaseException) -> None:
-        """The batch failed for good; the batches behind it go on (no transaction ends here)."""
-        self.unresolved = True
+        """The batch failed for good; the batches behind it go on (no transaction ends here).
+        One never written (it expired waiting for a leader or its turn) cannot be at the
+        leader: as in Java, where such a batch never drew a sequence, nothing needs resolving
+        and the batches behind it (none written either, as they go in order) take its
+        sequences; one that was written leaves the partition's sequence unresolved."""
+        if not batch.sent and batch in self.unacknowledged:
+            for later in self.unacknowledged[self.unacknowledged.index(batch) + 1 :]:
+                later.sequence = (later.sequence - batch.record_count) & SEQUENCE_MASK
+            self.next_sequence = (self.next_sequence - batch.record_count) & SEQUENCE_MASK
+        else:
+            self.unresolved = True
         self.forget(batch)
         self._resolve()
 

@@ -22,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import datetime
 import enum
+import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from kemu.client.backoff import Backoff
 from kemu.client.cluster import (
     TRANSACTION_COORDINATOR,
     ClusterClient,
@@ -116,6 +118,8 @@ class TransactionalProducer:
         request_timeout: float = 30.0,
         allow_auto_topic_creation: bool = True,
         max_in_flight: int = 1,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight is at least 1")
@@ -131,7 +135,11 @@ class TransactionalProducer:
         # As the Java producer: a send to a topic that does not exist asks the broker to create
         # it (with the broker's num.partitions); False to refuse, failing such a send at once.
         self.cluster = ClusterClient(
-            bootstrap, client_id, allow_auto_topic_creation=allow_auto_topic_creation
+            bootstrap,
+            client_id,
+            allow_auto_topic_creation=allow_auto_topic_creation,
+            backoff=backoff,
+            rng=rng,
         )
         self.producer_id = -1
         self.producer_epoch = -1

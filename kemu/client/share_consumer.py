@@ -23,10 +23,12 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import random
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from kemu.client.backoff import Backoff
 from kemu.client.cluster import (
     GROUP_COORDINATOR,
     ClusterClient,
@@ -84,6 +86,8 @@ class ShareConsumer:
         client_id: str = "kemu-share-consumer",
         max_wait_ms: int = 500,
         acquire_mode: str = "batch_optimized",
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         if acknowledgement_mode not in ("implicit", "explicit"):
             raise ValueError("acknowledgement_mode is 'implicit' or 'explicit'")
@@ -96,7 +100,7 @@ class ShareConsumer:
         self.explicit = acknowledgement_mode == "explicit"
         self.max_poll_records = max_poll_records
         self.max_wait_ms = max_wait_ms
-        self.cluster = ClusterClient(bootstrap, client_id)
+        self.cluster = ClusterClient(bootstrap, client_id, backoff=backoff, rng=rng)
         self.acknowledgement_errors: dict[TopicIdPartition, KafkaError] = {}
         self._subscription: tuple[str, ...] = ()
         self._subscription_sent = False
@@ -342,6 +346,7 @@ class ShareConsumer:
 
     async def _partitions_by_leader(self) -> dict[int, set[TopicIdPartition]]:
         by_leader: dict[int, set[TopicIdPartition]] = {}
+        leaderless = False
         for topic_id, partition in sorted(self._assignment):
             name = self.cluster.topic_names.get(topic_id)
             if name is None:
@@ -351,11 +356,14 @@ class ShareConsumer:
             info = self.cluster.topics.get(name)
             leader = -1 if info is None else info.leaders.get(partition, -1)
             if leader < 0:
-                # No leader known (yet): ask again; a failure here is retried by the next round.
-                with contextlib.suppress(RetriableError, ConnectionClosed):
-                    await self.cluster.refresh_metadata(self._subscription)
+                leaderless = True
                 continue
             by_leader.setdefault(leader, set()).add(TopicIdPartition(topic_id, name, partition))
+        if leaderless:
+            # No leader known (yet) for some: ask again, once for all of them (the leaders found
+            # are fetched from by the next round); a failure here is retried by the next round.
+            with contextlib.suppress(RetriableError, ConnectionClosed):
+                await self.cluster.refresh_metadata(self._subscription)
         return by_leader
 
     def _take_pending(

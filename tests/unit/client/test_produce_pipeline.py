@@ -127,3 +127,29 @@ def test_an_idle_partition_moves_to_the_producers_new_epoch_from_zero() -> None:
     pipeline.acknowledged(pipeline.unacknowledged[0])
     moved = pipeline.add_under(1, 7, 2)
     assert (moved.sequence, pipeline.epoch) == (0, 2)
+
+
+async def test_a_batch_expired_before_it_was_ever_sent_gives_its_sequence_to_the_next() -> None:
+    pipeline = IdempotentPipeline(max_in_flight=5, producer_id=7, epoch=0)
+    first = pipeline.add_under(2, 7, 0)
+    pipeline.mark_written(first)
+    pipeline.acknowledged(first)
+    expired, behind = pipeline.add_under(3, 7, 0), pipeline.add_under(1, 7, 0)
+    assert (expired.sequence, behind.sequence) == (2, 5)
+    # e.g. no leader answered within delivery_timeout: it never reached a broker
+    pipeline.give_up(expired, KafkaError(ErrorCode.request_timed_out, "gave up"))
+    assert not pipeline.unresolved and not pipeline.bump_wanted  # no epoch bump (KIP-360)
+    assert (behind.sequence, pipeline.epoch) == (2, 0)  # the next batch takes its sequence
+    assert await turn_taken(pipeline, behind)
+    pipeline.mark_written(behind)
+    pipeline.acknowledged(behind)
+    assert pipeline.add_under(1, 7, 0).sequence == 3
+
+
+async def test_a_batch_expired_after_an_attempt_was_written_still_asks_for_a_bump() -> None:
+    pipeline = IdempotentPipeline(max_in_flight=5, producer_id=7, epoch=0)
+    sent = pipeline.add_under(1, 7, 0)
+    pipeline.mark_written(sent)
+    pipeline.mark_failed(sent)  # its connection broke: the leader may have appended it
+    pipeline.give_up(sent, KafkaError(ErrorCode.request_timed_out, "gave up"))
+    assert pipeline.bump_wanted and pipeline.next_sequence == 1

@@ -67,21 +67,20 @@ class CrashWitness(Simulation):
 
 
 # seed -> the situations it reaches (each of the old module's cases, but the data-first
-# marker, is some seed's). Picked with scratch runs of CrashWitness over seeds 1-40.
+# marker, is some seed's). Picked with scratch runs of CrashWitness over seeds 1-40 (3, 4, 5 and
+# 23 until kemu.client backed off as Kafka's clients do).
 SEEDS = {
-    3: {"share.staged", "txn.share_state_marker_written abort"},
-    4: {
+    9: {"share.staged", "txn.share_state_marker_written abort"},
+    38: {
         "share.enlisted",
-        "txn.prepared commit",
-        "txn.share_state_marker_written commit",
-        "txn.markers_written abort",
-    },
-    5: {"txn.prepared commit", "txn.markers_appended abort"},
-    23: {
         "share.staged",
+        "txn.prepared commit",
         "txn.prepared abort",
+        "txn.share_state_marker_written commit",
         "txn.markers_appended commit",
+        "txn.markers_appended abort",
         "txn.markers_written commit",
+        "txn.markers_written abort",
     },
 }
 

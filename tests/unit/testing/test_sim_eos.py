@@ -13,16 +13,13 @@ from kemu.testing.sim.run import Simulation
 # test_kip1289_crash_points.py and test_kip1289_restart.py still SIGKILL the real process over
 # a real file system.
 EOS_SEEDS = {
-    13: {"crash.txn.markers_written", "crash.txn.prepared"},
-    18: {
-        "crash.power_loss",
-        "crash.txn.data_marker_written",
-        "crash.txn.share_state_marker_written",
-    },
-    33: {"client.death.pipeline", "crash.share.staged"},
+    13: {"crash.txn.markers_written", "crash.txn.prepared", "crash.txn.data_marker_written"},
+    25: {"client.death.pipeline", "crash.share.staged"},
+    34: {"crash.power_loss", "crash.txn.share_state_marker_written"},
 }
 # (15, 16 and 121 until the idempotent producer joined the workload and the cleaner ran every
-# second: their faults moved; 16's power loss is 18's now)
+# second: their faults moved; 16's power loss is 18's now; 13, 18 and 33 until kemu.client
+# backed off as Kafka's clients do: 18's power loss is 34's now)
 
 
 @pytest.mark.parametrize("seed", sorted(EOS_SEEDS))
