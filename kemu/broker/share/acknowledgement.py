@@ -195,6 +195,32 @@ class Acknowledgement:
             return RecordState.ARCHIVING if self.window.config.dlq_enabled else RecordState.ARCHIVED
         return RecordState.AVAILABLE
 
+    def end_lost_last_deliveries(self) -> None:
+        """On load: a record persisted AVAILABLE at the delivery-count limit is archived
+        (ARCHIVING with a dead-letter queue), never delivered again.
+
+        Acquisitions are persisted with their delivery count (``acquisition.py``), and a record
+        released at the limit is persisted archived; so such a record was acquired for its last
+        delivery when the process stopped (or the leader moved), and that delivery ended
+        unacknowledged, as when its lock expires. Without this it came back at one more than the
+        limit. Not with ``abort_respects_delivery_limit=False``, where an aborted transaction
+        leaves records AVAILABLE at the limit on purpose."""
+        config = self.window.config
+        if not config.abort_respects_delivery_limit:
+            return
+        spent = [
+            (span.first, span.last)
+            for span in self.window._spans.spans
+            if span.state is RecordState.AVAILABLE
+            and span.delivery_count >= config.delivery_count_limit
+        ]
+        for first, last in spent:
+            self.window._update(first, last, RecordState.AVAILABLE, self._end_lost_delivery)
+
+    def _end_lost_delivery(self, span: Span) -> None:
+        self.window._move(span, RecordState.ACQUIRED, "acquisition lost")
+        self.window._move(span, self._release_target(span), "acquisition lost")
+
     # --- dead-letter queue (KIP-1191) -------------------------------------------------------
 
     def complete_dead_letters(self, ranges: Sequence[tuple[int, int]]) -> Effects:

@@ -151,7 +151,8 @@ class SharePartitionCore:
         log_start_offset: int = 0,
     ) -> tuple[SharePartitionCore, Effects]:
         """Load durable state; an uninitialised start offset (-1) becomes ``reset_offset``
-        (``share.auto.offset.reset`` resolved by the caller) and is written back."""
+        (``share.auto.offset.reset`` resolved by the caller) and is written back, and records
+        whose last delivery ended with the process are archived (``end_lost_last_deliveries``)."""
         uninitialised = state.start_offset < 0
         start = reset_offset if uninitialised else state.start_offset
         core = cls(
@@ -164,4 +165,5 @@ class SharePartitionCore:
         window._begin()
         window._load(state.batches)
         window._note_log_start(log_start_offset)
+        core.acknowledgement.end_lost_last_deliveries()
         return core, window._finish(start_changed=uninitialised)

@@ -61,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="kemu's log.cleaner.backoff.ms (default 1000 in runs; Kafka's is 15000)",
     )
+    parser.add_argument(
+        "--crash-point-rate",
+        type=float,
+        default=None,
+        help="the chance of dying at each crash point reached (default 0.003, FaultRates')",
+    )
     slices = parser.add_argument_group("a long run in slices")
     slices.add_argument(
         "--journal",
@@ -105,7 +111,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _options(args: argparse.Namespace, steps: int) -> Options:
     return Options(
-        steps, args.no_faults, args.trace, args.tail, args.pipelined, args.cleaner_backoff_ms
+        steps,
+        args.no_faults,
+        args.trace,
+        args.tail,
+        args.pipelined,
+        args.cleaner_backoff_ms,
+        args.crash_point_rate,
     )
 
 

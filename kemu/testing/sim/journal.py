@@ -52,8 +52,8 @@ PRINTING_OPTIONS = frozenset({"trace", "tail"})
 
 def run_options(options: Options) -> dict[str, Any]:
     """What a seed's run depends on among the options, with the defaults resolved: the fault
-    rates in place of ``no_faults``, the cleaner backoff in place of None."""
-    from kemu.testing.sim.chaos import FaultRates
+    rates in place of ``no_faults`` and ``crash_point_rate``, the cleaner backoff in place of
+    None."""
     from kemu.testing.sim.run import SIM_CLEANER_BACKOFF_MS
 
     chosen = {
@@ -61,8 +61,8 @@ def run_options(options: Options) -> dict[str, Any]:
         for name, value in dataclasses.asdict(options).items()
         if name not in PRINTING_OPTIONS
     }
-    no_faults = chosen.pop("no_faults")
-    chosen["rates"] = dataclasses.asdict(FaultRates.none() if no_faults else FaultRates())
+    del chosen["no_faults"], chosen["crash_point_rate"]  # both are in the rates
+    chosen["rates"] = dataclasses.asdict(options.rates())
     if chosen["cleaner_backoff_ms"] is None:
         chosen["cleaner_backoff_ms"] = SIM_CLEANER_BACKOFF_MS
     return chosen

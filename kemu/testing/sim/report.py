@@ -9,6 +9,7 @@ it are reported, since a seed's run is deterministic.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -90,11 +91,20 @@ def duration(seconds: float) -> str:
 
 
 def describe_options(record: Record) -> str:
+    from kemu.testing.sim.chaos import FaultRates
+
     options = record.options
     rates = options.get("rates", {})
+    default = dataclasses.asdict(FaultRates())
+    changed = [
+        f"{name} {value}"
+        for name, value in rates.items()
+        if any(rates.values()) and value != default.get(name)
+    ]
     parts = [
         f"{options.get('steps')} steps",
         "faults" if any(rates.values()) else "no faults",
+        *([f"rates {', '.join(changed)}"] if changed else []),
         *(["pipelined"] if options.get("pipelined") else []),
         f"cleaner backoff {options.get('cleaner_backoff_ms')} ms",
         record.python,

@@ -5,7 +5,8 @@ step (``chaos.py``) and checks the oracles (``oracles.py``, and the clients' own
 ``workload.py``). After the last step the faults stop, the crashed process and dead clients come
 back, producers stop, and the world runs until the pipeline has caught up with its input (or a
 virtual deadline passes); then the end-to-end checks: every committed input value is there, and
-the pipeline's output is its input transformed, each value exactly once.
+each is, exactly once, either transformed in the pipeline's output or in its group's
+dead-letter queue, archived at the delivery limit (``exactly_once.py``).
 
 Everything the run does comes from ``random.Random(seed)``; wall time is never read (``time``
 and ``uuid.uuid4`` are patched for the run's duration, see ``deterministic``), so a seed replays
@@ -40,13 +41,16 @@ from kemu.coordinator.share import service as share_service
 from kemu.coordinator.transaction import service as transaction_service
 from kemu.testing.sim.admin_ops import Operator
 from kemu.testing.sim.chaos import Chaos, FaultRates
+from kemu.testing.sim.exactly_once import DeadLetterSeen, caught_up, pipeline_once
 from kemu.testing.sim.loop import START_S, SimLoop
 from kemu.testing.sim.network import SimNetwork
 from kemu.testing.sim.oracles import Oracles
 from kemu.testing.sim.workload import (
     CONSUMER_GROUP,
+    DLQ,
     INPUT,
     OUTPUT,
+    PIPE_DELIVERY_LIMIT,
     PIPE_GROUP,
     PLAIN,
     READER_GROUP,
@@ -58,7 +62,6 @@ from kemu.testing.sim.workload import (
     PlainProducer,
     Reader,
     Verifier,
-    transform,
 )
 from kemu.testing.sim.world import SimKemu, SimulatedCrash
 
@@ -438,6 +441,7 @@ class Simulation:
         seen = self.ledger.seen
         inputs = set(seen.get(INPUT, {}).values())
         outputs = set(seen.get(OUTPUT, {}).values())
+        dead = self._dead_letters()
         grouped = set(self.ledger.group_seen.values())
         plain = {
             value
@@ -448,7 +452,7 @@ class Simulation:
         return (
             self.ledger.produced <= inputs
             and plain <= set(seen.get(PLAIN, {}).values())
-            and {transform(v) for v in inputs} - self._excused() <= outputs
+            and caught_up(inputs, outputs, dead, self._excused())
             and inputs <= grouped
         )
 
@@ -462,19 +466,21 @@ class Simulation:
             found.append(f"{len(lost)} committed input values lost, e.g. {sorted(lost)[:3]}")
         if len(set(inputs)) != len(inputs):
             found.append("an input value is committed twice")
-        expected = {transform(v) for v in inputs}
-        missing = expected - set(outputs) - self._excused()
-        extra = set(outputs) - expected
-        if missing or extra:
-            found.append(
-                f"pipeline output is not its input once: {len(missing)} missing "
-                f"(e.g. {sorted(missing)[:3]}), {len(extra)} extra (e.g. {sorted(extra)[:3]})"
-            )
+        dead = self._dead_letters()
+        found += pipeline_once(
+            seen.get(INPUT, {}),
+            outputs,
+            dead,
+            excused=self._excused(),
+            committed=self.ledger.pipe_done.keys(),
+            delivered=self.ledger.pipe_delivered,
+            limit=PIPE_DELIVERY_LIMIT,
+        )
         found += self._group_final(seen.get(INPUT, {}))
         found += self._order_final(seen)
         if self.kemu.up:
             found += self.oracles.final(self.kemu.runtime())
-        self.log(f"final: {len(inputs)} inputs, {len(outputs)} outputs")
+        self.log(f"final: {len(inputs)} inputs, {len(outputs)} outputs, {len(dead)} dead letters")
         if found:
             self.violations = found
             self.failed_step = self.step
@@ -506,6 +512,13 @@ class Simulation:
                     f"e.g. {wrong[:3]}"
                 )
         return found
+
+    def _dead_letters(self) -> list[DeadLetterSeen]:
+        """What the verifier read of the pipelines' DLQ topic."""
+        return [
+            DeadLetterSeen(partition, offset, value, headers)
+            for (partition, offset), (value, headers) in sorted(self.ledger.dead_letters.items())
+        ]
 
     def _excused(self) -> set[bytes]:
         """Output values an operator's data-partition abort took: every value a pipeline
@@ -551,9 +564,19 @@ def _prepare(server: Any) -> None:
     for topic in (INPUT, OUTPUT, PLAIN):
         if topic not in cluster.topics:
             cluster.create_topic(topic, 3, 1)
+    if DLQ not in cluster.topics:
+        cluster.create_topic(DLQ, 3, 1, {"errors.deadletterqueue.group.enable": "true"})
     store = group_config_store(server.runtime)
-    for group in (PIPE_GROUP, READER_GROUP):
-        store.set_overrides(
-            group,
-            {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"},
-        )
+    common = {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"}
+    store.set_overrides(READER_GROUP, common)
+    # a record the pipelines' group archives at its delivery limit goes to the DLQ, with its
+    # value: the end check finds it there (exactly_once.py)
+    store.set_overrides(
+        PIPE_GROUP,
+        common
+        | {
+            "share.delivery.count.limit": str(PIPE_DELIVERY_LIMIT),
+            "errors.deadletterqueue.topic.name": DLQ,
+            "errors.deadletterqueue.copy.record.enable": "true",
+        },
+    )

@@ -10,6 +10,7 @@ journaled, and a later run runs it again.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import signal
 import time
@@ -19,6 +20,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kemu.testing.sim.chaos import FaultRates
 
 # how often a parent waiting on its workers looks at SIGINT's flag and the budget's end
 POLL_S = 0.2
@@ -52,13 +57,22 @@ class Options:
     tail: int
     pipelined: bool = False
     cleaner_backoff_ms: int | None = None  # None: the simulation's (SIM_CLEANER_BACKOFF_MS)
+    crash_point_rate: float | None = None  # None: FaultRates' default
+
+    def rates(self) -> FaultRates:
+        """The fault rates of a run with these options."""
+        from kemu.testing.sim.chaos import FaultRates
+
+        rates = FaultRates.none() if self.no_faults else FaultRates()
+        if self.crash_point_rate is not None:
+            rates = dataclasses.replace(rates, crash_point=self.crash_point_rate)
+        return rates
 
 
 def run_seed(seed: int, options: Options) -> Outcome:
-    from kemu.testing.sim.chaos import FaultRates
     from kemu.testing.sim.run import SIM_CLEANER_BACKOFF_MS, Simulation
 
-    rates = FaultRates.none() if options.no_faults else None
+    rates = options.rates()
     cpu, wall = time.process_time(), time.perf_counter()
     try:
         result = Simulation(

@@ -45,6 +45,11 @@ from kemu.testing.sim.loop import Process
 
 INPUT, OUTPUT, PLAIN = "input", "output", "plain"
 PIPE_GROUP, READER_GROUP, CONSUMER_GROUP = "pipe", "readers", "members"
+# the pipelines' group: its dead-letter queue (KIP-1191), and the share.delivery.count.limit the
+# harness sets (the end check knows it from here, not from kemu)
+DLQ = "dlq.pipe"
+PIPE_DELIVERY_LIMIT = 5
+Headers = tuple[tuple[str, bytes | None], ...]
 # what a client survives and retries; anything else is a bug the harness reports
 EXPECTED = (
     KafkaError,
@@ -67,9 +72,13 @@ class Ledger:
     produced: set[bytes] = field(default_factory=set)  # committed input values
     # committed pipeline inputs: (value, delivery count when committed)
     pipe_done: dict[tuple[str, int, int], tuple[bytes, int]] = field(default_factory=dict)
+    # the highest delivery count a pipeline was handed each input record at
+    pipe_delivered: dict[tuple[str, int, int], int] = field(default_factory=dict)
     # confirmed ACCEPTs: the delivery count they were accepted at
     accepted: dict[tuple[str, int, int], int] = field(default_factory=dict)
     seen: dict[str, dict[tuple[int, int], bytes]] = field(default_factory=dict)  # verifier
+    # what the verifier read of the DLQ topic: (partition, offset) -> (value, headers)
+    dead_letters: dict[tuple[int, int], tuple[bytes | None, Headers]] = field(default_factory=dict)
     # how many of ``seen[OUTPUT]``'s entries hold each value (a duplicate check in O(1))
     output_values: dict[bytes, int] = field(default_factory=dict)
     # consumer group: input records handed out to a member, and the offsets commits confirmed
@@ -351,6 +360,13 @@ class Pipeline(Actor):
                 batch = await consumer.poll(timeout=self.rng.uniform(0.1, 1.0))
                 for record in batch:
                     where = (record.topic, record.partition, record.offset)
+                    delivered = self.ledger.pipe_delivered
+                    delivered[where] = max(delivered.get(where, 0), record.delivery_count)
+                    if record.delivery_count > PIPE_DELIVERY_LIMIT:
+                        self.ledger.violations.append(
+                            f"{PIPE_GROUP}: {where} delivered {record.delivery_count} times, "
+                            f"above share.delivery.count.limit {PIPE_DELIVERY_LIMIT}"
+                        )
                     # A record acquired before its commit (a fetch buffered across a broker
                     # restart) may still be handed out; its acknowledgement then fails. Only a
                     # later acquisition, a higher delivery count, is a redelivery.
@@ -482,20 +498,24 @@ class GroupMember(Actor):
 
 
 class Verifier(Actor):
-    """Reads ``input`` and ``output`` read_committed from the start: no committed value twice,
-    offsets only forward."""
+    """Reads ``input``, ``output``, ``plain`` and the pipelines' DLQ read_committed from the
+    start: no committed value twice, offsets only forward."""
 
     kind = "verifier"
 
     async def body(self) -> None:
         consumer = Consumer(self.bootstrap, max_wait_ms=200)
         try:
-            partitions = [(topic, index) for topic in (INPUT, OUTPUT, PLAIN) for index in range(3)]
+            topics = (INPUT, OUTPUT, PLAIN, DLQ)
+            partitions = [(topic, index) for topic in topics for index in range(3)]
             await consumer.assign(partitions)
             for tp in partitions:
                 consumer.positions[tp] = self.ledger.positions.get(tp, 0)
             while True:
                 for record in await consumer.poll(timeout=0.5):
+                    if record.topic == DLQ:
+                        where = (record.partition, record.offset)
+                        self.ledger.dead_letters[where] = (record.value, record.headers)
                     self._see(record.topic, record.partition, record.offset, record.value or b"")
         finally:
             await _close(consumer)

@@ -26,7 +26,7 @@ from kemu.coordinator.share.persister import PersistedBatch, PersistedState
 from kemu.protocol.record_reader import Record, iter_records
 from kemu.protocol.records import build_batch, read_header
 from kemu.storage.log import MemoryLog
-from tests.unit.share_helpers import FakeLog, ack, acquire
+from tests.unit.share_helpers import FakeLog, ack, acquire, ranges
 
 ACCEPT, RELEASE, REJECT = AckType.ACCEPT, AckType.RELEASE, AckType.REJECT
 G, R = RecordState.ARCHIVING, RecordState.ARCHIVED
@@ -150,6 +150,50 @@ def test_archiving_records_loaded_from_persisted_state_are_recovered_dead_letter
     ]
     assert done.start_offset == 0
     core.check_invariants()
+
+
+def test_a_last_delivery_lost_with_the_process_is_archived_on_load() -> None:
+    # Acquisitions are persisted with their delivery count: offset 1 was acquired for its last
+    # delivery (2 of 2) when the process stopped. Loaded, it is a dead letter of the delivery
+    # limit, not AVAILABLE for a third delivery (simulation seed 9 at crash-point rate 0.03);
+    # offset 0, on its first delivery, stays AVAILABLE.
+    log, core = dlq_core(records=2, limit=2)
+    acquire(core, log, "m1", now=0)
+    core.acknowledge("m1", [ack(1, 1, RELEASE)], 1)
+    acquire(core, log, "m1", now=2)
+    persisted = PersistedState(0, core.start, batches=core.persisted_view())
+    assert [(b.first_offset, b.delivery_state, b.delivery_count) for b in persisted.batches] == [
+        (0, 0, 1),
+        (1, 0, 2),
+    ]
+    loaded, effects = SharePartitionCore.from_persisted(persisted, core.config, reset_offset=0)
+    assert effects.dead_letters == (DeadLetter(1, 1, 2, CAUSE_DELIVERY_LIMIT),)
+    assert [(b.first_offset, b.last_offset, b.delivery_state) for b in effects.batches] == [
+        (1, 1, int(G))
+    ]
+    assert loaded.spans() == [(0, 0, RecordState.AVAILABLE, 1, None), (1, 1, G, 2, None)]
+    assert loaded.delivery_limit_archives == 1
+    assert ranges(acquire(loaded, log, "m2", now=3)) == [(0, 0, 2)]
+    loaded.check_invariants()
+
+
+def test_without_a_dlq_a_lost_last_delivery_is_archived_on_load() -> None:
+    state = PersistedState(0, 0, batches=(PersistedBatch(0, 1, 0, 2),))
+    config = SharePartitionConfig(delivery_count_limit=2)
+    core, effects = SharePartitionCore.from_persisted(state, config, reset_offset=0)
+    assert effects.dead_letters == ()
+    assert core.start == 2 and effects.start_moved
+    core.check_invariants()
+
+
+def test_a_lost_last_delivery_stays_available_when_aborts_do_not_respect_the_limit() -> None:
+    # kemu.kip1289.abort.respects.delivery.limit=false: an abort leaves records AVAILABLE at
+    # the limit on purpose (the draft PR's behaviour), so a load does not archive them either
+    state = PersistedState(0, 0, batches=(PersistedBatch(0, 1, 0, 2),))
+    config = SharePartitionConfig(delivery_count_limit=2, abort_respects_delivery_limit=False)
+    core, effects = SharePartitionCore.from_persisted(state, config, reset_offset=0)
+    assert effects.dead_letters == () and not effects.durable
+    assert core.spans() == [(0, 1, RecordState.AVAILABLE, 2, None)]
 
 
 def test_a_partial_completion_keeps_the_start_at_the_first_archiving_record() -> None:
