@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
+from kemu.broker.share import actor, window
 from kemu.broker.share.dead_letter import TOPIC_ENABLE, write_dead_letters
 from kemu.broker.share.partition import (
     CAUSE_DELIVERY_LIMIT,
@@ -21,7 +24,9 @@ from kemu.config.definitions import BrokerConfig
 from kemu.protocol.record_reader import iter_records
 from kemu.protocol.records import build_batch, read_header
 from kemu.storage.log import MemoryLog
+from kemu.testing.sim.chaos import FaultRates
 from kemu.testing.sim.exactly_once import DeadLetterSeen, caught_up, pipeline_once
+from kemu.testing.sim.run import Result, Simulation
 from kemu.testing.sim.workload import DLQ, INPUT, PIPE_DELIVERY_LIMIT, PIPE_GROUP, transform
 
 LIMIT = PIPE_DELIVERY_LIMIT
@@ -179,3 +184,28 @@ def test_an_operators_abort_excuses_its_values_and_no_other() -> None:
 def test_an_output_value_no_input_holds_is_extra() -> None:
     found = check([*(transform(v) for v in VALUES), b"out-producer-9-9"])
     assert "1 extra (e.g. [b'out-producer-9-9'])" in found[0]
+
+
+# --- in a whole run: seed 16 at ten times the crash-point rate dead-letters records at the limit
+
+
+def run_with_a_dead_letter() -> Result:
+    return Simulation(16, 300, rates=FaultRates(crash_point=0.03)).run()
+
+
+def test_a_run_whose_records_kemu_archives_for_another_reason_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # kemu labels its delivery-limit dead letters as rejected: no longer excused
+    monkeypatch.setattr(window, "CAUSE_DELIVERY_LIMIT", "Offset rejected by client.")
+    result = run_with_a_dead_letter()
+    assert not result.ok
+    assert any("archived for another reason" in v for v in result.violations), result.violations
+
+
+def test_a_run_whose_dead_letters_are_never_written_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    # kemu archives at the limit without writing the DLQ record (as after a refused write)
+    monkeypatch.setattr(actor, "write_dead_letters", lambda *args: None)
+    result = run_with_a_dead_letter()
+    assert not result.ok
+    assert any("missing" in v for v in result.violations), result.violations
