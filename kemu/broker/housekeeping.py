@@ -150,6 +150,13 @@ async def _flush_loop(runtime: Runtime) -> None:
     # Kafka leaves flushing to the OS by default; kemu flushes at least once a second so that a
     # SIGKILL loses at most that much unless kemu.log.flush=always.
     interval = min(configured, 1000) / 1000
+    # as Kafka's log.flush.offset.checkpoint.interval.ms (60 s): a crash rescans what was
+    # appended since the last checkpoint
+    checkpoint_interval = (
+        runtime.cluster.config.get_int("log.flush.offset.checkpoint.interval.ms") / 1000
+    )
+    loop = asyncio.get_running_loop()
+    next_checkpoint = loop.time() + checkpoint_interval
     while True:
         await asyncio.sleep(interval)
         for partition in list(runtime.cluster.all_partitions()):
@@ -157,10 +164,12 @@ async def _flush_loop(runtime: Runtime) -> None:
                 partition.log.flush()
             except Exception:
                 log.exception("flush_failed", topic=partition.topic_name, partition=partition.index)
-        try:
-            checkpoint_recovery_points(runtime)
-        except Exception:
-            log.exception("recovery_point_checkpoint_failed")
+        if loop.time() >= next_checkpoint:
+            next_checkpoint = loop.time() + checkpoint_interval
+            try:
+                checkpoint_recovery_points(runtime)
+            except Exception:
+                log.exception("recovery_point_checkpoint_failed")
 
 
 def checkpoint_recovery_points(runtime: Runtime) -> None:

@@ -293,3 +293,55 @@ def test_topic_segment_bytes_rolls_segments_on_disk(
     consumer = Consumer({"bootstrap.servers": kemu.bootstrap, "group.id": "unused"})
     assert consumer.get_watermark_offsets(TopicPartition("rolled", 0), 10) == (0, 500)
     consumer.close()
+
+
+def test_restarts_skip_the_scan_of_what_is_known_synced(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    """A clean stop leaves Kafka's clean-shutdown marker and recovery-point checkpoint, and a
+    summary beside every segment; the next start opens every log from them, a start after a
+    SIGKILL from the last checkpoint on, and both find every record where it was."""
+    data_dir = tmp_path / "data"
+    kemu = kemu_factory(
+        brokers=1,
+        data_dir=data_dir,
+        overrides=[
+            f"num.partitions={PARTITIONS}",
+            "log.segment.bytes=16384",
+            "log.flush.offset.checkpoint.interval.ms=500",
+        ],
+    ).start()
+    topic = "summarized"
+    producer = Producer({"bootstrap.servers": kemu.bootstrap, "acks": "all"})
+    for i in range(1500):
+        producer.produce(topic, b"v" * 400 + b"%d" % i, b"k%d" % i, partition=i % PARTITIONS)
+        if i % 100 == 99:  # batches of about 13 KB: segments of 16 KiB roll
+            assert producer.flush(30) == 0
+    records = read_everything(kemu.bootstrap, topic)
+    assert len(records) == 1500
+
+    kemu.stop()  # SIGTERM: flushed, closed, summarized, marked clean
+    assert (data_dir / ".kafka_cleanshutdown").exists()
+    checkpoint = (data_dir / "recovery-point-offset-checkpoint").read_text().splitlines()
+    assert checkpoint[0] == "0" and int(checkpoint[1]) == len(checkpoint) - 2
+    ends = {p: max(o for q, o in records if q == p) + 1 for p in range(PARTITIONS)}
+    for partition, end in ends.items():
+        assert f"{topic} {partition} {end}" in checkpoint
+        segments = sorted((data_dir / f"{topic}-{partition}").glob("*.log"))
+        assert len(segments) > 1
+        assert all(segment.with_suffix(".scan").exists() for segment in segments)
+
+    kemu.start()
+    assert "clean_shutdown=True" in kemu.log_path.read_text()  # type: ignore[union-attr]
+    assert not (data_dir / ".kafka_cleanshutdown").exists()
+    assert read_everything(kemu.bootstrap, topic) == records
+    more = Producer({"bootstrap.servers": kemu.bootstrap, "acks": "all"})
+    for i in range(300):
+        more.produce(topic, b"w%d" % i, b"j%d" % i, partition=i % PARTITIONS)
+    assert more.flush(30) == 0
+    time.sleep(1.5)  # a flush and a checkpoint go by
+    kemu.kill()
+    kemu.start()  # unclean: summaries below the recovery point, a scan from there on
+    after = read_everything(kemu.bootstrap, topic)
+    assert len(after) == 1800
+    assert {position: after[position] for position in records} == records
