@@ -18,6 +18,11 @@ a power loss puts the directory back to that:
 
 Deletions are not undone (a deleted segment or checkpoint does not come back), which is
 lenient. Nothing here calls a real sync: the simulation never needs the bytes on a platter.
+
+Files are known by inode, and the file system gives a freed inode number to a later file when
+it likes (on ext4, depending on what other processes allocate meanwhile): the number of a file
+deleted or replaced is retired at once, what is remembered of it moving to a key no file has, so
+that a power loss never depends on whether a later file got that number.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from typing import Any
 import kemu.storage.segment_cleaning as segment_cleaning
 import kemu.storage.segments as segments
 
-FileKey = tuple[int, int]  # (device, inode)
+FileKey = tuple[int, int]  # (device, inode); a retired file's: (RETIRED, a counter)
+RETIRED = -1  # no device has this number
 SEGMENT_SUFFIX = ".log"
 # the segment files the cleaner writes before they are renamed into place as ``.log``
 SEGMENT_SUFFIXES = (SEGMENT_SUFFIX, ".log.cleaned", ".swap")
@@ -53,6 +59,7 @@ class DiskModel:
         self.contents: dict[FileKey, bytes] = {}  # other file inode -> durable content
         self.listings: dict[Path, dict[str, FileKey]] = {}  # directory -> durable entries
         self.syncs = 0
+        self.retired = 0
         self._original: list[tuple[Any, str, Callable[..., None]]] = []
 
     def install(self) -> None:
@@ -85,20 +92,36 @@ class DiskModel:
                 status = os.stat(path, dir_fd=kwargs.get("dir_fd"), follow_symlinks=False)
                 self.synced.pop(_key(status), None)
                 self.contents.pop(_key(status), None)
+                self._retire(_key(status))
             delete(path, *args, **kwargs)
 
         return deleting
 
     def _forgetting_replaced(self, move: Callable[..., None]) -> Callable[..., None]:
         def moving(source: Any, destination: Any, *args: Any, **kwargs: Any) -> None:
-            if str(destination).endswith(SEGMENT_SUFFIX):  # other files' content is kept:
-                with contextlib.suppress(OSError):  # a power loss may bring it back
-                    replaced = os.stat(destination, dir_fd=kwargs.get("dst_dir_fd"))
-                    if _key(replaced) != _key(os.stat(source, dir_fd=kwargs.get("src_dir_fd"))):
-                        self.synced.pop(_key(replaced), None)
+            with contextlib.suppress(OSError):
+                replaced = _key(os.stat(destination, dir_fd=kwargs.get("dst_dir_fd")))
+                if replaced != _key(os.stat(source, dir_fd=kwargs.get("src_dir_fd"))):
+                    if str(destination).endswith(SEGMENT_SUFFIX):
+                        self.synced.pop(replaced, None)
+                    else:  # its content is kept: a power loss may bring it back
+                        self._retire(replaced)
             move(source, destination, *args, **kwargs)
 
         return moving
+
+    def _retire(self, key: FileKey) -> None:
+        """``key``'s inode is being freed: what is remembered of it (its durable content, the
+        durable directory entries naming it) moves to a key no later file can have."""
+        self.retired += 1
+        retired = (RETIRED, self.retired)
+        content = self.contents.pop(key, None)
+        if content is not None:
+            self.contents[retired] = content
+        for entries in self.listings.values():
+            for name, entry in entries.items():
+                if entry == key:
+                    entries[name] = retired
 
     def _fsync(self, target: Any) -> None:
         descriptor = target if isinstance(target, int) else target.fileno()
