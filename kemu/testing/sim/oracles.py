@@ -11,7 +11,8 @@
   replica that replays what was appended since the last step (kept across restarts, so that it
   also checks a start-up's own from-scratch load against it; rebuilt when a power loss or a
   recovery took back records it had replayed), and by a replica built from the log start at a
-  seeded interval of steps and at the end of the run;
+  seeded interval of steps (longer for a longer log, so that its cost per step stays bounded)
+  and at the end of the run;
 - no record stays TX_PENDING once its transaction has ended (after ``TX_PENDING_GRACE_MS``, the
   markers travelling to the share-partition leader asynchronously).
 """
@@ -30,7 +31,12 @@ from kemu.coordinator.transaction.service import TRANSACTION_COORDINATOR
 from kemu.testing.sim.workload import CONSUMER_GROUP
 
 TX_PENDING_GRACE_MS = 10_000
-FULL_REPLAY_EVERY = (50, 150)  # checks between two replays of the whole log (seeded)
+FULL_REPLAY_EVERY = (50, 150)  # checks between two replays of the whole log (seeded), at least
+# A replay from the log start costs in proportion to the records above it, which grow all run
+# long where nothing prunes (kemu restarting more often than the cold-snapshot interval): the
+# next one is due after at least one check per this many records replayed, so that full replays
+# cost a bounded share of each step instead of one that grows with the run.
+FULL_REPLAY_RECORDS_PER_CHECK = 20
 TX_PENDING_STATE = 5  # PersistedBatch.delivery_state of a staged record
 
 
@@ -176,14 +182,17 @@ class Oracles:
 
     def full_replay(self, live: ShareCoordinatorService) -> list[str]:
         """A replica built from the log start now must hold what the live coordinator holds.
-        Due again after a seeded number of checks once every partition could be compared."""
+        Due again once every partition could be compared, after a seeded number of checks or
+        one check per ``FULL_REPLAY_RECORDS_PER_CHECK`` records it replayed, whichever is more."""
         topic = live.cluster.topics.get(SHARE_STATE_TOPIC)
         if topic is None:
             return []
         found, complete = _compare(live, _empty_replica(live), topic, "replayed from its start")
         if complete:
             self.full_replays += 1
-            self.full_replay_due = self.checks + self.interval_rng.randint(*FULL_REPLAY_EVERY)
+            self.full_replay_due = self.checks + full_replay_interval(
+                self.interval_rng.randint(*FULL_REPLAY_EVERY), _records(topic)
+            )
         return found
 
     @staticmethod
@@ -228,6 +237,17 @@ class Oracles:
         for gone in set(self.pending_since) - pending:
             del self.pending_since[gone]
         return found
+
+
+def full_replay_interval(drawn: int, records: int) -> int:
+    """Checks until the next replay from the log start: the seeded draw, or longer for a log of
+    many records (see ``FULL_REPLAY_RECORDS_PER_CHECK``)."""
+    return max(drawn, records // FULL_REPLAY_RECORDS_PER_CHECK)
+
+
+def _records(topic: Any) -> int:
+    """Offsets from the log start to the high watermark, over the state partitions."""
+    return sum(p.high_watermark - p.log_start_offset for p in topic.partitions)
 
 
 def _empty_replica(live: ShareCoordinatorService) -> ShareCoordinatorService:

@@ -1,10 +1,11 @@
 """The simulation's ``__share_group_state`` oracle (kemu/testing/sim/oracles.py): a replica
 replaying only what was appended since the last check, kept across restarts, and one built from
-the log start at a seeded interval and at the end. Each re-introduced bug here is one the
-oracle must report: a live change no record carries (the step-by-step replica), and a prune
-one record too far (the from-the-start replica at once, the step-by-step one after a restart,
-where the old per-boot replica, replaying the same pruned log as the restarted process, agreed
-with it). And seeds run by worker processes print what one process prints, in seed order."""
+the log start at a seeded interval (longer for a longer log) and at the end. Each re-introduced
+bug here is one the oracle must report: a live change no record carries (the step-by-step
+replica), and a prune one record too far (the from-the-start replica at once, and when its
+spaced-out turn comes; the step-by-step one after a restart, where the old per-boot replica,
+replaying the same pruned log as the restarted process, agreed with it). And seeds run by worker
+processes print what one process prints, in seed order."""
 
 from __future__ import annotations
 
@@ -26,7 +27,11 @@ from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import PartitionLog
 from kemu.storage.segments import SegmentLog
 from kemu.testing.sim.__main__ import Options, run_seeds
-from kemu.testing.sim.oracles import Oracles
+from kemu.testing.sim.oracles import (
+    FULL_REPLAY_EVERY,
+    FULL_REPLAY_RECORDS_PER_CHECK,
+    Oracles,
+)
 from kemu.testing.sim.run import Result, Simulation
 
 NOW = 1_700_000_000_000
@@ -164,6 +169,61 @@ def test_a_prune_one_record_too_far_is_reported(
     cluster, runtime, service = restart(cluster, tmp_path)
     found = oracles.check(runtime, NOW, {})
     assert found and "replayed step by step differs" in found[0]
+    for partition in cluster.all_partitions():
+        partition.log.close()
+
+
+def test_full_replays_come_less_often_as_the_log_grows(tmp_path: Path) -> None:
+    """A key initialized and never written again holds the log start back (as in a run whose
+    kemu restarts before any cold snapshot): one check per FULL_REPLAY_RECORDS_PER_CHECK records
+    between two full replays, so that they cost each step the same however long the run."""
+    cluster = make_cluster(tmp_path)
+    runtime, service = start(cluster)
+    keys = keys_of(cluster)
+    cold = SharePartitionKey("cold", keys[0].topic_id, 0)
+    for key in (cold, *keys):  # the cold key's snapshot first: the log start stays at 0
+        assert service.initialize_sync(key, 0, 0).error is ErrorCode.none
+    oracles = Oracles(seed=1)
+    # more records than FULL_REPLAY_EVERY's longest draw accounts for
+    traffic(service, keys, range(FULL_REPLAY_RECORDS_PER_CHECK * FULL_REPLAY_EVERY[1] // 2))
+    partition = cluster.topics[SHARE_STATE_TOPIC].partitions[0]
+    assert partition.log_start_offset == 0  # nothing pruned
+    records = partition.high_watermark
+    assert oracles.check(runtime, NOW, {}) == []
+    assert oracles.full_replay(service) == []
+    assert oracles.full_replay_due == oracles.checks + records // FULL_REPLAY_RECORDS_PER_CHECK
+    for partition in cluster.all_partitions():
+        partition.log.close()
+
+
+def test_a_due_full_replay_still_reports_a_prune_one_record_too_far(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check that the spacing makes due replays the log from its start and reports what
+    only a replay from the start sees."""
+    original = ShareCoordinatorService.redundant_below
+
+    def one_too_far(self: ShareCoordinatorService, index: int) -> int:
+        below = original(self, index)
+        partition = self.topic().partitions[index]
+        return below + 1 if below > partition.log_start_offset else below
+
+    monkeypatch.setattr(ShareCoordinatorService, "redundant_below", one_too_far)
+    cluster = make_cluster(tmp_path)
+    runtime, service = start(cluster)
+    keys = keys_of(cluster)
+    for key in keys:
+        assert service.initialize_sync(key, 0, 0).error is ErrorCode.none
+    oracles = Oracles(seed=1)
+    found: list[str] = []
+    step = due = 0
+    while not found:
+        write(service, keys[step % 2], step)  # each record checked before a prune can take it
+        due = oracles.full_replay_due
+        found = oracles.check(runtime, NOW, {})
+        step += 1
+    assert "replayed from its start differs" in found[0]
+    assert oracles.checks == due  # found by the full replay that was due
     for partition in cluster.all_partitions():
         partition.log.close()
 
