@@ -36,6 +36,19 @@ def test_the_workload_alone_passes() -> None:
     assert result.faults == {}
 
 
+def test_no_crash_point_fires_while_settling() -> None:
+    """Seed 2001 x 10000 failed at the final check (docs/reliability.md): crash points still
+    fired while settling, and each restart gave the share-group members of dead pipeline lives
+    another 45 s session, holding the input partitions from the live ones. Here every crash
+    point reached kills kemu during the steps, and none does while settling."""
+    rates = FaultRates(crash=0, crash_point=1.0, cut=0, tear=0, rule=0, client_death=0)
+    result = Simulation(5, 40, rates=rates).run()
+    settling = next(i for i, line in enumerate(result.trace) if "settling" in line)
+    assert any("crash point" in line for line in result.trace[:settling])
+    assert not any("kemu crashes" in line for line in result.trace[settling:])
+    assert result.ok, (result.violations, result.trace[-30:])
+
+
 def test_lost_heartbeat_answer_leaves_no_member_unassigned() -> None:
     """Seed 2 found it: a ShareGroupHeartbeat applied but its answer lost (a drop_after rule)
     left a member at the new epoch with no partitions, since kemu.client's next heartbeat was
