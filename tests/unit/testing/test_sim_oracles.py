@@ -140,9 +140,11 @@ def test_a_live_change_no_record_carries_is_reported_at_the_next_check(tmp_path:
         partition.log.close()
 
 
-def test_a_prune_one_record_too_far_is_reported(
+def pruning_one_too_far(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> tuple[Cluster, Runtime, ShareCoordinatorService, list[SharePartitionKey]]:
+    """A started share coordinator whose pruning takes one record too many, its keys
+    initialized."""
     original = ShareCoordinatorService.redundant_below
 
     def one_too_far(self: ShareCoordinatorService, index: int) -> int:
@@ -156,6 +158,13 @@ def test_a_prune_one_record_too_far_is_reported(
     keys = keys_of(cluster)
     for key in keys:
         assert service.initialize_sync(key, 0, 0).error is ErrorCode.none
+    return cluster, runtime, service, keys
+
+
+def test_a_prune_one_record_too_far_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster, runtime, service, keys = pruning_one_too_far(tmp_path, monkeypatch)
     oracles = Oracles(seed=1)
     for step in range(3 * PER_SNAPSHOT):
         for key in keys:
@@ -201,19 +210,7 @@ def test_a_due_full_replay_still_reports_a_prune_one_record_too_far(
 ) -> None:
     """The check that the spacing makes due replays the log from its start and reports what
     only a replay from the start sees."""
-    original = ShareCoordinatorService.redundant_below
-
-    def one_too_far(self: ShareCoordinatorService, index: int) -> int:
-        below = original(self, index)
-        partition = self.topic().partitions[index]
-        return below + 1 if below > partition.log_start_offset else below
-
-    monkeypatch.setattr(ShareCoordinatorService, "redundant_below", one_too_far)
-    cluster = make_cluster(tmp_path)
-    runtime, service = start(cluster)
-    keys = keys_of(cluster)
-    for key in keys:
-        assert service.initialize_sync(key, 0, 0).error is ErrorCode.none
+    cluster, runtime, service, keys = pruning_one_too_far(tmp_path, monkeypatch)
     oracles = Oracles(seed=1)
     found: list[str] = []
     step = due = 0
