@@ -35,6 +35,8 @@ class SimulatedCrash(BaseException):
 
 
 SIM_INTERNAL_SEGMENT_BYTES = 16 * 1024
+SIM_DATA_SEGMENT_BYTES = 256 * 1024
+SIM_COLD_SNAPSHOT_INTERVAL_MS = 2000
 INTERNAL_SEGMENT_CONFIGS = (
     "offsets.topic.segment.bytes",
     "transaction.state.log.segment.bytes",
@@ -56,6 +58,15 @@ def broker_config(overrides: dict[str, str]) -> BrokerConfig:
         # state pruning deletes whole segments, and all of it happens under crashes; and so
         # that a restart replays what Kafka's would of a long-lived broker, not a whole history.
         **dict.fromkeys(INTERNAL_SEGMENT_CONFIGS, str(SIM_INTERNAL_SEGMENT_BYTES)),
+        # Sim only: a simulated kemu lives a few seconds between crashes, and Kafka's defaults
+        # assume a broker living far longer. Data topics get small segments (Kafka: 1 GiB), so
+        # a boot after an unclean stop rescans a bounded active segment, not a partition's
+        # whole history, and rolled ones are read from their recovery points and summaries.
+        "log.segment.bytes": str(SIM_DATA_SEGMENT_BYTES),
+        # The cold-partition snapshot (Kafka: every 5 minutes, its timer restarted by each
+        # boot) is what moves a share-state log's start past a key written once; at Kafka's
+        # interval it never fires in a run, and each boot reloads an unpruned state log.
+        "share.coordinator.cold.partition.snapshot.interval.ms": str(SIM_COLD_SNAPSHOT_INTERVAL_MS),
         **overrides,
     }
     return BrokerConfig(settings)
