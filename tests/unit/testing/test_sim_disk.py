@@ -38,6 +38,19 @@ def test_a_cleaned_segment_renamed_into_place_keeps_its_synced_size(tmp_path: Pa
     assert old.read_bytes() == b"kept"
 
 
+def installed_over_a_durable_checkpoint(
+    tmp_path: Path,
+) -> tuple[DiskModel, Path, os.stat_result]:
+    """A model installed over a directory whose ``checkpoint`` file is durable, and its stat."""
+    disk = DiskModel(tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.write_bytes(b"durable")
+    disk.baseline()
+    found = os.stat(checkpoint)
+    disk.install()
+    return disk, checkpoint, found
+
+
 def test_a_replaced_file_comes_back_with_its_own_content_whoever_gets_its_inode(
     tmp_path: Path,
 ) -> None:
@@ -45,12 +58,7 @@ def test_a_replaced_file_comes_back_with_its_own_content_whoever_gets_its_inode(
     processes allocate meanwhile: the model knew a replaced file's durable content by that
     number, and a later file synced under it changed what a power loss restored (seed 2001 x
     3000 lost 224 or 225 bytes at its power loss, run to run)."""
-    disk = DiskModel(tmp_path)
-    checkpoint = tmp_path / "checkpoint"
-    checkpoint.write_bytes(b"durable")
-    disk.baseline()
-    replaced = os.stat(checkpoint)
-    disk.install()
+    disk, checkpoint, replaced = installed_over_a_durable_checkpoint(tmp_path)
     try:
         temporary = tmp_path / "checkpoint.tmp"
         temporary.write_bytes(b"newer")
@@ -71,12 +79,7 @@ def test_a_deleted_file_is_no_durable_entry_of_a_later_file_given_its_inode(
 ) -> None:
     """A name deleted and created again since its directory's last sync goes at a power loss,
     whether or not the new file got the old one's inode number."""
-    disk = DiskModel(tmp_path)
-    checkpoint = tmp_path / "checkpoint"
-    checkpoint.write_bytes(b"durable")
-    disk.baseline()
-    deleted = os.stat(checkpoint)
-    disk.install()
+    disk, checkpoint, deleted = installed_over_a_durable_checkpoint(tmp_path)
     try:
         os.unlink(checkpoint)
         assert (deleted.st_dev, deleted.st_ino) not in disk.listings[tmp_path].values()
