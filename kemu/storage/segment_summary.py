@@ -7,8 +7,8 @@ segment; ``ScannedSegment`` is what it finds.
 
 A rolled segment does not change (compaction replaces it by another file), so once its bytes are
 synced what a scan finds in it is written beside it, in ``<base>.scan``, and a later open of the
-log reads that instead of the segment (``kemu.storage.segments``: only below the recovery point,
-or every segment after a clean shutdown). The file holds the segment's state and, in file order,
+log reads that instead of the segment (``kemu.storage.segments``: every rolled segment, and the
+active one too after a clean shutdown). The file holds the segment's state and, in file order,
 the header of each batch with a producer id and its transaction marker type: what the trackers
 need, so that they are fed exactly what a scan would feed them, in the same order. It is
 checked against the segment before it is used (its CRC, the segment's size, and the last
@@ -270,9 +270,9 @@ def last_header_of(summary: bytes) -> bytes:
     return summary[start : start + BATCH_HEADER_SIZE]
 
 
-def load_summary(directory: Path, base: int, *, end_at_most: int | None) -> ScannedSegment | None:
-    """``<base>.scan`` when it describes ``<base>.log`` as it is now, and the segment ends at or
-    before ``end_at_most`` (None: anywhere); else None (the segment is scanned instead)."""
+def load_summary(directory: Path, base: int) -> ScannedSegment | None:
+    """``<base>.scan`` when it describes ``<base>.log`` as it is now; else None (the segment is
+    scanned instead)."""
     try:
         data = (directory / summary_name(base)).read_bytes()
     except OSError:
@@ -281,8 +281,6 @@ def load_summary(directory: Path, base: int, *, end_at_most: int | None) -> Scan
     if scanned is None or scanned.segment.base_offset != base:
         return None
     segment = scanned.segment
-    if end_at_most is not None and segment.next_offset > end_at_most:
-        return None
     try:
         descriptor = os.open(segment.path, os.O_RDONLY)
     except OSError:

@@ -34,11 +34,10 @@ Durability: ``append`` writes the batch with ``os.pwrite`` before returning, so 
 cache and survives a SIGKILL of the broker; ``flush`` (once a second from housekeeping, or after
 every append with ``flush_every_append``) fdatasyncs it against power loss; after a flush every
 batch below ``recovery_point`` is synced, and the rolled segments are summarized. On open, the
-segments that end at or below the recovery point the data dir's checkpoint gave (every segment,
-after a clean shutdown) are read from their summaries, when those match; from the first one
-that is not, every segment is scanned and validated (``kemu.storage.recovery``); a torn or
-corrupt tail is cut at the last whole valid batch, with a warning saying how many bytes went,
-and later segments are removed.
+rolled segments (and the active one after a clean shutdown) are read from their summaries, when
+those match: a summary is written only once its segment is synced. Every other segment is
+scanned and validated (``kemu.storage.recovery``); a torn or corrupt tail is cut at the last
+whole valid batch, with a warning saying how many bytes went, and later segments are removed.
 
 Reads use an in-memory sparse index (``SparseIndex``: the first batch of each segment, then a
 batch each ``index.interval.bytes``, as Kafka's offset and time indexes): a bisection gives the
@@ -397,9 +396,9 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
             if checkpoint_name + ".tmp" in names:
                 (self.directory / (checkpoint_name + ".tmp")).unlink()
         tracker = ProducerTracker()
-        # Segments below the recovery point (every one after a clean shutdown) are read from
-        # their summaries; from the first one that is not, every segment is scanned.
-        trusting = clean_shutdown or recovery_point is not None
+        # A rolled segment is read from its summary wherever the recovery point is: a summary
+        # is only written once its segment is synced, so it never describes bytes a crash can
+        # take. The active one is read from its summary only after a clean shutdown.
         for number, base in enumerate(bases):
             if number and base < self._segments[-1].next_offset:
                 self._drop_files_from(
@@ -409,15 +408,12 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
                 break
             rolled = number + 1 < len(bases)
             scanned = None
-            if trusting and base in summarized and (rolled or clean_shutdown):
-                scanned = load_summary(
-                    self.directory, base, end_at_most=None if clean_shutdown else recovery_point
-                )
+            if base in summarized and (rolled or clean_shutdown):
+                scanned = load_summary(self.directory, base)
             whole = True
             if scanned is not None:
                 self._check_index(scanned.segment)
             else:
-                trusting = False
                 scanned, whole = self._recover_segment(base, rolled=rolled)
                 if rolled and whole:
                     self._to_summarize.append(scanned.segment)

@@ -129,7 +129,7 @@ def test_a_summary_describes_its_segment_as_a_scan_does(tmp_path: Path) -> None:
     rolled = log.segment_base_offsets[:-1]
     assert len(rolled) >= 3
     for base in rolled:
-        loaded = load_summary(tmp_path, base, end_at_most=None)
+        loaded = load_summary(tmp_path, base)
         scanned = scan_segment(tmp_path, base, 100, gaps=True)
         assert loaded is not None
         for name in ("size", "next_offset", "first_timestamp", "max_timestamp"):
@@ -138,7 +138,6 @@ def test_a_summary_describes_its_segment_as_a_scan_does(tmp_path: Path) -> None:
         assert loaded.segment.sparse.base_offsets == scanned.segment.sparse.base_offsets
         assert loaded.producer_batches == scanned.producer_batches
         assert loaded.segment.pending_index == scanned.segment.pending_index
-        assert load_summary(tmp_path, base, end_at_most=loaded.segment.next_offset - 1) is None
     assert not (tmp_path / summary_name(log.segment_base_offsets[-1])).exists()  # active
     log.close()
     assert (tmp_path / summary_name(log.segment_base_offsets[-1])).exists()  # for a clean start
@@ -167,7 +166,19 @@ def test_a_summary_that_does_not_match_is_not_used(tmp_path: Path, damage: str) 
         with open(segment, "r+b") as handle:  # the CRC field of the last batch's header
             handle.seek(scanned.last_batch_position + 17)
             handle.write(b"\0\0\0\0")
-    assert load_summary(tmp_path, base, end_at_most=None) is None
+    assert load_summary(tmp_path, base) is None
+
+
+def test_an_unclean_start_reads_summarized_rolled_segments_without_a_recovery_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _filled_log(tmp_path)
+    bases = log.segment_base_offsets
+    _kill(log)  # no clean shutdown, and no recovery point checkpointed
+    reopened, _, scanned = _open_counting(tmp_path, monkeypatch)
+    assert scanned == bases[-1:]  # only the active segment
+    assert reopened.segment_base_offsets == bases
+    reopened.close()
 
 
 def test_a_missing_index_of_a_summarized_segment_is_rewritten(tmp_path: Path) -> None:
@@ -309,7 +320,10 @@ def test_recovery_from_the_recovery_point_matches_a_full_scan(
                 os.truncate(last, rng.randint(0, size - 1))
     copy = tmp_path / "copy"
     shutil.copytree(directory, copy)
+    for summary in copy.glob("*.scan"):  # the reference scans every segment
+        summary.unlink()
     on_disk = sorted(int(path.name[:20]) for path in directory.glob("*.log"))
+    summarized = {int(path.name[:20]) for path in directory.glob("*.scan")}
 
     full, full_partition, full_scans = _open_counting(copy, monkeypatch)
     fast, fast_partition, fast_scans = _open_counting(
@@ -321,11 +335,11 @@ def test_recovery_from_the_recovery_point_matches_a_full_scan(
     assert fast_partition.transactions.aborted == full_partition.transactions.aborted
     if clean:
         assert fast_scans == []  # nothing at all is scanned after a clean close
-    elif fast_scans:
-        # summaries up to the first segment not known synced, scans from there on
-        first = on_disk.index(fast_scans[0])
-        assert fast_scans == on_disk[first : first + len(fast_scans)]
-        assert recovery_point is not None or first == 0
+    else:
+        # every summarized rolled segment is read from its summary, wherever the recovery
+        # point is; the active one and the rolled ones not summarized yet are scanned
+        assert fast_scans == sorted(fast_scans)
+        assert set(fast_scans) <= (set(on_disk) - summarized) | {on_disk[-1]}
     # and both go on alike
     for one in (full_partition, fast_partition):
         batch = build_batch([(b"x", b"y")], timestamp_ms=now, producer_id=9, base_sequence=0)

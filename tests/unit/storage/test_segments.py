@@ -274,6 +274,10 @@ def test_corrupt_middle_segment_ends_the_log(directory: Path) -> None:
     log.close()
     names = segment_files(directory)
     assert len(names) >= 4
+    # a summarized segment is known synced and read from its summary, not rescanned (as Kafka
+    # does not rescan below its recovery point): without summaries, every segment is scanned
+    for summary in directory.glob("*.scan"):
+        summary.unlink()
     path = directory / names[1]
     data = bytearray(path.read_bytes())
     data[-5] ^= 0x01
