@@ -25,7 +25,7 @@ reason (an operator moving the group's start offset, a DLQ write that failed) is
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 
 from kemu.testing.sim.workload import INPUT, PIPE_GROUP, transform
@@ -154,5 +154,19 @@ def caught_up(
     """Every committed input value is in the output, in the DLQ or excused (the settling
     waits for this, then ``pipeline_once`` judges)."""
     dead = {letter.value for letter in dead_letters}
-    waiting = {transform(v) for v in inputs if v not in dead}
-    return waiting - set(excused) <= set(outputs)
+    excused, outputs = set(excused), set(outputs)
+    return not any(pipeline_owes(value, outputs, dead, excused) for value in inputs)
+
+
+def pipeline_owes(
+    value: bytes,
+    outputs: Container[bytes],
+    dead: Container[bytes | None],
+    excused: Container[bytes],
+) -> bool:
+    """Whether committed input ``value`` is still in none of the output (transformed), the DLQ
+    values or the excused output values."""
+    if value in dead:
+        return False
+    out = transform(value)
+    return out not in excused and out not in outputs

@@ -41,7 +41,7 @@ from kemu.coordinator.share import service as share_service
 from kemu.coordinator.transaction import service as transaction_service
 from kemu.testing.sim.admin_ops import Operator
 from kemu.testing.sim.chaos import Chaos, FaultRates
-from kemu.testing.sim.exactly_once import DeadLetterSeen, caught_up, pipeline_once
+from kemu.testing.sim.exactly_once import DeadLetterSeen, pipeline_once, pipeline_owes
 from kemu.testing.sim.loop import START_S, SimLoop
 from kemu.testing.sim.network import SimNetwork
 from kemu.testing.sim.oracles import Oracles
@@ -187,6 +187,7 @@ class Simulation:
         self.violations: list[str] = []
         self.failed_step: int | None = None
         self.settling = False  # after the last step: no fault of any kind, crash points too
+        self._waiting_for: tuple[str, bytes] | None = None  # see _caught_up
 
     # --- the run ----------------------------------------------------------------------------------
 
@@ -445,23 +446,50 @@ class Simulation:
         self._final()
 
     def _caught_up(self) -> bool:
-        seen = self.ledger.seen
-        inputs = set(seen.get(INPUT, {}).values())
-        outputs = set(seen.get(OUTPUT, {}).values())
-        dead = self._dead_letters()
-        grouped = set(self.ledger.group_seen.values())
-        plain = {
-            value
-            for (_, topic, _), answered in self.ledger.acknowledged.items()
-            if topic == PLAIN
-            for _, value in answered
-        }
-        return (
-            self.ledger.produced <= inputs
-            and plain <= set(seen.get(PLAIN, {}).values())
-            and caught_up(inputs, outputs, dead, self._excused())
-            and inputs <= grouped
-        )
+        """The verifier read every committed input value and every acknowledged ``plain``
+        value; the pipelines caught up with the inputs (``exactly_once.caught_up``) and the
+        consumer group too. One value still waited for is enough to answer no: the one found
+        at the last call is asked about first, and the others only once it is through."""
+        if self._waiting_for is not None and self._still_waiting(*self._waiting_for):
+            return False
+        self._waiting_for = next(self._waited_for(), None)
+        return self._waiting_for is None
+
+    def _waited_for(self) -> Iterator[tuple[str, bytes]]:
+        """Every (what, value) the settling still waits for, newest inputs first."""
+        ledger = self.ledger
+        inputs = ledger.seen_values.get(INPUT, {})
+        outputs = ledger.seen_values.get(OUTPUT, {})
+        dead = {value for value, _ in ledger.dead_letters.values()}
+        excused = self._excused()
+        for value in reversed(ledger.seen.get(INPUT, {}).values()):
+            if pipeline_owes(value, outputs, dead, excused):
+                yield "output", value
+            if value not in ledger.group_values:
+                yield "grouped", value
+        for value in ledger.produced:
+            if value not in inputs:
+                yield "input", value
+        plain = ledger.seen_values.get(PLAIN, {})
+        for (_, topic, _), answered in ledger.acknowledged.items():
+            if topic == PLAIN:
+                for _, value in answered:
+                    if value not in plain:
+                        yield "plain", value
+
+    def _still_waiting(self, what: str, value: bytes) -> bool:
+        """Whether (what, value), once waited for, still is."""
+        ledger = self.ledger
+        if what == "input":  # committed (``produced`` only grows), not read yet
+            return value not in ledger.seen_values.get(INPUT, {})
+        if what == "plain":  # acknowledged (for good), not read yet
+            return value not in ledger.seen_values.get(PLAIN, {})
+        if value not in ledger.seen_values.get(INPUT, {}):
+            return False  # no longer a committed input value (its record was replaced)
+        if what == "grouped":
+            return value not in ledger.group_values
+        dead = {value for value, _ in ledger.dead_letters.values()}
+        return pipeline_owes(value, ledger.seen_values.get(OUTPUT, {}), dead, self._excused())
 
     def _final(self) -> None:
         seen = self.ledger.seen

@@ -79,10 +79,13 @@ class Ledger:
     seen: dict[str, dict[tuple[int, int], bytes]] = field(default_factory=dict)  # verifier
     # what the verifier read of the DLQ topic: (partition, offset) -> (value, headers)
     dead_letters: dict[tuple[int, int], tuple[bytes | None, Headers]] = field(default_factory=dict)
-    # how many of ``seen[OUTPUT]``'s entries hold each value (a duplicate check in O(1))
-    output_values: dict[bytes, int] = field(default_factory=dict)
-    # consumer group: input records handed out to a member, and the offsets commits confirmed
+    # per topic, how many of ``seen[topic]``'s entries hold each value (none at 0): whether a
+    # value was read, in O(1) (the output's duplicate check, the settling's end condition)
+    seen_values: dict[str, dict[bytes, int]] = field(default_factory=dict)
+    # consumer group: input records handed out to a member (and how many hold each value), and
+    # the offsets commits confirmed
     group_seen: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    group_values: dict[bytes, int] = field(default_factory=dict)
     group_committed: dict[tuple[str, int], int] = field(default_factory=dict)
     # the operator's data-partition aborts (producer id, epoch, output partition), and what the
     # pipelines' transactions asked to commit wrote under each such key: the values it may abort
@@ -106,6 +109,25 @@ class Ledger:
 
     def count(self, name: str, by: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + by
+
+
+def put_counted(
+    records: dict[tuple[int, int], bytes],
+    values: dict[bytes, int],
+    where: tuple[int, int],
+    value: bytes,
+) -> None:
+    """``records[where] = value``, keeping ``values`` (how many records hold each value, none
+    at 0) in step."""
+    replaced = records.get(where)
+    if replaced is not None:
+        left = values[replaced] - 1
+        if left:
+            values[replaced] = left
+        else:
+            del values[replaced]
+    records[where] = value
+    values[value] = values.get(value, 0) + 1
 
 
 class Actor:
@@ -477,7 +499,12 @@ class GroupMember(Actor):
             await consumer.subscribe([INPUT])
             while True:
                 for record in await consumer.poll(timeout=self.rng.uniform(0.1, 1.0)):
-                    self.ledger.group_seen[(record.partition, record.offset)] = record.value or b""
+                    put_counted(
+                        self.ledger.group_seen,
+                        self.ledger.group_values,
+                        (record.partition, record.offset),
+                        record.value or b"",
+                    )
                 if self.rng.random() < 0.2:
                     continue  # processed, not committed yet: delivered again if it moves
                 try:
@@ -527,23 +554,16 @@ class Verifier(Actor):
             self.ledger.violations.append(f"verifier: {tp} went back to {offset} from {position}")
         self.ledger.positions[tp] = offset + 1
         seen = self.ledger.seen.setdefault(topic, {})
-        if topic == OUTPUT:
-            counts = self.ledger.output_values
-            if counts.get(value, 0) > 0:  # already in seen[OUTPUT], at this offset or another
-                self.ledger.violations.append(
-                    f"output: {value!r} committed twice (offset {offset})"
-                )
-            replaced = seen.get((partition, offset))
-            if replaced is not None:
-                counts[replaced] -= 1
-            counts[value] = counts.get(value, 0) + 1
+        values = self.ledger.seen_values.setdefault(topic, {})
+        if topic == OUTPUT and value in values:  # already in seen[OUTPUT], here or elsewhere
+            self.ledger.violations.append(f"output: {value!r} committed twice (offset {offset})")
         if topic == PLAIN:
             if value in self.ledger.plain_values:
                 self.ledger.violations.append(
                     f"plain: {value!r} written twice (again at {partition}/{offset})"
                 )
             self.ledger.plain_values.add(value)
-        seen[(partition, offset)] = value
+        put_counted(seen, values, (partition, offset), value)
 
 
 async def _close(client: Any) -> None:
