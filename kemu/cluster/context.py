@@ -63,6 +63,10 @@ class ConnectionHooks:
             callback()
 
 
+# (api key, version, class name, *values) -> the message RequestContext.make_shared built
+_SHARED_MESSAGES: dict[tuple[Hashable, ...], Any] = {}
+
+
 @dataclass(slots=True)
 class RequestContext:
     node: BrokerNode
@@ -100,7 +104,21 @@ class RequestContext:
 
     def make(self, class_name: str, **values: Any) -> Any:
         """A nested response class of this request's version, built from any-version fields."""
-        return wire.build(getattr(self.response_module, class_name), **values)
+        header = self.header
+        return wire.build(
+            wire.response_class(header.api_key, header.api_version, class_name), **values
+        )
+
+    def make_shared(self, class_name: str, **values: Hashable) -> Any:
+        """``make``'s message, built once per API version and values and then shared (kio
+        messages are frozen): for a constant part repeated in every partition of an answer, such
+        as a Fetch or Produce partition's neutral leader. Only for a few distinct values."""
+        header = self.header
+        key = (header.api_key, header.api_version, class_name, *values.items())
+        found = _SHARED_MESSAGES.get(key)
+        if found is None:
+            found = _SHARED_MESSAGES[key] = self.make(class_name, **values)
+        return found
 
     def respond(self, **values: Any) -> Any:
         return wire.build(

@@ -135,6 +135,13 @@ def response_module(api_key: int, api_version: int) -> ModuleType:
     return sys.modules[response_schema(api_key, api_version).__module__]
 
 
+@cache
+def response_class(api_key: int, api_version: int, class_name: str) -> type[Any]:
+    """A nested class of one version's response (``PartitionData`` of Fetch v17, ...)."""
+    found: type[Any] = getattr(response_module(api_key, api_version), class_name)
+    return found
+
+
 _READERS: dict[type[Any], Callable[[bytes, int], tuple[Any, int]]] = {}
 _WRITERS: dict[type[Any], Callable[[io.BytesIO, Any], None]] = {}
 

@@ -155,7 +155,10 @@ def _targets(
     return targets
 
 
-Result = tuple[Target, Any, int | None]  # target, PartitionData, other leader to point at
+# target, its PartitionData's fields, other leader to point at. A long poll reads its partitions
+# again on every append it is woken by, and an incremental session answers only the partitions
+# that changed: the PartitionData messages are built once, for what the answer carries.
+Result = tuple[Target, dict[str, Any], int | None]
 
 
 def _read_all(
@@ -170,6 +173,7 @@ def _read_all(
     errors = False
     results: list[Result] = []
     live: list[Partition] = []
+    neutral_leader = _neutral_leader(ctx)
     for target in targets:
         topic = cluster.topics.get(target.topic_name) if target.topic_name is not None else None
         if topic is not None and not authorize(
@@ -209,14 +213,16 @@ def _read_all(
         epoch_error = _epoch_error(state.current_leader_epoch, partition.leader_epoch)
         offset = state.fetch_offset
         high_watermark = partition.high_watermark
-        if epoch_error is not None or not partition.log_start_offset <= offset <= high_watermark:
+        log_start_offset = partition.log_start_offset
+        if epoch_error is not None or not log_start_offset <= offset <= high_watermark:
             # Kafka's failed log read: high watermark, LSO and log start offset all -1
             code = epoch_error or ErrorCode.offset_out_of_range
             results.append((target, _partition_error(ctx, target, code), None))
             errors = True
             continue
         live.append(partition)
-        upper = partition.last_stable_offset if read_committed else high_watermark
+        last_stable_offset = partition.last_stable_offset
+        upper = last_stable_offset if read_committed else high_watermark
         records = b""
         if offset < upper and bytes_left > 0:
             records = partition.log.read(
@@ -224,20 +230,19 @@ def _read_all(
             )
             bytes_left -= len(records)
             total += len(records)
-        data = ctx.make(
-            "PartitionData",
-            partition_index=target.index,
-            error_code=ErrorCode.none,
-            high_watermark=high_watermark,
-            last_stable_offset=partition.last_stable_offset,
-            log_start_offset=partition.log_start_offset,
-            aborted_transactions=(
+        data = {
+            "partition_index": target.index,
+            "error_code": ErrorCode.none,
+            "high_watermark": high_watermark,
+            "last_stable_offset": last_stable_offset,
+            "log_start_offset": log_start_offset,
+            "aborted_transactions": (
                 _aborted(ctx, partition, offset, upper) if read_committed else None
             ),
-            preferred_read_replica=-1,
-            records=records,
-            **_neutral_leader(ctx),
-        )
+            "preferred_read_replica": -1,
+            "records": records,
+            **neutral_leader,
+        }
         results.append((target, data, None))
     return results, total, errors, live
 
@@ -262,7 +267,7 @@ def _epoch_error(requested: int, current: int) -> ErrorCode | None:
 def _neutral_leader(ctx: RequestContext) -> dict[str, Any]:
     if not ctx.has("LeaderIdAndEpoch"):
         return {}
-    return {"current_leader": ctx.make("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)}
+    return {"current_leader": ctx.make_shared("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)}
 
 
 # Kafka refuses a partition before reading (unknown topic, topic id or authorization) with
@@ -276,7 +281,7 @@ def _partition_error(
     target: Target,
     code: ErrorCode,
     **extra: Any,
-) -> Any:
+) -> dict[str, Any]:
     values: dict[str, Any] = {
         "partition_index": target.index,
         "error_code": code,
@@ -289,7 +294,7 @@ def _partition_error(
     }
     values.update(_neutral_leader(ctx))
     values.update(extra)
-    return ctx.make("PartitionData", **values)
+    return values
 
 
 async def _wait_for_append(partitions: list[Partition], timeout: float) -> None:
@@ -321,7 +326,7 @@ def _group_by_topic(
         if incremental and not changed:
             continue
         topic_key = target.key[0]
-        grouped.setdefault(topic_key, []).append(data)
+        grouped.setdefault(topic_key, []).append(ctx.make("PartitionData", **data))
         names[topic_key] = (target.topic_name, target.topic_id)
     return tuple(
         ctx.make(
@@ -334,16 +339,19 @@ def _group_by_topic(
     )
 
 
-def _changed(state: SessionPartition, data: Any) -> bool:
+def _changed(state: SessionPartition, data: dict[str, Any]) -> bool:
     """Whether an incremental response must carry this partition; records what was sent."""
+    high_watermark = data["high_watermark"]
+    last_stable_offset = data["last_stable_offset"]
+    log_start_offset = data["log_start_offset"]
     changed = (
-        bool(data.records)
-        or data.error_code != ErrorCode.none
-        or data.high_watermark != state.last_high_watermark
-        or data.last_stable_offset != state.last_stable_offset
-        or data.log_start_offset != state.last_log_start
+        bool(data["records"])
+        or data["error_code"] != ErrorCode.none
+        or high_watermark != state.last_high_watermark
+        or last_stable_offset != state.last_stable_offset
+        or log_start_offset != state.last_log_start
     )
-    state.last_high_watermark = data.high_watermark
-    state.last_stable_offset = data.last_stable_offset
-    state.last_log_start = data.log_start_offset
+    state.last_high_watermark = high_watermark
+    state.last_stable_offset = last_stable_offset
+    state.last_log_start = log_start_offset
     return changed

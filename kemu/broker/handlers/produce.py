@@ -151,7 +151,9 @@ def _result(ctx: RequestContext, index: int, error: ErrorCode, **extra: Any) -> 
     }
     values.update(extra)
     if "current_leader" not in values and ctx.has("LeaderIdAndEpoch"):
-        values["current_leader"] = ctx.make("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)
+        values["current_leader"] = ctx.make_shared(
+            "LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1
+        )
     return ctx.make("PartitionProduceResponse", **values)
 
 
