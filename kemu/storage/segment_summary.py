@@ -8,15 +8,17 @@ segment; ``ScannedSegment`` is what it finds.
 A rolled segment does not change (compaction replaces it by another file), so once its bytes are
 synced what a scan finds in it is written beside it, in ``<base>.scan``, and a later open of the
 log reads that instead of the segment (``kemu.storage.segments``: every rolled segment, and the
-active one too after a clean shutdown). The file holds the segment's state and, in file order,
-the header of each batch with a producer id and its transaction marker type: what the trackers
-need, so that they are fed exactly what a scan would feed them, in the same order. It is
-checked against the segment before it is used (its CRC, the segment's size, and the last
-batch's header read back from the segment); anything that does not match is scanned instead.
+active one too after a clean shutdown). The file holds the segment's state, the few batches with
+a producer id that leave the producer trackers as all of them do (``essential_producer_batches``:
+a handful per producer, however long the segment), and the segment's transactional batches as
+``NotedBatch`` entries, read back in one call. It is checked against the segment before it is
+used (its CRC, the segment's size, and the last batch's header read back from the segment);
+anything that does not match is scanned instead.
 
 Layout (little-endian): ``KSCN``, version (int16), CRC32 of the rest (uint32), the fixed fields
 of ``SUMMARY_FIXED``, the last batch's 61-byte header, the sparse index's three int64 arrays, the
-``.index`` file's bytes, then per producer batch its 61-byte header and marker (int16).
+``.index`` file's bytes, per kept producer batch its 61-byte header and marker (int16), then per
+transactional batch its ``NotedBatch`` (four int64).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from kemu.protocol.records import BATCH_HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHe
 from kemu.storage.recovery import (
     NOT_TRANSACTIONAL,
     RECENT_BATCHES_PER_PRODUCER,
+    NotedBatch,
     ScanOutcome,
     scan_batches,
     transaction_marker,
@@ -42,14 +45,15 @@ from kemu.storage.segment_files import Segment, segment_file_name
 
 SUMMARY_SUFFIX = ".scan"
 SUMMARY_MAGIC = b"KSCN"
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 _PREFIX = struct.Struct("<4shI")  # magic, version, CRC32 of what follows
 # base offset, size, next offset, first timestamp, max timestamp, max timestamp offset, bytes
 # since the last index entry, last batch position (-1: empty), sparse entries, .index bytes,
-# producer batches
-SUMMARY_FIXED = struct.Struct("<qqqqqqqqIII")
+# kept producer batches, transactional batches
+SUMMARY_FIXED = struct.Struct("<qqqqqqqqIIII")
 _MARKER = struct.Struct("<h")
 _PRODUCER_ENTRY = BATCH_HEADER_SIZE + _MARKER.size
+_NOTED = struct.Struct("<qqqq")  # a NotedBatch
 
 
 @dataclass(slots=True)
@@ -57,11 +61,14 @@ class ScannedSegment:
     """A segment as a scan of its file left it, and what the trackers get from it."""
 
     segment: Segment
-    # (header, marker) of every batch with a producer id, in file order; marker: DATA_BATCH,
+    # (header, marker) of the batches with a producer id, in file order: every one of them
+    # (scanned), or those the summary keeps (``essential_producer_batches``); marker: DATA_BATCH,
     # the control type, UNKNOWN_MARKER (transactional) or NOT_TRANSACTIONAL
     producer_batches: list[tuple[BatchHeader, int]] = field(default_factory=list)
     # the same, as the summary holds them: each batch's 61 header bytes, then its marker (int16)
     producer_entries: bytearray = field(default_factory=bytearray)
+    # every transactional batch, in file order (``ProducerTracker.note``'s entries)
+    transactions: list[NotedBatch] = field(default_factory=list)
     last_batch_position: int = -1
     file_size: int = 0  # the segment file's size when it was scanned
     outcome: ScanOutcome | None = None  # None: read from a summary, not scanned
@@ -87,6 +94,7 @@ def scan_segment(directory: Path, base: int, interval_bytes: int, *, gaps: bool)
     scanned = ScannedSegment(segment, file_size=stat.st_size)
     producer_batches = scanned.producer_batches
     producer_entries = scanned.producer_entries
+    transactions = scanned.transactions
     view: list[memoryview] = []  # the segment's bytes, while they are being scanned
 
     def on_batch(header: BatchHeader, position: int) -> None:
@@ -96,6 +104,9 @@ def scan_segment(directory: Path, base: int, interval_bytes: int, *, gaps: bool)
             marker = NOT_TRANSACTIONAL
             if header.attributes & TRANSACTIONAL_FLAG:
                 marker = transaction_marker(header, view[0][position : position + header.size])
+                transactions.append(
+                    (header.base_offset, header.last_offset, header.producer_id, marker)
+                )
             producer_batches.append((header, marker))
             producer_entries.extend(view[0][position : position + BATCH_HEADER_SIZE])
             producer_entries.extend(_MARKER.pack(marker))
@@ -117,52 +128,73 @@ def scan_segment(directory: Path, base: int, interval_bytes: int, *, gaps: bool)
 
 
 def essential_producer_batches(batches: list[tuple[BatchHeader, int]]) -> list[int]:
-    """Which of a segment's producer batches (their numbers, in order) the trackers need to end
-    in the state all of them leave, whatever state they start from; the summary keeps only
-    those, so that a restart replays about as many batches as there are producers.
+    """Which of a segment's producer batches (their numbers, in order) leave
+    ``ProducerTracker.observe`` and ``track_producer`` in the state all of them leave, whatever
+    state they start from, and with producers first seen in the same order; the summary keeps
+    only those, a handful per producer (the transaction list is kept whole, apart).
 
-    Kept: every transactional or control batch (the transaction list notes each one), each
-    producer's last non-control batch (``ProducerLast``: the cleaner's view), and its batches
-    with a sequence that ``ProducerTracker.observe`` could still remember: when the producer's
-    last run of batches of one epoch (markers count) holds at least
-    ``RECENT_BATCHES_PER_PRODUCER`` batches with a sequence, that run's last ones (they replace
-    whatever came before, epoch changes included), else all of them."""
-    keep = [False] * len(batches)
-    last_data: dict[int, int] = {}
-    final_epoch: dict[int, int] = {}
-    recent: dict[int, list[int]] = {}  # the last appending batches of the final epoch run
-    run_is_long: dict[int, bool] = {}
-    for number in range(len(batches) - 1, -1, -1):  # from the end: the final state first
-        header, marker = batches[number]
+    Per producer, kept: its first batch, its first batch ``observe`` reads (one with a sequence,
+    or a transaction marker) and its first such transactional one (the producer stays marked
+    transactional); of the batches ``observe`` reads, the last one (its epoch and timestamp), the
+    last ``RECENT_BATCHES_PER_PRODUCER`` with a sequence of the final run of one epoch, and the
+    one before that run (its epoch differs: the run starts afresh); for ``track_producer``, its
+    last non-control batch and, of the control batches after it, the first, the first of
+    another epoch than that one (the data batch is forgotten from there) and the last. Keeping
+    more of a producer's batches than these changes nothing either."""
+    keep: set[int] = set()
+    seen: set[int] = set()  # producers whose first batch went by
+    observed: set[int] = set()  # ... whose first batch ``observe`` reads went by
+    transactional: set[int] = set()  # ... whose first such transactional one went by
+    # ``track_producer``: [last non-control batch, first control after it, first control of
+    # another epoch than that one, last control] (-1: none)
+    tracked: dict[int, list[int]] = {}
+    # ``observe``: the current run's epoch, the batch before the run, its last batches with a
+    # sequence, the last batch read
+    runs: dict[int, tuple[int, int, list[int]]] = {}
+    last_observed: dict[int, int] = {}
+    for number, (header, _) in enumerate(batches):
         producer_id = header.producer_id
-        if marker != NOT_TRANSACTIONAL or header.is_control or producer_id not in last_data:
-            keep[number] = True
+        if producer_id not in seen:
+            seen.add(producer_id)
+            keep.add(number)
+        found = tracked.get(producer_id)
         if not header.is_control:
-            last_data.setdefault(producer_id, number)
-        relevant = header.base_sequence >= 0 or (header.is_control and header.is_transactional)
-        if not relevant:
-            continue
-        epoch = final_epoch.setdefault(producer_id, header.producer_epoch)
-        if run_is_long.get(producer_id) is None and epoch != header.producer_epoch:
-            run_is_long[producer_id] = False  # the final run ended short
-        if header.is_control or run_is_long.get(producer_id) is not None:
-            continue
-        found = recent.setdefault(producer_id, [])
-        found.append(number)
-        if len(found) == RECENT_BATCHES_PER_PRODUCER:
-            run_is_long[producer_id] = True
-    short = set()
-    for producer_id, numbers in recent.items():
-        if run_is_long.get(producer_id):
-            for number in numbers:
-                keep[number] = True
-        else:  # the run is short: what came before it may still show, keep every sequence
-            short.add(producer_id)
-    if short:
-        for number, (header, _) in enumerate(batches):
-            if header.producer_id in short and header.base_sequence >= 0:
-                keep[number] = True
-    return [number for number, wanted in enumerate(keep) if wanted]
+            tracked[producer_id] = [number, -1, -1, -1]
+        elif found is None:
+            tracked[producer_id] = [-1, number, -1, number]
+        else:
+            if found[1] < 0:
+                found[1] = number
+            elif found[2] < 0 and header.producer_epoch != batches[found[1]][0].producer_epoch:
+                found[2] = number
+            found[3] = number
+        marker = header.is_control and header.is_transactional
+        if not marker and header.base_sequence < 0:
+            continue  # ``observe`` skips it
+        if producer_id not in observed:
+            observed.add(producer_id)
+            keep.add(number)
+        if header.is_transactional and producer_id not in transactional:
+            transactional.add(producer_id)
+            keep.add(number)
+        run = runs.get(producer_id)
+        if run is None or run[0] != header.producer_epoch:
+            run = (header.producer_epoch, last_observed.get(producer_id, -1), [])
+            runs[producer_id] = run
+        if not marker:
+            recent = run[2]
+            recent.append(number)
+            if len(recent) > RECENT_BATCHES_PER_PRODUCER:
+                del recent[0]
+        last_observed[producer_id] = number
+    for found in tracked.values():
+        keep.update(found)
+    for _, before, recent in runs.values():
+        keep.add(before)
+        keep.update(recent)
+    keep.update(last_observed.values())
+    keep.discard(-1)
+    return sorted(keep)
 
 
 def _int64s(values: array[int]) -> bytes:
@@ -202,6 +234,7 @@ def encode_summary(scanned: ScannedSegment, last_header: bytes) -> bytes:
             len(sparse),
             len(index),
             len(kept),
+            len(scanned.transactions),
         ),
         last_header.ljust(BATCH_HEADER_SIZE, b"\0"),
         _int64s(sparse.base_offsets),
@@ -209,6 +242,7 @@ def encode_summary(scanned: ScannedSegment, last_header: bytes) -> bytes:
         _int64s(sparse.max_timestamps_before),
         index,
         *(entries[n * _PRODUCER_ENTRY : (n + 1) * _PRODUCER_ENTRY] for n in kept),
+        *(_NOTED.pack(*noted) for noted in scanned.transactions),
     ]
     body = b"".join(parts)
     return _PREFIX.pack(SUMMARY_MAGIC, SUMMARY_VERSION, zlib.crc32(body)) + body
@@ -235,9 +269,12 @@ def decode_summary(directory: Path, data: bytes) -> ScannedSegment | None:
         entries,
         index_bytes,
         producer_count,
+        transaction_count,
     ) = SUMMARY_FIXED.unpack_from(view)
     at = SUMMARY_FIXED.size + BATCH_HEADER_SIZE
-    if len(view) != at + 24 * entries + index_bytes + _PRODUCER_ENTRY * producer_count:
+    producers_at = at + 24 * entries + index_bytes
+    transactions_at = producers_at + _PRODUCER_ENTRY * producer_count
+    if len(view) != transactions_at + _NOTED.size * transaction_count:
         return None
     segment = Segment(directory, base)
     segment.size = size
@@ -254,13 +291,13 @@ def decode_summary(directory: Path, data: bytes) -> ScannedSegment | None:
     segment.pending_index = bytearray(view[at : at + index_bytes])
     at += index_bytes
     scanned = ScannedSegment(segment, last_batch_position=last_position)
-    scanned.producer_entries = bytearray(view[at:])
+    scanned.producer_entries = bytearray(view[producers_at:transactions_at])
     producer_batches = scanned.producer_batches
-    for _ in range(producer_count):
+    for at in range(producers_at, transactions_at, _PRODUCER_ENTRY):
         producer_batches.append(
             (read_header(view, at), _MARKER.unpack_from(view, at + BATCH_HEADER_SIZE)[0])
         )
-        at += _PRODUCER_ENTRY
+    scanned.transactions = list(_NOTED.iter_unpack(view[transactions_at:]))
     return scanned
 
 

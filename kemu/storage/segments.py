@@ -417,10 +417,10 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
                 scanned, whole = self._recover_segment(base, rolled=rolled)
                 if rolled and whole:
                     self._to_summarize.append(scanned.segment)
-            for header, marker in scanned.producer_batches:
+            for header, _ in scanned.producer_batches:
                 tracker.observe(header)
                 track_producer(self._producers, header)
-                tracker.note(header, marker)
+            tracker.transactions.extend(scanned.transactions)
             segment = scanned.segment
             self._segments.append(segment)
             self._bases.append(base)

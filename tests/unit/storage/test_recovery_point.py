@@ -26,7 +26,12 @@ from kemu.protocol.records import (
     read_header,
 )
 from kemu.storage.compaction import CompactionPolicy, track_producer
-from kemu.storage.recovery import DATA_BATCH, NOT_TRANSACTIONAL, ProducerTracker
+from kemu.storage.recovery import (
+    DATA_BATCH,
+    NOT_TRANSACTIONAL,
+    RECENT_BATCHES_PER_PRODUCER,
+    ProducerTracker,
+)
 from kemu.storage.recovery_points import (
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_CHECKPOINT,
@@ -136,7 +141,10 @@ def test_a_summary_describes_its_segment_as_a_scan_does(tmp_path: Path) -> None:
             assert getattr(loaded.segment, name) == getattr(scanned.segment, name)
         assert loaded.segment.sparse.positions == scanned.segment.sparse.positions
         assert loaded.segment.sparse.base_offsets == scanned.segment.sparse.base_offsets
-        assert loaded.producer_batches == scanned.producer_batches
+        kept = essential_producer_batches(scanned.producer_batches)
+        assert loaded.producer_batches == [scanned.producer_batches[n] for n in kept]
+        assert loaded.transactions == scanned.transactions
+        assert loaded.transactions  # the log has transactional batches in every segment
         assert loaded.segment.pending_index == scanned.segment.pending_index
     assert not (tmp_path / summary_name(log.segment_base_offsets[-1])).exists()  # active
     log.close()
@@ -394,18 +402,34 @@ def test_the_kept_producer_batches_leave_the_trackers_as_all_of_them_do(seed: in
         batches.append((header, marker))
     split = rng.randint(0, len(batches))
     before, segment = batches[:split], batches[split:]
-    kept = [segment[number] for number in essential_producer_batches(segment)]
+    kept = essential_producer_batches(segment)
+    # keeping more than the essential batches changes nothing either
+    more = sorted(set(kept) | set(rng.sample(range(len(segment)), len(segment) // 3)))
     results = []
-    for part in (segment, kept):
+    for numbers in (range(len(segment)), kept, more):
         tracker, last = ProducerTracker(), {}
         _fold(before, tracker, last)  # whatever the earlier segments left
-        _fold(part, tracker, last)
-        results.append((tracker.producers, tracker.transactions, last))
-    assert results[0] == results[1]
+        _fold([segment[number] for number in numbers], tracker, last)
+        # the same states, with producers first seen in the same order
+        results.append((tracker.producers, list(tracker.producers), last, list(last)))
+    assert results[0] == results[1] == results[2]
 
 
-def test_a_long_run_of_one_producer_keeps_its_last_batches() -> None:
+def test_a_long_run_of_one_producer_keeps_its_first_and_last_batches() -> None:
     batches = [
         (_header(offset, 7, 0, offset, 0, offset), NOT_TRANSACTIONAL) for offset in range(100)
     ]
-    assert essential_producer_batches(batches) == [95, 96, 97, 98, 99]
+    assert essential_producer_batches(batches) == [0, 95, 96, 97, 98, 99]
+
+
+def test_a_long_transactional_run_keeps_a_handful_of_batches() -> None:
+    batches = []
+    for offset in range(0, 300, 3):  # one producer: two data batches, then a COMMIT marker
+        for step in range(2):
+            header = _header(offset + step, 7, 0, offset + step, TRANSACTIONAL_FLAG, offset)
+            batches.append((header, DATA_BATCH))
+        marker = _header(offset + 2, 7, 0, -1, TRANSACTIONAL_FLAG | CONTROL_FLAG, offset)
+        batches.append((marker, 1))
+    kept = essential_producer_batches(batches)
+    assert len(kept) <= 2 + RECENT_BATCHES_PER_PRODUCER + 2
+    assert kept[0] == 0 and kept[-1] == len(batches) - 1
