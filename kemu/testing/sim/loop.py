@@ -14,6 +14,7 @@ without a cooperating shutdown. Callbacks with no process (the harness itself) a
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import heapq
@@ -54,30 +55,32 @@ def _guarded(process: Process, callback: Callable[..., Any], *args: Any) -> None
         callback(*args)
 
 
-class _NoSelector:
-    """What ``BaseEventLoop._run_once`` polls: moves virtual time to the next timer instead."""
+class _Due(float):
+    """A timer in the loop's heap: the float is its time. The heap compares entries with
+    float's own ``<``, which orders them as ``TimerHandle.__lt__`` does (by time alone), so
+    every heap operation moves the same entries as it would with the handles themselves (the
+    order of timers due at the same instant is the heap's), without a Python call for each
+    comparison."""
 
-    def __init__(self, loop: SimLoop) -> None:
-        self._loop = loop
+    __slots__ = ("timer",)
+    timer: asyncio.TimerHandle
 
-    def select(self, timeout: float | None) -> list[Any]:
-        if timeout is None:
-            raise Stalled("no callback is ready and no timer is armed")
-        if timeout > 0:
-            self._loop.jump_to_next_timer()
-        return []
 
-    def close(self) -> None:
-        pass
+# BaseEventLoop._run_once's: the heap is rebuilt without its cancelled timers once they are
+# more than this fraction of a heap of more than this many
+_MIN_SCHEDULED_TIMER_HANDLES = 100
+_MIN_CANCELLED_TIMER_HANDLES_FRACTION = 0.5
 
 
 class SimLoop(asyncio.BaseEventLoop):
     """A deterministic loop on virtual time (see the module docstring)."""
 
+    _timer_cancelled_count: int  # BaseEventLoop's
+
     def __init__(self) -> None:
         super().__init__()
         self._now = START_S
-        self._selector = _NoSelector(self)
+        self._due: list[_Due] = []  # the timers, a heap (BaseEventLoop's _scheduled stays empty)
         self._clock_resolution = 1e-6  # above a float ulp at this epoch
         self.network: Any = None  # the SimNetwork, set by it
         self.exceptions: list[str] = []
@@ -95,13 +98,49 @@ class SimLoop(asyncio.BaseEventLoop):
     def now_ms(self) -> int:
         return round(self._now * 1000)
 
-    def jump_to_next_timer(self) -> None:
-        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
-        while scheduled and scheduled[0].cancelled():
-            heapq.heappop(scheduled)
-            self._timer_cancelled_count -= 1  # type: ignore[attr-defined]
-        if scheduled:
-            self._now = max(self._now, scheduled[0].when())
+    # --- one iteration ----------------------------------------------------------------------------
+
+    def _run_once(self) -> None:
+        """``BaseEventLoop._run_once`` step for step (the same heap operations, the same
+        callbacks in the same order), where polling for I/O is moving virtual time to the
+        next timer when nothing is ready."""
+        due = self._due
+        if (
+            len(due) > _MIN_SCHEDULED_TIMER_HANDLES
+            and self._timer_cancelled_count / len(due) > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+        ):
+            kept = []
+            for entry in due:
+                if entry.timer._cancelled:
+                    entry.timer._scheduled = False  # type: ignore[attr-defined]
+                else:
+                    kept.append(entry)
+            heapq.heapify(kept)
+            self._due = due = kept
+            self._timer_cancelled_count = 0
+        else:
+            while due and due[0].timer._cancelled:
+                self._timer_cancelled_count -= 1
+                heapq.heappop(due).timer._scheduled = False  # type: ignore[attr-defined]
+        ready: collections.deque[asyncio.Handle] = self._ready  # type: ignore[attr-defined]
+        if not ready and not self._stopping:  # type: ignore[attr-defined]
+            if not due:
+                raise Stalled("no callback is ready and no timer is armed")
+            if due[0] > self._now:
+                self._now = due[0].timer.when()
+        end_time = self._now + self._clock_resolution
+        while due and due[0] < end_time:
+            timer = heapq.heappop(due).timer
+            timer._scheduled = False  # type: ignore[attr-defined]
+            ready.append(timer)
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if not handle._cancelled:
+                handle._run()
+
+    def close(self) -> None:
+        super().close()
+        self._due.clear()
 
     def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
         task = super().create_task(coro, **kwargs)
@@ -150,7 +189,9 @@ class SimLoop(asyncio.BaseEventLoop):
             args = (owner, callback, *args)
             callback = _guarded
         timer = asyncio.TimerHandle(when, callback, args, self, context)
-        heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]
+        entry = _Due(when)
+        entry.timer = timer
+        heapq.heappush(self._due, entry)
         timer._scheduled = True  # type: ignore[attr-defined]
         return timer
 
