@@ -464,11 +464,17 @@ class ProducerLast:
 
     @classmethod
     def observe(cls, found: ProducerLast | None, header: BatchHeader) -> ProducerLast:
-        if header.is_control:
+        # the flag and offsets read from the fields, not through BatchHeader's properties: a
+        # start-up runs this for every producer batch of the segments it scans
+        if header.attributes & CONTROL_FLAG:
             if found is not None and found.epoch == header.producer_epoch:
                 return cls(found.epoch, found.last_data_offset, header.max_timestamp)
             return cls(header.producer_epoch, -1, header.max_timestamp)
-        return cls(header.producer_epoch, header.last_offset, header.max_timestamp)
+        return cls(
+            header.producer_epoch,
+            header.base_offset + header.last_offset_delta,
+            header.max_timestamp,
+        )
 
 
 def track_producer(producers: dict[int, ProducerLast], header: BatchHeader) -> None:
@@ -476,6 +482,15 @@ def track_producer(producers: dict[int, ProducerLast], header: BatchHeader) -> N
         producers[header.producer_id] = ProducerLast.observe(
             producers.get(header.producer_id), header
         )
+
+
+def track_producers(producers: dict[int, ProducerLast], headers: Iterable[BatchHeader]) -> None:
+    """``track_producer`` for each of ``headers``, in order."""
+    observe = ProducerLast.observe
+    for header in headers:
+        producer_id = header.producer_id
+        if producer_id >= 0:
+            producers[producer_id] = observe(producers.get(producer_id), header)
 
 
 # --- the batch filter ------------------------------------------------------------------------

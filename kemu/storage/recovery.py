@@ -10,16 +10,18 @@ the rest. Pure functions over a buffer: the file handling is in ``segments``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kemu.protocol import records
 from kemu.protocol.record_reader import control_type
 from kemu.protocol.records import (
     BATCH_HEADER_SIZE,
+    CONTROL_FLAG,
     CRC_START,
     LOG_OVERHEAD,
     MAGIC_V2,
+    TRANSACTIONAL_FLAG,
     BatchHeader,
     CorruptBatch,
     read_header,
@@ -49,17 +51,33 @@ def scan_batches(
     with ``gaps`` (a rolled segment: the log cleaner removes whole batches) at or after it.
     """
     view = memoryview(data)
+    end = len(view)
     position = 0
     offset = expected_offset
     problem = None
-    while position < len(view):
+    # the checks of ``_check_batch`` inline, in one expression (this runs for every batch of a
+    # segment scanned at start-up); ``_check_batch`` says what is wrong with a batch that fails
+    while position < end:
+        if end - position >= BATCH_HEADER_SIZE:
+            header = read_header(view, position)
+            base_offset, batch_length, _, magic, crc, _, last_offset_delta = header[:7]
+            size = batch_length + LOG_OVERHEAD
+            if (
+                batch_length >= BATCH_HEADER_SIZE - LOG_OVERHEAD
+                and position + size <= end
+                and magic == MAGIC_V2
+                and (base_offset == offset or (gaps and base_offset > offset))
+                and last_offset_delta >= 0
+                and records.crc32c_of(view[position + CRC_START : position + size]) == crc
+            ):
+                on_batch(header, position)
+                position += size
+                offset = base_offset + last_offset_delta + 1
+                continue
         checked = _check_batch(view, position, offset, gaps)
-        if isinstance(checked, str):
-            problem = checked
-            break
-        on_batch(checked, position)
-        position += checked.batch_length + LOG_OVERHEAD
-        offset = checked.base_offset + checked.last_offset_delta + 1
+        assert isinstance(checked, str)
+        problem = checked
+        break
     return ScanOutcome(position, offset, problem)
 
 
@@ -140,22 +158,32 @@ class ProducerTracker:
     def observe(self, header: BatchHeader) -> None:
         """A batch with a producer id: a data batch with a sequence, or a transaction marker
         (its epoch becomes the producer's, a bumped one forgetting the batches, as on append)."""
-        marker = header.is_control and header.is_transactional
-        if header.producer_id < 0 or (header.base_sequence < 0 and not marker):
-            return
-        entry = self.producers.get(header.producer_id)
-        if entry is None or entry.epoch != header.producer_epoch:
-            entry = RecoveredProducer(
-                header.producer_epoch, [], entry is not None and entry.transactional
-            )
-            self.producers[header.producer_id] = entry
-        if header.is_transactional:
-            entry.transactional = True
-        if marker:
+        self.observe_all((header,))
+
+    def observe_all(self, headers: Iterable[BatchHeader]) -> None:
+        """``observe`` each of ``headers``, in order."""
+        producers = self.producers
+        for header in headers:
+            # the fields, not BatchHeader's properties: this runs for every producer batch of
+            # the segments a start-up scans
+            attributes = header.attributes
+            transactional = attributes & TRANSACTIONAL_FLAG
+            marker = transactional and attributes & CONTROL_FLAG
+            sequence = header.base_sequence
+            producer_id = header.producer_id
+            if producer_id < 0 or (sequence < 0 and not marker):
+                continue
+            epoch = header.producer_epoch
+            entry = producers.get(producer_id)
+            if entry is None or entry.epoch != epoch:
+                entry = RecoveredProducer(epoch, [], entry is not None and entry.transactional)
+                producers[producer_id] = entry
+            if transactional:
+                entry.transactional = True
             entry.last_timestamp = header.max_timestamp
-            return
-        last_sequence = header.base_sequence + header.last_offset_delta
-        entry.recent.append((header.base_sequence, last_sequence, header.base_offset))
-        entry.last_timestamp = header.max_timestamp
-        if len(entry.recent) > RECENT_BATCHES_PER_PRODUCER:
-            del entry.recent[0]
+            if marker:
+                continue
+            recent = entry.recent
+            recent.append((sequence, sequence + header.last_offset_delta, header.base_offset))
+            if len(recent) > RECENT_BATCHES_PER_PRODUCER:
+                del recent[0]

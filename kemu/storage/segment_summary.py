@@ -32,8 +32,16 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kemu.protocol.records import BATCH_HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader, read_header
+from kemu.protocol.records import (
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
+    CONTROL_FLAG,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    read_header,
+)
 from kemu.storage.recovery import (
+    DATA_BATCH,
     NOT_TRANSACTIONAL,
     RECENT_BATCHES_PER_PRODUCER,
     NotedBatch,
@@ -65,8 +73,6 @@ class ScannedSegment:
     # (scanned), or those the summary keeps (``essential_producer_batches``); marker: DATA_BATCH,
     # the control type, UNKNOWN_MARKER (transactional) or NOT_TRANSACTIONAL
     producer_batches: list[tuple[BatchHeader, int]] = field(default_factory=list)
-    # the same, as the summary holds them: each batch's 61 header bytes, then its marker (int16)
-    producer_entries: bytearray = field(default_factory=bytearray)
     # every transactional batch, in file order (``ProducerTracker.note``'s entries)
     transactions: list[NotedBatch] = field(default_factory=list)
     last_batch_position: int = -1
@@ -93,23 +99,28 @@ def scan_segment(directory: Path, base: int, interval_bytes: int, *, gaps: bool)
     segment.last_modified_ms = segment.created_ms = stat.st_mtime_ns // 1_000_000
     scanned = ScannedSegment(segment, file_size=stat.st_size)
     producer_batches = scanned.producer_batches
-    producer_entries = scanned.producer_entries
     transactions = scanned.transactions
     view: list[memoryview] = []  # the segment's bytes, while they are being scanned
+    positions = [-1]  # the last batch's
+    note_batch = segment.note_batch
 
     def on_batch(header: BatchHeader, position: int) -> None:
-        segment.note_batch(header, position, interval_bytes)
-        scanned.last_batch_position = position
-        if header.producer_id >= 0:
-            marker = NOT_TRANSACTIONAL
-            if header.attributes & TRANSACTIONAL_FLAG:
+        note_batch(header, position, interval_bytes)
+        positions[0] = position
+        producer_id = header.producer_id
+        if producer_id >= 0:
+            attributes = header.attributes
+            if not attributes & TRANSACTIONAL_FLAG:
+                producer_batches.append((header, NOT_TRANSACTIONAL))
+                return
+            marker = DATA_BATCH
+            if attributes & CONTROL_FLAG:
                 marker = transaction_marker(header, view[0][position : position + header.size])
-                transactions.append(
-                    (header.base_offset, header.last_offset, header.producer_id, marker)
-                )
+            base_offset = header.base_offset
+            transactions.append(
+                (base_offset, base_offset + header.last_offset_delta, producer_id, marker)
+            )
             producer_batches.append((header, marker))
-            producer_entries.extend(view[0][position : position + BATCH_HEADER_SIZE])
-            producer_entries.extend(_MARKER.pack(marker))
 
     if stat.st_size:
         with (
@@ -124,6 +135,7 @@ def scan_segment(directory: Path, base: int, interval_bytes: int, *, gaps: bool)
                 view.clear()
     else:
         scanned.outcome = scan_batches(b"", base, on_batch)
+    scanned.last_batch_position = positions[0]
     return scanned
 
 
@@ -213,6 +225,12 @@ def _read_int64s(data: bytes | memoryview, start: int, count: int) -> array[int]
     return values
 
 
+def _producer_entry(header: BatchHeader, marker: int) -> bytes:
+    """A kept producer batch as the summary holds it: its 61 header bytes (packing the fields
+    read from them gives them back), then its marker."""
+    return BATCH_HEADER.pack(*header) + _MARKER.pack(marker)
+
+
 def encode_summary(scanned: ScannedSegment, last_header: bytes) -> bytes:
     """The summary file's bytes; ``last_header``: the segment's last batch's header (b"" if
     it is empty), as the file holds it."""
@@ -220,7 +238,6 @@ def encode_summary(scanned: ScannedSegment, last_header: bytes) -> bytes:
     sparse = segment.sparse
     index = bytes(segment.pending_index)
     kept = essential_producer_batches(scanned.producer_batches)
-    entries = scanned.producer_entries
     parts: list[bytes | bytearray] = [
         SUMMARY_FIXED.pack(
             segment.base_offset,
@@ -241,7 +258,7 @@ def encode_summary(scanned: ScannedSegment, last_header: bytes) -> bytes:
         _int64s(sparse.positions),
         _int64s(sparse.max_timestamps_before),
         index,
-        *(entries[n * _PRODUCER_ENTRY : (n + 1) * _PRODUCER_ENTRY] for n in kept),
+        *(_producer_entry(*scanned.producer_batches[n]) for n in kept),
         *(_NOTED.pack(*noted) for noted in scanned.transactions),
     ]
     body = b"".join(parts)
@@ -291,7 +308,6 @@ def decode_summary(directory: Path, data: bytes) -> ScannedSegment | None:
     segment.pending_index = bytearray(view[at : at + index_bytes])
     at += index_bytes
     scanned = ScannedSegment(segment, last_batch_position=last_position)
-    scanned.producer_entries = bytearray(view[producers_at:transactions_at])
     producer_batches = scanned.producer_batches
     for at in range(producers_at, transactions_at, _PRODUCER_ENTRY):
         producer_batches.append(

@@ -53,8 +53,10 @@ and swaps); this module appends, rolls, truncates, applies retention and opens (
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable
+from operator import itemgetter
 from pathlib import Path
 
 import structlog
@@ -63,6 +65,7 @@ from kemu.protocol.records import BatchHeader
 from kemu.storage.compaction import (
     ProducerLast,
     track_producer,
+    track_producers,
 )
 from kemu.storage.durable import fsync_directory
 from kemu.storage.log import PartitionLog, RecoveredProducer
@@ -99,6 +102,8 @@ from kemu.storage.segment_summary import (
 )
 
 log = structlog.get_logger("kemu.storage")
+_base_offset = itemgetter(0)  # of a NotedBatch
+_last_offset = itemgetter(1)
 
 
 class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
@@ -265,8 +270,10 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
         # the batches ``batches(log start, log end)`` would give: a batch the log start cuts
         # through is still read
         found, self._recovered_transactions = self._recovered_transactions, []
-        start, end = self.log_start_offset, self.log_end_offset
-        return [entry for entry in found if entry[1] >= start and entry[0] < end]
+        # in offset order (the batches', segment after segment): two bisections find the span
+        first = bisect_left(found, self.log_start_offset, key=_last_offset)
+        last = bisect_left(found, self.log_end_offset, key=_base_offset)
+        return found[first:last]
 
     # --- flushing and closing ---------------------------------------------------------------
 
@@ -417,9 +424,9 @@ class SegmentLog(SegmentReading, SegmentCleaning, PartitionLog):
                 scanned, whole = self._recover_segment(base, rolled=rolled)
                 if rolled and whole:
                     self._to_summarize.append(scanned.segment)
-            for header, _ in scanned.producer_batches:
-                tracker.observe(header)
-                track_producer(self._producers, header)
+            headers = [header for header, _ in scanned.producer_batches]
+            tracker.observe_all(headers)
+            track_producers(self._producers, headers)
             tracker.transactions.extend(scanned.transactions)
             segment = scanned.segment
             self._segments.append(segment)
