@@ -44,6 +44,7 @@ _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _NULL_MARKER = _INT8.pack(-1)
 _NOT_NULL_MARKER = _INT8.pack(1)
+_NO_TAGS = b"\x00"  # a tagged-field section with no field in it
 
 
 def uvarint(value: int) -> bytes:
@@ -70,7 +71,7 @@ def _millis_datetime_or_null(value: Any) -> int:
 
 
 def _error_code(value: Any) -> int:
-    return int(value.value)
+    return int(value._value_)  # ErrorCode's value, without the enum's ``value`` descriptor
 
 
 # Fixed-width kafka types: struct code and the conversion kio applies before packing.
@@ -149,11 +150,15 @@ def _primitive(kafka_type: str, flexible: bool, optional: bool) -> Encoder:
     return lambda out, value: out.append(packer(convert(value)))
 
 
-def _array(item: Encoder, flexible: bool) -> Encoder:
+def _array(item: Encoder, flexible: bool, required: str | None = None) -> Encoder:
+    """An array of ``item``s; ``required``: the field's name when it is not nullable (as in
+    ``_required``, checked here to spare a call per array)."""
     if flexible:
 
         def compact_array(out: Chunks, items: Any) -> None:
             if items is None:
+                if required is not None:
+                    raise ValueError(f"{required} is not nullable")
                 out.append(b"\x00")
                 return
             out.append(uvarint(len(items) + 1))
@@ -164,6 +169,8 @@ def _array(item: Encoder, flexible: bool) -> Encoder:
 
     def legacy_array(out: Chunks, items: Any) -> None:
         if items is None:
+            if required is not None:
+                raise ValueError(f"{required} is not nullable")
             out.append(_INT32.pack(-1))
             return
         out.append(_INT32.pack(len(items)))
@@ -222,10 +229,9 @@ def _field_encoder(field: Field[Any], flexible: bool, tagged: bool, owner: str) 
             raise NotImplementedError(f"unknown field shape {shape!r}")
     if not shape.is_array:
         return encoder
-    array = _array(encoder, flexible)
     if is_optional(field) or tagged:
-        return array
-    return _required(array, f"{owner}.{field.name}")
+        return _array(encoder, flexible)
+    return _array(encoder, flexible, required=f"{owner}.{field.name}")
 
 
 def _fixed_run(
@@ -242,24 +248,20 @@ def _fixed_run(
         only = converts[0]
         assert only is not None
         return lambda out, entity: out.append(packer(only(getter(entity))))
-    steps = [convert or _identity for convert in converts]
+    converted = [(index, convert) for index, convert in enumerate(converts) if convert]
 
     def run(out: Chunks, entity: Any) -> None:
-        out.append(
-            packer(*[step(value) for step, value in zip(steps, getter(entity), strict=True)])
-        )
+        values = list(getter(entity))
+        for index, convert in converted:
+            values[index] = convert(values[index])
+        out.append(packer(*values))
 
     return run
 
 
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _tag_is_default(field: Field[Any]) -> Callable[[Any], bool]:
-    has_default = field.default is not MISSING
-    default = field.default if has_default else get_tagged_field_default(field)
-    return lambda value: bool(value == default)
+def _tag_default(field: Field[Any]) -> Any:
+    """The value a tagged field is left out at."""
+    return field.default if field.default is not MISSING else get_tagged_field_default(field)
 
 
 @cache
@@ -270,7 +272,7 @@ def entity_encoder(cls: type[Any]) -> Encoder:
     run_names: list[str] = []
     run_codes = ""
     run_converts: list[Callable[[Any], Any] | None] = []
-    tagged: list[tuple[int, str, Encoder, Callable[[Any], bool]]] = []
+    tagged: list[tuple[int, str, Encoder, Any]] = []  # tag, name, encoder, default
 
     def end_run() -> None:
         nonlocal run_codes
@@ -288,7 +290,7 @@ def entity_encoder(cls: type[Any]) -> Encoder:
                     int(tag),
                     field.name,
                     _field_encoder(field, flexible, True, cls.__name__),
-                    _tag_is_default(field),
+                    _tag_default(field),
                 )
             )
             continue
@@ -318,13 +320,22 @@ def entity_encoder(cls: type[Any]) -> Encoder:
 
         return encode_plain
 
+    if not tagged:
+
+        def encode_untagged(out: Chunks, entity: Any) -> None:
+            for step in steps:
+                step(out, entity)
+            out.append(_NO_TAGS)
+
+        return encode_untagged
+
     def encode_flexible(out: Chunks, entity: Any) -> None:
         for step in steps:
             step(out, entity)
         present = []
-        for tag, name, encode, is_default in tagged:
+        for tag, name, encode, default in tagged:
             value = getattr(entity, name)
-            if not is_default(value):
+            if value != default:
                 present.append((tag, encode, value))
         out.append(uvarint(len(present)))
         for tag, encode, value in present:
