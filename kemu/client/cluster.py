@@ -363,6 +363,9 @@ class ClusterClient:
         it), waiting for it to have leaders. A topic that cannot exist fails fast with a
         KafkaError saying why: a name the broker refuses, no authorization, or no such topic
         past UNKNOWN_TOPIC_GRACE_S (the broker, or this client, does not create topics)."""
+        known = self.topics.get(name)
+        if known is not None and known.leaders and min(known.leaders.values()) >= 0:
+            return known  # what the first attempt would return, without a wait
         loop = asyncio.get_running_loop()
         unknown_since: float | None = None
 

@@ -11,18 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 from kemu.client.errors import KafkaError
-from kemu.protocol import wire
+from kemu.protocol import fastwrite, wire
 from kemu.protocol.errors import ErrorCode
 
 API_VERSIONS = 18
 API_VERSIONS_VERSION = 3
 SIZE = struct.Struct(">i")
 CORRELATION = struct.Struct(">i")
+HEADER_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+
+
+# the versions this side has schemas for, fixed for the process: asked before every request
+_known_versions = functools.cache(wire.known_versions)
 
 
 class ConnectionClosed(ConnectionError):
@@ -39,7 +45,7 @@ class BrokerFeatures:
     def highest(self, api_key: int, wanted: int) -> int | None:
         """The highest version both sides speak, at most ``wanted``; None when there is none."""
         theirs = self.versions.get(api_key)
-        ours = wire.known_versions(api_key)
+        ours = _known_versions(api_key)
         if theirs is None or ours is None:
             return None
         top = min(theirs[1], ours[1], wanted)
@@ -57,6 +63,10 @@ class BrokerConnection:
         self._next_correlation = 1
         self._read_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of its streams
+        # per (api key, version, wire key): the request header's bytes before and after its
+        # correlation id (see _header)
+        self._headers: dict[tuple[int, int, int], tuple[bytes, bytes]] = {}
 
     @property
     def connected(self) -> bool:
@@ -70,7 +80,8 @@ class BrokerConnection:
         except (OSError, TimeoutError) as exc:
             self._closed = True
             raise ConnectionClosed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
-        self._read_task = asyncio.get_running_loop().create_task(self._read_responses())
+        self._loop = asyncio.get_running_loop()
+        self._read_task = self._loop.create_task(self._read_responses())
         response = await self.call(
             API_VERSIONS,
             API_VERSIONS_VERSION,
@@ -99,24 +110,19 @@ class BrokerConnection:
         """Send one request (fields of ``api_key``'s schema at ``version``) and await its
         response body. ``wire_key`` is the key put in the header when the broker serves the
         message under another key."""
-        if self._writer is None or self._closed:
+        if self._writer is None or self._closed or self._loop is None:
             raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
         schema = wire.request_schema(api_key, version)
-        body = wire.build(schema, **fields)
+        body = fastwrite.encode_chunks(wire.build(schema, **fields))
         correlation_id = self._next_correlation
         self._next_correlation = (self._next_correlation + 1) & 0x7FFFFFFF
-        header = wire.build(
-            schema.__header_schema__,
-            request_api_key=api_key if wire_key is None else wire_key,
-            request_api_version=version,
-            correlation_id=correlation_id,
-            client_id=self.client_id,
-        )
-        payload = wire.encode_message(header, body)
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        before, after = self._header(schema, api_key, version, wire_key)
+        size = len(before) + CORRELATION.size + len(after) + sum(map(len, body))
+        request = [SIZE.pack(size), before, CORRELATION.pack(correlation_id), after, *body]
+        future: asyncio.Future[bytes] = self._loop.create_future()
         self._pending[correlation_id] = future
         try:
-            self._writer.write(SIZE.pack(len(payload)) + payload)
+            self._writer.write(b"".join(request))
             await self._writer.drain()
             frame = await asyncio.wait_for(future, wait_s)
         except (OSError, TimeoutError) as exc:
@@ -128,6 +134,27 @@ class BrokerConnection:
             self._pending.pop(correlation_id, None)
         _, response = wire.decode_response(api_key, version, frame)
         return response
+
+    def _header(
+        self, schema: type[Any], api_key: int, version: int, wire_key: int | None
+    ) -> tuple[bytes, bytes]:
+        """The bytes of the request header of ``schema`` (``api_key`` at ``version``) before
+        and after its correlation id (an int32 after the api key and version, in every header
+        version): encoded once per connection and message, by the protocol layer."""
+        key = (api_key, version, api_key if wire_key is None else wire_key)
+        found = self._headers.get(key)
+        if found is None:
+            header = wire.build(
+                schema.__header_schema__,
+                request_api_key=key[2],
+                request_api_version=version,
+                correlation_id=0,
+                client_id=self.client_id,
+            )
+            encoded = b"".join(fastwrite.encode_chunks(header))
+            start, end = HEADER_PREFIX.size - CORRELATION.size, HEADER_PREFIX.size
+            found = self._headers[key] = (encoded[:start], encoded[end:])
+        return found
 
     async def _read_responses(self) -> None:
         assert self._reader is not None
