@@ -126,4 +126,5 @@ class RequestContext:
         )
 
     def has(self, class_name: str) -> bool:
-        return hasattr(self.response_module, class_name)
+        header = self.header
+        return wire.response_has_class(header.api_key, header.api_version, class_name)

@@ -142,6 +142,12 @@ def response_class(api_key: int, api_version: int, class_name: str) -> type[Any]
     return found
 
 
+@cache
+def response_has_class(api_key: int, api_version: int, class_name: str) -> bool:
+    """Whether one version's response has a nested class of that name (Fetch v12+: leaders)."""
+    return hasattr(response_module(api_key, api_version), class_name)
+
+
 _READERS: dict[type[Any], Callable[[bytes, int], tuple[Any, int]]] = {}
 _WRITERS: dict[type[Any], Callable[[io.BytesIO, Any], None]] = {}
 

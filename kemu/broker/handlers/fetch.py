@@ -89,7 +89,7 @@ async def handle(ctx: RequestContext, request: FetchRequestView) -> Any:
         error_code=ErrorCode.none,
         session_id=session.session_id if session is not None else 0,
         responses=responses,
-        node_endpoints=node_endpoints(ctx, other_leaders),
+        node_endpoints=node_endpoints(ctx, other_leaders) if other_leaders else (),
     )
 
 

@@ -135,7 +135,7 @@ def handle(ctx: RequestContext, request: ProduceRequestView) -> Any:
         return None
     return ctx.respond(
         responses=tuple(topics),
-        node_endpoints=node_endpoints(ctx, other_leaders),
+        node_endpoints=node_endpoints(ctx, other_leaders) if other_leaders else (),
     )
 
 
