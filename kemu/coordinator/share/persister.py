@@ -14,7 +14,9 @@ with its delivery count.
 from __future__ import annotations
 
 import uuid
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import pairwise
 from operator import itemgetter
 from typing import NamedTuple, Protocol
 
@@ -168,11 +170,18 @@ def merge_batches(
     if updates:
         # a batch wholly outside the updates' span is kept as it is (most of them: this runs
         # for every update replayed at a start-up)
-        low = min(update.first_offset for update in updates)
+        ordered = sorted(updates, key=_first_offset)
+        low = ordered[0].first_offset
         high = max(update.last_offset for update in updates)
+        # updates that do not overlap one another (the usual case) are also in last offset
+        # order: a batch is cut by the few a bisection finds, not by every update
+        lasts = [update.last_offset for update in ordered]
+        disjoint = all(a.last_offset < b.first_offset for a, b in pairwise(ordered))
         for batch in existing:
             if batch.last_offset < low or batch.first_offset > high:
                 pieces.append(batch)
+            elif disjoint:
+                pieces.extend(_outside(batch, ordered, bisect_left(lasts, batch.first_offset)))
             else:
                 pieces.extend(_subtract(batch, updates))
         pieces.extend(updates)
@@ -194,6 +203,27 @@ def merge_batches(
         else:
             result.append(batch)
     return tuple(result)
+
+
+def _outside(batch: PersistedBatch, ordered: list[PersistedBatch], at: int) -> list[PersistedBatch]:
+    """What ``_subtract`` leaves of ``batch``, for updates that do not overlap one another in
+    offset order, ``at`` the first one ending at or after the batch's first offset."""
+    remaining = []
+    cursor = batch.first_offset  # the first offset no update covered yet
+    last = batch.last_offset
+    for update in ordered[at:]:
+        if update.first_offset > last:
+            break
+        if update.first_offset > cursor:
+            remaining.append(_with_range(batch, cursor, update.first_offset - 1))
+        cursor = update.last_offset + 1
+        if cursor > last:
+            return remaining
+    if cursor == batch.first_offset:
+        remaining.append(batch)
+    else:
+        remaining.append(_with_range(batch, cursor, last))
+    return remaining
 
 
 def _subtract(batch: PersistedBatch, updates: tuple[PersistedBatch, ...]) -> list[PersistedBatch]:
