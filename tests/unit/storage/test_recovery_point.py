@@ -42,6 +42,7 @@ from kemu.storage.recovery_points import (
     write_offset_checkpoint,
 )
 from kemu.storage.segment_summary import (
+    SUMMARY_VERSION,
     decode_summary,
     essential_producer_batches,
     load_summary,
@@ -175,6 +176,33 @@ def test_a_summary_that_does_not_match_is_not_used(tmp_path: Path, damage: str) 
             handle.seek(scanned.last_batch_position + 17)
             handle.write(b"\0\0\0\0")
     assert load_summary(tmp_path, base) is None
+
+
+def test_a_summary_of_an_older_version_is_scanned_and_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _filled_log(tmp_path)
+    bases = log.segment_base_offsets
+    log.close()
+    path = tmp_path / summary_name(bases[1])
+    current = path.read_bytes()
+    path.write_bytes(current[:4] + (SUMMARY_VERSION - 1).to_bytes(2, "little") + current[6:])
+    assert load_summary(tmp_path, bases[1]) is None
+    scanned: list[int] = []
+    original = segments_module.scan_segment
+
+    def counting(directory: Path, base: int, interval: int, *, gaps: bool) -> Any:
+        scanned.append(base)
+        return original(directory, base, interval, gaps=gaps)
+
+    monkeypatch.setattr(segments_module, "scan_segment", counting)
+    reopened = SegmentLog(
+        tmp_path, segment_bytes=400, index_interval_bytes=100, clean_shutdown=True
+    )
+    assert scanned == [bases[1]]
+    reopened.flush()  # the segment is summarized again, as it was
+    assert path.read_bytes() == current
+    reopened.close()
 
 
 def test_an_unclean_start_reads_summarized_rolled_segments_without_a_recovery_point(
