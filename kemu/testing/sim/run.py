@@ -42,7 +42,7 @@ from kemu.coordinator.transaction import service as transaction_service
 from kemu.testing.sim.admin_ops import Operator
 from kemu.testing.sim.chaos import Chaos, FaultRates
 from kemu.testing.sim.exactly_once import DeadLetterSeen, pipeline_once, pipeline_owes
-from kemu.testing.sim.loop import START_S, SimLoop
+from kemu.testing.sim.loop import START_S, SimLoop, lookups_without_getpid
 from kemu.testing.sim.network import SimNetwork
 from kemu.testing.sim.oracles import Oracles
 from kemu.testing.sim.workload import (
@@ -209,7 +209,7 @@ class Simulation:
             previous_loop = asyncio.get_event_loop_policy().get_event_loop()
         asyncio.set_event_loop(loop)
         try:
-            with deterministic(self.rng, loop):
+            with deterministic(self.rng, loop), lookups_without_getpid(loop):
                 crash_points.set_crash_hook(self._crash_point)
                 try:
                     loop.run_until_complete(self._main(loop, directory))
