@@ -158,16 +158,24 @@ class DiskModel:
         return sorted(path for path in self.root.rglob("*") if path.is_file())
 
     def baseline(self) -> None:
-        """After a start-up: everything on disk now is durable."""
-        for path in self._files():
-            status = path.stat()
-            if path.suffix == SEGMENT_SUFFIX:
-                self.synced[_key(status)] = status.st_size
-            else:
-                with contextlib.suppress(OSError):
-                    self.contents[_key(status)] = path.read_bytes()
-        for directory in [self.root, *sorted(p for p in self.root.rglob("*") if p.is_dir())]:
-            self.listings[directory] = self._entries(directory)
+        """After a start-up: everything on disk now is durable. One walk of the directory
+        (a boot's: the listing of each directory, each file's status from it)."""
+        directories = [self.root]
+        for directory in directories:  # grows with the subdirectories found
+            entries: dict[str, FileKey] = {}
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(directory):
+                    if entry.is_dir(follow_symlinks=False):
+                        directories.append(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        status = entry.stat(follow_symlinks=False)
+                        entries[entry.name] = _key(status)
+                        if entry.name.endswith(SEGMENT_SUFFIX):
+                            self.synced[_key(status)] = status.st_size
+                        else:
+                            with contextlib.suppress(OSError):
+                                self.contents[_key(status)] = Path(entry.path).read_bytes()
+            self.listings[directory] = entries
 
     def lose_unsynced(self) -> int:
         """Put the directory back to what was durable; returns the bytes lost."""
