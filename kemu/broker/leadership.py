@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kemu.broker.endpoints import advertised_nodes
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
 
@@ -22,8 +23,6 @@ def leader_fields(ctx: RequestContext, partition: Partition) -> Any:
 def node_endpoints(ctx: RequestContext, node_ids: Iterable[int]) -> tuple[Any, ...]:
     if not ctx.has("NodeEndpoint"):
         return ()
-    from kemu.broker.endpoints import advertised_nodes
-
     nodes = advertised_nodes(ctx)
     return tuple(
         ctx.make("NodeEndpoint", node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)

@@ -21,6 +21,7 @@ PrepareCommit record and the group coordinator's write, both within one call.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -37,7 +38,6 @@ from kemu.coordinator.group.placement import (
     GROUP,
     INTERNAL_TOPICS,
     TRANSACTION,
-    coordinator_partition,
     internal_topic,
 )
 from kemu.coordinator.share.service import SHARE_STATE_TOPIC
@@ -77,6 +77,13 @@ OFFSETS_TOPIC = INTERNAL_TOPICS[GROUP].name
 
 
 MarkerListener = Callable[[Markers], None]
+
+
+@functools.lru_cache(maxsize=4096)
+def _state_index(transactional_id: str, partitions: int) -> int:
+    """The ``__transaction_state`` partition of ``transactional_id``, remembered: every state
+    record of a transaction hashes the same id again (Java's ``String.hashCode``, in Python)."""
+    return partition_for(transactional_id, partitions)
 
 
 @dataclass(slots=True)
@@ -285,7 +292,8 @@ class TransactionService:
         if not records:
             return ErrorCode.none
         transactional_id = records[0][0]
-        partition = coordinator_partition(self.runtime.cluster, TRANSACTION, transactional_id)
+        topic = internal_topic(self.runtime.cluster, TRANSACTION)
+        partition = topic.partitions[_state_index(transactional_id, len(topic.partitions))]
         batch = build_batch(
             [
                 (
