@@ -68,7 +68,10 @@ class TxnShareAcks:
         # written to other partitions alone (WriteTxnMarkers from a tool) resolves nothing.
         state_partitions = {i for topic, i in markers.partitions if topic == SHARE_STATE_TOPIC}
         persister = share_coordinator(self.runtime)
-        for actor in list(share_partitions(self.runtime).actors.values()):
+        actors = share_partitions(self.runtime).actors
+        if not state_partitions:
+            return  # records alone: not one actor's key to hash
+        for actor in list(actors.values()):
             core = actor.core
             if core is None or persister.partition_for(actor.key) not in state_partitions:
                 continue
@@ -88,8 +91,7 @@ class TxnShareAcks:
                     )
         # a committed REJECT (or an abort at the delivery limit) of a share partition not
         # loaded here is ARCHIVING in the durable state: its dead letter (KIP-1191) is due now
-        if state_partitions:
-            await share_partitions(self.runtime).resume_dead_letters(sorted(state_partitions))
+        await share_partitions(self.runtime).resume_dead_letters(sorted(state_partitions))
 
     async def drain(self) -> None:
         """Wait until every marker seen so far is applied (tests)."""
