@@ -237,9 +237,25 @@ class RecordWindow:
 
     def advance_log_start(self, log_start_offset: int) -> Effects:
         """The log's start moved (retention, DeleteRecords): archive what can no longer be read."""
+        if log_start_offset <= self._log_start and self._settled():
+            # every acquire asks, and the start has mostly not moved: what ``_finish`` would say
+            return Effects(
+                (),
+                self.start,
+                start_moved=False,
+                available=False,
+                delivery_complete_count=self._terminal,
+            )
         self._begin()
         self._note_log_start(log_start_offset)
         return self._finish()
+
+    def _settled(self) -> bool:
+        """Whether ``_advance_start`` has nothing to do (as after every operation)."""
+        spans = self._spans.spans
+        if spans:
+            return not spans[0].state.is_terminal
+        return self.start >= self._log_start
 
     def _note_log_start(self, log_start_offset: int) -> None:
         if log_start_offset <= self._log_start:

@@ -499,6 +499,19 @@ def test_log_start_advance_archives_available_and_later_released_records() -> No
     assert core.start == 4 and core.end == 4
 
 
+def test_a_log_start_that_did_not_move_changes_nothing() -> None:
+    log, core = log_of(2, 2, 2), new_core()
+    acquire(core, log, "m1", now=0)
+    core.acknowledge("m1", [ack(2, 3, ACCEPT)], 1)
+    core.advance_log_start(0)
+    before = core.spans()
+    effects = core.advance_log_start(0)
+    assert not effects.durable and not effects.available and not effects.dead_letters
+    assert effects.start_offset == core.start == 0
+    assert effects.delivery_complete_count == 2
+    assert core.spans() == before
+
+
 def test_log_start_past_an_empty_window_moves_it() -> None:
     core = new_core()
     effects = core.advance_log_start(100)
