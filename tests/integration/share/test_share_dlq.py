@@ -447,8 +447,9 @@ def decode_share_state(bootstrap: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in completed.stdout.splitlines()]
 
 
-def states_of(bootstrap: str, group: str, offset: int) -> list[int]:
-    """Delivery state of ``offset`` in every ``__share_group_state`` record of ``group``."""
+def state_batches_of(bootstrap: str, group: str, offset: int) -> list[dict[str, Any]]:
+    """The state batch holding ``offset`` in every ``__share_group_state`` record of ``group``,
+    in the order written."""
     found = []
     for entry in decode_share_state(bootstrap):
         key, value = entry.get("key") or {}, entry.get("value") or {}
@@ -456,8 +457,13 @@ def states_of(bootstrap: str, group: str, offset: int) -> list[int]:
             continue
         for batch in (value.get("data") or {}).get("stateBatches", ()):
             if batch["firstOffset"] <= offset <= batch["lastOffset"]:
-                found.append(batch["deliveryState"])
+                found.append(batch)
     return found
+
+
+def states_of(bootstrap: str, group: str, offset: int) -> list[int]:
+    """Delivery state of ``offset`` in every ``__share_group_state`` record of ``group``."""
+    return [batch["deliveryState"] for batch in state_batches_of(bootstrap, group, offset)]
 
 
 def start_offset(bootstrap: str, group: str) -> int:

@@ -35,8 +35,8 @@ from kemu.testing.kafka import (
 from tests.integration.share.test_share_dlq import (
     DLQ_KAFKA,
     TIMEOUT,
-    decode_share_state,
     lag_reaches_zero,
+    state_batches_of,
 )
 from tests.integration.share.test_share_dlq_restart import (
     deliveries_after_the_restart,
@@ -102,15 +102,10 @@ def kafka(tmp_path: Path) -> Iterator[KillableKafka]:
 def persisted(bootstrap: str, group: str, offset: int) -> list[tuple[str, int]]:
     """(delivery state, delivery count) of ``offset`` in each ``__share_group_state`` record of
     ``group``, in the order written."""
-    found = []
-    for entry in decode_share_state(bootstrap):
-        key, value = entry.get("key") or {}, entry.get("value") or {}
-        if (key.get("data") or {}).get("groupId") != group:
-            continue
-        for batch in (value.get("data") or {}).get("stateBatches", ()):
-            if batch["firstOffset"] <= offset <= batch["lastOffset"]:
-                found.append((batch["deliveryStateName"], batch["deliveryCount"]))
-    return found
+    return [
+        (batch["deliveryStateName"], batch["deliveryCount"])
+        for batch in state_batches_of(bootstrap, group, offset)
+    ]
 
 
 async def share_offsets(bootstrap: str) -> dict[int, SharePartitionOffset]:

@@ -188,14 +188,7 @@ def test_a_summary_of_an_older_version_is_scanned_and_written_again(
     current = path.read_bytes()
     path.write_bytes(current[:4] + (SUMMARY_VERSION - 1).to_bytes(2, "little") + current[6:])
     assert load_summary(tmp_path, bases[1]) is None
-    scanned: list[int] = []
-    original = segments_module.scan_segment
-
-    def counting(directory: Path, base: int, interval: int, *, gaps: bool) -> Any:
-        scanned.append(base)
-        return original(directory, base, interval, gaps=gaps)
-
-    monkeypatch.setattr(segments_module, "scan_segment", counting)
+    scanned = _count_scans(monkeypatch)
     reopened = SegmentLog(
         tmp_path, segment_bytes=400, index_interval_bytes=100, clean_shutdown=True
     )
@@ -263,9 +256,8 @@ def _state(log: SegmentLog) -> dict[str, Any]:
     }
 
 
-def _open_counting(
-    directory: Path, monkeypatch: pytest.MonkeyPatch, **options: Any
-) -> tuple[SegmentLog, Partition, list[int]]:
+def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The base offsets of the segments scanned from now on (until the patch is undone)."""
     scanned: list[int] = []
     original = segments_module.scan_segment
 
@@ -274,9 +266,16 @@ def _open_counting(
         return original(directory, base, interval, gaps=gaps)
 
     monkeypatch.setattr(segments_module, "scan_segment", counting)
-    log = SegmentLog(directory, segment_bytes=1 << 20, index_interval_bytes=150, **options)
+    return scanned
+
+
+def _open_counting(
+    directory: Path, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> tuple[SegmentLog, Partition, list[int]]:
+    with monkeypatch.context() as patch:
+        scanned = _count_scans(patch)
+        log = SegmentLog(directory, segment_bytes=1 << 20, index_interval_bytes=150, **options)
     partition = Partition("t", TOPIC_ID, 0, 1, [1], log)
-    monkeypatch.setattr(segments_module, "scan_segment", original)
     return log, partition, scanned
 
 
