@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,10 +24,6 @@ API_VERSIONS_VERSION = 3
 SIZE = struct.Struct(">i")
 CORRELATION = struct.Struct(">i")
 HEADER_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
-
-
-# the versions this side has schemas for, fixed for the process: asked before every request
-_known_versions = functools.cache(wire.known_versions)
 
 
 class ConnectionClosed(ConnectionError):
@@ -45,7 +40,7 @@ class BrokerFeatures:
     def highest(self, api_key: int, wanted: int) -> int | None:
         """The highest version both sides speak, at most ``wanted``; None when there is none."""
         theirs = self.versions.get(api_key)
-        ours = _known_versions(api_key)
+        ours = wire.known_versions(api_key)
         if theirs is None or ours is None:
             return None
         top = min(theirs[1], ours[1], wanted)

@@ -101,6 +101,7 @@ def api_name(api_key: int) -> str:
     return api_key_map.get(api_key) or KEMU_NAMES.get(api_key, f"unknown_{api_key}")
 
 
+@cache  # fixed for the process, and asked before every request a client sends
 def known_versions(api_key: int) -> tuple[int, int] | None:
     """The version range kio has schemas for, or None for an unknown key."""
     name = api_key_map.get(api_key)

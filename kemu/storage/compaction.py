@@ -478,10 +478,7 @@ class ProducerLast:
 
 
 def track_producer(producers: dict[int, ProducerLast], header: BatchHeader) -> None:
-    if header.producer_id >= 0:
-        producers[header.producer_id] = ProducerLast.observe(
-            producers.get(header.producer_id), header
-        )
+    track_producers(producers, (header,))
 
 
 def track_producers(producers: dict[int, ProducerLast], headers: Iterable[BatchHeader]) -> None:
