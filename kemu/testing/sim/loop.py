@@ -18,6 +18,7 @@ import collections
 import contextlib
 import contextvars
 import heapq
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -193,9 +194,7 @@ class SimLoop(asyncio.BaseEventLoop):
         tasks, self.tasks = self.tasks, []
         for task in tasks:
             if not task.done():
-                # a ``finally`` that awaits raises here: it cannot await any more
-                with contextlib.suppress(BaseException):
-                    task.get_coro().close()
+                _close(task.get_coro())
 
     # --- callbacks run on behalf of their process -----------------------------------------------
 
@@ -271,3 +270,17 @@ class SimLoop(asyncio.BaseEventLoop):
             return
         error = context.get("exception")
         self.exceptions.append(f"{message}: {error!r}" if error is not None else message)
+
+
+def _close(coroutine: Any) -> None:
+    """Close ``coroutine``; one that never started also closes the coroutines it was handed (the
+    broker's handler stage hands a handler's coroutine to the task that awaits it), which would
+    otherwise be left "never awaited"."""
+    frame = getattr(coroutine, "cr_frame", None)
+    if frame is not None and inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED:
+        for argument in frame.f_locals.values():
+            if inspect.iscoroutine(argument):
+                _close(argument)
+    # a ``finally`` that awaits raises here: it cannot await any more
+    with contextlib.suppress(BaseException):
+        coroutine.close()

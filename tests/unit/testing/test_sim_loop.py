@@ -8,8 +8,10 @@ loop while it runs, as before, without a system call."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import heapq
 import random
+import warnings
 from typing import Any
 
 import pytest
@@ -94,3 +96,24 @@ def test_the_running_loop_is_found_as_before() -> None:
         assert asyncio.events._get_running_loop() is None
     assert looked_up == [loop, loop, loop]
     assert asyncio.get_running_loop is original
+
+
+def test_a_run_ends_with_no_coroutine_left_never_awaited() -> None:
+    """A task created but never stepped still holds the handler coroutine it was handed, as the
+    broker's handler stage hands one to the task that awaits it: burying it closes both."""
+    loop = SimLoop()
+
+    async def handle() -> int:
+        return 1
+
+    async def finish(outcome: Any) -> int:
+        return int(await outcome)
+
+    loop.create_task(finish(handle()))  # never stepped: the run ends first
+    gc.collect()  # what earlier tests left
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        loop.bury()
+        gc.collect()
+    loop.close()
+    assert [str(w.message) for w in warned if "never awaited" in str(w.message)] == []
