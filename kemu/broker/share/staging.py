@@ -8,8 +8,9 @@ AVAILABLE when it aborts, their delivery count kept.
 Decided in the spec (§12):
 * Q8: gap offsets are staged like records and archived by the commit.
 * Q5: staging again what the same producer id/epoch and member already staged with the same
-  type (a client retrying after a lost response) is NONE and changes nothing; a different owner,
-  producer or type is INVALID_RECORD_STATE.
+  type (a client retrying after a lost response) is NONE and changes nothing, also after the
+  staged records were reloaded from the share state; a different owner, producer or type is
+  INVALID_RECORD_STATE.
 * Q6: an abort archives (ARCHIVING with a dead-letter queue) a record whose staged delivery was
   its last (delivery count at ``share.delivery.count.limit``), as a release would;
   ``abort_respects_delivery_limit=False`` (``kemu.kip1289.abort.respects.delivery.limit``)
@@ -79,7 +80,9 @@ class TransactionalStaging:
         self, member: str, producer_id: int, producer_epoch: int, batches: Sequence[AckBatch]
     ) -> set[int]:
         """The spans (by identity) a retry of this very stage finds done: TX_PENDING under the
-        same producer id/epoch and member with the same type."""
+        same producer id/epoch and member with the same type. A span loaded from the share state
+        (a restart, a leader move) has no member, which is not persisted: its producer id and
+        epoch, one transaction's, decide."""
         done: set[int] = set()
         differs: set[int] = set()  # a span two runs of different types cover
         spans = self.window._spans.spans
@@ -95,7 +98,7 @@ class TransactionalStaging:
                     span = spans[index]
                     if (
                         span.state is RecordState.TX_PENDING
-                        and span.member == member
+                        and (span.member == member or span.member is None)
                         and span.staged_pid == producer_id
                         and span.staged_epoch == producer_epoch
                         and span.staged_ack == ack

@@ -365,3 +365,27 @@ async def test_staged_records_survive_the_member_leaving(kemu: Harness) -> None:
     await end_txn(client, pid, epoch, commit=True)
     await txn_share_acks(kemu.runtime).drain()
     assert 0 not in states(kemu)
+
+
+async def test_a_retried_stage_is_none_after_the_records_are_reloaded(kemu: Harness) -> None:
+    """Spec Q5 across a reload (a restart or a leader move): the member of a staged record is not
+    persisted, so the same producer id/epoch and type make the retry identical; another type,
+    or another producer epoch, is still refused."""
+    client, member_epoch, pid, epoch = await acquire_three(kemu)
+    tid = kemu.topic_id("t")
+    stage = txn_ack(tid, {0: [(0, 1, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
+    assert partition_data(await client.call(stage), 0).error_code == ErrorCode.none
+    actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
+    assert actor is not None
+    await actor.reload()
+    before = persisted(kemu)
+    retry = await client.call(stage)
+    assert retry.error_code == ErrorCode.none
+    assert partition_data(retry, 0).error_code == ErrorCode.none
+    assert persisted(kemu) == before  # nothing written again
+    other_type = txn_ack(tid, {0: [(0, 1, [REJECT])]}, pid, epoch, member_epoch=member_epoch)
+    answer = partition_data(await client.call(other_type), 0)
+    assert answer.error_code == ErrorCode.invalid_record_state
+    assert (await end_txn(client, pid, epoch, commit=True)).error_code == ErrorCode.none
+    await txn_share_acks(kemu.runtime).drain()
+    assert 0 not in states(kemu) and 1 not in states(kemu)
