@@ -19,13 +19,15 @@ TransactionalId) and GROUP_AUTHORIZATION_FAILED (no READ on the group), as AddOf
 INVALID_REQUEST for a null or empty TransactionalId; NOT_COORDINATOR on a broker that does
 not lead the TransactionalId's ``__transaction_state`` partition; INVALID_REQUEST for an empty
 GroupId, empty Topics or a topic with no partitions; UNKNOWN_TOPIC_ID for a topic id that does
-not exist, UNKNOWN_TOPIC_OR_PARTITION for a partition it does not have; then the transaction
+not exist, UNKNOWN_TOPIC_OR_PARTITION for a partition it does not have; GROUP_ID_NOT_FOUND
+for a share group that does not exist (spec Q7: TxnShareAcknowledge's codes, of which this
+request, carrying no member, can meet only that one); then the transaction
 coordinator's INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS (the
 transaction is completing) or COORDINATOR_NOT_AVAILABLE (``__transaction_state`` not writable).
 
 Omissions: INVALID_TXN_STATE and COORDINATOR_LOAD_IN_PROGRESS are never answered (kemu
-holds no transaction in a state Kafka refuses with it, and loads its state before it listens);
-the group is not checked to exist. What was enlisted is written to ``__transaction_state``
+holds no transaction in a state Kafka refuses with it, and loads its state before it listens).
+What was enlisted is written to ``__transaction_state``
 (kemu's tagged field 100 of the transaction record), so explicit mode survives a restart.
 """
 
@@ -36,6 +38,7 @@ from typing import Any
 from kemu.broker.authorization import group_read, refused, txn_write
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
+from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
 from kemu.coordinator.transaction.share_enlistment import TxnProducer, enlist_share_state
 from kemu.protocol.errors import ErrorCode, default_message
@@ -104,4 +107,16 @@ def _check(
                     ErrorCode.unknown_topic_or_partition,
                     f"Topic {found.name} has no partition {index}",
                 )
+    if not _share_group_exists(ctx, request.group_id):
+        return ErrorCode.group_id_not_found, f"Share group {request.group_id} does not exist"
     return ErrorCode.none, None
+
+
+def _share_group_exists(ctx: RequestContext, group_id: str) -> bool:
+    from kemu.coordinator.group.service import group_coordinator
+
+    try:
+        group_coordinator(ctx.runtime).share.describe(group_id)
+    except GroupError:
+        return False
+    return True

@@ -32,6 +32,7 @@ from tests.unit.broker.handlers.test_txn_share_acknowledge import (
     ACCEPT,
     acquire_three,
     init_producer,
+    join,
     states,
     txn_ack,
 )
@@ -370,11 +371,18 @@ async def test_implicit_mode_still_enlists_by_itself(kemu: Harness) -> None:
     assert transaction(kemu).share_partitions == {(GROUP, tid, 0)}
 
 
-async def test_no_member_or_share_partition_is_needed_to_enlist(kemu: Harness) -> None:
-    """Enlistment names share partitions, not members: a group nobody joined enlists too."""
+async def test_no_share_partition_is_needed_but_the_group_must_exist(kemu: Harness) -> None:
+    """Enlistment names share partitions, whether or not one was ever fetched from; a share
+    group that does not exist is GROUP_ID_NOT_FOUND (spec Q7: TxnShareAcknowledge's codes) and
+    enlists nothing."""
     coordinator = await kemu.client(coordinator_node(kemu))
     pid, epoch = await init_producer(coordinator)
     tid = kemu.topic_id("t")
-    response = await coordinator.call(add_request({tid: (2,)}, pid, epoch, group="nobody"))
+    unknown = await coordinator.call(add_request({tid: (2,)}, pid, epoch, group="nobody"))
+    assert unknown.error_code == ErrorCode.group_id_not_found
+    assert unknown.error_message == "Share group nobody does not exist"
+    assert transaction(kemu).share_partitions == set()
+    await join(kemu, "m1")
+    response = await coordinator.call(add_request({tid: (2,)}, pid, epoch))
     assert response.error_code == ErrorCode.none
-    assert transaction(kemu).share_partitions == {("nobody", tid, 2)}
+    assert transaction(kemu).share_partitions == {(GROUP, tid, 2)}
