@@ -126,8 +126,9 @@ def test_add_share_acknowledgements_needs_write_on_the_transactional_id_then_rea
     assert refused.error_code == ErrorCode.group_authorization_failed
     assert enlisted(broker) == set()  # nothing changed on either refusal
     allow(broker, G, GROUP, Operation.READ)
-    assert add_share_acks(broker, pid, epoch).error_code == ErrorCode.none
-    assert enlisted(broker) == {(GROUP, broker.cluster.topics["t"].topic_id, 0)}
+    # authorized: the group check is next (the group does not exist: spec Q7)
+    assert add_share_acks(broker, pid, epoch).error_code == ErrorCode.group_id_not_found
+    assert enlisted(broker) == set()
 
 
 def test_txn_share_acknowledge_needs_write_on_the_transactional_id_then_read_on_the_group(
