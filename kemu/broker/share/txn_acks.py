@@ -18,7 +18,10 @@ resolves nothing, spec §11.3's KafkaApisTest); each actor persists what it chan
 partition loaded later reads the resolved state.
 
 Markers are matched by producer id and an epoch at least the staged one: under transaction
-version 2 EndTxn bumps the epoch and the markers carry the bumped one (spec Q4).
+version 2 EndTxn bumps the epoch and the markers carry the bumped one (spec Q4). Which staged
+epochs a marker resolves at each leader is fixed when it is written, before its transaction
+completes: the producer's next transaction stages at the bumped epoch, possibly before a leader
+has applied the marker.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from kemu.coordinator.transaction.coordinator import Markers
 from kemu.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from kemu.broker.share.actor import SharePartitionActor
     from kemu.cluster.context import Runtime
 
 log = structlog.get_logger("kemu.share")
@@ -59,28 +63,44 @@ class TxnShareAcks:
         state_partitions = [i for topic, i in markers.partitions if topic == SHARE_STATE_TOPIC]
         if state_partitions:
             share_coordinator(self.runtime).follow_markers(state_partitions)
-        task = asyncio.get_running_loop().create_task(self.apply(markers))
+        # What the transaction staged, taken now, while it cannot stage more: the markers carry
+        # the epoch EndTxn bumped to (transaction version 2), the very epoch the producer's next
+        # transaction stages with once this one completes, possibly before every leader below
+        # has applied them (spec Q4: resolve exactly what the transaction staged).
+        staged = self._staged_under(markers, set(state_partitions))
+        task = asyncio.get_running_loop().create_task(self.apply(markers, staged))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def apply(self, markers: Markers) -> None:
-        # Only where the marker landed in the share partition's own state partition: a marker
-        # written to other partitions alone (WriteTxnMarkers from a tool) resolves nothing.
-        state_partitions = {i for topic, i in markers.partitions if topic == SHARE_STATE_TOPIC}
-        persister = share_coordinator(self.runtime)
-        actors = share_partitions(self.runtime).actors
+    def _staged_under(
+        self, markers: Markers, state_partitions: set[int]
+    ) -> list[tuple[SharePartitionActor, list[int]]]:
+        """The loaded share partitions holding TX_PENDING records of the markers' producer at an
+        epoch up to theirs, where the markers landed in their state partition, and those
+        epochs. Only there: a marker written to other partitions alone (WriteTxnMarkers from a
+        tool) resolves nothing."""
         if not state_partitions:
-            return  # records alone: not one actor's key to hash
-        for actor in list(actors.values()):
+            return []  # records alone: not one actor's key to hash
+        persister = share_coordinator(self.runtime)
+        staged = []
+        for actor in share_partitions(self.runtime).actors.values():
             core = actor.core
             if core is None or persister.partition_for(actor.key) not in state_partitions:
                 continue
-            staged = sorted(
+            epochs = sorted(
                 epoch
                 for producer_id, epoch in core.pending_transactions()
                 if producer_id == markers.producer_id and epoch <= markers.producer_epoch
             )
-            for epoch in staged:
+            if epochs:
+                staged.append((actor, epochs))
+        return staged
+
+    async def apply(
+        self, markers: Markers, staged: list[tuple[SharePartitionActor, list[int]]]
+    ) -> None:
+        for actor, epochs in staged:
+            for epoch in epochs:
                 code = await actor.apply_marker(markers.producer_id, epoch, markers.commit)
                 if code is not ErrorCode.none:
                     log.warning(
@@ -89,9 +109,11 @@ class TxnShareAcks:
                         producer_id=markers.producer_id,
                         error=code.name,
                     )
-        # a committed REJECT (or an abort at the delivery limit) of a share partition not
-        # loaded here is ARCHIVING in the durable state: its dead letter (KIP-1191) is due now
-        await share_partitions(self.runtime).resume_dead_letters(sorted(state_partitions))
+        state_partitions = {i for topic, i in markers.partitions if topic == SHARE_STATE_TOPIC}
+        if state_partitions:
+            # a committed REJECT (or an abort at the delivery limit) of a share partition not
+            # loaded here is ARCHIVING in the durable state: its dead letter (KIP-1191) is due
+            await share_partitions(self.runtime).resume_dead_letters(sorted(state_partitions))
 
     async def drain(self) -> None:
         """Wait until every marker seen so far is applied (tests)."""

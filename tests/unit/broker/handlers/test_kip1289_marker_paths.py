@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 
+from kemu.broker.share.acknowledgement import AckBatch
+from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import RecordState
 from kemu.broker.share.txn_acks import txn_share_acks
 from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import SHARE_STATE_TOPIC, share_coordinator
+from kemu.coordinator.transaction.coordinator import Markers
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from tests.unit.broker.handlers.test_add_share_acknowledgements_to_txn import ENABLED, start, stop
@@ -110,3 +113,22 @@ async def test_a_marker_written_by_a_tool_to_the_state_partition_resolves(
     else:
         assert states(kemu)[0] is RecordState.AVAILABLE and states(kemu)[1] is RecordState.AVAILABLE
         assert pending_offsets(kemu) == set()
+
+
+async def test_a_marker_resolves_only_what_was_staged_when_it_was_written(kemu: Harness) -> None:
+    """Under transaction version 2 the markers carry the epoch EndTxn bumped to, the epoch the
+    producer's next transaction stages with, and the loaded leaders apply them after they are
+    written, one at a time. What that next transaction stages in between is not the marker's:
+    it resolves what was staged when it was written (spec Q4)."""
+    pid, epoch = await staged_two(kemu)
+    actor = share_partitions(kemu.runtime).existing(GROUP, kemu.topic_id("t"), 0)
+    assert actor is not None and actor.core is not None
+    state_partitions = frozenset({(SHARE_STATE_TOPIC, state_partition(kemu))})
+    acks = txn_share_acks(kemu.runtime)
+    acks.on_markers(Markers("tx", pid, epoch + 1, True, state_partitions, 2))
+    # before the leader applies it, the next transaction (at the bumped epoch) stages offset 2
+    staged = actor.core.stage("m1", pid, epoch + 1, [AckBatch(2, 2, (ACCEPT,))], 0)
+    assert staged.error is ErrorCode.none
+    await acks.drain()
+    assert 0 not in states(kemu) and 1 not in states(kemu)  # committed: the start moved past
+    assert states(kemu)[2] is RecordState.TX_PENDING
