@@ -13,6 +13,10 @@ stays in PrepareEpochFence).
 
 Epochs: InitProducerId bumps the epoch (fencing the previous producer; an Ongoing transaction of
 that producer is aborted with the bumped epoch first); an exhausted epoch gets a new producer id.
+A transaction ended by the bump that exhausts the epoch keeps, as in Kafka, the producer id that
+wrote it at epoch 32767 while it is prepared (its markers' id and epoch, so the PREPARE record is
+all recovery needs) with the new id in ``next_producer_id``; ``complete`` switches to the new id
+at epoch 0 (``previous_producer_id`` the old one). The client is answered the new id at once.
 With transaction version 2 (EndTxn v5) every EndTxn bumps the epoch too and answers the new one; a
 retry with the previous epoch of a completed EndTxn gets the same answer. An Ongoing transaction
 older than its timeout is aborted with a bumped epoch (the producer is fenced, as in Kafka).
@@ -79,6 +83,15 @@ class TransactionMetadata:
     client_transaction_version: int = 0
     # KIP-1289: enlisted in the current transaction (kemu's tag 100 in __transaction_state)
     share_partitions: set[SharePartition] = field(default_factory=set)
+    # the producer id a prepared transaction's exhausting bump allocated (-1: none); it takes
+    # over, at epoch 0, when the transaction completes
+    next_producer_id: int = NO_PRODUCER_ID
+
+    def answered(self) -> tuple[int, int]:
+        """The producer id and epoch the client holds: the next ones once allocated."""
+        if self.next_producer_id != NO_PRODUCER_ID:
+            return self.next_producer_id, 0
+        return self.producer_id, self.producer_epoch
 
     def record(self) -> TransactionLogValue:
         by_topic: dict[str, list[int]] = {}
@@ -93,6 +106,7 @@ class TransactionMetadata:
             last_update_ms=self.last_update_ms,
             start_ms=self.start_ms,
             previous_producer_id=self.previous_producer_id,
+            next_producer_id=self.next_producer_id,
             client_transaction_version=self.client_transaction_version,
             share_partitions=tuple(sorted(self.share_partitions)),
         )
@@ -167,10 +181,11 @@ class TransactionCoordinator:
             # Kafka that epoch is never handed out: CONCURRENT_TRANSACTIONS makes the caller
             # retry once the abort completed, and the retry bumps again into Empty (so
             # Admin.forceTerminateTransaction ends Empty, the epoch bumped twice).
-            marker = self._bump(meta)
-            fenced = self._prepare(meta, commit=False, now_ms=now_ms, marker=marker)
+            self._bump(meta)
+            fenced = self._prepare(meta, commit=False, now_ms=now_ms)
             return replace(fenced, error=ErrorCode.concurrent_transactions)
         self._bump(meta)
+        self._take_next_producer_id(meta)  # no transaction to end: the new id is in use at once
         meta.state = TxnState.EMPTY
         meta.partitions.clear()
         meta.share_partitions.clear()
@@ -178,20 +193,30 @@ class TransactionCoordinator:
         meta.last_update_ms = now_ms
         return self._answer(meta, [self._record(meta)])
 
-    def _bump(self, meta: TransactionMetadata) -> tuple[int, int]:
-        """Bump the epoch (an exhausted one gets a new producer id); returns the producer id and
-        epoch the markers of a transaction ended by this bump carry: the producer that wrote its
-        records, at the bumped epoch (the last one, 32767, when the id was exhausted)."""
+    def _bump(self, meta: TransactionMetadata) -> None:
+        """Bump the epoch. The id and epoch it leaves are those the markers of a transaction
+        ended by this bump carry: an exhausted epoch goes to the last one, 32767, of the id that
+        wrote the transaction, and a new producer id waits in ``next_producer_id`` (Kafka's
+        ``prepareAbortOrCommit``) until ``_take_next_producer_id``."""
         meta.last_producer_epoch = meta.producer_epoch
         if meta.producer_epoch >= MAX_EPOCH - 1:
-            marker = (meta.producer_id, MAX_EPOCH)
+            meta.next_producer_id = self.allocate_producer_id()
             meta.previous_producer_id = meta.producer_id
-            meta.producer_id = self.allocate_producer_id()
-            meta.producer_epoch = 0
-            meta.last_producer_epoch = NO_PRODUCER_EPOCH
-            return marker
+            meta.producer_epoch = MAX_EPOCH
+            return
         meta.producer_epoch += 1
-        return meta.producer_id, meta.producer_epoch
+
+    @staticmethod
+    def _take_next_producer_id(meta: TransactionMetadata) -> None:
+        """The producer id an exhausting bump allocated takes over at epoch 0 (with no last
+        epoch: a request of the old id is not taken for a retry of the new one's)."""
+        if meta.next_producer_id == NO_PRODUCER_ID:
+            return
+        meta.previous_producer_id = meta.producer_id
+        meta.producer_id = meta.next_producer_id
+        meta.producer_epoch = 0
+        meta.last_producer_epoch = NO_PRODUCER_EPOCH
+        meta.next_producer_id = NO_PRODUCER_ID
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn / implicit adds (TV2) --------------------------
 
@@ -354,44 +379,42 @@ class TransactionCoordinator:
         if bump_epoch:
             meta.client_transaction_version = 2
         if meta.state == TxnState.ONGOING:
-            marker = self._bump(meta) if bump_epoch else None
-            return self._prepare(meta, commit=commit, now_ms=now_ms, marker=marker)
+            if bump_epoch:
+                self._bump(meta)
+            return self._prepare(meta, commit=commit, now_ms=now_ms)
         if meta.state in PREPARING:
             return Outcome(ErrorCode.concurrent_transactions)
         if meta.state == wanted and not bump_epoch:
             return self._answer(meta, [])  # a retry of an EndTxn that completed
         if bump_epoch and not commit and meta.state in (TxnState.EMPTY, *COMPLETE):
-            marker = self._bump(meta)  # TV2 lets a producer abort a transaction it never started
-            return self._prepare(meta, commit=False, now_ms=now_ms, marker=marker)
+            self._bump(meta)  # TV2 lets a producer abort a transaction it never started
+            return self._prepare(meta, commit=False, now_ms=now_ms)
         return Outcome(ErrorCode.invalid_txn_state)
 
-    def _prepare(
-        self,
-        meta: TransactionMetadata,
-        *,
-        commit: bool,
-        now_ms: int,
-        marker: tuple[int, int] | None = None,
-    ) -> Outcome:
+    def _prepare(self, meta: TransactionMetadata, *, commit: bool, now_ms: int) -> Outcome:
         meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         meta.last_update_ms = now_ms
         if meta.start_ms < 0:
             meta.start_ms = now_ms
-        marker_id, marker_epoch = marker or (meta.producer_id, meta.producer_epoch)
-        markers = Markers(
-            meta.transactional_id,
-            marker_id,
-            marker_epoch,
-            commit,
-            frozenset(meta.partitions),
-            meta.client_transaction_version,
-        )
+        producer_id, producer_epoch = meta.answered()
         return Outcome(
             ErrorCode.none,
+            producer_id,
+            producer_epoch,
+            [self._record(meta)],
+            self._markers(meta),
+        )
+
+    @staticmethod
+    def _markers(meta: TransactionMetadata) -> Markers:
+        """A prepared transaction's markers: the id and epoch it is prepared under."""
+        return Markers(
+            meta.transactional_id,
             meta.producer_id,
             meta.producer_epoch,
-            [self._record(meta)],
-            markers,
+            meta.state == TxnState.PREPARE_COMMIT,
+            frozenset(meta.partitions),
+            meta.client_transaction_version,
         )
 
     def complete(self, transactional_id: str, now_ms: int) -> list[Record]:
@@ -401,6 +424,7 @@ class TransactionCoordinator:
             return []
         commit = meta.state == TxnState.PREPARE_COMMIT
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        self._take_next_producer_id(meta)
         meta.partitions.clear()
         meta.share_partitions.clear()
         meta.last_update_ms = now_ms
@@ -438,8 +462,8 @@ class TransactionCoordinator:
         outcomes = []
         for meta in self.transactions.values():
             if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms <= now_ms:
-                marker = self._bump(meta)
-                outcomes.append(self._prepare(meta, commit=False, now_ms=now_ms, marker=marker))
+                self._bump(meta)
+                outcomes.append(self._prepare(meta, commit=False, now_ms=now_ms))
         return outcomes
 
     def replay(self, transactional_id: str, value: TransactionLogValue | None) -> None:
@@ -466,6 +490,7 @@ class TransactionCoordinator:
             value.previous_producer_id,
             value.client_transaction_version,
             set(value.share_partitions),
+            value.next_producer_id,
         )
 
     def fence_and_abort(self, transactional_id: str, now_ms: int) -> Outcome | None:
@@ -473,20 +498,13 @@ class TransactionCoordinator:
         meta = self.transactions.get(transactional_id)
         if meta is None or meta.state != TxnState.ONGOING:
             return None
-        marker = self._bump(meta)
-        return self._prepare(meta, commit=False, now_ms=now_ms, marker=marker)
+        self._bump(meta)
+        return self._prepare(meta, commit=False, now_ms=now_ms)
 
     def recover(self) -> list[Markers]:
         """After a load: the markers of transactions left prepared, to write and ``complete``."""
         return [
-            Markers(
-                meta.transactional_id,
-                meta.producer_id,
-                meta.producer_epoch,
-                meta.state == TxnState.PREPARE_COMMIT,
-                frozenset(meta.partitions),
-                meta.client_transaction_version,
-            )
+            self._markers(meta)
             for meta in self.transactions.values()
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
         ]
