@@ -16,6 +16,10 @@ from collections.abc import Callable
 
 import pytest
 
+from kemu.cluster.context import Runtime
+from kemu.cluster.crash_points import set_crash_hook
+from kemu.cluster.model import BrokerNode, Cluster
+from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.transaction.coordinator import (
     MAX_EPOCH,
     Outcome,
@@ -29,7 +33,10 @@ from kemu.coordinator.transaction.records import (
     encode_key,
     encode_value,
 )
+from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
+from kemu.protocol.records import build_batch, read_header
+from kemu.storage.log import MemoryLog
 
 TXN = "worn-out"
 TP = ("orders", 0)
@@ -195,3 +202,55 @@ def test_an_exhausted_init_without_a_transaction_switches_at_once() -> None:
     assert empty is not None and empty.status == TxnState.EMPTY
     assert (empty.producer_id, empty.producer_epoch, empty.next_producer_id) == (NEW, 0, -1)
     assert empty.previous_producer_id == OLD
+
+
+class Crash(Exception):
+    """kemu died at a crash point (nothing after it runs, as after SIGKILL)."""
+
+
+def test_a_start_up_after_a_crash_at_prepared_commits_under_the_old_id() -> None:
+    """The transaction service of a fresh runtime over the same logs (a restart): its start-up
+    replays ``__transaction_state`` and writes the markers, so the data partition's last stable
+    offset moves past the transaction the old id wrote."""
+    cluster = Cluster(
+        cluster_id="txn-exhaustion-unit",
+        nodes={1: BrokerNode(1, "127.0.0.1", 19392)},
+        config=BrokerConfig({"transaction.state.log.num.partitions": "1"}),
+        log_factory=lambda topic, index: MemoryLog(),
+    )
+    cluster.create_topic(TP[0], 1, 1)
+    now = [1_700_000_000_000]
+    before = transaction_coordinator(Runtime(cluster=cluster, clock_ms=lambda: now[0]))
+    started = before.init_producer_id(TXN, 60_000, -1, -1)
+    old = started.producer_id
+    before.coordinator.transactions[TXN].producer_epoch = LAST_USABLE
+    assert before.on_transactional_produce(TXN, old, LAST_USABLE, TP) is ErrorCode.none
+    batch = build_batch(
+        [(None, b"v")],
+        timestamp_ms=now[0],
+        producer_id=old,
+        producer_epoch=LAST_USABLE,
+        base_sequence=0,
+        transactional=True,
+    )
+    data = cluster.topics[TP[0]].partitions[TP[1]]
+    assert data.append([(read_header(batch), batch)], now_ms=now[0]).error is ErrorCode.none
+
+    def die_at_prepared(name: str) -> None:
+        if name == "txn.prepared":
+            raise Crash(name)
+
+    set_crash_hook(die_at_prepared)
+    try:
+        with pytest.raises(Crash):
+            before.end_transaction(TXN, old, LAST_USABLE, True, bump_epoch=True)
+    finally:
+        set_crash_hook(None)
+    assert data.last_stable_offset == 0 < data.high_watermark
+
+    after = transaction_coordinator(Runtime(cluster=cluster, clock_ms=lambda: now[0]))
+    assert data.last_stable_offset == data.high_watermark
+    assert data.transactions.ongoing == {}
+    meta = after.coordinator.transactions[TXN]
+    assert meta.state is TxnState.COMPLETE_COMMIT
+    assert (meta.producer_id, meta.producer_epoch, meta.previous_producer_id) == (old + 1, 0, old)
