@@ -23,8 +23,10 @@ import hashlib
 import logging
 import random
 import shutil
+import sys
 import tempfile
 import time
+import traceback
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -131,13 +133,44 @@ def deterministic(rng: random.Random, loop: SimLoop) -> Iterator[None]:
         seeded.reseed(saved_seed)
 
 
+# kemu's warnings the run reports as it reports errors: a share-state batch or record skipped as
+# corrupt (the live coordinator and the replay oracle skip it alike, so only the log tells)
+REPORTED_WARNINGS = frozenset({"share_state_batch_skipped", "share_state_record_skipped"})
+_NOT_FIELDS = ("event", "exc_info")
+
+
+def reported_events(found: list[str]) -> Any:
+    """A structlog processor: each error or exception event of kemu (and ``REPORTED_WARNINGS``)
+    goes into ``found`` with its fields and exception, then every event is dropped. A normal
+    run, faults included, logs none: an exception a handler or a task of kemu caught and
+    logged is a bug that the clients see at most as an error code they retry."""
+
+    def processor(_logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+        name = event.get("event")
+        if method in ("error", "critical") or name in REPORTED_WARNINGS:
+            fields = [f"{k}={v}" for k, v in sorted(event.items()) if k not in _NOT_FIELDS]
+            error = sys.exc_info()[1] if event.get("exc_info") is True else event.get("exc_info")
+            if isinstance(error, BaseException):
+                where = traceback.extract_tb(error.__traceback__)[-2:]
+                at = " < ".join(f"{f.name} ({Path(f.filename).name}:{f.lineno})" for f in where)
+                fields.append(f"{error!r} at {at}")
+            found.append(f"{method} {name}: {', '.join(fields)}")
+        raise structlog.DropEvent
+
+    return processor
+
+
 @contextlib.contextmanager
-def quiet_logs() -> Iterator[None]:
-    """No log output during a run (thousands of expected errors); restored after."""
+def quiet_logs(found: list[str] | None = None) -> Iterator[None]:
+    """No log output during a run (the clients log thousands of expected errors); kemu's own
+    errors go into ``found`` (``reported_events``). Restored after."""
     saved_structlog = structlog.get_config()
     client_logger = logging.getLogger("kemu")
     saved_level = client_logger.level
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        processors=[reported_events([] if found is None else found)],
+    )
     client_logger.setLevel(logging.CRITICAL)  # kemu.client's warnings
     # the coroutines of a killed process are never awaited: that is what a kill is
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
@@ -185,6 +218,7 @@ class Simulation:
         self.chaos = Chaos(self.rng, self.rates)
         self._cleaner_rng = random.Random(f"{seed}-cleaner")
         self.violations: list[str] = []
+        self.logged: list[str] = []  # kemu's error log events (quiet_logs)
         self.failed_step: int | None = None
         self.settling = False  # after the last step: no fault of any kind, crash points too
         self._waiting_for: tuple[str, bytes] | None = None  # see _caught_up
@@ -193,7 +227,7 @@ class Simulation:
 
     def run(self) -> Result:
         with (
-            quiet_logs(),
+            quiet_logs(self.logged),
             fewer_collections(),
             share_service.DECODED_BATCHES.enabled(DECODED_BATCHES_KEPT),
             transaction_service.DECODED_BATCHES.enabled(DECODED_BATCHES_KEPT),
@@ -394,6 +428,8 @@ class Simulation:
         self.ledger.unexpected.clear()
         found += [f"event loop: {e}" for e in self.loop.exceptions if "SimulatedCrash" not in e]
         self.loop.exceptions.clear()
+        found += [f"kemu logged {e}" for e in self.logged]
+        self.logged.clear()
         if self.kemu.up:
             self.oracles.forget_share_groups(self.ledger.reset)
             self.ledger.reset.clear()
@@ -512,6 +548,7 @@ class Simulation:
             limit=PIPE_DELIVERY_LIMIT,
         )
         found += self._group_final(seen.get(INPUT, {}))
+        found += [f"kemu logged {e}" for e in self.logged]
         found += self._order_final(seen)
         if self.kemu.up:
             found += self.oracles.final(self.kemu.runtime())
