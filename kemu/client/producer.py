@@ -543,7 +543,9 @@ class TransactionalProducer:
         this member acquired were in its memory and are gone, so no retry can stage them. That is
         raised at once (abortable: abort and poll again) rather than retried until the request
         timeout, which would outlive a transaction timeout of the same length and end in
-        PRODUCER_FENCED."""
+        PRODUCER_FENCED. COORDINATOR_NOT_AVAILABLE & co. for a partition: the share coordinator
+        could not take the stage's write and the leader took the stage back (KIP-1289 §7), so
+        the partition is sent again, as the draft client does."""
         key = TXN_SHARE_ACKNOWLEDGE
         await self._require_served(self.txn_share_acknowledge_api_key, node)
         by_topic: dict[Any, list[TopicIdPartition]] = {}
@@ -622,6 +624,10 @@ class TransactionalProducer:
                     moved = True
                 elif perror in MEMBER_FENCED:
                     raise CommitFailedError(perror, partition.error_message)
+                elif perror in COORDINATOR_MOVED:
+                    # the share coordinator could not take the stage's write: the leader took
+                    # the stage back, the records are still this member's; send it again
+                    continue
                 else:
                     raise KafkaError(perror, f"{tp}: {partition.error_message or ''}")
         if moved:

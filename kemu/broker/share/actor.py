@@ -6,7 +6,11 @@ operation's caller gets its answer, runs the acquisition-lock timer, and wakes w
 ShareFetch requests when records become acquirable again (releases, lock expiry, aborts).
 
 A write the persister refuses leaves the in-memory core ahead of the durable state, so the
-actor drops the core and reloads it on next use; the caller gets the (mapped) error.
+actor drops the core and reloads it on next use; the caller gets the (mapped) error. One
+exception (KIP-1289, spec §7): a stage whose write the share coordinator could not take for
+a passing reason (not available, loading, a storage error) is taken back instead, so the
+member keeps its acquired records and can retry the stage. A fenced or otherwise refused
+stage write drops the core as any other.
 """
 
 from __future__ import annotations
@@ -56,6 +60,18 @@ _PERSISTER_ERRORS = {
     ErrorCode.group_id_not_found: ErrorCode.group_id_not_found,
     ErrorCode.unknown_topic_or_partition: ErrorCode.unknown_topic_or_partition,
 }
+
+
+# Refusals that leave the durable state as it was and say nothing against this leader's view
+# of it (the share coordinator is moving, loading, or could not append): an operation that can
+# be taken back in memory is, rather than dropping every acquisition with the core.
+_PASSING_REFUSALS = frozenset(
+    {
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_load_in_progress,
+    }
+)
 
 
 def persister_error(code: ErrorCode) -> ErrorCode:
@@ -212,10 +228,14 @@ class SharePartitionActor:
             code = await self._load(partition, settings)
             if code is not ErrorCode.none:
                 return code, None
-            result = self._core().stage(
+            core = self._core()
+            result = core.stage(
                 member, producer_id, producer_epoch, batches, self.runtime.clock_ms()
             )
-            code = await self._commit(result.effects)
+            code = await self._commit(
+                result.effects,
+                undo=lambda: core.revert_stage(producer_id, producer_epoch, result.staged),
+            )
             if code is not ErrorCode.none:
                 return code, None
             crash_point("share.staged")
@@ -339,8 +359,15 @@ class SharePartitionActor:
         self.core = core
         return await self._commit(effects)
 
-    async def _commit(self, effects: Effects) -> ErrorCode:
-        """Write what must be durable, then let waiters and the lock timer know."""
+    async def _commit(
+        self, effects: Effects, *, undo: Callable[[], None] | None = None
+    ) -> ErrorCode:
+        """Write what must be durable, then let waiters and the lock timer know.
+
+        A refused write drops the core (reloaded on next use), unless the refusal is a passing
+        one and the operation gave ``undo``, which puts the core back where the durable state
+        is (the write carried nothing else: every earlier write was done or dropped the core).
+        """
         core = self._core()
         if effects.durable:
             code = await self._persister().write_state(
@@ -353,7 +380,11 @@ class SharePartitionActor:
             )
             if code is not ErrorCode.none:
                 log.warning("share_state_write_failed", key=str(self.key), error=code.name)
-                self.close()  # the durable state is the truth: reload it on next use
+                if undo is not None and code in _PASSING_REFUSALS:
+                    undo()
+                    self._rearm()  # the locks it gave back
+                else:
+                    self.close()  # the durable state is the truth: reload it on next use
                 return persister_error(code)
         if effects.dead_letters:
             code = await self._dead_letter(effects.dead_letters)

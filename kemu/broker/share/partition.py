@@ -18,7 +18,8 @@ operation is a small object holding a reference to it, a module read on its own:
   persisted state.
 
 A failed persister write is not rolled back here: the caller drops this core and reloads the
-durable state.
+durable state, except for a KIP-1289 stage whose write was refused for a passing reason, which
+``revert_stage`` takes back (the records stay the member's, spec §7).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from kemu.broker.share.acquisition import (
     AcquireResult,
     Acquisition,
 )
-from kemu.broker.share.staging import TransactionalStaging
+from kemu.broker.share.staging import StagedRun, StageResult, TransactionalStaging
 from kemu.broker.share.window import (
     CAUSE_DELIVERY_LIMIT,
     CAUSE_REJECTED,
@@ -55,6 +56,8 @@ __all__ = [
     "Effects",
     "SharePartitionConfig",
     "SharePartitionCore",
+    "StageResult",
+    "StagedRun",
 ]
 
 
@@ -84,6 +87,7 @@ class SharePartitionCore:
         self.expire_locks = self.acknowledgement.expire_locks
         self.release_member = self.acknowledgement.release_member
         self.stage = self.staging.stage
+        self.revert_stage = self.staging.revert
         self.apply_marker = self.staging.apply_marker
         self.advance_log_start = self.window.advance_log_start
         # the queries

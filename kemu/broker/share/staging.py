@@ -3,7 +3,9 @@
 ``stage`` moves a member's ACCEPT/REJECT acknowledgements ACQUIRED -> TX_PENDING under a
 producer id and epoch; ``apply_marker`` applies them when the
 transaction commits (ACKNOWLEDGED, or ARCHIVED/ARCHIVING for REJECT) or returns them to
-AVAILABLE when it aborts, their delivery count kept.
+AVAILABLE when it aborts, their delivery count kept. ``revert`` takes a stage back when the
+persister refuses its write (spec §5.3 step 8, §7): the records are ACQUIRED by the member
+again, under the acquisition lock they had.
 
 Decided in the spec (§12):
 * Q8: gap offsets are staged like records and archived by the commit.
@@ -23,9 +25,11 @@ log (``kemu.coordinator.share.txn_markers``) and this leader agree.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from kemu.broker.share.acknowledgement import AckBatch, Acknowledgement, AckResult, ack_runs
+from kemu.broker.share.acknowledgement import AckBatch, Acknowledgement, ack_runs
 from kemu.broker.share.spans import NO_DEADLINE, NOT_STAGED, Span
 from kemu.broker.share.states import AckType, RecordState
 from kemu.broker.share.window import Effects, RecordWindow, SpanChange, disown
@@ -34,12 +38,31 @@ from kemu.protocol.errors import ErrorCode
 _TXN_ACKS = frozenset({AckType.GAP, AckType.ACCEPT, AckType.REJECT})
 
 
+@dataclass(frozen=True, slots=True)
+class StagedRun:
+    """Offsets [first, last] one stage moved ACQUIRED -> TX_PENDING, and the deadline of the
+    acquisition lock it took off them: what ``revert`` needs to take the stage back."""
+
+    first: int
+    last: int
+    deadline: int
+
+
+@dataclass(frozen=True, slots=True)
+class StageResult:
+    error: ErrorCode
+    message: str | None
+    effects: Effects
+    staged: tuple[StagedRun, ...] = ()  # what this stage moved (a retry's done part excluded)
+
+
 class TransactionalStaging:
     """Staging acknowledgements in producer transactions and applying their markers."""
 
     def __init__(self, window: RecordWindow, acks: Acknowledgement) -> None:
         self.window = window
         self.acks = acks  # the acknowledgement checks staging shares
+        self._moved: list[StagedRun] = []  # per-stage scratch
 
     def stage(
         self,
@@ -48,7 +71,7 @@ class TransactionalStaging:
         producer_epoch: int,
         batches: Sequence[AckBatch],
         now_ms: int,
-    ) -> AckResult:
+    ) -> StageResult:
         """Stage ``member``'s ACCEPT/REJECT acknowledgements in a producer transaction.
 
         Records move ACQUIRED -> TX_PENDING, lose their lock timer and keep their owner until
@@ -57,13 +80,14 @@ class TransactionalStaging:
         """
         del now_ms
         self.window._begin()
+        self._moved = []
         already = self._staged_before(member, producer_id, producer_epoch, batches)
         problem = self.acks.check_acks(member, batches, _TXN_ACKS, lambda span: id(span) in already)
         if problem is not None:
             code, message = problem
             if code is ErrorCode.invalid_request and message.startswith("Invalid acknowledge"):
                 message = "Only ACCEPT or REJECT permitted in transaction"
-            return AckResult(code, message, self.window._finish())
+            return StageResult(code, message, self.window._finish())
         for batch in batches:
             for low, high, ack in ack_runs(batch):
                 low = max(low, self.window.start)
@@ -74,7 +98,27 @@ class TransactionalStaging:
                         RecordState.ACQUIRED,
                         _stager(self, producer_id, producer_epoch, ack),
                     )
-        return AckResult(ErrorCode.none, None, self.window._finish())
+        moved, self._moved = tuple(self._moved), []
+        return StageResult(ErrorCode.none, None, self.window._finish(), moved)
+
+    def revert(self, producer_id: int, producer_epoch: int, staged: Sequence[StagedRun]) -> None:
+        """Take back a stage whose write the persister refused (the PR's
+        ``revertBatchStagedTxnAcknowledge``): its records are ACQUIRED again by the member
+        that still owns them, staged fields cleared, delivery count unchanged, under the lock
+        deadline they had, as Kafka's SharePartition rolls back an acknowledgement whose write
+        failed (a lock that ran out meanwhile expires at the caller's next timer).
+
+        Nothing is written: the durable state never saw the stage, and ACQUIRED is persisted as
+        the AVAILABLE it holds. An undo, not a transition: TX_PENDING -> ACQUIRED is no move of
+        the state machine (spec §5.2)."""
+        window = self.window
+        for run in staged:
+            low, high = max(run.first, window.start), min(run.last, window.end - 1)
+            if low > high:
+                continue
+            unstage = _unstager(window, producer_id, producer_epoch, run.deadline)
+            window._update(low, high, RecordState.TX_PENDING, unstage, durable=False)
+            heapq.heappush(window._locks, (run.deadline, low, high))
 
     def _staged_before(
         self, member: str, producer_id: int, producer_epoch: int, batches: Sequence[AckBatch]
@@ -110,6 +154,7 @@ class TransactionalStaging:
         return done - differs
 
     def _stage_span(self, span: Span, producer_id: int, producer_epoch: int, ack: int) -> None:
+        self._moved.append(StagedRun(span.first, span.last, span.deadline))
         self.window._move(span, RecordState.TX_PENDING, "stage")
         span.deadline = NO_DEADLINE  # the transaction, not the lock, governs the hold
         span.staged_pid = producer_id
@@ -178,3 +223,17 @@ def _stager(
     core: TransactionalStaging, producer_id: int, producer_epoch: int, ack: int
 ) -> SpanChange:
     return lambda span: core._stage_span(span, producer_id, producer_epoch, ack)
+
+
+def _unstager(
+    window: RecordWindow, producer_id: int, producer_epoch: int, deadline: int
+) -> SpanChange:
+    def unstage(span: Span) -> None:
+        if span.staged_pid != producer_id or span.staged_epoch != producer_epoch:
+            return  # another transaction's records (never the case within one operation)
+        window._tx_pending -= span.size
+        span.state = RecordState.ACQUIRED
+        span.deadline = deadline
+        span.clear_stage()
+
+    return unstage

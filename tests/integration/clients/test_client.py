@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kemu.broker.share.states import RecordState
 from kemu.client import (
     ONE_RPC,
     TWO_RPC,
@@ -38,6 +39,8 @@ from kemu.client import (
     TransactionalProducer,
 )
 from kemu.client.producer import ADD_SHARE_ACKNOWLEDGEMENTS_TO_TXN
+from kemu.coordinator.share.persister import PersistedBatch, SharePartitionKey
+from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.inprocess import InProcessKemu
@@ -225,6 +228,52 @@ async def test_abort_hides_output_and_redelivers_the_record(kemu: InProcessKemu,
         await producer.commit_transaction()
         assert await committed_values(kemu, f"{name}-out") == [b"derived-first"]
         assert await wait_for_lag(kemu, name, name, 0) == 0
+    finally:
+        await consumer.close()
+        await producer.close()
+
+
+async def test_a_refused_stage_write_is_retried_and_the_record_stays_the_members(
+    kemu: InProcessKemu,
+) -> None:
+    """KIP-1289 §7: the share coordinator refuses the stage's state write once. The leader
+    takes the stage back (the record is still ACQUIRED by this member) and answers
+    COORDINATOR_NOT_AVAILABLE for the partition; the client sends it again, as the draft
+    client does, the retry stages it and the commit completes it, never redelivered."""
+    name = "ctp-refused-stage"
+    create_topics(kemu, (name, 1), (f"{name}-out", 3))
+    consumer = await joined(kemu, name, name, "explicit")
+    produce(kemu, name, [b"first"])
+    producer = TransactionalProducer(kemu.bootstrap, f"tx-{name}")
+    coordinator = share_coordinator(kemu.runtime)
+    write_state = coordinator.write_state
+    refused: list[tuple[PersistedBatch, ...]] = []
+
+    async def refuse_the_first_stage(key: SharePartitionKey, **fields: Any) -> ErrorCode:
+        batches: tuple[PersistedBatch, ...] = fields["batches"]
+        if not refused and any(b.delivery_state == RecordState.TX_PENDING for b in batches):
+            refused.append(batches)
+            return ErrorCode.coordinator_not_available
+        return await write_state(key, **fields)
+
+    try:
+        await producer.init_transactions()
+        [record] = await poll_until(consumer, 1)
+        producer.begin_transaction()
+        await producer.send(f"{name}-out", b"derived-first")
+        consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+        kemu.call(lambda: setattr(coordinator, "write_state", refuse_the_first_stage))
+        try:
+            await producer.send_share_acknowledgements_to_transaction(
+                consumer.acknowledgements_for_transaction(), consumer.share_group_metadata()
+            )
+        finally:
+            kemu.call(lambda: delattr(coordinator, "write_state"))
+        assert len(refused) == 1
+        await producer.commit_transaction()
+        assert await committed_values(kemu, f"{name}-out") == [b"derived-first"]
+        assert await wait_for_lag(kemu, name, name, 0) == 0
+        assert await consumer.poll(0.5) == []
     finally:
         await consumer.close()
         await producer.close()

@@ -7,7 +7,9 @@ and the client retried TxnShareAcknowledge for its whole request timeout (30 s),
 transaction timeout: the transaction timed out and the worker was fenced, every worker at once.
 The records the member had acquired were lost with the leader's memory, so no retry could stage
 them. Now a leader moved is still retried after a metadata refresh, but the same leader saying it
-again is an abortable error at once. No broker: the wire calls are stand-ins."""
+again is an abortable error at once. A partition whose stage write the share coordinator
+refused (COORDINATOR_NOT_AVAILABLE & co.) is sent again. No broker: the wire calls are
+stand-ins."""
 
 from __future__ import annotations
 
@@ -86,4 +88,25 @@ async def test_a_leader_that_moved_is_retried(monkeypatch: pytest.MonkeyPatch) -
     producer = producer_in_transaction(monkeypatch, leaders)
     await producer.send_share_acknowledgements_to_transaction(ACKS, METADATA)
     assert leaders.calls == [1, 2]
+    assert producer._state is _State.IN_TRANSACTION
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_load_in_progress,
+    ],
+)
+async def test_a_refused_stage_write_is_sent_again_to_the_same_leader(
+    monkeypatch: pytest.MonkeyPatch, refusal: ErrorCode
+) -> None:
+    """KIP-1289 §7: the share coordinator could not take the stage's write, the leader took the
+    stage back (the records are still the member's): the draft client retries the partition,
+    without a metadata refresh, and the retry stages it."""
+    leaders = Leaders([1], [refusal, ErrorCode.none])
+    producer = producer_in_transaction(monkeypatch, leaders)
+    await producer.send_share_acknowledgements_to_transaction(ACKS, METADATA)
+    assert leaders.calls == [1, 1] and leaders.refreshes == 0
     assert producer._state is _State.IN_TRANSACTION

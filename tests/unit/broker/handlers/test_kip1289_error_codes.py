@@ -12,6 +12,7 @@ import pytest
 
 from kemu.broker.share.manager import share_partitions
 from kemu.broker.share.states import RecordState
+from kemu.broker.share.txn_acks import txn_share_acks
 from kemu.coordinator.share.service import share_coordinator
 from kemu.coordinator.transaction.coordinator import TxnState
 from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
@@ -35,6 +36,7 @@ from tests.unit.broker.handlers.test_share_fetch import (
 from tests.unit.broker.handlers.test_txn_share_acknowledge import (
     ACCEPT,
     acquire_three,
+    end_txn,
     persisted,
     states,
     txn_ack,
@@ -166,17 +168,19 @@ async def test_an_unknown_topic_id_or_partition_is_refused_and_never_enlisted(
 # --- the share coordinator refuses the stage's write (spec §7) ---------------------------------
 
 
-async def test_a_refused_stage_write_answers_the_partition_and_stages_nothing(
+async def test_a_refused_stage_write_reverts_to_acquired_and_a_retry_stages(
     kemu: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Spec §7: "Stage persisted write fails — revert to ACQUIRED; partition error returned".
-    kemu returns the persister's error for the partition (COORDINATOR_NOT_AVAILABLE, as
-    Kafka's SharePartition maps it) and nothing is TX_PENDING, durably or in memory. What
-    differs: kemu drops the in-memory state after any refused write and reloads the durable
-    one, where acquisitions are not kept, so the records are AVAILABLE again (delivered again,
-    count + 1) rather than still ACQUIRED by the member."""
+    """Spec §5.3 step 8, §7: "Stage persisted write fails — revert to ACQUIRED; partition error
+    returned". The share coordinator cannot take the write (COORDINATOR_NOT_AVAILABLE, as
+    Kafka's SharePartition maps it): the records are the member's again, ACQUIRED under the
+    lock they had, same delivery count, nothing TX_PENDING durably or in memory; the client's
+    retry once the coordinator is back stages them and the commit applies them."""
     client, member_epoch, pid, epoch = await acquire_three(kemu)
     tid = kemu.topic_id("t")
+    actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)
+    assert actor is not None and actor.core is not None
+    lock = actor.core.next_deadline()
     persister = share_coordinator(kemu.runtime)
 
     async def refused(*args: object, **kwargs: object) -> ErrorCode:
@@ -188,6 +192,46 @@ async def test_a_refused_stage_write_answers_the_partition_and_stages_nothing(
     )
     assert response.error_code == ErrorCode.none
     assert partition_data(response, 0).error_code == ErrorCode.coordinator_not_available
+    monkeypatch.undo()
+    core = actor.core
+    assert core is not None  # kept: the stage was taken back, not the acquisitions dropped
+    assert core.spans() == [(0, 2, RecordState.ACQUIRED, 1, "m1")]
+    assert core.next_deadline() == lock and core.pending_transactions() == set()
+    core.check_invariants()
+    assert all(b[2] != int(RecordState.TX_PENDING) for b in persisted(kemu))
+    again = await client.call(share_fetch(tid, {0: []}, epoch=2))
+    assert all(not topic.partitions for topic in again.responses)  # m1's: not handed out again
+    staged = await client.call(
+        txn_ack(tid, {0: [(0, 2, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
+    )
+    assert partition_data(staged, 0).error_code == ErrorCode.none
+    assert set(states(kemu).values()) == {RecordState.TX_PENDING}
+    assert persisted(kemu) == [(0, 2, int(RecordState.TX_PENDING))]
+    assert (await end_txn(client, pid, epoch, commit=True)).error_code == ErrorCode.none
+    await txn_share_acks(kemu.runtime).drain()
+    assert states(kemu) == {} and core.start == 3  # ACKNOWLEDGED: the start moved past them
+
+
+@pytest.mark.parametrize("refusal", [ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch])
+async def test_a_fenced_stage_write_drops_the_state_and_reloads_it(
+    kemu: Harness, monkeypatch: pytest.MonkeyPatch, refusal: ErrorCode
+) -> None:
+    """A stage write fenced by the share coordinator says this leader's view of the state is
+    no longer the durable one (an admin rewrote it, or leadership moved): nothing is taken
+    back in memory; the state is dropped and reloaded on next use, where the acquisitions are
+    not kept, so the records are delivered again with their count + 1."""
+    client, member_epoch, pid, epoch = await acquire_three(kemu)
+    tid = kemu.topic_id("t")
+    persister = share_coordinator(kemu.runtime)
+
+    async def fenced(*args: object, **kwargs: object) -> ErrorCode:
+        return refusal
+
+    monkeypatch.setattr(persister, "write_state", fenced)
+    response = await client.call(
+        txn_ack(tid, {0: [(0, 2, [ACCEPT])]}, pid, epoch, member_epoch=member_epoch)
+    )
+    assert partition_data(response, 0).error_code == ErrorCode.not_leader_or_follower
     monkeypatch.undo()
     assert all(b[2] != int(RecordState.TX_PENDING) for b in persisted(kemu))
     actor = share_partitions(kemu.runtime).existing(GROUP, tid, 0)

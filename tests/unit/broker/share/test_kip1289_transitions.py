@@ -151,3 +151,60 @@ def test_operator_actions_leave_tx_pending_to_its_transaction() -> None:
     assert core.pending_transactions() == {(100, 1)}
     core.apply_marker(100, 1, commit=True, now_ms=3)
     assert core.start == 5  # 0-1 acknowledged, 2-4 archived by the operator
+
+
+# --- a stage whose write was refused (§5.2 revertStagedTxnAcknowledge, §5.3 step 8, §7) -------
+
+
+def test_a_reverted_stage_is_acquired_again_under_the_lock_it_had() -> None:
+    """The records go back to ACQUIRED for the same member, staged fields cleared, delivery
+    count unchanged, under their acquisition's deadline; nothing is written (the durable
+    state never saw the stage) and the same stage then succeeds."""
+    log, core = acquired_five(record_lock_duration_ms=1000)
+    log.append(3)
+    acquire(core, log, "m1", now=500)  # 5-7: a later lock
+    before = core.spans()
+    batches = [ack(0, 4, ACCEPT, ACCEPT, REJECT, ACCEPT, ACCEPT), ack(5, 6, ACCEPT)]
+    staged = core.stage("m1", 100, 1, batches, 600)
+    assert staged.error is ErrorCode.none
+    assert [(r.first, r.last, r.deadline) for r in staged.staged] == [
+        (0, 1, 1000),
+        (2, 2, 1000),
+        (3, 4, 1000),
+        (5, 6, 1500),
+    ]
+    core.revert_stage(100, 1, staged.staged)
+    core.check_invariants()
+    assert core.spans() == before  # 3-4 and 5-6 apart again: their locks differ
+    assert core.pending_transactions() == set()
+    assert all(span.staged_pid == -1 for span in core.window._spans.spans)
+    assert core.next_deadline() == 1000
+    again = core.stage("m1", 100, 1, batches, 700)
+    assert again.error is ErrorCode.none and again.effects.batches == staged.effects.batches
+    core.apply_marker(100, 1, commit=True, now_ms=800)
+    assert core.start == 7 and core.spans()[0][:3] == (7, 7, Q)
+
+
+def test_a_reverted_retry_keeps_what_the_first_stage_made_durable() -> None:
+    """A retry that grows a stage (0-1 staged and written before, 2-3 new) is taken back for
+    2-3 only: 0-1 stay TX_PENDING, as the durable state holds them."""
+    _, core = acquired_five()
+    assert core.stage("m1", 100, 1, [ack(0, 1, ACCEPT)], 1).error is ErrorCode.none
+    grown = core.stage("m1", 100, 1, [ack(0, 3, ACCEPT)], 2)
+    assert [(r.first, r.last) for r in grown.staged] == [(2, 3)]
+    core.revert_stage(100, 1, grown.staged)
+    core.check_invariants()
+    assert [s[:3] for s in core.spans()] == [(0, 1, T), (2, 4, Q)]
+    assert core.pending_transactions() == {(100, 1)}
+
+
+def test_a_lock_that_ran_out_during_the_refused_write_expires_at_once() -> None:
+    """As Kafka's rolled-back acknowledgement: the reverted records keep their lock, so one
+    that passed its deadline meanwhile is released by the next expiry, count kept."""
+    _, core = acquired_five(record_lock_duration_ms=1000)
+    staged = core.stage("m1", 100, 1, [ack(0, 4, ACCEPT)], 900)
+    core.revert_stage(100, 1, staged.staged)
+    assert core.next_deadline() == 1000
+    effects = core.expire_locks(1200)
+    core.check_invariants()
+    assert core.spans() == [(0, 4, A, 1, None)] and effects.available

@@ -1,6 +1,6 @@
-"""Random interleavings of produce / acquire / acknowledge / expire / leave / stage / commit /
-abort / failover against SharePartitionCore, checked against an independent model of what each
-client was told.
+"""Random interleavings of produce / acquire / acknowledge / expire / leave / stage (its write
+done or refused) / commit / abort / failover against SharePartitionCore, checked against an
+independent model of what each client was told.
 
 Properties: no record is handed to two members at once; the core's owners and staged records
 are exactly the model's; the start offset only ever passes terminal records; the persisted
@@ -160,6 +160,26 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 if self.held.pop(offset, None) is not None:
                     self.staged[offset] = producer  # gaps too (spec Q8)
         self._apply(result.effects)
+
+    @rule(member=MEMBERS, data=st.data())
+    def stage_refused(self, member: str, data: st.DataObject) -> None:
+        """The stage's write is refused for a passing reason: taken back, nothing written; the
+        member holds what it held, under the same locks (the model does not change)."""
+        batches = self._draw_batches(
+            member, data, st.sampled_from([AckType.ACCEPT, AckType.REJECT, AckType.GAP])
+        )
+        producer = (self.next_producer, 0)
+        self.next_producer += 1
+        before = self._locks()
+        result = self.core.stage(member, producer[0], producer[1], batches, self.now)
+        self.core.revert_stage(producer[0], producer[1], result.staged)
+        assert self._locks() == before
+
+    def _locks(self) -> list[tuple[Any, ...]]:
+        return [
+            (*span, lock.deadline)
+            for span, lock in zip(self.core.spans(), self.core.window._spans.spans, strict=True)
+        ]
 
     @precondition(lambda self: bool(self.staged))
     @rule(data=st.data(), commit=st.booleans())
