@@ -7,7 +7,8 @@ Every 0.2-3 virtual seconds one of:
   marker a tool writes; the share acknowledgements staged in the same transaction live in
   ``__share_group_state``, which it does not reach, so they must stay TX_PENDING until the
   transaction itself ends). The output that transaction wrote to that partition is aborted: the
-  end check excuses exactly those values (``Ledger.tool_aborted`` x ``Ledger.pipe_sends``);
+  end check excuses exactly those values (``Ledger.tool_aborted`` x ``Ledger.pipe_sends``),
+  unless kemu answered the marker with an error;
 - IncrementalAlterConfigs on a share group: ``share.record.lock.duration.ms`` of either group,
   ``share.auto.offset.reset`` of the reader group;
 - CreatePartitions: one more (empty) partition of ``input``, up to six, which every group
@@ -51,7 +52,9 @@ class Operator(Actor):
     async def body(self) -> None:
         admin = Admin(self.bootstrap, client_id="kemu-sim-operator")
         self.clients = [admin]
-        self.ledger.reset |= self.ledger.resetting  # a deletion its last life left in flight
+        if self.ledger.resetting:  # a deletion its last life left in flight may have applied
+            self.ledger.reset |= self.ledger.resetting
+            self.ledger.accepted.clear()
         try:
             await admin.cluster.start()
             await admin.cluster.topic(OUTPUT)
@@ -105,8 +108,11 @@ class Operator(Actor):
             self.ledger.count("admin.abort.nothing_open")
             return
         producer_id, epoch, coordinator_epoch = self.rng.choice(open_ones)
-        # noted before it is sent: a marker whose answer is lost may still have been written
-        self.ledger.tool_aborted.add((producer_id, epoch, partition))
+        # noted before it is sent: a marker whose answer is lost may still have been written;
+        # one kemu refused was not (unless an earlier abort of the same key was)
+        key = (producer_id, epoch, partition)
+        first = key not in self.ledger.tool_aborted
+        self.ledger.tool_aborted.add(key)
         version = await cluster.version(WRITE_TXN_MARKERS, 1, node)
         response = await cluster.call(
             node,
@@ -140,6 +146,8 @@ class Operator(Actor):
             for p in topic.partitions
             if p.error_code != ErrorCode.none
         ]
+        if errors and first:
+            self.ledger.tool_aborted.discard(key)
         self.ledger.count("admin.abort.refused" if errors else "admin.abort.written")
 
     async def _alter_config(self, admin: Admin) -> None:
@@ -186,21 +194,31 @@ class Operator(Actor):
         self.ledger.count(f"admin.partitions.{ErrorCode(int(result.error_code)).name.lower()}")
 
     async def _delete_reader_offsets(self, admin: Admin) -> None:
+        """While the request is in flight the reader's accepted records may come again and the
+        group's start offsets go back; once kemu refused it, neither may (the accepted records
+        of before are remembered again), once it applied or its answer was lost, both."""
         cluster = admin.cluster
-        self.ledger.accepted.clear()  # it may apply even if its answer is lost
         node = await cluster.coordinator(0, READER_GROUP)
         version = await cluster.version(DELETE_SHARE_GROUP_OFFSETS, 0, node)
+        accepted = dict(self.ledger.accepted)
+        self.ledger.accepted.clear()
         self.ledger.resetting.add(READER_GROUP)
+        refused = False
         try:
             response = await self._delete_offsets(admin, node, version)
+            refused = response.error_code != ErrorCode.none
         finally:
             self.ledger.resetting.discard(READER_GROUP)
-            self.ledger.reset.add(READER_GROUP)
-        if response.error_code == ErrorCode.none:
-            self.ledger.accepted.clear()
-            self.ledger.count("admin.delete_offsets.done")
-        else:
+            if refused:
+                for where, confirmed in accepted.items():
+                    self.ledger.accepted.setdefault(where, confirmed)
+            else:
+                self.ledger.accepted.clear()  # the ACCEPTs confirmed meanwhile too
+                self.ledger.reset.add(READER_GROUP)
+        if refused:
             self.ledger.count(f"admin.delete_offsets.{response.error_code.name.lower()}")
+        else:
+            self.ledger.count("admin.delete_offsets.done")
 
     async def _delete_offsets(self, admin: Admin, node: int, version: int) -> Any:
         cluster = admin.cluster

@@ -40,7 +40,8 @@ from kemu.client import (
 from kemu.client.cluster import RetriableError
 from kemu.client.connection import ConnectionClosed
 from kemu.client.produce_pipeline import IdempotentPipeline, PendingBatch
-from kemu.client.share_consumer import SHARE_GROUP_HEARTBEAT
+from kemu.client.share_consumer import SHARE_FETCH, SHARE_GROUP_HEARTBEAT
+from kemu.client.share_types import ShareRecord
 from kemu.testing.sim.loop import Process
 
 INPUT, OUTPUT, PLAIN = "input", "output", "plain"
@@ -70,12 +71,15 @@ class Ledger:
     """What the clients know for certain, and what the oracles found wrong."""
 
     produced: set[bytes] = field(default_factory=set)  # committed input values
-    # committed pipeline inputs: (value, delivery count when committed)
+    # committed pipeline inputs: (value, ``clock`` when the commit was confirmed)
     pipe_done: dict[tuple[str, int, int], tuple[bytes, int]] = field(default_factory=dict)
     # the highest delivery count a pipeline was handed each input record at
     pipe_delivered: dict[tuple[str, int, int], int] = field(default_factory=dict)
-    # confirmed ACCEPTs: the delivery count they were accepted at
+    # confirmed ACCEPTs of the reader: the ``clock`` when ShareAcknowledge confirmed them
     accepted: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    # orders the clients' sends and confirmations (``tick``): a ShareFetch sent after an
+    # ACCEPT was confirmed has a higher stamp (``watch_share_fetches``)
+    clock: int = 0
     seen: dict[str, dict[tuple[int, int], bytes]] = field(default_factory=dict)  # verifier
     # what the verifier read of the DLQ topic: (partition, offset) -> (value, headers)
     dead_letters: dict[tuple[int, int], tuple[bytes | None, Headers]] = field(default_factory=dict)
@@ -109,6 +113,10 @@ class Ledger:
 
     def count(self, name: str, by: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + by
+
+    def tick(self) -> int:
+        self.clock += 1
+        return self.clock
 
 
 def put_counted(
@@ -202,6 +210,44 @@ def watch_share_heartbeats(consumer: ShareConsumer, group: str, ledger: Ledger) 
         return answer
 
     consumer.cluster.call = watched  # type: ignore[method-assign]
+
+
+def watch_share_fetches(consumer: ShareConsumer, ledger: Ledger) -> Callable[[ShareRecord], int]:
+    """Stamp each ShareFetch with ``ledger.tick()`` as it goes out; the function returned gives
+    the stamp of the fetch that acquired a record ``poll`` handed out (0 if unknown; call it
+    once per record handed). A record from a fetch sent after its ACCEPT, or the commit of the
+    transaction holding its acknowledgement, was confirmed is a redelivery whatever its
+    delivery count: one acquired before (a fetch in flight, or buffered across a restart) may
+    still be handed out, and its acknowledgement then fails."""
+    call = consumer.cluster.call
+    records_in = consumer._records_in
+    answered: dict[int, tuple[Any, int]] = {}  # id(answered partition) -> (it, its stamp)
+    handed: dict[int, tuple[ShareRecord, int]] = {}  # id(record) -> (it, its fetch's stamp)
+
+    async def watched(node_id: int, api_key: int, version: int, **fields: Any) -> Any:
+        if api_key != SHARE_FETCH:
+            return await call(node_id, api_key, version, **fields)
+        stamp = ledger.tick()
+        answer = await call(node_id, api_key, version, **fields)
+        for topic in answer.responses:
+            for partition in topic.partitions:
+                if partition.acquired_records:
+                    answered[id(partition)] = (partition, stamp)
+        return answer
+
+    def stamped(tp: Any, partition: Any) -> list[ShareRecord]:
+        records = records_in(tp, partition)
+        _, stamp = answered.pop(id(partition), (partition, 0))
+        for record in records:
+            handed[id(record)] = (record, stamp)
+        return records
+
+    def stamp_of(record: ShareRecord) -> int:
+        return handed.pop(id(record), (record, 0))[1]
+
+    consumer.cluster.call = watched  # type: ignore[method-assign]
+    consumer._records_in = stamped  # type: ignore[method-assign]
+    return stamp_of
 
 
 def watch_first_batches(producer: IdempotentProducer, ledger: Ledger) -> None:
@@ -363,6 +409,7 @@ class Pipeline(Actor):
             self.bootstrap, PIPE_GROUP, acknowledgement_mode="explicit", max_poll_records=20
         )
         watch_share_heartbeats(consumer, PIPE_GROUP, self.ledger)
+        fetched_at = watch_share_fetches(consumer, self.ledger)
         # KIP-1289's two wire forms: TxnShareAcknowledge alone, or after
         # AddShareAcknowledgementsToTxn to the transaction coordinator
         form = self.rng.choice((ONE_RPC, TWO_RPC))
@@ -389,13 +436,12 @@ class Pipeline(Actor):
                             f"{PIPE_GROUP}: {where} delivered {record.delivery_count} times, "
                             f"above share.delivery.count.limit {PIPE_DELIVERY_LIMIT}"
                         )
-                    # A record acquired before its commit (a fetch buffered across a broker
-                    # restart) may still be handed out; its acknowledgement then fails. Only a
-                    # later acquisition, a higher delivery count, is a redelivery.
-                    if self.ledger.pipe_done.get(where, (b"", 1 << 30))[1] < record.delivery_count:
+                    fetched = fetched_at(record)
+                    if self.ledger.pipe_done.get(where, (b"", fetched))[1] < fetched:
                         self.ledger.violations.append(
                             f"{PIPE_GROUP}: {where} delivered again (delivery "
-                            f"{record.delivery_count}) after its transaction committed"
+                            f"{record.delivery_count}) by a ShareFetch sent after its "
+                            "transaction's commit was confirmed"
                         )
                 if not batch:
                     continue
@@ -431,10 +477,11 @@ class Pipeline(Actor):
                             consumer.acknowledge(record, AcknowledgeType.RELEASE)
                     consumer.acknowledgements_for_transaction()
                     continue
+                confirmed = self.ledger.tick()
                 for record in batch:
                     self.ledger.pipe_done[(record.topic, record.partition, record.offset)] = (
                         record.value or b"",
-                        record.delivery_count,
+                        confirmed,
                     )
                 self.ledger.count("pipeline.committed", len(batch))
         finally:
@@ -452,6 +499,7 @@ class Reader(Actor):
             self.bootstrap, READER_GROUP, acknowledgement_mode="explicit", max_poll_records=50
         )
         watch_share_heartbeats(consumer, READER_GROUP, self.ledger)
+        fetched_at = watch_share_fetches(consumer, self.ledger)
         self.clients = [consumer]
         try:
             await consumer.subscribe([INPUT])
@@ -460,10 +508,12 @@ class Reader(Actor):
                 accepted = []
                 for record in batch:
                     where = (record.topic, record.partition, record.offset)
-                    if self.ledger.accepted.get(where, 1 << 30) < record.delivery_count:
+                    fetched = fetched_at(record)
+                    if self.ledger.accepted.get(where, fetched) < fetched:
                         self.ledger.violations.append(
                             f"{READER_GROUP}: {where} delivered again (delivery "
-                            f"{record.delivery_count}) after its ACCEPT was confirmed"
+                            f"{record.delivery_count}) by a ShareFetch sent after its ACCEPT "
+                            "was confirmed"
                         )
                     if self.rng.random() < 0.1:
                         consumer.acknowledge(record, AcknowledgeType.RELEASE)
@@ -473,12 +523,13 @@ class Reader(Actor):
                 if not batch:
                     continue
                 results = await consumer.commit()
+                confirmed = self.ledger.tick()
                 for record in accepted:
                     if record.topic_id_partition in results and (
                         results[record.topic_id_partition] is None
                     ):
                         where = (record.topic, record.partition, record.offset)
-                        self.ledger.accepted[where] = record.delivery_count
+                        self.ledger.accepted[where] = confirmed
                 self.ledger.count("reader.accepted", len(accepted))
         finally:
             await _close(consumer)
