@@ -33,6 +33,10 @@ from kemu.testing.sim.seeds import Batch, Options, Outcome, Stop, in_seed_order,
 __all__ = ["Options", "Outcome", "main", "run_seeds"]
 
 HASH_SEED = "0"  # str hashes order sets: a replay needs the same PYTHONHASHSEED
+OPTIMIZED_REFUSED = (
+    "refusing to run under python -O (or PYTHONOPTIMIZE): it strips the asserts of the "
+    "share-window invariants, an oracle of every step"
+)
 
 
 def _seeds(text: str) -> list[int]:
@@ -101,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--abandon-at-budget needs --budget-minutes")
     if args.report is None and (args.target_seeds or args.target_steps):
         parser.error("--target-seeds and --target-steps go with --report")
+    if args.report is None and sys.flags.optimize:
+        parser.error(OPTIMIZED_REFUSED)
     if os.environ.get("PYTHONHASHSEED") != HASH_SEED:
         os.environ["PYTHONHASHSEED"] = HASH_SEED
         os.execv(sys.executable, [sys.executable, "-m", "kemu.testing.sim", *sys.argv[1:]])

@@ -5,7 +5,8 @@ A run of 1,000 seeds x 10,000 steps takes days of CPU; it is run in slices (``--
 was written with: a sha256 over kemu's sources (every ``.py`` and ``.json`` of the package, by
 path), the run's options, ``PYTHONHASHSEED``, the Python version and kio's (the wire codec). A
 seed's trace depends on nothing else, so two lines with the same fingerprint and seed describe
-the same run, wherever and whenever it ran. Each line is appended, flushed and fsynced on its
+the same run, wherever and whenever it ran (a run under ``python -O`` is refused: it would strip
+the asserts of the share-window invariants). Each line is appended, flushed and fsynced on its
 own: a killed run loses only the seeds in flight, and a line torn by the kill is skipped when
 read.
 """

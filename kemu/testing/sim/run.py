@@ -226,6 +226,9 @@ class Simulation:
     # --- the run ----------------------------------------------------------------------------------
 
     def run(self) -> Result:
+        if sys.flags.optimize:
+            # the share windows' check_invariants is asserts: -O would check less, silently
+            raise RuntimeError("the simulation does not run under python -O (PYTHONOPTIMIZE)")
         with (
             quiet_logs(self.logged),
             fewer_collections(),

@@ -267,3 +267,13 @@ def test_every_option_but_the_printing_ones_is_in_the_fingerprint() -> None:
     # None is the simulation's default backoff, the same run
     resolved = dataclasses.replace(base, cleaner_backoff_ms=SIM_CLEANER_BACKOFF_MS)
     assert Fingerprint.of(resolved, "tree").digest == digest
+
+
+def test_a_run_under_python_o_is_refused() -> None:
+    """-O strips asserts, and the share windows' invariants are asserts: a run would check less
+    under the same fingerprint, so it does not start (a report of a journal still works)."""
+    command = [sys.executable, "-O", "-m", "kemu.testing.sim", "--seed", "1", "--steps", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 2, done
+    assert "refusing to run under python -O" in done.stderr
+    assert done.stdout == ""
