@@ -10,7 +10,7 @@ a power loss puts the directory back to that:
 - every other file (``.index``, the log-start checkpoint, ``kemu-metadata.json``,
   ``kemu-group-configs.json``, ``kemu-producer-ids``, ACLs, credentials, quotas...): its content
   at its last ``fsync`` (by inode); a file never synced loses its content (it is emptied). What
-  a start-up found is durable.
+  the first start-up left is durable (``baseline``); later boots get no such pass.
 - directory entries: a file created or renamed into a directory is durable only once that
   directory is synced. At a power loss a name created since the directory's last sync goes, and
   a name replaced since (``os.replace`` of a synced temporary) points again to the file it
@@ -60,6 +60,8 @@ class DiskModel:
         self.listings: dict[Path, dict[str, FileKey]] = {}  # directory -> durable entries
         self.syncs = 0
         self.retired = 0
+        # the directories (``topic-index``) whose segment the last power loss cut
+        self.cut: set[str] = set()
         self._original: list[tuple[Any, str, Callable[..., None]]] = []
 
     def install(self) -> None:
@@ -158,8 +160,8 @@ class DiskModel:
         return sorted(path for path in self.root.rglob("*") if path.is_file())
 
     def baseline(self) -> None:
-        """After a start-up: everything on disk now is durable. One walk of the directory
-        (a boot's: the listing of each directory, each file's status from it)."""
+        """After the run's first start-up: everything on disk now is durable. One walk of the
+        directory (a boot's: the listing of each directory, each file's status from it)."""
         directories = [self.root]
         for directory in directories:  # grows with the subdirectories found
             entries: dict[str, FileKey] = {}
@@ -178,8 +180,10 @@ class DiskModel:
             self.listings[directory] = entries
 
     def lose_unsynced(self) -> int:
-        """Put the directory back to what was durable; returns the bytes lost."""
+        """Put the directory back to what was durable; returns the bytes lost (and notes in
+        ``cut`` the partitions whose records it may have taken)."""
         lost = self._undo_entries()
+        self.cut = set()
         for path in self._files():
             status = path.stat()
             if path.suffix == SEGMENT_SUFFIX:
@@ -187,6 +191,7 @@ class DiskModel:
                 if status.st_size > durable_size:
                     lost += status.st_size - durable_size
                     os.truncate(path, durable_size)
+                    self.cut.add(path.parent.name)
                 continue
             content = self.contents.get(_key(status), b"")
             current = path.read_bytes()

@@ -1,18 +1,22 @@
 """What must hold after every step of the simulation, read from the live kemu process.
 
 - every share-partition window passes ``RecordWindow.check_invariants``;
-- log start and log end offsets only move forward (a power loss may take back a tail nobody was
-  answered for, so the end offsets are learnt afresh after one);
+- log start and log end offsets only move forward, checked every step, just before kemu crashes
+  and as soon as it has booted (a power loss may take back a tail nobody was answered for: the
+  end offsets of the partitions whose segment it cut are learnt afresh);
 - a share partition's start offset (SPSO) in ``__share_group_state`` only moves forward, across
   restarts too;
 - a consumer group's committed offsets only move forward, and never fall below what an
-  OffsetCommit answered (a power loss may take back a commit nobody was answered for);
+  OffsetCommit answered (a power loss that cut ``__consumer_offsets`` may take back a commit
+  nobody was answered for);
 - ``__share_group_state`` replayed gives the state the share coordinator holds: every step by a
   replica that replays what was appended since the last step (kept across restarts, so that it
-  also checks a start-up's own from-scratch load against it; rebuilt when a power loss or a
-  recovery took back records it had replayed), and by a replica built from the log start at a
-  seeded interval of steps (longer for a longer log, so that its cost per step stays bounded)
-  and at the end of the run;
+  also checks a start-up's own from-scratch load against it; a state partition rebuilt when a
+  power loss cut its segment or a recovery took back records it had replayed), and by a
+  replica built from the log start at a seeded interval of steps (longer for a longer log, so
+  that its cost per step stays bounded) and at the end of the run; every field of each key's
+  state; a state partition not compared for ``UNCOMPARED_CHECKS`` checks in a row, or at the
+  end, is a violation;
 - no record stays TX_PENDING once its transaction has ended (after ``TX_PENDING_GRACE_MS``, the
   markers travelling to the share-partition leader asynchronously).
 """
@@ -24,6 +28,7 @@ from typing import Any
 
 from kemu.broker.share.manager import SHARE_PARTITIONS
 from kemu.cluster.model import SHARE_STATE_TOPIC
+from kemu.coordinator.group.offsets_log import TOPIC as OFFSETS_TOPIC
 from kemu.coordinator.group.service import GROUP_COORDINATOR
 from kemu.coordinator.share.service import SHARE_PERSISTER, ShareCoordinatorService
 from kemu.coordinator.transaction.coordinator import PREPARING, TxnState
@@ -38,6 +43,10 @@ FULL_REPLAY_EVERY = (50, 150)  # checks between two replays of the whole log (se
 # cost a bounded share of each step instead of one that grows with the run.
 FULL_REPLAY_RECORDS_PER_CHECK = 20
 TX_PENDING_STATE = 5  # PersistedBatch.delivery_state of a staged record
+# A state partition the step-by-step replica could not compare (the live coordinator has not
+# replayed or written out a transaction's markers there) is compared at a later check; one left
+# uncompared for more checks than this in a row is a violation: nothing would check it.
+UNCOMPARED_CHECKS = 20
 
 
 class Oracles:
@@ -52,16 +61,29 @@ class Oracles:
         self.interval_rng = random.Random(f"full-replay-{seed}")
         self.full_replay_due = self.interval_rng.randint(*FULL_REPLAY_EVERY)
         self.full_replays = 0
+        self.uncompared: dict[int, int] = {}  # state partition -> checks in a row not compared
 
-    def forget_log_ends(self) -> None:
-        """After a power loss: unanswered tails may be gone, learn the end offsets again."""
-        self.log_offsets = {tp: (start, -1) for tp, (start, _) in self.log_offsets.items()}
-        self.replica = None  # it replayed records the loss may have taken
+    def forget_cut(self, cut: set[tuple[str, int]]) -> None:
+        """After a power loss that cut these partitions' unsynced tails (records nobody was
+        answered for, ``flush=always``): learn their end offsets again, drop what the
+        step-by-step replica replayed of a cut state partition, and forget the committed
+        offsets if ``__consumer_offsets`` was cut (answered commits are checked against the
+        clients' ledger). A partition the loss did not cut keeps everything: its end offset
+        must not go back, and the replica must meet the reboot's load of it."""
+        for tp in cut:
+            if tp in self.log_offsets:
+                self.log_offsets[tp] = (self.log_offsets[tp][0], -1)
+            if tp[0] == SHARE_STATE_TOPIC and self.replica is not None:
+                self.replica.shards.pop(tp[1], None)
+                self.replica.replayed.pop(tp[1], None)
+                self.replica.snapshot_offsets.pop(tp[1], None)
+            if tp[0] == OFFSETS_TOPIC:
+                self.group_offsets.clear()
 
-    def forget_group_offsets(self) -> None:
-        """After a power loss: unanswered commits may be gone (answered ones are checked
-        against the clients' ledger)."""
-        self.group_offsets.clear()
+    def check_logs(self, runtime: Any, when: str) -> list[str]:
+        """The log-offset check alone, at a moment no step check sees: just before kemu
+        crashes (at a crash point too) and as soon as it has booted."""
+        return [f"{when}: {found}" for found in self._logs(runtime)]
 
     def forget_share_groups(self, groups: set[str]) -> None:
         """Their offsets were deleted (DeleteShareGroupOffsets): start offsets begin afresh."""
@@ -113,11 +135,23 @@ class Oracles:
         return found
 
     def final(self, runtime: Any) -> list[str]:
-        """At the end of a run: the whole log replayed once more."""
+        """At the end of a run: the whole log replayed once more, every state partition
+        compared (none may be left waiting for its markers once the run has settled)."""
         share_state = runtime.services.built(SHARE_PERSISTER)
-        if isinstance(share_state, ShareCoordinatorService):
-            return self.full_replay(share_state)
-        return []
+        if not isinstance(share_state, ShareCoordinatorService):
+            return []
+        topic = share_state.cluster.topics.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            return []
+        found, uncompared = _compare(
+            share_state, _empty_replica(share_state), topic, "replayed from its start"
+        )
+        found += [
+            f"__share_group_state-{index} not compared with its replay at the end of the run "
+            "(markers not replayed or not written out)"
+            for index in sorted(uncompared)
+        ]
+        return found
 
     def _logs(self, runtime: Any) -> list[str]:
         found = []
@@ -175,7 +209,14 @@ class Oracles:
             # a restart: the new process loaded the log from its start; the replica goes on
             # from where it was, so the two must meet
             replica.runtime, replica.cluster = live.runtime, live.cluster
-        found, _ = _compare(live, replica, topic, "replayed step by step")
+        found, uncompared = _compare(live, replica, topic, "replayed step by step")
+        self.uncompared = {index: self.uncompared.get(index, 0) + 1 for index in uncompared}
+        found += [
+            f"__share_group_state-{index} not compared with its replay for {checks} checks in "
+            "a row (markers not replayed or not written out)"
+            for index, checks in sorted(self.uncompared.items())
+            if checks > UNCOMPARED_CHECKS
+        ]
         if self.checks >= self.full_replay_due:
             found += self.full_replay(live)
         return found
@@ -187,8 +228,8 @@ class Oracles:
         topic = live.cluster.topics.get(SHARE_STATE_TOPIC)
         if topic is None:
             return []
-        found, complete = _compare(live, _empty_replica(live), topic, "replayed from its start")
-        if complete:
+        found, uncompared = _compare(live, _empty_replica(live), topic, "replayed from its start")
+        if not uncompared:
             self.full_replays += 1
             self.full_replay_due = self.checks + full_replay_interval(
                 self.interval_rng.randint(*FULL_REPLAY_EVERY), _records(topic)
@@ -261,20 +302,20 @@ def _empty_replica(live: ShareCoordinatorService) -> ShareCoordinatorService:
 
 def _compare(
     live: ShareCoordinatorService, replica: ShareCoordinatorService, topic: Any, how: str
-) -> tuple[list[str], bool]:
+) -> tuple[list[str], set[int]]:
     """Catch ``replica`` up with the log and compare it with ``live``, per state partition;
-    returns the differences and whether every partition could be compared (one whose markers
-    the live coordinator has not replayed or written out yet is compared at a later check)."""
+    returns the differences and the partitions that could not be compared (whose markers the
+    live coordinator has not replayed or written out yet: compared at a later check)."""
     found = []
-    complete = True
+    uncompared = set()
     for partition in topic.partitions:
         index = partition.index
         replica._catch_up(index)
         if live.replayed.get(index, 0) != partition.high_watermark:
-            complete = False
+            uncompared.add(index)
             continue  # markers not replayed yet: the next operation will
         if live.shard(index).marker_resolved:
-            complete = False
+            uncompared.add(index)
             continue  # resolved by markers, not yet written out as ShareUpdates
         mine = live.shard(index).states
         theirs = replica.shard(index).states
@@ -284,10 +325,12 @@ def _compare(
                     f"__share_group_state-{index} {how} differs for {key}: "
                     f"live {mine.get(key)}, replayed {theirs.get(key)}"
                 )
-    return found, complete
+    return found, uncompared
 
 
 def _comparable(state: Any) -> Any:
-    if state is None:
-        return None
-    return (state.state_epoch, state.start_offset, state.batches)
+    """All of a key's state: the live coordinator changes it only by replaying the records it
+    appends and the markers in the log, as the replica does, so every field must agree
+    (``leader_epoch`` fences a stale share leader; the snapshot epoch, the delivery-complete
+    count and the timestamps are read back by the share leader and the admin tools)."""
+    return state

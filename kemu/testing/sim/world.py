@@ -110,7 +110,11 @@ class SimKemu:
         self.process = process
         task = self.loop.create_task(self._start(), context=process.context)
         self.server = await task
-        self.disk.baseline()
+        if self.incarnation == 1:
+            # The directory as the first start-up left it is the run's durable start. Later
+            # boots get no such pass: what they write is durable only once they sync it, as
+            # are the unsynced writes of a crashed process that they find in the page cache.
+            self.disk.baseline()
 
     async def _start(self) -> KemuServer:
         options = ServerOptions(
