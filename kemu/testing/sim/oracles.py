@@ -30,7 +30,9 @@ from kemu.broker.share.manager import SHARE_PARTITIONS
 from kemu.cluster.model import SHARE_STATE_TOPIC
 from kemu.coordinator.group.offsets_log import TOPIC as OFFSETS_TOPIC
 from kemu.coordinator.group.service import GROUP_COORDINATOR
+from kemu.coordinator.share.persister import SharePartitionKey
 from kemu.coordinator.share.service import SHARE_PERSISTER, ShareCoordinatorService
+from kemu.coordinator.share.shard import ShareCoordinatorShard
 from kemu.coordinator.transaction.coordinator import PREPARING, TxnState
 from kemu.coordinator.transaction.service import TRANSACTION_COORDINATOR
 from kemu.testing.sim.workload import CONSUMER_GROUP
@@ -317,20 +319,23 @@ def _compare(
         if live.shard(index).marker_resolved:
             uncompared.add(index)
             continue  # resolved by markers, not yet written out as ShareUpdates
-        mine = live.shard(index).states
-        theirs = replica.shard(index).states
-        for key in sorted(set(mine) | set(theirs), key=str):
-            if _comparable(mine.get(key)) != _comparable(theirs.get(key)):
+        mine, theirs = live.shard(index), replica.shard(index)
+        for key in sorted(set(mine.states) | set(theirs.states), key=str):
+            if _comparable(mine, key) != _comparable(theirs, key):
                 found.append(
                     f"__share_group_state-{index} {how} differs for {key}: "
-                    f"live {mine.get(key)}, replayed {theirs.get(key)}"
+                    f"live {_comparable(mine, key)}, replayed {_comparable(theirs, key)}"
                 )
     return found, uncompared
 
 
-def _comparable(state: Any) -> Any:
-    """All of a key's state: the live coordinator changes it only by replaying the records it
-    appends and the markers in the log, as the replica does, so every field must agree
-    (``leader_epoch`` fences a stale share leader; the snapshot epoch, the delivery-complete
-    count and the timestamps are read back by the share leader and the admin tools)."""
-    return state
+def _comparable(shard: ShareCoordinatorShard, key: SharePartitionKey) -> Any:
+    """All of a key's state, and the epochs that fence writers of it: the live coordinator
+    changes them only by replaying the records it appends and the markers in the log, as the
+    replica does, so every field must agree (``leader_epoch`` fences a stale share leader; the
+    snapshot epoch, the delivery-complete count and the timestamps are read back by the share
+    leader and the admin tools)."""
+    state = shard.states.get(key)
+    if state is None:
+        return None
+    return state, shard.leader_epochs.get(key), shard.state_epochs.get(key)

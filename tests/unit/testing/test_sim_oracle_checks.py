@@ -200,7 +200,8 @@ def test_a_share_start_offset_going_back_is_reported_but_in_a_group_being_reset(
 
 def test_a_field_the_old_comparison_left_out_is_compared(tmp_path: Path) -> None:
     """leader_epoch fences a stale share leader: a live one the log does not carry is a
-    difference (so are the snapshot epoch and the delivery-complete count)."""
+    difference (so are the snapshot epoch, the delivery-complete count, and the fencing
+    epochs the shard keeps per key)."""
     runtime, service, keys = started(tmp_path)
     oracles = Oracles(seed=1)
     assert oracles.check(runtime, NOW, {}) == []
@@ -211,6 +212,12 @@ def test_a_field_the_old_comparison_left_out_is_compared(tmp_path: Path) -> None
         found = oracles.check(runtime, NOW, {})
         assert found and "replayed step by step differs" in found[0], change
         shard.states[keys[0]] = kept
+    for epochs in (shard.leader_epochs, shard.state_epochs):  # what fences a stale writer
+        epochs[keys[0]] += 1
+        found = oracles.check(runtime, NOW, {})
+        assert found and "replayed step by step differs" in found[0]
+        epochs[keys[0]] -= 1
+    assert oracles.check(runtime, NOW, {}) == []
     close(runtime)
 
 
