@@ -307,3 +307,21 @@ def test_a_step_is_checked_before_its_faults_and_the_disk_baselined_at_the_first
         assert result.trace[at - 1].split()[0] == step and " leo " in result.trace[at - 1]
     assert sum(" restarts " in line for line in result.trace) >= 2
     assert baselines == [1]
+
+
+def test_a_cut_state_partition_is_replayed_again_and_the_others_carried(tmp_path: Path) -> None:
+    runtime, _, _ = started(tmp_path)
+    oracles = Oracles(seed=1)
+    assert oracles.check(runtime, NOW, {}) == []
+    replica = oracles.replica
+    assert replica is not None and 0 in replica.replayed
+    oracles.forget_cut({("orders", 1)})  # a data partition: the replica keeps everything
+    assert 0 in replica.replayed
+    oracles.forget_cut({(SHARE_STATE_TOPIC, 0)})
+    assert oracles.replica is replica and 0 not in replica.replayed
+    assert oracles.check(runtime, NOW, {}) == []  # replayed from the log start, and agrees
+    assert (
+        replica.replayed[0]
+        == runtime.cluster.topics[SHARE_STATE_TOPIC].partitions[0].high_watermark
+    )
+    close(runtime)
