@@ -47,15 +47,13 @@ from kemu.testing.sim.exactly_once import DeadLetterSeen, pipeline_once, pipelin
 from kemu.testing.sim.loop import START_S, SimLoop, lookups_without_getpid
 from kemu.testing.sim.network import SimNetwork
 from kemu.testing.sim.oracles import Oracles
+from kemu.testing.sim.settings import lost_settings, prepare
 from kemu.testing.sim.workload import (
     CONSUMER_GROUP,
-    DLQ,
     INPUT,
     OUTPUT,
     PIPE_DELIVERY_LIMIT,
-    PIPE_GROUP,
     PLAIN,
-    READER_GROUP,
     Actor,
     GroupMember,
     InputProducer,
@@ -298,7 +296,7 @@ class Simulation:
         )
         self.power_loss = flush == "always"
         self.kemu.disk.install()
-        self.kemu.on_boot.append(_prepare)
+        self.kemu.on_boot.append(self._prepare)
         self.log(
             f"seed {self.seed}: {brokers} brokers, kemu.log.flush={flush}, "
             f"latency <= {self.network.max_latency_ms} ms"
@@ -632,6 +630,12 @@ class Simulation:
             )
         return found
 
+    def _prepare(self, server: Any) -> None:
+        if self.kemu.incarnation == 1:
+            prepare(server)
+        else:
+            self.ledger.violations += lost_settings(server)
+
     def log(self, event: str) -> None:
         self.trace.append(f"{self.step:6d} {self.loop.now_ms() - round(START_S * 1000):9d} {event}")
 
@@ -640,29 +644,3 @@ def _partition_of(directory: str) -> tuple[str, int]:
     """(topic, index) of a partition's directory name, ``topic-index``."""
     topic, _, index = directory.rpartition("-")
     return topic, int(index)
-
-
-def _prepare(server: Any) -> None:
-    """On every boot (idempotent): the topics and the groups' settings."""
-    from kemu.coordinator.group.config import group_config_store
-
-    cluster = server.cluster
-    for topic in (INPUT, OUTPUT, PLAIN):
-        if topic not in cluster.topics:
-            cluster.create_topic(topic, 3, 1)
-    if DLQ not in cluster.topics:
-        cluster.create_topic(DLQ, 3, 1, {"errors.deadletterqueue.group.enable": "true"})
-    store = group_config_store(server.runtime)
-    common = {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"}
-    store.set_overrides(READER_GROUP, common)
-    # a record the pipelines' group archives at its delivery limit goes to the DLQ, with its
-    # value: the end check finds it there (exactly_once.py)
-    store.set_overrides(
-        PIPE_GROUP,
-        common
-        | {
-            "share.delivery.count.limit": str(PIPE_DELIVERY_LIMIT),
-            "errors.deadletterqueue.topic.name": DLQ,
-            "errors.deadletterqueue.copy.record.enable": "true",
-        },
-    )
