@@ -88,6 +88,7 @@ SHARED_KAFKA_MODULES = {
         "tests/integration/share/test_share_close_java.py",
         "tests/integration/clients/test_client_kafka.py",
         "tests/integration/txn/test_txn_endings_java.py",
+        "tests/integration/txn/test_end_txn_retry_parity.py",
     ),
 }
 KAFKA_GROUP_OF = {

@@ -9,7 +9,8 @@ partitions. A stale epoch is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2).
 
 v5 is transaction version 2 (KIP-890 part 2): the coordinator bumps the producer epoch with every
 EndTxn (markers carry the new epoch) and answers the producer id and epoch to use next; a retry
-with the previous epoch gets the same answer; aborting a transaction that never started is
+with the previous epoch gets the same answer (the retry of the EndTxn that exhausted the epoch,
+old id at epoch 32766, the new id at epoch 0); aborting a transaction that never started is
 allowed (partitions were added implicitly by produce, if at all).
 """
 

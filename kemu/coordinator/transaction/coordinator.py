@@ -18,7 +18,9 @@ wrote it at epoch 32767 while it is prepared (its markers' id and epoch, so the 
 all recovery needs) with the new id in ``next_producer_id``; ``complete`` switches to the new id
 at epoch 0 (``previous_producer_id`` the old one). The client is answered the new id at once.
 With transaction version 2 (EndTxn v5) every EndTxn bumps the epoch too and answers the new one; a
-retry with the previous epoch of a completed EndTxn gets the same answer. An Ongoing transaction
+retry with the previous epoch of a completed EndTxn gets the same answer, and so does a retry of
+the EndTxn that exhausted the epoch (old id, epoch 32766: the new id at epoch 0, as Kafka's
+``retryOnOverflow`` recognises it by ``previous_producer_id``). An Ongoing transaction
 older than its timeout is aborted with a bumped epoch (the producer is fenced, as in Kafka).
 """
 
@@ -354,10 +356,18 @@ class TransactionCoordinator:
         if meta is None:
             return Outcome(ErrorCode.invalid_producer_id_mapping)
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if bump_epoch and self._retries_exhausting_bump(meta, producer_id, producer_epoch):
+            if meta.state == wanted:
+                return self._answer(meta, [])  # the new id at epoch 0, as the lost answer
+            if meta.state in COMPLETE:
+                return Outcome(INVALID_TXN)
+            return Outcome(ErrorCode.producer_fenced)  # Empty: InitProducerId gave the new id
+        # Kafka's retryOnEpochBump: the epoch is the one before the bump, wherever the bump was
+        # learnt from (a restart over a compacted log keeps no record of the epoch before it)
         retried = (
             bump_epoch
-            and producer_epoch == meta.last_producer_epoch
-            and producer_id in (meta.producer_id, meta.previous_producer_id)
+            and producer_id == meta.producer_id
+            and producer_epoch + 1 == meta.producer_epoch
         )
         if retried:
             if meta.state == wanted:
@@ -390,6 +400,22 @@ class TransactionCoordinator:
             self._bump(meta)  # TV2 lets a producer abort a transaction it never started
             return self._prepare(meta, commit=False, now_ms=now_ms)
         return Outcome(ErrorCode.invalid_txn_state)
+
+    @staticmethod
+    def _retries_exhausting_bump(
+        meta: TransactionMetadata, producer_id: int, producer_epoch: int
+    ) -> bool:
+        """Whether a TV2 EndTxn comes from the producer id an exhausting bump replaced, at its
+        last usable epoch (Kafka's ``retryOnOverflow``). Kafka records the new id as the previous
+        one once the new id opens a transaction (which then answers INVALID_PRODUCER_ID_MAPPING),
+        and every later TV2 EndTxn bumps past epoch 0."""
+        return (
+            producer_id != NO_PRODUCER_ID
+            and producer_id == meta.previous_producer_id
+            and producer_epoch == MAX_EPOCH - 1
+            and meta.producer_epoch == 0
+            and (meta.state == TxnState.EMPTY or meta.state in COMPLETE)
+        )
 
     def _prepare(self, meta: TransactionMetadata, *, commit: bool, now_ms: int) -> Outcome:
         meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT

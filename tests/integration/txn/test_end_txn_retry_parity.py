@@ -1,0 +1,177 @@
+"""A retried EndTxn v5 whose answer was lost, after the transaction completed, on the wire, on kemu
+and on a real Kafka 4.4.0 (bench's jars; skipped without them). One transactional id is driven
+to epoch 32765 by InitProducerId (each bumps the epoch; some 15 s on either), then commits twice:
+an ordinary commit (32765 -> 32766) and the one that exhausts the epoch (a new producer id at
+epoch 0). After each, the producer retries with what it held. Kafka 4.4.0 answers (recorded
+2026-12-06, the same on kemu):
+
+- the same outcome: NONE with what the lost answer carried (the epoch + 1; after the exhausting
+  commit the new id at epoch 0), as often as it is retried;
+- the other outcome: INVALID_TXN_STATE;
+- an older epoch: PRODUCER_FENCED (of the old id after the exhaustion:
+  INVALID_PRODUCER_ID_MAPPING);
+- the old id at 32766 once the new id opened a transaction: INVALID_PRODUCER_ID_MAPPING.
+
+The unit tests of the same answers: tests/unit/coordinator/transaction/test_end_txn_retry.py.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kemu.protocol.errors import ErrorCode
+from kemu.testing.kafka import SHARE_GROUPS
+from kemu.testing.wire_client import WireClient
+from tests.integration.txn.wire_parity import (
+    INIT_PRODUCER_ID,
+    Server,
+    add_partition,
+    client_with_topic,
+    init_producer_id,
+    serve,
+    until_ready,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
+
+END_TXN, DESCRIBE_TXNS = 26, 65
+TOPIC = "end-txn-retry"
+TIMEOUT = datetime.timedelta(seconds=60)
+LAST_USABLE = 32766  # the last epoch a producer holds (Short.MAX_VALUE - 1)
+NOT_YET = (
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.concurrent_transactions,
+)
+Answer = tuple[str, str, int]  # error, producer id ("old", "new" or "-1"), epoch
+
+KAFKA_ANSWERS: dict[str, Answer] = {
+    "commit": ("none", "old", LAST_USABLE),
+    "commit retried": ("none", "old", LAST_USABLE),
+    "commit retried again": ("none", "old", LAST_USABLE),
+    "abort retried": ("invalid_txn_state", "-1", -1),
+    "older epoch": ("producer_fenced", "-1", -1),
+    "exhausting commit": ("none", "new", 0),
+    "exhausting commit retried": ("none", "new", 0),
+    "exhausting commit retried again": ("none", "new", 0),
+    "exhausting abort retried": ("invalid_txn_state", "-1", -1),
+    "old id older epoch": ("invalid_producer_id_mapping", "-1", -1),
+    "old id after the new one's add": ("invalid_producer_id_mapping", "-1", -1),
+}
+
+
+@pytest.fixture(scope="module", params=["kemu", "kafka"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    with serve(
+        request,
+        tmp_path_factory,
+        name="end-txn-retry",
+        kemu_overrides=SHARE_GROUPS.kemu_overrides(),
+    ) as started:
+        yield started
+
+
+class Producer:
+    """One transactional id on the wire; the single broker (node 1) coordinates it."""
+
+    def __init__(self, client: WireClient) -> None:
+        self.client = client
+        self.transactional_id = f"tx-retry-{uuid.uuid4().hex[:8]}"
+        self.old_id = -1
+        self.new_id = -1  # the last answered id other than the old one
+
+    def init_to(self, epoch: int) -> tuple[int, int]:
+        """InitProducerId until the producer holds ``epoch`` (each one bumps it)."""
+        producer_id, held = init_producer_id(self.client, self.transactional_id, TIMEOUT)
+        self.old_id = producer_id
+        while held < epoch:
+            answer = self.client.call(
+                1,
+                INIT_PRODUCER_ID,
+                5,
+                transactional_id=self.transactional_id,
+                transaction_timeout=TIMEOUT,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            assert answer.error_code == ErrorCode.none, answer
+            assert answer.producer_id == producer_id
+            held = int(answer.producer_epoch)
+        return producer_id, held
+
+    def add(self, producer_id: int, epoch: int) -> ErrorCode:
+        """AddPartitionsToTxn of the topic's partition, once the last transaction's markers are
+        written (Kafka answers CONCURRENT_TRANSACTIONS until then)."""
+        return ErrorCode(
+            until_ready(
+                lambda: add_partition(
+                    self.client, TOPIC, self.transactional_id, producer_id, epoch
+                ),
+                lambda error: error not in NOT_YET,
+            )
+        )
+
+    def end(self, producer_id: int, epoch: int, commit: bool) -> Answer:
+        """EndTxn v5; the producer id named as ``old``, ``new`` (any other) or ``-1``."""
+        answer = self.client.call(
+            1,
+            END_TXN,
+            5,
+            transactional_id=self.transactional_id,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            committed=commit,
+        )
+        answered = int(answer.producer_id)
+        named = "-1" if answered == -1 else "old" if answered == self.old_id else "new"
+        if named == "new":
+            self.new_id = answered
+        return ErrorCode(answer.error_code).name, named, int(answer.producer_epoch)
+
+    def settled(self) -> None:
+        """Wait until the transaction completed (Kafka writes its markers after it answers)."""
+
+        def state() -> str:
+            answer = self.client.call(
+                1, DESCRIBE_TXNS, 0, transactional_ids=(self.transactional_id,)
+            )
+            [found] = answer.transaction_states
+            return str(found.transaction_state)
+
+        until_ready(state, lambda found: found in ("CompleteCommit", "CompleteAbort"))
+
+
+@pytest.fixture(scope="module")
+def producer(server: Server) -> Iterator[Producer]:
+    with client_with_topic(server, TOPIC, "end-txn-retry") as client:
+        yield Producer(client)
+
+
+def test_retried_end_txn_answers_are_kafkas(producer: Producer) -> None:
+    old, epoch = producer.init_to(LAST_USABLE - 1)
+    answers: dict[str, Answer] = {}
+    assert producer.add(old, epoch) == ErrorCode.none
+    answers["commit"] = producer.end(old, epoch, commit=True)
+    producer.settled()
+    answers["commit retried"] = producer.end(old, epoch, commit=True)
+    answers["abort retried"] = producer.end(old, epoch, commit=False)
+    answers["commit retried again"] = producer.end(old, epoch, commit=True)
+    answers["older epoch"] = producer.end(old, epoch - 1, commit=True)
+
+    assert producer.add(old, LAST_USABLE) == ErrorCode.none
+    answers["exhausting commit"] = producer.end(old, LAST_USABLE, commit=True)
+    producer.settled()
+    answers["exhausting commit retried"] = producer.end(old, LAST_USABLE, commit=True)
+    answers["exhausting abort retried"] = producer.end(old, LAST_USABLE, commit=False)
+    answers["exhausting commit retried again"] = producer.end(old, LAST_USABLE, commit=True)
+    answers["old id older epoch"] = producer.end(old, LAST_USABLE - 1, commit=True)
+
+    assert producer.add(producer.new_id, 0) == ErrorCode.none
+    answers["old id after the new one's add"] = producer.end(old, LAST_USABLE, commit=True)
+    assert answers == KAFKA_ANSWERS
