@@ -54,6 +54,7 @@ from kemu.client.share_types import (
     ShareSession,
     ack_topics,
     acquired_records,
+    held_again,
     new_member_id,
 )
 from kemu.protocol.errors import ErrorCode
@@ -113,6 +114,8 @@ class ShareConsumer:
         self._session_losses = 0
         self._acquired_at: dict[tuple[TopicIdPartition, int], int] = {}
         self._pending: dict[TopicIdPartition, dict[int, int]] = {}
+        self._reacquired: set[tuple[TopicIdPartition, int]] = set()
+        self._in_transaction: dict[TopicIdPartition, dict[int, int]] = {}  # since the last poll
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._heartbeat_interval = 5.0
         self._joined = asyncio.Event()
@@ -212,6 +215,7 @@ class ShareConsumer:
         if self._closed:
             raise IllegalStateError("the consumer is closed")
         self._settle_previous_poll()
+        self._in_transaction = {}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not self._buffer:
@@ -488,6 +492,10 @@ class ShareConsumer:
     def _take_in(self, fetched: Fetched) -> None:
         for tp, partition, losses in fetched:
             records = self._records_in(tp, partition)
+            if self._reacquired:
+                held = {key for key in self._reacquired if key[0] == tp}
+                records = [r for r in records if (tp, r.offset) not in held]
+                self._reacquired -= held
             for record in records:
                 self._acquired_at[(tp, record.offset)] = losses
             self._buffer.extend(records)
@@ -513,6 +521,9 @@ class ShareConsumer:
                 if partition.error_code != ErrorCode.none:
                     log.warning("share fetch of %s: %s", tp, partition.error_code.name)
                     continue
+                if tp in self._pending or tp in self._in_transaction or self._delivered:
+                    held = (self._pending, self._in_transaction)  # acquired again while held?
+                    self._reacquired |= held_again(tp, partition, held, self._delivered)
                 out.append((tp, partition, self._session_losses))
         if moved:
             asyncio.get_running_loop().create_task(self._refresh_leaders())
@@ -564,11 +575,10 @@ class ShareConsumer:
             moved = {o: t for o, t in types.items() if t in TRANSACTIONAL_TYPES}
             if moved:
                 taken[tp] = moved
-                rest = {o: t for o, t in types.items() if o not in moved}
-                if rest:
-                    self._pending[tp] = rest
-                else:
+                self._pending[tp] = {o: t for o, t in types.items() if o not in moved}
+                if not self._pending[tp]:
                     del self._pending[tp]
+        self._in_transaction = taken
         return ShareAcknowledgements.from_offsets(taken)
 
     async def commit(self) -> dict[TopicIdPartition, KafkaError | None]:

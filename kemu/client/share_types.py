@@ -183,6 +183,26 @@ def ack_topics(
     return tuple(topics)
 
 
+def held_again(
+    tp: TopicIdPartition,
+    partition: Any,
+    acknowledged: Iterable[dict[TopicIdPartition, dict[int, int]]],
+    delivered: dict[tuple[TopicIdPartition, int], Any],
+) -> set[tuple[TopicIdPartition, int]]:
+    """The records of a ShareFetch answer's partition that the consumer still holds (handed
+    out, or acknowledged and not sent, or handed over to a transaction since the last poll):
+    acquired again, as their acquisition ended first (its lock expired in a long pause, its
+    share session closed with its connection). They are not handed out again: the
+    acknowledgement made of them names offsets, so the broker applies it to this acquisition
+    (the simulation found an ACCEPT confirmed, a transaction holding one committed, then the
+    record handed out again)."""
+    held = {offset for (of, offset) in delivered if of == tp}
+    for pending in acknowledged:
+        held.update(pending.get(tp, {}))
+    spans = [(int(e.first_offset), int(e.last_offset)) for e in partition.acquired_records]
+    return {(tp, o) for o in held if any(first <= o <= last for first, last in spans)}
+
+
 def acquired_records(tp: TopicIdPartition, partition: Any) -> tuple[list[ShareRecord], list[int]]:
     """The records of a ShareFetch answer's partition that its AcquiredRecords hand out, each
     with its delivery count, and the acquired offsets that hold no record to hand out (markers,
