@@ -153,7 +153,7 @@ class Operator(Actor):
     async def _alter_config(self, admin: Admin) -> None:
         if self.rng.random() < 0.5:
             group = self.rng.choice((PIPE_GROUP, READER_GROUP))
-            lock_ms = self.rng.choice((15_000, 20_000, 30_000))
+            lock_ms = self.rng.choice((1_500, 2_000, 3_000))  # world.py's bounds
             configs = {"share.record.lock.duration.ms": str(lock_ms)}
         else:
             group = READER_GROUP

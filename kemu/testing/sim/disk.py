@@ -5,8 +5,10 @@ the sync calls (``os.fsync``, and the segment log's ``datasync``) for the run's 
 a power loss puts the directory back to that:
 
 - ``.log`` segments (appended in place): cut back to their size at their last sync (0 for one
-  never synced). Sizes are tracked by inode, so a cleaned segment (synced as ``.log.cleaned``,
-  then renamed to ``.swap`` and into place) keeps its synced size.
+  never synced); at some power losses one of them keeps a torn write past that size (a proper
+  prefix of what was being written: ``DiskModel._tear``), which a boot's recovery truncates.
+  Sizes are tracked by inode, so a cleaned segment (synced as ``.log.cleaned``, then renamed to
+  ``.swap`` and into place) keeps its synced size.
 - every other file (``.index``, the log-start checkpoint, ``kemu-metadata.json``,
   ``kemu-group-configs.json``, ``kemu-producer-ids``, ACLs, credentials, quotas...): its content
   at its last ``fsync`` (by inode); a file never synced loses its content (it is emptied). What
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +45,7 @@ RETIRED = -1  # no device has this number
 SEGMENT_SUFFIX = ".log"
 # the segment files the cleaner writes before they are renamed into place as ``.log``
 SEGMENT_SUFFIXES = (SEGMENT_SUFFIX, ".log.cleaned", ".swap")
+TORN_WRITE_CHANCE = 0.5  # a power loss leaves a torn write at one segment's end
 
 
 def _key(status: os.stat_result) -> FileKey:
@@ -56,6 +60,8 @@ class DiskModel:
         self._root_name = str(root)
         self._root_prefix = os.path.join(self._root_name, "")
         self.synced: dict[FileKey, int] = {}  # segment inode -> durable size
+        self.last_sync: dict[FileKey, int] = {}  # segment inode -> durable size before that
+        self.torn = 0  # bytes of torn writes the last power loss left (``lose_unsynced``)
         self.contents: dict[FileKey, bytes] = {}  # other file inode -> durable content
         self.listings: dict[Path, dict[str, FileKey]] = {}  # directory -> durable entries
         self.syncs = 0
@@ -93,6 +99,7 @@ class DiskModel:
             with contextlib.suppress(OSError):
                 status = os.stat(path, dir_fd=kwargs.get("dir_fd"), follow_symlinks=False)
                 self.synced.pop(_key(status), None)
+                self.last_sync.pop(_key(status), None)
                 self.contents.pop(_key(status), None)
                 self._retire(_key(status))
             delete(path, *args, **kwargs)
@@ -106,6 +113,7 @@ class DiskModel:
                 if replaced != _key(os.stat(source, dir_fd=kwargs.get("src_dir_fd"))):
                     if str(destination).endswith(SEGMENT_SUFFIX):
                         self.synced.pop(replaced, None)
+                        self.last_sync.pop(replaced, None)
                     else:  # its content is kept: a power loss may bring it back
                         self._retire(replaced)
             move(source, destination, *args, **kwargs)
@@ -142,7 +150,9 @@ class DiskModel:
             # a cleaned segment is synced as ``.log.cleaned``: its size follows its inode to
             # the ``.log`` name it gets (before, its sync counted as a content's, and a power
             # loss after a cleaning emptied the cleaned segment)
-            self.synced[_key(status)] = status.st_size
+            key = _key(status)
+            self.last_sync[key] = self.synced.get(key, 0)
+            self.synced[key] = status.st_size
         else:
             with contextlib.suppress(OSError):
                 self.contents[_key(status)] = Path(name).read_bytes()
@@ -172,26 +182,37 @@ class DiskModel:
                     elif entry.is_file(follow_symlinks=False):
                         status = entry.stat(follow_symlinks=False)
                         entries[entry.name] = _key(status)
-                        if entry.name.endswith(SEGMENT_SUFFIX):
+                        if entry.name.endswith(SEGMENT_SUFFIXES):
                             self.synced[_key(status)] = status.st_size
                         else:
                             with contextlib.suppress(OSError):
                                 self.contents[_key(status)] = Path(entry.path).read_bytes()
             self.listings[directory] = entries
 
-    def lose_unsynced(self) -> int:
+    def lose_unsynced(self, tear: random.Random | None = None) -> int:
         """Put the directory back to what was durable; returns the bytes lost (and notes in
-        ``cut`` the partitions whose records it may have taken)."""
+        ``cut`` the partitions whose records it may have taken). With ``tear``, one segment
+        written since its last power loss may keep a torn write (``_tear``)."""
         lost = self._undo_entries()
         self.cut = set()
+        self.torn = 0
+        written: list[tuple[Path, FileKey, bytes]] = []
         for path in self._files():
             status = path.stat()
-            if path.suffix == SEGMENT_SUFFIX:
-                durable_size = self.synced.get(_key(status), 0)
+            if path.name.endswith(SEGMENT_SUFFIXES):  # as _fsync tells them
+                key = _key(status)
+                durable_size = self.synced.get(key, 0)
+                unsynced = b""
                 if status.st_size > durable_size:
                     lost += status.st_size - durable_size
+                    if tear is not None:
+                        with path.open("rb") as segment:
+                            segment.seek(durable_size)
+                            unsynced = segment.read()
                     os.truncate(path, durable_size)
                     self.cut.add(path.parent.name)
+                if path.name.endswith(SEGMENT_SUFFIX) and (unsynced or key in self.last_sync):
+                    written.append((path, key, unsynced))
                 continue
             content = self.contents.get(_key(status), b"")
             current = path.read_bytes()
@@ -199,7 +220,31 @@ class DiskModel:
                 lost += max(len(current) - len(content), 0) or 1
                 path.write_bytes(content)
                 self.contents[_key(path.stat())] = content
+        if tear is not None and written and tear.random() < TORN_WRITE_CHANCE:
+            self.torn = self._tear(*tear.choice(written), tear)
+        self.last_sync.clear()
         return lost
+
+    def _tear(self, path: Path, key: FileKey, unsynced: bytes, tear: random.Random) -> int:
+        """A write under way at the power loss reached the disk in part: past the segment's
+        durable size, a proper prefix of its unsynced tail or, with none (every append synced
+        under ``kemu.log.flush=always``), of what its last sync made durable (a batch written
+        again, torn). A boot's recovery must truncate it. Returns the bytes written."""
+        if not unsynced:
+            start, end = self.last_sync.get(key, 0), self.synced.get(key, 0)
+            with path.open("rb") as segment:
+                segment.seek(start)
+                unsynced = segment.read(end - start)
+            # never a whole batch again (its length at bytes 8-12 of its header): no disk
+            # leaves a valid copy of old data behind
+            if len(unsynced) >= 12:
+                unsynced = unsynced[: 12 + int.from_bytes(unsynced[8:12], "big", signed=True)]
+        if len(unsynced) < 2:
+            return 0
+        partial = unsynced[: tear.randrange(1, len(unsynced))]
+        with path.open("ab") as segment:
+            segment.write(partial)
+        return len(partial)
 
     def _undo_entries(self) -> int:
         """Names created or replaced since their directory's last sync (segments aside)."""

@@ -9,6 +9,8 @@ Every callback runs on behalf of a ``Process`` (a broker incarnation or a client
 ``contextvars`` context asyncio gives each handle and task: a callback whose process has died is
 skipped, so a crash stops all its tasks and timers at once, as SIGKILL stops a real process,
 without a cooperating shutdown. Callbacks with no process (the harness itself) always run.
+A process can also be frozen for a while (``SimLoop.freeze``, SIGSTOP then SIGCONT): its
+callbacks, timers and arriving bytes wait, in order, until it thaws; its connections stay open.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ class Process:
     def __init__(self, name: str) -> None:
         self.name = name
         self.dead = False
+        self.frozen = False
+        # what came due while frozen, in order, with the context each would have run in
+        self.deferred: list[tuple[Callable[..., Any], tuple[Any, ...], contextvars.Context]] = []
         self.context = contextvars.copy_context()
         self.context.run(CURRENT.set, self)
 
@@ -91,8 +96,13 @@ class Stalled(RuntimeError):
 
 
 def _guarded(process: Process, callback: Callable[..., Any], *args: Any) -> None:
-    if not process.dead:
-        callback(*args)
+    if process.dead:
+        return
+    if process.frozen:
+        # run in a copy of its context at the thaw: kemu's code sets no context variable
+        process.deferred.append((callback, args, contextvars.copy_context()))
+        return
+    callback(*args)
 
 
 class _Due(float):
@@ -188,6 +198,18 @@ class SimLoop(asyncio.BaseEventLoop):
         if len(self.tasks) % 4096 == 0:
             self.tasks = [task for task in self.tasks if not task.done()]
         return task
+
+    def freeze(self, process: Process, seconds: float) -> None:
+        """``process`` stops for ``seconds`` of virtual time (as SIGSTOP, then SIGCONT): what
+        would run on its behalf meanwhile runs, in the same order, once it thaws."""
+        process.frozen = True
+        self.call_at(self._now + seconds, self.thaw, process, context=contextvars.Context())
+
+    def thaw(self, process: Process) -> None:
+        process.frozen = False
+        deferred, process.deferred = process.deferred, []
+        for callback, args, context in deferred:
+            self.call_soon(callback, *args, context=context)
 
     def bury(self) -> None:
         """At the end of a run: close every unfinished coroutine now, while nothing runs."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import hashlib
 import logging
@@ -48,6 +49,7 @@ from kemu.testing.sim.loop import START_S, SimLoop, lookups_without_getpid
 from kemu.testing.sim.network import SimNetwork
 from kemu.testing.sim.oracles import Oracles
 from kemu.testing.sim.settings import lost_settings, prepare
+from kemu.testing.sim.stalls import STALL_SECONDS, counting_expiries
 from kemu.testing.sim.workload import (
     CONSUMER_GROUP,
     INPUT,
@@ -215,6 +217,10 @@ class Simulation:
         self.oracles = Oracles(seed)
         self.chaos = Chaos(self.rng, self.rates)
         self._cleaner_rng = random.Random(f"{seed}-cleaner")
+        self._dead_letter_rng = random.Random(f"{seed}-dead-letter")
+        # whether a crash point's crash is a power loss, and the torn writes power losses leave
+        self._power_rng = random.Random(f"{seed}-power")
+        self._tear_rng = random.Random(f"{seed}-tear")
         self.violations: list[str] = []
         self.logged: list[str] = []  # kemu's error log events (quiet_logs)
         self.failed_step: int | None = None
@@ -233,6 +239,7 @@ class Simulation:
             share_service.DECODED_BATCHES.enabled(DECODED_BATCHES_KEPT),
             transaction_service.DECODED_BATCHES.enabled(DECODED_BATCHES_KEPT),
             offsets_log.DECODED_BATCHES.enabled(DECODED_BATCHES_KEPT),
+            counting_expiries(self.chaos.note),
         ):
             return self._run()
 
@@ -372,11 +379,42 @@ class Simulation:
                 self.dead_until[victim.name] = self.step + self.rng.randint(1, 100)
                 chaos.note(f"client.death.{victim.kind}")
                 self.log(f"{victim.name} dies")
+        if chaos.roll(rates.stall):
+            self._stall()
+
+    def _stall(self) -> None:
+        """A client that holds share records or an open transaction at a point of its work
+        (``Actor.stall_points``) will go quiet there, the next time it gets there
+        (``stalls.py``)."""
+        candidates = [
+            (actor, point)
+            for actor in self.actors
+            if actor.alive and actor.stall_armed is None
+            for point in actor.stall_points
+        ]
+        if candidates:
+            actor, point = self.rng.choice(candidates)
+            actor.stall_armed = (self.rng.uniform(*STALL_SECONDS), point)
+            actor.stalling = self._stalling
+
+    def _stalling(self, actor: Actor, point: str, seconds: float) -> None:
+        if self.settling or actor.process is None:
+            return
+        self.loop.freeze(actor.process, seconds)
+        self.chaos.note(f"stall.{actor.kind}.{point}")
+        self.log(f"{actor.name} stalls for {seconds:.1f} s at {point}")
 
     def _crash_point(self, name: str) -> None:
         # The cleaner's points draw from their own stream: when the cleaner runs moves no other
         # choice, so a seed's trace does not depend on the sim's segment size or cleaner backoff.
-        roll = self._cleaner_rng.random if name.startswith("clean.") else self.rng.random
+        # The KIP-1191 dead-letter points likewise, at their own higher rate: a record reaches
+        # them only at its last delivery, so at crash_point's rate kemu never died there.
+        roll, rate = self.rng.random, self.rates.crash_point
+        if name.startswith("clean."):
+            roll = self._cleaner_rng.random
+        elif name in ("share.archiving", "share.dead_lettered"):
+            roll, rate = self._dead_letter_rng.random, self.rates.dead_letter_point
+            self.ledger.count(f"reached.{name}")
         if name == "clean.swap_committed":
             self.ledger.count("cleaner.cleaned")  # a partition's cleaned segments swapped in
         # Settling: no crash point fires (nor draws). A kemu still dying there every few dozen
@@ -384,22 +422,45 @@ class Simulation:
         # ended while it was down (each boot gives every member a fresh 45 s session, as
         # Kafka's coordinator does), and no live member reads the partitions assigned to it
         # (seed 2001 x 10000: 1,012 outputs missing after the 600 s).
-        if self.settling or not self.kemu.up or not roll() < self.rates.crash_point:
+        if self.settling or not self.kemu.up or not roll() < rate:
             return
-        self._crash_kemu(f"crash point {name}", power_loss=False)
+        # a power loss there too (as at random steps): the unsynced tails, a torn write, and
+        # the cleaner's renames not yet made durable go with it
+        chance = self.rates.power_loss_at_point
+        power_loss = self.power_loss and self._power_rng.random() < chance
+        self._crash_kemu(f"crash point {name}", power_loss=power_loss)
         raise SimulatedCrash(name)
 
     def _crash_kemu(self, why: str, *, power_loss: bool) -> None:
         # the log ends the crash may take back, learnt at the last moment (a crash point may
         # fire after appends no step check saw): the boot's must not be below them
         self.ledger.violations += self.oracles.check_logs(self.kemu.runtime(), "before a crash")
-        lost = self.kemu.crash(power_loss=power_loss)
+        # At a crash point the dying process's stack still unwinds (SimulatedCrash), and a
+        # ``with`` or ``finally`` on the way out (a buffered file closed) writes what a real
+        # power loss would have stopped: the power goes once it has unwound.
+        later = power_loss and why != "random step"
+        lost = self.kemu.crash(power_loss=power_loss and not later, tear=self._tear_rng)
         kind = "power_loss" if power_loss else "process"
         self.chaos.note(f"crash.{kind}" if why == "random step" else f"crash.{why.split()[-1]}")
-        if power_loss:
+        if later:
+            self.chaos.note("crash.power_loss_at_point")
+            self.loop.call_soon(self._lose_power, context=contextvars.Context())
+        if power_loss and not later:
             self.oracles.forget_cut({_partition_of(name) for name in self.kemu.disk.cut})
         self.down_until = self.step + self.rng.randint(1, 30)
-        self.log(f"kemu crashes ({kind}, {why}), {lost} unsynced bytes lost")
+        left = self._torn(power_loss and not later)
+        self.log(f"kemu crashes ({kind}, {why}), {lost} unsynced bytes lost{left}")
+
+    def _lose_power(self) -> None:
+        lost = self.kemu.disk.lose_unsynced(self._tear_rng)
+        self.oracles.forget_cut({_partition_of(name) for name in self.kemu.disk.cut})
+        self.log(f"the power goes: {lost} unsynced bytes lost{self._torn(True)}")
+
+    def _torn(self, power_loss: bool) -> str:
+        torn = self.kemu.disk.torn if power_loss else 0
+        if torn:
+            self.chaos.note("crash.torn_tail")
+        return f", a torn write of {torn} bytes left" if torn else ""
 
     def _kill(self, actor: Actor) -> None:
         if actor.process is not None and not actor.process.dead:

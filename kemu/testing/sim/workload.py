@@ -50,6 +50,11 @@ PIPE_GROUP, READER_GROUP, CONSUMER_GROUP = "pipe", "readers", "members"
 # harness sets (the end check knows it from here, not from kemu)
 DLQ = "dlq.pipe"
 PIPE_DELIVERY_LIMIT = 5
+# A few seconds (Kafka's clients: 60 s): a transaction left open by a stall (stalls.py), a
+# dead producer or a slow answer times out while the simulated kemu is up, which it seldom is
+# for long
+INPUT_TRANSACTION_TIMEOUT_MS = 4_000
+PIPE_TRANSACTION_TIMEOUT_MS = 3_500
 Headers = tuple[tuple[str, bytes | None], ...]
 # what a client survives and retries; anything else is a bug the harness reports
 EXPECTED = (
@@ -149,9 +154,26 @@ class Actor:
         self.task: asyncio.Task[None] | None = None
         self.lives = 0
         self.clients: list[Any] = []  # the current life's clients, for a post-mortem
+        # a stall the harness asked for (stalls.py): its length, and the point of ``body`` it
+        # comes at (one of ``stall_points``); then ``stalling`` freezes this process
+        self.stall_armed: tuple[float, str] | None = None
+        self.stalling: Callable[[Actor, str, float], None] = lambda _a, _p, _s: None
+
+    # where ``body`` holds what a stall is for (stalls.py); none: it never stalls
+    stall_points: tuple[str, ...] = ()
+
+    async def chance_to_stall(self, point: str) -> None:
+        """Stall here if the harness asked for a stall at ``point``: the process freezes, and
+        this task goes on when it thaws."""
+        armed = self.stall_armed
+        if armed is not None and armed[1] == point:
+            self.stall_armed = None
+            self.stalling(self, point, armed[0])
+            await asyncio.sleep(0)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.lives += 1
+        self.stall_armed = None
         self.process = Process(f"{self.name}#{self.lives}")
         self.task = loop.create_task(self._guarded(), context=self.process.context)
 
@@ -285,6 +307,7 @@ class InputProducer(Actor):
     ``max_in_flight`` above 1 a transaction's sends go out at once, pipelined per partition."""
 
     kind = "producer"
+    stall_points = ("transaction",)
 
     def __init__(self, *args: Any, max_in_flight: int = 1, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -295,10 +318,11 @@ class InputProducer(Actor):
         producer = TransactionalProducer(
             self.bootstrap,
             f"{self.name}-tx",
-            transaction_timeout_ms=20_000,
+            transaction_timeout_ms=INPUT_TRANSACTION_TIMEOUT_MS,
             request_timeout=10,
             max_in_flight=self.max_in_flight,
         )
+        self.clients = [producer]
         try:
             await producer.init_transactions()
             while True:
@@ -321,6 +345,7 @@ class InputProducer(Actor):
                         values.append(value)
                         sends.append(producer.send(INPUT, value, partition=self.rng.randrange(3)))
                     answers = await asyncio.gather(*sends)
+                await self.chance_to_stall("transaction")
                 if self.rng.random() < 0.1:
                     await producer.abort_transaction()
                     self.ledger.count("producer.aborted")
@@ -403,6 +428,7 @@ class Pipeline(Actor):
     """KIP-1289: share -> transform -> produce, with the share acks in the same transaction."""
 
     kind = "pipeline"
+    stall_points = ("records", "staged")
 
     async def body(self) -> None:
         consumer = ShareConsumer(
@@ -416,7 +442,7 @@ class Pipeline(Actor):
         producer = TransactionalProducer(
             self.bootstrap,
             f"{self.name}-tx",
-            transaction_timeout_ms=15_000,
+            transaction_timeout_ms=PIPE_TRANSACTION_TIMEOUT_MS,
             request_timeout=10,
             share_acknowledgement_form=form,
         )
@@ -445,6 +471,7 @@ class Pipeline(Actor):
                         )
                 if not batch:
                     continue
+                await self.chance_to_stall("records")
                 producer.begin_transaction()
                 sends: dict[tuple[int, int, int], list[bytes]] = {}
                 try:
@@ -458,6 +485,7 @@ class Pipeline(Actor):
                         consumer.acknowledgements_for_transaction(),
                         consumer.share_group_metadata(),
                     )
+                    await self.chance_to_stall("staged")  # its share acks TX_PENDING
                     if self.rng.random() < 0.05:
                         raise _ApplicationAbort
                     if self.rng.random() < 0.3:  # other work before the commit (a checkpoint)
@@ -493,6 +521,7 @@ class Reader(Actor):
     """A share consumer ACCEPTing (or now and then RELEASEing) with explicit ShareAcknowledge."""
 
     kind = "reader"
+    stall_points = ("records",)
 
     async def body(self) -> None:
         consumer = ShareConsumer(
@@ -522,6 +551,7 @@ class Reader(Actor):
                         accepted.append(record)
                 if not batch:
                     continue
+                await self.chance_to_stall("records")
                 results = await consumer.commit()
                 confirmed = self.ledger.tick()
                 for record in accepted:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,21 @@ INTERNAL_SEGMENT_CONFIGS = (
 )
 
 
+SIM_TIMEOUTS = {
+    "group.share.record.lock.duration.ms": "2000",
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.session.timeout.ms": "3000",
+    "group.share.min.session.timeout.ms": "1000",
+    "group.share.heartbeat.interval.ms": "1000",
+    "group.share.min.heartbeat.interval.ms": "100",
+    "group.consumer.session.timeout.ms": "3000",
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "100",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+}
+
+
 def broker_config(overrides: dict[str, str]) -> BrokerConfig:
     settings = {
         "kemu.kip1289.enable": "true",
@@ -67,6 +83,12 @@ def broker_config(overrides: dict[str, str]) -> BrokerConfig:
         # boot) is what moves a share-state log's start past a key written once; at Kafka's
         # interval it never fires in a run, and each boot reloads an unpruned state log.
         "share.coordinator.cold.partition.snapshot.interval.ms": str(SIM_COLD_SNAPSHOT_INTERVAL_MS),
+        # Sim only: a share consumer or producer that stalls (stalls.py) or dies outlives its
+        # record locks (Kafka: 30 s), its member session (45 s) and its transaction (the
+        # clients' timeouts, workload.py) while kemu is up, and the timed-out transaction is
+        # aborted within a second (Kafka checks every 10 s): a kemu lives a few seconds
+        # between crashes, and each boot releases every lock and renews every session.
+        **SIM_TIMEOUTS,
         **overrides,
     }
     return BrokerConfig(settings)
@@ -130,14 +152,15 @@ class SimKemu:
             hook(server)
         return server
 
-    def crash(self, *, power_loss: bool = False) -> int:
-        """Kill the process now; returns the bytes a power loss took (0 for a process crash)."""
+    def crash(self, *, power_loss: bool = False, tear: random.Random | None = None) -> int:
+        """Kill the process now; returns the bytes a power loss took (0 for a process crash).
+        ``tear``: a power loss may leave a torn write at a segment's end (``DiskModel._tear``)."""
         assert self.process is not None and self.server is not None
         self.process.dead = True
         self.network.process_died(self.process)
         server, self.server = self.server, None
         _close_descriptors(server)
-        return self.disk.lose_unsynced() if power_loss else 0
+        return self.disk.lose_unsynced(tear) if power_loss else 0
 
     def runtime(self) -> Any:
         return None if self.server is None else self.server.runtime

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 from kemu.testing.sim.disk import DiskModel
@@ -85,3 +86,55 @@ def test_a_deleted_file_is_no_durable_entry_of_a_later_file_given_its_inode(
         assert (deleted.st_dev, deleted.st_ino) not in disk.listings[tmp_path].values()
     finally:
         disk.uninstall()
+
+
+def test_the_cleaners_synced_segments_keep_their_synced_size(tmp_path: Path) -> None:
+    """The model syncs ``.log.cleaned`` and ``.swap`` files as segments (their size), but a
+    power loss told segments by ``path.suffix == ".log"``: both were taken for other files with
+    no durable content, and emptied (found by an audit, never by a seed: no power loss fell
+    while the cleaner held such files)."""
+    disk = DiskModel(tmp_path)
+    disk.install()
+    try:
+        cleaned = tmp_path / "00000000000000000000.log.cleaned"
+        swap = tmp_path / "00000000000000000100.00000000000000000200.swap"
+        for path, size in ((cleaned, 500), (swap, 1000)):
+            descriptor = os.open(path, os.O_CREAT | os.O_WRONLY)
+            os.write(descriptor, b"x" * size)
+            os.fsync(descriptor)
+            os.write(descriptor, b"unsynced")
+            os.close(descriptor)
+        os.fsync(directory := os.open(tmp_path, os.O_RDONLY))
+        os.close(directory)
+        assert disk.lose_unsynced() == 2 * len(b"unsynced")
+    finally:
+        disk.uninstall()
+    assert (cleaned.stat().st_size, swap.stat().st_size) == (500, 1000)
+
+
+def test_a_power_loss_may_leave_a_torn_write_past_the_synced_size(tmp_path: Path) -> None:
+    """With every append synced (``kemu.log.flush=always``) nothing is unsynced: the torn
+    write is a proper prefix of the last batch synced, never a whole one, past the durable
+    size; recovery must truncate it."""
+    batch = (0).to_bytes(8, "big") + (20).to_bytes(4, "big") + b"b" * 20  # 32 bytes
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(b"")
+    disk = DiskModel(tmp_path)
+    disk.baseline()
+    disk.install()
+    torn = []
+    try:
+        for seed in range(20):
+            descriptor = os.open(segment, os.O_WRONLY | os.O_APPEND)
+            os.write(descriptor, batch + batch)  # two batches, one sync
+            os.fsync(descriptor)
+            os.close(descriptor)
+            durable = segment.stat().st_size
+            disk.lose_unsynced(tear=random.Random(seed))
+            torn.append(disk.torn)
+            tail = segment.read_bytes()[durable:]
+            assert tail == batch[: len(tail)] and len(tail) < len(batch)
+            os.truncate(segment, durable)  # as recovery does
+    finally:
+        disk.uninstall()
+    assert 0 in torn and any(torn)
