@@ -73,10 +73,8 @@ class FaultRates:
     # per KIP-1191 dead-letter crash point reached (share.archiving, share.dead_lettered): a
     # record reaches them only at its last delivery, a few times a thousand steps
     dead_letter_point: float = 0.25
-    # the chance that a crash at a crash point is a power loss too (kemu.log.flush=always
-    # only). Off by default: seed 25 x 150 at crash_point=0.03 with 0.3 here fails the replay
-    # check after a power loss at txn.prepared, not yet explained (docs/reliability.md)
-    power_loss_at_point: float = 0.0
+    # the chance that a crash at a crash point is a power loss too (kemu.log.flush=always only)
+    power_loss_at_point: float = 0.3
 
     @classmethod
     def none(cls) -> FaultRates:
