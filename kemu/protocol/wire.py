@@ -32,6 +32,7 @@ from kemu.protocol import fastwrite
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.guard import check_legacy_nulls, check_request
 from kemu.protocol.kip1289 import NAMES as KEMU_NAMES
+from kemu.protocol.unset_timestamps import readable
 
 # kemu's own schemas: KIP-1289's messages, and versions kio does not have yet (Kafka 4.4's
 # ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3; streams v1). Each package (and the kio
@@ -156,7 +157,7 @@ _WRITERS: dict[type[Any], Callable[[io.BytesIO, Any], None]] = {}
 def _reader(cls: type[Any]) -> Callable[[bytes, int], tuple[Any, int]]:
     found = _READERS.get(cls)
     if found is None:
-        found = _READERS[cls] = entity_reader(cls)
+        found = _READERS[cls] = entity_reader(readable(cls))  # -1 timestamps read as None
     return found
 
 
