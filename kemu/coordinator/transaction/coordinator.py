@@ -22,6 +22,12 @@ retry with the previous epoch of a completed EndTxn gets the same answer, and so
 the EndTxn that exhausted the epoch (old id, epoch 32766: the new id at epoch 0, as Kafka's
 ``retryOnOverflow`` recognises it by ``previous_producer_id``). An Ongoing transaction
 older than its timeout is aborted with a bumped epoch (the producer is fenced, as in Kafka).
+
+InitProducerId naming the id and epoch the producer holds (KIP-360) is a retry, as in Kafka's
+``prepareInitProducerIdTransit``, when the epoch is the one before the last bump a request named
+(``last_producer_epoch``: an InitProducerId's, an EndTxn v5's or a fence's; a bump that named
+none keeps none); the id may be the one the last transition replaced, at its exhausted epoch
+(``replaced_producer_id``). Over an Ongoing transaction any epoch of the current id aborts it.
 """
 
 from __future__ import annotations
@@ -88,6 +94,10 @@ class TransactionMetadata:
     # the producer id a prepared transaction's exhausting bump allocated (-1: none); it takes
     # over, at epoch 0, when the transaction completes
     next_producer_id: int = NO_PRODUCER_ID
+    # the producer id the last transition replaced (-1: it kept the id; Kafka's prevProducerId
+    # while it differs from the current one). Not persisted, nor compared: a retry that names
+    # it needs the last epoch too, which a loaded Kafka coordinator no longer has.
+    replaced_producer_id: int = field(default=NO_PRODUCER_ID, compare=False)
 
     def answered(self) -> tuple[int, int]:
         """The producer id and epoch the client holds: the next ones once allocated."""
@@ -160,6 +170,13 @@ class TransactionCoordinator:
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
     ) -> Outcome:
+        """Kafka's ``prepareInitProducerIdTransit``. A request naming a producer id (KIP-360: the
+        id and epoch the producer holds) is fenced unless it names the current id, or the id the
+        last transition replaced at an exhausted epoch (a retry of the request that exhausted it).
+        Over an Ongoing transaction any epoch of it aborts the transaction. Otherwise its epoch
+        is bumped, or, if it is the epoch before the last bump a request named (the last epoch;
+        an InitProducerId without a producer id forgets it), it is a retry answered the current
+        id and epoch, the transaction Empty."""
         if not 0 < timeout_ms <= self.max_timeout_ms:
             return Outcome(ErrorCode.invalid_transaction_timeout)
         meta = self.transactions.get(transactional_id)
@@ -171,29 +188,49 @@ class TransactionCoordinator:
             return self._answer(meta, [self._record(meta)])
         if meta.state in PREPARING:
             return Outcome(ErrorCode.concurrent_transactions)
-        if producer_id != NO_PRODUCER_ID:
-            retried = producer_id == meta.producer_id and producer_epoch == meta.last_producer_epoch
-            if retried and meta.state == TxnState.EMPTY:
-                return self._answer(meta, [])  # a retry of the bump we already made
-            if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
-                return Outcome(ErrorCode.producer_fenced)
+        named = producer_id != NO_PRODUCER_ID
+        if named and not self._held_by(meta, producer_id, producer_epoch):
+            return Outcome(ErrorCode.producer_fenced)
         meta.timeout_ms = timeout_ms
         if meta.state == TxnState.ONGOING:
             # Fence the previous producer and abort its transaction with the bumped epoch. As in
             # Kafka that epoch is never handed out: CONCURRENT_TRANSACTIONS makes the caller
             # retry once the abort completed, and the retry bumps again into Empty (so
             # Admin.forceTerminateTransaction ends Empty, the epoch bumped twice).
+            # Its last epoch is the fenced producer's (Kafka 4.4.0's fence with transaction
+            # version 2): that producer's InitProducerId is then a retry, the zombie's is fenced.
             self._bump(meta)
             fenced = self._prepare(meta, commit=False, now_ms=now_ms)
             return replace(fenced, error=ErrorCode.concurrent_transactions)
+        if named and producer_epoch != meta.producer_epoch:
+            if producer_epoch != meta.last_producer_epoch:
+                return Outcome(ErrorCode.producer_fenced)
+            return self._emptied(meta, now_ms)  # a retry of the bump we already made
+        last_epoch = meta.producer_epoch if named else NO_PRODUCER_EPOCH
         self._bump(meta)
-        self._take_next_producer_id(meta)  # no transaction to end: the new id is in use at once
+        replaced = self._take_next_producer_id(meta)  # no transaction to end: in use at once
+        meta.last_producer_epoch = last_epoch
+        return self._emptied(meta, now_ms, replaced=replaced)
+
+    @staticmethod
+    def _held_by(meta: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:
+        """Whether an InitProducerId naming ``producer_id`` may go on (Kafka's
+        ``isValidProducerId``): the current id at any epoch, or the id the last transition
+        replaced at its exhausted epoch."""
+        return producer_id == meta.producer_id or (
+            producer_id == meta.replaced_producer_id and producer_epoch >= MAX_EPOCH - 1
+        )
+
+    def _emptied(
+        self, meta: TransactionMetadata, now_ms: int, *, replaced: int = NO_PRODUCER_ID
+    ) -> Outcome:
+        """InitProducerId's transition to Empty; the current id and epoch answered."""
         meta.state = TxnState.EMPTY
         meta.partitions.clear()
         meta.share_partitions.clear()
         meta.start_ms = -1
         meta.last_update_ms = now_ms
-        return self._answer(meta, [self._record(meta)])
+        return self._answer(meta, [self._record(meta, replaced=replaced)])
 
     def _bump(self, meta: TransactionMetadata) -> None:
         """Bump the epoch. The id and epoch it leaves are those the markers of a transaction
@@ -209,16 +246,18 @@ class TransactionCoordinator:
         meta.producer_epoch += 1
 
     @staticmethod
-    def _take_next_producer_id(meta: TransactionMetadata) -> None:
-        """The producer id an exhausting bump allocated takes over at epoch 0 (with no last
-        epoch: a request of the old id is not taken for a retry of the new one's)."""
+    def _take_next_producer_id(meta: TransactionMetadata) -> int:
+        """The producer id an exhausting bump allocated takes over at epoch 0; the id it
+        replaced is returned (-1: none). The last epoch stays the old id's last usable one, as
+        in Kafka: a retry of the request that exhausted it names the old id at that epoch."""
         if meta.next_producer_id == NO_PRODUCER_ID:
-            return
-        meta.previous_producer_id = meta.producer_id
+            return NO_PRODUCER_ID
+        replaced = meta.producer_id
+        meta.previous_producer_id = replaced
         meta.producer_id = meta.next_producer_id
         meta.producer_epoch = 0
-        meta.last_producer_epoch = NO_PRODUCER_EPOCH
         meta.next_producer_id = NO_PRODUCER_ID
+        return replaced
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn / implicit adds (TV2) --------------------------
 
@@ -450,11 +489,11 @@ class TransactionCoordinator:
             return []
         commit = meta.state == TxnState.PREPARE_COMMIT
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        self._take_next_producer_id(meta)
+        replaced = self._take_next_producer_id(meta)
         meta.partitions.clear()
         meta.share_partitions.clear()
         meta.last_update_ms = now_ms
-        return [self._record(meta)]
+        return [self._record(meta, replaced=replaced)]
 
     # --- timeouts, load ----------------------------------------------------------------------
 
@@ -537,7 +576,9 @@ class TransactionCoordinator:
 
     # --- helpers -----------------------------------------------------------------------------
 
-    def _record(self, meta: TransactionMetadata) -> Record:
+    def _record(self, meta: TransactionMetadata, *, replaced: int = NO_PRODUCER_ID) -> Record:
+        """The record of a transition; ``replaced``: the producer id it replaced, if it did."""
+        meta.replaced_producer_id = replaced
         return (meta.transactional_id, meta.record())
 
     def _answer(self, meta: TransactionMetadata, records: list[Record]) -> Outcome:

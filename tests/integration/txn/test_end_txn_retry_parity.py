@@ -12,7 +12,17 @@ epoch 0). After each, the producer retries with what it held. Kafka 4.4.0 answer
   INVALID_PRODUCER_ID_MAPPING);
 - the old id at 32766 once the new id opened a transaction: INVALID_PRODUCER_ID_MAPPING.
 
-The unit tests of the same answers: tests/unit/coordinator/transaction/test_end_txn_retry.py.
+InitProducerId with a producer id and epoch (KIP-360) is answered as Kafka's
+``prepareInitProducerIdTransit`` answers it, on another transactional id each: the epoch before
+the last bump of a request that named one (an InitProducerId, or the EndTxn v5 that bumped it) is
+a retry, NONE with the current epoch (and the transaction Empty); after an InitProducerId without
+one (a new instance) it is fenced; over an Ongoing transaction any epoch of the current id aborts
+it (CONCURRENT_TRANSACTIONS) and the fenced producer's epoch is then the last one, a retry; after
+the commit that exhausted the epoch, the old id at 32766 gets
+the new id at epoch 0, once.
+
+The unit tests of the same answers: tests/unit/coordinator/transaction/test_end_txn_retry.py,
+tests/unit/coordinator/transaction/test_init_producer_id_retry.py.
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ NOT_YET = (
     ErrorCode.concurrent_transactions,
 )
 Answer = tuple[str, str, int]  # error, producer id ("old", "new" or "-1"), epoch
+Described = tuple[str, str, int]  # state, producer id (named as in Answer), epoch
 
 KAFKA_ANSWERS: dict[str, Answer] = {
     "commit": ("none", "old", LAST_USABLE),
@@ -128,11 +139,40 @@ class Producer:
             producer_epoch=epoch,
             committed=commit,
         )
-        answered = int(answer.producer_id)
-        named = "-1" if answered == -1 else "old" if answered == self.old_id else "new"
-        if named == "new":
-            self.new_id = answered
+        named = self.named(int(answer.producer_id))
         return ErrorCode(answer.error_code).name, named, int(answer.producer_epoch)
+
+    def init(self, producer_id: int, epoch: int) -> Answer:
+        """InitProducerId v5 naming the producer id and epoch the producer holds (KIP-360)."""
+        answer = self.client.call(
+            1,
+            INIT_PRODUCER_ID,
+            5,
+            transactional_id=self.transactional_id,
+            transaction_timeout=TIMEOUT,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+        )
+        return (
+            ErrorCode(answer.error_code).name,
+            self.named(int(answer.producer_id)),
+            int(answer.producer_epoch),
+        )
+
+    def named(self, producer_id: int) -> str:
+        named = "-1" if producer_id == -1 else "old" if producer_id == self.old_id else "new"
+        if named == "new":
+            self.new_id = producer_id
+        return named
+
+    def described(self) -> Described:
+        answer = self.client.call(1, DESCRIBE_TXNS, 0, transactional_ids=(self.transactional_id,))
+        [found] = answer.transaction_states
+        return (
+            str(found.transaction_state),
+            self.named(int(found.producer_id)),
+            int(found.producer_epoch),
+        )
 
     def settled(self) -> None:
         """Wait until the transaction completed (Kafka writes its markers after it answers)."""
@@ -148,9 +188,14 @@ class Producer:
 
 
 @pytest.fixture(scope="module")
-def producer(server: Server) -> Iterator[Producer]:
+def client(server: Server) -> Iterator[WireClient]:
     with client_with_topic(server, TOPIC, "end-txn-retry") as client:
-        yield Producer(client)
+        yield client
+
+
+@pytest.fixture
+def producer(client: WireClient) -> Producer:
+    return Producer(client)
 
 
 def test_retried_end_txn_answers_are_kafkas(producer: Producer) -> None:
@@ -175,3 +220,75 @@ def test_retried_end_txn_answers_are_kafkas(producer: Producer) -> None:
     assert producer.add(producer.new_id, 0) == ErrorCode.none
     answers["old id after the new one's add"] = producer.end(old, LAST_USABLE, commit=True)
     assert answers == KAFKA_ANSWERS
+
+
+KAFKA_INIT_ANSWERS: dict[str, Answer | Described] = {
+    "bump": ("none", "old", 1),
+    "bump retried": ("none", "old", 1),
+    "bump retried, described": ("Empty", "old", 1),
+    "new instance": ("none", "old", 2),
+    "zombie of the bump retried": ("producer_fenced", "-1", -1),
+    "commit": ("none", "old", 3),
+    "commit's epoch": ("none", "old", 3),
+    "commit's epoch, described": ("Empty", "old", 3),
+    "commit's epoch again": ("none", "old", 3),
+    "older epoch": ("producer_fenced", "-1", -1),
+    "ongoing, older epoch": ("concurrent_transactions", "-1", -1),
+    "ongoing, older epoch, described": ("CompleteAbort", "old", 4),
+    "ongoing, older epoch retried": ("producer_fenced", "-1", -1),
+    "ongoing, another id": ("producer_fenced", "-1", -1),
+    "the fenced producer's epoch": ("none", "old", 4),
+    "the fenced producer's epoch, described": ("Empty", "old", 4),
+    "after it": ("none", "old", 5),
+}
+
+
+def test_init_producer_id_retry_answers_are_kafkas(producer: Producer) -> None:
+    old, _ = producer.init_to(0)
+    answers: dict[str, Answer | Described] = {}
+    answers["bump"] = producer.init(old, 0)
+    answers["bump retried"] = producer.init(old, 0)
+    answers["bump retried, described"] = producer.described()
+    answers["new instance"] = producer.init(-1, -1)
+    answers["zombie of the bump retried"] = producer.init(old, 1)
+
+    assert producer.add(old, 2) == ErrorCode.none
+    answers["commit"] = producer.end(old, 2, commit=True)
+    producer.settled()
+    answers["commit's epoch"] = producer.init(old, 2)
+    answers["commit's epoch, described"] = producer.described()
+    answers["commit's epoch again"] = producer.init(old, 2)
+    answers["older epoch"] = producer.init(old, 1)
+
+    assert producer.add(old, 3) == ErrorCode.none
+    answers["ongoing, older epoch"] = producer.init(old, 1)
+    producer.settled()
+    answers["ongoing, older epoch, described"] = producer.described()
+    answers["ongoing, older epoch retried"] = producer.init(old, 1)
+    answers["ongoing, another id"] = producer.init(old + 1000, 0)
+    answers["the fenced producer's epoch"] = producer.init(old, 3)
+    answers["the fenced producer's epoch, described"] = producer.described()
+    answers["after it"] = producer.init(old, 4)
+    assert answers == KAFKA_INIT_ANSWERS
+
+
+KAFKA_EXHAUSTED_INIT_ANSWERS: dict[str, Answer | Described] = {
+    "exhausting commit": ("none", "new", 0),
+    "old id at 32766": ("none", "new", 0),
+    "old id at 32766, described": ("Empty", "new", 0),
+    "old id at 32766 again": ("producer_fenced", "-1", -1),
+    "new id": ("none", "new", 1),
+}
+
+
+def test_init_producer_id_after_the_exhausting_commit_is_kafkas(producer: Producer) -> None:
+    old, epoch = producer.init_to(LAST_USABLE)
+    answers: dict[str, Answer | Described] = {}
+    assert producer.add(old, epoch) == ErrorCode.none
+    answers["exhausting commit"] = producer.end(old, LAST_USABLE, commit=True)
+    producer.settled()
+    answers["old id at 32766"] = producer.init(old, LAST_USABLE)
+    answers["old id at 32766, described"] = producer.described()
+    answers["old id at 32766 again"] = producer.init(old, LAST_USABLE)
+    answers["new id"] = producer.init(producer.new_id, 0)
+    assert answers == KAFKA_EXHAUSTED_INIT_ANSWERS

@@ -52,10 +52,12 @@ def test_init_allocates_then_bumps_and_fences() -> None:
     assert (
         c.add_partitions(TXN, 7, 1, [TP], now_ms=2).error is ErrorCode.invalid_producer_id_mapping
     )
-    retry = c.init_producer_id(TXN, 10_000, 3, 1000, 0)  # a retry of the bump to epoch 1
-    assert (retry.error, retry.producer_epoch, retry.records) == (ErrorCode.none, 1, [])
+    # the bump to epoch 1 named no epoch (a new instance): epoch 0 is fenced, not a retry
+    assert c.init_producer_id(TXN, 10_000, 3, 1000, 0).error is ErrorCode.producer_fenced
     assert c.init_producer_id(TXN, 10_000, 4, 1000, 1).producer_epoch == 2  # KIP-360 bump
-    assert c.init_producer_id(TXN, 10_000, 5, 1000, 0).error is ErrorCode.producer_fenced
+    retry = c.init_producer_id(TXN, 10_000, 5, 1000, 1)  # a retry of the bump to epoch 2
+    assert (retry.error, retry.producer_epoch) == (ErrorCode.none, 2)
+    assert c.init_producer_id(TXN, 10_000, 6, 1000, 0).error is ErrorCode.producer_fenced
 
 
 def test_timeout_above_the_maximum_is_refused() -> None:
@@ -229,12 +231,20 @@ def test_an_exhausted_epoch_ends_the_transaction_under_the_producer_that_wrote_i
     assert (fenced.producer_id, fenced.producer_epoch) == (1001, 0)
 
 
-def test_a_zombie_with_the_previous_epoch_is_fenced_while_a_transaction_is_open() -> None:
+def test_a_zombie_with_the_previous_epoch_aborts_the_open_transaction_then_is_fenced() -> None:
+    # As Kafka 4.4.0 (tests/integration/txn/test_end_txn_retry_parity.py): any epoch of the
+    # current id over an Ongoing transaction fences it; the zombie's retry is then fenced (the
+    # fenced producer's epoch 1 is the last one, a retry).
     c = make()
     c.init_producer_id(TXN, 10_000, 0)
     c.init_producer_id(TXN, 10_000, 1)  # epoch 1
     c.add_partitions(TXN, 1000, 1, [TP], 2)
-    assert c.init_producer_id(TXN, 10_000, 3, 1000, 0).error is ErrorCode.producer_fenced
+    aborted = c.init_producer_id(TXN, 10_000, 3, 1000, 0)
+    assert aborted.error is ErrorCode.concurrent_transactions
+    assert aborted.markers is not None and not aborted.markers.commit
+    c.complete(TXN, 4)
+    assert c.init_producer_id(TXN, 10_000, 5, 1000, 0).error is ErrorCode.producer_fenced
+    assert c.init_producer_id(TXN, 10_000, 6, 1000, 1).producer_epoch == 2
 
 
 def test_a_reopened_segment_log_restores_open_and_aborted_transactions(tmp_path: Path) -> None:
