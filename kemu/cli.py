@@ -398,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster_id=args.cluster_id,
     )
     from kemu.broker.server import ListenError
+    from kemu.storage.data_files import DataFileError
     from kemu.storage.lock import DataDirLocked
 
     try:
@@ -406,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         uvloop.run(_serve(options, args))
     except KeyboardInterrupt:
         pass
-    except (DataDirLocked, ListenError, InvalidConfig, _StartFailed) as error:
+    except (DataDirLocked, DataFileError, ListenError, InvalidConfig, _StartFailed) as error:
         print(f"kemu: {error}", file=sys.stderr)
         return 1
     return 0

@@ -41,6 +41,30 @@ log = structlog.get_logger("kemu.server")
 HANDLER_WARM_DELAY_S = 0.05  # lets a client's first ApiVersions and Metadata through first
 
 
+# kemu's data files besides the topic catalogue (read above), each read by a service built on
+# first use: (file, module, function that builds the service or reads the file). A file present
+# is read at start, so that a damaged one stops kemu before it listens rather than failing every
+# request that needs it; an absent one loads nothing (a fresh start imports no coordinator).
+DATA_FILE_READERS = (
+    ("kemu-group-configs.json", "kemu.coordinator.group.config", "group_config_store"),
+    ("kemu-share-groups.json", "kemu.coordinator.group.share.legacy", "check_share_groups_file"),
+    ("kemu-acls.json", "kemu.broker.security.acls", "acl_store"),
+    ("kemu-scram-credentials.json", "kemu.broker.security.credentials", "credentials"),
+    ("kemu-client-metrics.json", "kemu.cluster.client_metrics", "client_metrics_store"),
+    ("kemu-client-quotas.json", "kemu.cluster.client_quotas", "client_quotas"),
+)
+
+
+def read_data_files(runtime: Runtime) -> None:
+    """Build the service of each data file the data dir holds; raises ``DataFileError``."""
+    data_dir = runtime.cluster.data_dir
+    if data_dir is None:
+        return
+    for file_name, module, reader in DATA_FILE_READERS:
+        if (data_dir / file_name).exists():
+            getattr(importlib.import_module(module), reader)(runtime)
+
+
 class ListenError(Exception):
     """A broker's listener could not bind (the port is in use, the address is not local, ...)."""
 
@@ -92,6 +116,19 @@ class KemuServer:
             options.data_dir.mkdir(parents=True, exist_ok=True)
             # Before anything is read: a second process on the same directory is refused here.
             self._lock = DataDirLock.acquire(options.data_dir)
+        try:
+            self._load(options)
+        except BaseException:  # a damaged data file, a bad config: nothing stays open
+            runtime: Runtime | None = getattr(self, "runtime", None)
+            for partition in runtime.cluster.all_partitions() if runtime is not None else ():
+                partition.log.close()
+            if self._lock is not None:
+                self._lock.release()
+            raise
+
+    def _load(self, options: ServerOptions) -> None:
+        """Everything of ``__init__`` after the data dir is locked: the data dir's files are
+        read here, so a damaged one is refused (``DataFileError``) before kemu listens."""
         # read before any log opens: where each one may skip its recovery scan
         self._recovery_points = (
             RecoveryPoints(options.data_dir) if options.data_dir is not None else None
@@ -152,6 +189,7 @@ class KemuServer:
             from kemu.coordinator.share.service import share_coordinator
 
             share_coordinator(self.runtime)
+        read_data_files(self.runtime)
         self.servers: list[asyncio.Server] = []
         self._tls_servers: list[TlsServer] = []  # SSL and SASL_SSL ports
         self._node_servers: dict[int, list[asyncio.Server | TlsServer]] = {}

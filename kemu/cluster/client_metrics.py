@@ -36,6 +36,7 @@ from kemu.cluster.config_resources import (
 from kemu.cluster.services import Service
 from kemu.config.definitions import ConfigSource, ConfigType
 from kemu.protocol.errors import ErrorCode
+from kemu.storage.data_files import read_data_file
 from kemu.storage.durable import fsync_directory
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ SELECTORS = (
     "client_source_port",
 )
 FILE_NAME = "kemu-client-metrics.json"
+REMEDY = "restore it from a backup, or remove it to start without client-metrics subscriptions"
 KEPT_PUSHES = 1000  # the newest pushed payloads TelemetryStore keeps
 
 
@@ -126,8 +128,8 @@ class ClientMetricsStore:
     def __init__(self, data_dir: Path | None = None) -> None:
         self.path = data_dir / FILE_NAME if data_dir is not None else None
         self.subscriptions: dict[str, dict[str, str]] = {}
-        if self.path is not None and self.path.exists():
-            self.subscriptions = json.loads(self.path.read_text())
+        if self.path is not None:
+            self.subscriptions = read_data_file(self.path, REMEDY, _decode_subscriptions) or {}
 
     def set(self, name: str, values: dict[str, str]) -> None:
         if values:
@@ -157,6 +159,10 @@ class ClientMetricsStore:
         """The subscriptions whose ``match`` selects this client, by name."""
         found = (self.subscription(name) for name in sorted(self.subscriptions))
         return [s for s in found if s.matches(client)]
+
+
+def _decode_subscriptions(saved: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    return {name: dict(values) for name, values in saved.items()}
 
 
 @dataclass

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kemu.cluster.services import Service
+from kemu.storage.data_files import read_data_file
 from kemu.storage.durable import fsync_directory
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 FILE_NAME = "kemu-client-quotas.json"
+REMEDY = "restore it from a backup, or remove it to start without client quotas"
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -107,10 +109,8 @@ class ClientQuotas:
         self.path = data_dir / FILE_NAME if data_dir is not None else None
         self.quotas: dict[Entity, dict[str, float]] = {}
         self.version = 0  # bumped on every change, so enforcement re-indexes the quotas
-        if self.path is not None and self.path.exists():
-            for entry in json.loads(self.path.read_text()):
-                entity = tuple((t, n) for t, n in entry["entity"])
-                self.quotas[entity] = {k: float(v) for k, v in entry["quotas"].items()}
+        if self.path is not None:
+            self.quotas = read_data_file(self.path, REMEDY, _decode_quotas) or {}
 
     def alter(self, entity: Entity, ops: list[QuotaOp], *, validate_only: bool = False) -> None:
         """Apply ``ops`` to one entity, all or nothing; raises QuotaError."""
@@ -205,6 +205,15 @@ class ClientQuotas:
         temporary.replace(self.path)
         # the rename itself is durable only once the directory is synced (a power loss)
         fsync_directory(self.path.parent)
+
+
+def _decode_quotas(saved: list[dict[str, Any]]) -> dict[Entity, dict[str, float]]:
+    return {
+        tuple((kind, name) for kind, name in entry["entity"]): {
+            key: float(value) for key, value in entry["quotas"].items()
+        }
+        for entry in saved
+    }
 
 
 CLIENT_QUOTAS = Service("client_quotas", lambda rt: ClientQuotas(rt.cluster.data_dir))

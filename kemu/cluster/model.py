@@ -14,11 +14,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kemu.cluster import seeded
 from kemu.cluster.partition import Partition
 from kemu.config.definitions import BrokerConfig, TopicConfig
 from kemu.protocol.errors import ErrorCode
+from kemu.storage.data_files import read_data_file
 from kemu.storage.durable import fsync_directory
 from kemu.storage.log import PartitionLog
 
@@ -34,6 +36,8 @@ MAX_RECORDS_PER_USER_OP = 10_000
 EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
 
 LogFactory = Callable[[str, int], PartitionLog]
+METADATA_FILE = "kemu-metadata.json"  # the topic catalogue and dynamic broker configs
+METADATA_REMEDY = "restore it from a backup (removing it would lose every topic and its records)"
 NO_LEADER = -1  # an offline partition's leader (Kafka's Metadata says -1)
 # told (partition, previous leader) after a partition's leader changed: coordinators and share
 # partitions that moved reload their state from the log (kemu/broker/failover.py)
@@ -324,7 +328,7 @@ class Cluster:
                 for topic in self.topics.values()
             ],
         }
-        path = self.data_dir / "kemu-metadata.json"
+        path = self.data_dir / METADATA_FILE
         temporary = path.with_suffix(".tmp")
         temporary.write_text(json.dumps(catalogue, indent=1))
         with open(temporary, "rb+") as handle:
@@ -334,37 +338,81 @@ class Cluster:
         fsync_directory(path.parent)
 
     def load_metadata(self) -> None:
+        """The topic catalogue of the data dir, if it has one; raises ``DataFileError``."""
         if self.data_dir is None:
             return
-        path = self.data_dir / "kemu-metadata.json"
-        if not path.exists():
+        catalogue = read_data_file(
+            self.data_dir / METADATA_FILE, METADATA_REMEDY, _SavedCatalogue.decode
+        )
+        if catalogue is None:
             return
-        catalogue = json.loads(path.read_text())
-        self.cluster_id = catalogue.get("cluster_id", self.cluster_id)
-        broker_configs = catalogue.get("broker_configs", {})
-        self.config.dynamic.update(broker_configs.get("default", {}))
-        for node, configs in broker_configs.get("nodes", {}).items():
-            self.config.node_dynamic[int(node)] = dict(configs)
-        for entry in catalogue["topics"]:
+        self.cluster_id = catalogue.cluster_id or self.cluster_id
+        self.config.dynamic.update(catalogue.default_configs)
+        for node, configs in catalogue.node_configs.items():
+            self.config.node_dynamic[node] = configs
+        for entry in catalogue.topics:
             replicas = [
-                [r for r in rs if r in self.nodes] or [self.node_ids[0]] for rs in entry["replicas"]
+                [r for r in rs if r in self.nodes] or [self.node_ids[0]] for rs in entry.replicas
             ]
             topic = self.create_topic(
-                entry["name"],
+                entry.name,
                 len(replicas),
-                min(entry["replication_factor"], len(self.nodes)),
-                entry["configs"],
-                topic_id=uuid.UUID(entry["topic_id"]),
+                min(entry.replication_factor, len(self.nodes)),
+                entry.configs,
+                topic_id=entry.topic_id,
                 assignments=replicas,
                 persist=False,
             )
-            for partition, epoch in zip(
-                topic.partitions, entry.get("leader_epochs", []), strict=False
-            ):
+            for partition, epoch in zip(topic.partitions, entry.leader_epochs, strict=False):
                 partition.leader_epoch = epoch
-            for partition, leader in zip(topic.partitions, entry.get("leaders", []), strict=False):
+            for partition, leader in zip(topic.partitions, entry.leaders, strict=False):
                 if leader in partition.replicas:
                     partition.leader_id = leader
+
+
+@dataclass(frozen=True, slots=True)
+class _SavedTopic:
+    name: str
+    topic_id: uuid.UUID
+    replication_factor: int
+    configs: dict[str, str]
+    replicas: list[list[int]]
+    leader_epochs: list[int]
+    leaders: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class _SavedCatalogue:
+    """``kemu-metadata.json`` as ``save_metadata`` writes it (older files lack some fields)."""
+
+    cluster_id: str | None
+    default_configs: dict[str, str]
+    node_configs: dict[int, dict[str, str]]
+    topics: list[_SavedTopic]
+
+    @staticmethod
+    def decode(catalogue: dict[str, Any]) -> _SavedCatalogue:
+        broker_configs = catalogue.get("broker_configs", {})
+        return _SavedCatalogue(
+            cluster_id=catalogue.get("cluster_id"),
+            default_configs=dict(broker_configs.get("default", {})),
+            node_configs={
+                int(node): dict(configs)
+                for node, configs in broker_configs.get("nodes", {}).items()
+            },
+            topics=[
+                _SavedTopic(
+                    name=str(entry["name"]),
+                    topic_id=uuid.UUID(entry["topic_id"]),
+                    replication_factor=int(entry["replication_factor"]),
+                    configs=dict(entry["configs"]),
+                    replicas=[[int(r) for r in rs] for rs in entry["replicas"]],
+                    leader_epochs=[int(e) for e in entry.get("leader_epochs", [])],
+                    leaders=[int(n) for n in entry.get("leaders", [])],
+                )
+                for entry in catalogue["topics"]
+            ],
+        )
 
 
 def _remove_tree(path: Path) -> None:

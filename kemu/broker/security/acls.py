@@ -24,13 +24,16 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from kemu.cluster.context import Runtime
 from kemu.cluster.services import Service
 from kemu.config.definitions import BrokerConfig, InvalidConfig
+from kemu.storage.data_files import read_data_file
 from kemu.storage.durable import fsync_directory
 
 FILE_NAME = "kemu-acls.json"
+REMEDY = "restore it from a backup (removing it would drop every ACL)"
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 
@@ -216,8 +219,8 @@ class AclStore:
         ).lower() == "true"
         self.path = data_dir / FILE_NAME if data_dir is not None else None
         self.acls: list[AclBinding] = []
-        if self.path is not None and self.path.exists():
-            self.acls = [AclBinding(**entry) for entry in json.loads(self.path.read_text())["acls"]]
+        if self.path is not None:
+            self.acls = read_data_file(self.path, REMEDY, _decode_acls) or []
 
     def authorize(
         self,
@@ -318,6 +321,10 @@ class AclStore:
         temporary.replace(self.path)
         # the rename itself is durable only once the directory is synced (a power loss)
         fsync_directory(self.path.parent)
+
+
+def _decode_acls(saved: dict[str, list[dict[str, Any]]]) -> list[AclBinding]:
+    return [AclBinding(**entry) for entry in saved["acls"]]
 
 
 def _pattern_matches(acl: AclBinding, name: str) -> bool:

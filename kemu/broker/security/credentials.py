@@ -30,6 +30,7 @@ from kemu.cluster.context import Runtime
 from kemu.cluster.listeners import listener_value
 from kemu.cluster.services import Service
 from kemu.config.definitions import BrokerConfig, InvalidConfig
+from kemu.storage.data_files import read_data_file
 from kemu.storage.durable import fsync_directory
 
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -37,6 +38,10 @@ MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # ScramMechanism's wir
 MIN_ITERATIONS = 4096  # both SHA-256 and SHA-512, as Kafka's ScramMechanism
 MAX_ITERATIONS = 16384  # AlterUserScramCredentials refuses more
 FILE_NAME = "kemu-scram-credentials.json"
+REMEDY = (
+    "restore it from a backup (removing it would drop every SCRAM credential set by "
+    "AlterUserScramCredentials)"
+)
 
 _JAAS_USER = re.compile(r'user_([^=\s]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -125,13 +130,9 @@ class Credentials:
             for user, pw in self.config_users.items()
         }
         self._altered: dict[str, dict[str, ScramCredential | None]] = {}
-        if self.path is not None and self.path.exists():
-            stored = json.loads(self.path.read_text())
-            for user, mechanisms in stored.get("users", {}).items():
-                for mechanism, data in mechanisms.items():
-                    self._set(
-                        user, mechanism, None if data is None else ScramCredential.from_json(data)
-                    )
+        stored = read_data_file(self.path, REMEDY, _decode_credentials) if self.path else None
+        for user, mechanism, credential in stored or []:
+            self._set(user, mechanism, credential)
 
     # --- PLAIN ----------------------------------------------------------------------------------
 
@@ -185,6 +186,15 @@ class Credentials:
         temporary.replace(self.path)
         # the rename itself is durable only once the directory is synced (a power loss)
         fsync_directory(self.path.parent)
+
+
+def _decode_credentials(stored: dict[str, Any]) -> list[tuple[str, str, ScramCredential | None]]:
+    """(user, mechanism, credential or None for one deleted) of each entry the file keeps."""
+    return [
+        (user, mechanism, None if data is None else ScramCredential.from_json(data))
+        for user, mechanisms in stored.get("users", {}).items()
+        for mechanism, data in mechanisms.items()
+    ]
 
 
 CREDENTIALS = Service(

@@ -29,6 +29,7 @@ from kemu.config.definitions import (
     InvalidConfig,
     broker_definition,
 )
+from kemu.storage.data_files import read_data_file
 from kemu.storage.durable import fsync_directory
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
 
 SERVICE = "group_configs"
 STORE_FILE = "kemu-group-configs.json"
+STORE_REMEDY = (
+    "restore it from a backup, or remove it to start with every group on the broker's defaults"
+)
 
 INT, LONG, STRING, BOOLEAN = ConfigType.INT, ConfigType.LONG, ConfigType.STRING, ConfigType.BOOLEAN
 
@@ -517,9 +521,8 @@ class GroupConfigStore:
         self.broker = broker
         self.path = path
         self.overrides: dict[str, dict[str, str]] = {}
-        if path is not None and path.exists():
-            loaded = json.loads(path.read_text())
-            self.overrides = {group: dict(values) for group, values in loaded.items()}
+        if path is not None:
+            self.overrides = read_data_file(path, STORE_REMEDY, _decode_overrides) or {}
 
     def get_overrides(self, group_id: str) -> dict[str, str]:
         return dict(self.overrides.get(group_id, {}))
@@ -624,6 +627,10 @@ class ShareGroupConfig:
     @property
     def read_committed(self) -> bool:
         return self.isolation_level == "read_committed"
+
+
+def _decode_overrides(loaded: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    return {group: dict(values) for group, values in loaded.items()}
 
 
 def _config_store(runtime: Runtime) -> GroupConfigStore:

@@ -1,6 +1,7 @@
 """Start-up as a user meets it (``kemu serve`` in a subprocess): a data directory in use, a port in
-use and bad or unknown configs each end in one clear line on stderr and a non-zero exit, never a
-traceback; unknown configs are only warned about unless ``--strict-config`` is given."""
+use, a damaged data file and bad or unknown configs each end in one clear line on stderr and a
+non-zero exit, never a traceback; unknown configs are only warned about unless
+``--strict-config`` is given."""
 
 from __future__ import annotations
 
@@ -390,3 +391,27 @@ def test_a_setting_kafka_refuses_is_refused_in_one_line(case: str) -> None:
     refused = serve(*arguments)
     assert refused.returncode == 2
     assert one_line(refused.stderr) == message
+
+
+@pytest.mark.parametrize(
+    ("file_name", "remedy"),
+    [
+        ("kemu-group-configs.json", "remove it to start with every group on the broker's defaults"),
+        ("kemu-metadata.json", "(removing it would lose every topic and its records)"),
+    ],
+)
+def test_a_damaged_data_file_is_named_in_one_line(
+    kemu_factory: type[KemuProcess], tmp_path: Path, file_name: str, remedy: str
+) -> None:
+    data_dir = tmp_path / "data"
+    kemu_factory(brokers=1, data_dir=data_dir).start().stop()  # a data dir kemu has used
+    path = data_dir / file_name
+    path.write_text('{"g": {"share.auto.offset.reset": "earl')  # torn
+    refused = serve("--port", str(free_port_block(1)), "--data-dir", str(data_dir))
+    assert refused.returncode == 1
+    assert "Traceback" not in refused.stderr
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("kemu: ")]
+    assert errors == [refused.stderr.strip().splitlines()[-1]], refused.stderr  # info logs before
+    assert errors[0].startswith(f"kemu: {path} is damaged: not JSON (Unterminated string"), errors
+    assert errors[0].endswith(remedy)
+    assert "kemu ready" not in refused.stdout

@@ -9,16 +9,23 @@ partition counts, and initialized share partitions.
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.coordinator.group.share.group import ShareGroup, ShareMember
+from kemu.storage.data_files import read_data_file
+
+if TYPE_CHECKING:
+    from kemu.cluster.context import Runtime
 
 LEGACY_FILE = "kemu-share-groups.json"
+LEGACY_REMEDY = (
+    "restore it from a backup, or remove it to start without the share groups it kept (their "
+    "members join again)"
+)
 
 
 def _partitions(partitions: frozenset[TopicPartition]) -> list[list[Any]]:
@@ -63,6 +70,18 @@ def group_from_json(group_id: str, data: dict[str, Any], session_deadline_ms: in
 
 
 def load_legacy_share_groups(path: Path) -> list[ShareGroup]:
-    """The share groups of an old file (sessions are the loader's to set)."""
-    saved: dict[str, dict[str, Any]] = json.loads(path.read_text())
+    """The share groups of an old file (sessions are the loader's to set), none without one;
+    raises ``DataFileError``."""
+    return read_data_file(path, LEGACY_REMEDY, _decode_share_groups) or []
+
+
+def check_share_groups_file(runtime: Runtime) -> None:
+    """Read the old file at start (``kemu.broker.server``), so that a damaged one stops kemu
+    before it listens; the group coordinator migrates it when it is created."""
+    data_dir = runtime.cluster.data_dir
+    if data_dir is not None:
+        load_legacy_share_groups(data_dir / LEGACY_FILE)
+
+
+def _decode_share_groups(saved: dict[str, dict[str, Any]]) -> list[ShareGroup]:
     return [group_from_json(group_id, data, 0) for group_id, data in saved.items()]
