@@ -220,6 +220,10 @@ class DiskModel:
                 lost += max(len(current) - len(content), 0) or 1
                 path.write_bytes(content)
                 self.contents[_key(path.stat())] = content
+        # only a partition's active (last) segment is being written: a torn write past the end
+        # of a rolled one cannot happen (and recovery would truncate the log there)
+        active = {path.parent: path for path in self._files() if path.name.endswith(SEGMENT_SUFFIX)}
+        written = [entry for entry in written if active.get(entry[0].parent) == entry[0]]
         if tear is not None and written and tear.random() < TORN_WRITE_CHANCE:
             self.torn = self._tear(*tear.choice(written), tear)
         self.last_sync.clear()

@@ -6,7 +6,8 @@ with its connections open, at a point of its work where it holds what the broker
 longer than the broker waits: a share consumer holding acquired records outlives their
 acquisition locks and its member session, a producer in the middle of a transaction outlives
 the transaction's timeout (a pipeline either, holding records before its transaction, or with
-its share acknowledgements staged TX_PENDING in it). When it thaws, what it was doing goes on
+its share acknowledgements staged TX_PENDING in it); a consumer-group member outlives its
+session with its positions not committed. When it thaws, what it was doing goes on
 where it stopped, and learns what the broker did meanwhile.
 
 ``counting_expiries`` counts, into the run's faults, what kemu's timers did: acquisition locks

@@ -570,6 +570,7 @@ class GroupMember(Actor):
     after most polls: confirmed commits only move forward."""
 
     kind = "member"
+    stall_points = ("polled",)
 
     async def body(self) -> None:
         consumer = GroupConsumer(
@@ -586,6 +587,7 @@ class GroupMember(Actor):
                         (record.partition, record.offset),
                         record.value or b"",
                     )
+                await self.chance_to_stall("polled")  # its positions not committed yet
                 if self.rng.random() < 0.2:
                     continue  # processed, not committed yet: delivered again if it moves
                 try:

@@ -72,17 +72,19 @@ class CrashWitness(Simulation):
 # had a dead-letter queue; 8 and 20 until crash points stopped firing while settling, where 20
 # had died at most of its; 8 until the data topics had small segments and cold share
 # partitions were snapshotted every 2 s; 2, 22, 24 and 40 until stalls and shorter lock,
-# session and transaction timeouts, picked again over seeds 1-28).
+# session and transaction timeouts; 4, 16, 18 and 28 until consumer-group members stalled too,
+# picked again over seeds 1-30).
 SEEDS = {
-    4: {"share.enlisted", "share.staged", "txn.markers_appended abort", "txn.prepared abort"},
-    16: {"share.staged", "txn.share_state_marker_written abort"},
-    18: {"txn.markers_appended commit", "txn.share_state_marker_written commit"},
-    28: {
+    2: {
         "share.enlisted",
-        "txn.markers_written abort",
-        "txn.markers_written commit",
-        "txn.prepared commit",
+        "txn.markers_appended commit",
+        "txn.share_state_marker_written abort",
+        "txn.share_state_marker_written commit",
     },
+    11: {"share.enlisted", "share.staged", "txn.markers_appended abort", "txn.prepared commit"},
+    12: {"txn.prepared abort"},
+    16: {"txn.markers_written commit"},
+    30: {"txn.markers_written abort"},
 }
 
 

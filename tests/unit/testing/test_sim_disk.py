@@ -138,3 +138,31 @@ def test_a_power_loss_may_leave_a_torn_write_past_the_synced_size(tmp_path: Path
     finally:
         disk.uninstall()
     assert 0 in torn and any(torn)
+
+
+def test_only_a_partitions_active_segment_is_torn(tmp_path: Path) -> None:
+    """A torn write is one under way, to the last segment: seed 34 x 300 (crash-point rate
+    0.03) tore a rolled segment of ``__transaction_state-0`` synced earlier, and recovery, as
+    Kafka's, truncated the log there (its end went back from 249 to 221)."""
+    batch = (0).to_bytes(8, "big") + (20).to_bytes(4, "big") + b"b" * 20
+    rolled, active = tmp_path / "00000000000000000000.log", tmp_path / "00000000000000000001.log"
+    disk = DiskModel(tmp_path)
+    disk.install()
+    torn = []
+    try:
+        for seed in range(20):
+            for segment in (rolled, active):  # both synced since the last power loss
+                descriptor = os.open(segment, os.O_CREAT | os.O_WRONLY | os.O_APPEND)
+                os.write(descriptor, batch)
+                os.fsync(descriptor)
+                os.close(descriptor)
+            os.fsync(directory := os.open(tmp_path, os.O_RDONLY))
+            os.close(directory)
+            durable = rolled.stat().st_size
+            disk.lose_unsynced(tear=random.Random(seed))
+            torn.append(disk.torn)
+            assert rolled.stat().st_size == durable
+            os.truncate(active, disk.synced[(active.stat().st_dev, active.stat().st_ino)])
+    finally:
+        disk.uninstall()
+    assert any(torn)

@@ -186,14 +186,15 @@ def test_an_output_value_no_input_holds_is_extra() -> None:
     assert "1 extra (e.g. [b'out-producer-9-9'])" in found[0]
 
 
-# --- in a whole run: seed 21 at ten times the crash-point rate dead-letters records at the limit
+# --- in a whole run: seed 25 at ten times the crash-point rate dead-letters records at the limit
 # (16 until crash points stopped firing while settling, 19 until the data topics had small
 # segments and cold share partitions were snapshotted every 2 s, 14 until stalls and shorter
-# lock, session and transaction timeouts: picked again over seeds 14-33)
+# lock, session and transaction timeouts: picked again over seeds 14-33; 21 until consumer-group
+# members stalled too: picked again over seeds 1-33)
 
 
 def run_with_a_dead_letter() -> Result:
-    return Simulation(21, 300, rates=FaultRates(crash_point=0.03)).run()
+    return Simulation(25, 300, rates=FaultRates(crash_point=0.03)).run()
 
 
 def test_a_run_whose_records_kemu_archives_for_another_reason_fails(

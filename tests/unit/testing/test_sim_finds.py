@@ -54,12 +54,12 @@ def test_a_last_delivery_lost_with_the_process_is_not_delivered_again(
     pipeline checked delivery counts against the limit:
     kemu persists an acquisition with its delivery count, so a record acquired for its last
     delivery (5 of 5) when kemu died was loaded AVAILABLE at count 5 and handed out a sixth
-    time. A load now archives it (to the DLQ), as a lock expiring would. Seed 21 loads such
+    time. A load now archives it (to the DLQ), as a lock expiring would. Seed 25 loads such
     records now (14 did until the groups' settings were made at the first boot only, 16 until
     crash points stopped firing while settling, 19 until the data topics had small segments
     and cold share partitions were snapshotted every 2 s, 7 until stalls and shorter lock,
-    session and transaction timeouts); it must still (else pick
-    another seed: docs/reliability.md)."""
+    session and transaction timeouts, 21 until consumer-group members stalled too); it must
+    still (else pick another seed: docs/reliability.md)."""
     lost: list[tuple[int, int]] = []
     end = Acknowledgement._end_lost_delivery
 
@@ -68,7 +68,7 @@ def test_a_last_delivery_lost_with_the_process_is_not_delivered_again(
         end(self, span)
 
     monkeypatch.setattr(Acknowledgement, "_end_lost_delivery", witnessed)
-    result = Simulation(21, 300, rates=FaultRates(crash_point=0.03)).run()
+    result = Simulation(25, 300, rates=FaultRates(crash_point=0.03)).run()
     assert result.ok, (result.violations, result.trace[-30:])
     assert lost
     [final] = [line for line in result.trace if " final: " in line]

@@ -300,7 +300,7 @@ def test_a_step_is_checked_before_its_faults_and_the_disk_baselined_at_the_first
         baseline(self)
 
     monkeypatch.setattr(DiskModel, "baseline", counted)
-    result = Simulation(804, 40, rates=FaultRates(crash=0.03)).run()
+    result = Simulation(805, 40, rates=FaultRates(crash=0.03)).run()
     assert result.ok, (result.violations, result.trace[-30:])
     crashes = [i for i, line in enumerate(result.trace) if "random step)" in line]
     assert crashes
