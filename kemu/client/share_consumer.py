@@ -115,7 +115,6 @@ class ShareConsumer:
         self._acquired_at: dict[tuple[TopicIdPartition, int], int] = {}
         self._pending: dict[TopicIdPartition, dict[int, int]] = {}
         self._reacquired: set[tuple[TopicIdPartition, int]] = set()
-        self._in_transaction: dict[TopicIdPartition, dict[int, int]] = {}  # since the last poll
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._heartbeat_interval = 5.0
         self._joined = asyncio.Event()
@@ -215,7 +214,6 @@ class ShareConsumer:
         if self._closed:
             raise IllegalStateError("the consumer is closed")
         self._settle_previous_poll()
-        self._in_transaction = {}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not self._buffer:
@@ -521,8 +519,10 @@ class ShareConsumer:
                 if partition.error_code != ErrorCode.none:
                     log.warning("share fetch of %s: %s", tp, partition.error_code.name)
                     continue
-                if tp in self._pending or tp in self._in_transaction or self._delivered:
-                    held = (self._pending, self._in_transaction)  # acquired again while held?
+                if tp in self._pending or self._delivered:
+                    # acquired again while held? (Not records handed over to a transaction: once
+                    # staged they cannot be acquired until it aborts, and then they are due.)
+                    held = (self._pending,)
                     self._reacquired |= held_again(tp, partition, held, self._delivered)
                 out.append((tp, partition, self._session_losses))
         if moved:
@@ -578,7 +578,6 @@ class ShareConsumer:
                 self._pending[tp] = {o: t for o, t in types.items() if o not in moved}
                 if not self._pending[tp]:
                     del self._pending[tp]
-        self._in_transaction = taken
         return ShareAcknowledgements.from_offsets(taken)
 
     async def commit(self) -> dict[TopicIdPartition, KafkaError | None]:

@@ -190,12 +190,13 @@ def held_again(
     delivered: dict[tuple[TopicIdPartition, int], Any],
 ) -> set[tuple[TopicIdPartition, int]]:
     """The records of a ShareFetch answer's partition that the consumer still holds (handed
-    out, or acknowledged and not sent, or handed over to a transaction since the last poll):
-    acquired again, as their acquisition ended first (its lock expired in a long pause, its
-    share session closed with its connection). They are not handed out again: the
-    acknowledgement made of them names offsets, so the broker applies it to this acquisition
-    (the simulation found an ACCEPT confirmed, a transaction holding one committed, then the
-    record handed out again)."""
+    out, or acknowledged and not sent): acquired again, as their acquisition ended first (its
+    lock expired in a long pause, its share session closed with its connection). They are not
+    handed out again: the acknowledgement made of them names offsets, so the broker applies it
+    to this acquisition (the simulation found an ACCEPT confirmed, then the record handed out
+    again). Records handed over to a transaction are not held: staged, they cannot be acquired
+    until the transaction aborts, and then they are due again; the consumer cannot tell that
+    from an acquisition that came before the stage (which the stage then applies to)."""
     held = {offset for (of, offset) in delivered if of == tp}
     for pending in acknowledged:
         held.update(pending.get(tp, {}))
