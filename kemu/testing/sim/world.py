@@ -45,21 +45,6 @@ INTERNAL_SEGMENT_CONFIGS = (
 )
 
 
-SIM_TIMEOUTS = {
-    "group.share.record.lock.duration.ms": "2000",
-    "group.share.min.record.lock.duration.ms": "1000",
-    "group.share.session.timeout.ms": "3000",
-    "group.share.min.session.timeout.ms": "1000",
-    "group.share.heartbeat.interval.ms": "1000",
-    "group.share.min.heartbeat.interval.ms": "100",
-    "group.consumer.session.timeout.ms": "3000",
-    "group.consumer.min.session.timeout.ms": "1000",
-    "group.consumer.heartbeat.interval.ms": "1000",
-    "group.consumer.min.heartbeat.interval.ms": "100",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
-}
-
-
 def broker_config(overrides: dict[str, str]) -> BrokerConfig:
     settings = {
         "kemu.kip1289.enable": "true",
@@ -88,7 +73,17 @@ def broker_config(overrides: dict[str, str]) -> BrokerConfig:
         # clients' timeouts, workload.py) while kemu is up, and the timed-out transaction is
         # aborted within a second (Kafka checks every 10 s): a kemu lives a few seconds
         # between crashes, and each boot releases every lock and renews every session.
-        **SIM_TIMEOUTS,
+        "group.share.record.lock.duration.ms": "2000",
+        "group.share.min.record.lock.duration.ms": "1000",
+        "group.share.session.timeout.ms": "3000",
+        "group.share.min.session.timeout.ms": "1000",
+        "group.share.heartbeat.interval.ms": "1000",
+        "group.share.min.heartbeat.interval.ms": "100",
+        "group.consumer.session.timeout.ms": "3000",
+        "group.consumer.min.session.timeout.ms": "1000",
+        "group.consumer.heartbeat.interval.ms": "1000",
+        "group.consumer.min.heartbeat.interval.ms": "100",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
         **overrides,
     }
     return BrokerConfig(settings)
