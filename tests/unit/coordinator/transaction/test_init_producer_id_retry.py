@@ -21,8 +21,8 @@ from kemu.coordinator.transaction.coordinator import (
     TransactionCoordinator,
     TxnState,
 )
-from kemu.coordinator.transaction.records import decode_key, decode_value, encode_key, encode_value
 from kemu.protocol.errors import ErrorCode
+from tests.unit.coordinator.transaction.test_end_txn_retry import restarted
 
 TXN = "payments"
 TP = ("orders", 0)
@@ -55,19 +55,6 @@ def committed_v5(coordinator: TransactionCoordinator, producer_id: int, epoch: i
     assert ended.error is ErrorCode.none
     coordinator.complete(TXN, now_ms=3)
     return ended
-
-
-def restarted(coordinator: TransactionCoordinator) -> TransactionCoordinator:
-    """A fresh coordinator that loaded each id's latest record through the codec."""
-
-    def no_allocation() -> int:
-        raise AssertionError("a retry allocates no producer id")
-
-    fresh = TransactionCoordinator(no_allocation, max_timeout_ms=60_000)
-    for transactional_id, meta in coordinator.transactions.items():
-        raw = encode_value(meta.record(), empty=meta.state == TxnState.EMPTY)
-        fresh.replay(decode_key(encode_key(transactional_id)), decode_value(raw))
-    return fresh
 
 
 def test_the_epoch_a_v5_commit_bumped_from_is_a_retry_answered_the_current_one() -> None:
