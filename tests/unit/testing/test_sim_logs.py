@@ -1,6 +1,6 @@
-"""kemu's error log events during a simulation are violations (``run.quiet_logs``): an exception
-a handler or a task of kemu catches and logs reaches the clients at most as an error code they
-retry, so only the log tells."""
+"""kemu's error log events during a simulation are violations (``surroundings.quiet_logs``): an
+exception a handler or a task of kemu catches and logs reaches the clients at most as an error
+code they retry, so only the log tells."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 import structlog
 
 from kemu.broker.handlers import REGISTRY, load_handlers
-from kemu.testing.sim.run import Simulation, quiet_logs
+from kemu.testing.sim.run import Simulation
+from kemu.testing.sim.surroundings import quiet_logs
 
 SHARE_ACKNOWLEDGE = 79
 
