@@ -186,15 +186,15 @@ def test_an_output_value_no_input_holds_is_extra() -> None:
     assert "1 extra (e.g. [b'out-producer-9-9'])" in found[0]
 
 
-# --- in a whole run: seed 25 at ten times the crash-point rate dead-letters records at the limit
-# (16 until crash points stopped firing while settling, 19 until the data topics had small
-# segments and cold share partitions were snapshotted every 2 s, 14 until stalls and shorter
-# lock, session and transaction timeouts: picked again over seeds 14-33; 21 until consumer-group
-# members stalled too: picked again over seeds 1-33)
+# --- in a whole run: seed 40 at ten times the crash-point rate dead-letters records at the limit,
+# three times (16 until crash points stopped firing while settling, 19 until the data topics had
+# small segments and cold share partitions were snapshotted every 2 s, 14 until stalls and shorter
+# lock, session and transaction timeouts, 21 until consumer-group members stalled too, 25 until
+# CI once ran it without reaching its one dead letter: picked again over seeds 1-40 for the most)
 
 
 def run_with_a_dead_letter() -> Result:
-    return Simulation(25, 300, rates=FaultRates(crash_point=0.03)).run()
+    return Simulation(40, 300, rates=FaultRates(crash_point=0.03)).run()
 
 
 def test_a_run_whose_records_kemu_archives_for_another_reason_fails(
