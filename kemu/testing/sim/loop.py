@@ -22,6 +22,7 @@ import contextvars
 import heapq
 import inspect
 from collections.abc import Callable, Iterator
+from threading import get_ident
 from typing import Any
 
 START_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: every run starts at the same instant
@@ -63,15 +64,22 @@ def lookups_without_getpid(loop: SimLoop) -> Iterator[None]:
     get_running_loop_or_none = asyncio.events._get_running_loop
     get_event_loop = getattr(asyncio.events, "_get_event_loop", None)  # gone in 3.12
 
+    # Only in the thread that runs ``loop``: another thread of the process running a loop of its
+    # own (an in-process kemu a test left running) must still find its own, or it schedules its
+    # callbacks on the simulation's, from the wrong thread, and the run's trace moves with it.
+    def ours() -> bool:
+        owner: int | None = loop._thread_id  # type: ignore[attr-defined]
+        return owner == get_ident()
+
     def running() -> asyncio.AbstractEventLoop:
-        return loop if loop.is_running() else get_running_loop()
+        return loop if ours() else get_running_loop()
 
     def running_or_none() -> asyncio.AbstractEventLoop | None:
-        return loop if loop.is_running() else get_running_loop_or_none()
+        return loop if ours() else get_running_loop_or_none()
 
     def running_or_policys(stacklevel: int = 3) -> Any:
         # one frame more than asyncio's: a deprecation warning names the same caller
-        return loop if loop.is_running() else get_event_loop(stacklevel + 1)  # type: ignore[misc]
+        return loop if ours() else get_event_loop(stacklevel + 1)  # type: ignore[misc]
 
     patches: list[tuple[Any, str, Any]] = [
         (asyncio.events, "get_running_loop", running),

@@ -11,6 +11,7 @@ import asyncio
 import gc
 import heapq
 import random
+import threading
 import warnings
 from typing import Any
 
@@ -117,3 +118,31 @@ def test_a_run_ends_with_no_coroutine_left_never_awaited() -> None:
         gc.collect()
     loop.close()
     assert [str(w.message) for w in warned if "never awaited" in str(w.message)] == []
+
+
+def test_another_threads_loop_is_found_as_its_own_while_the_simulation_runs() -> None:
+    """An in-process kemu left running by another test runs its loop in a thread of its own;
+    while a simulation runs, that thread must still find its own loop, not the simulation's
+    (it would schedule its callbacks there, from the wrong thread)."""
+    loop = SimLoop()
+    other = asyncio.new_event_loop()
+    found: list[Any] = []
+
+    def other_thread() -> None:
+        async def look() -> None:
+            found.append(asyncio.get_running_loop())
+            found.append(asyncio.events._get_running_loop())
+            found.append(asyncio.ensure_future(asyncio.sleep(0)).get_loop())
+
+        other.run_until_complete(look())
+
+    async def simulated() -> None:
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()  # the simulation's loop is running all along
+
+    with lookups_without_getpid(loop):
+        loop.run_until_complete(simulated())
+    other.close()
+    loop.close()
+    assert found == [other, other, other]
