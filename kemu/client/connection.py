@@ -127,6 +127,10 @@ class BrokerConnection:
             ) from exc
         finally:
             self._pending.pop(correlation_id, None)
+            if future.done() and not future.cancelled():
+                # closed while this call was not awaiting it yet (in drain, or cancelled): its
+                # ConnectionClosed is this call's to raise or drop, not a "never retrieved"
+                future.exception()
         _, response = wire.decode_response(api_key, version, frame)
         return response
 
