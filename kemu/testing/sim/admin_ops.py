@@ -167,6 +167,9 @@ class Operator(Actor):
         empty; every group subscribed to ``input`` rebalances onto them."""
         cluster = admin.cluster
         await cluster.refresh_metadata([INPUT])
+        if INPUT not in cluster.topics:  # the answer had an error for it (a fault rule)
+            self.ledger.count("admin.partitions.unknown")
+            return
         count = len(cluster.topics[INPUT].leaders) + 1
         if count > MAX_INPUT_PARTITIONS:
             self.ledger.count("admin.partitions.enough")
