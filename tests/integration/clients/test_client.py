@@ -194,6 +194,14 @@ async def consume_transform_produce(
     return consumer, producer
 
 
+async def assert_committed_once(kemu: Any, name: str, consumer: Any) -> None:
+    """The pipeline's one output is committed, its record acknowledged (lag 0), and nothing
+    comes back to the consumer."""
+    assert await committed_values(kemu, f"{name}-out") == [b"derived-first"]
+    assert await wait_for_lag(kemu, name, name, 0) == 0
+    assert await consumer.poll(0.5) == []
+
+
 @pytest.mark.parametrize("form", [ONE_RPC, TWO_RPC])
 async def test_commit_makes_output_visible_and_completes_the_records(
     kemu: InProcessKemu, form: str
@@ -201,9 +209,7 @@ async def test_commit_makes_output_visible_and_completes_the_records(
     name = f"ctp-commit-{form}"
     consumer, producer = await consume_transform_produce(kemu, name, commit=True, form=form)
     try:
-        assert await committed_values(kemu, f"{name}-out") == [b"derived-first"]
-        assert await wait_for_lag(kemu, name, name, 0) == 0
-        assert await consumer.poll(0.5) == []
+        await assert_committed_once(kemu, name, consumer)
     finally:
         await consumer.close()
         await producer.close()
@@ -271,9 +277,7 @@ async def test_a_refused_stage_write_is_retried_and_the_record_stays_the_members
             kemu.call(lambda: delattr(coordinator, "write_state"))
         assert len(refused) == 1
         await producer.commit_transaction()
-        assert await committed_values(kemu, f"{name}-out") == [b"derived-first"]
-        assert await wait_for_lag(kemu, name, name, 0) == 0
-        assert await consumer.poll(0.5) == []
+        await assert_committed_once(kemu, name, consumer)
     finally:
         await consumer.close()
         await producer.close()
