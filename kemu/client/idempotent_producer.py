@@ -6,7 +6,9 @@ before the first send; every batch carries the partition's next sequence number,
 appends a retried batch once and answers a copy it already has as before; up to
 ``max_in_flight`` (at most 5, the batches a leader remembers per producer) batches of a partition
 are in flight on one connection, written and retried in sequence order
-(``produce_pipeline.IdempotentPipeline``).
+(``produce_pipeline.IdempotentPipeline``). A leader takes any first sequence from a producer id it
+has no state for, so until one of a partition's batches is acknowledged only its first is in
+flight: had the first been refused and the second taken, the first could never follow it.
 
 Errors, as Java's ``TransactionManager.canRetry`` sorts them for a producer without transactions:
 a retriable error (a moved leader, a lost connection, a timeout) retries the batch with its
@@ -14,7 +16,10 @@ sequence once every batch before it is acknowledged; OUT_OF_ORDER_SEQUENCE_NUMBE
 and when it is the batch right after the last acknowledged one (the leader has a gap, not merely
 a batch before it still retrying) the producer bumps its epoch itself (KIP-360: no request, the
 leader takes a new epoch from sequence 0) and the partition's unacknowledged batches are numbered
-again from 0. A batch that is not acknowledged within ``delivery_timeout`` fails its ``send``.
+again from 0. OUT_OF_ORDER_SEQUENCE_NUMBER on the first unacknowledged batch when the leader has
+acknowledged a later one (it took that one without state for the producer) fails the batch at
+once: it can never be appended in order, and Java retries it until its delivery timeout.
+A batch that is not acknowledged within ``delivery_timeout`` fails its ``send``.
 If it was ever written, the leader may or may not have it: once the partition has nothing left in
 flight, its sequence is resolved, or the epoch bumped, as Java does (``markSequenceUnresolved``).
 If it never was (it waited out the timeout for a leader), the leader cannot have it: as Java's
@@ -57,13 +62,18 @@ class IdempotentProducer:
         allow_auto_topic_creation: bool = True,
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
+        first_batch_alone: bool = True,
     ) -> None:
+        """``first_batch_alone=False`` pipelines a partition's batches from its first, as Java's
+        producer does, which a refused first batch may then never follow (the module's text);
+        the simulator drives kemu so, as Java's producers will."""
         if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
             raise ValueError(
                 f"max_in_flight is 1 to {MAX_IN_FLIGHT} for an idempotent producer (a leader "
                 f"deduplicates against a producer's last {MAX_IN_FLIGHT} batches)"
             )
         self.max_in_flight = max_in_flight
+        self.first_batch_alone = first_batch_alone
         self.request_timeout = request_timeout
         self.delivery_timeout = delivery_timeout
         self.cluster = ClusterClient(
@@ -149,7 +159,12 @@ class IdempotentProducer:
     def _pipeline(self, topic: str, partition: int) -> IdempotentPipeline:
         pipeline = self._pipelines.get((topic, partition))
         if pipeline is None:
-            pipeline = IdempotentPipeline(self.max_in_flight, self.producer_id, self.producer_epoch)
+            pipeline = IdempotentPipeline(
+                self.max_in_flight,
+                self.producer_id,
+                self.producer_epoch,
+                first_batch_alone=self.first_batch_alone,
+            )
             self._pipelines[topic, partition] = pipeline
         return pipeline
 
@@ -229,6 +244,14 @@ class IdempotentProducer:
         if error in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
             return int(result.base_offset)
         message = f"Produce: {result.error_message or error.name}"
+        if (
+            error == ErrorCode.out_of_order_sequence_number
+            and pipeline.leads(batch)
+            and pipeline.precedes_acknowledged(batch.sequence)
+        ):
+            # The leader took a later batch (it had no state for the producer when it did):
+            # this one can never be appended in order, so it fails now, not at its timeout.
+            raise KafkaError(error, f"{message}: the leader has a later batch of this epoch")
         if error in (ErrorCode.out_of_order_sequence_number, ErrorCode.unknown_producer_id):
             self._on_sequence_error(error, pipeline, batch)
             pipeline.mark_failed(batch)

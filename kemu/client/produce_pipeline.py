@@ -127,11 +127,23 @@ class IdempotentPipeline(PartitionPipeline):
     the partition's batches is on the wire, then numbers the unacknowledged ones again from 0
     under the new epoch, in their order; the batches of every partition are stamped with the
     partition's producer id and epoch, which moves to the producer's current one whenever the
-    partition has nothing unacknowledged."""
+    partition has nothing unacknowledged.
 
-    def __init__(self, max_in_flight: int, producer_id: int, epoch: int) -> None:
+    A leader with no state for a producer id takes any sequence from it (so that a producer whose
+    state expired there goes on; Kafka's ``ProducerAppendInfo.checkSequence``). Had the first
+    batch of a new producer id been refused and the one pipelined behind it taken, the first
+    could never be appended after it. So until the leader has acknowledged a batch of this
+    producer id, only the leading batch is on the wire; a new epoch of a known id needs
+    sequence 0, so the pipeline stays full across a bump. (``first_batch_alone=False``: as
+    Java's producer, which pipelines from the first batch.)"""
+
+    def __init__(
+        self, max_in_flight: int, producer_id: int, epoch: int, *, first_batch_alone: bool = True
+    ) -> None:
         super().__init__(max_in_flight)
         self.producer_id, self.epoch = producer_id, epoch
+        self.first_batch_alone = first_batch_alone
+        self.leader_knows_producer = False  # a batch of this producer id was acknowledged
         self.last_acknowledged = -1  # the highest sequence the leader confirmed, this epoch
         self.unresolved = False
         self.bump_wanted = False
@@ -146,8 +158,16 @@ class IdempotentPipeline(PartitionPipeline):
     def follows_acknowledged(self, sequence: int) -> bool:
         return sequence == (self.last_acknowledged + 1) & SEQUENCE_MASK
 
+    def precedes_acknowledged(self, sequence: int) -> bool:
+        """Whether the leader acknowledged a later batch than ``sequence``, this epoch."""
+        if self.last_acknowledged < 0:
+            return False
+        return (self.last_acknowledged - sequence) & SEQUENCE_MASK < SEQUENCE_MASK // 2
+
     def renumber(self, producer_id: int, epoch: int) -> None:
         """The epoch bump: the unacknowledged batches take sequences from 0, in their order."""
+        if producer_id != self.producer_id:
+            self.leader_knows_producer = False
         self.producer_id, self.epoch = producer_id, epoch
         sequence = 0
         for batch in self.unacknowledged:
@@ -162,9 +182,12 @@ class IdempotentPipeline(PartitionPipeline):
     def _may_send(self, batch: PendingBatch) -> bool:
         if self.bump_wanted:  # the leading batch bumps, once the partition has nothing out
             return self.leads(batch) and not any(p.written for p in self.unacknowledged)
+        if self.first_batch_alone and not self.leader_knows_producer and not self.leads(batch):
+            return False
         return super()._may_send(batch)
 
     def acknowledged(self, batch: PendingBatch) -> None:
+        self.leader_knows_producer = True
         last = (batch.sequence + batch.record_count - 1) & SEQUENCE_MASK
         self.last_acknowledged = max(self.last_acknowledged, last)
         self.forget(batch)

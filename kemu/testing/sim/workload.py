@@ -386,6 +386,8 @@ class PlainProducer(Actor):
                 max_in_flight=self.rng.randint(2, 5),
                 request_timeout=10,
                 delivery_timeout=10,
+                # as Java's producers: kemu must keep a refused first batch's followers back
+                first_batch_alone=False,
             )
             watch_first_batches(producer, self.ledger)
             self.clients = [producer]

@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kemu.client import IdempotentProducer, RecordMetadata
+from kemu.broker.refused_batches import RefusedBatches
+from kemu.client import IdempotentProducer, KafkaError, RecordMetadata
 from kemu.client.consumer import Consumer
+from kemu.client.produce_pipeline import IdempotentPipeline
+from kemu.protocol.errors import ErrorCode
 from kemu.testing.inprocess import InProcessKemu
 from tests import REPO_ROOT
 
@@ -103,6 +106,61 @@ async def test_a_gap_at_the_leader_bumps_the_epoch_and_renumbers_the_batches(
     await producer.close()
     read = await read_back(kemu.bootstrap, "gap", {0: 7})
     assert read[0] == [b"v%d" % n for n in range(7)]
+
+
+async def test_a_refused_first_batch_is_not_overtaken_by_the_one_behind_it(
+    kemu_inprocess_factory: type[InProcessKemu], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader takes any first sequence from a producer it has no state for (as Kafka does). A
+    refusal that is over by the next request (Kafka's leader just elected, as a topic is
+    created) must not let the second batch be appended before the first, which then could
+    never be (OUT_OF_ORDER_SEQUENCE_NUMBER on every retry): the second is not on the wire
+    before the first is answered. kemu's fault stage normally refuses the batches pipelined
+    behind a refused one; here it forgets them, as such a leader does."""
+    monkeypatch.setattr(RefusedBatches, "note", lambda self, body, error, rule_id: None)
+    kemu = start(kemu_inprocess_factory, "first")
+    kemu.control.add_fault(
+        api="produce", error="NOT_LEADER_OR_FOLLOWER", latency_ms=100, count=1, partition=0
+    )
+    producer = IdempotentProducer(kemu.bootstrap, max_in_flight=5, delivery_timeout=10)
+    values = [b"v%d" % n for n in range(10)]
+    answers = await asyncio.gather(*(producer.send("first", v, partition=0) for v in values))
+    assert [a.offset for a in answers] == list(range(10))
+    assert producer.epoch_bumps == 0
+    await producer.close()
+    assert kemu.control.faults() == []  # the refusal happened
+    assert (await read_back(kemu.bootstrap, "first", {0: 10}))[0] == values
+
+
+async def test_a_batch_the_leader_has_passed_fails_at_once(
+    kemu_inprocess_factory: type[InProcessKemu], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same refusal when the leader has lost the producer's state (the producer pipelines):
+    the batches behind the refused one are appended first, and the refused one, which can never
+    be appended in order, fails at its first OUT_OF_ORDER_SEQUENCE_NUMBER, not at its delivery
+    timeout; nothing is written twice or bumped."""
+    monkeypatch.setattr(RefusedBatches, "note", lambda self, body, error, rule_id: None)
+    monkeypatch.setattr(
+        IdempotentPipeline,
+        "leader_knows_producer",
+        property(lambda s: True, lambda s, v: None),
+        raising=False,
+    )
+    kemu = start(kemu_inprocess_factory, "passed")
+    kemu.control.add_fault(
+        api="produce", error="NOT_LEADER_OR_FOLLOWER", latency_ms=100, count=1, partition=0
+    )
+    producer = IdempotentProducer(kemu.bootstrap, max_in_flight=5, delivery_timeout=60)
+    values = [b"v%d" % n for n in range(10)]
+    sends = [producer.send("passed", v, partition=0) for v in values]
+    first, *rest = await asyncio.gather(*sends, return_exceptions=True)
+    assert isinstance(first, KafkaError)
+    assert first.error == ErrorCode.out_of_order_sequence_number
+    assert [a.offset for a in rest if isinstance(a, RecordMetadata)] == list(range(9))
+    assert producer.epoch_bumps == 0
+    await producer.send("passed", b"after", partition=0)  # the partition goes on in sequence
+    await producer.close()
+    assert (await read_back(kemu.bootstrap, "passed", {0: 10}))[0] == [*values[1:], b"after"]
 
 
 async def test_the_documented_idempotent_producer_runs(

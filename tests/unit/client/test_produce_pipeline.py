@@ -153,3 +153,44 @@ async def test_a_batch_expired_after_an_attempt_was_written_still_asks_for_a_bum
     pipeline.mark_failed(sent)  # its connection broke: the leader may have appended it
     pipeline.give_up(sent, KafkaError(ErrorCode.request_timed_out, "gave up"))
     assert pipeline.bump_wanted and pipeline.next_sequence == 1
+
+
+async def test_until_the_leader_knows_the_producer_only_the_first_batch_is_out() -> None:
+    """A leader takes any first sequence from a producer id it has no state for: had the first
+    batch been refused and the second taken, the first could never follow it."""
+    pipeline = IdempotentPipeline(max_in_flight=5, producer_id=7, epoch=0)
+    first, second, third = (pipeline.add_under(1, 7, 0) for _ in range(3))
+    assert await turn_taken(pipeline, first)
+    pipeline.mark_written(first)
+    assert not await turn_taken(pipeline, second)  # in flight is not enough: its answer
+    pipeline.mark_failed(first)  # e.g. NOT_LEADER_OR_FOLLOWER, not appended
+    assert not await turn_taken(pipeline, second)
+    pipeline.mark_written(first)
+    pipeline.acknowledged(first)
+    assert await turn_taken(pipeline, second)
+    pipeline.mark_written(second)
+    assert await turn_taken(pipeline, third)  # known now: the pipeline fills
+    pipeline.mark_written(third)
+    for batch in (second, third):
+        pipeline.acknowledged(batch)
+    # A bumped epoch of a known id needs sequence 0, so it keeps pipelining; a new id does not.
+    pipeline.renumber(7, 1)
+    bumped = [pipeline.add_under(1, 7, 1) for _ in range(2)]
+    pipeline.mark_written(bumped[0])
+    assert await turn_taken(pipeline, bumped[1])
+    for batch in bumped:
+        pipeline.acknowledged(batch)
+    renewed = [pipeline.add_under(1, 8, 0) for _ in range(2)]
+    assert pipeline.producer_id == 8 and renewed[0].sequence == 0
+    pipeline.mark_written(renewed[0])
+    assert not await turn_taken(pipeline, renewed[1])
+
+
+def test_an_out_of_order_batch_the_leader_has_passed_is_known_as_such() -> None:
+    pipeline = IdempotentPipeline(max_in_flight=5, producer_id=7, epoch=0)
+    assert not pipeline.precedes_acknowledged(0)  # nothing acknowledged yet
+    first, second = pipeline.add_under(1, 7, 0), pipeline.add_under(2, 7, 0)
+    pipeline.acknowledged(second)  # taken by a leader that did not know the producer
+    assert pipeline.precedes_acknowledged(first.sequence)
+    assert not pipeline.follows_acknowledged(first.sequence)
+    assert not pipeline.precedes_acknowledged(pipeline.next_sequence)
