@@ -1,9 +1,9 @@
 """A retried EndTxn v5 whose answer was lost, after the transaction completed, on the wire, on kemu
 and on a real Kafka 4.4.0 (bench's jars; skipped without them). One transactional id is driven
-to epoch 32765 by InitProducerId (each bumps the epoch; some 15 s on either), then commits twice:
-an ordinary commit (32765 -> 32766) and the one that exhausts the epoch (a new producer id at
-epoch 0). After each, the producer retries with what it held. Kafka 4.4.0 answers (recorded
-2026-12-06, the same on kemu):
+to epoch 32765 by InitProducerId (each bumps the epoch), then commits twice: an ordinary commit
+(32765 -> 32766) and the one that exhausts the epoch (a new producer id at epoch 0). After each,
+the producer retries with what it held. Kafka 4.4.0 answers (recorded 2026-12-06, the same on
+kemu):
 
 - the same outcome: NONE with what the lost answer carried (the epoch + 1; after the exhausting
   commit the new id at epoch 0), as often as it is retried;
@@ -40,8 +40,8 @@ from tests.integration.txn.wire_parity import (
     INIT_PRODUCER_ID,
     Server,
     add_partition,
+    bump_epochs,
     client_with_topic,
-    init_producer_id,
     serve,
     until_ready,
 )
@@ -96,25 +96,6 @@ class Producer:
         self.transactional_id = f"tx-retry-{uuid.uuid4().hex[:8]}"
         self.old_id = -1
         self.new_id = -1  # the last answered id other than the old one
-
-    def init_to(self, epoch: int) -> tuple[int, int]:
-        """InitProducerId until the producer holds ``epoch`` (each one bumps it)."""
-        producer_id, held = init_producer_id(self.client, self.transactional_id, TIMEOUT)
-        self.old_id = producer_id
-        while held < epoch:
-            answer = self.client.call(
-                1,
-                INIT_PRODUCER_ID,
-                5,
-                transactional_id=self.transactional_id,
-                transaction_timeout=TIMEOUT,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-            assert answer.error_code == ErrorCode.none, answer
-            assert answer.producer_id == producer_id
-            held = int(answer.producer_epoch)
-        return producer_id, held
 
     def add(self, producer_id: int, epoch: int) -> ErrorCode:
         """AddPartitionsToTxn of the topic's partition, once the last transaction's markers are
@@ -193,13 +174,33 @@ def client(server: Server) -> Iterator[WireClient]:
         yield client
 
 
-@pytest.fixture
-def producer(client: WireClient) -> Producer:
-    return Producer(client)
+def producers_at(server: Server, client: WireClient, *epochs: int) -> list[Producer]:
+    """A producer holding each of ``epochs``, its own transactional id brought there by
+    InitProducerId alone (each bumps the epoch), the ids at once."""
+    producers = [Producer(client) for _ in epochs]
+    ids = bump_epochs(
+        client,
+        server.bootstrap,
+        {one.transactional_id: epoch for one, epoch in zip(producers, epochs, strict=True)},
+        TIMEOUT,
+    )
+    for one in producers:
+        one.old_id = ids[one.transactional_id]
+    return producers
 
 
-def test_retried_end_txn_answers_are_kafkas(producer: Producer) -> None:
-    old, epoch = producer.init_to(LAST_USABLE - 1)
+@pytest.fixture(scope="module")
+def near_exhaustion(server: Server, client: WireClient) -> dict[int, Producer]:
+    """A producer at epoch 32765 and one at 32766, for the tests that exhaust the epoch, driven
+    there together (some 65,000 InitProducerIds); each test takes its own."""
+    epochs = (LAST_USABLE - 1, LAST_USABLE)
+    return dict(zip(epochs, producers_at(server, client, *epochs), strict=True))
+
+
+def test_retried_end_txn_answers_are_kafkas(near_exhaustion: dict[int, Producer]) -> None:
+    epoch = LAST_USABLE - 1
+    producer = near_exhaustion[epoch]
+    old = producer.old_id
     answers: dict[str, Answer] = {}
     assert producer.add(old, epoch) == ErrorCode.none
     answers["commit"] = producer.end(old, epoch, commit=True)
@@ -243,8 +244,9 @@ KAFKA_INIT_ANSWERS: dict[str, Answer | Described] = {
 }
 
 
-def test_init_producer_id_retry_answers_are_kafkas(producer: Producer) -> None:
-    old, _ = producer.init_to(0)
+def test_init_producer_id_retry_answers_are_kafkas(server: Server, client: WireClient) -> None:
+    [producer] = producers_at(server, client, 0)
+    old = producer.old_id
     answers: dict[str, Answer | Described] = {}
     answers["bump"] = producer.init(old, 0)
     answers["bump retried"] = producer.init(old, 0)
@@ -281,8 +283,12 @@ KAFKA_EXHAUSTED_INIT_ANSWERS: dict[str, Answer | Described] = {
 }
 
 
-def test_init_producer_id_after_the_exhausting_commit_is_kafkas(producer: Producer) -> None:
-    old, epoch = producer.init_to(LAST_USABLE)
+def test_init_producer_id_after_the_exhausting_commit_is_kafkas(
+    near_exhaustion: dict[int, Producer],
+) -> None:
+    epoch = LAST_USABLE
+    producer = near_exhaustion[epoch]
+    old = producer.old_id
     answers: dict[str, Answer | Described] = {}
     assert producer.add(old, epoch) == ErrorCode.none
     answers["exhausting commit"] = producer.end(old, LAST_USABLE, commit=True)

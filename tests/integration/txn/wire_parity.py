@@ -6,7 +6,10 @@ single broker (node 1) that coordinates everything."""
 from __future__ import annotations
 
 import datetime
+import socket
+import struct
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,10 +23,11 @@ from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch
 from kemu.testing.kafka import SHARE_GROUPS, KafkaServer
 from kemu.testing.plugin import KemuProcess
-from kemu.testing.wire_client import WireClient
+from kemu.testing.wire_client import WireClient, build, read_exactly, split_address
 
 PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS = 0, 10, 22, 24
 ATTEMPTS = 300  # of a request a starting coordinator refuses, 0.1 s apart
+WINDOW = 200  # InitProducerIds a connection of bump_epochs writes ahead of their answers
 
 
 @dataclass
@@ -164,3 +168,80 @@ def add_partition(
     )
     [result] = answer.results_by_topic_v3_and_below
     return ErrorCode(result.results_by_partition[0].partition_error_code)
+
+
+class _Bumping:
+    """One transactional id of ``bump_epochs``: its connection, the epoch its last request will
+    hold and the one its last answer gave, and the sizes of the windows still unanswered."""
+
+    def __init__(self, address: str, transactional_id: str, timeout: datetime.timedelta) -> None:
+        self.sock = socket.create_connection(split_address(address), timeout=30)
+        self.request = build(
+            INIT_PRODUCER_ID,
+            5,
+            transactional_id=transactional_id,
+            transaction_timeout=timeout,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        self.producer_id = -1
+        self.requested = self.answered = 0
+        self.correlation = 0
+        self.windows: deque[int] = deque()
+
+    def write_window(self, epoch: int) -> None:
+        """Up to ``WINDOW`` more requests, no further than ``epoch``, in one write."""
+        count = min(WINDOW, epoch - self.requested)
+        if count <= 0:
+            return
+        frames = [
+            wire.encode_request_frame(self.request, self.correlation + offset, "bump-epochs")
+            for offset in range(count)
+        ]
+        self.sock.sendall(b"".join(frames))
+        self.correlation += count
+        self.requested += count
+        self.windows.append(count)
+
+    def read_window(self) -> None:
+        """The answers of the oldest window: each the next epoch of the same producer id."""
+        for _ in range(self.windows.popleft()):
+            (size,) = struct.unpack(">i", read_exactly(self.sock, 4))
+            _, answer = wire.decode_response(INIT_PRODUCER_ID, 5, read_exactly(self.sock, size))
+            assert answer.error_code == ErrorCode.none, answer
+            assert answer.producer_id == self.producer_id, answer
+            assert answer.producer_epoch == self.answered + 1, answer
+            self.answered += 1
+
+
+def bump_epochs(
+    client: WireClient, address: str, epochs: dict[str, int], timeout: datetime.timedelta
+) -> dict[str, int]:
+    """A new producer id for each transactional id of ``epochs`` (``init_producer_id``), then
+    InitProducerId without one, each bumping the epoch, until it holds its epoch in ``epochs``;
+    the producer id of each. Tens of thousands of them take a while one after another, so the ids
+    go at once, each on its own connection to ``address`` with up to two windows of requests
+    written ahead of their answers: a broker answers a connection's requests in order, and each
+    answer is checked to be the epoch after the previous one, so every request still bumps the
+    epoch the one before it left, as it would have alone."""
+    bumping = {
+        transactional_id: _Bumping(address, transactional_id, timeout)
+        for transactional_id in epochs
+    }
+    try:
+        for transactional_id, one in bumping.items():
+            one.producer_id, epoch = init_producer_id(client, transactional_id, timeout)
+            one.requested = one.answered = epoch
+        for transactional_id, one in bumping.items():
+            one.write_window(epochs[transactional_id])
+            one.write_window(epochs[transactional_id])
+        while any(one.windows for one in bumping.values()):
+            for transactional_id, one in bumping.items():
+                if one.windows:
+                    one.read_window()
+                    one.write_window(epochs[transactional_id])
+        assert all(one.answered == epochs[name] for name, one in bumping.items())
+        return {transactional_id: one.producer_id for transactional_id, one in bumping.items()}
+    finally:
+        for one in bumping.values():
+            one.sock.close()
