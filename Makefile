@@ -14,7 +14,7 @@ ARGS ?=
 .PHONY: install serve check test test-unit test-client test-process test-parity test-integration \
 	test-java test-deep lint bench eos-crash java clean conformance-franz \
 	conformance-kafka-tools test-streams conformance-diff bench-faults example-spark example-flink \
-	bench-connections soak bench-first-record sim sim-long sim-report
+	bench-connections soak bench-first-record sim sim-long sim-report bytecode
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,7 +63,13 @@ check: $(STAMP)
 	$(MAKE) lint
 	$(PYTEST) -q -n 2 -m "unit and not slow" tests/unit
 
-test: $(STAMP) java
+# Bytecode of the checkout's own modules before the process tiers: an editable install has none,
+# and where PYTHONDONTWRITEBYTECODE is set (some shells and CI images set it) every process a test
+# starts (kemu serve, kemu ctl, a page's pytest block) would compile all it imports again.
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q kemu tests bench
+
+test: $(STAMP) java bytecode
 	$(MAKE) lint
 	$(PYTEST) -q $(PARALLEL) -rs --durations=25 tests
 
@@ -75,13 +81,13 @@ test-unit: $(STAMP)
 test-deep: $(STAMP)
 	$(PYTEST) -q -n 2 -m unit --hypothesis-profile=deep tests/unit
 
-test-client: $(STAMP)
+test-client: $(STAMP) bytecode
 	$(PYTEST) -q $(PARALLEL) -rs -m client tests
 
-test-process: $(STAMP)
+test-process: $(STAMP) bytecode
 	$(PYTEST) -q $(PARALLEL) -rs -m process tests
 
-test-parity: $(STAMP) java
+test-parity: $(STAMP) java bytecode
 	$(BIN)/python -c "from bench.java import ensure_jars; ensure_jars()"
 	$(PYTEST) -q $(PARALLEL) -rs -m parity tests
 
@@ -91,7 +97,7 @@ test-streams: $(STAMP) java
 	$(PYTEST) -q --heavy tests/integration/groups/test_streams_java.py \
 		tests/integration/groups/test_streams_assignor_kafka.py
 
-test-integration: $(STAMP)
+test-integration: $(STAMP) bytecode
 	$(PYTEST) -q $(PARALLEL) tests/integration
 
 bench: $(STAMP)
