@@ -14,6 +14,7 @@ empty group and deletes it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,7 +86,11 @@ def test_group_reads_every_record_exactly_once(group_run: tuple[str, ProbeRun]) 
     assert (line["received"], line["distinct"], line["duplicates"]) == (RECORDS, RECORDS, 0)
     consumers = line["consumers"]
     assert len(consumers) == CONSUMERS
-    assert all(c["commit_failures"] == 0 for c in consumers)
+    # A commitSync() sent at the epoch before the coordinator's (the revocation's heartbeat
+    # answered after it left) is STALE_MEMBER_EPOCH on kemu, which Kafka 4.4.0 accepts (KIP-1251):
+    # see test_offset_commit_epochs_kafka.py, xfail on kemu until it is fixed.
+    failed = [c["commit_failure_details"] for c in consumers if c["commit_failures"]]
+    assert not failed, f"commitSync() threw: {json.dumps(failed)}"
     # One generation (member epoch) for both, and the six partitions split between them.
     assert len({c["generation"] for c in consumers}) == 1
     owned = sorted(p for c in consumers for p in c["assignment"])

@@ -34,7 +34,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <ul>
  *   <li>{@code group_consume}: {@code --records} records produced to a {@code --partitions}
  *       topic are consumed by {@code --consumers} KafkaConsumers in one group, each committing
- *       synchronously after every poll; reports who got what, duplicates and generations.</li>
+ *       synchronously after every poll; reports who got what, duplicates and generations,
+ *       and each commitSync() that threw (exception, message, and the member's epoch and
+ *       assignment right after).</li>
  *   <li>{@code admin_view}: Admin listConsumerGroups, describeConsumerGroups (members and their
  *       assignments while the consumers are still in the group) and listConsumerGroupOffsets
  *       (the committed offsets equal the end offsets).</li>
@@ -167,6 +169,25 @@ public final class ConsumerGroupProbe {
         }
     }
 
+    /** A failed commitSync(): the exception (and its cause), the member epoch and assignment as
+     * the consumer sees them once it threw, and when (to find it in the broker's log). */
+    private static Map<String, Object> describeCommitFailure(KafkaConsumer<String, String> consumer,
+            RuntimeException failed) {
+        Map<String, Object> failure = new TreeMap<>();
+        failure.put("at_ms", System.currentTimeMillis());
+        failure.put("exception", failed.getClass().getName());
+        failure.put("message", String.valueOf(failed.getMessage()));
+        if (failed.getCause() != null) {
+            failure.put("cause", failed.getCause().getClass().getName() + ": "
+                    + failed.getCause().getMessage());
+        }
+        failure.put("member_epoch", consumer.groupMetadata().generationId());
+        Set<Integer> owned = new TreeSet<>();
+        consumer.assignment().forEach(tp -> owned.add(tp.partition()));
+        failure.put("assignment", owned);
+        return failure;
+    }
+
     /** Every consumer polls on its own thread until the group has read {@code total} records. */
     private static boolean settled(int received, int total, AtomicIntegerArray owning,
             int partitions) {
@@ -197,7 +218,8 @@ public final class ConsumerGroupProbe {
             perConsumer.add(mine);
             Thread thread = new Thread(() -> {
                 int count = 0;
-                int commitFailures = 0;
+                // Each commitSync() that threw: what, and where the member stood when it did.
+                List<Map<String, Object>> commitFailures = new ArrayList<>();
                 try {
                     while (!settled(received.get(), total, owning, partitions)
                             && System.currentTimeMillis() < deadline) {
@@ -212,7 +234,7 @@ public final class ConsumerGroupProbe {
                             try {
                                 consumer.commitSync();
                             } catch (RuntimeException failed) {
-                                commitFailures++;
+                                commitFailures.add(describeCommitFailure(consumer, failed));
                             }
                         }
                     }
@@ -221,7 +243,8 @@ public final class ConsumerGroupProbe {
                     Set<Integer> owned = new TreeSet<>();
                     consumer.assignment().forEach(tp -> owned.add(tp.partition()));
                     mine.put("received", count);
-                    mine.put("commit_failures", commitFailures);
+                    mine.put("commit_failures", commitFailures.size());
+                    mine.put("commit_failure_details", commitFailures);
                     mine.put("assignment", owned);
                     mine.put("generation", consumer.groupMetadata().generationId());
                     mine.put("member_id", consumer.groupMetadata().memberId());
