@@ -11,9 +11,11 @@ whether a newer InitProducerId or the coordinator's timeout abort bumped it, INV
 at every version, as Kafka 4.4.0 answers v3 and v5; the Java producer makes it fatal, a
 ProducerFencedException); with a generation or member id (v3+), a classic group's member
 must be known (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) and in that generation (ILLEGAL_GENERATION),
-a KIP-848 group's member known and at that epoch (STALE_MEMBER_EPOCH); an unknown group with a
-generation is ILLEGAL_GENERATION; unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION;
-metadata above ``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE.
+a KIP-848 group's member known and at that epoch, or at an older one at which it already held
+every partition committed (KIP-1251, ``consumer.offset_commit``; else STALE_MEMBER_EPOCH); an
+unknown group with a generation is ILLEGAL_GENERATION; unknown topics or partitions get
+UNKNOWN_TOPIC_OR_PARTITION; metadata above ``offset.metadata.max.bytes`` gets
+OFFSET_METADATA_TOO_LARGE.
 
 v5 (transaction version 2) adds the group's ``__consumer_offsets`` partition to the transaction
 itself, as the client sends no AddOffsetsToTxn first.
@@ -28,6 +30,7 @@ Omission: staged offsets are kept in memory until the commit (see the transactio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kemu.broker.authorization import (
@@ -43,6 +46,7 @@ from kemu.broker.handlers._transactions import as_partition_writer
 from kemu.cluster.context import RequestContext
 from kemu.coordinator.group.classic.group import DEAD, EMPTY, ClassicGroup
 from kemu.coordinator.group.consumer.group import ConsumerGroup
+from kemu.coordinator.group.consumer.offset_commit import validate_offset_commit
 from kemu.coordinator.group.offset_manager import CommitPartition
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.streams.model import StreamsGroup
@@ -71,11 +75,21 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequestView) -> Any:
     instance_id = getattr(request, "group_instance_id", None)
     generation = getattr(request, "generation_id", -1)
     transactions = transaction_coordinator(ctx.runtime)
+    max_metadata = ctx.cluster.config.get_int("offset.metadata.max.bytes")
+    by_id = ctx.version >= TOPIC_ID_VERSION
+    names = [_topic_name(ctx, topic, by_id) for topic in request.topics]
+    # What a consumer group checks against its member's assignment epochs (KIP-1251).
+    committed = [
+        (name, entry.partition_index)
+        for topic, name in zip(request.topics, names, strict=True)
+        for entry in topic.partitions
+        if name is not None and len(entry.committed_metadata or "") <= max_metadata
+    ]
     error = transactions.check_producer(
         request.transactional_id, request.producer_id, request.producer_epoch
     )
     if error is ErrorCode.none:
-        error = _check_group(ctx, request.group_id, member_id, instance_id, generation)
+        error = _check_group(ctx, request.group_id, member_id, instance_id, generation, committed)
         error = _group_error_for_version(error, ctx.version)
     if error is ErrorCode.none and ctx.version >= IMPLICIT_ADD_VERSION:
         # Transaction version 2 clients send no AddOffsetsToTxn: the group's offsets partition
@@ -87,10 +101,7 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequestView) -> Any:
             request.group_id,
         ).error
     error = as_partition_writer(error)
-    max_metadata = ctx.cluster.config.get_int("offset.metadata.max.bytes")
     pending = PendingOffsets(member_id, instance_id, generation, OFFSET_COMMIT_VERSION)
-    by_id = ctx.version >= TOPIC_ID_VERSION
-    names = [_topic_name(ctx, topic, by_id) for topic in request.topics]
     readable = allowed_names(
         ctx, AclOperation.READ, ResourceType.TOPIC, (name or "" for name in names)
     )
@@ -166,6 +177,7 @@ def _check_group(
     member_id: str,
     instance_id: str | None,
     generation: int,
+    committed: Sequence[tuple[str, int]],
 ) -> ErrorCode:
     if not group_id:
         return ErrorCode.invalid_group_id
@@ -175,14 +187,15 @@ def _check_group(
         # v6 reports GROUP_ID_NOT_FOUND, older versions ILLEGAL_GENERATION (mapped above)
         return ErrorCode.group_id_not_found if generation >= 0 else ErrorCode.none
     if isinstance(group, ConsumerGroup):
-        if generation < 0 and not member_id:
-            return ErrorCode.none
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if generation != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        topics = ctx.cluster.topics
+        checked = [
+            (topics[name].topic_id, partition) if name in topics else None
+            for name, partition in committed
+        ]
+        error = validate_offset_commit(
+            group, member_id, generation, checked, transactional=True, instance_id=instance_id
+        )
+        return error or ErrorCode.none
     if isinstance(group, StreamsGroup):
         if generation < 0 and not member_id:
             return ErrorCode.none

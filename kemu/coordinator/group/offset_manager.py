@@ -9,8 +9,11 @@ start (together with ``load_group`` for group metadata). Topic existence is the 
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.classic.group import (
     EMPTY,
     STABLE,
@@ -19,6 +22,7 @@ from kemu.coordinator.group.classic.group import (
     ClassicMember,
     validate_offset_commit,
 )
+from kemu.coordinator.group.consumer import offset_commit
 from kemu.coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupCoordinator
 from kemu.coordinator.group.offsets import CommittedOffset, OffsetStore
 from kemu.coordinator.group.records import (
@@ -35,6 +39,7 @@ from kemu.coordinator.group.streams.model import StreamsGroup
 from kemu.protocol.errors import ErrorCode
 
 Record = tuple[RecordKey, RecordValue | None]
+TopicIds = Callable[[str], uuid.UUID | None]  # a topic's id by its name (None: no such topic)
 DEFAULT_RETENTION = -1  # OffsetCommit v2-v4 RetentionTimeMs: use the broker's retention
 NO_OFFSET = -1
 FIRST_VERSION_WITH_GROUP_NOT_FOUND = 9
@@ -79,11 +84,13 @@ class OffsetManager:
         store: OffsetStore,
         consumer: ConsumerGroupCoordinator | None = None,
         metadata_max_bytes: int = 4096,
+        topic_ids: TopicIds | None = None,
     ) -> None:
         self.classic = classic
         self.store = store
         self.consumer = consumer
         self.metadata_max_bytes = metadata_max_bytes
+        self.topic_ids = topic_ids
 
     # --- OffsetCommit --------------------------------------------------------------------------
 
@@ -110,7 +117,14 @@ class OffsetManager:
             # An assign()-only consumer or an admin: Kafka creates a "simple" group for it.
             found = self.classic.simple_group(group_id, now_ms)
         if isinstance(found, ConsumerGroup):
-            error = ConsumerGroupCoordinator.validate_offset_commit(found, member_id, generation_id)
+            # As Kafka, partitions whose metadata is too large are not checked against the
+            # member's assignment epochs (they are answered OFFSET_METADATA_TOO_LARGE).
+            checked = [
+                self.consumer_partition(found, entry.topic, entry.partition)
+                for entry in partitions
+                if len(entry.metadata or "") <= self.metadata_max_bytes
+            ]
+            error = offset_commit.validate_offset_commit(found, member_id, generation_id, checked)
         elif isinstance(found, StreamsGroup):
             error = found.validate_offset_commit(member_id, generation_id)
         elif isinstance(found, ClassicGroup):
@@ -138,6 +152,15 @@ class OffsetManager:
             )
             records.append((OffsetCommitKey(group_id, entry.topic, entry.partition), value))
         return CommitResult(ErrorCode.none, answers, records)
+
+    def consumer_partition(
+        self, group: ConsumerGroup, topic: str, partition: int
+    ) -> TopicPartition | None:
+        """A committed partition as a consumer group's assignments name it (by topic id)."""
+        topic_id = self.topic_ids(topic) if self.topic_ids is not None else None
+        if topic_id is None and topic in group.subscribed_metadata:
+            topic_id = group.subscribed_metadata[topic].topic_id
+        return None if topic_id is None else (topic_id, partition)
 
     # --- OffsetFetch ---------------------------------------------------------------------------
 

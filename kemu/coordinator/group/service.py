@@ -130,6 +130,7 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
             self.offsets,
             self.consumer,
             runtime.cluster.config.get_int("offset.metadata.max.bytes"),
+            self._topic_id,
         )
         self.offsets_log = OffsetsLog(runtime.cluster)
         self._timer: TimerHandle | None = None
@@ -330,6 +331,10 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
     def _topic_name(self, topic_id: uuid.UUID) -> str:
         topic = self.runtime.cluster.topics_by_id.get(topic_id)
         return topic.name if topic is not None else ""
+
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        topic = self.runtime.cluster.topics.get(name)
+        return topic.topic_id if topic is not None else None
 
     def topic_meta(self, name: str) -> TopicMeta | None:
         topic = self.runtime.cluster.topics.get(name)

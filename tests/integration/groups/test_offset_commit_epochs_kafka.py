@@ -12,11 +12,10 @@ and ``createAssignmentEpochValidator``): accepted for a partition the member sti
 assignment epoch not newer than the commit's epoch, STALE_MEMBER_EPOCH for a partition it no
 longer has. An epoch newer than the member's is STALE_MEMBER_EPOCH.
 
-kemu requires the member's current epoch exactly
-(``ConsumerGroupCoordinator.validate_offset_commit`` in kemu/coordinator/group/consumer/group.py,
-Kafka's rule before KIP-1251), so it refuses the commit of the kept partitions at epoch E: the
-Java client throws CommitFailedException from commitSync() (what the loaded-machine failures of
-test_consumer_group_java.py's consumer run were). That case is xfail on kemu until fixed.
+kemu applies the same rule (``consumer.offset_commit``). Under the rule before KIP-1251 (the
+member's exact epoch) the commit of the kept partitions at epoch E was refused and the Java
+client threw CommitFailedException from commitSync() (what the loaded-machine failures of
+test_consumer_group_java.py's consumer run were).
 """
 
 from __future__ import annotations
@@ -227,18 +226,8 @@ def test_an_older_epoch_commit_of_partitions_no_longer_assigned_is_stale(bumped:
     assert member.commit(bumped.old_epoch, bumped.revoked) == {ErrorCode.stale_member_epoch}
 
 
-def test_an_older_epoch_commit_of_partitions_kept_since_is_accepted(
-    server: Server, bumped: Bumped, request: pytest.FixtureRequest
-) -> None:
-    """KIP-1251: the kept partitions' assignment epoch is the old epoch, so Kafka 4.4.0 takes
-    the commit a member sent just before learning of its new epoch."""
-    if server.name == "kemu":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="kemu bug: validate_offset_commit requires the member's exact epoch "
-                "(no KIP-1251 assignment epochs): STALE_MEMBER_EPOCH",
-            )
-        )
+def test_an_older_epoch_commit_of_partitions_kept_since_is_accepted(bumped: Bumped) -> None:
+    """KIP-1251: the kept partitions' assignment epoch is the old epoch, so the commit a member
+    sent just before learning of its new epoch is taken."""
     member = bumped.member
     assert member.commit(bumped.old_epoch, bumped.kept) == {ErrorCode.none}

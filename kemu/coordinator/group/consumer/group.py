@@ -33,6 +33,8 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
   redone, at most every 10 s, when topics were created since, and every 10 minutes.
 * A member that does not heartbeat for ``group.consumer.session.timeout.ms``, or does not revoke
   within its rebalance timeout, is removed.
+* Each partition a member holds keeps the epoch it was assigned at (KIP-1251), against which
+  offset commits at an older member epoch are checked (``consumer.offset_commit``).
 
 The coordinator writes groups to ``__consumer_offsets`` as Kafka does (``consumer.persistence``),
 so members keep their ids, epochs and assignments across a restart. A member whose group is
@@ -124,8 +126,20 @@ class ConsumerMember:
     server_assignor: str | None = None
     assigned: Partitions = frozenset()
     pending_revocation: Partitions = frozenset()
+    # KIP-1251: the epoch each held partition (assigned or pending revocation) was assigned at.
+    assignment_epochs: dict[TopicPartition, int] = field(default_factory=dict)
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None
+
+    def assignment_epoch(self, partition: TopicPartition) -> int | None:
+        """The epoch the member was assigned ``partition`` at, None if it does not hold it;
+        without a recorded one, its epoch (not below 0), as Kafka reads a record without them."""
+        if partition not in self.assigned and partition not in self.pending_revocation:
+            return None
+        return self.assignment_epochs.get(partition, max(self.member_epoch, 0))
+
+    def epochs_of(self, partitions: Partitions) -> dict[TopicPartition, int]:
+        return {p: epoch for p in partitions if (epoch := self.assignment_epoch(p)) is not None}
 
 
 @dataclass(eq=False)
@@ -290,7 +304,11 @@ class ConsumerGroupCoordinator:
         )
         if joining and member.member_epoch != JOIN_EPOCH:
             updated = replace(
-                updated, member_epoch=0, assigned=frozenset(), pending_revocation=frozenset()
+                updated,
+                member_epoch=0,
+                assigned=frozenset(),
+                pending_revocation=frozenset(),
+                assignment_epochs={},
             )
         regex_status = self._update_regexes(group, member, updated, now_ms)
         # As Kafka: the epoch goes up when subscribed topic names change, or a regex changes to
@@ -383,20 +401,6 @@ class ConsumerGroupCoordinator:
         return late
 
     # --- offsets ---------------------------------------------------------------------------------
-
-    @staticmethod
-    def validate_offset_commit(
-        group: ConsumerGroup, member_id: str, member_epoch: int
-    ) -> ErrorCode | None:
-        """Kafka's ``ConsumerGroup.validateOffsetCommit`` for the consumer protocol."""
-        if member_epoch < 0 and not group.members:
-            return None  # an admin or an assign()-only consumer
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return None
 
     @staticmethod
     def validate_offset_fetch(
@@ -573,6 +577,7 @@ class ConsumerGroupCoordinator:
                 member_epoch=epoch,
                 assigned=keep,
                 pending_revocation=revoke,
+                assignment_epochs=member.epochs_of(member.assigned),
                 revocation_deadline_ms=now_ms + member.rebalance_timeout_ms,
             )
         return replace(
@@ -582,6 +587,9 @@ class ConsumerGroupCoordinator:
             member_epoch=group.assignment_epoch,
             assigned=keep | free,
             pending_revocation=frozenset(),
+            # Kept partitions keep their assignment epoch, new ones get the target's (Kafka's
+            # computeNextAssignment).
+            assignment_epochs=member.epochs_of(keep) | dict.fromkeys(free, group.assignment_epoch),
             revocation_deadline_ms=None,
         )
 

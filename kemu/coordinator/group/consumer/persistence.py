@@ -1,11 +1,11 @@
 """What of a KIP-848 consumer group is written to ``__consumer_offsets``, and reading it back.
 
 A group's durable state is an ``Image``: its epoch, its target assignment (epoch and per
-member), and per member its metadata and current assignment (epochs, state, partitions). After
-each change the coordinator writes only the records whose value differs from what the log
-already holds (``diff``), tombstones for members that left, and tombstones for everything when
-the group goes away. Replaying the records rebuilds the images (``ImageBuilder``) and from them
-the groups, each member with a fresh session.
+member), and per member its metadata and current assignment (epochs, state, partitions and the
+epoch each was assigned at). After each change the coordinator writes only the records whose
+value differs from what the log already holds (``diff``), tombstones for members that left, and
+tombstones for everything when the group goes away. Replaying the records rebuilds the images
+(``ImageBuilder``) and from them the groups, each member with a fresh session.
 """
 
 from __future__ import annotations
@@ -63,7 +63,12 @@ def image_of(group: ConsumerGroup) -> Image:
         targets=dict(group.target),
         current={
             m.member_id: CurrentAssignmentValue(
-                m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation
+                m.member_epoch,
+                m.previous_member_epoch,
+                m.state,
+                m.assigned,
+                m.pending_revocation,
+                m.epochs_of(m.assigned | m.pending_revocation),
             )
             for m in group.members.values()
         },
@@ -181,6 +186,10 @@ def _with_assignment(
     member: ConsumerMember, current: CurrentAssignmentValue, now_ms: int
 ) -> ConsumerMember:
     revoking = current.state == UNREVOKED
+    # A partition the record gives no assignment epoch gets the member epoch (not below 0), as
+    # Kafka's Utils.assignmentFromTopicPartitions reads it.
+    default_epoch = max(current.member_epoch, 0)
+    held = current.assigned | current.pending_revocation
     return replace(
         member,
         member_epoch=current.member_epoch,
@@ -188,6 +197,7 @@ def _with_assignment(
         state=current.state if current.state in STATES else STABLE,
         assigned=current.assigned,
         pending_revocation=current.pending_revocation,
+        assignment_epochs={p: current.assignment_epochs.get(p, default_epoch) for p in held},
         revocation_deadline_ms=now_ms + member.rebalance_timeout_ms if revoking else None,
     )
 

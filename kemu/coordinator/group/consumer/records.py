@@ -4,8 +4,8 @@ and the records that bring the log up to date with a group (``diff``).
 Framing as for every coordinator record (``records``): key = int16 record type + key body
 (not flexible: int16-length strings); value = int16 version (0) + body, flexible: compact
 strings and arrays (unsigned varint length + 1, 0 for null), 16-byte uuids, and a tagged-field
-section after every struct (kemu writes and reads only AssignmentTimestamp, when not 0, as Kafka
-does, and skips the others).
+section after every struct (kemu writes and reads AssignmentTimestamp, when not 0, and the
+current assignment's AssignmentEpochs, as Kafka does, and skips the others).
 
 ====  ==========================================  ==========================================
 type  key                                         value v0
@@ -22,17 +22,25 @@ type  key                                         value v0
 8     ConsumerGroupCurrentMemberAssignment:       MemberEpoch int32, PreviousMemberEpoch int32,
       group, member                               State int8 (0 stable, 1 unrevoked, 2
                                                   unreleased), AssignedPartitions [],
-                                                  PartitionsPendingRevocation []
+                                                  PartitionsPendingRevocation []; in each
+                                                  TopicPartitions tag 0 AssignmentEpochs
+                                                  []int32 (KIP-1251, one per partition)
 ====  ==========================================  ==========================================
 
 (type 4, the partition metadata Kafka 4.0 wrote, is ignored; 4.1 replaced it by a hash.)
+
+AssignmentEpochs: Kafka 4.4 writes them for every topic (and so does kemu, for a topic whose
+partitions all have one); a topic without them, or with as many as it has partitions, is read
+without (its partitions then get the member epoch, not below 0, as Kafka's
+``Utils.assignmentFromTopicPartitions`` gives them: ``persistence``).
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.record_keys import decode_group_key, encode_group_key
@@ -102,6 +110,9 @@ class CurrentAssignmentValue:
     state: str
     assigned: Partitions
     pending_revocation: Partitions
+    # KIP-1251: the epoch each partition was assigned at (those of the record's topics that
+    # carry them; the others are absent).
+    assignment_epochs: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 ConsumerRecordValue = (
@@ -117,7 +128,9 @@ PER_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
 # --- encoding ---------------------------------------------------------------------------------
 
 
-def _partitions(partitions: Partitions) -> bytes:
+def _partitions(
+    partitions: Partitions, epochs: Mapping[TopicPartition, int] | None = None
+) -> bytes:
     by_topic: dict[uuid.UUID, list[int]] = {}
     for topic_id, index in sorted(partitions):
         by_topic.setdefault(topic_id, []).append(index)
@@ -125,7 +138,13 @@ def _partitions(partitions: Partitions) -> bytes:
     for topic_id, indexes in by_topic.items():
         parts.append(topic_id.bytes + uvarint(len(indexes) + 1))
         parts += [_INT32.pack(index) for index in indexes]
-        parts.append(uvarint(0))  # the struct's tagged fields
+        known = [epochs.get((topic_id, index)) for index in indexes] if epochs else []
+        topic_epochs = [epoch for epoch in known if epoch is not None]
+        if topic_epochs and len(topic_epochs) == len(indexes):
+            array = uvarint(len(topic_epochs) + 1) + b"".join(map(_INT32.pack, topic_epochs))
+            parts.append(encode_tags([(0, array)]))  # tag 0 AssignmentEpochs (KIP-1251)
+        else:
+            parts.append(uvarint(0))  # the struct's tagged fields
     return b"".join(parts)
 
 
@@ -162,8 +181,8 @@ def encode_value(value: ConsumerRecordValue) -> bytes:
             _INT32.pack(value.member_epoch)
             + _INT32.pack(value.previous_member_epoch)
             + struct.pack(">b", STATE_CODES[value.state])
-            + _partitions(value.assigned)
-            + _partitions(value.pending_revocation)
+            + _partitions(value.assigned, value.assignment_epochs)
+            + _partitions(value.pending_revocation, value.assignment_epochs)
         )
     return _INT16.pack(0) + body + tags
 
@@ -194,14 +213,29 @@ def read_target_metadata(reader: RecordReader) -> tuple[int, int]:
     return assignment_epoch, timestamp
 
 
-def _read_partitions(reader: RecordReader) -> Partitions:
+def _read_partitions(
+    reader: RecordReader, epochs: dict[TopicPartition, int] | None = None
+) -> Partitions:
+    """A TopicPartitions array; with ``epochs``, its AssignmentEpochs are added to them."""
     found: set[TopicPartition] = set()
     for _ in range(max(reader.uvarint() - 1, 0)):
         topic_id = uuid.UUID(bytes=reader.take(16))
-        for _ in range(max(reader.uvarint() - 1, 0)):
-            found.add((topic_id, reader.int32()))
-        reader.tags()
+        topic = [(topic_id, reader.int32()) for _ in range(max(reader.uvarint() - 1, 0))]
+        found.update(topic)
+        tagged = reader.tags().get(0)
+        if epochs is not None and tagged is not None:
+            topic_epochs = _read_int32_array(tagged)
+            if len(topic_epochs) == len(topic):
+                epochs.update(zip(topic, topic_epochs, strict=True))
     return frozenset(found)
+
+
+def _read_int32_array(data: bytes) -> list[int]:
+    """A compact int32 array (a null one is empty)."""
+    reader = RecordReader(data)
+    values = [reader.int32() for _ in range(max(reader.uvarint() - 1, 0))]
+    reader.done()
+    return values
 
 
 read_partitions = _read_partitions
@@ -248,12 +282,14 @@ def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordVa
         else:
             epoch, previous = reader.int32(), reader.int32()
             (state,) = struct.unpack(">b", reader.take(1))
+            epochs: dict[TopicPartition, int] = {}
             value = CurrentAssignmentValue(
                 epoch,
                 previous,
                 STATE_NAMES.get(state, "UNKNOWN"),
-                _read_partitions(reader),
-                _read_partitions(reader),
+                _read_partitions(reader, epochs),
+                _read_partitions(reader, epochs),
+                epochs,
             )
     except UnicodeDecodeError as error:
         raise ConsumerRecordError(str(error)) from None

@@ -1,0 +1,58 @@
+"""Which member epochs a KIP-848 consumer group takes offset commits at (KIP-1251). Sans-IO.
+
+As Kafka 4.4's ``ConsumerGroup.validateOffsetCommit`` and its assignment-epoch validator: every
+partition a member holds (assigned, or pending revocation) carries the epoch it was assigned at
+(``ConsumerMember.assignment_epochs``: a partition kept across an epoch change keeps its epoch, a
+newly assigned one gets the target's). A commit
+
+* with a negative epoch to a group without members is taken (an admin, an ``assign()``-only
+  consumer), as is a transactional one naming no member, no instance and epoch -1;
+* from a member the group does not have gets UNKNOWN_MEMBER_ID;
+* at the member's epoch is taken, at a newer one gets STALE_MEMBER_EPOCH;
+* at an older epoch is checked partition by partition: the member must hold the partition and
+  have been assigned it at that epoch or before. So a ``commitSync()`` the client sent just
+  before learning its new epoch (the heartbeat acknowledging a revocation crossed it) still
+  commits what the member kept, but not what it gave away.
+
+Kafka fails the whole request at the first partition that does not pass (STALE_MEMBER_EPOCH in
+every partition of the answer), so this answers one error for the request too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.consumer.group import ConsumerGroup
+from kemu.protocol.errors import ErrorCode
+
+NO_EPOCH = -1
+
+
+def validate_offset_commit(
+    group: ConsumerGroup,
+    member_id: str,
+    member_epoch: int,
+    partitions: Iterable[TopicPartition | None],
+    *,
+    transactional: bool = False,
+    instance_id: str | None = None,
+) -> ErrorCode | None:
+    """The error for a commit of ``partitions`` (None: a topic without an id, which no member
+    holds) by ``member_id`` at ``member_epoch``, None when it is taken."""
+    if member_epoch < 0 and not group.members:
+        return None  # an admin or an assign()-only consumer
+    if transactional and member_epoch == NO_EPOCH and member_id == "" and instance_id is None:
+        return None  # a producer committing for a group it is not a member of
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.unknown_member_id
+    if member_epoch == member.member_epoch:
+        return None
+    if member_epoch > member.member_epoch:
+        return ErrorCode.stale_member_epoch
+    for partition in partitions:
+        assigned_at = None if partition is None else member.assignment_epoch(partition)
+        if assigned_at is None or member_epoch < assigned_at:
+            return ErrorCode.stale_member_epoch
+    return None
