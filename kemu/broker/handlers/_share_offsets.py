@@ -5,9 +5,10 @@ write the group.
 An empty group id gets INVALID_GROUP_ID and a principal without ``operation`` on the group
 GROUP_AUTHORIZATION_FAILED, for the whole request; so does the group lookup's GroupError (a group
 with members, of another type, or, where it is not created, unknown). After the change the
-group's records are written and the share leaders caching the changed topics' state reload it;
-a failed write answers its error for the request, the share state being changed already (as on
-Kafka: the group's next write catches up).
+group's records are written and the share leaders caching the changed topics' state drop it
+(what is still queued on them, a marker, an acknowledgement, a lock expiry, then does nothing)
+and reload it on next use; a failed write answers its error for the request, the share state
+being changed already (as on Kafka: the group's next write catches up).
 """
 
 from __future__ import annotations

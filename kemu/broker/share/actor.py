@@ -302,12 +302,13 @@ class SharePartitionActor:
 
     def retire(self) -> None:
         """The manager replaced this actor (its durable state was rewritten by an admin, or the
-        topic is gone): stop its timer and wake its waiters, who will find the new one.
-        Operations already running finish against the old state; their writes are fenced if
-        the state epoch moved."""
+        topic is gone): drop the cached state, stop the timer and wake the waiters, who will
+        find the new actor. Work still queued here (a transaction's marker, an acknowledgement,
+        a lock expiry) finds nothing loaded: it never acts on the old copy nor writes it over
+        the new state (a delete leaves no state epoch to fence it), and it loads nothing, as
+        a second leader of the share partition would."""
         self.retired = True
-        self._cancel_timer()
-        self._wake()
+        self.close()
 
     async def stop(self) -> None:
         """The broker stops: the lock timer never fires again and the lock expiries it already
@@ -333,6 +334,8 @@ class SharePartitionActor:
 
     async def _load(self, partition: Partition, settings: ShareSettings) -> ErrorCode:
         self._source, self._settings = partition, settings
+        if self.retired:
+            return ErrorCode.not_leader_or_follower  # as a fenced write: ask the new actor
         if self.core is not None:
             self.core.config = settings.partition
             self.core.leader_epoch = partition.leader_epoch
