@@ -21,9 +21,13 @@ from typing import Any
 
 from kemu.broker.authorization import AclOperation, config_refusal
 from kemu.broker.handlers import handler
-from kemu.cluster import config_resources
+from kemu.cluster import (
+    client_metrics,  # noqa: F401 - registers the CLIENT_METRICS resource
+    config_resources,
+)
 from kemu.cluster.config_resources import ConfigEntry, ConfigResourceError
 from kemu.cluster.context import RequestContext
+from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
 from kemu.protocol.errors import ErrorCode, default_message
 from kemu.protocol.views.describe_configs import DescribeConfigsRequestView
 

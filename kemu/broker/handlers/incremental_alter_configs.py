@@ -20,8 +20,10 @@ from typing import Any
 
 from kemu.broker.authorization import AclOperation, config_refusal
 from kemu.broker.handlers import handler
+from kemu.cluster import client_metrics  # noqa: F401 - registers the CLIENT_METRICS resource
 from kemu.cluster.config_resources import ConfigChange, alter_response
 from kemu.cluster.context import RequestContext
+from kemu.coordinator.group import config_resource  # noqa: F401 - registers the GROUP resource
 from kemu.protocol.views.incremental_alter_configs import IncrementalAlterConfigsRequestView
 
 API_KEY = 44

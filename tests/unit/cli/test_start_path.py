@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kemu.broker.handlers import FIRST_REQUEST_MODULES
 from kemu.cluster import model
 
 pytestmark = pytest.mark.process
@@ -44,7 +45,11 @@ LOADED_ON_FIRST_USE = (
     "kemu.protocol.kip1289.schemas",
     "urllib.request",
 )
-LOADED_AT_START = ("kemu.broker.handlers._index", "kemu.broker.handlers.api_versions")
+LOADED_AT_START = (
+    "kemu.broker.handlers._index",
+    "kemu.broker.handlers.api_versions",
+    *FIRST_REQUEST_MODULES,
+)
 
 
 def modules_at_ready(*args: str) -> list[str]:
@@ -61,7 +66,9 @@ def test_a_fresh_start_imports_only_what_the_first_api_versions_needs(
     on_disk: bool, tmp_path: Path
 ) -> None:
     modules = modules_at_ready(*(["--data-dir", str(tmp_path / "data")] if on_disk else []))
-    assert "kemu.broker.server" in modules and "kemu.broker.handlers.api_versions" in modules
+    assert "kemu.broker.server" in modules
+    # what a client asks first is answered without importing a handler module after the ready line
+    assert set(LOADED_AT_START) <= set(modules)
     early = [m for m in modules if m.startswith(LOADED_ON_FIRST_USE)]
     assert early == []
     handlers = [
@@ -77,3 +84,34 @@ def test_the_start_path_names_the_coordinators_topics_as_they_do() -> None:
 
     assert model.SHARE_STATE_TOPIC == SHARE_STATE_TOPIC
     assert model.TRANSACTION_STATE_TOPIC == TOPIC
+
+
+# A placeholder's first request imports only its own module, so each config handler must itself
+# load the modules that register the config resource types it serves. Run in a fresh interpreter.
+RESOURCE_TYPES_PROBE = """
+import importlib, json, sys
+from kemu.broker.handlers import load_handlers
+load_handlers() if sys.argv[1] == "all" else importlib.import_module(sys.argv[1])
+from kemu.cluster.config_resources import RESOURCE_TYPES
+print(json.dumps(sorted(RESOURCE_TYPES)))
+"""
+
+
+def resource_types_after_importing(module: str) -> list[int]:
+    done = subprocess.run(
+        [sys.executable, "-c", RESOURCE_TYPES_PROBE, module],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    types: list[int] = json.loads(done.stdout)
+    return types
+
+
+@pytest.mark.parametrize(
+    "module", ["describe_configs", "alter_configs", "incremental_alter_configs"]
+)
+def test_a_config_handler_alone_serves_every_config_resource_type(module: str) -> None:
+    alone = resource_types_after_importing(f"kemu.broker.handlers.{module}")
+    assert alone == resource_types_after_importing("all")
