@@ -9,6 +9,7 @@ replay a log at start-up are still loaded before the ready line when their topic
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +116,30 @@ def resource_types_after_importing(module: str) -> list[int]:
 def test_a_config_handler_alone_serves_every_config_resource_type(module: str) -> None:
     alone = resource_types_after_importing(f"kemu.broker.handlers.{module}")
     assert alone == resource_types_after_importing("all")
+
+
+# `kemu ctl` as the console script runs it, printing sys.modules as the interpreter exits.
+CTL_PROBE = """
+import atexit, json, os, sys
+def modules_at_exit():
+    sys.stdout.write(json.dumps(sorted(sys.modules)) + "\\n")
+    sys.stdout.flush()
+atexit.register(modules_at_exit)
+from kemu.entry import main
+sys.argv = ["kemu", "ctl", "--control", sys.argv[1], "health"]
+raise SystemExit(main())
+"""
+
+
+def test_a_ctl_call_imports_neither_the_broker_nor_its_libraries() -> None:
+    with socket.socket() as unused:  # bound, never listening: the call is refused
+        unused.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{unused.getsockname()[1]}"
+        done = subprocess.run(
+            [sys.executable, "-c", CTL_PROBE, url], capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 2 and "kemu ctl: cannot reach" in done.stderr, done.stderr
+    modules: list[str] = json.loads(done.stdout.splitlines()[-1])
+    assert "kemu.control.client" in modules
+    heavy = ("kemu.broker", "kemu.coordinator", "kemu.storage", "kio", "structlog", "asyncio")
+    assert [m for m in modules if m.split(".")[0] in heavy or m.startswith(heavy)] == []
