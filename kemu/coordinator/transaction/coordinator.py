@@ -186,7 +186,7 @@ class TransactionCoordinator:
             )
             self.transactions[transactional_id] = meta
             return self._answer(meta, [self._record(meta)])
-        if meta.state in PREPARING:
+        if meta.state in PREPARING:  # before the producer id, as Kafka's pending transition
             return Outcome(ErrorCode.concurrent_transactions)
         named = producer_id != NO_PRODUCER_ID
         if named and not self._held_by(meta, producer_id, producer_epoch):
@@ -270,12 +270,14 @@ class TransactionCoordinator:
         now_ms: int,
     ) -> Outcome:
         meta = self.transactions.get(transactional_id)
+        if meta is not None and meta.state in PREPARING:
+            # Kafka 4.4.0 checks its pending transition first, and a prepared transaction has
+            # one (to Complete*) while its markers are written: any producer id and epoch waits.
+            return Outcome(ErrorCode.concurrent_transactions)
         error = self._check_producer(meta, producer_id, producer_epoch)
         if error is not None:
             return Outcome(error)
         assert meta is not None
-        if meta.state in PREPARING:
-            return Outcome(ErrorCode.concurrent_transactions)
         wanted = set(partitions)
         if meta.state == TxnState.ONGOING and wanted <= meta.partitions:
             return self._answer(meta, [])
@@ -390,10 +392,18 @@ class TransactionCoordinator:
         *,
         bump_epoch: bool = False,
     ) -> Outcome:
-        """``bump_epoch``: transaction version 2 (EndTxn v5)."""
+        """``bump_epoch``: transaction version 2 (EndTxn v5). While a prepared transaction's
+        markers are written (Kafka 4.4.0: a pending transition to Complete*) the answer is
+        CONCURRENT_TRANSACTIONS, with transaction version 2 before any check of the producer,
+        with version 1 after the producer id (INVALID_PRODUCER_ID_MAPPING) and epoch
+        (PRODUCER_FENCED) checks, whichever outcome it asks for."""
         meta = self.transactions.get(transactional_id)
         if meta is None:
             return Outcome(ErrorCode.invalid_producer_id_mapping)
+        if bump_epoch and meta.state in PREPARING:
+            # Transaction version 2 checks the pending transition (to Complete*, while the
+            # markers are written) before the producer: any id, epoch and outcome waits.
+            return Outcome(ErrorCode.concurrent_transactions)
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if bump_epoch and self._retries_exhausting_bump(meta, producer_id, producer_epoch):
             if meta.state == wanted:
@@ -413,12 +423,6 @@ class TransactionCoordinator:
                 return self._answer(meta, [])
             # As Kafka's TransactionCoordinator: the other outcome of this transaction (a commit
             # after the coordinator aborted it on timeout) is an invalid transition, not a fence.
-            if meta.state == TxnState.PREPARE_COMMIT:
-                return Outcome(ErrorCode.concurrent_transactions if commit else INVALID_TXN)
-            if meta.state == TxnState.PREPARE_ABORT:
-                return Outcome(INVALID_TXN if commit else ErrorCode.concurrent_transactions)
-            if meta.state in PREPARING:
-                return Outcome(ErrorCode.concurrent_transactions)
             if meta.state in COMPLETE:
                 return Outcome(INVALID_TXN)
             return Outcome(ErrorCode.producer_fenced)
@@ -431,7 +435,7 @@ class TransactionCoordinator:
             if bump_epoch:
                 self._bump(meta)
             return self._prepare(meta, commit=commit, now_ms=now_ms)
-        if meta.state in PREPARING:
+        if meta.state in PREPARING:  # transaction version 1: after the producer's checks
             return Outcome(ErrorCode.concurrent_transactions)
         if meta.state == wanted and not bump_epoch:
             return self._answer(meta, [])  # a retry of an EndTxn that completed

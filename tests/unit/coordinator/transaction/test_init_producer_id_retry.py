@@ -161,3 +161,24 @@ def test_the_producer_whose_transaction_timed_out_recovers_with_its_epoch() -> N
     coordinator.complete(TXN, now_ms=2 + TIMEOUT_MS)
     assert init(coordinator, OLD, 2) == FENCED
     assert init(coordinator, OLD, 3) == (ErrorCode.none, OLD, 4)
+
+
+def test_another_epoch_of_an_exhausted_one_keeps_kemus_answers() -> None:
+    """Kafka 4.4.0 answers UNKNOWN_SERVER_ERROR here (its ``prepareIncrementProducerEpoch``
+    throws on an exhausted epoch); kemu answers as below the exhaustion (docs/conformance.md)."""
+    coordinator = at(LAST_USABLE - 1)
+    bumped = coordinator.init_producer_id(TXN, TIMEOUT_MS, 1, OLD, LAST_USABLE - 1)
+    assert (bumped.error, bumped.producer_id, bumped.producer_epoch) == (
+        ErrorCode.none,
+        OLD,
+        LAST_USABLE,
+    )
+    stale = coordinator.init_producer_id(TXN, TIMEOUT_MS, 2, OLD, 100)
+    assert (stale.error, stale.producer_id, stale.producer_epoch) == FENCED
+    retried = coordinator.init_producer_id(TXN, TIMEOUT_MS, 3, OLD, LAST_USABLE - 1)
+    assert (retried.error, retried.producer_id, retried.producer_epoch) == (
+        ErrorCode.none,
+        OLD,
+        LAST_USABLE,
+    )
+    assert coordinator.transactions[TXN].state is TxnState.EMPTY
