@@ -78,7 +78,7 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequestView) -> Any:
     max_metadata = ctx.cluster.config.get_int("offset.metadata.max.bytes")
     by_id = ctx.version >= TOPIC_ID_VERSION
     names = [_topic_name(ctx, topic, by_id) for topic in request.topics]
-    # What a consumer group checks against its member's assignment epochs (KIP-1251).
+    # What a consumer or streams group checks against its member's assignment epochs (KIP-1251).
     committed = [
         (name, entry.partition_index)
         for topic, name in zip(request.topics, names, strict=True)
@@ -197,9 +197,10 @@ def _check_group(
         )
         return error or ErrorCode.none
     if isinstance(group, StreamsGroup):
-        if generation < 0 and not member_id:
-            return ErrorCode.none
-        return group.validate_offset_commit(member_id, generation) or ErrorCode.none
+        error = group.validate_offset_commit(
+            member_id, generation, committed, transactional=True, instance_id=instance_id
+        )
+        return error or ErrorCode.none
     if isinstance(group, ClassicGroup):
         if group.state == DEAD:
             return ErrorCode.coordinator_not_available

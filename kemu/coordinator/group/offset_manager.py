@@ -126,7 +126,12 @@ class OffsetManager:
             ]
             error = offset_commit.validate_offset_commit(found, member_id, generation_id, checked)
         elif isinstance(found, StreamsGroup):
-            error = found.validate_offset_commit(member_id, generation_id)
+            committed = [
+                (entry.topic, entry.partition)
+                for entry in partitions
+                if len(entry.metadata or "") <= self.metadata_max_bytes
+            ]
+            error = found.validate_offset_commit(member_id, generation_id, committed)
         elif isinstance(found, ClassicGroup):
             error = validate_offset_commit(found, member_id, group_instance_id, generation_id)
             self.classic.keep_alive(found, member_id, now_ms)

@@ -1,6 +1,7 @@
 """Kafka 4.4.0's own generated record classes (kafka-group-coordinator from bench/.cache/lib)
 read every streams-group record kemu writes to ``__consumer_offsets`` (types 17, 19-23), to the
-last byte, with the fields kemu meant. Needs ``javac`` and the jars ``make bench`` fetches."""
+last byte, with the fields kemu meant (the active tasks' AssignmentEpochs of KIP-1251 too).
+Needs ``javac`` and the jars ``make bench`` fetches."""
 
 from __future__ import annotations
 
@@ -106,3 +107,7 @@ def test_kafka_reads_kemus_streams_group_records(tmp_path: Path) -> None:
     assert "state=1" in text and "activeTasksPendingRevocation=[TaskIds(subtopologyId=" in text
     assert "repartitionSinkTopics=[app-words-repartition]" in text
     assert "assignmentTimestamp=1700000000000" in text
+    # KIP-1251: each active task list carries its assignment epochs (tag 0), a's all 2.
+    assert "activeTasks=[TaskIds(subtopologyId='0', partitions=[0], assignmentEpochs=[2])" in text
+    assert "activeTasksPendingRevocation=[TaskIds(subtopologyId='0', partitions=[1], " in text
+    assert text.count("assignmentEpochs=[2]") == 4

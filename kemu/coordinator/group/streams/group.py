@@ -244,7 +244,12 @@ class StreamsGroupCoordinator:
         if old.member_epoch == STATIC_LEAVE_EPOCH:
             return old, replace(old, member_epoch=0, state=STABLE)
         return old, replace(
-            old, member_epoch=0, assigned=EMPTY, pending_revocation=EMPTY, state=STABLE
+            old,
+            member_epoch=0,
+            assigned=EMPTY,
+            pending_revocation=EMPTY,
+            active_epochs={},
+            state=STABLE,
         )
 
     @staticmethod
@@ -321,7 +326,12 @@ class StreamsGroupCoordinator:
                 f"Member {request.member_id} is not a static member and cannot leave with -2.",
             )
         group.members[member.member_id] = replace(
-            member, member_epoch=STATIC_LEAVE_EPOCH, revocation_deadline_ms=None
+            member,
+            member_epoch=STATIC_LEAVE_EPOCH,
+            revocation_deadline_ms=None,
+            # As Kafka's resetAssignedTasksEpochsToZero: a static member's temporary leave.
+            active_epochs=member.active_epochs_of(member.pending_revocation.active)
+            | dict.fromkeys(member.assigned.active, 0),
         )
         return _departed(request, STATIC_LEAVE_EPOCH, group, settings)
 

@@ -126,6 +126,7 @@ def reconcile(
             state=UNREVOKED,
             assigned=keep,
             pending_revocation=revoke,
+            active_epochs=member.active_epochs_of(member.assigned.active),
             revocation_deadline_ms=now_ms + member.rebalance_timeout_ms,
         )
     others_active: set[tuple[str, int]] = set()
@@ -152,5 +153,8 @@ def reconcile(
         state=UNRELEASED if unreleased else STABLE,
         assigned=TaskTuple(free, standby, warmup),
         pending_revocation=EMPTY,
+        # KIP-1251: kept active tasks keep their assignment epoch, new ones get the target's.
+        active_epochs=member.active_epochs_of(free & member.assigned.active)
+        | dict.fromkeys(free - member.assigned.active, epoch),
         revocation_deadline_ms=None,
     )

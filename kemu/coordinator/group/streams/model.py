@@ -6,7 +6,7 @@ reconciliation) and ``streams.validation`` (what a heartbeat may carry).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kemu.coordinator.group.modern_group import check_offset_fetch, group_state
@@ -87,8 +87,21 @@ class StreamsMember:
     client_tags: tuple[tuple[str, str], ...] = ()
     assigned: TaskTuple = EMPTY
     pending_revocation: TaskTuple = EMPTY
+    # KIP-1251: the epoch each active task it holds (assigned or pending revocation) was
+    # assigned at.
+    active_epochs: dict[Task, int] = field(default_factory=dict)
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None
+
+    def active_epoch(self, task: Task) -> int | None:
+        """The epoch the member was assigned active ``task`` at, None if it does not hold it;
+        without a recorded one, its epoch, as Kafka reads a record without them."""
+        if task not in self.assigned.active and task not in self.pending_revocation.active:
+            return None
+        return self.active_epochs.get(task, self.member_epoch)
+
+    def active_epochs_of(self, tasks: Iterable[Task]) -> dict[Task, int]:
+        return {t: epoch for t in tasks if (epoch := self.active_epoch(t)) is not None}
 
 
 @dataclass(eq=False)
@@ -139,17 +152,41 @@ class StreamsGroup:
                 return member.member_id
         return None
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int) -> ErrorCode | None:
-        """Kafka's ``StreamsGroup.validateOffsetCommit``: an admin (epoch -1) only while the
-        group is empty; a member with its current epoch (or the one before, whose tasks it may
-        still be committing)."""
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        member_epoch: int,
+        partitions: Iterable[tuple[str, int]] = (),
+        *,
+        transactional: bool = False,
+        instance_id: str | None = None,
+    ) -> ErrorCode | None:
+        """Kafka 4.4's ``StreamsGroup.validateOffsetCommit`` (KIP-1251): an admin (epoch -1)
+        only while the group is empty, a transactional commit naming no member, no instance and
+        epoch -1; a member at its epoch; at an older one, for each committed (topic, partition)
+        the active task of the subtopology reading the topic must be the member's, assigned at
+        that epoch or before (else, or at a newer epoch, STALE_MEMBER_EPOCH)."""
         if member_epoch < 0 and not self.members:
+            return None
+        if transactional and member_epoch == -1 and member_id == "" and instance_id is None:
             return None
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        if member_epoch not in (member.member_epoch, member.previous_member_epoch):
+        if member_epoch == member.member_epoch:
+            return None
+        if member_epoch > member.member_epoch or self.topology is None:
             return ErrorCode.stale_member_epoch
+        subtopology_of = {
+            topic: sub.subtopology_id
+            for sub in self.topology.subtopologies
+            for topic in sub.input_topics()
+        }
+        for topic, partition in partitions:
+            sub_id = subtopology_of.get(topic)
+            assigned_at = None if sub_id is None else member.active_epoch((sub_id, partition))
+            if assigned_at is None or member_epoch < assigned_at:
+                return ErrorCode.stale_member_epoch
         return None
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:

@@ -21,23 +21,27 @@ type  key                                         value v0
       group, member                               [] {SubtopologyId, Partitions []int32}
 22    StreamsGroupCurrentMemberAssignment:        MemberEpoch, PreviousMemberEpoch, State int8
       group, member                               (0 stable, 1 unrevoked, 2 unreleased), the
-                                                  three task lists, the three pending revocation
+                                                  three task lists, the three pending revocation;
+                                                  active ones with tag 0 AssignmentEpochs []int32
+                                                  (KIP-1251, one per partition)
 23    StreamsGroupTopology: group                 Epoch, Subtopologies [] (as the heartbeat's)
 ====  ==========================================  ==========================================
 
-Tagged fields kemu does not use (topology description epochs, per-task assignment epochs) are
-skipped when read and not written, as Kafka's defaults.
+Tagged fields kemu does not use (topology description epochs) are skipped when read and not
+written, as Kafka's defaults. An active task list without AssignmentEpochs (or with as many as
+it has partitions) is read without: its tasks then get the member epoch, as Kafka's
+``TasksTupleWithEpochs.fromCurrentAssignmentRecord``.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 
 from kemu.coordinator.group.consumer.records import read_target_metadata, target_metadata_tags
 from kemu.coordinator.group.record_keys import decode_group_key, encode_group_key
-from kemu.coordinator.group.streams.assignor import EMPTY, Tasks, TaskTuple
+from kemu.coordinator.group.streams.assignor import EMPTY, Task, Tasks, TaskTuple
 from kemu.coordinator.group.streams.model import (
     STABLE,
     UNRELEASED,
@@ -130,6 +134,8 @@ class StreamsCurrentValue:
     state: str
     assigned: TaskTuple
     pending_revocation: TaskTuple
+    # KIP-1251: the epoch each active task was assigned at (those of the lists carrying them).
+    active_epochs: dict[Task, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,20 +164,28 @@ def _array(items: list[bytes]) -> bytes:
     return uvarint(len(items) + 1) + b"".join(items)
 
 
-def _tasks(tasks: Tasks) -> bytes:
+def _tasks(tasks: Tasks, epochs: Mapping[Task, int] | None = None) -> bytes:
     by_sub: dict[str, list[int]] = {}
     for sub, partition in sorted(tasks):
         by_sub.setdefault(sub, []).append(partition)
     return _array(
         [
-            _cs(sub) + _array([_INT32.pack(p) for p in parts]) + uvarint(0)
+            _cs(sub) + _array([_INT32.pack(p) for p in parts]) + _epochs_tag(sub, parts, epochs)
             for sub, parts in by_sub.items()
         ]
     )
 
 
-def _triple(tasks: TaskTuple) -> bytes:
-    return _tasks(tasks.active) + _tasks(tasks.standby) + _tasks(tasks.warmup)
+def _epochs_tag(sub: str, parts: list[int], epochs: Mapping[Task, int] | None) -> bytes:
+    """A TaskIds struct's tagged fields: tag 0 AssignmentEpochs when every task has one."""
+    known = [epochs[(sub, p)] for p in parts if (sub, p) in epochs] if epochs else []
+    if not known or len(known) != len(parts):
+        return uvarint(0)
+    return encode_tags([(0, _array([_INT32.pack(epoch) for epoch in known]))])
+
+
+def _triple(tasks: TaskTuple, epochs: Mapping[Task, int] | None = None) -> bytes:
+    return _tasks(tasks.active, epochs) + _tasks(tasks.standby) + _tasks(tasks.warmup)
 
 
 def _topic_info(info: TopicInfo) -> bytes:
@@ -248,8 +262,8 @@ def encode_value(value: StreamsRecordValue) -> bytes:
             _INT32.pack(value.member_epoch)
             + _INT32.pack(value.previous_member_epoch)
             + struct.pack(">b", STATE_CODES.get(value.state, 0))
-            + _triple(value.assigned)
-            + _triple(value.pending_revocation)
+            + _triple(value.assigned, value.active_epochs)
+            + _triple(value.pending_revocation, value.active_epochs)
         )
     else:
         topology = value.topology
@@ -270,18 +284,25 @@ def _read_strings(reader: RecordReader) -> tuple[str, ...]:
     return tuple(reader.compact_string() or "" for _ in _read_array(reader))
 
 
-def _read_tasks(reader: RecordReader) -> Tasks:
-    found: set[tuple[str, int]] = set()
+def _read_tasks(reader: RecordReader, epochs: dict[Task, int] | None = None) -> Tasks:
+    """A TaskIds array; with ``epochs``, its AssignmentEpochs are added to them."""
+    found: set[Task] = set()
     for _ in _read_array(reader):
         sub = reader.compact_string() or ""
-        for _ in _read_array(reader):
-            found.add((sub, reader.int32()))
-        reader.tags()
+        tasks = [(sub, reader.int32()) for _ in _read_array(reader)]
+        found.update(tasks)
+        tagged = reader.tags().get(0)
+        if epochs is not None and tagged is not None:
+            array = RecordReader(tagged)
+            values = [array.int32() for _ in _read_array(array)]
+            array.done()
+            if len(values) == len(tasks):
+                epochs.update(zip(tasks, values, strict=True))
     return frozenset(found)
 
 
-def _read_triple(reader: RecordReader) -> TaskTuple:
-    return TaskTuple(_read_tasks(reader), _read_tasks(reader), _read_tasks(reader))
+def _read_triple(reader: RecordReader, epochs: dict[Task, int] | None = None) -> TaskTuple:
+    return TaskTuple(_read_tasks(reader, epochs), _read_tasks(reader), _read_tasks(reader))
 
 
 def _read_kv(reader: RecordReader) -> tuple[tuple[str, str], ...]:
@@ -377,12 +398,14 @@ def decode_value(key: StreamsRecordKey, data: bytes | None) -> StreamsRecordValu
         elif key.record_type == CURRENT_ASSIGNMENT:
             epoch, previous = reader.int32(), reader.int32()
             (state,) = struct.unpack(">b", reader.take(1))
+            epochs: dict[Task, int] = {}
             value = StreamsCurrentValue(
                 epoch,
                 previous,
                 STATE_NAMES.get(state, STABLE),
-                _read_triple(reader),
-                _read_triple(reader),
+                _read_triple(reader, epochs),
+                _read_triple(reader, epochs),
+                epochs,
             )
         else:
             epoch = reader.int32()
@@ -428,7 +451,12 @@ def image_of(group: StreamsGroup) -> Image:
             m.client_tags,
         )
         image[StreamsRecordKey(CURRENT_ASSIGNMENT, gid, m.member_id)] = StreamsCurrentValue(
-            m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation
+            m.member_epoch,
+            m.previous_member_epoch,
+            m.state,
+            m.assigned,
+            m.pending_revocation,
+            m.active_epochs_of(m.assigned.active | m.pending_revocation.active),
         )
     for member_id, tasks in group.target.items():
         if member_id in group.members:
@@ -528,6 +556,11 @@ def group_from_image(
                     state=current.state,
                     assigned=current.assigned,
                     pending_revocation=current.pending_revocation,
+                    # Without a recorded one, the member epoch (Kafka's default).
+                    active_epochs={
+                        task: current.active_epochs.get(task, current.member_epoch)
+                        for task in current.assigned.active | current.pending_revocation.active
+                    },
                 )
             group.members[key.member] = member
     for member_id in list(group.target):
