@@ -30,7 +30,7 @@ from kemu.broker.fetch_session import (
     SessionPartition,
 )
 from kemu.broker.handlers import handler
-from kemu.broker.leadership import leader_fields, node_endpoints
+from kemu.broker.leadership import endpoints_field, leader_fields
 from kemu.cluster.context import RequestContext, Runtime
 from kemu.cluster.partition import Partition
 from kemu.cluster.services import Service
@@ -89,7 +89,7 @@ async def handle(ctx: RequestContext, request: FetchRequestView) -> Any:
         error_code=ErrorCode.none,
         session_id=session.session_id if session is not None else 0,
         responses=responses,
-        node_endpoints=node_endpoints(ctx, other_leaders) if other_leaders else (),
+        **endpoints_field(ctx, other_leaders),
     )
 
 
@@ -328,12 +328,12 @@ def _group_by_topic(
         topic_key = target.key[0]
         grouped.setdefault(topic_key, []).append(ctx.make("PartitionData", **data))
         names[topic_key] = (target.topic_name, target.topic_id)
+    by_id = ctx.version >= 13  # only the field this version has: the id instead of the name
     return tuple(
         ctx.make(
             "FetchableTopicResponse",
-            topic=names[key][0],
-            topic_id=names[key][1],
             partitions=tuple(parts),
+            **({"topic_id": names[key][1]} if by_id else {"topic": names[key][0]}),
         )
         for key, parts in grouped.items()
     )

@@ -50,7 +50,7 @@ import structlog
 from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.broker.handlers._transactions import as_partition_writer
-from kemu.broker.leadership import leader_fields, node_endpoints
+from kemu.broker.leadership import endpoints_field, leader_fields
 from kemu.cluster.context import RequestContext
 from kemu.cluster.partition import Partition
 from kemu.cluster.services import Service
@@ -126,16 +126,16 @@ def handle(ctx: RequestContext, request: ProduceRequestView) -> Any:
         topics.append(
             ctx.make(
                 "TopicProduceResponse",
-                name=topic_data.name if not by_id else None,
-                topic_id=topic_data.topic_id if by_id else None,
                 partition_responses=tuple(results),
+                # only the field this version has (v13: the id instead of the name)
+                **({"topic_id": topic_data.topic_id} if by_id else {"name": topic_data.name}),
             )
         )
     if acks == 0:
         return None
     return ctx.respond(
         responses=tuple(topics),
-        node_endpoints=node_endpoints(ctx, other_leaders) if other_leaders else (),
+        **endpoints_field(ctx, other_leaders),
     )
 
 
