@@ -1,14 +1,16 @@
-"""Start-up cost of ``kemu serve``: CPU seconds and wall time to the ready line and to the first
-ApiVersions answer, median of several starts.
+"""Start-up cost of ``kemu serve``: CPU seconds and wall time to the ready line, to the first
+ApiVersions answer and to the first Metadata answer after it, median of several starts.
 
     .venv/bin/python -m bench.start_figure --runs 9
 
 Each run spawns ``kemu serve --brokers 1`` as ``make bench`` does (a fresh ``--data-dir``, the
 bench's overrides), reads its stdout until the ``kemu ready`` line and at once reads the process's
 user + system CPU time from ``/proc/<pid>/stat`` (10 ms ticks); then sends one ApiVersions v0 and
-reads the CPU again. Wall times are from spawning the process. On a machine shared with other work
-the CPU figures move far less than the wall-clock ones. kemu's bytecode is compiled first (as
-``make bench`` does), so the figures do not count compiling edited modules.
+reads the CPU again, then one Metadata v12 for every topic (what a client asks next; the first
+request a handler module serves) and reads it once more. Wall times are from spawning the
+process. On a machine shared with other work the CPU figures move far less than the wall-clock
+ones. kemu's bytecode is compiled first (as ``make bench`` does), so the figures do not count
+compiling edited modules.
 
 ``--baseline DIR`` also starts another source tree (e.g. ``git archive <commit> kemu | tar -x -C
 DIR``) with ``DIR`` on ``PYTHONPATH``, alternating with this one run by run, so that both see the
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from bench.probe import api_versions_ok, cpu_seconds, free_port
 from bench.servers import HOST, _compile_kemu
+from kemu.testing.wire_client import build, send_once
 
 READY_PREFIX = b"kemu ready "
 READY_TIMEOUT_S = 60.0
@@ -44,10 +47,19 @@ class Start:
     ready_wall_s: float  # spawn to the ready line
     answered_cpu_s: float  # process CPU after the first ApiVersions answer
     answered_wall_s: float  # spawn to the first ApiVersions answer
+    metadata_cpu_s: float  # process CPU after the first Metadata answer
+    metadata_wall_s: float  # spawn to the first Metadata answer
 
 
 def start_once(executable: list[str], workdir: Path, pythonpath: Path | None = None) -> Start:
     port = free_port()
+    metadata = build(
+        3,
+        12,
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
     command = [
         *executable,
         "serve",
@@ -78,7 +90,12 @@ def start_once(executable: list[str], workdir: Path, pythonpath: Path | None = N
             raise RuntimeError("no ApiVersions answer after the ready line")
         answered_wall = time.monotonic() - started
         answered_cpu = cpu_seconds(process.pid)
-        return Start(ready_cpu, ready_wall, answered_cpu, answered_wall)
+        send_once(f"{HOST}:{port}", metadata, timeout=READY_TIMEOUT_S)
+        metadata_wall = time.monotonic() - started
+        metadata_cpu = cpu_seconds(process.pid)
+        return Start(
+            ready_cpu, ready_wall, answered_cpu, answered_wall, metadata_cpu, metadata_wall
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -101,6 +118,8 @@ def _report(name: str, starts: list[Start]) -> None:
     print(_median_line("  wall s to ready line", [s.ready_wall_s for s in starts]))
     print(_median_line("  CPU s to first ApiVersions", [s.answered_cpu_s for s in starts]))
     print(_median_line("  wall s to first ApiVersions", [s.answered_wall_s for s in starts]))
+    print(_median_line("  CPU s to first Metadata", [s.metadata_cpu_s for s in starts]))
+    print(_median_line("  wall s to first Metadata", [s.metadata_wall_s for s in starts]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"run {number + 1} ({name}): ready cpu {start.ready_cpu_s:.2f}s wall "
                 f"{start.ready_wall_s:.3f}s; first ApiVersions cpu {start.answered_cpu_s:.2f}s "
-                f"wall {start.answered_wall_s:.3f}s",
+                f"wall {start.answered_wall_s:.3f}s; first Metadata cpu "
+                f"{start.metadata_cpu_s:.2f}s wall {start.metadata_wall_s:.3f}s",
                 flush=True,
             )
     print(f"load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
