@@ -1,9 +1,11 @@
-"""What ``kemu serve`` imports before its ready line: only what the first ApiVersions needs.
+"""What ``kemu serve`` imports before its ready line: only what a client's first requests need
+(ApiVersions, and the handlers of Metadata, Fetch, ListOffsets and DescribeCluster), and what a
+``kemu ctl`` call imports: none of the broker.
 
-Handler modules, the coordinators, the segment log and kemu's own schemas for newer versions
-are imported on first use (or, for the handlers, in the background right after start): a fresh
-start that imported them took about twice the CPU (docs/benchmarks.md). The coordinators that
-replay a log at start-up are still loaded before the ready line when their topic exists.
+The other handler modules, the coordinators, the segment log and kemu's own schemas for newer
+versions are imported on first use (or, for the handlers, in the background right after start):
+a fresh start that imported them took about twice the CPU (docs/benchmarks.md). The coordinators
+that replay a log at start-up are still loaded before the ready line when their topic exists.
 """
 
 from __future__ import annotations
