@@ -94,7 +94,7 @@ from kemu.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
 from kemu.coordinator.group.registry import Group, GroupRegistry
 from kemu.coordinator.group.share import records as share_records
 from kemu.coordinator.group.share.group import MembershipSettings, ShareGroup, ShareGroupCoordinator
-from kemu.coordinator.group.share.legacy import LEGACY_FILE, load_legacy_share_groups
+from kemu.coordinator.group.share.legacy import migrate_share_groups_file
 from kemu.coordinator.group.share.records import ShareImageBuilder, ShareRecordKey
 from kemu.coordinator.group.share.service import ShareMembership
 from kemu.coordinator.group.snapshots import snapshot, with_memory_state
@@ -145,7 +145,13 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         self._share_log = ShareImageBuilder()
         self.load()
         self.registry.deletion_listeners.append(self._on_group_deleted)
-        self._migrate_share_groups_file()
+        now_ms = runtime.clock_ms()
+        migrate_share_groups_file(
+            runtime.cluster.data_dir,
+            lambda group_id: self.registry.get(group_id) is not None,
+            lambda group: self._put_share_group(group, now_ms),
+            lambda group_id: self.write_group(group_id) == ErrorCode.none,
+        )
         with contextlib.suppress(RuntimeError):  # no event loop yet: the first heartbeat arms
             self._rearm()
 
@@ -677,24 +683,6 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         if group.metadata_hash == 0:  # written by a kemu of before the hash (or the old file)
             group.metadata_hash = subscribed_hash(group.subscribed_metadata)
         self.registry.put(group)
-
-    def _migrate_share_groups_file(self) -> None:
-        """Share groups kept by a kemu of before the records, in ``kemu-share-groups.json``:
-        read once, written as records (groups the log already holds win), the file dropped."""
-        data_dir = self.runtime.cluster.data_dir
-        path = data_dir / LEGACY_FILE if data_dir is not None else None
-        if path is None or not path.exists():
-            return
-        now_ms = self.runtime.clock_ms()
-        written = True
-        for group in load_legacy_share_groups(path):
-            if self.registry.get(group.group_id) is not None:
-                continue
-            self._put_share_group(group, now_ms)
-            written = self.write_group(group.group_id) == ErrorCode.none and written
-        if written:
-            path.unlink()
-            log.info("share_groups_file_migrated", path=str(path))
 
 
 GROUP_COORDINATOR = Service(SERVICE, GroupCoordinatorService)

@@ -10,8 +10,11 @@ partition counts, and initialized share partitions.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import structlog
 
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.modern_group import TopicMeta
@@ -20,6 +23,8 @@ from kemu.storage.data_files import read_data_file
 
 if TYPE_CHECKING:
     from kemu.cluster.context import Runtime
+
+log = structlog.get_logger("kemu.group")
 
 LEGACY_FILE = "kemu-share-groups.json"
 LEGACY_REMEDY = (
@@ -81,6 +86,28 @@ def check_share_groups_file(runtime: Runtime) -> None:
     data_dir = runtime.cluster.data_dir
     if data_dir is not None:
         load_legacy_share_groups(data_dir / LEGACY_FILE)
+
+
+def migrate_share_groups_file(
+    data_dir: Path | None,
+    known: Callable[[str], bool],
+    put: Callable[[ShareGroup], None],
+    write: Callable[[str], bool],
+) -> None:
+    """Share groups kept by a kemu of before the records: read once, each not ``known`` (the
+    log's groups win) ``put`` and ``write``-n as records, the file dropped once all are."""
+    path = data_dir / LEGACY_FILE if data_dir is not None else None
+    if path is None or not path.exists():
+        return
+    written = True
+    for group in load_legacy_share_groups(path):
+        if known(group.group_id):
+            continue
+        put(group)
+        written = write(group.group_id) and written
+    if written:
+        path.unlink()
+        log.info("share_groups_file_migrated", path=str(path))
 
 
 def _decode_share_groups(saved: dict[str, dict[str, Any]]) -> list[ShareGroup]:
