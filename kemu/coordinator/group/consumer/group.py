@@ -549,20 +549,20 @@ class ConsumerGroupCoordinator:
     ) -> ConsumerMember:
         if member.state == STABLE and member.member_epoch == group.assignment_epoch:
             return member
-        if member.state == UNREVOKED:
-            if owned is None or owned & member.pending_revocation:
-                return member  # still holds what it must give up
-            return self._next(group, member, member.member_epoch + 1, owned, now_ms)
-        return self._next(group, member, member.member_epoch, owned, now_ms)
+        if member.state == UNREVOKED and (owned is None or owned & member.pending_revocation):
+            return member  # still holds what it must give up
+        return self._next(group, member, owned, now_ms)
 
     def _next(
         self,
         group: ConsumerGroup,
         member: ConsumerMember,
-        epoch: int,
         owned: Partitions | None,
         now_ms: int,
     ) -> ConsumerMember:
+        """Kafka's ``computeNextAssignment``: a member that must give partitions up keeps its
+        epoch until it has (also one that just gave some up, when the target moved again);
+        otherwise it moves to the target's epoch."""
         target = group.target.get(member.member_id, frozenset())
         keep = member.assigned & target
         revoke = member.assigned - keep
@@ -574,7 +574,6 @@ class ConsumerGroupCoordinator:
                 member,
                 state=UNREVOKED,
                 previous_member_epoch=member.member_epoch,
-                member_epoch=epoch,
                 assigned=keep,
                 pending_revocation=revoke,
                 assignment_epochs=member.epochs_of(member.assigned),

@@ -110,6 +110,23 @@ def test_a_second_member_waits_until_the_first_revokes(harness: Harness) -> None
     assert harness.group.target == {"a": parts(0, 1, 2), "b": parts(3, 4, 5)}
 
 
+def test_a_member_that_revoked_while_the_target_moved_keeps_its_epoch(harness: Harness) -> None:
+    """Kafka's CurrentAssignmentBuilder: a member done revoking is computed again from its own
+    epoch; when the target moved meanwhile and takes more from it, it stays at that epoch with
+    the new partitions pending revocation (kemu moved it to epoch + 1, an epoch between)."""
+    harness.join("a")
+    harness.join("b")
+    assert harness.beat("a", 2).assignment == parts(0, 1, 2)  # revoking 3, 4, 5 at epoch 2
+    assert harness.join("c").member_epoch == 4
+    assert harness.group.target["a"] == parts(0, 1)
+    done = harness.beat("a", 2, parts(0, 1, 2))
+    member = harness.group.members["a"]
+    assert (done.member_epoch, member.state) == (2, UNREVOKED)
+    assert (member.previous_member_epoch, member.assigned) == (2, parts(0, 1))
+    assert member.pending_revocation == parts(2)
+    assert harness.beat("a", 2, parts(0, 1)).member_epoch == 4
+
+
 def test_epochs_count_as_kafka_4_4(harness: Harness) -> None:
     """Kafka 4.4 starts a new group at epoch 1 (group and target assignment), so its first member
     gets epoch 2; when the last member leaves, the empty target takes the new group epoch
