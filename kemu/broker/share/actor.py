@@ -11,6 +11,12 @@ exception (KIP-1289, spec §7): a stage whose write the share coordinator could 
 a passing reason (not available, loading, a storage error) is taken back instead, so the
 member keeps its acquired records and can retry the stage. A fenced or otherwise refused
 stage write drops the core as any other.
+
+``retire`` drops the core at once, outside the mailbox, so an operation suspended in a
+persister call may find it gone when it resumes: it installs nothing, hands out nothing and
+answers NOT_LEADER_OR_FOLLOWER (the client asks the new actor); work with no one to answer
+(markers, releases, lock expiries) stops quietly. An acknowledgement or stage whose own write
+landed answers as written: it is durable, and the next load finds it.
 """
 
 from __future__ import annotations
@@ -146,10 +152,14 @@ class SharePartitionActor:
         code = await self._load(partition, settings)
         if code is not ErrorCode.none:
             return FetchOutcome(code)
-        code = await self._commit(self._core().advance_log_start(partition.log_start_offset))
+        core = self.core
+        if core is None:
+            return FetchOutcome(ErrorCode.not_leader_or_follower)  # retired while loading
+        code = await self._commit(core.advance_log_start(partition.log_start_offset))
         if code is not ErrorCode.none:
             return FetchOutcome(code)
-        core = self._core()
+        if self.core is not core:
+            return FetchOutcome(ErrorCode.not_leader_or_follower)  # retired while writing
         upper = _upper(partition, settings)
         offset = core.next_fetch_offset()
         if offset >= upper or not core.can_acquire():
@@ -169,6 +179,9 @@ class SharePartitionActor:
         code = await self._commit(result.effects)
         if code is not ErrorCode.none:
             return FetchOutcome(code)  # the acquisition went with the dropped core
+        if self.core is not core:
+            # retired while writing: no one holds these locks any more, hand nothing out
+            return FetchOutcome(ErrorCode.not_leader_or_follower)
         return FetchOutcome(
             acquired=result.acquired, records=b"".join(result.records), count=result.count
         )
@@ -200,7 +213,10 @@ class SharePartitionActor:
             code = await self._load(partition, settings)
             if code is not ErrorCode.none:
                 return code, None, ()
-            result = self._core().acknowledge(
+            core = self.core
+            if core is None:
+                return ErrorCode.not_leader_or_follower, None, ()  # retired while loading
+            result = core.acknowledge(
                 member, batches, self.runtime.clock_ms(), defer_release=defer_release
             )
             code = await self._commit(result.effects)
@@ -228,7 +244,9 @@ class SharePartitionActor:
             code = await self._load(partition, settings)
             if code is not ErrorCode.none:
                 return code, None
-            core = self._core()
+            core = self.core
+            if core is None:
+                return ErrorCode.not_leader_or_follower, None  # retired while loading
             result = core.stage(
                 member, producer_id, producer_epoch, batches, self.runtime.clock_ms()
             )
@@ -328,10 +346,6 @@ class SharePartitionActor:
 
     # --- machinery ----------------------------------------------------------------------------
 
-    def _core(self) -> SharePartitionCore:
-        assert self.core is not None
-        return self.core
-
     async def _load(self, partition: Partition, settings: ShareSettings) -> ErrorCode:
         self._source, self._settings = partition, settings
         if self.retired:
@@ -348,6 +362,8 @@ class SharePartitionActor:
             code = await persister.initialize(self.key, 0, UNINITIALIZED_START_OFFSET)
             if code is ErrorCode.none:
                 result = await persister.read_state(self.key, partition.leader_epoch)
+        if self.retired:
+            return ErrorCode.not_leader_or_follower  # retired while reading: install nothing
         if result.error is not ErrorCode.none or result.state is None:
             log.warning("share_state_read_failed", key=str(self.key), error=result.error.name)
             return persister_error(result.error)
@@ -370,8 +386,14 @@ class SharePartitionActor:
         A refused write drops the core (reloaded on next use), unless the refusal is a passing
         one and the operation gave ``undo``, which puts the core back where the durable state
         is (the write carried nothing else: every earlier write was done or dropped the core).
+
+        The core may be dropped (``retire``) while the write is awaited: what it wrote stands,
+        the dropped copy does nothing more (no dead letters, no timer), and the answer is
+        ``none``; an operation that goes on using the core checks ``self.core is core``.
         """
-        core = self._core()
+        core = self.core
+        if core is None:
+            return ErrorCode.none  # dropped before anything was written: nothing to do
         if effects.durable:
             code = await self._persister().write_state(
                 self.key,
@@ -389,8 +411,10 @@ class SharePartitionActor:
                 else:
                     self.close()  # the durable state is the truth: reload it on next use
                 return persister_error(code)
+            if self.core is not core:
+                return ErrorCode.none  # retired while writing: the new actor takes over
         if effects.dead_letters:
-            code = await self._dead_letter(effects.dead_letters)
+            code = await self._dead_letter(core, effects.dead_letters)
             if code is not ErrorCode.none:
                 return code
         if effects.available or effects.start_moved:
@@ -398,7 +422,9 @@ class SharePartitionActor:
         self._rearm()
         return ErrorCode.none
 
-    async def _dead_letter(self, letters: tuple[DeadLetter, ...]) -> ErrorCode:
+    async def _dead_letter(
+        self, core: SharePartitionCore, letters: tuple[DeadLetter, ...]
+    ) -> ErrorCode:
         """KIP-1191: the ARCHIVING state of ``letters`` is durable; write them to the group's
         DLQ topic (``dead_letter.py``), then make them ARCHIVED, durably. A write Kafka would
         refuse is logged and archived all the same, as Kafka does."""
@@ -416,7 +442,7 @@ class SharePartitionActor:
         )
         crash_point("share.dead_lettered")
         done = [(letter.first_offset, letter.last_offset) for letter in letters]
-        return await self._commit(self._core().complete_dead_letters(done))
+        return await self._commit(core.complete_dead_letters(done))
 
     def _wake(self) -> None:
         for waiter in list(self.waiters):

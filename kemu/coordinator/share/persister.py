@@ -87,6 +87,15 @@ class ReadResult:
 
 
 class SharePersister(Protocol):
+    """The durable store of share-partition states (``__share_group_state``).
+
+    Every call may suspend (the share coordinator's answers today never do); while one is
+    suspended the caller's share partition may be retired, and the caller copes with that
+    (``SharePartitionActor``). A refusal is answered as an ``ErrorCode`` (NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS, FENCED_STATE_EPOCH, ...), not raised; a write answered
+    ``none`` is durable.
+    """
+
     async def initialize(
         self, key: SharePartitionKey, state_epoch: int, start_offset: int
     ) -> ErrorCode: ...
