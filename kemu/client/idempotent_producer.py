@@ -89,6 +89,7 @@ class IdempotentProducer:
         self._pipelines: dict[tuple[str, int], IdempotentPipeline] = {}
         # FIFO: concurrent sends take their sequences in the order they were called
         self._send_order = asyncio.Lock()
+        self._renewing = asyncio.Lock()  # one InitProducerId for an exhausted epoch at a time
         self._round_robin = 0
         self._closed = False
 
@@ -284,20 +285,34 @@ class IdempotentProducer:
 
     async def _bump_epoch(self, pipeline: IdempotentPipeline) -> None:
         if self.producer_epoch >= MAX_EPOCH:  # as Java: a new producer id past the last epoch
-            self.producer_id = -1
-            await self._ensure_producer_id()
+            await self._renew_producer_id()
         else:
             self.producer_epoch += 1
         self.epoch_bumps += 1
         pipeline.renumber(self.producer_id, self.producer_epoch)
 
+    async def _renew_producer_id(self) -> None:
+        """A new producer id for an exhausted epoch. The old id and epoch stay current until
+        the new ones arrive, both at once: a send meanwhile numbers an idle partition's batch
+        under the old (still valid) ones, never under no id. Partitions bumping together share
+        one InitProducerId."""
+        exhausted = self.producer_id
+        async with self._renewing:
+            if self.producer_id != exhausted:  # a bump of another partition renewed it
+                return
+            self.producer_id, self.producer_epoch = await self._init_producer_id()
+
     async def _ensure_producer_id(self) -> None:
         if self.producer_id >= 0:
             return
+        self.producer_id, self.producer_epoch = await self._init_producer_id()
+
+    async def _init_producer_id(self) -> tuple[int, int]:
+        """A new producer id and its epoch from InitProducerId; assigns nothing."""
         await self.cluster.start(timeout=self.delivery_timeout)
         nodes: list[int] = []
 
-        async def attempt() -> None:
+        async def attempt() -> tuple[int, int]:
             # Any broker answers an idempotent producer's InitProducerId; the next one after a
             # failure.
             if not nodes:
@@ -321,10 +336,9 @@ class IdempotentProducer:
                 raise RetriableError(f"InitProducerId: {error.name}")
             if error != ErrorCode.none:
                 raise KafkaError(error, "InitProducerId")
-            self.producer_id = int(response.producer_id)
-            self.producer_epoch = int(response.producer_epoch)
+            return int(response.producer_id), int(response.producer_epoch)
 
-        await self.cluster.retry(attempt, timeout=self.delivery_timeout)
+        return await self.cluster.retry(attempt, timeout=self.delivery_timeout)
 
     def _check_open(self) -> None:
         if self._closed:
