@@ -10,7 +10,8 @@ alike). Sans-IO: the time is an argument.
 * The group state Describe shows.
 * Member-epoch fencing: a heartbeat's epoch must be the member's, or the one before when the
   answer carrying the new one was lost and the member owns no more than its assignment; an
-  OffsetFetch's must be the member's (``check_offset_fetch``).
+  OffsetFetch's must be the member's (``check_offset_fetch``); a member's OffsetCommit outside
+  a transaction must be v9 or later (``commit_version_error``).
 * Sessions and revocation deadlines: when a member is late and is removed.
 * ``TopicMeta``/``TopicLookup``: what the coordinators see of a subscribed topic, and the
   group's metadata hash over them (``subscribed_hash``, KIP-1101).
@@ -160,6 +161,21 @@ def check_member_epoch(
         received != member.previous_member_epoch or not owns_no_more_than_assigned
     ):
         raise _fenced(kind, "smaller", received, member.member_epoch)
+
+
+FIRST_COMMIT_VERSION_FOR_MEMBERS = 9  # OffsetCommit v9 names a member epoch (KIP-848)
+
+
+def commit_version_error(transactional: bool, api_version: int | None) -> ErrorCode | None:
+    """As Kafka 4.4's ``validateOffsetCommit`` of consumer and streams groups, once it has found
+    the member: an OffsetCommit below v9 from a consumer- or streams-protocol member gets
+    UNSUPPORTED_VERSION (the older versions carry a classic generation, not a member epoch).
+    A transactional commit (TxnOffsetCommit) is not checked; None: no version to check.
+    Kafka exempts the classic-protocol members of a consumer group; kemu's consumer groups have
+    none (a classic client cannot join one)."""
+    if transactional or api_version is None or api_version >= FIRST_COMMIT_VERSION_FOR_MEMBERS:
+        return None
+    return ErrorCode.unsupported_version
 
 
 def check_offset_fetch(

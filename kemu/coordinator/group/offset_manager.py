@@ -124,14 +124,18 @@ class OffsetManager:
                 for entry in partitions
                 if len(entry.metadata or "") <= self.metadata_max_bytes
             ]
-            error = offset_commit.validate_offset_commit(found, member_id, generation_id, checked)
+            error = offset_commit.validate_offset_commit(
+                found, member_id, generation_id, checked, api_version=api_version
+            )
         elif isinstance(found, StreamsGroup):
             committed = [
                 (entry.topic, entry.partition)
                 for entry in partitions
                 if len(entry.metadata or "") <= self.metadata_max_bytes
             ]
-            error = found.validate_offset_commit(member_id, generation_id, committed)
+            error = found.validate_offset_commit(
+                member_id, generation_id, committed, api_version=api_version
+            )
         elif isinstance(found, ClassicGroup):
             error = validate_offset_commit(found, member_id, group_instance_id, generation_id)
             self.classic.keep_alive(found, member_id, now_ms)

@@ -113,10 +113,14 @@ class Member:
         self.epoch = int(answer.member_epoch)
         return answer
 
-    def commit(self, epoch: int, partitions: tuple[int, ...]) -> set[ErrorCode]:
-        """OffsetCommit v9 of offset 0 for ``partitions`` at ``epoch``: the distinct answers."""
+    def commit(
+        self, epoch: int, partitions: tuple[int, ...], version: int = COMMIT_VERSION
+    ) -> set[ErrorCode]:
+        """OffsetCommit ``version`` of offset 0 for ``partitions`` at ``epoch``: the distinct
+        answers."""
         commits = tuple(
             self._commit_nested(
+                version,
                 "OffsetCommitRequestPartition",
                 partition_index=partition,
                 committed_offset=0,
@@ -125,11 +129,13 @@ class Member:
             )
             for partition in partitions
         )
-        topic = self._commit_nested("OffsetCommitRequestTopic", name=self.topic, partitions=commits)
+        topic = self._commit_nested(
+            version, "OffsetCommitRequestTopic", name=self.topic, partitions=commits
+        )
         answer = self.client.call(
             1,
             OFFSET_COMMIT,
-            COMMIT_VERSION,
+            version,
             group_id=self.group,
             generation_id_or_member_epoch=epoch,
             member_id=self.member_id,
@@ -144,9 +150,9 @@ class Member:
             **fields,
         )
 
-    def _commit_nested(self, class_name: str, /, **fields: Any) -> Any:
+    def _commit_nested(self, version: int, class_name: str, /, **fields: Any) -> Any:
         return wire.build(
-            getattr(wire.request_module(OFFSET_COMMIT, COMMIT_VERSION), class_name), **fields
+            getattr(wire.request_module(OFFSET_COMMIT, version), class_name), **fields
         )
 
 
@@ -231,3 +237,11 @@ def test_an_older_epoch_commit_of_partitions_kept_since_is_accepted(bumped: Bump
     sent just before learning of its new epoch is taken."""
     member = bumped.member
     assert member.commit(bumped.old_epoch, bumped.kept) == {ErrorCode.none}
+
+
+def test_a_member_commit_below_v9_is_an_unsupported_version(bumped: Bumped) -> None:
+    """``validateOffsetCommit``: a consumer-protocol member's OffsetCommit must be v9 or later
+    (the older versions carry a classic generation)."""
+    member = bumped.member
+    answer = member.commit(member.epoch, bumped.kept, version=COMMIT_VERSION - 1)
+    assert answer == {ErrorCode.unsupported_version}

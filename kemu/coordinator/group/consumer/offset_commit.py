@@ -8,6 +8,7 @@ newly assigned one gets the target's). A commit
 * with a negative epoch to a group without members is taken (an admin, an ``assign()``-only
   consumer), as is a transactional one naming no member, no instance and epoch -1;
 * from a member the group does not have gets UNKNOWN_MEMBER_ID;
+* from a member, with OffsetCommit below v9 (outside a transaction), gets UNSUPPORTED_VERSION;
 * at the member's epoch is taken, at a newer one gets STALE_MEMBER_EPOCH;
 * at an older epoch is checked partition by partition: the member must hold the partition and
   have been assigned it at that epoch or before. So a ``commitSync()`` the client sent just
@@ -24,6 +25,7 @@ from collections.abc import Iterable
 
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.consumer.group import ConsumerGroup
+from kemu.coordinator.group.modern_group import commit_version_error
 from kemu.protocol.errors import ErrorCode
 
 NO_EPOCH = -1
@@ -37,9 +39,11 @@ def validate_offset_commit(
     *,
     transactional: bool = False,
     instance_id: str | None = None,
+    api_version: int | None = None,
 ) -> ErrorCode | None:
     """The error for a commit of ``partitions`` (None: a topic without an id, which no member
-    holds) by ``member_id`` at ``member_epoch``, None when it is taken."""
+    holds) by ``member_id`` at ``member_epoch`` with OffsetCommit ``api_version`` (None: not
+    checked), None when it is taken."""
     if member_epoch < 0 and not group.members:
         return None  # an admin or an assign()-only consumer
     if transactional and member_epoch == NO_EPOCH and member_id == "" and instance_id is None:
@@ -47,6 +51,8 @@ def validate_offset_commit(
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.unknown_member_id
+    if (error := commit_version_error(transactional, api_version)) is not None:
+        return error
     if member_epoch == member.member_epoch:
         return None
     if member_epoch > member.member_epoch:

@@ -9,7 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kemu.coordinator.group.modern_group import check_offset_fetch, group_state
+from kemu.coordinator.group.modern_group import (
+    check_offset_fetch,
+    commit_version_error,
+    group_state,
+)
 from kemu.coordinator.group.streams.assignor import EMPTY, Task, TaskTuple
 from kemu.coordinator.group.streams.topology import ConfiguredTopology, TopicToCreate, Topology
 from kemu.protocol.errors import ErrorCode
@@ -160,12 +164,14 @@ class StreamsGroup:
         *,
         transactional: bool = False,
         instance_id: str | None = None,
+        api_version: int | None = None,
     ) -> ErrorCode | None:
         """Kafka 4.4's ``StreamsGroup.validateOffsetCommit`` (KIP-1251): an admin (epoch -1)
         only while the group is empty, a transactional commit naming no member, no instance and
-        epoch -1; a member at its epoch; at an older one, for each committed (topic, partition)
-        the active task of the subtopology reading the topic must be the member's, assigned at
-        that epoch or before (else, or at a newer epoch, STALE_MEMBER_EPOCH)."""
+        epoch -1; a member's OffsetCommit at v9 or later (``api_version``; None: not checked,
+        else UNSUPPORTED_VERSION), at its epoch; at an older one, for each committed (topic,
+        partition) the active task of the subtopology reading the topic must be the member's,
+        assigned at that epoch or before (else, or at a newer epoch, STALE_MEMBER_EPOCH)."""
         if member_epoch < 0 and not self.members:
             return None
         if transactional and member_epoch == -1 and member_id == "" and instance_id is None:
@@ -173,6 +179,8 @@ class StreamsGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if (error := commit_version_error(transactional, api_version)) is not None:
+            return error
         if member_epoch == member.member_epoch:
             return None
         if member_epoch > member.member_epoch or self.topology is None:

@@ -330,6 +330,9 @@ async def test_heartbeat_and_describe_through_the_wire() -> None:
         9, "kip848", 3, generation_id_or_member_epoch=2, member_id=member, topics=(topic,)
     )
     assert ok.topics[0].partitions[0].error_code == ErrorCode.none
+    # a member's commit below v9 (no member epoch in it): as Kafka 4.4, UNSUPPORTED_VERSION
+    old = await broker.commit(8, "kip848", 3, generation_id_or_member_epoch=2, member_id=member)
+    assert old.topics[0].partitions[0].error_code == ErrorCode.unsupported_version
 
     listed = group_coordinator(broker.runtime).registry.get("kip848")
     assert listed is not None and (listed.group_type, listed.protocol_type) == (

@@ -186,3 +186,17 @@ def test_assignment_epochs_bytes() -> None:
     )
     key = ConsumerRecordKey(CURRENT_ASSIGNMENT, "g", "m")
     assert decode_value(key, encode_value(value)) == value
+
+
+def test_a_member_commits_with_offset_commit_v9_or_later() -> None:
+    """As Kafka 4.4's ``ConsumerGroup.validateOffsetCommit``: the version is checked once the
+    member is found, before its epoch; a transactional commit is not checked."""
+    unsupported = ErrorCode.unsupported_version
+    group = ConsumerGroup("g", members={"m": ConsumerMember("m", member_epoch=2)})
+    assert validate_offset_commit(group, "m", 2, parts(0), api_version=9) is None
+    assert validate_offset_commit(group, "m", 2, parts(0), api_version=8) == unsupported
+    assert validate_offset_commit(group, "m", 7, parts(0), api_version=8) == unsupported
+    assert validate_offset_commit(group, "x", 2, parts(0), api_version=8) == UNKNOWN
+    assert validate_offset_commit(ConsumerGroup("e"), "", -1, parts(0), api_version=2) is None
+    txn = validate_offset_commit(group, "m", 2, parts(0), transactional=True, api_version=3)
+    assert txn is None

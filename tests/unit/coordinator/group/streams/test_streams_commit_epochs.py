@@ -69,6 +69,18 @@ def test_streams_commits_at_older_epochs(
     assert check("", -1, [], transactional=True, instance_id="i") == UNKNOWN
 
 
+def test_a_streams_member_commits_with_offset_commit_v9_or_later() -> None:
+    """As Kafka 4.4's ``StreamsGroup.validateOffsetCommit``: once the member is found, a commit
+    below v9 outside a transaction gets UNSUPPORTED_VERSION."""
+    group = StreamsGroup("app", members={"m": StreamsMember("m", member_epoch=5)})
+    check = group.validate_offset_commit
+    assert check("m", 5, api_version=9) is None
+    assert check("m", 5, api_version=8) == ErrorCode.unsupported_version
+    assert check("x", 5, api_version=8) == UNKNOWN
+    assert check("m", 5, transactional=True, api_version=3) is None
+    assert StreamsGroup("empty").validate_offset_commit("", -1, api_version=2) is None
+
+
 def test_older_epochs_need_the_topology() -> None:
     member = StreamsMember("m", member_epoch=5, assigned=TaskTuple(frozenset({("0", 0)})))
     group = StreamsGroup("app", members={"m": member})
