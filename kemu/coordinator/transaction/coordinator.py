@@ -99,6 +99,12 @@ class TransactionMetadata:
     # it needs the last epoch too, which a loaded Kafka coordinator no longer has.
     replaced_producer_id: int = field(default=NO_PRODUCER_ID, compare=False)
 
+    def snapshot(self) -> TransactionMetadata:
+        """A copy that no later transition changes (its sets are copied too)."""
+        return replace(
+            self, partitions=set(self.partitions), share_partitions=set(self.share_partitions)
+        )
+
     def answered(self) -> tuple[int, int]:
         """The producer id and epoch the client holds: the next ones once allocated."""
         if self.next_producer_id != NO_PRODUCER_ID:
@@ -526,14 +532,17 @@ class TransactionCoordinator:
             del self.transactions[transactional_id]
         return [(transactional_id, None) for transactional_id in expired]
 
+    def timed_out(self, now_ms: int) -> list[str]:
+        """The transactional ids whose Ongoing transaction is past its timeout."""
+        return [
+            meta.transactional_id
+            for meta in self.transactions.values()
+            if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms <= now_ms
+        ]
+
     def expire(self, now_ms: int) -> list[Outcome]:
         """Abort every Ongoing transaction past its timeout, fencing its producer."""
-        outcomes = []
-        for meta in self.transactions.values():
-            if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms <= now_ms:
-                self._bump(meta)
-                outcomes.append(self._prepare(meta, commit=False, now_ms=now_ms))
-        return outcomes
+        return [self._fence(self.transactions[t], now_ms) for t in self.timed_out(now_ms)]
 
     def replay(self, transactional_id: str, value: TransactionLogValue | None) -> None:
         if value is None:
@@ -567,6 +576,9 @@ class TransactionCoordinator:
         meta = self.transactions.get(transactional_id)
         if meta is None or meta.state != TxnState.ONGOING:
             return None
+        return self._fence(meta, now_ms)
+
+    def _fence(self, meta: TransactionMetadata, now_ms: int) -> Outcome:
         self._bump(meta)
         return self._prepare(meta, commit=False, now_ms=now_ms)
 

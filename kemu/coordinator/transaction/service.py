@@ -16,6 +16,10 @@ TxnOffsetCommit offsets wait in memory until the commit (Kafka writes them to
 ``__consumer_offsets`` partition and is still Ongoing at load is therefore aborted (its producer
 fenced) instead of left to commit without its offsets. The one window left is a kill between the
 PrepareCommit record and the group coordinator's write, both within one call.
+
+An operation whose records fail to write (a full disk, no leader) is undone in memory, as Kafka
+clears its pending transition when the append fails: the transaction stays as the log has it
+(Ongoing, for a failed prepare), so the producer's retry, or the timeout, ends it.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from kemu.coordinator.transaction.coordinator import (
     SharePartition,
     TopicPartition,
     TransactionCoordinator,
+    TransactionMetadata,
     TxnState,
 )
 from kemu.coordinator.transaction.producer_ids import producer_ids
@@ -77,6 +82,9 @@ OFFSETS_TOPIC = INTERNAL_TOPICS[GROUP].name
 
 
 MarkerListener = Callable[[Markers], None]
+# a transactional id's metadata before an operation (None: it had none), restored when the
+# operation's records fail to write
+Snapshot = tuple[str, TransactionMetadata | None]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -109,6 +117,12 @@ class TransactionService:
         self.pending_offsets: dict[str, dict[str, PendingOffsets]] = {}
         self.marker_listeners: list[MarkerListener] = []
         self._timer: TimerHandle | None = None
+        # Kafka looks for timed-out transactions at this interval: after an abort failed to write
+        # the timer waits that long before it tries again, instead of firing at once
+        self.abort_retry_ms = config.get_int(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+        )
+        self._abort_retry_at: int | None = None
         loaded = 0
         for transactional_id, value in self._replay():
             self.coordinator.replay(transactional_id, value)
@@ -123,10 +137,11 @@ class TransactionService:
             if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):
                 # Its TxnOffsetCommit offsets were in memory: committing it now would commit the
                 # records without them, so it is aborted and its producer fenced.
+                before = self._snapshot(transactional_id)
                 outcome = self.coordinator.fence_and_abort(transactional_id, now)
                 if outcome is not None:
                     log.info("transaction_aborted_on_load", transactional_id=transactional_id)
-                    self._carry_out(outcome, now)
+                    self._carry_out(outcome, now, before)
         self.rearm()
 
     # --- operations (each writes its records before it returns) -----------------------------
@@ -135,10 +150,11 @@ class TransactionService:
         self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
     ) -> Outcome:
         now = self.runtime.clock_ms()
+        before = self._snapshot(transactional_id)
         outcome = self.coordinator.init_producer_id(
             transactional_id, timeout_ms, now, producer_id, producer_epoch
         )
-        return self._carry_out(outcome, now)
+        return self._carry_out(outcome, now, before)
 
     def add_partitions(
         self,
@@ -148,10 +164,11 @@ class TransactionService:
         partitions: list[TopicPartition],
     ) -> Outcome:
         now = self.runtime.clock_ms()
+        before = self._snapshot(transactional_id)
         outcome = self.coordinator.add_partitions(
             transactional_id, producer_id, producer_epoch, partitions, now
         )
-        return self._carry_out(outcome, now)
+        return self._carry_out(outcome, now, before)
 
     def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
@@ -170,16 +187,18 @@ class TransactionService:
         bump_epoch: bool,
     ) -> Outcome:
         now = self.runtime.clock_ms()
+        before = self._snapshot(transactional_id)
         outcome = self.coordinator.end_transaction(
             transactional_id, producer_id, producer_epoch, commit, now, bump_epoch=bump_epoch
         )
-        return self._carry_out(outcome, now)
+        return self._carry_out(outcome, now, before)
 
     def resolve_now(self, transactional_id: str, commit: bool) -> Outcome | None:
         """The control plane ends an Ongoing transaction: abort fences the producer as the
         timeout does; commit writes the markers as an EndTxn commit would. None when the id has
         no Ongoing transaction."""
         now = self.runtime.clock_ms()
+        before = self._snapshot(transactional_id)
         if commit:
             meta = self.coordinator.transactions.get(transactional_id)
             if meta is None or meta.state != TxnState.ONGOING:
@@ -199,7 +218,7 @@ class TransactionService:
                 commit=commit,
                 producer_id=outcome.producer_id,
             )
-        return self._carry_out(outcome, now)
+        return self._carry_out(outcome, now, before)
 
     def add_share_partitions(
         self,
@@ -210,10 +229,11 @@ class TransactionService:
         state_partitions: list[TopicPartition],
     ) -> Outcome:
         now = self.runtime.clock_ms()
+        before = self._snapshot(transactional_id)
         outcome = self.coordinator.add_share_partitions(
             transactional_id, producer_id, producer_epoch, share_partitions, state_partitions, now
         )
-        return self._carry_out(outcome, now)
+        return self._carry_out(outcome, now, before)
 
     def verify_partitions(
         self,
@@ -274,10 +294,25 @@ class TransactionService:
 
     # --- effects -------------------------------------------------------------------------------
 
-    def _carry_out(self, outcome: Outcome, now: int) -> Outcome:
+    def _snapshot(self, transactional_id: str) -> Snapshot:
+        meta = self.coordinator.transactions.get(transactional_id)
+        return transactional_id, None if meta is None else meta.snapshot()
+
+    def _restore(self, before: Snapshot) -> None:
+        transactional_id, meta = before
+        if meta is None:
+            self.coordinator.transactions.pop(transactional_id, None)
+        else:
+            self.coordinator.transactions[transactional_id] = meta
+
+    def _carry_out(self, outcome: Outcome, now: int, before: Snapshot) -> Outcome:
+        """Write ``outcome``'s records, then its markers and the completion. When the records
+        fail to write, the transactional id goes back to ``before`` (taken just before the
+        coordinator's transition) and the error is answered."""
         if outcome.records:
             error = self._write(outcome.records, now)
             if error is not ErrorCode.none:
+                self._restore(before)
                 return Outcome(error)
         markers = outcome.markers
         if markers is not None:
@@ -438,20 +473,25 @@ class TransactionService:
         deadline = self.coordinator.next_deadline_ms()
         if deadline is None:
             return
+        if self._abort_retry_at is not None:
+            deadline = max(deadline, self._abort_retry_at)
         with contextlib.suppress(RuntimeError):  # no loop yet: the next operation arms it
             self._timer = self.runtime.clock.call_at(deadline, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
         now = self.runtime.clock_ms()
-        for outcome in self.coordinator.expire(now):
-            if outcome.markers is not None:
-                log.info(
-                    "transaction_timed_out",
-                    transactional_id=outcome.markers.transactional_id,
-                    producer_id=outcome.producer_id,
-                )
-            self._carry_out(outcome, now)
+        self._abort_retry_at = None
+        # every timed-out transaction is prepared first, then each is written in turn
+        befores = [self._snapshot(t) for t in self.coordinator.timed_out(now)]
+        for before, outcome in zip(befores, self.coordinator.expire(now), strict=True):
+            log.info(
+                "transaction_timed_out",
+                transactional_id=before[0],
+                producer_id=outcome.producer_id,
+            )
+            if self._carry_out(outcome, now, before).error is not ErrorCode.none:
+                self._abort_retry_at = now + self.abort_retry_ms  # still Ongoing: try later
         for record in self.coordinator.expire_ids(now):
             log.info("transactional_id_expired", transactional_id=record[0])
             self._write([record], now)
