@@ -86,6 +86,7 @@ SHARED_KAFKA_MODULES = {
         "tests/integration/groups/test_group_topic_changes_kafka.py",
         "tests/integration/share/test_share_topic_changes_kafka.py",
         "tests/integration/groups/test_deleted_topic_admin_kafka.py",
+        "tests/integration/share/test_share_deleted_topic_state_kafka.py",
         "tests/integration/quotas/test_mutation_quota_java.py",
     ),
     "kafka-share": (
