@@ -62,6 +62,9 @@ SHARE_FETCH, SHARE_ACK = 78, 79
 DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 90, 91, 92
 ACCEPT = 1
 WAIT_S = 60.0  # a bound for failing, not a measurement
+# kemu writes a deleted topic's share state records within DeleteTopics: a shorter bound keeps
+# the (xfail) wait for the record today's kemu never rewrites from costing a minute a run
+KEMU_DELETION_WAIT_S = 10.0
 STATE_TOPIC, OFFSETS_TOPIC = "__share_group_state", "__consumer_offsets"
 PRODUCED = 3  # records produced to each topic before the deletion
 
@@ -85,8 +88,10 @@ def server(
     yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
 
 
-def wait_for(condition: Callable[[], Any], what: str, pause: float = 0.2) -> Any:
-    deadline = time.monotonic() + WAIT_S
+def wait_for(
+    condition: Callable[[], Any], what: str, pause: float = 0.2, bound_s: float = WAIT_S
+) -> Any:
+    deadline = time.monotonic() + bound_s
     while not (found := condition()):
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(pause)
@@ -477,7 +482,12 @@ def scenario(server: Server) -> Scenario:
             return bool(read[-1][2])
 
         try:  # kemu (today) never rewrites the state-partitions record: the tests say so
-            wait_for(written, "the deleted topic's share state to be deleted", pause=1.0)
+            wait_for(
+                written,
+                "the deleted topic's share state to be deleted",
+                pause=1.0,
+                bound_s=KEMU_DELETION_WAIT_S if server.name == "kemu" else WAIT_S,
+            )
         except AssertionError:
             assert read and all(read[-1][0].get(key, KeyState(False)).deleted for key in keys)
         state_after, (partitions_after, idle_partitions_after), _ = read[-1]
