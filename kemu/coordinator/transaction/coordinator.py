@@ -5,7 +5,8 @@ an ``Outcome``: the error (or the producer id and epoch to answer), the ``__tran
 records to write first, and for a commit or abort the ``Markers`` to write to the transaction's
 partitions; once they are written the caller calls ``complete`` and writes its record too. kemu
 holds every partition in one process, so markers are written at once and the Prepare states only
-outlive a call after a crash (``recover`` returns them to finish on load).
+outlive a call after a crash (``recover`` returns them to finish on load) or while a marker or
+the COMPLETE record fails to write (the service writes it again later).
 
 States and their status bytes: Empty 0, Ongoing 1, PrepareCommit 2, PrepareAbort 3, CompleteCommit
 4, CompleteAbort 5, Dead 6, PrepareEpochFence 7 (kemu fences and aborts in one step, so it never
@@ -98,6 +99,9 @@ class TransactionMetadata:
     # while it differs from the current one). Not persisted, nor compared: a retry that names
     # it needs the last epoch too, which a loaded Kafka coordinator no longer has.
     replaced_producer_id: int = field(default=NO_PRODUCER_ID, compare=False)
+    # not before this time does the id expire again: its tombstone failed to write (-1: none).
+    # Not persisted: a reload expires it at once, as Kafka's first expiration pass would.
+    expiry_retry_ms: int = field(default=-1, compare=False)
 
     def snapshot(self) -> TransactionMetadata:
         """A copy that no later transition changes (its sets are copied too)."""
@@ -516,21 +520,35 @@ class TransactionCoordinator:
         if meta.state == TxnState.ONGOING:
             return meta.start_ms + meta.timeout_ms
         if meta.state == TxnState.EMPTY or meta.state in COMPLETE:
-            return meta.last_update_ms + self.id_expiration_ms
+            return self._expires_at(meta)
         return None
+
+    def _expires_at(self, meta: TransactionMetadata) -> int:
+        return max(meta.last_update_ms + self.id_expiration_ms, meta.expiry_retry_ms)
+
+    def expiring_ids(self, now_ms: int) -> list[str]:
+        """The transactional ids ``expire_ids`` expires at ``now_ms``, in its order."""
+        return [
+            meta.transactional_id
+            for meta in self.transactions.values()
+            if (meta.state == TxnState.EMPTY or meta.state in COMPLETE)
+            and self._expires_at(meta) <= now_ms
+        ]
 
     def expire_ids(self, now_ms: int) -> list[Record]:
         """Tombstones for transactional ids unused for ``transactional.id.expiration.ms``
         (Empty or completed ones; as in Kafka, an open transaction keeps its id)."""
-        expired = [
-            meta.transactional_id
-            for meta in self.transactions.values()
-            if (meta.state == TxnState.EMPTY or meta.state in COMPLETE)
-            and meta.last_update_ms + self.id_expiration_ms <= now_ms
-        ]
+        expired = self.expiring_ids(now_ms)
         for transactional_id in expired:
             del self.transactions[transactional_id]
         return [(transactional_id, None) for transactional_id in expired]
+
+    def retry_expiry(self, transactional_id: str, at_ms: int) -> None:
+        """The tombstone of an expired id failed to write and the id was put back: it expires
+        again at ``at_ms`` at the earliest (Kafka's next expiration pass)."""
+        meta = self.transactions.get(transactional_id)
+        if meta is not None:
+            meta.expiry_retry_ms = at_ms
 
     def timed_out(self, now_ms: int) -> list[str]:
         """The transactional ids whose Ongoing transaction is past its timeout."""

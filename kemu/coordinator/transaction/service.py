@@ -20,6 +20,19 @@ PrepareCommit record and the group coordinator's write, both within one call.
 An operation whose records fail to write (a full disk, no leader) is undone in memory, as Kafka
 clears its pending transition when the append fails: the transaction stays as the log has it
 (Ongoing, for a failed prepare), so the producer's retry, or the timeout, ends it.
+
+A marker that fails to write (a disk error in that partition) does not end the transaction, as
+Kafka's marker channel sends a marker again on KAFKA_STORAGE_ERROR and completes the transaction
+only once every partition has its marker: the transaction stays PrepareCommit/PrepareAbort (the
+producer, answered at the PREPARE record, gets CONCURRENT_TRANSACTIONS for its next one) and the
+timer writes the markers left, and then the COMPLETE record, every ``MARKER_RETRY_BACKOFF_MS``.
+A COMPLETE record that fails to write is written again the same way (Kafka's log-append retry
+queue). A group's ``TxnOffsetCommit`` offsets are committed, and marker listeners hear of a
+partition, once that partition's marker is written, as Kafka's group coordinator completes the
+offsets on the ``__consumer_offsets`` marker. A restart finds the transaction prepared in the log
+and writes its markers again. An expired transactional id whose tombstone fails to write is
+kept, as Kafka keeps it in its cache, and expires again at the next expiration pass
+(``transaction.remove.expired.transaction.cleanup.interval.ms``).
 """
 
 from __future__ import annotations
@@ -27,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import structlog
@@ -82,6 +95,11 @@ OFFSETS_TOPIC = INTERNAL_TOPICS[GROUP].name
 
 
 MarkerListener = Callable[[Markers], None]
+# After a marker or a COMPLETE record failed to write, wait this long before writing it again.
+# Kafka's marker channel sends it again on its sender thread's next round; kemu writes in-process,
+# so trying at once would spin on a failing disk: the clients' retry.backoff.ms default instead.
+MARKER_RETRY_BACKOFF_MS = 100
+PREPARED = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 # a transactional id's metadata before an operation (None: it had none), restored when the
 # operation's records fail to write
 Snapshot = tuple[str, TransactionMetadata | None]
@@ -123,6 +141,15 @@ class TransactionService:
             "transaction.abort.timed.out.transaction.cleanup.interval.ms"
         )
         self._abort_retry_at: int | None = None
+        # prepared transactions whose markers (those not written yet; none: only the COMPLETE
+        # record) failed to write, tried again at _marker_retry_at
+        self.pending_markers: dict[str, Markers] = {}
+        self._marker_retry_at: int | None = None
+        # Kafka looks for expired transactional ids at this interval: a tombstone that failed to
+        # write is written again that much later
+        self.expiry_retry_ms = config.get_int(
+            "transaction.remove.expired.transaction.cleanup.interval.ms"
+        )
         loaded = 0
         for transactional_id, value in self._replay():
             self.coordinator.replay(transactional_id, value)
@@ -131,8 +158,8 @@ class TransactionService:
             log.info("transaction_state_loaded", records=loaded)
         now = runtime.clock_ms()
         for markers in self.coordinator.recover():
-            self._write_markers(markers, now)
-            self._write(self.coordinator.complete(markers.transactional_id, now), now)
+            if self._send_markers(markers, now):
+                self._complete(markers, now)
         for transactional_id, meta in list(self.coordinator.transactions.items()):
             if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):
                 # Its TxnOffsetCommit offsets were in memory: committing it now would commit the
@@ -317,9 +344,9 @@ class TransactionService:
         markers = outcome.markers
         if markers is not None:
             crash_point("txn.prepared")
-            self._write_markers(markers, now)
-            crash_point("txn.markers_written")
-            self._write(self.coordinator.complete(markers.transactional_id, now), now)
+            if self._send_markers(markers, now):
+                crash_point("txn.markers_written")
+                self._complete(markers, now)
         self.rearm()
         return outcome
 
@@ -348,8 +375,59 @@ class TransactionService:
             return ErrorCode.coordinator_not_available
         return ErrorCode.none
 
-    def _write_markers(self, markers: Markers, now: int) -> None:
+    def _send_markers(self, markers: Markers, now: int) -> bool:
+        """Write ``markers``; whether every partition has its marker now. Those that failed to
+        write wait in ``pending_markers`` for the timer."""
+        failed = self._write_markers(markers, now)
+        if failed:
+            self.pending_markers[markers.transactional_id] = replace(markers, partitions=failed)
+            self._retry_markers_later(now)
+            return False
+        self.pending_markers.pop(markers.transactional_id, None)
+        return True
+
+    def _complete(self, markers: Markers, now: int) -> None:
+        """Write the COMPLETE record of a transaction whose markers are all written. When it
+        fails to write, the transaction stays prepared (as the log has it) and the record is
+        written again on the timer."""
+        transactional_id = markers.transactional_id
+        before = self._snapshot(transactional_id)
+        records = self.coordinator.complete(transactional_id, now)
+        if self._write(records, now) is ErrorCode.none:
+            return
+        self._restore(before)
+        self.pending_markers[transactional_id] = replace(markers, partitions=frozenset())
+        self._retry_markers_later(now)
+
+    def _retry_markers_later(self, now: int) -> None:
+        if self._marker_retry_at is None:
+            self._marker_retry_at = now + MARKER_RETRY_BACKOFF_MS
+
+    def _retry_markers(self, now: int) -> None:
+        """Write again the markers, then the COMPLETE records, that failed to write."""
+        for transactional_id, markers in list(self.pending_markers.items()):
+            meta = self.coordinator.transactions.get(transactional_id)
+            if (
+                meta is None
+                or meta.state not in PREPARED
+                or (meta.state == TxnState.PREPARE_COMMIT) != markers.commit
+                or (meta.producer_id, meta.producer_epoch)
+                != (markers.producer_id, markers.producer_epoch)
+            ):
+                del self.pending_markers[transactional_id]  # reloaded since: not ours to finish
+                continue
+            if markers.partitions and not self._send_markers(markers, now):
+                continue
+            crash_point("txn.markers_written")
+            self._complete(markers, now)
+
+    def _write_markers(self, markers: Markers, now: int) -> frozenset[TopicPartition]:
+        """Write a marker to each of ``markers``' partitions, then commit (or drop) the offsets
+        of the groups whose ``__consumer_offsets`` partition has its marker, then tell the
+        marker listeners which partitions have theirs. Returns the partitions whose marker
+        failed to write."""
         cluster = self.runtime.cluster
+        failed: set[TopicPartition] = set()
         for topic_name, index in sorted(markers.partitions):
             topic = cluster.topics.get(topic_name)
             if topic is None or not 0 <= index < len(topic.partitions):
@@ -373,12 +451,14 @@ class TransactionService:
                     message=refused.refusal.message,
                 )
             except OSError as error:
+                # As Kafka's coordinator on KAFKA_STORAGE_ERROR: written again later.
                 log.error(
                     "transaction_marker_failed",
                     topic=topic_name,
                     partition=index,
                     error=str(error),
                 )
+                failed.add((topic_name, index))
             else:
                 crash_point(
                     "txn.share_state_marker_written"
@@ -387,14 +467,34 @@ class TransactionService:
                 )
         crash_point("txn.markers_appended")
         groups = self.pending_offsets.pop(markers.transactional_id, {})
+        written = markers
+        if failed:
+            waiting = {
+                group_id: pending
+                for group_id, pending in groups.items()
+                if self._offsets_partition(group_id) in failed
+            }
+            if waiting:  # their marker is not written: they stay pending
+                self.pending_offsets[markers.transactional_id] = waiting
+                groups = {g: pending for g, pending in groups.items() if g not in waiting}
+            written = replace(markers, partitions=markers.partitions - failed)
         if markers.commit:
             for group_id, pending in groups.items():
                 self._commit_offsets(group_id, pending)
-        self.notify_markers(markers)
+        if written.partitions or not failed:
+            self.notify_markers(written)
+        return frozenset(failed)
+
+    def _offsets_partition(self, group_id: str) -> TopicPartition | None:
+        offsets = self.runtime.cluster.topics.get(OFFSETS_TOPIC)
+        if offsets is None:
+            return None
+        return OFFSETS_TOPIC, partition_for(group_id, len(offsets.partitions))
 
     def add_marker_listener(self, listener: MarkerListener) -> None:
         """Call ``listener`` with every transaction's markers once they are written (KIP-1289:
-        the share side completes acknowledgements staged under the producer id and epoch)."""
+        the share side completes acknowledgements staged under the producer id and epoch); a
+        marker that failed to write is heard of, with its partition alone, once written."""
         self.marker_listeners.append(listener)
 
     def notify_markers(self, markers: Markers) -> None:
@@ -455,13 +555,18 @@ class TransactionService:
         transactions = self.coordinator.transactions
         for transactional_id in [t for t in transactions if partition_for(t, count) == index]:
             del transactions[transactional_id]
+            # markers still to write are written again from the log's PREPARE record, as Kafka
+            # drops the markers it queued for a partition it loads again
+            self.pending_markers.pop(transactional_id, None)
         for transactional_id, value in self._replay([index]):
             self.coordinator.replay(transactional_id, value)
         loaded = sum(1 for t in transactions if partition_for(t, count) == index)
         now = self.runtime.clock_ms()
         for markers in self.coordinator.recover():
-            self._write_markers(markers, now)
-            self._write(self.coordinator.complete(markers.transactional_id, now), now)
+            if markers.transactional_id in self.pending_markers:
+                continue  # another partition's, written again on the timer
+            if self._send_markers(markers, now):
+                self._complete(markers, now)
         self.rearm()
         log.debug("transaction_state_partition_loaded", partition=index, transactional_ids=loaded)
         return loaded
@@ -471,17 +576,37 @@ class TransactionService:
             self._timer.cancel()
             self._timer = None
         deadline = self.coordinator.next_deadline_ms()
+        if deadline is not None and self._abort_retry_at is not None:
+            deadline = max(deadline, self._abort_retry_at)
+        if self._marker_retry_at is not None:
+            retry = self._marker_retry_at
+            deadline = retry if deadline is None else min(deadline, retry)
         if deadline is None:
             return
-        if self._abort_retry_at is not None:
-            deadline = max(deadline, self._abort_retry_at)
         with contextlib.suppress(RuntimeError):  # no loop yet: the next operation arms it
             self._timer = self.runtime.clock.call_at(deadline, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
         now = self.runtime.clock_ms()
-        self._abort_retry_at = None
+        if self._marker_retry_at is not None and self._marker_retry_at <= now:
+            self._marker_retry_at = None
+            self._retry_markers(now)
+        if self._abort_retry_at is not None and self._abort_retry_at <= now:
+            self._abort_retry_at = None
+        if self._abort_retry_at is None:  # else a marker's retry woke the timer before it
+            self._abort_timed_out(now)
+        expiring = [self._snapshot(t) for t in self.coordinator.expiring_ids(now)]
+        for before, record in zip(expiring, self.coordinator.expire_ids(now), strict=True):
+            log.info("transactional_id_expired", transactional_id=record[0])
+            if self._write([record], now) is not ErrorCode.none:
+                # As Kafka, which keeps the id in its cache when the tombstone fails to append:
+                # it stays as the log has it and expires again at the next expiration pass.
+                self._restore(before)
+                self.coordinator.retry_expiry(before[0], now + self.expiry_retry_ms)
+        self.rearm()
+
+    def _abort_timed_out(self, now: int) -> None:
         # every timed-out transaction is prepared first, then each is written in turn
         befores = [self._snapshot(t) for t in self.coordinator.timed_out(now)]
         for before, outcome in zip(befores, self.coordinator.expire(now), strict=True):
@@ -492,10 +617,6 @@ class TransactionService:
             )
             if self._carry_out(outcome, now, before).error is not ErrorCode.none:
                 self._abort_retry_at = now + self.abort_retry_ms  # still Ongoing: try later
-        for record in self.coordinator.expire_ids(now):
-            log.info("transactional_id_expired", transactional_id=record[0])
-            self._write([record], now)
-        self.rearm()
 
     def _replay(
         self, indexes: list[int] | None = None

@@ -159,10 +159,6 @@ def _open(
     return service, pid, epoch
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a marker that fails to write is dropped and the transaction completes anyway",
-)
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 def test_a_marker_that_fails_to_write_keeps_the_transaction_prepared_until_retried(
     commit: bool,
@@ -195,10 +191,6 @@ def test_a_marker_that_fails_to_write_keeps_the_transaction_prepared_until_retri
     assert service.add_partitions("t", pid, epoch + 1, [ORDERS]).error is ErrorCode.none
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a restart finds the transaction completed though a marker was never written",
-)
 def test_a_restart_while_a_marker_is_outstanding_writes_it() -> None:
     clock = VirtualClock(start_ms=NOW)
     cluster = _cluster()
@@ -214,10 +206,6 @@ def test_a_restart_while_a_marker_is_outstanding_writes_it() -> None:
     assert _state(restarted) is TxnState.COMPLETE_COMMIT
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a reload finds the transaction completed though a marker was never written",
-)
 def test_a_reload_of_the_state_partition_while_a_marker_is_outstanding_writes_it() -> None:
     clock = VirtualClock(start_ms=NOW)
     cluster = _cluster()
@@ -237,10 +225,6 @@ def test_a_reload_of_the_state_partition_while_a_marker_is_outstanding_writes_it
     assert _state(service) is TxnState.COMPLETE_COMMIT
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="offsets and marker listeners run though their partitions' markers failed to write",
-)
 def test_offsets_and_share_acks_wait_for_the_marker_of_their_partition(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -283,10 +267,6 @@ def test_offsets_and_share_acks_wait_for_the_marker_of_their_partition(
     assert "t" not in service.pending_offsets
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a COMPLETE record that fails to write leaves the log prepared, memory complete",
-)
 def test_a_completion_record_that_fails_to_write_is_written_again() -> None:
     clock = VirtualClock(start_ms=NOW)
     cluster = _cluster()
@@ -306,10 +286,6 @@ def test_a_completion_record_that_fails_to_write_is_written_again() -> None:
     assert _markers_in(cluster, ORDERS) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an expired id whose tombstone fails to write is dropped from memory anyway",
-)
 def test_an_expired_id_whose_tombstone_fails_to_write_stays_until_written() -> None:
     clock = VirtualClock(start_ms=NOW)
     cluster = _cluster()
