@@ -10,9 +10,9 @@ requests and the same assertions.
   ``CurrentAssignmentBuilder`` is told the subscription changed and strips the topics the member
   no longer subscribes to (``updateCurrentAssignment``), and ``computeNextAssignment`` leaves
   them out of the member's target. Once the member owns only the rest it is stable at the same
-  epoch, with the group still Assigning. kemu kept the topic's partitions until the next target
-  (the tests marked xfail on kemu). At the server's interval (0) the heartbeat computes the new
-  target and both revoke at once.
+  epoch, with the group still Assigning; kemu does the same (``consumer.reconciliation``; it
+  used to keep the topic's partitions until the next target). At the server's interval (0) the
+  heartbeat computes the new target and both revoke at once.
 - OffsetCommit v9 from a member for the partitions of a topic deleted since (once Metadata no
   longer shows it): UNKNOWN_TOPIC_OR_PARTITION for each, at the member's epoch, at the older
   epoch under which it held them and at a newer one (v10, naming the topic by its id:
@@ -56,10 +56,6 @@ COORDINATOR_STARTING = {
     ErrorCode.coordinator_not_available,
     ErrorCode.coordinator_load_in_progress,
 }
-KEMU_KEEPS_DROPPED_TOPICS = (
-    "kemu keeps a dropped topic's partitions until the group's next target assignment; Kafka "
-    "4.4.0 takes them away with the heartbeat that drops the topic"
-)
 
 Partition = tuple[str, int]  # topic name, partition index
 
@@ -81,11 +77,6 @@ def server(
             kemu.stop()
         return
     yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
-
-
-def differs_on_kemu(request: pytest.FixtureRequest, server: Server) -> None:
-    if server.name == "kemu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KEMU_KEEPS_DROPPED_TOPICS))
 
 
 def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
@@ -399,18 +390,16 @@ def test_dropping_a_topic_within_the_interval_bumps_the_epoch_without_a_target(
 
 
 def test_the_heartbeat_dropping_a_topic_takes_its_partitions_away(
-    request: pytest.FixtureRequest, server: Server, dropped_within_interval: Dropped
+    dropped_within_interval: Dropped,
 ) -> None:
-    differs_on_kemu(request, server)
     scenario = dropped_within_interval
     assert scenario.on_drop.epoch == scenario.epoch
     assert scenario.on_drop.assignment == partitions_of(scenario.kept, 2)
 
 
 def test_once_revoked_the_member_is_stable_at_its_epoch_while_assigning(
-    request: pytest.FixtureRequest, server: Server, dropped_within_interval: Dropped
+    dropped_within_interval: Dropped,
 ) -> None:
-    differs_on_kemu(request, server)
     scenario = dropped_within_interval
     assert scenario.on_acknowledge.epoch == scenario.epoch
     described = scenario.described_after_acknowledge

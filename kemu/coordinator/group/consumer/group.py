@@ -24,7 +24,9 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
   first only taken away (it keeps its epoch, state UNREVOKED_PARTITIONS) until a heartbeat shows
   it no longer owns them; then it gets the new epoch and the target partitions that nobody else
   still owns (UNRELEASED_PARTITIONS until those are released too). So no partition is ever owned
-  by two members at once.
+  by two members at once (``consumer.reconciliation``). A heartbeat that drops a topic from the
+  member's subscription takes its partitions away with its answer, even while the assignment
+  interval holds the next target back.
 * Regex subscriptions are resolved asynchronously, as in Kafka's ``maybeUpdateRegularExpressions``:
   a heartbeat bringing a regex the group has not resolved does not bump the group epoch (its
   explicit topics are assigned at once) but queues a resolution (``pending_regexes``) that the
@@ -51,6 +53,10 @@ from kemu.cluster import seeded
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.classic.group import ClassicGroup
 from kemu.coordinator.group.consumer import assignor as consumer_assignor
+from kemu.coordinator.group.consumer.reconciliation import STABLE as STABLE
+from kemu.coordinator.group.consumer.reconciliation import UNRELEASED as UNRELEASED
+from kemu.coordinator.group.consumer.reconciliation import UNREVOKED as UNREVOKED
+from kemu.coordinator.group.consumer.reconciliation import reconcile
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import (
     TopicLookup,
@@ -73,7 +79,6 @@ from kemu.protocol.errors import ErrorCode
 GROUP_TYPE = "consumer"
 PROTOCOL_TYPE = "consumer"
 JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
-STABLE, UNREVOKED, UNRELEASED = "STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"
 # Kafka's GroupMetadataManager.REGEX_BATCH_REFRESH_MIN_INTERVAL_MS and the default of
 # group.consumer.regex.refresh.interval.ms.
 REGEX_REFRESH_MIN_INTERVAL_MS = 10_000
@@ -314,8 +319,9 @@ class ConsumerGroupCoordinator:
         # As Kafka: the epoch goes up when subscribed topic names change, or a regex changes to
         # one already resolved. A new regex does not bump it: its resolution does, later
         # (``resolve_regexes``).
+        names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
         bump = (
-            updated.subscribed_topic_names != member.subscribed_topic_names
+            names_changed
             or updated.server_assignor != member.server_assignor
             or regex_status == REGEX_UPDATED_AND_RESOLVED
         )
@@ -328,7 +334,15 @@ class ConsumerGroupCoordinator:
             group.assignment_timestamp_ms, settings.assignment_interval_ms, now_ms
         ):
             self._update_target(group, assignor, now_ms)
-        reconciled = self._reconcile(group, updated, request.owned, now_ms)
+        # As Kafka's hasSubscriptionChanged: a topic the member dropped leaves its assignment
+        # with this heartbeat, whether or not a new target could be computed.
+        reconciled = reconcile(
+            group,
+            updated,
+            request.owned,
+            now_ms,
+            subscription_changed=names_changed or regex_status != NO_CHANGE,
+        )
         group.members[member_id] = reconciled
         full = (
             request.rebalance_timeout_ms != -1
@@ -539,58 +553,6 @@ class ConsumerGroupCoordinator:
         )
         group.assignment_epoch = group.group_epoch
         group.assignment_timestamp_ms = now_ms
-
-    def _reconcile(
-        self,
-        group: ConsumerGroup,
-        member: ConsumerMember,
-        owned: Partitions | None,
-        now_ms: int,
-    ) -> ConsumerMember:
-        if member.state == STABLE and member.member_epoch == group.assignment_epoch:
-            return member
-        if member.state == UNREVOKED and (owned is None or owned & member.pending_revocation):
-            return member  # still holds what it must give up
-        return self._next(group, member, owned, now_ms)
-
-    def _next(
-        self,
-        group: ConsumerGroup,
-        member: ConsumerMember,
-        owned: Partitions | None,
-        now_ms: int,
-    ) -> ConsumerMember:
-        """Kafka's ``computeNextAssignment``: a member that must give partitions up keeps its
-        epoch until it has (also one that just gave some up, when the target moved again);
-        otherwise it moves to the target's epoch."""
-        target = group.target.get(member.member_id, frozenset())
-        keep = member.assigned & target
-        revoke = member.assigned - keep
-        wanted = target - keep
-        free = frozenset(p for p in wanted if group.owner_of(p) in (None, member.member_id))
-        unreleased = wanted != free
-        if revoke and (owned is None or owned & revoke):
-            return replace(
-                member,
-                state=UNREVOKED,
-                previous_member_epoch=member.member_epoch,
-                assigned=keep,
-                pending_revocation=revoke,
-                assignment_epochs=member.epochs_of(member.assigned),
-                revocation_deadline_ms=now_ms + member.rebalance_timeout_ms,
-            )
-        return replace(
-            member,
-            state=UNRELEASED if unreleased else STABLE,
-            previous_member_epoch=member.member_epoch,
-            member_epoch=group.assignment_epoch,
-            assigned=keep | free,
-            pending_revocation=frozenset(),
-            # Kept partitions keep their assignment epoch, new ones get the target's (Kafka's
-            # computeNextAssignment).
-            assignment_epochs=member.epochs_of(keep) | dict.fromkeys(free, group.assignment_epoch),
-            revocation_deadline_ms=None,
-        )
 
 
 def _validate(request: ConsumerHeartbeat) -> None:
