@@ -13,14 +13,15 @@ or the topics change:
   subscription changed, its ``ShareGroupAssignmentBuilder`` sets the member's partitions to its
   part of the held target filtered by the topics it subscribes to now. A heartbeat naming the
   dropped topic again is given its partitions back from that target (the group epoch up once
-  more). kemu kept the dropped topic's partitions until the next target (the tests marked xfail
-  on kemu). At the server's interval the heartbeat computes the new target at once.
+  more). kemu kept the dropped topic's partitions until the next target before it did the same
+  (``share/group.py``'s ``_reconcile``). At the server's interval the heartbeat computes the new
+  target at once.
 - A topic the member subscribes to is deleted (once Metadata no longer shows it). The first
   heartbeat after the coordinator learns of it has a new metadata hash: the group epoch goes up
   and, as for a changed subscription, the member's partitions are filtered by the topics that
   exist, so that answer, at the member's epoch, takes the deleted topic's partitions away. A
   full heartbeat still naming the deleted topic is answered with the live topic's partitions.
-  kemu bumped the epoch but kept the deleted topic's partitions until the next target (xfail).
+  kemu bumped the epoch but kept the deleted topic's partitions until the next target, before.
   At the server's interval the new target comes with that heartbeat.
 - The member adds a topic: the answer keeps its epoch and its partitions (the held target has
   nothing of the new topic), the group epoch one ahead of the target's, until the first
@@ -65,11 +66,6 @@ COORDINATOR_STARTING = {
     ErrorCode.coordinator_not_available,
     ErrorCode.coordinator_load_in_progress,
 }
-KEMU_KEEPS_DROPPED_TOPICS = (
-    "kemu keeps a share member's partitions of a topic it no longer subscribes to (or that was "
-    "deleted) until the group's next target assignment; Kafka 4.4.0 takes them away with the "
-    "heartbeat that changes the subscription (or that learns of the deletion)"
-)
 
 Partition = tuple[str, int]  # topic name, partition index
 
@@ -91,11 +87,6 @@ def server(
             kemu.stop()
         return
     yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
-
-
-def differs_on_kemu(request: pytest.FixtureRequest, server: Server) -> None:
-    if server.name == "kemu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KEMU_KEEPS_DROPPED_TOPICS))
 
 
 def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
@@ -379,9 +370,8 @@ def test_dropping_a_topic_within_the_interval_bumps_the_epoch_without_a_target(
 
 
 def test_the_share_heartbeat_dropping_a_topic_takes_its_partitions_away(
-    request: pytest.FixtureRequest, server: Server, dropped_within_interval: Dropped
+    dropped_within_interval: Dropped,
 ) -> None:
-    differs_on_kemu(request, server)
     scenario = dropped_within_interval
     assert scenario.on_drop == Answer(scenario.epoch, partitions_of(scenario.kept))
     assert scenario.after_drop.assignment == partitions_of(scenario.kept)
@@ -492,9 +482,8 @@ def test_a_deleted_topic_bumps_the_epoch_with_the_next_heartbeat(
 
 
 def test_the_heartbeat_learning_of_a_deleted_topic_takes_its_partitions_away(
-    request: pytest.FixtureRequest, server: Server, deleted_within_interval: Deleted
+    deleted_within_interval: Deleted,
 ) -> None:
-    differs_on_kemu(request, server)
     scenario = deleted_within_interval
     assert scenario.on_bump == Answer(scenario.epoch, partitions_of(scenario.live))
     assert scenario.after_bump.assignment == partitions_of(scenario.live)
@@ -502,9 +491,8 @@ def test_the_heartbeat_learning_of_a_deleted_topic_takes_its_partitions_away(
 
 
 def test_a_full_heartbeat_naming_a_deleted_topic_gets_the_live_partitions(
-    request: pytest.FixtureRequest, server: Server, deleted_within_interval: Deleted
+    deleted_within_interval: Deleted,
 ) -> None:
-    differs_on_kemu(request, server)
     scenario = deleted_within_interval
     assert scenario.full_beat == Answer(scenario.epoch, partitions_of(scenario.live))
     described = scenario.after_full_beat

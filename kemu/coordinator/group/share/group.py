@@ -24,6 +24,12 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` share-group path:
   reset, so a new first member is assigned at once.
 * A member is brought to the target on its own next heartbeat: its epoch becomes the assignment
   epoch and its partitions the target's. Share groups have no revocation handshake.
+* A heartbeat that changes the member's subscription, or the group's metadata hash (a subscribed
+  topic deleted, ...), reconciles the member even at the assignment epoch (Kafka's
+  ``ShareGroupAssignmentBuilder`` told ``hasSubscriptionChanged``): its partitions become its
+  part of the target filtered by the topics it subscribes to that exist, so a dropped or deleted
+  topic's partitions go at once while the interval holds the next target back (and a topic named
+  again gets the target's partitions back).
 * A member that has not heartbeated for the session timeout is removed as if it had left.
 
 Time comes in as ``now_ms``; what the outside world must do comes out as effects (a member left:
@@ -228,6 +234,8 @@ class ShareGroupCoordinator:
             session_deadline_ms=now_ms + settings.session_timeout_ms,
         )
         group.members[updated.member_id] = updated
+        # Kafka's hasSubscriptionChanged, as its maybeReconcile reads it: the member's topics,
+        # a pending initialized assignment or the metadata hash changed.
         bump = subscribed != member.subscribed_topic_names or pending
         group.subscribed_metadata = _subscribed_metadata(group.subscribed_topic_names(), topics)
         new_hash = subscribed_hash(group.subscribed_metadata)
@@ -240,7 +248,7 @@ class ShareGroupCoordinator:
             group.assignment_timestamp_ms, settings.assignment_interval_ms, now_ms
         ):
             self._update_target(group, now_ms)
-        updated = _reconcile(group, updated)
+        updated = _reconcile(group, updated, subscription_changed=bump)
         group.members[updated.member_id] = updated
         if self.registry.get(group.group_id) is not group:
             self.registry.put(group)
@@ -413,15 +421,33 @@ def _subscribed_metadata(names: set[str], topics: TopicLookup) -> dict[str, Topi
     return metadata
 
 
-def _reconcile(group: ShareGroup, member: ShareMember) -> ShareMember:
-    if member.member_epoch == group.assignment_epoch:
-        return member
-    return replace(
-        member,
-        previous_member_epoch=member.member_epoch,
-        member_epoch=group.assignment_epoch,
-        assigned=group.target.get(member.member_id, frozenset()),
-    )
+def _reconcile(
+    group: ShareGroup, member: ShareMember, *, subscription_changed: bool
+) -> ShareMember:
+    """Kafka's ``ShareGroupAssignmentBuilder``: a member behind the assignment epoch moves to it;
+    one at it whose subscription changed is given its target again; in both cases only the
+    partitions of the topics it subscribes to that exist."""
+    if member.member_epoch != group.assignment_epoch:
+        return replace(
+            member,
+            previous_member_epoch=member.member_epoch,
+            member_epoch=group.assignment_epoch,
+            assigned=_subscribed_target(group, member),
+        )
+    if subscription_changed:
+        return replace(member, assigned=_subscribed_target(group, member))
+    return member
+
+
+def _subscribed_target(group: ShareGroup, member: ShareMember) -> frozenset[TopicPartition]:
+    """The member's part of the target, less the topics it does not subscribe to or that no
+    longer exist (Kafka's ``filterAssignedPartitions``, by the ids the metadata has now)."""
+    metadata = group.subscribed_metadata
+    topic_ids = {
+        metadata[name].topic_id for name in member.subscribed_topic_names if name in metadata
+    }
+    target = group.target.get(member.member_id, frozenset())
+    return frozenset(p for p in target if p[0] in topic_ids)
 
 
 def _newly_subscribed(group: ShareGroup) -> tuple[TopicPartition, ...]:
