@@ -11,7 +11,8 @@ alike). Sans-IO: the time is an argument.
 * Member-epoch fencing: a heartbeat's epoch must be the member's, or the one before when the
   answer carrying the new one was lost and the member owns no more than its assignment; an
   OffsetFetch's must be the member's (``check_offset_fetch``); a member's OffsetCommit outside
-  a transaction must be v9 or later (``commit_version_error``).
+  a transaction must be v9 or later, and at the member's epoch or, per partition, an older one
+  (``check_offset_commit``).
 * Sessions and revocation deadlines: when a member is late and is removed.
 * ``TopicMeta``/``TopicLookup``: what the coordinators see of a subscribed topic, and the
   group's metadata hash over them (``subscribed_hash``, KIP-1101).
@@ -166,16 +167,48 @@ def check_member_epoch(
 FIRST_COMMIT_VERSION_FOR_MEMBERS = 9  # OffsetCommit v9 names a member epoch (KIP-848)
 
 
-def commit_version_error(transactional: bool, api_version: int | None) -> ErrorCode | None:
-    """As Kafka 4.4's ``validateOffsetCommit`` of consumer and streams groups, once it has found
-    the member: an OffsetCommit below v9 from a consumer- or streams-protocol member gets
-    UNSUPPORTED_VERSION (the older versions carry a classic generation, not a member epoch).
-    A transactional commit (TxnOffsetCommit) is not checked; None: no version to check.
-    Kafka exempts the classic-protocol members of a consumer group; kemu's consumer groups have
-    none (a classic client cannot join one)."""
-    if transactional or api_version is None or api_version >= FIRST_COMMIT_VERSION_FOR_MEMBERS:
+NO_EPOCH = -1
+
+
+def check_offset_commit(
+    members: Mapping[str, Member],
+    member_id: str,
+    member_epoch: int,
+    *,
+    transactional: bool,
+    instance_id: str | None,
+    api_version: int | None,
+) -> Member | ErrorCode | None:
+    """What Kafka 4.4's ``validateOffsetCommit`` of consumer and streams groups (KIP-1251)
+    decides before looking at the committed partitions: None when the commit is taken, the
+    error when it is refused, the member when ``member_epoch`` is older than the member's (then
+    each committed partition must have been assigned to it at that epoch or before).
+
+    Taken: an admin or an ``assign()``-only consumer (a negative epoch, no members); a
+    transactional commit naming no member, no instance and epoch -1; a member at its epoch.
+    Refused: an unknown member (UNKNOWN_MEMBER_ID); a member's OffsetCommit below v9 outside a
+    transaction (UNSUPPORTED_VERSION: the older versions carry a classic generation, not a
+    member epoch; None ``api_version``: not checked; Kafka exempts a consumer group's
+    classic-protocol members, which kemu's groups do not have); a newer epoch
+    (STALE_MEMBER_EPOCH)."""
+    if member_epoch < 0 and not members:
         return None
-    return ErrorCode.unsupported_version
+    if transactional and member_epoch == NO_EPOCH and member_id == "" and instance_id is None:
+        return None
+    member = members.get(member_id)
+    if member is None:
+        return ErrorCode.unknown_member_id
+    if (
+        not transactional
+        and api_version is not None
+        and (api_version < FIRST_COMMIT_VERSION_FOR_MEMBERS)
+    ):
+        return ErrorCode.unsupported_version
+    if member_epoch == member.member_epoch:
+        return None
+    if member_epoch > member.member_epoch:
+        return ErrorCode.stale_member_epoch
+    return member
 
 
 def check_offset_fetch(

@@ -24,11 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kemu.coordinator.group.assignor import TopicPartition
-from kemu.coordinator.group.consumer.group import ConsumerGroup
-from kemu.coordinator.group.modern_group import commit_version_error
+from kemu.coordinator.group.consumer.group import ConsumerGroup, ConsumerMember
+from kemu.coordinator.group.modern_group import check_offset_commit
 from kemu.protocol.errors import ErrorCode
-
-NO_EPOCH = -1
 
 
 def validate_offset_commit(
@@ -44,19 +42,17 @@ def validate_offset_commit(
     """The error for a commit of ``partitions`` (None: a topic without an id, which no member
     holds) by ``member_id`` at ``member_epoch`` with OffsetCommit ``api_version`` (None: not
     checked), None when it is taken."""
-    if member_epoch < 0 and not group.members:
-        return None  # an admin or an assign()-only consumer
-    if transactional and member_epoch == NO_EPOCH and member_id == "" and instance_id is None:
-        return None  # a producer committing for a group it is not a member of
-    member = group.members.get(member_id)
-    if member is None:
-        return ErrorCode.unknown_member_id
-    if (error := commit_version_error(transactional, api_version)) is not None:
-        return error
-    if member_epoch == member.member_epoch:
-        return None
-    if member_epoch > member.member_epoch:
-        return ErrorCode.stale_member_epoch
+    checked = check_offset_commit(
+        group.members,
+        member_id,
+        member_epoch,
+        transactional=transactional,
+        instance_id=instance_id,
+        api_version=api_version,
+    )
+    if not isinstance(checked, ConsumerMember):
+        return checked
+    member = checked
     for partition in partitions:
         assigned_at = None if partition is None else member.assignment_epoch(partition)
         if assigned_at is None or member_epoch < assigned_at:

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kemu.coordinator.group.modern_group import (
+    check_offset_commit,
     check_offset_fetch,
-    commit_version_error,
     group_state,
 )
 from kemu.coordinator.group.streams.assignor import EMPTY, Task, TaskTuple
@@ -172,18 +172,18 @@ class StreamsGroup:
         else UNSUPPORTED_VERSION), at its epoch; at an older one, for each committed (topic,
         partition) the active task of the subtopology reading the topic must be the member's,
         assigned at that epoch or before (else, or at a newer epoch, STALE_MEMBER_EPOCH)."""
-        if member_epoch < 0 and not self.members:
-            return None
-        if transactional and member_epoch == -1 and member_id == "" and instance_id is None:
-            return None
-        member = self.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if (error := commit_version_error(transactional, api_version)) is not None:
-            return error
-        if member_epoch == member.member_epoch:
-            return None
-        if member_epoch > member.member_epoch or self.topology is None:
+        checked = check_offset_commit(
+            self.members,
+            member_id,
+            member_epoch,
+            transactional=transactional,
+            instance_id=instance_id,
+            api_version=api_version,
+        )
+        if not isinstance(checked, StreamsMember):
+            return checked
+        member = checked
+        if self.topology is None:
             return ErrorCode.stale_member_epoch
         subtopology_of = {
             topic: sub.subtopology_id
