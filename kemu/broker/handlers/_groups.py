@@ -76,12 +76,14 @@ def registered(ctx: RequestContext, kind: type[Group], name: str) -> Callable[[s
 def assignment(
     ctx: RequestContext, partitions: Iterable[TopicPartition], *, names: bool = False
 ) -> Any:
-    """An Assignment: per topic id (sorted) its partitions; ``names``: with the topic's name ("" for
-    a topic the cluster no longer has), as the Describe answers carry it."""
+    """An Assignment: per topic id (sorted) its partitions; ``names``: with the topic's name, as
+    the Describe answers carry it, and without the topics the cluster no longer has (Kafka's
+    describes list only the topics its metadata image has; heartbeats list them all)."""
+    topics = ctx.cluster.topics_by_id
     by_topic: dict[Any, list[int]] = {}
     for topic_id, index in sorted(partitions):
-        by_topic.setdefault(topic_id, []).append(index)
-    topics = ctx.cluster.topics_by_id
+        if not names or topic_id in topics:
+            by_topic.setdefault(topic_id, []).append(index)
     return ctx.make(
         "Assignment",
         topic_partitions=tuple(
@@ -89,11 +91,7 @@ def assignment(
                 "TopicPartitions",
                 topic_id=topic_id,
                 partitions=tuple(indexes),
-                **(
-                    {"topic_name": topics[topic_id].name if topic_id in topics else ""}
-                    if names
-                    else {}
-                ),
+                **({"topic_name": topics[topic_id].name} if names else {}),
             )
             for topic_id, indexes in by_topic.items()
         ),

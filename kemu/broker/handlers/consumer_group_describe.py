@@ -2,7 +2,8 @@
 
 Each KIP-848 consumer group's epoch, assignment epoch, state (Empty, Assigning, Reconciling,
 Stable), assignor, and every member: id, instance and rack ids, epoch, client id and host,
-subscription (names and regex), current and target assignment with topic names resolved; v1
+subscription (names and regex), current and target assignment with topic names resolved (a
+deleted topic left out, as Kafka describes only the topics its metadata has); v1
 also the member type (1: consumer protocol). Unknown ids, and groups of another type, get
 GROUP_ID_NOT_FOUND; an empty id INVALID_GROUP_ID.
 

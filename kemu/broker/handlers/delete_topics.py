@@ -5,7 +5,8 @@ and messages: a name or id given twice is INVALID_REQUEST ("Duplicate topic name
 topic id."), as are an entry with both or neither, and a name that maps to an id also given; an
 unknown name is UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. With
 ``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED (INVALID_REQUEST before
-v3). A deleted topic's log goes away and it is dropped from every fetch session.
+v3). A deleted topic's log goes away, it is dropped from every fetch session, and every group's
+committed offsets of it are deleted (tombstones), as Kafka's group coordinator deletes them.
 
 Under a ``controller_mutation_rate`` quota each topic about to be deleted is charged its
 partitions; from v5 a topic met with the client's token bucket below zero gets
@@ -28,6 +29,7 @@ from kemu.broker.share.manager import share_partitions
 from kemu.broker.throttling import controller_mutation_quota
 from kemu.cluster.context import RequestContext
 from kemu.cluster.model import INTERNAL_TOPICS
+from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.share.service import share_coordinator
 from kemu.protocol.errors import ErrorCode, default_message
 from kemu.protocol.topic_ids import ZERO_UUID, wire_topic_id
@@ -164,7 +166,9 @@ def _delete(ctx: RequestContext, entries: list[tuple[str | None, uuid.UUID]]) ->
             continue
         cluster.delete_topic(name)
         sessions.remove_topic({name, topic_id})
-        # Share groups lose the topic's partitions and their durable state, as in Kafka.
+        # Groups lose the topic's committed offsets, share groups its partitions and their
+        # durable state, as in Kafka.
+        group_coordinator(ctx.runtime).delete_topic_offsets(name)
         share_partitions(ctx.runtime).forget_topic(topic_id)
         share_coordinator(ctx.runtime).delete_topic_state(topic_id)
         outcomes.append((name, topic_id, ErrorCode.none, None))

@@ -2,7 +2,8 @@
 
 Each group id answers its epoch, assignment epoch, state (Empty/Stable), the assignor ("simple")
 and every member: id, epoch, rack, client id and host, subscribed topic names and assignment
-with topic names resolved. Unknown ids, and ids of groups of another type, get
+with topic names resolved (a deleted topic left out, as Kafka describes only the topics its
+metadata has). Unknown ids, and ids of groups of another type, get
 GROUP_ID_NOT_FOUND; an empty id gets INVALID_GROUP_ID.
 
 ACLs as KafkaApis checks them: a group the principal may not DESCRIBE answers

@@ -248,6 +248,17 @@ class OffsetManager:
             records.append((GroupMetadataKey(group_id), None))
         return records
 
+    def topic_tombstones(self, topic: str) -> dict[str, list[Record]]:
+        """Tombstones for every group's committed offsets of a deleted topic, by group (Kafka's
+        ``OffsetMetadataManager.onPartitionsDeleted``)."""
+        by_group: dict[str, list[Record]] = {}
+        for group_id in self.store.group_ids():
+            for offset_topic, partition in self.store.of_group(group_id):
+                if offset_topic == topic:
+                    key = OffsetCommitKey(group_id, topic, partition)
+                    by_group.setdefault(group_id, []).append((key, None))
+        return by_group
+
     def expired_offsets(self, now_ms: int, retention_ms: int) -> dict[str, list[Record]]:
         """Tombstones for every offset past its retention, by group."""
 

@@ -533,6 +533,13 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
                 return DeleteResult(error)
         return result
 
+    def delete_topic_offsets(self, topic: str) -> None:
+        """A deleted topic's committed offsets, tombstoned in every group, as Kafka deletes them
+        with the topic (a failed write leaves a group's, as an expiry does)."""
+        now = self.runtime.clock_ms()
+        for group_id, records in self.offset_manager.topic_tombstones(topic).items():
+            self._append(group_id, records, now)
+
     def _append(self, group_id: str, records: list[Record], now_ms: int) -> ErrorCode:
         error = self.offsets_log.append(group_id, records, now_ms)
         if error == ErrorCode.none:

@@ -9,26 +9,25 @@ from its metadata publisher, which first deletes the topic's committed offsets a
 ``onPartitionsDeleted``, then hands the group coordinator the new image).
 
 - A KIP-848 consumer group (one member, both topics, offsets committed for all four partitions,
-  ``consumer.assignment.interval.ms`` 15 s holding the next target back). Kafka's
-  ConsumerGroupDescribe leaves the deleted topic out of each member's assignment and target
-  assignment (it lists only the topics its metadata image has); kemu listed it with an empty
-  topic name (xfail on kemu). Kafka's onPartitionsDeleted writes tombstones for the deleted
-  topic's committed offsets: OffsetFetch of all offsets no longer lists them, and one naming the
-  deleted topic answers offset -1 with NONE; kemu kept them (offset 0, xfail on kemu). By the
+  ``consumer.assignment.interval.ms`` 15 s holding the next target back). ConsumerGroupDescribe
+  leaves the deleted topic out of each member's assignment and target assignment (Kafka lists
+  only the topics its metadata image has). The deleted topic's committed offsets are deleted
+  with it (Kafka's onPartitionsDeleted writes their tombstones): OffsetFetch of all offsets no
+  longer lists them, and one naming the deleted topic answers offset -1 with NONE. By the
   topic's id (v10) both answer UNKNOWN_TOPIC_ID, offset -1. The member's next heartbeat bumps
   the group epoch (Assigning, no target within the interval) and answers no assignment at its
-  epoch, on both.
+  epoch.
 - A KIP-932 share group (two members; the deleted topic has three partitions and the live one
   one, so that each member holds at least one of the deleted topic's; the group's
-  ``share.assignment.interval.ms`` 15 s). ShareGroupDescribe leaves the deleted topic out on
-  Kafka, kemu listed it with an empty name (xfail on kemu). DescribeShareGroupOffsets of all
-  topics lists only the live topic, and one naming the deleted topic answers a zero topic id
-  and, per partition, start offset -1, lag -1 and NONE, on both. The first member to heartbeat
-  after the deletion is the one whose heartbeat sees the metadata hash change: Kafka bumps the
-  group epoch and trims that member's partitions to the live topic's at its epoch (kemu kept
-  them: xfail on kemu, the difference ``share/test_share_topic_changes_kafka.py`` shows with
-  one member). The other member is not trimmed: its heartbeat answers no assignment, and a full
-  heartbeat still gets the deleted topic's partitions, on both, until the next target.
+  ``share.assignment.interval.ms`` 15 s). ShareGroupDescribe leaves the deleted topic out.
+  DescribeShareGroupOffsets of all topics lists only the live topic, and one naming the deleted
+  topic answers a zero topic id and, per partition, start offset -1, lag -1 and NONE. The first
+  member to heartbeat after the deletion is the one whose heartbeat sees the metadata hash
+  change: Kafka bumps the group epoch and trims that member's partitions to the live topic's at
+  its epoch (kemu kept them: xfail on kemu, the difference
+  ``share/test_share_topic_changes_kafka.py`` shows with one member). The other member is not
+  trimmed: its heartbeat answers no assignment, and a full heartbeat still gets the deleted
+  topic's partitions, on both, until the next target.
 """
 
 from __future__ import annotations
@@ -60,13 +59,6 @@ OFFSET_FETCH, DESCRIBE_SHARE_OFFSETS = 9, 90
 INTERVAL_MS = "15000"  # the longest a group may ask: holds the next target back
 WAIT_S = 60.0  # a bound for failing, not a measurement
 BEAT_PAUSE_S = 0.2  # between heartbeats that change nothing
-KEMU_NAMES_DELETED_TOPICS = (
-    "kemu's group describes list a deleted topic's partitions with an empty topic name; Kafka "
-    "4.4.0 leaves the topic out"
-)
-KEMU_KEEPS_DELETED_OFFSETS = (
-    "kemu keeps a deleted topic's committed offsets; Kafka 4.4.0 deletes them with the topic"
-)
 KEMU_KEEPS_DELETED_SHARE_PARTITIONS = (
     "kemu keeps a share member's partitions of a deleted topic until the next target; Kafka "
     "4.4.0 trims them with the heartbeat that sees the metadata hash change"
@@ -259,9 +251,8 @@ def consumer_deleted(server: Server) -> ConsumerDeleted:
 
 
 def test_consumer_group_describe_leaves_a_deleted_topic_out(
-    request: pytest.FixtureRequest, server: Server, consumer_deleted: ConsumerDeleted
+    consumer_deleted: ConsumerDeleted,
 ) -> None:
-    differs_on_kemu(request, server, KEMU_NAMES_DELETED_TOPICS)
     scenario = consumer_deleted
     live = {scenario.live_id: (scenario.live, frozenset({0, 1}))}
     for described in (scenario.described, scenario.described_after_bump):
@@ -291,17 +282,15 @@ def committed_at_zero(*partitions: Any) -> Offsets:
 
 
 def test_offset_fetch_of_all_offsets_leaves_a_deleted_topic_out(
-    request: pytest.FixtureRequest, server: Server, consumer_deleted: ConsumerDeleted
+    consumer_deleted: ConsumerDeleted,
 ) -> None:
-    differs_on_kemu(request, server, KEMU_KEEPS_DELETED_OFFSETS)
     scenario = consumer_deleted
     assert scenario.fetched_all == committed_at_zero(*partitions_of(scenario.live, 2))
 
 
 def test_offset_fetch_naming_a_deleted_topic_finds_no_offset(
-    request: pytest.FixtureRequest, server: Server, consumer_deleted: ConsumerDeleted
+    consumer_deleted: ConsumerDeleted,
 ) -> None:
-    differs_on_kemu(request, server, KEMU_KEEPS_DELETED_OFFSETS)
     scenario = consumer_deleted
     expected = committed_at_zero(*partitions_of(scenario.live, 2)) | dict.fromkeys(
         partitions_of(scenario.deleted, 2), (-1, ErrorCode.none)
@@ -478,10 +467,7 @@ def test_the_two_share_members_each_hold_some_of_the_deleted_topic(
         assert any(topic == scenario.deleted for topic, _ in held)
 
 
-def test_share_group_describe_leaves_a_deleted_topic_out(
-    request: pytest.FixtureRequest, server: Server, share_deleted: ShareDeleted
-) -> None:
-    differs_on_kemu(request, server, KEMU_NAMES_DELETED_TOPICS)
+def test_share_group_describe_leaves_a_deleted_topic_out(share_deleted: ShareDeleted) -> None:
     scenario = share_deleted
     for described in (scenario.described, scenario.described_after):
         by_member = {m.member_id: shown(m.assignment) for m in described.members}
