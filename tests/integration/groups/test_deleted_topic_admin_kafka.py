@@ -24,8 +24,8 @@ from its metadata publisher, which first deletes the topic's committed offsets a
   topic answers a zero topic id and, per partition, start offset -1, lag -1 and NONE. The first
   member to heartbeat after the deletion is the one whose heartbeat sees the metadata hash
   change: Kafka bumps the group epoch and trims that member's partitions to the live topic's at
-  its epoch (kemu kept them: xfail on kemu, the difference
-  ``share/test_share_topic_changes_kafka.py`` shows with one member). The other member is not
+  its epoch, as kemu does (``share/test_share_topic_changes_kafka.py`` shows it with one
+  member). The other member is not
   trimmed: its heartbeat answers no assignment, and a full heartbeat still gets the deleted
   topic's partitions, on both, until the next target.
 """
@@ -59,10 +59,6 @@ OFFSET_FETCH, DESCRIBE_SHARE_OFFSETS = 9, 90
 INTERVAL_MS = "15000"  # the longest a group may ask: holds the next target back
 WAIT_S = 60.0  # a bound for failing, not a measurement
 BEAT_PAUSE_S = 0.2  # between heartbeats that change nothing
-KEMU_KEEPS_DELETED_SHARE_PARTITIONS = (
-    "kemu keeps a share member's partitions of a deleted topic until the next target; Kafka "
-    "4.4.0 trims them with the heartbeat that sees the metadata hash change"
-)
 
 Partition = tuple[str, int]  # topic name, partition index
 Offsets = dict[Any, tuple[int, ErrorCode]]  # (topic, partition) -> (offset, error)
@@ -85,11 +81,6 @@ def server(
             kemu.stop()
         return
     yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
-
-
-def differs_on_kemu(request: pytest.FixtureRequest, server: Server, reason: str) -> None:
-    if server.name == "kemu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
@@ -502,9 +493,8 @@ def test_describe_share_group_offsets_naming_a_deleted_topic_answers_no_offsets(
 
 
 def test_the_share_heartbeat_seeing_the_deletion_trims_that_member(
-    request: pytest.FixtureRequest, server: Server, share_deleted: ShareDeleted
+    server: Server, share_deleted: ShareDeleted
 ) -> None:
-    differs_on_kemu(request, server, KEMU_KEEPS_DELETED_SHARE_PARTITIONS)
     scenario = share_deleted
     live = frozenset(p for p in scenario.first_held if p[0] == scenario.live)
     *before, on_bump = scenario.first_beats
