@@ -171,5 +171,7 @@ def _delete(ctx: RequestContext, entries: list[tuple[str | None, uuid.UUID]]) ->
         group_coordinator(ctx.runtime).delete_topic_offsets(name)
         share_partitions(ctx.runtime).forget_topic(topic_id)
         share_coordinator(ctx.runtime).delete_topic_state(topic_id)
+        # ... and their ShareGroupStatePartitionMetadata no longer names it.
+        group_coordinator(ctx.runtime).share_topic_deleted(topic_id)
         outcomes.append((name, topic_id, ErrorCode.none, None))
     return outcomes

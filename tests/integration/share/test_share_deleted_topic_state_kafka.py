@@ -14,8 +14,8 @@ Metadata no longer shows it):
   deleted topic (both groups); the live topic's state stays. kemu agrees.
 - ``__consumer_offsets``: Kafka writes each group's ShareGroupStatePartitionMetadata again
   without the deleted topic, straight out of InitializedTopics (never through DeletingTopics), an
-  empty value (not a tombstone) for the group that had nothing else. kemu kept the topic there,
-  and wrote it later with an empty name (xfail on kemu).
+  empty value (not a tombstone) for the group that had nothing else. kemu agrees (it kept the
+  topic there, and wrote it later with an empty name, until this was fixed).
 - A ShareFetch of the member's open share session: Kafka answers the deleted topic's partition
   UNKNOWN_TOPIC_OR_PARTITION; kemu drops the topic from every share session and leaves it out
   of the answer (xfail on kemu).
@@ -29,7 +29,7 @@ fetch of it and one after: the member is given it on the heartbeat after the one
 (its share state initialized in between), it starts at the latest offset (only the third record
 is delivered; share.auto.offset.reset=latest as for any new topic), DescribeShareGroupOffsets
 shows -1 until something is written, and none of the old topic's state comes back, on both. The
-group's state-partitions record then names the new id; kemu's also the old one (xfail on kemu).
+group's state-partitions record then names the new id only, on both.
 A kept difference, asserted per server: kemu writes the resolved start offset and the
 acquisition at the first fetch, Kafka with the first acknowledgement.
 """
@@ -552,10 +552,6 @@ def scenario(server: Server) -> Scenario:
 
 ACKNOWLEDGED = 2  # a StateBatch's delivery state
 NOT_HOSTED = "This server does not host this topic-partition."
-KEMU_KEEPS_INITIALIZED = (
-    "kemu leaves a deleted topic in its share groups' ShareGroupStatePartitionMetadata record "
-    "(later written with an empty name); Kafka 4.4.0 rewrites the record without it"
-)
 KEMU_DROPS_DELETED_FROM_SESSION = (
     "kemu's ShareFetch leaves a deleted topic's partition out of a share session's answer; "
     "Kafka 4.4.0 answers it with UNKNOWN_TOPIC_OR_PARTITION"
@@ -595,13 +591,10 @@ def test_deleting_a_topic_tombstones_its_share_partitions_state(scenario: Scenar
     assert s.state_after[(s.group, s.live_id, 0)] == accepted_from_zero()
 
 
-def test_deleting_a_topic_rewrites_the_groups_state_partitions_record(
-    request: pytest.FixtureRequest, server: Server, scenario: Scenario
-) -> None:
+def test_deleting_a_topic_rewrites_the_groups_state_partitions_record(scenario: Scenario) -> None:
     """ShareGroupStatePartitionMetadata written again without the deleted topic (not through
     its DeletingTopics: straight out), an empty value (not a tombstone) for a group that had
     nothing else."""
-    differs_on_kemu(request, server, KEMU_KEEPS_INITIALIZED)
     s = scenario
     assert s.partitions_after == {
         "initializing": set(),
@@ -698,10 +691,7 @@ def test_what_a_recreated_topics_first_fetch_writes(server: Server, scenario: Sc
         assert new == KeyState(False, 2, ((2, 2, 0, 1),))  # AVAILABLE, delivered once
 
 
-def test_the_state_partitions_record_names_only_the_recreated_topic(
-    request: pytest.FixtureRequest, server: Server, scenario: Scenario
-) -> None:
-    differs_on_kemu(request, server, KEMU_KEEPS_INITIALIZED)
+def test_the_state_partitions_record_names_only_the_recreated_topic(scenario: Scenario) -> None:
     s = scenario
     assert s.partitions_recreated == {
         "initializing": set(),

@@ -373,6 +373,27 @@ class ShareGroupCoordinator:
                 changed = True
         return changed
 
+    def groups_with_state_of(self, topic_id: uuid.UUID) -> list[str]:
+        """The share groups whose share state of the topic is initialized or being
+        initialized."""
+        return [
+            group.group_id
+            for group in self.registry
+            if isinstance(group, ShareGroup)
+            and (topic_id in group.initialized or topic_id in group.initializing)
+        ]
+
+    def topic_deleted(self, group_id: str, topic_id: uuid.UUID) -> bool:
+        """The topic was deleted (its share state with it): the group no longer counts its
+        partitions as initialized or being initialized, as Kafka's coordinator rewrites the
+        group's ShareGroupStatePartitionMetadata on topic deletion. Whether the group changed."""
+        group = self.registry.get(group_id)
+        if not isinstance(group, ShareGroup):
+            return False
+        dropped = group.initialized.pop(topic_id, None)
+        waiting = group.initializing.pop(topic_id, None)
+        return dropped is not None or waiting is not None
+
     def _update_target(self, group: ShareGroup, now_ms: int) -> None:
         metadata = group.subscribed_metadata
         subscriptions = {

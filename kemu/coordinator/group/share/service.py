@@ -195,6 +195,23 @@ class ShareMembership:
         if leaders is not None:
             await leaders.release_member(effect.group_id, effect.member_id)
 
+    def share_topic_deleted(self, topic_id: uuid.UUID) -> None:
+        """A topic was deleted: each share group with share state of it has its
+        ShareGroupStatePartitionMetadata written again without the topic, as Kafka's
+        coordinator does on topic deletion (the share coordinator tombstones the state itself).
+        A failed write is tried again after a backoff."""
+        failed = []
+        for group_id in self.share.groups_with_state_of(topic_id):
+            try:
+                with self._write_operation(group_id):
+                    self.share.topic_deleted(group_id, topic_id)
+            except GroupError as error:
+                log.warning("share_topic_deletion_not_written", group=group_id, error=error.code)
+                failed.append(group_id)
+        self._rearm()
+        if failed:
+            self.runtime.clock.call_later(RETRY_BACKOFF_MS, self.share_topic_deleted, topic_id)
+
     def forget_share_state(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
         """Share state was deleted or rewritten by an admin (DeleteGroups, Alter/Delete share
         group offsets): leaders caching it must reload it (``topic_ids`` None: every topic)."""
