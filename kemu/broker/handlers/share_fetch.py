@@ -141,7 +141,9 @@ async def handle(ctx: RequestContext, request: ShareFetchRequestView) -> Any:
         # Kafka's PartitionMaxBytesStrategy refuses a request max bytes of 0 and the delayed
         # share fetch completes every partition it holds with that exception: no records.
         session_refs = list(decision.session.partitions)
-        targets = _targets(ctx, manager, group_id, session_refs, answers, unreadable)
+        targets = _targets(
+            ctx, manager, group_id, session_refs, answers, unreadable, decision.session.deleted
+        )
         for ref, _partition, _actor in targets:
             answer = answers.setdefault(ref, PartitionAnswer())
             answer.error = ErrorCode.unknown_server_error
@@ -203,7 +205,7 @@ async def _fetch_with_wait(
     mode = AcquireMode(int(getattr(request, "share_acquire_mode", 0)))
     while True:
         remaining = deadline - ctx.wait_ms()
-        targets = _targets(ctx, manager, group_id, order, answers, unreadable)
+        targets = _targets(ctx, manager, group_id, order, answers, unreadable, session.deleted)
         if remaining <= 0 or not targets or _acquirable(targets, settings, min_bytes) >= min_bytes:
             acquired, failed = await _fetch(
                 ctx, request, settings, member_id, mode, targets, answers
@@ -234,13 +236,18 @@ def _targets(
     order: list[SharePartitionRef],
     answers: dict[SharePartitionRef, PartitionAnswer],
     unreadable: set[uuid.UUID],
+    deleted: set[SharePartitionRef],
 ) -> list[Target]:
     """The session's partitions this broker leads and the principal may READ; the others get
-    their error answer."""
+    their error answer (a partition the session held when its topic was deleted:
+    UNKNOWN_TOPIC_OR_PARTITION, as Kafka's session, holding it by name, finds no partition)."""
     targets = []
     for ref in order:
         if ref[0] in unreadable:
             answers.setdefault(ref, PartitionAnswer()).error = ErrorCode.topic_authorization_failed
+            continue
+        if ref in deleted:
+            answers.setdefault(ref, PartitionAnswer()).error = ErrorCode.unknown_topic_or_partition
             continue
         where = route(ctx, *ref)
         if where.error is not ErrorCode.none or where.partition is None:

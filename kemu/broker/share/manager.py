@@ -198,7 +198,8 @@ class SharePartitionManager:
                 self.actors.pop(key).retire()
 
     def forget_topic(self, topic_id: uuid.UUID) -> None:
-        """A topic was deleted: drop its share partitions and sessions' references to it."""
+        """A topic was deleted: drop its share partitions; sessions holding them mark them
+        deleted."""
         self.sessions.forget_topic(topic_id)
         for key in [k for k in self.actors if k.topic_id == topic_id]:
             self.actors.pop(key).retire()

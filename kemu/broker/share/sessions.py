@@ -17,6 +17,9 @@ ShareFetch
   incremental answer lists only the partitions with something to say (``must_answer``, Kafka's
   CachedSharePartition): records, an error (and then the next answer too), or a partition added
   to the session since it was opened that was not answered yet.
+* A partition of a topic deleted while a session holds it stays in the session (``deleted``)
+  until the member forgets it: each fetch answers it UNKNOWN_TOPIC_OR_PARTITION, as Kafka's
+  session, which holds the partition by name too, finds no such partition.
 ShareAcknowledge: epoch 0 is INVALID_SHARE_SESSION_EPOCH; -1 acknowledges then closes; N as
 above.
 """
@@ -52,6 +55,8 @@ class ShareSession:
     # Partitions the next incremental answer must list even with nothing new (Kafka's
     # requiresUpdateInResponse): added after the session opened, or errored last time.
     requires_update: set[SharePartitionRef] = field(default_factory=set)
+    # Partitions held of a topic deleted since (answered UNKNOWN_TOPIC_OR_PARTITION).
+    deleted: set[SharePartitionRef] = field(default_factory=set)
 
     def must_answer(self, ref: SharePartitionRef, *, records: bool, error: bool) -> bool:
         """Whether an incremental answer lists ``ref`` (Kafka's
@@ -129,6 +134,7 @@ class ShareSessionCache:
         for ref in forgotten:
             session.partitions.pop(ref, None)
             session.requires_update.discard(ref)
+            session.deleted.discard(ref)
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
         return SessionDecision(session=session)
@@ -167,7 +173,7 @@ class ShareSessionCache:
         return [self.sessions.pop(k) for k in keys]
 
     def forget_topic(self, topic_id: uuid.UUID) -> None:
-        """A deleted topic leaves every session."""
+        """A topic was deleted: every session holding partitions of it marks them ``deleted``
+        (they stay until the member forgets them)."""
         for session in self.sessions.values():
-            for ref in [r for r in session.partitions if r[0] == topic_id]:
-                del session.partitions[ref]
+            session.deleted.update(r for r in session.partitions if r[0] == topic_id)

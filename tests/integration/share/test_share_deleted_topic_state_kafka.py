@@ -17,8 +17,8 @@ Metadata no longer shows it):
   empty value (not a tombstone) for the group that had nothing else. kemu agrees (it kept the
   topic there, and wrote it later with an empty name, until this was fixed).
 - A ShareFetch of the member's open share session: Kafka answers the deleted topic's partition
-  UNKNOWN_TOPIC_OR_PARTITION; kemu drops the topic from every share session and leaves it out
-  of the answer (xfail on kemu).
+  UNKNOWN_TOPIC_OR_PARTITION, and so does kemu (it dropped the topic from every share session
+  and left it out of the answer, until this was fixed).
 - DescribeShareGroupOffsets lists only the live topic (nothing for the empty group);
   Delete/AlterShareGroupOffsets naming the deleted topic answer UNKNOWN_TOPIC_OR_PARTITION ("This
   server does not host this topic-partition.", no topic id) for the empty group, NON_EMPTY_GROUP
@@ -552,15 +552,6 @@ def scenario(server: Server) -> Scenario:
 
 ACKNOWLEDGED = 2  # a StateBatch's delivery state
 NOT_HOSTED = "This server does not host this topic-partition."
-KEMU_DROPS_DELETED_FROM_SESSION = (
-    "kemu's ShareFetch leaves a deleted topic's partition out of a share session's answer; "
-    "Kafka 4.4.0 answers it with UNKNOWN_TOPIC_OR_PARTITION"
-)
-
-
-def differs_on_kemu(request: pytest.FixtureRequest, server: Server, reason: str) -> None:
-    if server.name == "kemu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 def accepted_from_zero() -> KeyState:
@@ -609,9 +600,8 @@ def test_deleting_a_topic_rewrites_the_groups_state_partitions_record(scenario: 
 
 
 def test_a_share_session_fetching_a_deleted_topic_answers_unknown_topic_or_partition(
-    request: pytest.FixtureRequest, server: Server, scenario: Scenario
+    scenario: Scenario,
 ) -> None:
-    differs_on_kemu(request, server, KEMU_DROPS_DELETED_FROM_SESSION)
     assert scenario.session_errors == [(scenario.gone, ErrorCode.unknown_topic_or_partition)]
 
 

@@ -77,7 +77,12 @@ def test_member_removal_and_topic_deletion() -> None:
     assert len(cache.remove_member("g", "a")) == 2
     cache.forget_topic(T)
     assert list(cache.sessions) == [(1, "g", "b")]
-    assert not cache.sessions[(1, "g", "b")].partitions
+    # the partitions stay, marked deleted, until the member forgets them
+    session = cache.sessions[(1, "g", "b")]
+    assert list(session.partitions) == [(T, 0)] and session.deleted == {(T, 0)}
+    decision = cache.for_fetch((1, "g", "b"), 1, [], [(T, 0)], has_acknowledgements=False, now_ms=0)
+    assert decision.error == ErrorCode.none
+    assert not session.partitions and not session.deleted
 
 
 def test_partitions_take_turns() -> None:
