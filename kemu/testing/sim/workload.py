@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import random
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,10 @@ class Ledger:
     # meanwhile), and those it may have deleted since the last check
     resetting: set[str] = field(default_factory=set)
     reset: set[str] = field(default_factory=set)
+    # the ``clock`` when the reader's confirmed ACCEPTs were last forgotten, a deletion of its
+    # offsets having (maybe) applied: an ACCEPT sent before may have been applied before the
+    # deletion, which undid it, however late its confirmation comes (``confirm_accepted``)
+    accepts_forgotten_at: int = 0
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
     # per (producer, topic, partition): the offsets and values it was answered (for an input
     # producer, of committed transactions), in send order, which must be the log's order too
@@ -122,6 +126,22 @@ class Ledger:
     def tick(self) -> int:
         self.clock += 1
         return self.clock
+
+    def forget_accepted(self) -> None:
+        """A deletion of the reader group's offsets may have applied: the ACCEPTs confirmed so
+        far, and those sent before now, may be delivered again."""
+        self.accepted.clear()
+        self.accepts_forgotten_at = self.tick()
+
+    def confirm_accepted(self, sent: int, records: Iterable[tuple[str, int, int]]) -> None:
+        """The reader's ShareAcknowledge sent at ``sent`` (the ``clock`` then) confirmed the
+        ACCEPTs of ``records``: none of them may be delivered again by a ShareFetch sent from
+        now on, unless a deletion of the group's offsets was answered since it was sent (the
+        acknowledgement may have been applied before the deletion and undone by it)."""
+        confirmed = self.tick()
+        if sent >= self.accepts_forgotten_at:
+            for where in records:
+                self.accepted[where] = confirmed
 
 
 def put_counted(
@@ -554,14 +574,17 @@ class Reader(Actor):
                 if not batch:
                     continue
                 await self.chance_to_stall("records")
+                sent = self.ledger.clock
                 results = await consumer.commit()
-                confirmed = self.ledger.tick()
-                for record in accepted:
-                    if record.topic_id_partition in results and (
-                        results[record.topic_id_partition] is None
-                    ):
-                        where = (record.topic, record.partition, record.offset)
-                        self.ledger.accepted[where] = confirmed
+                self.ledger.confirm_accepted(
+                    sent,
+                    (
+                        (record.topic, record.partition, record.offset)
+                        for record in accepted
+                        if record.topic_id_partition in results
+                        and results[record.topic_id_partition] is None
+                    ),
+                )
                 self.ledger.count("reader.accepted", len(accepted))
         finally:
             await _close(consumer)

@@ -12,7 +12,7 @@ import pytest
 
 from kemu.broker.handlers import REGISTRY, load_handlers
 from kemu.testing.sim.run import Simulation
-from kemu.testing.sim.workload import PIPE_GROUP, READER_GROUP
+from kemu.testing.sim.workload import PIPE_GROUP, READER_GROUP, Ledger
 
 SHARE_FETCH = 78
 
@@ -52,3 +52,20 @@ def test_an_answer_replayed_at_the_same_delivery_count_is_a_redelivery(
         f"{group}: ('input'," in v and f"by a ShareFetch sent after {confirmed}" in v
         for v in result.violations
     ), result.violations
+
+
+def test_an_accept_sent_before_an_offsets_deletion_answered_is_not_held_against_kemu() -> None:
+    """Seed 67 (on d507b02): the reader's ShareAcknowledge was sent just before the operator's
+    DeleteShareGroupOffsets was answered, applied by the share-partition leader just before the
+    coordinator applied the deletion, and confirmed just after the deletion's answer. The
+    deletion undid the ACCEPT, so the records came again at delivery 1, as they may: the oracle
+    held them as accepted and called it a redelivery."""
+    ledger = Ledger()
+    where = ("input", 1, 2316)
+    before_deletion = ledger.clock  # the ACCEPT is sent
+    ledger.forget_accepted()  # the deletion is answered: it applied
+    ledger.confirm_accepted(before_deletion, [where])  # the ACCEPT's answer comes later
+    assert where not in ledger.accepted
+    after_deletion = ledger.clock  # an ACCEPT sent once the deletion was answered holds
+    ledger.confirm_accepted(after_deletion, [where])
+    assert where in ledger.accepted
