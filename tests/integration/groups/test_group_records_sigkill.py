@@ -170,3 +170,48 @@ def test_a_data_dir_with_the_old_share_groups_file_loads(
     server.start()
     answer = share_beat(address, "legacy", "old-member", 3)
     assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 3)
+
+
+def static_beat(address: str, member: str, epoch: int) -> Any:
+    """A heartbeat of a static member (instance id ``instance-a``) of group ``statics``."""
+    joining = epoch == 0
+    return call(
+        address, CONSUMER_HEARTBEAT, 1, group_id="statics", member_id=member, member_epoch=epoch,
+        instance_id="instance-a", rack_id=None,
+        rebalance_timeout=datetime.timedelta(milliseconds=30_000 if joining else -1),
+        subscribed_topic_names=("orders",) if joining else None, subscribed_topic_regex=None,
+        server_assignor=None, topic_partitions=() if joining else None,
+    )  # fmt: skip
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="kemu removes a static member leaving with epoch -2 at once (Kafka writes its "
+    "current assignment at epoch -2 and keeps it)",
+)
+def test_a_static_member_that_left_temporarily_survives_sigkill(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    """A static member's temporary leave (epoch -2) is written as Kafka writes it (its current
+    assignment at epoch -2): after a SIGKILL the member is still there with its partitions, and
+    a new member id joining with its instance id gets them back at the same epoch."""
+    server = kemu_factory(brokers=1, data_dir=tmp_path / "data", overrides=OVERRIDES).start()
+    create_topic(server.bootstrap, "orders", 3)
+    address = coordinator(server.bootstrap, "statics")
+    first = until_assigned(lambda epoch: static_beat(address, "member-a", epoch))
+    left = static_beat(address, "member-a", -2)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -2)
+
+    server.kill()
+    server.start()
+
+    group = described(address, CONSUMER_DESCRIBE, "statics")
+    (member,) = group.members
+    assert (member.member_id, member.member_epoch) == ("member-a", -2)
+    held = {p for t in member.assignment.topic_partitions for p in t.partitions}
+    assert held == {0, 1, 2}
+    rejoined = static_beat(address, "member-b", 0)
+    assert rejoined.error_code == ErrorCode.none
+    assert rejoined.member_epoch == first.member_epoch
+    assert rejoined.assignment == first.assignment
+    assert group.group_epoch == first.member_epoch
