@@ -4,7 +4,13 @@ kemu runs with Kafka's timers (``--timing kafka``) and the ones that server sets
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
+import pytest
+
+from kemu.testing.plugin import KemuProcess
 from tests import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -18,3 +24,31 @@ def kafka_timing_overrides(**extra: str) -> list[str]:
     from bench.servers import kafka_timing_overrides as overrides
 
     return overrides(**extra)
+
+
+@dataclass
+class Server:
+    name: str  # "kemu" or "kafka"
+    bootstrap: str
+
+
+@contextmanager
+def kemu_or_kafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """The body of a module's ``server`` fixture (``params=["kemu", "kafka"]``, the module in
+    conftest's "kafka" group): a one-broker kemu process with Kafka's timers
+    (``kafka_timing_overrides``), or the session's plain Kafka 4.4.0."""
+    if request.param == "kemu":
+        kemu = KemuProcess(
+            brokers=1,
+            log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
+            timing="kafka",
+            overrides=kafka_timing_overrides(),
+        ).start()
+        try:
+            yield Server("kemu", kemu.bootstrap)
+        finally:
+            kemu.stop()
+        return
+    yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka

@@ -33,9 +33,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
 from tests.integration.config_describe import call as call_body
-from tests.integration.parity import kafka_timing_overrides
+from tests.integration.parity import kemu_or_kafka
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
@@ -51,18 +50,8 @@ GROUP_RESOURCE = 32
 def bootstrap(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    if request.param == "kemu":
-        kemu = KemuProcess(
-            brokers=1,
-            log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
-            timing="kafka",
-            overrides=kafka_timing_overrides(),
-        )
-        kemu.start()
-        yield kemu.bootstrap
-        kemu.stop()
-        return
-    yield request.getfixturevalue("kafka").bootstrap  # the session's plain Kafka
+    with kemu_or_kafka(request, tmp_path_factory) as chosen:
+        yield chosen.bootstrap
 
 
 # --- raw requests ------------------------------------------------------------------------------

@@ -43,11 +43,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
 from tests.integration.groups.test_group_topic_changes_kafka import Answer as ConsumerAnswer
 from tests.integration.groups.test_group_topic_changes_kafka import Broker as ConsumerBroker
 from tests.integration.groups.test_group_topic_changes_kafka import Member as ConsumerMember
-from tests.integration.parity import kafka_timing_overrides
+from tests.integration.parity import kemu_or_kafka
 from tests.integration.share.test_share_topic_changes_kafka import Answer as ShareAnswer
 from tests.integration.share.test_share_topic_changes_kafka import Broker as ShareBroker
 from tests.integration.share.test_share_topic_changes_kafka import Member as ShareMember
@@ -68,19 +67,8 @@ Offsets = dict[Any, tuple[int, ErrorCode]]  # (topic, partition) -> (offset, err
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    if request.param == "kemu":
-        kemu = KemuProcess(
-            brokers=1,
-            log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
-            timing="kafka",
-            overrides=kafka_timing_overrides(),
-        ).start()
-        try:
-            yield Server("kemu", kemu.bootstrap)
-        finally:
-            kemu.stop()
-        return
-    yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
+    with kemu_or_kafka(request, tmp_path_factory) as chosen:
+        yield chosen
 
 
 def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:

@@ -32,7 +32,6 @@ from collections.abc import Iterator
 import pytest
 
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
 from tests.integration.groups.test_group_topic_changes_kafka import (
     CONSUMER_HEARTBEAT,
     COORDINATOR_STARTING,
@@ -40,7 +39,7 @@ from tests.integration.groups.test_group_topic_changes_kafka import (
     Member,
     nested,
 )
-from tests.integration.parity import kafka_timing_overrides
+from tests.integration.parity import kemu_or_kafka
 from tests.integration.share.test_share_deleted_topic_state_kafka import (
     OFFSETS_TOPIC,
     internal_records,
@@ -81,19 +80,8 @@ KEMU_WRITES_STATE_PARTITIONS_EARLY = pytest.mark.xfail(
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    if request.param == "kemu":
-        kemu = KemuProcess(
-            brokers=1,
-            log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
-            timing="kafka",
-            overrides=kafka_timing_overrides(),
-        ).start()
-        try:
-            yield Server("kemu", kemu.bootstrap)
-        finally:
-            kemu.stop()
-        return
-    yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
+    with kemu_or_kafka(request, tmp_path_factory) as chosen:
+        yield chosen
 
 
 def kemu_differs(

@@ -32,9 +32,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
 from kemu.testing.wire_client import WireClient
-from tests.integration.parity import kafka_timing_overrides
+from tests.integration.parity import kemu_or_kafka
 from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
@@ -54,19 +53,8 @@ WAIT_S = 60.0  # a bound for failing, not a measurement
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    if request.param == "kemu":
-        kemu = KemuProcess(
-            brokers=1,
-            log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
-            timing="kafka",
-            overrides=kafka_timing_overrides(),
-        ).start()
-        try:
-            yield Server("kemu", kemu.bootstrap)
-        finally:
-            kemu.stop()
-        return
-    yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
+    with kemu_or_kafka(request, tmp_path_factory) as chosen:
+        yield chosen
 
 
 @dataclass

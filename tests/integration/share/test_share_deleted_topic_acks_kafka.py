@@ -30,9 +30,8 @@ from typing import Any
 import pytest
 
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
 from tests.integration.groups.test_deleted_topic_admin_kafka import create_topic
-from tests.integration.parity import kafka_timing_overrides
+from tests.integration.parity import kemu_or_kafka
 from tests.integration.share.test_share_deleted_topic_state_kafka import (
     Fetcher,
     acquire_all,
@@ -53,19 +52,8 @@ PRODUCED = 3  # records produced to each topic before the deletion
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    if request.param == "kemu":
-        kemu = KemuProcess(
-            brokers=1,
-            log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
-            timing="kafka",
-            overrides=kafka_timing_overrides(),
-        ).start()
-        try:
-            yield Server("kemu", kemu.bootstrap)
-        finally:
-            kemu.stop()
-        return
-    yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
+    with kemu_or_kafka(request, tmp_path_factory) as chosen:
+        yield chosen
 
 
 # (topic name, partition) -> (error code, error message[, acknowledge error, its message])

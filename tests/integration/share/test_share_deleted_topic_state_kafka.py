@@ -49,9 +49,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kemu.coordinator.group.share import records as group_records
 from kemu.coordinator.share import records as state_records
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.plugin import KemuProcess
 from tests.integration.groups.test_deleted_topic_admin_kafka import create_topic
-from tests.integration.parity import kafka_timing_overrides
+from tests.integration.parity import kemu_or_kafka
 from tests.integration.share.test_share_topic_changes_kafka import Broker, nested
 from tests.integration.share.test_share_topic_changes_kafka import Member as ShareMember
 from tests.integration.txn.wire_parity import Server, coordinator_ready
@@ -73,19 +72,8 @@ PRODUCED = 3  # records produced to each topic before the deletion
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    if request.param == "kemu":
-        kemu = KemuProcess(
-            brokers=1,
-            log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
-            timing="kafka",
-            overrides=kafka_timing_overrides(),
-        ).start()
-        try:
-            yield Server("kemu", kemu.bootstrap)
-        finally:
-            kemu.stop()
-        return
-    yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
+    with kemu_or_kafka(request, tmp_path_factory) as chosen:
+        yield chosen
 
 
 def wait_for(

@@ -12,7 +12,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -25,15 +24,12 @@ from kemu.testing.kafka import SHARE_GROUPS, KafkaServer
 from kemu.testing.plugin import KemuProcess
 from kemu.testing.wire_client import WireClient, build, read_exactly, split_address
 
+# Server is re-exported: the parity modules import it from here
+from tests.integration.parity import Server as Server
+
 PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS = 0, 10, 22, 24
 ATTEMPTS = 300  # of a request a starting coordinator refuses, 0.1 s apart
 WINDOW = 200  # InitProducerIds a connection of bump_epochs writes ahead of their answers
-
-
-@dataclass
-class Server:
-    name: str
-    bootstrap: str
 
 
 @contextmanager
