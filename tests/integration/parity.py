@@ -7,9 +7,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
+from kemu.protocol import wire
+from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
 from tests import REPO_ROOT
 
@@ -52,3 +55,16 @@ def kemu_or_kafka(
             kemu.stop()
         return
     yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
+
+
+# the errors a coordinator answers while it starts (Kafka loads its internal topics on first use)
+COORDINATOR_STARTING = {
+    ErrorCode.not_coordinator,
+    ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_load_in_progress,
+}
+
+
+def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
+    """A nested structure ``class_name`` of request ``api_key`` v``version``."""
+    return wire.build(getattr(wire.request_module(api_key, version), class_name), **fields)

@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from tests.integration.config_describe import call as call_body
-from tests.integration.parity import kemu_or_kafka
+from tests.integration.parity import kemu_or_kafka, nested
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
@@ -62,10 +62,6 @@ def call(address: str, api_key: int, version: int, **fields: Any) -> Any:
     return call_body(
         address, api_key, version, wire.build(wire.request_schema(api_key, version), **fields)
     )
-
-
-def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
-    return wire.build(getattr(wire.request_module(api_key, version), class_name), **fields)
 
 
 def set_group_config(bootstrap: str, group: str, name: str, value: str) -> None:

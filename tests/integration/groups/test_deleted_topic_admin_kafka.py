@@ -41,12 +41,11 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from tests.integration.groups.test_group_topic_changes_kafka import Answer as ConsumerAnswer
 from tests.integration.groups.test_group_topic_changes_kafka import Broker as ConsumerBroker
 from tests.integration.groups.test_group_topic_changes_kafka import Member as ConsumerMember
-from tests.integration.parity import kemu_or_kafka
+from tests.integration.parity import kemu_or_kafka, nested
 from tests.integration.share.test_share_topic_changes_kafka import Answer as ShareAnswer
 from tests.integration.share.test_share_topic_changes_kafka import Broker as ShareBroker
 from tests.integration.share.test_share_topic_changes_kafka import Member as ShareMember
@@ -69,10 +68,6 @@ def server(
 ) -> Iterator[Server]:
     with kemu_or_kafka(request, tmp_path_factory) as chosen:
         yield chosen
-
-
-def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
-    return wire.build(getattr(wire.request_module(api_key, version), class_name), **fields)
 
 
 def wait_for(condition: Callable[[], Any], what: str) -> Any:

@@ -31,10 +31,9 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.wire_client import WireClient
-from tests.integration.parity import kemu_or_kafka
+from tests.integration.parity import kemu_or_kafka, nested
 from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
@@ -69,10 +68,6 @@ def kemu_differs(request: pytest.FixtureRequest, server: str) -> None:
     """Today's kemu fails this test: a strict xfail on its side."""
     if server == "kemu":
         request.applymarker(pytest.mark.xfail(strict=True, reason=KEMU_REMOVES_AT_ONCE))
-
-
-def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
-    return wire.build(getattr(wire.request_module(api_key, version), class_name), **fields)
 
 
 class Broker:

@@ -24,7 +24,7 @@ from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.inprocess import InProcessKemu
 from tests import REPO_ROOT
-from tests.integration.parity import kafka_timing_overrides
+from tests.integration.parity import kafka_timing_overrides, nested
 
 pytestmark = [pytest.mark.integration]
 
@@ -95,10 +95,6 @@ def call(address: str, api_key: int, version: int, **fields: Any) -> Any:
         size = struct.unpack(">i", _read(sock, 4))[0]
         _, response = wire.decode_response(api_key, version, _read(sock, size))
     return response
-
-
-def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
-    return wire.build(getattr(wire.request_module(api_key, version), class_name), **fields)
 
 
 def _read(sock: socket.socket, count: int) -> bytes:

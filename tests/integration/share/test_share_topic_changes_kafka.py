@@ -44,11 +44,10 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.wire_client import WireClient
 from tests.integration.config_describe import describe_configs
-from tests.integration.parity import kemu_or_kafka
+from tests.integration.parity import COORDINATOR_STARTING, kemu_or_kafka, nested
 from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
@@ -60,12 +59,6 @@ INTERVAL_CONFIG = "share.assignment.interval.ms"
 INTERVAL_MS = "15000"  # group.share.max.assignment.interval.ms: the longest a group may ask
 WAIT_S = 60.0  # a bound for failing, not a measurement
 BEAT_PAUSE_S = 0.2  # between heartbeats that change nothing
-COORDINATOR_STARTING = {
-    ErrorCode.not_coordinator,
-    ErrorCode.coordinator_not_available,
-    ErrorCode.coordinator_load_in_progress,
-}
-
 Partition = tuple[str, int]  # topic name, partition index
 
 
@@ -75,10 +68,6 @@ def server(
 ) -> Iterator[Server]:
     with kemu_or_kafka(request, tmp_path_factory) as chosen:
         yield chosen
-
-
-def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:
-    return wire.build(getattr(wire.request_module(api_key, version), class_name), **fields)
 
 
 def wait_for(condition: Callable[[], Any], what: str) -> Any:
