@@ -131,13 +131,16 @@ eos-crash: $(STAMP)
 	$(BIN)/python -m bench.eos_crash $(ARGS)
 
 # The deterministic simulation (docs/reliability.md): kemu, its clients and its crashes on virtual
-# time in one process; every failure prints the seed that replays it. SEEDS is a seed or A-B;
+# time in one process; every failure prints the seed that replays it. SEEDS is a count N (seeds
+# 1-N, as in `make sim SEEDS=1000 STEPS=10000`) or a range A-B; SEED=N replays that one seed.
 # JOBS worker processes run them, their output printed in seed order.
 sim: SEEDS ?= 1-10
 sim: STEPS ?= 300
 JOBS ?= 2
+SEED ?=
+sim_seeds = $(if $(SEED),$(SEED),$(if $(findstring -,$(SEEDS)),$(SEEDS),1-$(SEEDS)))
 sim: $(STAMP)
-	$(BIN)/python -m kemu.testing.sim --seed $(SEEDS) --steps $(STEPS) --jobs $(JOBS) $(ARGS)
+	$(BIN)/python -m kemu.testing.sim --seed $(sim_seeds) --steps $(STEPS) --jobs $(JOBS) $(ARGS)
 
 # The long run (1,000 seeds x 10,000 steps, days of CPU) in slices: each `make sim-long` starts
 # no seed after BUDGET minutes, appends a line per finished seed to JOURNAL (with a fingerprint
@@ -148,11 +151,11 @@ sim-long sim-report: STEPS ?= 10000
 BUDGET ?= 60
 JOURNAL ?= sim-journal.jsonl
 sim-long: $(STAMP)
-	$(BIN)/python -m kemu.testing.sim --seed $(SEEDS) --steps $(STEPS) --jobs $(JOBS) \
+	$(BIN)/python -m kemu.testing.sim --seed $(sim_seeds) --steps $(STEPS) --jobs $(JOBS) \
 		--journal $(JOURNAL) --budget-minutes $(BUDGET) $(ARGS)
 
 sim-report: $(STAMP)
-	$(BIN)/python -m kemu.testing.sim --report $(JOURNAL) --target-seeds $(SEEDS) \
+	$(BIN)/python -m kemu.testing.sim --report $(JOURNAL) --target-seeds $(sim_seeds) \
 		--target-steps $(STEPS) --jobs $(JOBS) $(ARGS)
 
 # franz-go's own kgo tests (share groups by default) against a kemu the runner starts and stops.
