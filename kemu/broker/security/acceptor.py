@@ -5,7 +5,9 @@ kemu accepts the TCP connection itself and runs the handshake with
 ``ssl=`` to ``create_server`` would drop such failures silently (asyncio and uvloop log them
 only in debug mode); here each one is a log line with the peer and the reason — a plaintext
 client on a TLS port, an untrusted or missing client certificate, a timeout — and only that
-connection is closed. ``TlsServer`` offers what ``KemuServer`` uses of ``asyncio.Server``.
+connection is closed, after the client was sent OpenSSL's fatal alert (``tls_alert``, which
+neither asyncio nor uvloop sends), as Kafka does. ``TlsServer`` offers what ``KemuServer`` uses
+of ``asyncio.Server``.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from collections.abc import Callable
 import structlog
 
 from kemu.broker.connection import Connection
+from kemu.broker.security.tls_alert import accept_tls, supported
 from kemu.cluster.listeners import Listener
 
 log = structlog.get_logger("kemu.tls")
 
-HANDSHAKE_TIMEOUT_S = 10.0
+HANDSHAKE_TIMEOUT_S = 10
+ALERTS = supported()  # a failed handshake sends the client its TLS alert (tls_alert.py)
 
 
 class TlsServer:
@@ -74,13 +78,14 @@ class TlsServer:
 
     async def _handshake(self, client: socket.socket, address: object) -> None:
         peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
+        loop = asyncio.get_running_loop()
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(
-                self.make,
-                client,
-                ssl=self.context,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
-            )
+            if ALERTS:
+                await accept_tls(loop, self.make, client, self.context, HANDSHAKE_TIMEOUT_S)
+            else:
+                await loop.connect_accepted_socket(
+                    self.make, client, ssl=self.context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
+                )
         except (ssl.SSLError, OSError, ConnectionError, TimeoutError) as error:
             log.warning(
                 "tls_handshake_failed",

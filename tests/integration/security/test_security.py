@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -335,6 +336,51 @@ def test_ssl_client_without_certificate_is_refused(secure: InProcessKemu) -> Non
         where=lambda entry: "CERTIFICATE" in entry["reason"].upper(),
         listener="SSL",
     )
+
+
+def tls_alert(bootstrap: str, ca: str, version: ssl.TLSVersion) -> str:
+    """What a client without a certificate reads from an SSL port that requires one: the TLS
+    alert's reason, or "no alert" when the connection just ends."""
+    context = ssl.create_default_context(cafile=ca)
+    context.maximum_version = version
+    with socket.create_connection(address(bootstrap), timeout=TIMEOUT) as raw:
+        try:
+            with context.wrap_socket(raw, server_hostname="localhost") as sock:
+                # TLS 1.3: the client's handshake is over before the server checks its
+                # certificate; the alert comes in answer to its first bytes
+                sock.sendall(b"\0\0\0\1\0")
+                return "no alert" if sock.recv(16) == b"" else "data"
+        except ssl.SSLEOFError:
+            return "no alert"
+        except ssl.SSLError as error:
+            return str(error.reason)
+
+
+ALERTS = {
+    ssl.TLSVersion.TLSv1_3: "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+    ssl.TLSVersion.TLSv1_2: "SSLV3_ALERT_HANDSHAKE_FAILURE",
+}
+
+
+@pytest.mark.parametrize("version", list(ALERTS), ids=["tls1.3", "tls1.2"])
+def test_a_client_without_certificate_reads_the_tls_alert(
+    secure: InProcessKemu, version: ssl.TLSVersion
+) -> None:
+    """As an SSLEngine sends it (a Java client gets SslAuthenticationException at once): not
+    sent by asyncio's TLS on its own (CPython gh-98078)."""
+    assert tls_alert(secure.listeners["SSL"], secure.tls["ca"], version) == ALERTS[version]
+
+
+@pytest.mark.process  # kemu serve runs on uvloop, whose TLS drops the alert as asyncio's does
+def test_kemu_serve_sends_the_tls_alert(kemu_factory: type[KemuProcess]) -> None:
+    process = kemu_factory(
+        brokers=1,
+        overrides=["listeners=SSL://:0", "ssl.client.auth=required"],
+        extra_args=["--tls-self-signed"],
+    ).start()
+    for version, reason in ALERTS.items():
+        assert tls_alert(process.listeners["SSL"], process.tls["ca"], version) == reason
+    assert round_trip(client_config(process, "SSL"), 1) == [b"v0"]
 
 
 def test_plaintext_client_on_a_tls_port_is_closed(secure: InProcessKemu) -> None:
