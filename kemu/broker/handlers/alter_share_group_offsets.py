@@ -8,6 +8,11 @@ with members gets NON_EMPTY_GROUP, a group of another type GROUP_ID_NOT_FOUND, a
 INVALID_GROUP_ID; an unknown topic or partition index gets UNKNOWN_TOPIC_OR_PARTITION on that
 partition.
 
+What ``__consumer_offsets`` gets is Kafka's: the group's ShareGroupStatePartitionMetadata with the
+partitions initializing (those initialized already staying so), written before the persister is
+called, then with those it initialized initialized; nothing else (a group this creates has a new
+group's epochs, which Kafka does not write: after a restart it is known from that record alone).
+
 ACLs as KafkaApis checks them: READ on the group (GROUP_AUTHORIZATION_FAILED for the request,
 before the group is created) and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its
 partitions).
@@ -18,15 +23,19 @@ Omissions: start offsets are not checked against the log (neither does Kafka).
 from __future__ import annotations
 
 import uuid
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
 from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
-from kemu.broker.handlers._share_offsets import change_share_offsets
+from kemu.broker.handlers._share_offsets import refusal
 from kemu.cluster.context import RequestContext
+from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share.group import ShareGroup
 from kemu.coordinator.share.persister import SharePartitionKey, SharePersister
+from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
 from kemu.protocol.topic_ids import ZERO_UUID
 from kemu.protocol.views.alter_share_group_offsets import AlterShareGroupOffsetsRequestView
@@ -37,53 +46,91 @@ NO_LEADER_EPOCH = -1
 
 @handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequestView) -> Any:
-    return await change_share_offsets(
-        ctx,
-        request.group_id,
-        operation=AclOperation.READ,
-        create=True,
-        change=partial(_alter, ctx, request),
+    refused = refusal(ctx, request.group_id, AclOperation.READ)
+    if refused is not None:
+        return refused
+    checked = [_checked(ctx, entry) for entry in request.topics]
+    wanted = {(c.topic_id, index): offset for c in checked for index, offset in c.offsets.items()}
+    coordinator = group_coordinator(ctx.runtime)
+    try:
+        group = coordinator.share_offsets_altering(request.group_id, sorted(wanted))
+    except GroupError as error:
+        return ctx.respond(error_code=error.code, error_message=error.message, responses=())
+    codes = await _initialize(group, wanted, share_persister(ctx.runtime))
+    done = [partition for partition, code in codes.items() if code == ErrorCode.none]
+    failed = [partition for partition, code in codes.items() if code != ErrorCode.none]
+    coordinator.share_offsets_altered(group.group_id, done, failed)
+    coordinator.forget_share_state(group.group_id, {topic_id for topic_id, _ in done})
+    return ctx.respond(
+        error_code=ErrorCode.none,
+        responses=tuple(_answer(ctx, c, codes) for c in checked),
     )
 
 
-async def _alter(
-    ctx: RequestContext,
-    request: AlterShareGroupOffsetsRequestView,
-    group: ShareGroup,
-    persister: SharePersister,
-) -> tuple[list[Any], set[uuid.UUID]]:
-    topics = []
-    altered: set[uuid.UUID] = set()
-    for entry in request.topics:
-        topic = ctx.cluster.topics.get(entry.topic_name)
-        readable = authorize(ctx, AclOperation.READ, ResourceType.TOPIC, entry.topic_name)
-        partitions = []
-        for requested in entry.partitions:
-            index = requested.partition_index
-            if not readable:
-                partitions.append(_partition(ctx, index, ErrorCode.topic_authorization_failed))
-                continue
-            if topic is None or not 0 <= index < len(topic.partitions):
-                partitions.append(_partition(ctx, index, ErrorCode.unknown_topic_or_partition))
-                continue
-            key = SharePartitionKey(group.group_id, topic.topic_id, index)
-            stored = await persister.read_summary(key, NO_LEADER_EPOCH)
-            stored_epoch = stored.state.state_epoch if stored.state is not None else 0
-            state_epoch = max(group.group_epoch, stored_epoch + 1)
-            code = await persister.initialize(key, state_epoch, requested.start_offset)
-            if code == ErrorCode.none:
-                group.initialized.setdefault(topic.topic_id, set()).add(index)
-                altered.add(topic.topic_id)
-            partitions.append(_partition(ctx, index, ErrorCode(code)))
-        topics.append(
-            ctx.make(
-                "AlterShareGroupOffsetsResponseTopic",
-                topic_name=entry.topic_name,
-                topic_id=topic.topic_id if topic is not None else ZERO_UUID,
-                partitions=tuple(partitions),
-            )
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A requested topic: the partitions refused (and why), the start offset of the others."""
+
+    name: str
+    topic_id: uuid.UUID
+    indexes: tuple[int, ...]
+    refused: dict[int, ErrorCode]
+    offsets: dict[int, int]
+
+
+def _checked(ctx: RequestContext, entry: Any) -> _Checked:
+    topic = ctx.cluster.topics.get(entry.topic_name)
+    readable = authorize(ctx, AclOperation.READ, ResourceType.TOPIC, entry.topic_name)
+    refused: dict[int, ErrorCode] = {}
+    offsets: dict[int, int] = {}
+    for requested in entry.partitions:
+        index = requested.partition_index
+        if not readable:
+            refused[index] = ErrorCode.topic_authorization_failed
+        elif topic is None or not 0 <= index < len(topic.partitions):
+            refused[index] = ErrorCode.unknown_topic_or_partition
+        else:
+            offsets[index] = requested.start_offset
+    return _Checked(
+        entry.topic_name,
+        topic.topic_id if topic is not None else ZERO_UUID,
+        tuple(p.partition_index for p in entry.partitions),
+        refused,
+        offsets,
+    )
+
+
+async def _initialize(
+    group: ShareGroup, wanted: dict[TopicPartition, int], persister: SharePersister
+) -> dict[TopicPartition, ErrorCode]:
+    """Each partition's share state initialized again at its start offset, with a state epoch
+    greater than the stored one (and at least the group epoch); the persister's answers."""
+    codes: dict[TopicPartition, ErrorCode] = {}
+    for (topic_id, index), start_offset in sorted(wanted.items()):
+        key = SharePartitionKey(group.group_id, topic_id, index)
+        stored = await persister.read_summary(key, NO_LEADER_EPOCH)
+        stored_epoch = stored.state.state_epoch if stored.state is not None else 0
+        state_epoch = max(group.group_epoch, stored_epoch + 1)
+        codes[topic_id, index] = ErrorCode(
+            await persister.initialize(key, state_epoch, start_offset)
         )
-    return topics, altered
+    return codes
+
+
+def _answer(ctx: RequestContext, topic: _Checked, codes: dict[TopicPartition, ErrorCode]) -> Any:
+    return ctx.make(
+        "AlterShareGroupOffsetsResponseTopic",
+        topic_name=topic.name,
+        topic_id=topic.topic_id,
+        partitions=tuple(
+            _partition(
+                ctx,
+                index,
+                topic.refused.get(index) or codes.get((topic.topic_id, index), ErrorCode.none),
+            )
+            for index in topic.indexes
+        ),
+    )
 
 
 def _partition(ctx: RequestContext, index: int, code: ErrorCode) -> Any:

@@ -36,7 +36,6 @@ async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequestVie
         ctx,
         request.group_id,
         operation=AclOperation.DELETE,
-        create=False,
         change=partial(_delete, ctx, request),
     )
 

@@ -254,7 +254,7 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
                 now = with_memory_state(group_from_image(group_id, image, 0, 0), ran)
         elif isinstance(ran, ShareGroup):
             written = self._share_log.images.get(group_id)
-            if written is not None and written.has_metadata:
+            if written is not None and written.holds_group:
                 replayed = share_records.group_from_image(group_id, written, 0)
                 now = with_memory_state(replayed, ran)
         elif isinstance(ran, StreamsGroup):
@@ -672,7 +672,7 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
             self._consumer_log.images[group.group_id] = image
         self.streams.load(streams_groups, now_ms)
         for group_id, written in share_groups.images.items():
-            if written.has_metadata:
+            if written.holds_group:
                 self._share_log.images[group_id] = written
                 self._put_share_group(share_records.group_from_image(group_id, written, 0), now_ms)
         if groups or offsets:

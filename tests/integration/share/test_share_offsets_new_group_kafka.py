@@ -149,13 +149,6 @@ def scenario(server: Server) -> Scenario:
         broker.close()
 
 
-KEMU_WRITES_GROUP_METADATA = (
-    "kemu writes a ShareGroupMetadata (epoch 1) and a target-assignment metadata record for a "
-    "share group that AlterShareGroupOffsets creates, and its ShareGroupStatePartitionMetadata "
-    "straight as initialized; Kafka 4.4.0 writes only that record, initializing, then initialized"
-)
-
-
 def normalised(records: list[Any]) -> list[tuple[Any, ...]]:
     """The records by type, member ids, metadata hashes and timestamps as placeholders (they
     differ from run to run) and state-partitions values as sets."""
@@ -193,12 +186,8 @@ def test_alter_share_group_offsets_creates_the_group(scenario: Scenario) -> None
     ] == [(s.topic, s.topic_id, [(0, ErrorCode.none)])]
 
 
-def test_the_records_alter_share_group_offsets_writes_for_a_new_group(
-    request: pytest.FixtureRequest, server: Server, scenario: Scenario
-) -> None:
+def test_the_records_alter_share_group_offsets_writes_for_a_new_group(scenario: Scenario) -> None:
     """Only ShareGroupStatePartitionMetadata: the partition initializing, then initialized."""
-    if server.name == "kemu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KEMU_WRITES_GROUP_METADATA))
     s = scenario
     partition = {(s.topic_id, s.topic, (0,))}
     assert normalised(s.records) == [

@@ -356,20 +356,11 @@ def test_the_existing_group_consumed_and_emptied(scenario: Scenario) -> None:
     assert s.described_before_alter == (ErrorCode.none, None, "Empty", 4, 4, "simple", [])
 
 
-KEMU_WRITES_NOTHING = (
-    "kemu writes no record when AlterShareGroupOffsets re-initializes a partition the group's "
-    "ShareGroupStatePartitionMetadata already holds initialized; Kafka 4.4.0 writes it "
-    "initializing and initialized, then initialized"
-)
-
-
 def test_altering_an_initialized_partition_writes_it_initializing_and_initialized(
-    request: pytest.FixtureRequest, restartable: Restartable, scenario: Scenario
+    scenario: Scenario,
 ) -> None:
     """The state-partitions record only: the partition initializing and still initialized,
     then initialized; the group's epochs unchanged, its start offset the altered one."""
-    if restartable.server.name == "kemu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KEMU_WRITES_NOTHING))
     s = scenario
     assert s.used_altered.error_code == ErrorCode.none
     partition = {(s.used_topic_id, s.used_topic, (0,))}

@@ -60,6 +60,9 @@ from kemu.coordinator.group.registry import GroupRegistry
 from kemu.protocol.errors import ErrorCode
 
 JOIN_EPOCH = 0
+# A new group's epoch and assignment epoch, as Kafka 4.4's ModernGroup and
+# TargetAssignmentMetadata.INITIAL.
+INITIAL_EPOCH = 1
 LEAVE_EPOCH = -1
 GROUP_TYPE = "share"
 PROTOCOL_TYPE = "share"
@@ -118,9 +121,8 @@ class ShareMember:
 @dataclass(eq=False)
 class ShareGroup:
     group_id: str
-    # As Kafka 4.4's ModernGroup and TargetAssignmentMetadata.INITIAL.
-    group_epoch: int = 1
-    assignment_epoch: int = 1
+    group_epoch: int = INITIAL_EPOCH
+    assignment_epoch: int = INITIAL_EPOCH
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
     # The subscribed topics as last seen; a difference bumps the group epoch.
@@ -351,6 +353,15 @@ class ShareGroupCoordinator:
             group.assignment_epoch = group.group_epoch
             group.assignment_timestamp_ms = 0
         return MemberRemoved(group.group_id, member_id, reason)
+
+    def initializing_again(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """AlterShareGroupOffsets is about to initialize the share state of ``partitions`` (of
+        the group, empty) again: they are being initialized, those initialized staying so until
+        ``partitions_initialized`` (Kafka's addInitializingTopicsRecords: its record, written
+        before the persister is called, holds them initializing and still initialized)."""
+        group = self._share_group(group_id, create=False)
+        for topic_id, index in partitions:
+            group.initializing.setdefault(topic_id, set()).add(index)
 
     def partitions_initialized(
         self, group_id: str, partitions: Iterable[TopicPartition], *, succeeded: bool = True

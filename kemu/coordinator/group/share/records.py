@@ -46,7 +46,7 @@ from kemu.coordinator.group.consumer.records import (
 )
 from kemu.coordinator.group.modern_group import ImageRecordTypes, image_records
 from kemu.coordinator.group.record_keys import decode_group_key, encode_group_key
-from kemu.coordinator.group.share.group import ShareGroup, ShareMember
+from kemu.coordinator.group.share.group import INITIAL_EPOCH, ShareGroup, ShareMember
 from kemu.protocol.coordinator_records import RecordDecodeError, RecordReader, encode_compact_string
 from kemu.protocol.records import uvarint
 
@@ -259,15 +259,26 @@ Record = tuple[ShareRecordKey, ShareRecordValue | None]
 
 @dataclass
 class ShareImage:
-    epoch: int = 0
+    """What the log holds of a share group. Without its epoch or target-assignment metadata
+    record the group's epochs are a new group's (Kafka writes them only when they change):
+    a group AlterShareGroupOffsets created is known from its state-partitions record alone."""
+
+    epoch: int = INITIAL_EPOCH
     metadata_hash: int = 0
-    assignment_epoch: int = 0
+    assignment_epoch: int = INITIAL_EPOCH
     assignment_timestamp_ms: int = 0
     members: dict[str, ShareMemberValue] = field(default_factory=dict)
     targets: dict[str, Partitions] = field(default_factory=dict)
     current: dict[str, ShareAssignmentValue] = field(default_factory=dict)
+    # None: no record (or its tombstone); an empty value still makes the group known
     state_partitions: ShareStatePartitionsValue | None = None
     has_metadata: bool = False
+
+    @property
+    def holds_group(self) -> bool:
+        """Whether replaying the log gives a group (Kafka's replay of any of the group's
+        records but a tombstone creates it)."""
+        return self.has_metadata or self.state_partitions is not None
 
 
 def _topics(
@@ -323,16 +334,20 @@ IMAGE_RECORDS: ImageRecordTypes[ShareRecordKey, ShareRecordValue] = ImageRecordT
 
 def diff(group_id: str, old: ShareImage | None, new: ShareImage | None) -> list[Record]:
     """The records that turn what the log holds (``old``) into ``new`` (None: no group): a
-    consumer group's, and the state-partitions record, after the epoch (its tombstone before the
-    group's own)."""
+    consumer group's, only those whose value differs from what the log holds or implies (a new
+    group's epochs when it holds no epoch record, as Kafka writes an epoch only when it moves),
+    and the state-partitions record, after the epoch (its tombstone before the group's own)."""
     old = old or ShareImage()
+    if new is not None or old.holds_group:
+        old = replace(old, has_metadata=True)
     state_partitions = ShareRecordKey(STATE_PARTITIONS, group_id)
     tombstones: list[Record] = []
     if old.state_partitions is not None:
         tombstones.append((state_partitions, None))
     after_epoch: list[Record] = []
-    if new is not None and new.state_partitions != old.state_partitions:
-        after_epoch.append((state_partitions, new.state_partitions or ShareStatePartitionsValue()))
+    empty = ShareStatePartitionsValue()
+    if new is not None and (new.state_partitions or empty) != (old.state_partitions or empty):
+        after_epoch.append((state_partitions, new.state_partitions or empty))
     return image_records(
         IMAGE_RECORDS, group_id, old, new, group_tombstones=tombstones, after_epoch=after_epoch
     )
@@ -364,8 +379,7 @@ class ShareImageBuilder:
         elif isinstance(value, ShareAssignmentValue):
             image.current[member] = value
         elif isinstance(value, ShareStatePartitionsValue):
-            empty = not (value.initializing or value.initialized or value.deleting)
-            image.state_partitions = None if empty else value
+            image.state_partitions = value
         elif value is None:
             if key.record_type == MEMBER_METADATA:
                 image.members.pop(member, None)
@@ -381,7 +395,7 @@ class ShareImageBuilder:
         heartbeat asks again)."""
         built = []
         for group_id, image in self.images.items():
-            if image.has_metadata:
+            if image.holds_group:
                 built.append(group_from_image(group_id, image, session_deadline_ms))
         return built
 

@@ -26,6 +26,7 @@ from kemu.coordinator.group.share.group import (
     Effect,
     InitializePartitions,
     MemberRemoved,
+    ShareGroup,
     ShareGroupCoordinator,
     ShareHeartbeat,
     ShareHeartbeatResult,
@@ -183,6 +184,30 @@ class ShareMembership:
             self.runtime.clock.call_later(
                 RETRY_BACKOFF_MS, self._initialized, group_id, done, failed
             )
+
+    def share_offsets_altering(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> ShareGroup:
+        """AlterShareGroupOffsets, before the persister: the empty group, created if need be,
+        with ``partitions`` being initialized again, written (Kafka writes no more than its
+        ShareGroupStatePartitionMetadata record: a new group's epochs are not written). Raises
+        ``GroupError``: a group with members or of another type, or a failed write (then the
+        group is as it was; one this created is gone). ``share_offsets_altered`` follows."""
+        try:
+            with self._write_operation(group_id):
+                self.share.empty_group_for_offsets(group_id, create=True)
+                self.share.initializing_again(group_id, partitions)
+        finally:
+            self._rearm()
+        return self.share.describe(group_id)
+
+    def share_offsets_altered(
+        self, group_id: str, done: list[TopicPartition], failed: list[TopicPartition]
+    ) -> None:
+        """AlterShareGroupOffsets, after the persister: what it initialized again is
+        initialized, what it could not is no longer being initialized; written (a failed write
+        is tried again after a backoff), as a heartbeat's initialization is."""
+        self._initialized(group_id, done, failed)
 
     async def _release(self, effect: MemberRemoved) -> None:
         log.info(
