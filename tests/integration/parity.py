@@ -4,7 +4,7 @@ kemu runs with Kafka's timers (``--timing kafka``) and the ones that server sets
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -37,17 +37,19 @@ class Server:
 
 @contextmanager
 def kemu_or_kafka(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    kemu_properties: Mapping[str, str] | None = None,
 ) -> Iterator[Server]:
     """The body of a module's ``server`` fixture (``params=["kemu", "kafka"]``, the module in
     conftest's "kafka" group): a one-broker kemu process with Kafka's timers
-    (``kafka_timing_overrides``), or the session's plain Kafka 4.4.0."""
+    (``kafka_timing_overrides``) and ``kemu_properties``, or the session's plain Kafka 4.4.0."""
     if request.param == "kemu":
         kemu = KemuProcess(
             brokers=1,
             log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
             timing="kafka",
-            overrides=kafka_timing_overrides(),
+            overrides=kafka_timing_overrides(**(kemu_properties or {})),
         ).start()
         try:
             yield Server("kemu", kemu.bootstrap)

@@ -184,11 +184,6 @@ def static_beat(address: str, member: str, epoch: int) -> Any:
     )  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kemu removes a static member leaving with epoch -2 at once (Kafka writes its "
-    "current assignment at epoch -2 and keeps it)",
-)
 def test_a_static_member_that_left_temporarily_survives_sigkill(
     kemu_factory: type[KemuProcess], tmp_path: Path
 ) -> None:

@@ -16,7 +16,8 @@ the group epoch goes up and the others take its partitions. A rejoin with anothe
 bumps the group epoch, as any subscription change does.
 
 The session timeout is the group's (``consumer.session.timeout.ms``), at its minimum of 45 s on
-the shared Kafka (``group.consumer.min.session.timeout.ms``).
+the shared Kafka (``group.consumer.min.session.timeout.ms``); kemu's side lowers the minimum and
+gives the group whose member expires a session of a few seconds.
 """
 
 from __future__ import annotations
@@ -29,11 +30,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.wire_client import WireClient
-from tests.integration.parity import kemu_or_kafka, nested
+from tests.integration.parity import COORDINATOR_STARTING, kemu_or_kafka, nested
 from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
@@ -42,16 +50,12 @@ METADATA, CONSUMER_HEARTBEAT, CONSUMER_DESCRIBE = 3, 68, 69
 STATIC_LEAVE_EPOCH = -2
 INSTANCE = "instance-a"
 WAIT_S = 60.0  # a bound for failing, not a measurement (beyond the 45 s session)
-KEMU_WAIT_S = 10.0  # for what fails on today's kemu: fail soon
-COORDINATOR_STARTING = {
-    ErrorCode.not_coordinator,
-    ErrorCode.coordinator_not_available,
-    ErrorCode.coordinator_load_in_progress,
+# kemu's side: the expiring group's session (Kafka's cannot be below 45 s on the shared server)
+KEMU_SESSION_MS = 5_000
+KEMU_PROPERTIES = {
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "500",
 }
-KEMU_REMOVES_AT_ONCE = (
-    "kemu removes a static member leaving with epoch -2 at once; Kafka keeps it, with its "
-    "assignment, until its session runs out, and a rejoin with its instance id replaces it"
-)
 
 Partition = tuple[str, int]
 
@@ -60,14 +64,8 @@ Partition = tuple[str, int]
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    with kemu_or_kafka(request, tmp_path_factory) as chosen:
+    with kemu_or_kafka(request, tmp_path_factory, KEMU_PROPERTIES) as chosen:
         yield chosen
-
-
-def kemu_differs(request: pytest.FixtureRequest, server: str) -> None:
-    """Today's kemu fails this test: a strict xfail on its side."""
-    if server == "kemu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KEMU_REMOVES_AT_ONCE))
 
 
 class Broker:
@@ -106,6 +104,19 @@ class Broker:
         return frozenset(
             (names[uuid.UUID(str(t.topic_id))], p) for t in topic_partitions for p in t.partitions
         )
+
+    def set_session_timeout(self, group: str, session_ms: int) -> None:
+        """The group's ``consumer.session.timeout.ms`` (its heartbeat interval below it)."""
+        entries = [
+            ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET)
+            for name, value in (
+                ("consumer.heartbeat.interval.ms", session_ms // 5),
+                ("consumer.session.timeout.ms", session_ms),
+            )
+        ]
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.incremental_alter_configs([resource])[resource].result(timeout=60)
 
     def describe(self, group: str) -> Any:
         (described,) = self.client.call(
@@ -309,10 +320,7 @@ def test_the_leave_answer_has_the_member_id_and_epoch_minus_two(rejoined: Rejoin
     assert answer.assignment is None
 
 
-def test_the_leaving_static_member_stays_with_its_assignment(
-    rejoined: Rejoined, request: pytest.FixtureRequest
-) -> None:
-    kemu_differs(request, rejoined.server)
+def test_the_leaving_static_member_stays_with_its_assignment(rejoined: Rejoined) -> None:
     described = rejoined.described_after_leave
     assert described.group_epoch == rejoined.epoch
     assert described.group_state == "Reconciling"  # a member's epoch (-2) is not the group's
@@ -323,26 +331,17 @@ def test_the_leaving_static_member_stays_with_its_assignment(
     assert described_partitions(member.assignment) == rejoined.held
 
 
-def test_the_other_members_are_not_rebalanced_by_the_leave(
-    rejoined: Rejoined, request: pytest.FixtureRequest
-) -> None:
-    kemu_differs(request, rejoined.server)
+def test_the_other_members_are_not_rebalanced_by_the_leave(rejoined: Rejoined) -> None:
     assert rejoined.b_after_leave.epoch == rejoined.epoch
     assert rejoined.b_after_leave.assignment is None
 
 
-def test_the_left_member_id_heartbeating_on_is_fenced(
-    rejoined: Rejoined, request: pytest.FixtureRequest
-) -> None:
+def test_the_left_member_id_heartbeating_on_is_fenced(rejoined: Rejoined) -> None:
     """Its epoch (-2 since the leave) is older than the one it sends."""
-    kemu_differs(request, rejoined.server)
     assert rejoined.old_id_after_leave == ErrorCode.fenced_member_epoch
 
 
-def test_a_rejoin_with_the_instance_id_gets_the_partitions_back(
-    rejoined: Rejoined, request: pytest.FixtureRequest
-) -> None:
-    kemu_differs(request, rejoined.server)
+def test_a_rejoin_with_the_instance_id_gets_the_partitions_back(rejoined: Rejoined) -> None:
     answer = rejoined.on_rejoin
     assert answer.error == ErrorCode.none
     assert answer.member_id == rejoined.new_id
@@ -350,10 +349,7 @@ def test_a_rejoin_with_the_instance_id_gets_the_partitions_back(
     assert answer.assignment == rejoined.held
 
 
-def test_a_rejoin_replaces_the_member_without_a_new_group_epoch(
-    rejoined: Rejoined, request: pytest.FixtureRequest
-) -> None:
-    kemu_differs(request, rejoined.server)
+def test_a_rejoin_replaces_the_member_without_a_new_group_epoch(rejoined: Rejoined) -> None:
     described = rejoined.described_after_rejoin
     assert described.group_epoch == rejoined.epoch
     assert described.group_state == "Stable"
@@ -371,10 +367,9 @@ def test_the_replaced_member_id_is_fenced_by_instance_id(rejoined: Rejoined) -> 
 
 
 def test_a_rejoin_with_another_subscription_bumps_the_group_epoch(
-    rejoined_with_more: Rejoined, request: pytest.FixtureRequest
+    rejoined_with_more: Rejoined,
 ) -> None:
     scenario = rejoined_with_more
-    kemu_differs(request, scenario.server)
     described = scenario.described_after_rejoin
     assert described.group_epoch == scenario.epoch + 1
     assert described_member(described, scenario.old_id) is None
@@ -411,6 +406,8 @@ def expired(server: Server) -> Expired:
     try:
         broker.create_topic(topic, 4)
         coordinator_ready(broker.client, 0, group)
+        if server.name == "kemu":
+            broker.set_session_timeout(group, KEMU_SESSION_MS)
         a = Member(broker, group, INSTANCE)
         b = Member(broker, group)
         a.join((topic,))
@@ -439,10 +436,7 @@ def expired(server: Server) -> Expired:
         broker.close()
 
 
-def test_the_left_member_is_there_until_its_session_runs_out(
-    expired: Expired, request: pytest.FixtureRequest
-) -> None:
-    kemu_differs(request, expired.server)
+def test_the_left_member_is_there_until_its_session_runs_out(expired: Expired) -> None:
     member = described_member(expired.described_after_leave, expired.old_id)
     assert member is not None
     assert member.member_epoch == STATIC_LEAVE_EPOCH

@@ -1,7 +1,10 @@
 """KIP-848 consumer groups with confluent-kafka on a 3-broker kemu in the test's process, as against
 Kafka 4.4.0: a second consumer with an instance id held by an active member gets
-UNRELEASED_INSTANCE_ID; with a regex subscription the explicit topics are assigned first, the
-regex's topics on a later heartbeat, after the coordinator resolved the regex.
+UNRELEASED_INSTANCE_ID; a static consumer closed (a temporary leave, epoch -2) and opened again
+gets its own partitions back without the other member being rebalanced (compared with Kafka on
+the wire in ``test_static_leave_kafka.py``); with a regex subscription the explicit topics are
+assigned first, the regex's topics on a later heartbeat, after the coordinator resolved the
+regex.
 
 Where they came from: differences from Kafka 4.4.0 found with librdkafka-based clients
 (issue 15)."""
@@ -99,6 +102,61 @@ def test_second_static_member_with_a_held_instance_id_is_refused(kemu: InProcess
     finally:
         second.close()
         first.close()
+
+
+def test_a_static_consumer_closed_and_opened_again_gets_its_partitions_back(
+    kemu: InProcessKemu,
+) -> None:
+    """librdkafka's close of a consumer with ``group.instance.id`` leaves with epoch -2: the
+    member stays with its partitions, and the consumer opened again with the instance id (a new
+    member id) takes them back; the other member is neither given nor asked for any."""
+    topic, group = unique("static"), unique("static-group")
+    create_topic(kemu.bootstrap, topic, partitions=4)
+    static = {"group.instance.id": "instance-1"}
+    first = kip848_consumer(kemu, group, **static)
+    other = kip848_consumer(kemu, group)
+    changes: list[tuple[str, list[int]]] = []
+
+    other.subscribe(
+        [topic],
+        on_assign=lambda _, partitions: changes.append(("assign", _numbers(partitions))),
+        on_revoke=lambda _, partitions: changes.append(("revoke", _numbers(partitions))),
+    )
+    first.subscribe([topic])
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (len(first.assignment()) == len(other.assignment()) == 2):
+        assert time.monotonic() < deadline, (first.assignment(), other.assignment())
+        first.poll(0.1)
+        other.poll(0.1)
+    held = _numbers(first.assignment())
+    before = list(changes)
+    first_id = first.memberid()
+    first.close()
+    admin = AdminClient({"bootstrap.servers": kemu.bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S)
+    left = {m.member_id: m for m in described.members}[first_id]
+    assert left.group_instance_id == "instance-1"
+    assert _numbers(left.assignment.topic_partitions) == held
+    again = kip848_consumer(kemu, group, **static)
+    try:
+        again.subscribe([topic])
+        back = wait_for_assignment(again)
+        for _ in range(5):  # a few more heartbeats of the other member
+            other.poll(0.1)
+        assert _numbers(back) == held
+        assert again.memberid() != first_id
+        assert changes == before  # the other member was not rebalanced
+        described = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S)
+        assert sorted(m.member_id for m in described.members) == sorted(
+            [again.memberid(), other.memberid()]
+        )
+    finally:
+        again.close()
+        other.close()
+
+
+def _numbers(partitions: Any) -> list[int]:
+    return sorted(p.partition for p in partitions)
 
 
 def test_regex_topics_are_assigned_after_the_explicit_ones(kemu: InProcessKemu) -> None:

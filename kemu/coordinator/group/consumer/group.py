@@ -9,8 +9,10 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
   leave); otherwise it echoes its epoch (or the one before, if the answer carrying the new one was
   lost and it owns no more than its assignment: else FENCED_MEMBER_EPOCH). A static member's
   instance id (``group.instance.id``) belongs to one member: another joining with it gets
-  UNRELEASED_INSTANCE_ID while the holder is in the group, a heartbeat for it from another member
-  id FENCED_INSTANCE_ID, and one for an instance id the group does not know UNKNOWN_MEMBER_ID.
+  UNRELEASED_INSTANCE_ID while the holder is active, a heartbeat for it from another member id
+  FENCED_INSTANCE_ID, and one for an instance id the group does not know UNKNOWN_MEMBER_ID. A
+  static member leaving with -2 stays, with its assignment, until its session runs out or a
+  join with its instance id replaces it, without a rebalance (``consumer.static``).
 * A new group starts at epoch 1 (group and assignment), as Kafka 4.4's groups do, so its first
   member gets epoch 2. The group epoch goes up when membership, a subscription or the
   subscribed topics change; the next heartbeat then recomputes the target assignment
@@ -57,6 +59,13 @@ from kemu.coordinator.group.consumer.reconciliation import STABLE as STABLE
 from kemu.coordinator.group.consumer.reconciliation import UNRELEASED as UNRELEASED
 from kemu.coordinator.group.consumer.reconciliation import UNREVOKED as UNREVOKED
 from kemu.coordinator.group.consumer.reconciliation import reconcile
+from kemu.coordinator.group.consumer.static import STATIC_LEAVE_EPOCH as STATIC_LEAVE_EPOCH
+from kemu.coordinator.group.consumer.static import (
+    leaving_static_member,
+    left_for_now,
+    replace_static_member,
+    static_member_to_replace,
+)
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import (
     TopicLookup,
@@ -64,21 +73,18 @@ from kemu.coordinator.group.modern_group import (
     can_compute_target,
     check_member_epoch,
     check_offset_fetch,
-    check_static_heartbeat,
     group_state,
     late_member_ids,
     member_deadlines,
-    static_holder,
     subscribed_hash,
     unknown_member,
-    unreleased_instance_id,
 )
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.protocol.errors import ErrorCode
 
 GROUP_TYPE = "consumer"
 PROTOCOL_TYPE = "consumer"
-JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
+JOIN_EPOCH, LEAVE_EPOCH = 0, -1
 # Kafka's GroupMetadataManager.REGEX_BATCH_REFRESH_MIN_INTERVAL_MS and the default of
 # group.consumer.regex.refresh.interval.ms.
 REGEX_REFRESH_MIN_INTERVAL_MS = 10_000
@@ -260,18 +266,22 @@ class ConsumerGroupCoordinator:
         member_id = request.member_id
         if joining and request.generate_member_id and not member_id:
             member_id = self.new_member_id()
+        # As Kafka, before the instance id's checks: a static member replacing one that left
+        # does not get into a full group either.
+        if joining and member_id not in group.members and len(group.members) >= settings.max_size:
+            raise GroupError(
+                ErrorCode.group_max_size_reached,
+                f"The consumer group has reached its maximum capacity of "
+                f"{settings.max_size} members.",
+            )
         if request.instance_id is not None:
-            _check_static_member(group, member_id, request.instance_id, joining)
+            left = static_member_to_replace(group, member_id, request.instance_id, joining)
+            if left is not None:
+                replace_static_member(group, left, member_id)
         member = group.members.get(member_id)
         if member is None:
             if not joining:
                 raise unknown_member(member_id, group.group_id)
-            if len(group.members) >= settings.max_size:
-                raise GroupError(
-                    ErrorCode.group_max_size_reached,
-                    f"The consumer group has reached its maximum capacity of "
-                    f"{settings.max_size} members.",
-                )
             member = ConsumerMember(member_id)
         elif not joining:
             _check_epoch(member, request)
@@ -361,18 +371,16 @@ class ConsumerGroupCoordinator:
         )
 
     def _leave(self, request: ConsumerHeartbeat, topics: TopicLookup) -> ConsumerHeartbeatResult:
+        """Kafka's ``consumerGroupLeave``: a static member must be its instance id's holder;
+        with epoch -2 it only leaves for now (``consumer.static``); else it is removed."""
         group = self._group_for(request.group_id, create=False)
         member_id = request.member_id
-        if member_id not in group.members and request.instance_id is not None:
-            member_id = next(
-                (
-                    m.member_id
-                    for m in group.members.values()
-                    if m.instance_id == request.instance_id
-                ),
-                member_id,
-            )
-        if member_id not in group.members:
+        if request.instance_id is not None:
+            member_id = leaving_static_member(group, member_id, request.instance_id).member_id
+            if request.member_epoch == STATIC_LEAVE_EPOCH:
+                group.members[member_id] = left_for_now(group.members[member_id])
+                return ConsumerHeartbeatResult(member_id, STATIC_LEAVE_EPOCH, 0, None)
+        elif member_id not in group.members:
             raise unknown_member(member_id, group.group_id)
         self.remove_member(group, member_id, topics)
         return ConsumerHeartbeatResult(request.member_id, request.member_epoch, 0, None)
@@ -597,19 +605,6 @@ def _validate(request: ConsumerHeartbeat) -> None:
                 f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid regular "
                 f"expression: {error}.",
             ) from None
-
-
-def _check_static_member(
-    group: ConsumerGroup, member_id: str, instance_id: str, joining: bool
-) -> None:
-    """Kafka's ``getOrMaybeSubscribeStaticConsumerGroupMember`` checks: a join may take an
-    instance id only once its holder left with the static-leave epoch (kemu removes such a member
-    at once, so any holder is active); a heartbeat must come from the instance id's holder."""
-    holder = static_holder(group.members.values(), instance_id)
-    if not joining:
-        check_static_heartbeat(holder, member_id, instance_id)
-    elif holder is not None and holder.member_epoch != STATIC_LEAVE_EPOCH:
-        raise unreleased_instance_id(member_id, instance_id, holder.member_id)
 
 
 def _check_epoch(member: ConsumerMember, request: ConsumerHeartbeat) -> None:

@@ -46,12 +46,14 @@ def test_a_second_member_cannot_take_an_instance_id_held_by_an_active_member(
 
 
 def test_the_instance_id_is_free_again_after_a_static_leave(harness: Harness) -> None:
+    """Taken by a join that replaces the member that left (``test_static_leave.py``)."""
     first = harness.join("a", instance_id="i-1")
     harness.beat("a", STATIC_LEAVE_EPOCH, instance_id="i-1")
-    assert not harness.group.members
+    assert harness.group.members["a"].member_epoch == STATIC_LEAVE_EPOCH
     again = harness.join("b", instance_id="i-1")
     assert again.assignment == parts(0, 1, 2, 3, 4, 5)
-    assert first.member_id != again.member_id
+    assert (again.member_id, again.member_epoch) == ("b", first.member_epoch)
+    assert set(harness.group.members) == {"b"}
 
 
 def test_static_heartbeats_must_come_from_the_instance_ids_holder(harness: Harness) -> None:
