@@ -30,8 +30,17 @@ A COMPLETE record that fails to write is written again the same way (Kafka's log
 queue). A group's ``TxnOffsetCommit`` offsets are committed, and marker listeners hear of a
 partition, once that partition's marker is written, as Kafka's group coordinator completes the
 offsets on the ``__consumer_offsets`` marker. A restart finds the transaction prepared in the log
-and writes its markers again. An expired transactional id whose tombstone fails to write is
-kept, as Kafka keeps it in its cache, and expires again at the next expiration pass
+and writes its markers again.
+
+A partition that refuses its marker (INVALID_PRODUCER_EPOCH: a later epoch of the producer wrote
+there, e.g. a tool's marker) cancels the transaction's markers, as Kafka's
+``TransactionMarkerRequestCompletionHandler`` does (``marker_answers``): nothing is written again,
+no COMPLETE record is written, and the transaction stays prepared (``cancelled_markers`` keeps the
+partitions not written, for the control plane) until its ``__transaction_state`` partition is
+loaded again (a restart, a leader move), which writes its markers again.
+
+An expired transactional id whose tombstone fails to write is kept, as Kafka keeps it in its
+cache, and expires again at the next expiration pass
 (``transaction.remove.expired.transaction.cleanup.interval.ms``).
 """
 
@@ -39,7 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -68,19 +77,13 @@ from kemu.coordinator.transaction.coordinator import (
     TransactionMetadata,
     TxnState,
 )
+from kemu.coordinator.transaction.marker_answers import MarkerRound, sort_answers
 from kemu.coordinator.transaction.producer_ids import producer_ids
-from kemu.coordinator.transaction.records import (
-    RecordDecodeError,
-    TransactionLogValue,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
-)
+from kemu.coordinator.transaction.records import encode_key, encode_value
+from kemu.coordinator.transaction.state_log import DECODED_BATCHES as DECODED_BATCHES
+from kemu.coordinator.transaction.state_log import replay_state_log
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.record_reader import iter_records
-from kemu.protocol.records import CorruptBatch, build_batch, read_header
-from kemu.storage.batch_memo import BatchMemo
+from kemu.protocol.records import build_batch, read_header
 
 if TYPE_CHECKING:
     # The group coordinator's modules load on its first use, not at start-up (0.15 s of CPU
@@ -145,13 +148,16 @@ class TransactionService:
         # record) failed to write, tried again at _marker_retry_at
         self.pending_markers: dict[str, Markers] = {}
         self._marker_retry_at: int | None = None
+        # prepared transactions whose markers a partition refused (a later producer epoch
+        # there), with the partitions not written: they stay prepared until a reload
+        self.cancelled_markers: dict[str, Markers] = {}
         # Kafka looks for expired transactional ids at this interval: a tombstone that failed to
         # write is written again that much later
         self.expiry_retry_ms = config.get_int(
             "transaction.remove.expired.transaction.cleanup.interval.ms"
         )
         loaded = 0
-        for transactional_id, value in self._replay():
+        for transactional_id, value in replay_state_log(self.runtime.cluster.topics.get(TOPIC)):
             self.coordinator.replay(transactional_id, value)
             loaded += 1
         if loaded:
@@ -377,13 +383,28 @@ class TransactionService:
 
     def _send_markers(self, markers: Markers, now: int) -> bool:
         """Write ``markers``; whether every partition has its marker now. Those that failed to
-        write wait in ``pending_markers`` for the timer."""
-        failed = self._write_markers(markers, now)
-        if failed:
-            self.pending_markers[markers.transactional_id] = replace(markers, partitions=failed)
+        write wait in ``pending_markers`` for the timer. A partition that refuses its marker (a
+        later epoch of the producer wrote there) cancels the transaction's markers, as Kafka's
+        marker channel does (``marker_answers``): it stays prepared, those not written are kept
+        in ``cancelled_markers``, and only a reload of its partition writes them again."""
+        transactional_id = markers.transactional_id
+        answers = self._write_markers(markers, now)
+        if answers.cancelled:
+            self.pending_markers.pop(transactional_id, None)
+            left = markers.partitions - answers.written
+            self.cancelled_markers[transactional_id] = replace(markers, partitions=left)
+            log.warning(
+                "transaction_markers_cancelled",
+                transactional_id=transactional_id,
+                refused={f"{t}-{i}": error.name for (t, i), error in answers.cancelled_by.items()},
+                not_written=sorted(f"{t}-{i}" for t, i in left),
+            )
+            return False
+        if answers.retry:
+            self.pending_markers[transactional_id] = replace(markers, partitions=answers.retry)
             self._retry_markers_later(now)
             return False
-        self.pending_markers.pop(markers.transactional_id, None)
+        self.pending_markers.pop(transactional_id, None)
         return True
 
     def _complete(self, markers: Markers, now: int) -> None:
@@ -421,17 +442,17 @@ class TransactionService:
             crash_point("txn.markers_written")
             self._complete(markers, now)
 
-    def _write_markers(self, markers: Markers, now: int) -> frozenset[TopicPartition]:
+    def _write_markers(self, markers: Markers, now: int) -> MarkerRound:
         """Write a marker to each of ``markers``' partitions, then commit (or drop) the offsets
         of the groups whose ``__consumer_offsets`` partition has its marker, then tell the
-        marker listeners which partitions have theirs. Returns the partitions whose marker
-        failed to write."""
+        marker listeners which partitions have theirs. Returns each partition's answer, sorted:
+        a disk error is Kafka's KAFKA_STORAGE_ERROR, a refusal the partition's error."""
         cluster = self.runtime.cluster
-        failed: set[TopicPartition] = set()
+        answers: dict[TopicPartition, ErrorCode] = {}
         for topic_name, index in sorted(markers.partitions):
             topic = cluster.topics.get(topic_name)
             if topic is None or not 0 <= index < len(topic.partitions):
-                continue  # deleted since it joined the transaction
+                continue  # deleted since it joined the transaction: Kafka finds no leader
             try:
                 topic.partitions[index].write_marker(
                     markers.producer_id,
@@ -441,8 +462,7 @@ class TransactionService:
                     now_ms=now,
                 )
             except MarkerRefused as refused:
-                # As Kafka's coordinator on INVALID_PRODUCER_EPOCH: that partition's marker is
-                # dropped (a later epoch of the producer wrote there).
+                # a later epoch of the producer (or coordinator) wrote there
                 log.warning(
                     "transaction_marker_refused",
                     topic=topic_name,
@@ -450,40 +470,43 @@ class TransactionService:
                     error=refused.refusal.error.name,
                     message=refused.refusal.message,
                 )
+                answers[topic_name, index] = refused.refusal.error
             except OSError as error:
-                # As Kafka's coordinator on KAFKA_STORAGE_ERROR: written again later.
                 log.error(
                     "transaction_marker_failed",
                     topic=topic_name,
                     partition=index,
                     error=str(error),
                 )
-                failed.add((topic_name, index))
+                answers[topic_name, index] = ErrorCode.kafka_storage_error
             else:
+                answers[topic_name, index] = ErrorCode.none
                 crash_point(
                     "txn.share_state_marker_written"
                     if topic_name == SHARE_STATE_TOPIC
                     else "txn.data_marker_written"
                 )
         crash_point("txn.markers_appended")
+        sorted_answers = sort_answers(answers)
+        unwritten = frozenset(tp for tp, error in answers.items() if error is not ErrorCode.none)
         groups = self.pending_offsets.pop(markers.transactional_id, {})
         written = markers
-        if failed:
+        if unwritten:
             waiting = {
                 group_id: pending
                 for group_id, pending in groups.items()
-                if self._offsets_partition(group_id) in failed
+                if self._offsets_partition(group_id) in unwritten
             }
             if waiting:  # their marker is not written: they stay pending
                 self.pending_offsets[markers.transactional_id] = waiting
                 groups = {g: pending for g, pending in groups.items() if g not in waiting}
-            written = replace(markers, partitions=markers.partitions - failed)
+            written = replace(markers, partitions=markers.partitions - unwritten)
         if markers.commit:
             for group_id, pending in groups.items():
                 self._commit_offsets(group_id, pending)
-        if written.partitions or not failed:
+        if written.partitions or not unwritten:
             self.notify_markers(written)
-        return frozenset(failed)
+        return sorted_answers
 
     def _offsets_partition(self, group_id: str) -> TopicPartition | None:
         offsets = self.runtime.cluster.topics.get(OFFSETS_TOPIC)
@@ -558,7 +581,8 @@ class TransactionService:
             # markers still to write are written again from the log's PREPARE record, as Kafka
             # drops the markers it queued for a partition it loads again
             self.pending_markers.pop(transactional_id, None)
-        for transactional_id, value in self._replay([index]):
+            self.cancelled_markers.pop(transactional_id, None)
+        for transactional_id, value in replay_state_log(topic, [index]):
             self.coordinator.replay(transactional_id, value)
         loaded = sum(1 for t in transactions if partition_for(t, count) == index)
         now = self.runtime.clock_ms()
@@ -617,58 +641,6 @@ class TransactionService:
             )
             if self._carry_out(outcome, now, before).error is not ErrorCode.none:
                 self._abort_retry_at = now + self.abort_retry_ms  # still Ongoing: try later
-
-    def _replay(
-        self, indexes: list[int] | None = None
-    ) -> Iterator[tuple[str, TransactionLogValue | None]]:
-        topic = self.runtime.cluster.topics.get(TOPIC)
-        if topic is None:
-            return
-        keys: dict[bytes, str] = {}  # a few transactional ids written many times: decoded once
-        for partition in topic.partitions:
-            if indexes is not None and partition.index not in indexes:
-                continue
-            for header, batch in partition.log.batches(
-                partition.log_start_offset, partition.high_watermark
-            ):
-                if header.is_control:
-                    continue
-                decoded = DECODED_BATCHES.get(batch)
-                if decoded is None:
-                    decoded = _decode_batch(batch, keys)
-                    DECODED_BATCHES.put(batch, decoded)
-                records, failure = decoded
-                yield from records
-                if failure is not None:
-                    log.warning(
-                        "transaction_state_batch_skipped",
-                        partition=partition.index,
-                        offset=header.base_offset,
-                        reason=failure,
-                    )
-
-
-# Decoded batches of __transaction_state by their bytes: off unless a process that loads the log
-# again and again turns it on (the simulation; see kemu.storage.batch_memo).
-DecodedBatch = tuple[tuple[tuple[str, TransactionLogValue | None], ...], str | None]
-DECODED_BATCHES: BatchMemo[DecodedBatch] = BatchMemo()
-
-
-def _decode_batch(batch: bytes, keys: dict[bytes, str]) -> DecodedBatch:
-    """The (transactional id, value) of each keyed record of a data batch, up to the first that
-    does not decode, and why that one did not (None when all did)."""
-    records: list[tuple[str, TransactionLogValue | None]] = []
-    try:
-        for record in iter_records(batch):
-            if record.key is None:
-                continue
-            transactional_id = keys.get(record.key)
-            if transactional_id is None:
-                transactional_id = keys[record.key] = decode_key(record.key)
-            records.append((transactional_id, decode_value(record.value)))
-    except (CorruptBatch, RecordDecodeError) as error:
-        return tuple(records), str(error)
-    return tuple(records), None
 
 
 TRANSACTION_COORDINATOR = Service(SERVICE, TransactionService)

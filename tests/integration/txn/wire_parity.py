@@ -27,7 +27,9 @@ from kemu.testing.wire_client import WireClient, build, read_exactly, split_addr
 # Server is re-exported: the parity modules import it from here
 from tests.integration.parity import Server as Server
 
-PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS = 0, 10, 22, 24
+PRODUCE, LIST_OFFSETS, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS = 0, 2, 10, 22, 24
+END_TXN, WRITE_TXN_MARKERS = 26, 27
+NO_LEADER_YET = (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition)
 ATTEMPTS = 300  # of a request a starting coordinator refuses, 0.1 s apart
 WINDOW = 200  # InitProducerIds a connection of bump_epochs writes ahead of their answers
 
@@ -164,6 +166,86 @@ def add_partition(
     )
     [result] = answer.results_by_topic_v3_and_below
     return ErrorCode(result.results_by_partition[0].partition_error_code)
+
+
+def produce_enlisting(
+    client: WireClient, topic: str, transactional_id: str, producer_id: int, epoch: int
+) -> ErrorCode:
+    """One transactional record (sequence 0) to partition 0 of ``topic`` with Produce v12 (the
+    partition joins the transaction), once the new topic has a leader."""
+    return ErrorCode(
+        until_ready(
+            lambda: ErrorCode(
+                produce(
+                    client,
+                    topic,
+                    producer_id,
+                    epoch,
+                    0,
+                    version=12,
+                    transactional_id=transactional_id,
+                    transactional=True,
+                ).error_code
+            ),
+            lambda found: found not in NO_LEADER_YET,
+        )
+    )
+
+
+def write_marker(
+    client: WireClient, topic: str, producer_id: int, epoch: int, *, commit: bool
+) -> ErrorCode:
+    """WriteTxnMarkers v1, as a tool sends it (``kafka-transactions.sh abort``): a marker of
+    ``producer_id`` at ``epoch`` in partition 0 of ``topic``; that partition's error."""
+    named = wire.build(
+        wire.request_module(WRITE_TXN_MARKERS, 1).WritableTxnMarkerTopic,
+        name=topic,
+        partition_indexes=(0,),
+    )
+    marker = wire.build(
+        wire.request_module(WRITE_TXN_MARKERS, 1).WritableTxnMarker,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        transaction_result=commit,
+        topics=(named,),
+        coordinator_epoch=0,
+    )
+    answer = client.call(1, WRITE_TXN_MARKERS, 1, markers=(marker,))
+    return ErrorCode(answer.markers[0].topics[0].partitions[0].error_code)
+
+
+def end_txn(
+    client: WireClient, transactional_id: str, producer_id: int, epoch: int, *, commit: bool
+) -> tuple[ErrorCode, int]:
+    """EndTxn v5 (transaction version 2): its error and the epoch it answers."""
+    answer = client.call(
+        1,
+        END_TXN,
+        5,
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        committed=commit,
+    )
+    return ErrorCode(answer.error_code), int(answer.producer_epoch)
+
+
+def end_and_stable_offsets(client: WireClient, topic: str) -> tuple[int, int]:
+    """Partition 0's end offset and last stable offset (ListOffsets v8, latest)."""
+    module = wire.request_module(LIST_OFFSETS, 8)
+    latest = module.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)
+    found = []
+    for isolation in (0, 1):  # read_uncommitted, read_committed
+        answer = client.call(
+            1,
+            LIST_OFFSETS,
+            8,
+            replica_id=-1,
+            isolation_level=isolation,
+            topics=(module.ListOffsetsTopic(name=topic, partitions=(latest,)),),
+        )
+        found.append(int(answer.topics[0].partitions[0].offset))
+    return found[0], found[1]
 
 
 class _Bumping:

@@ -507,10 +507,12 @@ def test_transactional_produce_joins_the_transaction_or_is_refused(broker: Broke
     assert partition.last_stable_offset == partition.high_watermark == 2
 
 
-def test_a_coordinator_marker_the_partition_refuses_is_dropped(broker: Broker) -> None:
+def test_a_coordinator_marker_the_partition_refuses_cancels_the_markers(broker: Broker) -> None:
     """A tool wrote a marker with a later epoch of the producer; the coordinator's own marker at
     the transaction's epoch is then stale there (INVALID_PRODUCER_EPOCH): as Kafka's coordinator,
-    it drops that partition's marker and the transaction completes."""
+    it cancels the transaction's markers (the others already written stay) and never writes the
+    COMPLETE record: the transaction stays PrepareCommit
+    (tests/unit/coordinator/transaction/test_marker_refused.py)."""
     first = init(broker, version=4)
     pid, epoch = first.producer_id, first.producer_epoch
     add_partitions(broker, pid, epoch, 0, 1)
@@ -536,4 +538,4 @@ def test_a_coordinator_marker_the_partition_refuses_is_dropped(broker: Broker) -
     assert first_partition.high_watermark == 3  # the coordinator's marker was refused there
     assert second.high_watermark == 3 and second.last_stable_offset == 3  # written here
     described = broker.send(broker.request(DESCRIBE, 0, transactional_ids=(TXN,)))
-    assert described.transaction_states[0].transaction_state == "CompleteCommit"
+    assert described.transaction_states[0].transaction_state == "PrepareCommit"

@@ -16,6 +16,7 @@ from kemu.cluster.model import TRANSACTION_STATE_TOPIC, BrokerNode, Cluster
 from kemu.config.definitions import BrokerConfig
 from kemu.coordinator.transaction.coordinator import Outcome, TransactionCoordinator, TxnState
 from kemu.coordinator.transaction.service import transaction_coordinator
+from kemu.coordinator.transaction.state_log import replay_state_log
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import PartitionLog
 from kemu.storage.segments import SegmentLog
@@ -49,7 +50,9 @@ def loaded(runtime: Runtime) -> TransactionCoordinator:
     """The log replayed into a fresh coordinator, as a start-up does before it finishes the
     prepared transactions."""
     fresh = TransactionCoordinator(lambda: -1, max_timeout_ms=900_000)
-    for transactional_id, value in transaction_coordinator(runtime)._replay():
+    for transactional_id, value in replay_state_log(
+        runtime.cluster.topics.get(TRANSACTION_STATE_TOPIC)
+    ):
         fresh.replay(transactional_id, value)
     return fresh
 
