@@ -313,11 +313,10 @@ def image_records(
     new: ModernImage[Value] | None,
     *,
     group_tombstones: Sequence[tuple[Key, Value | None]] = (),
-    after_epoch: Sequence[tuple[Key, Value | None]] = (),
 ) -> list[tuple[Key, Value | None]]:
     """The records that turn what the log holds (``old``) into ``new`` (None: no group), only
-    those whose value changed, in Kafka's order. A share group adds its state-partitions record:
-    ``group_tombstones`` go before the group's own tombstones, ``after_epoch`` after its epoch."""
+    those whose value changed, in Kafka's order. A share group adds its state-partitions
+    record's tombstone: ``group_tombstones`` go before the group's own tombstones."""
     records: list[tuple[Key, Value | None]] = []
 
     def key(record_type: int, member: str | None = None) -> Key:
@@ -341,7 +340,6 @@ def image_records(
             records.append((key(types.member_metadata, member), value))
     if not old.has_metadata or (old.epoch, old.metadata_hash) != (new.epoch, new.metadata_hash):
         records.append((key(types.group_metadata), types.epoch_value(new.epoch, new.metadata_hash)))
-    records += after_epoch
     for member, partitions in sorted(new.targets.items()):
         if old.targets.get(member) != partitions:
             value = types.target_member_value(partitions)

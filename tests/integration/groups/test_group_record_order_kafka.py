@@ -18,8 +18,8 @@ the order they were written) and compared by record type, ids and timestamps lef
   absent when the target stays as it was), the target metadata (12), the current assignment
   (14) and only then the ShareGroupStatePartitionMetadata (15) marking them initializing: 10,
   11, 13, 12, 14, 15 when Kafka's coordinator knew the topic at the join, 10, 11, 13, 12, 14,
-  11, 12, 14, 15 when it learned of it a heartbeat later. kemu writes the 15 right after the
-  group epoch (10, 11, 15, 13, 12, 14).
+  11, 12, 14, 15 when it learned of it a heartbeat later. kemu writes the same (10, 11, 13, 12,
+  14, 15).
 """
 
 from __future__ import annotations
@@ -68,11 +68,6 @@ KEMU_WRITES_NO_REGEX_RECORDS = pytest.mark.xfail(
     strict=True,
     reason="kemu writes no ConsumerGroupRegularExpression records (it resolves regexes again "
     "after a restart)",
-)
-KEMU_WRITES_STATE_PARTITIONS_EARLY = pytest.mark.xfail(
-    strict=True,
-    reason="kemu writes the initializing ShareGroupStatePartitionMetadata right after the "
-    "group epoch, Kafka after the member's assignment records",
 )
 
 
@@ -221,9 +216,8 @@ def test_a_regex_subscription_writes_its_resolutions(
 
 
 def test_a_share_groups_first_join_writes_the_state_partitions_last(
-    request: pytest.FixtureRequest, server: Server
+    server: Server,
 ) -> None:
-    kemu_differs(request, server, KEMU_WRITES_STATE_PARTITIONS_EARLY)
     suffix = uuid.uuid4().hex[:8]
     broker = ShareBroker(server)
     try:

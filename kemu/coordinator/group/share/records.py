@@ -336,7 +336,8 @@ def diff(group_id: str, old: ShareImage | None, new: ShareImage | None) -> list[
     """The records that turn what the log holds (``old``) into ``new`` (None: no group): a
     consumer group's, only those whose value differs from what the log holds or implies (a new
     group's epochs when it holds no epoch record, as Kafka writes an epoch only when it moves),
-    and the state-partitions record, after the epoch (its tombstone before the group's own)."""
+    then the state-partitions record: last, as Kafka's heartbeat adds it after the member's
+    assignment records (its tombstone before the group's own)."""
     old = old or ShareImage()
     if new is not None or old.holds_group:
         old = replace(old, has_metadata=True)
@@ -344,13 +345,11 @@ def diff(group_id: str, old: ShareImage | None, new: ShareImage | None) -> list[
     tombstones: list[Record] = []
     if old.state_partitions is not None:
         tombstones.append((state_partitions, None))
-    after_epoch: list[Record] = []
+    records = image_records(IMAGE_RECORDS, group_id, old, new, group_tombstones=tombstones)
     empty = ShareStatePartitionsValue()
     if new is not None and (new.state_partitions or empty) != (old.state_partitions or empty):
-        after_epoch.append((state_partitions, new.state_partitions or empty))
-    return image_records(
-        IMAGE_RECORDS, group_id, old, new, group_tombstones=tombstones, after_epoch=after_epoch
-    )
+        records.append((state_partitions, new.state_partitions or empty))
+    return records
 
 
 class ShareImageBuilder:

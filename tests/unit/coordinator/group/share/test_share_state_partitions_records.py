@@ -171,3 +171,21 @@ def test_deleting_a_group_known_from_its_state_partitions_leaves_nothing() -> No
         GROUP_METADATA,
     ]
     assert log.log.groups(NOW_MS) == [] and GROUP not in log.log.images
+
+
+def test_a_first_join_writes_the_initializing_state_partitions_last() -> None:
+    """After the member, the group epoch, its (empty) target, the target epoch and its current
+    assignment, as Kafka's heartbeat adds it; the initialization then writes it alone."""
+    log = Log()
+    (initialize,) = log.join()
+    assert [key.record_type for key, _ in log.write()] == [
+        MEMBER_METADATA,
+        GROUP_METADATA,
+        TARGET_MEMBER,
+        TARGET_METADATA,
+        CURRENT_ASSIGNMENT,
+        STATE_PARTITIONS,
+    ]
+    assert log.log.images[GROUP].state_partitions == state(initializing=(0, 1))
+    log.coordinator.partitions_initialized(GROUP, initialize.partitions)
+    assert shown(log.write()) == [(STATE_PARTITIONS, state(initialized=(0, 1)))]
