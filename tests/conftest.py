@@ -85,6 +85,7 @@ SHARED_KAFKA_MODULES = {
         "tests/integration/groups/test_offset_commit_epochs_kafka.py",
         "tests/integration/groups/test_group_topic_changes_kafka.py",
         "tests/integration/groups/test_static_leave_kafka.py",
+        "tests/integration/groups/test_static_rejoin_java.py",
         "tests/integration/share/test_share_topic_changes_kafka.py",
         "tests/integration/groups/test_deleted_topic_admin_kafka.py",
         "tests/integration/share/test_share_deleted_topic_state_kafka.py",
