@@ -89,7 +89,8 @@ window; hover over a bar for details.</p>
 <th>log end offset</th><th>lag</th></tr></thead><tbody></tbody></table>
 <h2>Open transactions</h2>
 <table id="transactions"><thead><tr><th>transactional id</th><th>state</th><th>producer</th>
-<th>partitions</th><th>staged share records</th></tr></thead><tbody></tbody></table>
+<th>partitions</th><th>pending markers</th><th>staged share records</th></tr></thead><tbody>
+</tbody></table>
 <h2>Topics</h2>
 <table id="topics"><thead><tr><th>topic</th><th>partition</th><th>leader</th><th>log start</th>
 <th>LSO</th><th>high watermark</th><th>records</th></tr></thead><tbody></tbody></table>
@@ -485,6 +486,8 @@ function renderTables() {
     cell(row, t.transactional_id); cell(row, t.state);
     cell(row, t.producer_id + " / epoch " + t.producer_epoch);
     cell(row, t.partitions.map(p => p.join("-")).join(", ") || "\u2013");
+    cell(row, t.marker_status ? (t.pending_markers.map(p => p.join("-")).join(", ") ||
+      "COMPLETE record") + " (" + t.marker_status + ")" : "\u2013");
     const staged = t.staged_share_records;
     const total = staged.reduce((n, s) => n + s.last_offset - s.first_offset + 1, 0);
     cell(row, total ? fmt(total) + " (" + staged.map(s => s.group + " " + s.topic + "-" +

@@ -8,7 +8,7 @@ actors, group and transaction coordinators, the clock), always on the event loop
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -25,6 +25,9 @@ from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.share.group import ShareGroup
 from kemu.coordinator.transaction.coordinator import STATE_NAMES, TxnState
+
+if TYPE_CHECKING:
+    from kemu.coordinator.transaction.service import TransactionService
 
 log = structlog.get_logger("kemu.control")
 
@@ -346,6 +349,7 @@ class Control:
             ):
                 continue
             pending = service.pending_offsets.get(meta.transactional_id, {})
+            marker_status, pending_markers = _markers_outstanding(service, meta.transactional_id)
             found.append(
                 {
                     "transactional_id": meta.transactional_id,
@@ -367,6 +371,8 @@ class Control:
                         for group, offsets in pending.items()
                     },
                     "staged_share_records": staged.get(meta.producer_id, []),
+                    "marker_status": marker_status,
+                    "pending_markers": pending_markers,
                 }
             )
         return found
@@ -481,3 +487,22 @@ def _change(change: LeaderChange) -> dict[str, Any]:
         "previous": change.previous,
         "leader": change.leader,
     }
+
+
+def _markers_outstanding(
+    service: TransactionService, transactional_id: str
+) -> tuple[str | None, list[list[Any]]]:
+    """What is left of a prepared transaction's markers, and the partitions whose marker is not
+    written yet. ``retrying``: some failed to write (a disk error), written again on the
+    coordinator's timer; ``completing``: all written, the COMPLETE record failed to write and is
+    written again; ``cancelled``: a partition refused one (INVALID_PRODUCER_EPOCH), as Kafka's
+    coordinator nothing is written again until the transaction's ``__transaction_state``
+    partition is loaded again; None: nothing outstanding."""
+    retried = service.pending_markers.get(transactional_id)
+    if retried is not None:
+        status = "retrying" if retried.partitions else "completing"
+        return status, sorted([t, p] for t, p in retried.partitions)
+    cancelled = service.cancelled_markers.get(transactional_id)
+    if cancelled is not None:
+        return "cancelled", sorted([t, p] for t, p in cancelled.partitions)
+    return None, []
