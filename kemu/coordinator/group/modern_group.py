@@ -313,10 +313,12 @@ def image_records(
     new: ModernImage[Value] | None,
     *,
     group_tombstones: Sequence[tuple[Key, Value | None]] = (),
+    before_epoch: Sequence[tuple[Key, Value | None]] = (),
 ) -> list[tuple[Key, Value | None]]:
     """The records that turn what the log holds (``old``) into ``new`` (None: no group), only
-    those whose value changed, in Kafka's order. A share group adds its state-partitions
-    record's tombstone: ``group_tombstones`` go before the group's own tombstones."""
+    those whose value changed, in Kafka's order. A type adds its own records (a share group's
+    state-partitions tombstone, a consumer group's regexes): ``group_tombstones`` go before the
+    group's own tombstones, ``before_epoch`` after the members' records, before the epoch."""
     records: list[tuple[Key, Value | None]] = []
 
     def key(record_type: int, member: str | None = None) -> Key:
@@ -338,6 +340,7 @@ def image_records(
     for member, value in sorted(new.members.items()):
         if old.members.get(member) != value:
             records.append((key(types.member_metadata, member), value))
+    records += before_epoch
     if not old.has_metadata or (old.epoch, old.metadata_hash) != (new.epoch, new.metadata_hash):
         records.append((key(types.group_metadata), types.epoch_value(new.epoch, new.metadata_hash)))
     for member, partitions in sorted(new.targets.items()):

@@ -664,7 +664,6 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
             session_ms = self.consumer_settings(group.group_id).session_timeout_ms
             for member_id, member in group.members.items():
                 group.members[member_id] = replace(member, session_deadline_ms=now_ms + session_ms)
-            self.consumer.resolve_loaded(group, now_ms)
             group.subscribed_metadata = self.consumer.subscribed_metadata(group, self.topic_meta)
             if group.metadata_hash == 0:  # written by a kemu of before the hash
                 group.metadata_hash = subscribed_hash(group.subscribed_metadata)

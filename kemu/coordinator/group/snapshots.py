@@ -55,7 +55,7 @@ def _container_copy(value: object) -> object:
 DURABLE_FIELDS: dict[type, frozenset[str]] = {
     ConsumerGroup: frozenset(
         {"group_id", "group_epoch", "metadata_hash", "assignment_epoch"}
-        | {"assignment_timestamp_ms", "members", "target"}
+        | {"assignment_timestamp_ms", "members", "target", "resolved_regexes"}
     ),
     ShareGroup: frozenset(
         {"group_id", "group_epoch", "metadata_hash", "assignment_epoch"}

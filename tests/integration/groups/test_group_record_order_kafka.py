@@ -10,9 +10,7 @@ the order they were written) and compared by record type, ids and timestamps lef
   ConsumerGroupRegularExpression (16; key: group and regex; value: matched topics, metadata
   version, time resolved) naming no topic when the join's resolution ends; then, on a heartbeat
   that sees the new topic, a 16 naming it, the group epoch (3), the target member (7), the
-  target metadata (6) and the current assignment (8). kemu resolves the regex the same way but
-  writes no 16 (a restarted kemu resolves its regexes again), and bumps the group epoch at the
-  join (5, 3, 7, 6, 8, then 3, 7, 6, 8).
+  target metadata (6) and the current assignment (8). kemu writes the same.
 - A share group's first member joining, subscribed to a new topic. The heartbeat that
   initializes the partitions writes, on Kafka, the group epoch (11), the target member (13;
   absent when the target stays as it was), the target metadata (12), the current assignment
@@ -62,13 +60,6 @@ SHARE_MEMBER, SHARE_EPOCH, SHARE_TARGET_EPOCH, SHARE_TARGET_MEMBER, SHARE_CURREN
 SHARE_STATE_PARTITIONS, REGULAR_EXPRESSION = 15, 16
 GROUP_EPOCH, MEMBER, TARGET_EPOCH, TARGET_MEMBER, CURRENT = 3, 5, 6, 7, 8
 WAIT_S = 60.0  # a bound for failing, not a measurement
-KEMU_WAIT_S = 10.0  # where today's kemu is expected not to get there
-
-KEMU_WRITES_NO_REGEX_RECORDS = pytest.mark.xfail(
-    strict=True,
-    reason="kemu writes no ConsumerGroupRegularExpression records (it resolves regexes again "
-    "after a restart)",
-)
 
 
 @pytest.fixture(scope="module", params=["kemu", "kafka"])
@@ -77,13 +68,6 @@ def server(
 ) -> Iterator[Server]:
     with kemu_or_kafka(request, tmp_path_factory) as chosen:
         yield chosen
-
-
-def kemu_differs(
-    request: pytest.FixtureRequest, server: Server, mark: pytest.MarkDecorator
-) -> None:
-    if server.name == "kemu":
-        request.applymarker(mark)
 
 
 def _string(data: bytes, at: int) -> tuple[str, int]:
@@ -170,10 +154,7 @@ def regex_heartbeat(member: Member, regex: str | None) -> frozenset[tuple[str, i
     return member.owned
 
 
-def test_a_regex_subscription_writes_its_resolutions(
-    request: pytest.FixtureRequest, server: Server
-) -> None:
-    kemu_differs(request, server, KEMU_WRITES_NO_REGEX_RECORDS)
+def test_a_regex_subscription_writes_its_resolutions(server: Server) -> None:
     suffix = uuid.uuid4().hex[:8]
     broker = Broker(server)
     try:
@@ -181,14 +162,12 @@ def test_a_regex_subscription_writes_its_resolutions(
         coordinator_ready(broker.client, 0, group)
         member = Member(broker, group)
         regex_heartbeat(member, regex)
-        # the join's resolution (nothing matches yet) before the topic exists; kemu never
-        # writes one, so a short bound there keeps the xfail cheap
+        # the join's resolution (nothing matches yet) before the topic exists
         wait_for(
             lambda: any(
                 t == REGULAR_EXPRESSION for t, _, _ in group_records(server.bootstrap, group)
             ),
             "the regex resolved",
-            bound_s=WAIT_S if server.name == "kafka" else KEMU_WAIT_S,
         )
         broker.create_topic(topic, 2)
         wanted = frozenset({(topic, 0), (topic, 1)})

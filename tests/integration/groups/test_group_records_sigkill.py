@@ -1,10 +1,11 @@
 """Every KIP-848-style group type comes back from its ``__consumer_offsets`` records alone after
 kemu is SIGKILLed: a KIP-848 consumer group, a share group and a streams group, each joined by
 raw heartbeats, are described the same before the kill and after the restart (members, epochs,
-assignments), and their members carry on with the epochs they were given. (Classic groups:
-``test_consumer_groups.py::test_a_running_member_carries_on_after_sigkill``.) A data dir of a
-kemu that kept share groups in ``kemu-share-groups.json`` loads: the file's group is there,
-written as records, and the file is gone."""
+assignments), and their members carry on with the epochs they were given; a regex
+subscription keeps what its regex matched (its ConsumerGroupRegularExpression record).
+(Classic groups: ``test_consumer_groups.py::test_a_running_member_carries_on_after_sigkill``.)
+A data dir of a kemu that kept share groups in ``kemu-share-groups.json`` loads: the file's
+group is there, written as records, and the file is gone."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ import pytest
 
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.plugin import KemuProcess
+from tests.integration.groups.test_group_record_order_kafka import (
+    REGULAR_EXPRESSION,
+    group_records,
+    regex_record,
+)
 from tests.integration.groups.test_streams_assignor_kafka import (
     ASSIGN_AT_ONCE,
     Member,
@@ -170,6 +176,46 @@ def test_a_data_dir_with_the_old_share_groups_file_loads(
     server.start()
     answer = share_beat(address, "legacy", "old-member", 3)
     assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 3)
+
+
+def regex_beat(address: str, member: str, epoch: int) -> Any:
+    """A heartbeat of a member of group ``regexes`` subscribed with the regex ``rx-.*``."""
+    joining = epoch == 0
+    return call(
+        address, CONSUMER_HEARTBEAT, 1, group_id="regexes", member_id=member, member_epoch=epoch,
+        instance_id=None, rack_id=None,
+        rebalance_timeout=datetime.timedelta(milliseconds=30_000 if joining else -1),
+        subscribed_topic_names=None, subscribed_topic_regex="rx-.*" if joining else None,
+        server_assignor=None, topic_partitions=() if joining else None,
+    )  # fmt: skip
+
+
+def test_a_regex_subscription_keeps_its_resolution_after_sigkill(
+    kemu_factory: type[KemuProcess], tmp_path: Path
+) -> None:
+    """The regex's resolution is in the log (type 16, naming the topic it matched), the group
+    loads with it after a SIGKILL, and the member carries on at its epoch with its partitions."""
+    server = kemu_factory(brokers=1, data_dir=tmp_path / "data", overrides=OVERRIDES).start()
+    create_topic(server.bootstrap, "rx-a", 2)
+    create_topic(server.bootstrap, "orders", 1)
+    address = coordinator(server.bootstrap, "regexes")
+    member = str(uuid.uuid4())
+    assigned = until_assigned(lambda epoch: regex_beat(address, member, epoch))
+    before = described(address, CONSUMER_DESCRIBE, "regexes")
+    resolutions = [
+        regex_record(key, value)
+        for record_type, key, value in group_records(server.bootstrap, "regexes")
+        if record_type == REGULAR_EXPRESSION
+    ]
+    assert resolutions[-1] == ("rx-.*", ("rx-a",))
+
+    server.kill()
+    server.start()
+
+    assert described(address, CONSUMER_DESCRIBE, "regexes") == before
+    again = regex_beat(address, member, assigned.member_epoch)
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, assigned.member_epoch)
+    assert described(address, CONSUMER_DESCRIBE, "regexes").group_epoch == before.group_epoch
 
 
 def static_beat(address: str, member: str, epoch: int) -> Any:

@@ -34,7 +34,8 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
   explicit topics are assigned at once) but queues a resolution (``pending_regexes``) that the
   owner runs after answering (``resolve_regexes``); the resolution bumps the epoch if what the
   regexes match changed, and the regex's topics come with a later heartbeat. Resolutions are
-  redone, at most every 10 s, when topics were created since, and every 10 minutes.
+  redone, at most every 10 s, when topics were created since, and every 10 minutes. What each
+  regex matched is written (``consumer.regexes``), and dropped with its last subscriber.
 * A member that does not heartbeat for ``group.consumer.session.timeout.ms``, or does not revoke
   within its rebalance timeout, is removed.
 * Each partition a member holds keeps the epoch it was assigned at (KIP-1251), against which
@@ -59,6 +60,7 @@ from kemu.coordinator.group.consumer.reconciliation import STABLE as STABLE
 from kemu.coordinator.group.consumer.reconciliation import UNRELEASED as UNRELEASED
 from kemu.coordinator.group.consumer.reconciliation import UNREVOKED as UNREVOKED
 from kemu.coordinator.group.consumer.reconciliation import reconcile
+from kemu.coordinator.group.consumer.regexes import ResolvedRegex, last_resolved_ms, resolve
 from kemu.coordinator.group.consumer.static import STATIC_LEAVE_EPOCH as STATIC_LEAVE_EPOCH
 from kemu.coordinator.group.consumer.static import (
     leaving_static_member,
@@ -167,10 +169,10 @@ class ConsumerGroup:
     # them: a heartbeat finding another one bumps the epoch (also for a change while down).
     metadata_hash: int = 0
     assignor_name: str = consumer_assignor.UNIFORM
-    # regex -> the topic names it matched when last resolved (Kafka's resolved regular
-    # expressions); when, and against which topics, they were last resolved.
-    resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
-    regex_resolved_ms: int | None = None
+    # regex -> the topic names it matched when last resolved, and when (Kafka's resolved
+    # regular expressions, written as records); the topics they were last resolved against
+    # (memory only: none after a load, so the next refresh sees every topic as new).
+    resolved_regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
     regex_resolved_topics: frozenset[str] = frozenset()
     # When the last target was computed (0: never, or the group emptied), for the interval.
     assignment_timestamp_ms: int = 0
@@ -202,7 +204,8 @@ class ConsumerGroup:
         regex = member.subscribed_topic_regex
         if not regex:
             return member.subscribed_topic_names
-        return member.subscribed_topic_names | self.resolved_regexes.get(regex, frozenset())
+        resolved = self.resolved_regexes.get(regex)
+        return member.subscribed_topic_names | (resolved.topics if resolved else frozenset())
 
     def subscribed_regexes(self) -> dict[str, int]:
         """Each regex the members subscribe with, and how many members do."""
@@ -328,13 +331,9 @@ class ConsumerGroupCoordinator:
         regex_status = self._update_regexes(group, member, updated, now_ms)
         # As Kafka: the epoch goes up when subscribed topic names change, or a regex changes to
         # one already resolved. A new regex does not bump it: its resolution does, later
-        # (``resolve_regexes``).
+        # (``resolve_regexes``); nor does another server assignor.
         names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
-        bump = (
-            names_changed
-            or updated.server_assignor != member.server_assignor
-            or regex_status == REGEX_UPDATED_AND_RESOLVED
-        )
+        bump = names_changed or regex_status == REGEX_UPDATED_AND_RESOLVED
         group.members[member_id] = updated
         if self.registry.get(group.group_id) is not group:
             self.registry.put(group)
@@ -473,7 +472,7 @@ class ConsumerGroupCoordinator:
             return status
         if group.group_id in self.pending_regexes:
             return status  # a resolution is already due
-        last = group.regex_resolved_ms if group.resolved_regexes else None
+        last = last_resolved_ms(group.resolved_regexes.values())
         if last is not None and now_ms <= last + REGEX_REFRESH_MIN_INTERVAL_MS:
             return status
         future = dict(counts)
@@ -508,22 +507,19 @@ class ConsumerGroupCoordinator:
             return True
         return False
 
-    def resolve_loaded(self, group: ConsumerGroup, now_ms: int) -> None:
-        """Resolve a group's regexes as it is loaded (Kafka replays their resolutions)."""
-        self._resolve(group, frozenset(group.subscribed_regexes()), now_ms)
-
     def _resolve(self, group: ConsumerGroup, regexes: frozenset[str], now_ms: int) -> bool:
+        """Store what each regex still subscribed to matches now (each is written again, as
+        Kafka writes every resolution); whether what one matches changed."""
         names = self.topic_names()
         subscribed = group.subscribed_regexes()
         changed = False
-        for regex in sorted(regexes):
+        for regex, resolved in resolve(regexes, names, now_ms).items():
             if regex not in subscribed:
                 continue  # no member subscribes with it any more
-            matched = frozenset(name for name in names if _matches(regex, name))
-            if group.resolved_regexes.get(regex, frozenset()) != matched:
+            before = group.resolved_regexes.get(regex)
+            if (before.topics if before else frozenset()) != resolved.topics:
                 changed = True
-            group.resolved_regexes[regex] = matched
-        group.regex_resolved_ms = now_ms
+            group.resolved_regexes[regex] = resolved
         group.regex_resolved_topics = frozenset(names)
         return changed
 
@@ -612,10 +608,3 @@ def _check_epoch(member: ConsumerMember, request: ConsumerHeartbeat) -> None:
     # member owns no more than its assignment.
     owned_ok = request.owned is None or request.owned <= member.assigned
     check_member_epoch("consumer", member, request.member_epoch, owned_ok)
-
-
-def _matches(pattern: str, topic: str) -> bool:
-    try:
-        return re.fullmatch(pattern, topic) is not None
-    except re.error:
-        return False

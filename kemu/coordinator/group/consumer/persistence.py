@@ -1,11 +1,17 @@
 """What of a KIP-848 consumer group is written to ``__consumer_offsets``, and reading it back.
 
 A group's durable state is an ``Image``: its epoch, its target assignment (epoch and per
-member), and per member its metadata and current assignment (epochs, state, partitions and the
-epoch each was assigned at). After each change the coordinator writes only the records whose
-value differs from what the log already holds (``diff``), tombstones for members that left, and
-tombstones for everything when the group goes away. Replaying the records rebuilds the images
-(``ImageBuilder``) and from them the groups, each member with a fresh session.
+member), per member its metadata and current assignment (epochs, state, partitions and the
+epoch each was assigned at), and what each of its regexes matched (``regexes``). After each
+change the coordinator writes only the records whose value differs from what the log already
+holds (``diff``), tombstones for members that left and regexes nobody subscribes with any more,
+and tombstones for everything when the group goes away. Replaying the records rebuilds the
+images (``ImageBuilder``) and from them the groups, each member with a fresh session.
+
+A group the log does not hold yet starts, as Kafka 4.4's does, at epoch 1 with a target of
+epoch 1: its epoch and target-metadata records are written once they move from there (a member
+joining with only a regex, or no topic, writes its member and assignment records alone), and any
+record of the group brings it back at load.
 """
 
 from __future__ import annotations
@@ -35,21 +41,25 @@ from kemu.coordinator.group.consumer.records import (
     TargetEpochValue,
     TargetMemberValue,
 )
+from kemu.coordinator.group.consumer.regexes import REGULAR_EXPRESSION, ResolvedRegex
 from kemu.coordinator.group.modern_group import ImageRecordTypes, image_records
 
 Record = tuple[ConsumerRecordKey, ConsumerRecordValue | None]
 STATES = (STABLE, UNREVOKED, UNRELEASED)
+INITIAL_EPOCH = 1  # a new group's epoch and target epoch (Kafka 4.4's ModernGroup)
 
 
 @dataclass
 class Image:
-    epoch: int = 0
+    epoch: int = INITIAL_EPOCH
     metadata_hash: int = 0
-    assignment_epoch: int = 0
+    assignment_epoch: int = INITIAL_EPOCH
     assignment_timestamp_ms: int = 0
     members: dict[str, MemberMetadataValue] = field(default_factory=dict)
     targets: dict[str, Partitions] = field(default_factory=dict)
     current: dict[str, CurrentAssignmentValue] = field(default_factory=dict)
+    regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
+    # whether the log holds the group (any of its records not a tombstone since its deletion)
     has_metadata: bool = False
 
 
@@ -72,6 +82,7 @@ def image_of(group: ConsumerGroup) -> Image:
             )
             for m in group.members.values()
         },
+        regexes=dict(group.resolved_regexes),
         has_metadata=True,
     )
 
@@ -103,8 +114,37 @@ IMAGE_RECORDS: ImageRecordTypes[ConsumerRecordKey, ConsumerRecordValue] = ImageR
 
 
 def diff(group_id: str, old: Image | None, new: Image | None) -> list[Record]:
-    """The records that turn what the log holds (``old``) into ``new`` (None: no group)."""
-    return image_records(IMAGE_RECORDS, group_id, old or Image(), new)
+    """The records that turn what the log holds (``old``) into ``new`` (None: no group), in
+    Kafka's order: a regex's records after the members' (a heartbeat's tombstone of the regex
+    its member dropped, a resolution's records, a departure's tombstones), before the epoch."""
+    if old is None or not old.has_metadata:
+        # a group the log does not hold is at Kafka's initial epochs, which are not written
+        old = replace(old or Image(), has_metadata=new is not None)
+    tombstones = [(_regex_key(group_id, regex), None) for regex in sorted(old.regexes)]
+    return image_records(
+        IMAGE_RECORDS,
+        group_id,
+        old,
+        new,
+        group_tombstones=tombstones,
+        before_epoch=_regex_records(group_id, old.regexes, new.regexes) if new else (),
+    )
+
+
+def _regex_key(group_id: str, regex: str) -> ConsumerRecordKey:
+    return ConsumerRecordKey(REGULAR_EXPRESSION, group_id, regex)
+
+
+def _regex_records(
+    group_id: str, old: dict[str, ResolvedRegex], new: dict[str, ResolvedRegex]
+) -> list[Record]:
+    records: list[Record] = [
+        (_regex_key(group_id, regex), None) for regex in sorted(set(old) - set(new))
+    ]
+    for regex, resolved in sorted(new.items()):
+        if old.get(regex) != resolved:
+            records.append((_regex_key(group_id, regex), resolved))
+    return records
 
 
 class ImageBuilder:
@@ -116,11 +156,13 @@ class ImageBuilder:
     def apply(self, key: ConsumerRecordKey, value: ConsumerRecordValue | None) -> None:
         image = self.images.setdefault(key.group, Image())
         member = key.member or ""
+        if value is not None:
+            image.has_metadata = True  # as Kafka's replay creates the group of any record
         if key.record_type == GROUP_METADATA:
             if value is None:
                 self.images.pop(key.group, None)
             elif isinstance(value, GroupEpochValue):
-                image.epoch, image.has_metadata = value.epoch, True
+                image.epoch = value.epoch
                 image.metadata_hash = value.metadata_hash
         elif key.record_type == TARGET_METADATA:
             if isinstance(value, TargetEpochValue):
@@ -135,6 +177,8 @@ class ImageBuilder:
                 image.targets[member] = value.partitions
         elif key.record_type == CURRENT_ASSIGNMENT:
             _set(image.current, member, value, CurrentAssignmentValue)
+        elif key.record_type == REGULAR_EXPRESSION:
+            _set(image.regexes, member, value, ResolvedRegex)  # ``member``: the regex
 
     def groups(self, now_ms: int, session_timeout_ms: int) -> list[tuple[ConsumerGroup, Image]]:
         """The groups, each member with a fresh session (and, if it was revoking, a fresh
@@ -157,6 +201,7 @@ def group_from_image(
         metadata_hash=image.metadata_hash,
         assignment_epoch=image.assignment_epoch,
         assignment_timestamp_ms=image.assignment_timestamp_ms,
+        resolved_regexes=dict(image.regexes),
     )
     for member_id, meta in image.members.items():
         current = image.current.get(member_id)

@@ -27,7 +27,9 @@ type  key                                         value v0
                                                   []int32 (KIP-1251, one per partition)
 ====  ==========================================  ==========================================
 
-(type 4, the partition metadata Kafka 4.0 wrote, is ignored; 4.1 replaced it by a hash.)
+(type 4, the partition metadata Kafka 4.0 wrote, is ignored; 4.1 replaced it by a hash.) Type
+16, what a regex subscription matched, is keyed by the group and the regex (carried as the key's
+``member``): ``regexes``.
 
 AssignmentEpochs: Kafka 4.4 writes them for every topic (and so does kemu, for a topic whose
 partitions all have one); a topic without them, or with as many as it has partitions, is read
@@ -43,6 +45,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kemu.coordinator.group.assignor import TopicPartition
+from kemu.coordinator.group.consumer import regexes
+from kemu.coordinator.group.consumer.regexes import REGULAR_EXPRESSION, ResolvedRegex
 from kemu.coordinator.group.record_keys import decode_group_key, encode_group_key
 from kemu.protocol.coordinator_records import (
     RecordDecodeError,
@@ -53,7 +57,14 @@ from kemu.protocol.coordinator_records import (
 from kemu.protocol.records import uvarint
 
 GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 5, 6, 7, 8
-RECORD_TYPES = (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+RECORD_TYPES = (
+    GROUP_METADATA,
+    MEMBER_METADATA,
+    TARGET_METADATA,
+    TARGET_MEMBER,
+    CURRENT_ASSIGNMENT,
+    REGULAR_EXPRESSION,
+)
 STATE_CODES = {"STABLE": 0, "UNREVOKED_PARTITIONS": 1, "UNRELEASED_PARTITIONS": 2}
 STATE_NAMES = {code: name for name, code in STATE_CODES.items()}
 
@@ -71,7 +82,8 @@ ConsumerRecordError = RecordDecodeError  # bytes that are not a consumer-group r
 class ConsumerRecordKey:
     record_type: int
     group: str
-    member: str | None = None  # for the per-member record types
+    # the member id of a per-member record; a regular-expression record's regex
+    member: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +133,11 @@ ConsumerRecordValue = (
     | TargetEpochValue
     | TargetMemberValue
     | CurrentAssignmentValue
+    | ResolvedRegex
 )
 PER_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+# the record types whose key has a second string after the group id
+_TWO_STRING_KEYS = (*PER_MEMBER, REGULAR_EXPRESSION)
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -149,10 +164,12 @@ def _partitions(
 
 
 def encode_key(key: ConsumerRecordKey) -> bytes:
-    return encode_group_key(key.record_type, key.group, key.member, PER_MEMBER)
+    return encode_group_key(key.record_type, key.group, key.member, _TWO_STRING_KEYS)
 
 
 def encode_value(value: ConsumerRecordValue) -> bytes:
+    if isinstance(value, ResolvedRegex):
+        return regexes.encode_value(value)
     tags = uvarint(0)
     if isinstance(value, GroupEpochValue):
         body = _INT32.pack(value.epoch)
@@ -242,7 +259,7 @@ read_partitions = _read_partitions
 
 
 def decode_key(data: bytes) -> ConsumerRecordKey:
-    return ConsumerRecordKey(*decode_group_key(data, RECORD_TYPES, PER_MEMBER, "consumer"))
+    return ConsumerRecordKey(*decode_group_key(data, RECORD_TYPES, _TWO_STRING_KEYS, "consumer"))
 
 
 def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordValue | None:
@@ -261,6 +278,8 @@ def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordVa
             return GroupEpochValue(epoch, _INT64.unpack(tagged)[0] if len(tagged) == 8 else 0)
         elif key.record_type == TARGET_METADATA:
             return TargetEpochValue(*read_target_metadata(reader))
+        elif key.record_type == REGULAR_EXPRESSION:
+            return regexes.decode_value(reader)
         elif key.record_type == MEMBER_METADATA:
             instance_id, rack_id = reader.compact_string(), reader.compact_string()
             client_id, client_host = reader.compact_string() or "", reader.compact_string() or ""

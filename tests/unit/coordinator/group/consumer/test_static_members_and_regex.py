@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from kemu.coordinator.group.consumer.group import STATIC_LEAVE_EPOCH
+from kemu.coordinator.group.consumer.regexes import ResolvedRegex
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.protocol.errors import ErrorCode
@@ -85,7 +86,7 @@ def test_explicit_topics_first_then_the_regex_after_its_resolution(harness: Harn
     epoch = harness.group.group_epoch
     assert harness.coordinator.resolve_regexes("g", harness.lookup, harness.now)
     assert harness.group.group_epoch == epoch + 1
-    assert harness.group.resolved_regexes == {"t": frozenset({"t"})}
+    assert harness.group.resolved_regexes == {"t": ResolvedRegex(frozenset({"t"}), 0, harness.now)}
     later = harness.beat("a", joined.member_epoch)
     assert later.member_epoch == epoch + 1
     assert later.assignment == parts(0, 1, 2, 3, 4, 5) | parts(0, 1, topic=T2)
@@ -127,7 +128,7 @@ def test_new_topics_are_matched_at_most_every_ten_seconds(harness: Harness) -> N
     harness.beat("a", epoch)
     assert harness.coordinator.pending_regexes == {"g": frozenset({"t.*"})}
     assert harness.coordinator.resolve_regexes("g", harness.lookup, harness.now)
-    assert harness.group.resolved_regexes == {"t.*": frozenset({"t", "t2"})}
+    assert harness.group.resolved_regexes["t.*"].topics == {"t", "t2"}
 
 
 def test_the_last_member_of_a_regex_leaving_drops_its_resolution(harness: Harness) -> None:
