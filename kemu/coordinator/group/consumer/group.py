@@ -440,7 +440,9 @@ class ConsumerGroupCoordinator:
         if found is None and create:
             return ConsumerGroup(group_id)
         if found is None or (isinstance(found, ClassicGroup) and found.is_empty()):
-            # kemu does not keep consumer groups across a restart: the member rejoins.
+            # Not a join, and the coordinator holds no such group (never created, deleted, or
+            # gone with its last member and offsets; a restart reloads the ones the log holds):
+            # the member is told it is unknown and rejoins with epoch 0.
             raise GroupError(ErrorCode.unknown_member_id, f"Group {group_id} has no such member.")
         raise GroupError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
 
