@@ -13,6 +13,7 @@ import pytest
 
 from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
+from kemu.testing.kafka import KafkaConfig
 from kemu.testing.plugin import KemuProcess
 from tests import REPO_ROOT
 
@@ -40,21 +41,31 @@ def kemu_or_kafka(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     kemu_properties: Mapping[str, str] | None = None,
+    kafka_config: KafkaConfig | None = None,
 ) -> Iterator[Server]:
     """The body of a module's ``server`` fixture (``params=["kemu", "kafka"]``, the module in
     conftest's "kafka" group): a one-broker kemu process with Kafka's timers
-    (``kafka_timing_overrides``) and ``kemu_properties``, or the session's plain Kafka 4.4.0."""
+    (``kafka_timing_overrides``) and ``kemu_properties``, or the session's plain Kafka 4.4.0.
+    With ``kafka_config`` (server properties Kafka cannot take at run time), the session's Kafka
+    of that configuration, whose properties kemu gets too (before ``kemu_properties``)."""
     if request.param == "kemu":
+        properties = {
+            **(kafka_config.properties if kafka_config else {}),
+            **(kemu_properties or {}),
+        }
         kemu = KemuProcess(
             brokers=1,
             log_path=tmp_path_factory.mktemp("kemu") / "kemu.log",
             timing="kafka",
-            overrides=kafka_timing_overrides(**(kemu_properties or {})),
+            overrides=kafka_timing_overrides(**properties),
         ).start()
         try:
             yield Server("kemu", kemu.bootstrap)
         finally:
             kemu.stop()
+        return
+    if kafka_config is not None:
+        yield Server("kafka", request.getfixturevalue("kafka_server")(kafka_config).bootstrap)
         return
     yield Server("kafka", request.getfixturevalue("kafka").bootstrap)  # the session's plain Kafka
 

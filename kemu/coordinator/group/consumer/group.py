@@ -63,6 +63,7 @@ from kemu.coordinator.group.consumer.reconciliation import reconcile
 from kemu.coordinator.group.consumer.regexes import ResolvedRegex, last_resolved_ms, resolve
 from kemu.coordinator.group.consumer.static import STATIC_LEAVE_EPOCH as STATIC_LEAVE_EPOCH
 from kemu.coordinator.group.consumer.static import (
+    instance_id_held,
     leaving_static_member,
     left_for_now,
     replace_static_member,
@@ -269,9 +270,14 @@ class ConsumerGroupCoordinator:
         member_id = request.member_id
         if joining and request.generate_member_id and not member_id:
             member_id = self.new_member_id()
-        # As Kafka, before the instance id's checks: a static member replacing one that left
-        # does not get into a full group either.
-        if joining and member_id not in group.members and len(group.members) >= settings.max_size:
+        # Kafka's throwIfConsumerGroupIsFull, on every heartbeat but a leave (a join or not): a
+        # member id the group does not know finds a full group, unless its instance id is held
+        # (the instance id's checks answer then: a replacement, UNRELEASED or FENCED_INSTANCE_ID).
+        if (
+            member_id not in group.members
+            and not instance_id_held(group, request.instance_id)
+            and len(group.members) >= settings.max_size
+        ):
             raise GroupError(
                 ErrorCode.group_max_size_reached,
                 f"The consumer group has reached its maximum capacity of "

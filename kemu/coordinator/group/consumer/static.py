@@ -17,6 +17,8 @@ coming back under a new member id: Kafka 4.4.0's ``consumerGroupLeave``,
   target, so that with the same subscription it is back at the group's epoch with the same
   partitions and no new group epoch. A join naming an instance id an active member holds gets
   UNRELEASED_INSTANCE_ID; a heartbeat naming one held by another member id FENCED_INSTANCE_ID.
+  Kafka's group-size check spares a heartbeat naming a held instance id, so a full group takes
+  the replacement and gives those two errors rather than GROUP_MAX_SIZE_REACHED.
 """
 
 from __future__ import annotations
@@ -34,6 +36,15 @@ if TYPE_CHECKING:
     from kemu.coordinator.group.consumer.group import ConsumerGroup, ConsumerMember
 
 STATIC_LEAVE_EPOCH = -2
+
+
+def instance_id_held(group: ConsumerGroup, instance_id: str | None) -> bool:
+    """Whether a member of ``group`` holds ``instance_id`` (at -2 too): Kafka's
+    ``ConsumerGroup.hasStaticMember``, which spares a heartbeat naming it the group-size
+    check."""
+    return (
+        instance_id is not None and static_holder(group.members.values(), instance_id) is not None
+    )
 
 
 def leaving_static_member(group: ConsumerGroup, member_id: str, instance_id: str) -> ConsumerMember:

@@ -191,6 +191,14 @@ def test_leave_and_group_max_size(harness: Harness) -> None:
         harness.join("d")
     assert full.value.code == ErrorCode.group_max_size_reached
     epoch = harness.group.group_epoch
+    # Kafka checks the size on every heartbeat but a leave: an unknown member id that is not
+    # joining finds the group full before it is found unknown.
+    with pytest.raises(GroupError) as full:
+        harness.beat("d", epoch)
+    assert full.value.code == ErrorCode.group_max_size_reached
+    with pytest.raises(GroupError) as unknown:
+        harness.beat("d", -1)
+    assert unknown.value.code == ErrorCode.unknown_member_id
     left = harness.beat("c", -1)
     assert left.member_epoch == -1
     assert "c" not in harness.group.members and harness.group.group_epoch == epoch + 1

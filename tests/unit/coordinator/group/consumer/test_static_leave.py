@@ -220,17 +220,37 @@ def test_nobody_back_in_its_session_the_member_is_removed(harness: Harness) -> N
     assert harness.join("a2", instance_id="i-a").assignment == frozenset()  # a new member
 
 
-def test_a_full_group_refuses_the_replacement_as_kafka_does(harness: Harness) -> None:
-    """Kafka checks the group's size (3 here) before the instance id: a member that left for
-    now still counts."""
+def test_a_full_group_spares_a_held_instance_id_the_size_check(harness: Harness) -> None:
+    """Kafka 4.4.0's throwIfConsumerGroupIsFull returns at once for an instance id the group
+    holds (``hasStaticMember``): a full group (3 here) answers what the instance id's checks
+    say, and takes the replacement of a member that left for now."""
     stable_pair(harness)
     harness.join("c")
+    for _ in range(3):  # each one revokes and takes what the new target says
+        for name, instance_id in (("a", "i-a"), ("b", None), ("c", None)):
+            member = harness.group.members[name]
+            harness.beat(name, member.member_epoch, member.assigned, instance_id=instance_id)
+    assert harness.group.state_name == "Stable"
+    epoch = harness.group.group_epoch
+    held = harness.group.members["a"].assigned
+    with pytest.raises(GroupError) as unreleased:
+        harness.join("x", instance_id="i-a")
+    assert unreleased.value.code == ErrorCode.unreleased_instance_id
+    with pytest.raises(GroupError) as fenced:
+        harness.beat("x", epoch, instance_id="i-a")
+    assert fenced.value.code == ErrorCode.fenced_instance_id
+    for joining in (True, False):  # an instance id nobody holds: the group is full
+        with pytest.raises(GroupError) as full:
+            if joining:
+                harness.join("x", instance_id="i-x")
+            else:
+                harness.beat("x", epoch, instance_id="i-x")
+        assert full.value.code == ErrorCode.group_max_size_reached
     harness.beat("a", STATIC_LEAVE_EPOCH, instance_id="i-a")
-    with pytest.raises(GroupError) as full:
-        harness.join("a2", instance_id="i-a")
-    assert full.value.code == ErrorCode.group_max_size_reached
-    back = harness.join("a", instance_id="i-a")  # its own id is a member
-    assert back.member_epoch == harness.group.assignment_epoch
+    back = harness.join("a2", instance_id="i-a")
+    assert (back.member_id, back.member_epoch, back.assignment) == ("a2", epoch, held)
+    assert sorted(harness.group.members) == ["a2", "b", "c"]
+    assert harness.group.group_epoch == epoch
 
 
 def test_the_left_member_is_loaded_back_from_its_records(harness: Harness) -> None:
