@@ -44,8 +44,7 @@ INSTANCE, OTHER_INSTANCE = "instance-a", "instance-z"
 KEMU_UNKNOWN_GROUP = pytest.mark.xfail(
     strict=True,
     reason="kemu answers UNKNOWN_MEMBER_ID to a heartbeat (epoch > 0) into a group it does not "
-    "have (ConsumerGroupCoordinator._group_for: 'kemu does not keep consumer groups across a "
-    "restart'), Kafka GROUP_ID_NOT_FOUND",
+    "hold (ConsumerGroupCoordinator._group_for), Kafka GROUP_ID_NOT_FOUND",
 )
 
 
