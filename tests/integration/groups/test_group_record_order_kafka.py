@@ -18,6 +18,12 @@ the order they were written) and compared by record type, ids and timestamps lef
   11, 13, 12, 14, 15 when Kafka's coordinator knew the topic at the join, 10, 11, 13, 12, 14,
   11, 12, 14, 15 when it learned of it a heartbeat later. kemu writes the same (10, 11, 13, 12,
   14, 15).
+- DeleteGroups of an emptied KIP-848 consumer group that had committed an offset. Kafka writes,
+  in one batch, the offset's tombstone (1) and then ``ConsumerGroup.createGroupTombstoneRecords``'
+  order: per member its current assignment (8) and target (7) tombstones, the target metadata
+  (6), per member its metadata (5), each resolved regex (16), the subscription metadata (4,
+  written though 4.4 no longer writes its value) and the group epoch (3): 1, 6, 4, 3 for a group
+  its last member left. kemu writes the same (it wrote 6 after the member tombstones, no 4).
 """
 
 from __future__ import annotations
@@ -59,6 +65,8 @@ SHARE_MEMBER, SHARE_EPOCH, SHARE_TARGET_EPOCH, SHARE_TARGET_MEMBER, SHARE_CURREN
 )
 SHARE_STATE_PARTITIONS, REGULAR_EXPRESSION = 15, 16
 GROUP_EPOCH, MEMBER, TARGET_EPOCH, TARGET_MEMBER, CURRENT = 3, 5, 6, 7, 8
+OFFSET_COMMIT_RECORD, SUBSCRIPTION_METADATA = 1, 4
+DELETE_GROUPS = 42
 WAIT_S = 60.0  # a bound for failing, not a measurement
 
 
@@ -104,12 +112,14 @@ def regex_record(key: bytes, value: bytes | None) -> tuple[str, tuple[str, ...] 
     return regex, tuple(sorted(topics))
 
 
-def group_records(bootstrap: str, group: str) -> list[tuple[int, bytes, bytes | None]]:
-    """The group's records of ``__consumer_offsets`` (types 3-16), in log order."""
+def group_records(
+    bootstrap: str, group: str, first_type: int = 3
+) -> list[tuple[int, bytes, bytes | None]]:
+    """The group's records of ``__consumer_offsets`` (types ``first_type``-16), in log order."""
     found = []
     for key, value in internal_records(bootstrap, OFFSETS_TOPIC):
         record_type = int.from_bytes(key[:2], "big")
-        if 3 <= record_type <= 16 and _string(key, 2)[0] == group:
+        if first_type <= record_type <= 16 and _string(key, 2)[0] == group:
             found.append((record_type, key, value))
     return found
 
@@ -228,3 +238,34 @@ def test_a_share_groups_first_join_writes_the_state_partitions_last(
         # target member to write: the target stays empty until the partitions are initialized)
         [SHARE_EPOCH, SHARE_TARGET_EPOCH, SHARE_CURRENT, SHARE_STATE_PARTITIONS],
     ), types
+
+
+def test_deleting_a_consumer_group_writes_kafkas_tombstone_order(server: Server) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    broker = Broker(server)
+    try:
+        group, topic = f"delete-order-{suffix}", f"delete-order-{suffix}"
+        broker.create_topic(topic, 1)
+        coordinator_ready(broker.client, 0, group)
+        member = Member(broker, group)
+        member.join((topic,))
+        member.beat_until(lambda held: held == frozenset({(topic, 0)}), f"{topic} assigned")
+        committed = broker.commit(group, member.member_id, member.epoch, member.owned)
+        assert committed == {(topic, 0): ErrorCode.none}, committed
+        member.epoch = -1
+        member.owned = frozenset()
+        member.heartbeat()
+        before = len(group_records(server.bootstrap, group, OFFSET_COMMIT_RECORD))
+        deleted = broker.client.call(1, DELETE_GROUPS, 2, groups_names=(group,))
+        assert [r.error_code for r in deleted.results] == [ErrorCode.none], deleted
+        written = group_records(server.bootstrap, group, OFFSET_COMMIT_RECORD)
+    finally:
+        broker.close()
+    deletion = written[before:]
+    assert all(value is None for _, _, value in deletion), deletion
+    assert [t for t, _, _ in deletion] == [
+        OFFSET_COMMIT_RECORD,
+        TARGET_EPOCH,
+        SUBSCRIPTION_METADATA,
+        GROUP_EPOCH,
+    ]

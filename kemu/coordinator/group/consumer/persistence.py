@@ -16,6 +16,7 @@ record of the group brings it back at load.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -30,6 +31,7 @@ from kemu.coordinator.group.consumer.records import (
     CURRENT_ASSIGNMENT,
     GROUP_METADATA,
     MEMBER_METADATA,
+    SUBSCRIPTION_METADATA,
     TARGET_MEMBER,
     TARGET_METADATA,
     ConsumerRecordKey,
@@ -117,18 +119,38 @@ def diff(group_id: str, old: Image | None, new: Image | None) -> list[Record]:
     """The records that turn what the log holds (``old``) into ``new`` (None: no group), in
     Kafka's order: a regex's records after the members' (a heartbeat's tombstone of the regex
     its member dropped, a resolution's records, a departure's tombstones), before the epoch."""
+    if new is None:
+        return _group_tombstones(group_id, old) if old is not None and old.has_metadata else []
     if old is None or not old.has_metadata:
         # a group the log does not hold is at Kafka's initial epochs, which are not written
-        old = replace(old or Image(), has_metadata=new is not None)
-    tombstones = [(_regex_key(group_id, regex), None) for regex in sorted(old.regexes)]
+        old = replace(old or Image(), has_metadata=True)
     return image_records(
         IMAGE_RECORDS,
         group_id,
         old,
         new,
-        group_tombstones=tombstones,
-        before_epoch=_regex_records(group_id, old.regexes, new.regexes) if new else (),
+        before_epoch=_regex_records(group_id, old.regexes, new.regexes),
     )
+
+
+def _group_tombstones(group_id: str, old: Image) -> list[Record]:
+    """The tombstones of a group going away, in the order of Kafka's
+    ``ConsumerGroup.createGroupTombstoneRecords``: each member's current assignment, then each
+    one's target, the target metadata, each member's metadata, each regex, the subscription
+    metadata (type 4: Kafka 4.4 still writes its tombstone) and last the group epoch."""
+
+    def per_member(record_type: int, members: Iterable[str]) -> list[Record]:
+        return [(ConsumerRecordKey(record_type, group_id, m), None) for m in sorted(members)]
+
+    return [
+        *per_member(CURRENT_ASSIGNMENT, old.current),
+        *per_member(TARGET_MEMBER, old.targets),
+        (ConsumerRecordKey(TARGET_METADATA, group_id), None),
+        *per_member(MEMBER_METADATA, old.members),
+        *[(_regex_key(group_id, regex), None) for regex in sorted(old.regexes)],
+        (ConsumerRecordKey(SUBSCRIPTION_METADATA, group_id), None),
+        (ConsumerRecordKey(GROUP_METADATA, group_id), None),
+    ]
 
 
 def _regex_key(group_id: str, regex: str) -> ConsumerRecordKey:
@@ -154,6 +176,8 @@ class ImageBuilder:
         self.images: dict[str, Image] = {}
 
     def apply(self, key: ConsumerRecordKey, value: ConsumerRecordValue | None) -> None:
+        if key.record_type == SUBSCRIPTION_METADATA:
+            return  # only a deletion's tombstone, before the group epoch's
         image = self.images.setdefault(key.group, Image())
         member = key.member or ""
         if value is not None:

@@ -27,7 +27,9 @@ type  key                                         value v0
                                                   []int32 (KIP-1251, one per partition)
 ====  ==========================================  ==========================================
 
-(type 4, the partition metadata Kafka 4.0 wrote, is ignored; 4.1 replaced it by a hash.) Type
+Type 4 (ConsumerGroupPartitionMetadata, key: group), the subscribed topics' metadata Kafka 4.0
+wrote, is no longer written (4.1 replaced it by the hash) but for its tombstone, which a group's
+deletion still writes; a value found in the log is read as nothing. Type
 16, what a regex subscription matched, is keyed by the group and the regex (carried as the key's
 ``member``): ``regexes``.
 
@@ -57,8 +59,10 @@ from kemu.protocol.coordinator_records import (
 from kemu.protocol.records import uvarint
 
 GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 5, 6, 7, 8
+SUBSCRIPTION_METADATA = 4
 RECORD_TYPES = (
     GROUP_METADATA,
+    SUBSCRIPTION_METADATA,
     MEMBER_METADATA,
     TARGET_METADATA,
     TARGET_MEMBER,
@@ -263,8 +267,8 @@ def decode_key(data: bytes) -> ConsumerRecordKey:
 
 
 def decode_value(key: ConsumerRecordKey, data: bytes | None) -> ConsumerRecordValue | None:
-    if data is None:
-        return None
+    if data is None or key.record_type == SUBSCRIPTION_METADATA:
+        return None  # a type-4 value (Kafka 4.0's) holds nothing kemu keeps
     reader = RecordReader(data)
     (version,) = _INT16.unpack(reader.take(2))
     if version != 0:

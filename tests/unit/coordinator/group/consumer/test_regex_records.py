@@ -229,9 +229,12 @@ async def test_deleting_a_group_tombstones_its_regexes() -> None:
     members.service.write_group(GROUP)  # a resolution no member holds any more, say
     assert members.service.delete_group(GROUP) == ErrorCode.none
     deleted = members.written()[count + 1 :]
+    # Kafka's ConsumerGroup.createGroupTombstoneRecords: target metadata, regexes, the
+    # subscription metadata (4), the group epoch
     assert [(t, m, v) for t, m, v in deleted] == [
-        (REGULAR_EXPRESSION, "kept", None),
         (TARGET_EPOCH, None, None),
+        (REGULAR_EXPRESSION, "kept", None),
+        (4, None, None),
         (GROUP_EPOCH, None, None),
     ]
     broker.restart()
