@@ -9,9 +9,11 @@ INVALID_GROUP_ID; an unknown topic or partition index gets UNKNOWN_TOPIC_OR_PART
 partition.
 
 What ``__consumer_offsets`` gets is Kafka's: the group's ShareGroupStatePartitionMetadata with the
-partitions initializing (those initialized already staying so), written before the persister is
-called, then with those it initialized initialized; nothing else (a group this creates has a new
-group's epochs, which Kafka does not write: after a restart it is known from that record alone).
+partitions initializing (those initialized already staying so; a named topic none of whose named
+partitions is in range listed initializing with none, and staying so), written before the
+persister is called, then with those it initialized initialized; nothing else (a group this
+creates has a new group's epochs, which Kafka does not write: after a restart it is known from
+that record alone).
 
 ACLs as KafkaApis checks them: READ on the group (GROUP_AUTHORIZATION_FAILED for the request,
 before the group is created) and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its
@@ -53,7 +55,8 @@ async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequestView
     wanted = {(c.topic_id, index): offset for c in checked for index, offset in c.offsets.items()}
     coordinator = group_coordinator(ctx.runtime)
     try:
-        group = coordinator.share_offsets_altering(request.group_id, sorted(wanted))
+        known = [c.topic_id for c in checked if c.known]
+        group = coordinator.share_offsets_altering(request.group_id, sorted(wanted), known)
     except GroupError as error:
         return ctx.respond(error_code=error.code, error_message=error.message, responses=())
     codes = await _initialize(group, wanted, share_persister(ctx.runtime))
@@ -76,6 +79,7 @@ class _Checked:
     indexes: tuple[int, ...]
     refused: dict[int, ErrorCode]
     offsets: dict[int, int]
+    known: bool  # an existing topic the principal may read (initializing, even with no partition)
 
 
 def _checked(ctx: RequestContext, entry: Any) -> _Checked:
@@ -97,6 +101,7 @@ def _checked(ctx: RequestContext, entry: Any) -> _Checked:
         tuple(p.partition_index for p in entry.partitions),
         refused,
         offsets,
+        topic is not None and readable,
     )
 
 

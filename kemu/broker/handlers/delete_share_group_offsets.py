@@ -6,6 +6,12 @@ starts them afresh from ``share.auto.offset.reset``. The group must exist and be
 topic that does not exist, or for which the group has no share state, gets
 UNKNOWN_TOPIC_OR_PARTITION; a persister failure is reported on the topic.
 
+What ``__consumer_offsets`` gets is Kafka's: the group's ShareGroupStatePartitionMetadata with
+the topics moved from the initialized ones to DeletingTopics (written even when nothing moved),
+before the persister is called, then without those whose state it deleted. A topic whose
+deletion failed stays deleting; naming it again deletes all its partitions
+(``kemu.coordinator.group.share.deletion``). A failed write answers its error for the request.
+
 ACLs as KafkaApis checks them: DELETE on the group (GROUP_AUTHORIZATION_FAILED for the request)
 and READ on each topic (TOPIC_AUTHORIZATION_FAILED on the topic).
 """
@@ -13,72 +19,71 @@ and READ on each topic (TOPIC_AUTHORIZATION_FAILED on the topic).
 from __future__ import annotations
 
 import uuid
-from functools import partial
 from typing import Any
 
 from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
-from kemu.broker.handlers._share_offsets import change_share_offsets
+from kemu.broker.handlers._share_offsets import refusal
 from kemu.cluster.context import RequestContext
-from kemu.coordinator.group.share.group import ShareGroup
-from kemu.coordinator.share.persister import SharePartitionKey, SharePersister
+from kemu.coordinator.group.errors import GroupError
+from kemu.coordinator.group.service import group_coordinator
+from kemu.coordinator.share.persister import SharePartitionKey
+from kemu.coordinator.share.service import share_persister
 from kemu.protocol.errors import ErrorCode, default_message
 from kemu.protocol.topic_ids import ZERO_UUID
 from kemu.protocol.views.delete_share_group_offsets import DeleteShareGroupOffsetsRequestView
 
 API_KEY = 92
 NO_OFFSETS = "There is no offset information to delete."
+# a partition without share state is deleted already (a deleting topic's retry names them all)
+DELETED = (ErrorCode.none, ErrorCode.unknown_topic_or_partition)
 
 
 @handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequestView) -> Any:
-    return await change_share_offsets(
-        ctx,
-        request.group_id,
-        operation=AclOperation.DELETE,
-        change=partial(_delete, ctx, request),
-    )
-
-
-async def _delete(
-    ctx: RequestContext,
-    request: DeleteShareGroupOffsetsRequestView,
-    group: ShareGroup,
-    persister: SharePersister,
-) -> tuple[list[Any], set[uuid.UUID]]:
+    refused = refusal(ctx, request.group_id, AclOperation.DELETE)
+    if refused is not None:
+        return refused
+    named = [(entry.topic_name, _checked(ctx, entry.topic_name)) for entry in request.topics]
+    coordinator = group_coordinator(ctx.runtime)
+    wanted = {found[0]: found[1] for _, found in named if isinstance(found, tuple)}
+    try:
+        eligible = coordinator.share_offsets_deleting(request.group_id, wanted)
+    except GroupError as error:
+        return ctx.respond(error_code=error.code, error_message=error.message, responses=())
+    persister = share_persister(ctx.runtime)
+    failures: dict[uuid.UUID, ErrorCode] = {}
+    for topic_id, partitions in eligible.items():
+        for index in partitions:
+            key = SharePartitionKey(request.group_id, topic_id, index)
+            code = ErrorCode(await persister.delete_state(key))
+            if code not in DELETED:
+                failures[topic_id] = code
+    written = coordinator.share_offsets_deleted(request.group_id, set(eligible) - set(failures))
+    coordinator.forget_share_state(request.group_id, set(eligible))
+    if written != ErrorCode.none:
+        return ctx.respond(error_code=written, error_message=default_message(written), responses=())
     topics = []
-    deleted: set[uuid.UUID] = set()
-    for entry in request.topics:
-        name = entry.topic_name
-        topic = ctx.cluster.topics.get(name)
-        if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name):
-            code = ErrorCode.topic_authorization_failed
-            topics.append(_topic(ctx, name, ZERO_UUID, code, default_message(code)))
-            continue
-        if topic is None:
+    for name, found in named:
+        if isinstance(found, ErrorCode):
+            topics.append(_topic(ctx, name, ZERO_UUID, found, default_message(found)))
+        elif found[0] not in eligible:
             code = ErrorCode.unknown_topic_or_partition
-            topics.append(_topic(ctx, name, ZERO_UUID, code, default_message(code)))
-            continue
-        partitions = group.initialized.get(topic.topic_id)
-        if not partitions:
-            topics.append(
-                _topic(ctx, name, ZERO_UUID, ErrorCode.unknown_topic_or_partition, NO_OFFSETS)
-            )
-            continue
-        failure = ErrorCode.none
-        for index in sorted(partitions):
-            code = ErrorCode(
-                await persister.delete_state(
-                    SharePartitionKey(group.group_id, topic.topic_id, index)
-                )
-            )
-            if code != ErrorCode.none:
-                failure = code
-        if failure == ErrorCode.none:
-            del group.initialized[topic.topic_id]
-        deleted.add(topic.topic_id)
-        topics.append(_topic(ctx, name, topic.topic_id, failure, default_message(failure)))
-    return topics, deleted
+            topics.append(_topic(ctx, name, ZERO_UUID, code, NO_OFFSETS))
+        else:
+            code = failures.get(found[0], ErrorCode.none)
+            topics.append(_topic(ctx, name, found[0], code, default_message(code)))
+    return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
+
+
+def _checked(ctx: RequestContext, name: str) -> tuple[uuid.UUID, int] | ErrorCode:
+    """The named topic's id and partition count, or why it is refused."""
+    topic = ctx.cluster.topics.get(name)
+    if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name):
+        return ErrorCode.topic_authorization_failed
+    if topic is None:
+        return ErrorCode.unknown_topic_or_partition
+    return topic.topic_id, len(topic.partitions)
 
 
 def _topic(

@@ -316,9 +316,9 @@ def image_records(
     before_epoch: Sequence[tuple[Key, Value | None]] = (),
 ) -> list[tuple[Key, Value | None]]:
     """The records that turn what the log holds (``old``) into ``new`` (None: no group), only
-    those whose value changed, in Kafka's order. A type adds its own records (a share group's
-    state-partitions tombstone, a consumer group's regexes): ``group_tombstones`` go before the
-    group's own tombstones, ``before_epoch`` after the members' records, before the epoch."""
+    those whose value changed, in Kafka's order. A type adds its own records (a consumer
+    group's regexes): ``group_tombstones`` go before the group's own tombstones,
+    ``before_epoch`` after the members' records, before the epoch."""
     records: list[tuple[Key, Value | None]] = []
 
     def key(record_type: int, member: str | None = None) -> Key:

@@ -59,7 +59,7 @@ DURABLE_FIELDS: dict[type, frozenset[str]] = {
     ),
     ShareGroup: frozenset(
         {"group_id", "group_epoch", "metadata_hash", "assignment_epoch"}
-        | {"assignment_timestamp_ms", "members", "target", "initialized"}
+        | {"assignment_timestamp_ms", "members", "target", "initialized", "deleting"}
     ),
     StreamsGroup: frozenset(
         {"group_id", "group_epoch", "metadata_hash", "assignment_epoch"}

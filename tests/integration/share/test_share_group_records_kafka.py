@@ -108,8 +108,8 @@ def test_kafka_reads_kemus_share_group_records(tmp_path: Path) -> None:
     decoded = done.stdout.splitlines()
     types = [int(line.split()[0], 16) for line in decoded]
     # Written: 2 members, group, 2 targets, target metadata, 2 assignments, state partitions;
-    # then every one of them as a tombstone.
-    assert types == [10, 10, 11, 13, 13, 12, 14, 14, 15, 14, 14, 13, 13, 10, 10, 15, 12, 11]
+    # then every one of them as a tombstone, in Kafka's createGroupTombstoneRecords order.
+    assert types == [10, 10, 11, 13, 13, 12, 14, 14, 15, 14, 14, 13, 13, 12, 10, 10, 15, 11]
     text = done.stdout
     assert "rackId='rack-a', clientId='client-1', clientHost='/10.0.0.1'" in text
     assert "subscribedTopicNames=[orders, pay]" in text

@@ -135,6 +135,9 @@ class ShareGroup:
     # Share partitions asked to be initialized and not done yet (not kept across a restart: a
     # heartbeat asks again).
     initializing: dict[uuid.UUID, set[int]] = field(default_factory=dict)
+    # Topics whose share state is being deleted (DeleteShareGroupOffsets, DeleteGroups): Kafka's
+    # DeletingTopics, kept across a restart; a deletion that failed is retried by the next one.
+    deleting: set[uuid.UUID] = field(default_factory=set)
     # When the last target was computed (0: never, or the group emptied), for the interval.
     assignment_timestamp_ms: int = 0
 
@@ -354,14 +357,24 @@ class ShareGroupCoordinator:
             group.assignment_timestamp_ms = 0
         return MemberRemoved(group.group_id, member_id, reason)
 
-    def initializing_again(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+    def initializing_again(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        topic_ids: Iterable[uuid.UUID] = (),
+    ) -> None:
         """AlterShareGroupOffsets is about to initialize the share state of ``partitions`` (of
         the group, empty) again: they are being initialized, those initialized staying so until
         ``partitions_initialized`` (Kafka's addInitializingTopicsRecords: its record, written
-        before the persister is called, holds them initializing and still initialized)."""
+        before the persister is called, holds them initializing and still initialized, and no
+        longer deleting). Each of ``topic_ids`` (the existing topics named) is initializing,
+        with no partition when none named is in range, as Kafka lists it."""
         group = self._share_group(group_id, create=False)
+        for topic_id in topic_ids:
+            group.initializing.setdefault(topic_id, set())
         for topic_id, index in partitions:
             group.initializing.setdefault(topic_id, set()).add(index)
+        group.deleting.difference_update(group.initializing)
 
     def partitions_initialized(
         self, group_id: str, partitions: Iterable[TopicPartition], *, succeeded: bool = True
@@ -391,7 +404,11 @@ class ShareGroupCoordinator:
             group.group_id
             for group in self.registry
             if isinstance(group, ShareGroup)
-            and (topic_id in group.initialized or topic_id in group.initializing)
+            and (
+                topic_id in group.initialized
+                or topic_id in group.initializing
+                or topic_id in group.deleting
+            )
         ]
 
     def topic_deleted(self, group_id: str, topic_id: uuid.UUID) -> bool:
@@ -403,7 +420,9 @@ class ShareGroupCoordinator:
             return False
         dropped = group.initialized.pop(topic_id, None)
         waiting = group.initializing.pop(topic_id, None)
-        return dropped is not None or waiting is not None
+        was_deleting = topic_id in group.deleting
+        group.deleting.discard(topic_id)
+        return dropped is not None or waiting is not None or was_deleting
 
     def _update_target(self, group: ShareGroup, now_ms: int) -> None:
         metadata = group.subscribed_metadata
@@ -484,17 +503,17 @@ def _subscribed_target(group: ShareGroup, member: ShareMember) -> frozenset[Topi
 
 def _newly_subscribed(group: ShareGroup) -> tuple[TopicPartition, ...]:
     """Subscribed partitions neither initialized nor being initialized, now marked as being
-    initialized (Kafka's subscribedTopicsChangeMap)."""
+    initialized (Kafka's subscribedTopicsChangeMap); a topic being deleted whose partitions
+    are is no longer deleting (Kafka's addInitializingTopicsRecords)."""
     fresh: list[TopicPartition] = []
     for meta in group.subscribed_metadata.values():
         done = group.initialized.get(meta.topic_id, set())
-        waiting = group.initializing.setdefault(meta.topic_id, set())
-        for index in range(meta.partitions):
-            if index not in done and index not in waiting:
-                waiting.add(index)
-                fresh.append((meta.topic_id, index))
-        if not waiting:
-            del group.initializing[meta.topic_id]
+        waiting = group.initializing.get(meta.topic_id, set())
+        added = [i for i in range(meta.partitions) if i not in done and i not in waiting]
+        if added:
+            group.initializing[meta.topic_id] = waiting | set(added)
+            group.deleting.discard(meta.topic_id)
+            fresh += [(meta.topic_id, index) for index in added]
     return tuple(fresh)
 
 

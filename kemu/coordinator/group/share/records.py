@@ -61,6 +61,7 @@ RECORD_TYPES = (
     STATE_PARTITIONS,
 )
 PER_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+UNKNOWN_TOPIC = "<UNKNOWN>"  # Kafka's name of a deleting topic the metadata no longer has
 STABLE = 0  # Kafka's MemberState.STABLE: a share member has no other
 
 _INT16 = struct.Struct(">h")
@@ -282,18 +283,21 @@ class ShareImage:
 
 
 def _topics(
-    partitions: dict[uuid.UUID, set[int]], names: TopicNames
+    partitions: dict[uuid.UUID, set[int]], names: TopicNames, *, keep_empty: bool = False
 ) -> tuple[TopicPartitionsInfo, ...]:
     return tuple(
         TopicPartitionsInfo(topic_id, names(topic_id), tuple(sorted(indexes)))
         for topic_id, indexes in sorted(partitions.items())
-        if indexes
+        if indexes or keep_empty
     )
 
 
 def image_of(group: ShareGroup, names: TopicNames) -> ShareImage:
-    initializing = _topics(group.initializing, names)
+    # A topic AlterShareGroupOffsets named with no partition in range is initializing with
+    # none, as Kafka lists it.
+    initializing = _topics(group.initializing, names, keep_empty=True)
     initialized = _topics(group.initialized, names)
+    deleting = tuple((t, names(t) or UNKNOWN_TOPIC) for t in sorted(group.deleting))
     return ShareImage(
         epoch=group.group_epoch,
         metadata_hash=group.metadata_hash,
@@ -311,8 +315,8 @@ def image_of(group: ShareGroup, names: TopicNames) -> ShareImage:
             for m in group.members.values()
         },
         state_partitions=(
-            ShareStatePartitionsValue(initializing, initialized)
-            if initializing or initialized
+            ShareStatePartitionsValue(initializing, initialized, deleting)
+            if initializing or initialized or deleting
             else None
         ),
         has_metadata=True,
@@ -337,19 +341,47 @@ def diff(group_id: str, old: ShareImage | None, new: ShareImage | None) -> list[
     consumer group's, only those whose value differs from what the log holds or implies (a new
     group's epochs when it holds no epoch record, as Kafka writes an epoch only when it moves),
     then the state-partitions record: last, as Kafka's heartbeat adds it after the member's
-    assignment records (its tombstone before the group's own)."""
+    assignment records. A deleted group's tombstones are in Kafka's ShareGroup
+    createGroupTombstoneRecords order: current assignments, targets, target metadata, members,
+    the state-partitions record (always), the group epoch."""
     old = old or ShareImage()
     if new is not None or old.holds_group:
         old = replace(old, has_metadata=True)
     state_partitions = ShareRecordKey(STATE_PARTITIONS, group_id)
-    tombstones: list[Record] = []
-    if old.state_partitions is not None:
-        tombstones.append((state_partitions, None))
-    records = image_records(IMAGE_RECORDS, group_id, old, new, group_tombstones=tombstones)
+    records = image_records(IMAGE_RECORDS, group_id, old, new)
+    if new is None:
+        if not old.holds_group:
+            return records
+
+        def tombstones(record_type: int) -> list[Record]:
+            return [record for record in records if record[0].record_type == record_type]
+
+        return [
+            *tombstones(CURRENT_ASSIGNMENT),
+            *tombstones(TARGET_MEMBER),
+            *tombstones(TARGET_METADATA),
+            *tombstones(MEMBER_METADATA),
+            (state_partitions, None),
+            *tombstones(GROUP_METADATA),
+        ]
     empty = ShareStatePartitionsValue()
-    if new is not None and (new.state_partitions or empty) != (old.state_partitions or empty):
+    if (new.state_partitions or empty) != (old.state_partitions or empty):
         records.append((state_partitions, new.state_partitions or empty))
     return records
+
+
+def state_partitions_rewritten(
+    group_id: str, old: ShareImage | None, new: ShareImage
+) -> list[Record]:
+    """The group's state-partitions record as ``new`` holds it, when the log holds one and
+    ``diff`` writes none (the value did not change): Kafka's DeleteGroups and
+    DeleteShareGroupOffsets write it whatever it was."""
+    if old is None or old.state_partitions is None:
+        return []
+    empty = ShareStatePartitionsValue()
+    if (new.state_partitions or empty) != old.state_partitions:
+        return []
+    return [(ShareRecordKey(STATE_PARTITIONS, group_id), old.state_partitions)]
 
 
 class ShareImageBuilder:
@@ -420,6 +452,7 @@ def group_from_image(group_id: str, image: ShareImage, session_deadline_ms: int)
             )
         members[member_id] = member
     initialized = image.state_partitions.initialized if image.state_partitions else ()
+    deleting = image.state_partitions.deleting if image.state_partitions else ()
     return ShareGroup(
         group_id,
         group_epoch=image.epoch,
@@ -429,4 +462,5 @@ def group_from_image(group_id: str, image: ShareImage, session_deadline_ms: int)
         members=members,
         target={m: p for m, p in image.targets.items() if m in members},
         initialized={t.topic_id: set(t.partitions) for t in initialized if t.partitions},
+        deleting={topic_id for topic_id, _ in deleting},
     )

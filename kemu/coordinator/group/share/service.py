@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -22,6 +22,13 @@ from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.coordinator.group.offset_manager import Record
 from kemu.coordinator.group.ports import SHARE_LEADERS
+from kemu.coordinator.group.share import records as share_records
+from kemu.coordinator.group.share.deletion import (
+    Partitions,
+    deleting_all,
+    offsets_deleted,
+    offsets_deleting,
+)
 from kemu.coordinator.group.share.group import (
     Effect,
     InitializePartitions,
@@ -51,6 +58,7 @@ class ShareMembership:
 
     runtime: Runtime
     share: ShareGroupCoordinator
+    _share_log: share_records.ShareImageBuilder  # what the log holds of each share group
     _tasks: set[asyncio.Task[None]]
 
     if TYPE_CHECKING:
@@ -62,6 +70,8 @@ class ShareMembership:
         def topic_meta(self, name: str) -> TopicMeta | None: ...
 
         def write_group(self, group_id: str) -> ErrorCode: ...
+
+        def _topic_name(self, topic_id: uuid.UUID) -> str: ...
 
     async def share_heartbeat(self, request: ShareHeartbeat) -> ShareHeartbeatResult:
         """KIP-932; raises ``GroupError`` with Kafka's error (Kafka's error for a failed append
@@ -186,7 +196,10 @@ class ShareMembership:
             )
 
     def share_offsets_altering(
-        self, group_id: str, partitions: Iterable[TopicPartition]
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        topic_ids: Iterable[uuid.UUID] = (),
     ) -> ShareGroup:
         """AlterShareGroupOffsets, before the persister: the empty group, created if need be,
         with ``partitions`` being initialized again, written (Kafka writes no more than its
@@ -196,7 +209,7 @@ class ShareMembership:
         try:
             with self._write_operation(group_id):
                 self.share.empty_group_for_offsets(group_id, create=True)
-                self.share.initializing_again(group_id, partitions)
+                self.share.initializing_again(group_id, partitions, topic_ids)
         finally:
             self._rearm()
         return self.share.describe(group_id)
@@ -208,6 +221,65 @@ class ShareMembership:
         initialized, what it could not is no longer being initialized; written (a failed write
         is tried again after a backoff), as a heartbeat's initialization is."""
         self._initialized(group_id, done, failed)
+
+    def share_offsets_deleting(self, group_id: str, topics: Mapping[uuid.UUID, int]) -> Partitions:
+        """DeleteShareGroupOffsets, before the persister: the group's ShareGroupStatePartition
+        Metadata written with the eligible ``topics`` (ids: partition counts) moved to deleting
+        (``deletion.offsets_deleting``), even unchanged, as Kafka writes it; the partitions to
+        delete. Raises ``GroupError`` (unknown, of another type, with members, a failed
+        write)."""
+        try:
+            with self._write_operation(group_id) as first:
+                group = self.share.empty_group_for_offsets(group_id, create=False)
+                eligible = offsets_deleting(group, topics)
+                first += self._state_partitions_unchanged(group)
+        finally:
+            self._rearm()
+        return eligible
+
+    def share_offsets_deleted(self, group_id: str, topic_ids: set[uuid.UUID]) -> ErrorCode:
+        """DeleteShareGroupOffsets, after the persister deleted ``topic_ids``' state: the record
+        written again without them deleting (none deleted: nothing written). The error of a
+        failed write."""
+        if not topic_ids:
+            return ErrorCode.none
+        try:
+            with self._write_operation(group_id):
+                group = self.share.registry.get(group_id)
+                if isinstance(group, ShareGroup):
+                    offsets_deleted(group, topic_ids)
+        except GroupError as error:
+            return error.code
+        finally:
+            self._rearm()
+        return ErrorCode.none
+
+    def share_group_deleting(self, group_id: str) -> Partitions:
+        """DeleteGroups of the empty share group, before the persister: every topic it has
+        share state of moved to deleting (``deletion.deleting_all``), written when the log holds
+        its ShareGroupStatePartitionMetadata (even unchanged); the partitions to delete. Raises
+        ``GroupError`` (a failed write)."""
+        try:
+            with self._write_operation(group_id) as first:
+                group = self.share.describe(group_id)
+                candidates = deleting_all(group, self._partition_count)
+                first += self._state_partitions_unchanged(group)
+        finally:
+            self._rearm()
+        return candidates
+
+    def _state_partitions_unchanged(self, group: ShareGroup) -> list[Record]:
+        return [
+            *share_records.state_partitions_rewritten(
+                group.group_id,
+                self._share_log.images.get(group.group_id),
+                share_records.image_of(group, self._topic_name),
+            )
+        ]
+
+    def _partition_count(self, topic_id: uuid.UUID) -> int | None:
+        meta = self.topic_meta(self._topic_name(topic_id))
+        return meta.partitions if meta is not None and meta.topic_id == topic_id else None
 
     async def _release(self, effect: MemberRemoved) -> None:
         log.info(

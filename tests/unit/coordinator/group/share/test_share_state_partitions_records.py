@@ -166,8 +166,8 @@ def test_deleting_a_group_known_from_its_state_partitions_leaves_nothing() -> No
     alter(log, 0)
     log.registry.remove(GROUP)
     assert [key.record_type for key, _ in log.write()] == [
-        STATE_PARTITIONS,
         TARGET_METADATA,
+        STATE_PARTITIONS,
         GROUP_METADATA,
     ]
     assert log.log.groups(NOW_MS) == [] and GROUP not in log.log.images
