@@ -1,8 +1,8 @@
 """The ShareGroupStatePartitionMetadata records (type 15) of ``__consumer_offsets`` that deleting a
 share group's offsets or the group, and altering offsets out of range, write, on kemu beside a
 real Apache Kafka 4.4.0 (the session's plain Kafka; that side skipped without java or bench's
-jars). Both servers get the same hand-built requests and the same assertions; the records are
-read with a plain consumer and decoded with kemu's serde.
+jars). Both servers get the same hand-built requests and the same assertions; the records, and
+``__share_group_state``'s, are read with a plain consumer and decoded with kemu's serdes.
 
 Two groups each have a member consume both partitions of ``consumed`` and leave; a third is
 created by AlterShareGroupOffsets.
@@ -15,8 +15,10 @@ created by AlterShareGroupOffsets.
   target-assignment metadata, of the state-partitions record and of the group epoch.
 - AlterShareGroupOffsets of a new group naming partition 0 and an index past the end of
   ``consumed``, and only an index past the end of ``small``: ``small`` is listed initializing
-  with no partition, and stays so once ``consumed``'s partition is initialized; deleting that
-  group moves it to DeletingTopics too.
+  with no partition, and stays so once ``consumed``'s partition is initialized. Deleting that
+  group moves both topics to DeletingTopics and fails (UNKNOWN_SERVER_ERROR: Kafka's share
+  coordinator refuses a topic without partitions), no share state deleted; a second DeleteGroups
+  deletes every partition of both, and the group.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from tests.integration.share.test_share_deleted_topic_state_kafka import (
     delete_offsets,
     describe_offsets,
     group_share_records,
+    replayed,
+    share_state_of,
     state_partitions,
     wait_for,
 )
@@ -70,6 +74,18 @@ def consumed_and_left(broker: Broker, group: str, topic: str) -> int:
     member.beat_until(lambda held: held == {(topic, 0), (topic, 1)}, "both partitions")
     assert leave(member) == ErrorCode.none
     return len(group_share_records(broker.bootstrap, group))
+
+
+def share_state(broker: Broker, group: str) -> list[tuple[str, int, bool]]:
+    """The group's share partitions in ``__share_group_state``: (topic, partition, whether
+    the last record is a tombstone)."""
+    names = {topic_id: name for name, topic_id in broker.ids.items()}
+    return sorted(
+        (names[topic_id], partition, state.deleted)
+        for (_, topic_id, partition), state in replayed(
+            share_state_of(broker.bootstrap, group)
+        ).items()
+    )
 
 
 def delete_group(broker: Broker, group: str) -> ErrorCode:
@@ -132,6 +148,12 @@ class Scenario:
     records_of_altered_group_deletion: list[Any]
     altered_group_deleted_again: ErrorCode
     records_of_second_group_deletion: list[Any]
+    # ``__share_group_state``: before and after each deletion
+    state_before_offsets_deletion: Any
+    state_after_offsets_deletion: Any
+    state_after_group_deletion: Any
+    state_after_failed_deletion: Any
+    state_after_second_deletion: Any
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +171,9 @@ def s(server: Server) -> Scenario:
         create_topic(broker, small, 1)
 
         before = consumed_and_left(broker, offsets_group, topic)
+        state_before_offsets_deletion = share_state(broker, offsets_group)
         offsets_deleted = delete_offsets(broker, offsets_group, topic)
+        state_after_offsets_deletion = share_state(broker, offsets_group)
         records = group_share_records(broker.bootstrap, offsets_group)
         records_of_offsets_deletion = records[before:]
         offsets_after = describe_offsets(broker, offsets_group)
@@ -160,6 +184,7 @@ def s(server: Server) -> Scenario:
 
         before = consumed_and_left(broker, deleted_group, topic)
         group_deleted = delete_group(broker, deleted_group)
+        state_after_group_deletion = share_state(broker, deleted_group)
         records_of_group_deletion = group_share_records(broker.bootstrap, deleted_group)[before:]
 
         coordinator_ready(broker.client, 0, altered_group)
@@ -174,7 +199,9 @@ def s(server: Server) -> Scenario:
         altered_group_deleted = delete_group(broker, altered_group)
         records = group_share_records(broker.bootstrap, altered_group)
         records_of_altered_group_deletion = records[len(records_of_alteration) :]
+        state_after_failed_deletion = share_state(broker, altered_group)
         altered_group_deleted_again = delete_group(broker, altered_group)
+        state_after_second_deletion = share_state(broker, altered_group)
         records_of_second_group_deletion = group_share_records(broker.bootstrap, altered_group)[
             len(records) :
         ]
@@ -196,6 +223,11 @@ def s(server: Server) -> Scenario:
             records_of_altered_group_deletion,
             altered_group_deleted_again,
             records_of_second_group_deletion,
+            state_before_offsets_deletion,
+            state_after_offsets_deletion,
+            state_after_group_deletion,
+            state_after_failed_deletion,
+            state_after_second_deletion,
         )
     finally:
         broker.close()
@@ -267,3 +299,15 @@ def test_deleting_a_group_with_a_topic_initializing_no_partition(s: Scenario) ->
         (STATE, None, None),
         (group_records.GROUP_METADATA, None, None),
     ]
+
+
+def test_the_share_state_each_deletion_leaves(s: Scenario) -> None:
+    """``__share_group_state``: both partitions tombstoned by DeleteShareGroupOffsets and by
+    DeleteGroups; the failed DeleteGroups deletes nothing (the altered partition's state stays),
+    the second one tombstones it (``small``, never initialized, has none)."""
+    both = [(s.topic, 0, True), (s.topic, 1, True)]
+    assert s.state_before_offsets_deletion == [(s.topic, 0, False), (s.topic, 1, False)]
+    assert s.state_after_offsets_deletion == both
+    assert s.state_after_group_deletion == both
+    assert s.state_after_failed_deletion == [(s.topic, 0, False)]
+    assert s.state_after_second_deletion == [(s.topic, 0, True)]
