@@ -102,7 +102,11 @@ def test_a_refused_marker_leaves_the_transaction_prepared(
 ) -> None:
     transactional_id = f"tx-refused-{uuid.uuid4().hex[:8]}"
     pid, epoch = init_producer_id(client, transactional_id, TIMEOUT)
-    before = {topic: end_and_stable_offsets(client, topic)[0] for topic in (REFUSING, WRITTEN)}
+    # a topic just created answers offset -1 until its leader is there
+    before = {
+        topic: until_ready(lambda t=topic: end_and_stable_offsets(client, t)[0], lambda o: o >= 0)
+        for topic in (REFUSING, WRITTEN)
+    }
     for topic in (REFUSING, WRITTEN):
         assert produce_enlisting(client, topic, transactional_id, pid, epoch) == ErrorCode.none
     tool = write_marker(client, REFUSING, pid, epoch + 3, commit=False)
