@@ -10,10 +10,10 @@ are withheld first and handed to their new owner only once the heartbeats show t
 The assignment is answered on a join, a full request, and whenever it changed. Sessions expire
 after ``consumer.session.timeout.ms`` (group config, else ``group.consumer.session.timeout.ms``);
 the interval answered is ``consumer.heartbeat.interval.ms``. Errors: INVALID_REQUEST,
-UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND (a non-empty classic or a share group of that id; an empty
-classic group is taken over), GROUP_MAX_SIZE_REACHED (``group.consumer.max.size``: any heartbeat
-but a leave from a member id the group does not know, unless it names an instance id a member
-holds), INVALID_REGULAR_EXPRESSION.
+UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND (no such group for a heartbeat or a leave, a join creates
+it; a group of another type, but an empty classic one a join takes over), GROUP_MAX_SIZE_REACHED
+(``group.consumer.max.size``: any heartbeat but a leave from a member id the group does not
+know, unless it names an instance id a member holds), INVALID_REGULAR_EXPRESSION.
 
 Groups are written to ``__consumer_offsets`` as Kafka's records (types 3, 5-8) and read back at
 start, so members carry on across a restart with their ids, epochs and assignments.

@@ -41,11 +41,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.parity]
 MAX_SIZE = 2
 FULL_GROUPS = KafkaConfig("kafka-group-max-size", {"group.consumer.max.size": str(MAX_SIZE)})
 INSTANCE, OTHER_INSTANCE = "instance-a", "instance-z"
-KEMU_UNKNOWN_GROUP = pytest.mark.xfail(
-    strict=True,
-    reason="kemu answers UNKNOWN_MEMBER_ID to a heartbeat (epoch > 0) into a group it does not "
-    "hold (ConsumerGroupCoordinator._group_for), Kafka GROUP_ID_NOT_FOUND",
-)
 
 
 @pytest.fixture(scope="module", params=["kemu", "kafka"])
@@ -134,11 +129,8 @@ def test_a_leave_is_not_checked(full: Full) -> None:
     assert full.dynamic_leave.error == ErrorCode.unknown_member_id
 
 
-def test_a_heartbeat_to_a_group_that_does_not_exist(
-    request: pytest.FixtureRequest, server: Server, full: Full
-) -> None:
-    if server.name == "kemu":
-        request.applymarker(KEMU_UNKNOWN_GROUP)
+def test_a_heartbeat_to_a_group_that_does_not_exist(full: Full) -> None:
+    """Kemu once answered UNKNOWN_MEMBER_ID (``test_unknown_group_kafka.py`` has the others)."""
     assert full.unknown_group_beat.error == ErrorCode.group_id_not_found
 
 

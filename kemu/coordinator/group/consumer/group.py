@@ -42,8 +42,8 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
   offset commits at an older member epoch are checked (``consumer.offset_commit``).
 
 The coordinator writes groups to ``__consumer_offsets`` as Kafka does (``consumer.persistence``),
-so members keep their ids, epochs and assignments across a restart. A member whose group is
-unknown (e.g. written by nothing) gets UNKNOWN_MEMBER_ID and rejoins with epoch 0.
+so members keep their ids, epochs and assignments across a restart. A heartbeat (epoch > 0) or a
+leave naming a group the coordinator does not hold gets GROUP_ID_NOT_FOUND, as on Kafka.
 """
 
 from __future__ import annotations
@@ -378,7 +378,7 @@ class ConsumerGroupCoordinator:
     def _leave(self, request: ConsumerHeartbeat, topics: TopicLookup) -> ConsumerHeartbeatResult:
         """Kafka's ``consumerGroupLeave``: a static member must be its instance id's holder;
         with epoch -2 it only leaves for now (``consumer.static``); else it is removed."""
-        group = self._group_for(request.group_id, create=False)
+        group = self._group_for(request.group_id, create=False, kind="Group")
         member_id = request.member_id
         if request.instance_id is not None:
             member_id = leaving_static_member(group, member_id, request.instance_id).member_id
@@ -437,7 +437,9 @@ class ConsumerGroupCoordinator:
 
     # --- internals -------------------------------------------------------------------------------
 
-    def _group_for(self, group_id: str, *, create: bool) -> ConsumerGroup:
+    def _group_for(
+        self, group_id: str, *, create: bool, kind: str = "Consumer group"
+    ) -> ConsumerGroup:
         found = self.registry.get(group_id)
         if isinstance(found, ConsumerGroup):
             return found
@@ -445,11 +447,11 @@ class ConsumerGroupCoordinator:
             return ConsumerGroup(group_id)  # an empty classic group is taken over, as in Kafka
         if found is None and create:
             return ConsumerGroup(group_id)
-        if found is None or (isinstance(found, ClassicGroup) and found.is_empty()):
-            # Not a join, and the coordinator holds no such group (never created, deleted, or
-            # gone with its last member and offsets; a restart reloads the ones the log holds):
-            # the member is told it is unknown and rejoins with epoch 0.
-            raise GroupError(ErrorCode.unknown_member_id, f"Group {group_id} has no such member.")
+        if found is None:
+            # Not a join, and the coordinator holds no such group (never created, or deleted):
+            # GROUP_ID_NOT_FOUND, as Kafka 4.4.0's lookups; its heartbeat's
+            # getOrMaybeCreateConsumerGroup names a consumer group, its leave's group() not.
+            raise GroupError(ErrorCode.group_id_not_found, f"{kind} {group_id} not found.")
         raise GroupError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
 
     # --- regular expressions (Kafka's asynchronous resolution) ---------------------------------

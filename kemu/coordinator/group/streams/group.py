@@ -25,8 +25,8 @@ As in Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
   (UNRELEASED_TASKS until they are released), so no active task is ever owned twice.
 * A heartbeat with an epoch other than the member's (or the one before, when the answer carrying
   the new one was lost and the member owns no more than its assignment) is FENCED_MEMBER_EPOCH; a
-  non-zero epoch for a member the group does not know is UNKNOWN_MEMBER_ID; a group of another
-  type is GROUP_ID_NOT_FOUND.
+  non-zero epoch for a member the group does not know is UNKNOWN_MEMBER_ID; a group that does not
+  exist or is of another type is GROUP_ID_NOT_FOUND (a join creates it).
 * A static member (instance id) leaving with -2 keeps its place and tasks; its instance id joining
   under a new member id takes them over (no new group epoch); meanwhile another member joining
   with it gets UNRELEASED_INSTANCE_ID, a heartbeat naming it from another member id
@@ -305,7 +305,7 @@ class StreamsGroupCoordinator:
     def _leave(
         self, request: StreamsHeartbeat, partition_count: PartitionCount, settings: StreamsSettings
     ) -> StreamsHeartbeatResult:
-        group = self._group_for(request.group_id, create=False)
+        group = self._group_for(request.group_id, create=False, kind="Group")
         if request.member_id not in group.members:
             raise unknown_member(request.member_id, request.group_id)
         self.remove_member(group, request.member_id, partition_count)
@@ -316,7 +316,7 @@ class StreamsGroupCoordinator:
     ) -> StreamsHeartbeatResult:
         """Epoch -2: a static member leaves for now; it keeps its place and tasks until its
         session expires or its instance id joins again."""
-        group = self._group_for(request.group_id, create=False)
+        group = self._group_for(request.group_id, create=False, kind="Group")
         member = group.members.get(request.member_id)
         if member is None:
             raise unknown_member(request.member_id, request.group_id)
@@ -361,7 +361,12 @@ class StreamsGroupCoordinator:
             if group.metadata_hash == 0:  # written by a kemu of before the hash
                 group.metadata_hash = self._hash_of(group.metadata)
 
-    def _group_for(self, group_id: str, *, create: bool) -> StreamsGroup:
+    def _group_for(
+        self, group_id: str, *, create: bool, kind: str = "Streams group"
+    ) -> StreamsGroup:
+        """``kind`` names the group in the not-found text: Kafka 4.4.0's heartbeat looks it up
+        with getStreamsGroupOrThrow ("Streams group X not found."), its leave with group()
+        ("Group X not found.")."""
         found = self.registry.get(group_id)
         if isinstance(found, StreamsGroup):
             return found
@@ -370,7 +375,7 @@ class StreamsGroupCoordinator:
             # does; its committed offsets stay.
             return StreamsGroup(group_id)
         if found is None:
-            raise GroupError(ErrorCode.group_id_not_found, f"Streams group {group_id} not found.")
+            raise GroupError(ErrorCode.group_id_not_found, f"{kind} {group_id} not found.")
         raise GroupError(ErrorCode.group_id_not_found, f"Group {group_id} is not a streams group.")
 
     def _reconfigure(self, group: StreamsGroup, partition_count: PartitionCount) -> bool:

@@ -245,6 +245,35 @@ def test_an_empty_classic_group_is_taken_over(harness: Harness) -> None:
     assert other.value.code == ErrorCode.group_id_not_found
 
 
+def test_a_group_the_coordinator_does_not_hold(harness: Harness) -> None:
+    """GROUP_ID_NOT_FOUND for a heartbeat (epoch > 0) and a leave, as Kafka 4.4.0: its heartbeat
+    looks the group up with getOrMaybeCreateConsumerGroup ("Consumer group X not found."), its
+    leave with group() ("Group X not found."); an empty classic group is taken over by a join
+    only. Kemu once answered UNKNOWN_MEMBER_ID to both."""
+    heartbeats = {
+        "beat": ConsumerHeartbeat("ghost", "m", 5),
+        "leave": ConsumerHeartbeat("ghost", "m", -1),
+        "static leave": ConsumerHeartbeat("ghost", "m", -2, instance_id="i"),
+    }
+    texts = {
+        "beat": "Consumer group ghost not found.",
+        "leave": "Group ghost not found.",
+        "static leave": "Group ghost not found.",
+    }
+    for empty_classic in (False, True):
+        if empty_classic:
+            harness.registry.put(ClassicGroup("ghost"))
+            texts = dict.fromkeys(texts, "Group ghost is not a consumer group.")
+        for name, request in heartbeats.items():
+            with pytest.raises(GroupError) as refused:
+                harness.coordinator.heartbeat(request, harness.lookup, 0)
+            assert (refused.value.code, refused.value.message) == (
+                ErrorCode.group_id_not_found,
+                texts[name],
+            ), name
+        assert harness.coordinator.group("ghost") is None
+
+
 def test_offset_fetches_use_the_member_epoch(harness: Harness) -> None:
     harness.join("a")
     group = harness.group

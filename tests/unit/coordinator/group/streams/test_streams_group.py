@@ -186,6 +186,26 @@ def test_fencing_unknown_members_and_wrong_group_types() -> None:
     assert error.value.code == ErrorCode.group_id_not_found
 
 
+def test_a_group_the_coordinator_does_not_hold() -> None:
+    """GROUP_ID_NOT_FOUND, as Kafka 4.4.0: a heartbeat (epoch > 0) looks the group up with
+    getStreamsGroupOrThrow ("Streams group X not found."), a leave (-1, -2) with group()
+    ("Group X not found.")."""
+    h = Harness()
+    texts = {
+        5: "Streams group app not found.",
+        -1: "Group app not found.",
+        -2: "Group app not found.",
+    }
+    for epoch, text in texts.items():
+        with pytest.raises(GroupError) as refused:
+            h.beat("m", epoch, instance_id="i" if epoch == -2 else None)
+        assert (refused.value.code, refused.value.message) == (
+            ErrorCode.group_id_not_found,
+            text,
+        ), epoch
+    assert h.coordinator.group("app") is None
+
+
 @pytest.mark.parametrize(
     ("fields", "code"),
     [
