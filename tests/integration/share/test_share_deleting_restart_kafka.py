@@ -1,0 +1,181 @@
+"""A share group left with topics in DeletingTopics, across a restart, on kemu beside a real
+Apache Kafka 4.4.0. The Kafka is this module's own (it is restarted: ``restartable`` of
+``test_share_offsets_restart_kafka.py``); skipped without java or the jars. Both servers get the
+same hand-built requests and the same assertions; ``__consumer_offsets`` and
+``__share_group_state`` are read with a plain consumer and decoded with kemu's serdes.
+
+AlterShareGroupOffsets creates the group with partition 0 of ``consumed`` (two partitions) and
+only an out-of-range index of ``small``; DeleteGroups then fails (UNKNOWN_SERVER_ERROR), leaving
+both topics deleting. After the restart:
+
+- the group is still there (Empty), its record replayed with both topics deleting;
+- DeleteShareGroupOffsets of ``small`` retries its deletion (all its partitions): the record is
+  written as it is, then without ``small``;
+- a member subscribing to ``consumed`` initializes both its partitions, the record taking
+  ``consumed`` out of DeletingTopics, and is given them;
+- once it left, DeleteGroups deletes the group.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from kemu.coordinator.group.share import records as group_records
+from kemu.protocol.errors import ErrorCode
+from tests.integration.groups.test_deleted_topic_admin_kafka import create_topic
+from tests.integration.parity import COORDINATOR_STARTING
+from tests.integration.share.test_share_deleted_topic_state_kafka import (
+    delete_offsets,
+    group_share_records,
+    state_partitions,
+    wait_for,
+)
+from tests.integration.share.test_share_offsets_deletion_records_kafka import (
+    alter,
+    answered,
+    delete_group,
+    share_state,
+)
+from tests.integration.share.test_share_offsets_new_group_kafka import described, normalised
+from tests.integration.share.test_share_offsets_restart_kafka import (  # noqa: F401 - fixture
+    Restartable,
+    leave,
+    restartable,
+)
+from tests.integration.share.test_share_topic_changes_kafka import Broker
+from tests.integration.share.test_share_topic_changes_kafka import Member as ShareMember
+from tests.integration.txn.wire_parity import coordinator_ready, until_ready
+
+pytestmark = [pytest.mark.integration, pytest.mark.parity]
+
+STATE = group_records.STATE_PARTITIONS
+
+
+@dataclass
+class Scenario:
+    topic: str
+    topic_id: uuid.UUID
+    small: str
+    small_id: uuid.UUID
+    first_deletion: ErrorCode
+    deleting_before_restart: Any
+    # after the restart
+    described: Any
+    deleting_after_restart: Any
+    offsets_deleted: Any
+    records_of_offsets_deletion: list[Any]
+    assigned: frozenset[tuple[str, int]]
+    records_of_join: list[Any]
+    left: ErrorCode
+    deleted: ErrorCode
+    records_of_deletion: list[Any]
+    share_state: Any
+
+
+@pytest.fixture(scope="module")
+def s(restartable: Restartable) -> Scenario:  # noqa: F811 - the fixture imported
+    server = restartable.server
+    suffix = uuid.uuid4().hex[:8]
+    topic, small, group = f"consumed-{suffix}", f"small-{suffix}", f"deleting-{suffix}"
+    broker = Broker(server)
+    try:
+        create_topic(broker, topic, 2)
+        create_topic(broker, small, 1)
+        coordinator_ready(broker.client, 0, group)
+        alter(broker, group, {topic: (0,), small: (3,)})
+
+        def settled() -> Any:
+            found = state_partitions(group_share_records(broker.bootstrap, group))
+            return found is not None and found["initialized"]
+
+        wait_for(settled, "the altered partition initialized")
+        first_deletion = delete_group(broker, group)
+        deleting_before_restart = state_partitions(group_share_records(broker.bootstrap, group))
+        ids = dict(broker.ids)
+    finally:
+        broker.close()
+    restartable.restart()
+    broker = Broker(server)
+    broker.ids = ids
+    try:
+        coordinator_ready(broker.client, 0, group)
+        group_described = until_ready(
+            lambda: described(broker, group),
+            lambda found: found[0] not in COORDINATOR_STARTING,
+        )
+        records = group_share_records(broker.bootstrap, group)
+        deleting_after_restart = state_partitions(records)
+        offsets_deleted = delete_offsets(broker, group, small)
+        after_offsets = group_share_records(broker.bootstrap, group)
+        member = ShareMember(broker, group)
+        member.heartbeat(subscribed=(topic,))
+        member.beat_until(lambda held: held == {(topic, 0), (topic, 1)}, "both partitions")
+        after_join = group_share_records(broker.bootstrap, group)
+        left = leave(member)
+        before_deletion = len(group_share_records(broker.bootstrap, group))
+        deleted = delete_group(broker, group)
+        return Scenario(
+            topic,
+            broker.ids[topic],
+            small,
+            broker.ids[small],
+            first_deletion,
+            deleting_before_restart,
+            group_described,
+            deleting_after_restart,
+            offsets_deleted,
+            after_offsets[len(records) :],
+            member.held,
+            after_join[len(after_offsets) :],
+            left,
+            deleted,
+            group_share_records(broker.bootstrap, group)[before_deletion:],
+            share_state(broker, group),
+        )
+    finally:
+        broker.close()
+
+
+def test_the_failed_deletion_leaves_both_topics_deleting(s: Scenario) -> None:
+    assert s.first_deletion == ErrorCode.unknown_server_error
+    both = {(s.topic_id, s.topic), (s.small_id, s.small)}
+    assert s.deleting_before_restart == {"initializing": set(), "initialized": set()} | {
+        "deleting": both
+    }
+
+
+def test_after_the_restart_the_group_is_there_with_its_topics_deleting(s: Scenario) -> None:
+    assert s.described == (ErrorCode.none, None, "Empty", 1, 1, "simple", [])
+    assert s.deleting_after_restart == s.deleting_before_restart
+
+
+def test_deleting_offsets_of_a_deleting_topic_retries_it(s: Scenario) -> None:
+    assert answered(s.offsets_deleted) == (ErrorCode.none, [(s.small, ErrorCode.none, None)])
+    both = {(s.topic_id, s.topic), (s.small_id, s.small)}
+    assert normalised(s.records_of_offsets_deletion) == [
+        (STATE, None, (set(), set(), both)),
+        (STATE, None, (set(), set(), {(s.topic_id, s.topic)})),
+    ]
+
+
+def test_a_member_initializing_a_deleting_topic_takes_it_out_of_deleting(s: Scenario) -> None:
+    assert s.assigned == {(s.topic, 0), (s.topic, 1)}
+    states = [shown for kind, _, shown in normalised(s.records_of_join) if kind == STATE]
+    both = {(s.topic_id, s.topic, (0, 1))}
+    assert states[0] == (both, set(), set())
+    assert states[-1] == (set(), both, set())
+
+
+def test_the_group_is_then_deleted(s: Scenario) -> None:
+    assert (s.left, s.deleted) == (ErrorCode.none, ErrorCode.none)
+    assert normalised(s.records_of_deletion) == [
+        (STATE, None, (set(), set(), {(s.topic_id, s.topic)})),
+        (group_records.TARGET_METADATA, None, None),
+        (STATE, None, None),
+        (group_records.GROUP_METADATA, None, None),
+    ]
+    assert s.share_state == [(s.topic, 0, True), (s.topic, 1, True)]
