@@ -95,6 +95,10 @@ SHARED_KAFKA_MODULES = {
         "tests/integration/groups/test_unknown_group_kafka.py",
         "tests/integration/quotas/test_mutation_quota_java.py",
     ),
+    "kafka-group-max-size": (
+        "tests/integration/groups/test_group_max_size_kafka.py",
+        "tests/integration/groups/test_streams_group_max_size_kafka.py",
+    ),
     "kafka-share": (
         "tests/integration/share/test_share_close_java.py",
         "tests/integration/clients/test_client_kafka.py",

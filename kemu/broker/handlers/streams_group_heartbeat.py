@@ -13,7 +13,8 @@ answered is ``streams.heartbeat.interval.ms``; sessions expire after
 Errors: INVALID_REQUEST (Kafka's request checks, topology updates, source topic regexes),
 STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
 FENCED_INSTANCE_ID, GROUP_ID_NOT_FOUND (no such group for a heartbeat or a leave, a join
-creates it; a group of another type), GROUP_MAX_SIZE_REACHED (``group.streams.max.size``).
+creates it; a group of another type), GROUP_MAX_SIZE_REACHED (``group.streams.max.size``: a
+join from a member id the group does not know, unless it names an instance id a member holds).
 
 v1 (Kafka 4.4, KIP-1331) answers ``TopologyDescriptionRequired`` false: kemu has no topology
 description plugin, as a Kafka without ``group.streams.topology.description.plugin.class``.

@@ -38,8 +38,17 @@ from tests.integration.txn.wire_parity import Server, coordinator_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-MAX_SIZE = 2
-FULL_GROUPS = KafkaConfig("kafka-group-max-size", {"group.consumer.max.size": str(MAX_SIZE)})
+MAX_SIZE = STREAMS_MAX_SIZE = 2
+# Also the Kafka of test_streams_group_max_size_kafka.py (one JVM for both modules: conftest's
+# SHARED_KAFKA_MODULES), whose streams targets are computed at once.
+FULL_GROUPS = KafkaConfig(
+    "kafka-group-max-size",
+    {
+        "group.consumer.max.size": str(MAX_SIZE),
+        "group.streams.max.size": str(STREAMS_MAX_SIZE),
+        "group.streams.assignment.interval.ms": "0",
+    },
+)
 INSTANCE, OTHER_INSTANCE = "instance-a", "instance-z"
 
 

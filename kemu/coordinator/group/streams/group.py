@@ -28,9 +28,13 @@ As in Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
   non-zero epoch for a member the group does not know is UNKNOWN_MEMBER_ID; a group that does not
   exist or is of another type is GROUP_ID_NOT_FOUND (a join creates it).
 * A static member (instance id) leaving with -2 keeps its place and tasks; its instance id joining
-  under a new member id takes them over (no new group epoch); meanwhile another member joining
-  with it gets UNRELEASED_INSTANCE_ID, a heartbeat naming it from another member id
-  FENCED_INSTANCE_ID.
+  under a new member id takes them over (no new group epoch). While its holder is active, a join
+  naming it gets UNRELEASED_INSTANCE_ID (under the holder's own member id too), a heartbeat
+  naming it from another member id FENCED_INSTANCE_ID.
+* ``group.streams.max.size`` is checked on a join only (GROUP_MAX_SIZE_REACHED for a member id
+  the group does not know), and not for a join naming an instance id a member holds (at -2
+  too): the instance id's checks answer it, and a full group takes a static member's
+  replacement.
 * Members that miss ``streams.session.timeout.ms``, or do not revoke within their rebalance
   timeout, are removed. ``ShutdownApplication`` makes every member get SHUTDOWN_APPLICATION.
 * The first member of an empty group starts ``streams.initial.rebalance.delay.ms``, during
@@ -58,6 +62,7 @@ from kemu.coordinator.group.streams.assignor import EMPTY, AssignMember, TaskTup
 from kemu.coordinator.group.streams.members import (
     check_epoch,
     check_static_member,
+    instance_id_held,
     member_metadata,
     reconcile,
     with_heartbeat,
@@ -213,9 +218,12 @@ class StreamsGroupCoordinator:
         """The member as the group knew it (None if new) and as this heartbeat starts from: a
         join resets its epoch and tasks (a static member back after -2 keeps its tasks); any
         other heartbeat must come from a known member at a valid epoch."""
+        # Kafka's throwIfStreamsGroupIsFull, on a join only: a member id the group does not
+        # know finds a full group, unless its instance id is held (its checks answer then).
         if (
             joining
             and request.member_id not in group.members
+            and not instance_id_held(group, request.instance_id)
             and len(group.members) >= settings.max_size
         ):
             raise GroupError(

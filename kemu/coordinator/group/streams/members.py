@@ -67,22 +67,35 @@ def with_heartbeat(
     )
 
 
+def instance_id_held(group: StreamsGroup, instance_id: str | None) -> bool:
+    """Whether a member of ``group`` holds ``instance_id`` (at -2 too): Kafka's
+    ``StreamsGroup.hasStaticMember``, which spares a join naming it the group-size check (the
+    instance id's own checks answer it: UNRELEASED_INSTANCE_ID, or a replacement)."""
+    return (
+        instance_id is not None and static_holder(group.members.values(), instance_id) is not None
+    )
+
+
 def check_static_member(
     group: StreamsGroup, request: StreamsHeartbeat, joining: bool
 ) -> StreamsMember | None:
     """Kafka's static membership checks; returns the member a rejoining static member
-    replaces (it left with epoch -2 under another member id)."""
+    replaces (it left with epoch -2 under another member id). A join may take the instance id
+    only from a holder that left with -2: an active holder makes it UNRELEASED_INSTANCE_ID,
+    even a join under the holder's own member id (Kafka's throwIfInstanceIdIsUnreleased looks
+    at the holder's epoch alone)."""
     instance_id = request.instance_id
     assert instance_id is not None
     holder = static_holder(group.members.values(), instance_id)
     if not joining:
         check_static_heartbeat(holder, request.member_id, instance_id)
         return None
-    if holder is None or holder.member_id == request.member_id:
+    if holder is None:
         return None
     if holder.member_epoch != STATIC_LEAVE_EPOCH:
         raise unreleased_instance_id(request.member_id, instance_id, holder.member_id)
-    return holder
+    # back under its own member id, the member at -2 is taken back as it is (``_member_for``)
+    return None if holder.member_id == request.member_id else holder
 
 
 def check_epoch(member: StreamsMember, request: StreamsHeartbeat) -> None:

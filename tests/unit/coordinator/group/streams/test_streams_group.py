@@ -598,6 +598,42 @@ def test_static_members_leave_for_now_and_come_back_without_a_rebalance() -> Non
     assert back.member_epoch == epoch
 
 
+def test_a_full_group_spares_a_held_instance_id_the_size_check() -> None:
+    """Kafka 4.4.0's throwIfStreamsGroupIsFull runs on a join only and returns at once for an
+    instance id a member holds (StreamsGroup.hasStaticMember, a member at -2 too): the instance
+    id's checks answer (UNRELEASED_INSTANCE_ID while its holder is active, under the holder's
+    own member id too) and a static member's replacement gets into the full group. Kemu once
+    answered GROUP_MAX_SIZE_REACHED to both joins under a new member id, and let the active
+    holder rejoin under its own."""
+    h = Harness()
+    h.coordinator.settings = lambda _: StreamsSettings(heartbeat_interval_ms=1000, max_size=2)
+    a = h.beat("a", 0, instance_id="i1")
+    h.beat("b", 0)
+    h.beat("a", a.member_epoch, owned=a.assignment)
+    h.beat("a", a.member_epoch, owned=TaskTuple())  # a released what b needs
+    group = h.coordinator.group("app")
+    assert group is not None
+    epoch, tasks_a = group.group_epoch, group.members["a"].assigned
+
+    def refused(member: str, epoch: int, **fields: Any) -> ErrorCode:
+        with pytest.raises(GroupError) as error:
+            h.beat(member, epoch, **fields)
+        return error.value.code
+
+    assert refused("x", 0) == ErrorCode.group_max_size_reached
+    assert refused("x", 0, instance_id="i9") == ErrorCode.group_max_size_reached
+    assert refused("x", epoch) == ErrorCode.unknown_member_id  # not a join: not checked
+    assert refused("x", 0, instance_id="i1") == ErrorCode.unreleased_instance_id
+    assert refused("x", epoch, instance_id="i1") == ErrorCode.fenced_instance_id
+    assert refused("a", 0, instance_id="i1") == ErrorCode.unreleased_instance_id
+    assert group.members["a"].member_epoch == epoch  # refused: untouched
+    assert h.beat("a", -2, instance_id="i1").member_epoch == -2
+    back = h.beat("a2", 0, instance_id="i1", process_id="process-a")
+    assert set(group.members) == {"a2", "b"} and group.group_epoch == epoch
+    assert back.assignment is not None and back.assignment.active == tasks_a.active
+    assert refused("x", 0) == ErrorCode.group_max_size_reached  # still full
+
+
 def test_an_empty_classic_group_is_taken_over() -> None:
     from kemu.coordinator.group.classic.group import ClassicGroupCoordinator, ClassicSettings
 
