@@ -18,6 +18,15 @@ the order they were written) and compared by record type, ids and timestamps lef
   11, 13, 12, 14, 15 when Kafka's coordinator knew the topic at the join, 10, 11, 13, 12, 14,
   11, 12, 14, 15 when it learned of it a heartbeat later. kemu writes the same (10, 11, 13, 12,
   14, 15).
+- A member subscribed with a resolved regex switches to another within 10 s of its
+  resolution. Kafka's heartbeat writes the member (5), the old regex's tombstone (16) and the
+  member's assignment (8, its topic to revoke), and no group epoch: nothing in its subscription
+  it has resolved changed, and only a bump or a metadata refresh (a subscribed topic changed)
+  recomputes the metadata hash. It does not resolve the new regex yet (the last resolution,
+  still in the group when the heartbeat runs, is under 10 s old); the next heartbeat does, and
+  that resolution (16) bumps the epoch (3); the heartbeat after gets the target (7, 6, 8). kemu
+  writes the same (it bumped the epoch with the switch: the hash without the old regex's topics
+  differed, and resolved the new regex at once).
 - DeleteGroups of an emptied KIP-848 consumer group that had committed an offset. Kafka writes,
   in one batch, the offset's tombstone (1) and then ``ConsumerGroup.createGroupTombstoneRecords``'
   order: per member its current assignment (8) and target (7) tombstones, the target metadata
@@ -269,3 +278,59 @@ def test_deleting_a_consumer_group_writes_kafkas_tombstone_order(server: Server)
         SUBSCRIPTION_METADATA,
         GROUP_EPOCH,
     ]
+
+
+def test_switching_regex_bumps_the_epoch_only_with_the_new_resolution(server: Server) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    broker = Broker(server)
+    try:
+        group = f"regex-switch-{suffix}"
+        first, second = f"swa-{suffix}-.*", f"swb-{suffix}-.*"
+        topic_a, topic_b = f"swa-{suffix}-1", f"swb-{suffix}-1"
+        broker.create_topic(topic_a, 1)
+        broker.create_topic(topic_b, 1)
+        coordinator_ready(broker.client, 0, group)
+        member = Member(broker, group)
+        regex_heartbeat(member, first)
+        wanted_a = frozenset({(topic_a, 0)})
+        wait_for(lambda: (regex_heartbeat(member, None), member.owned)[1] == wanted_a, "a assigned")
+        regex_heartbeat(member, None)
+        before = len(group_records(server.bootstrap, group))
+        epoch_before = member.epoch
+        switched = regex_heartbeat(member, second)
+        switch_epoch = member.epoch
+        epochs = [switch_epoch]
+
+        def resolved_second() -> bool:
+            regex_heartbeat(member, None)
+            epochs.append(member.epoch)
+            return any(
+                t == REGULAR_EXPRESSION and regex_record(k, v) == (second, (topic_b,))
+                for t, k, v in group_records(server.bootstrap, group)[before:]
+            )
+
+        wait_for(resolved_second, "the second regex resolved", pause=0.5)
+        wanted_b = frozenset({(topic_b, 0)})
+        wait_for(lambda: (regex_heartbeat(member, None), member.owned)[1] == wanted_b, "b assigned")
+        written = group_records(server.bootstrap, group)[before:]
+    finally:
+        broker.close()
+    # the switch: the member, the dropped regex's tombstone and the member's assignment
+    # (revoking the first regex's topic), no group epoch; the revocation acknowledged; only
+    # the new regex's resolution bumps the epoch, and the next heartbeat assigns its topic
+    assert [t for t, _, _ in written] == [
+        MEMBER,
+        REGULAR_EXPRESSION,
+        CURRENT,
+        CURRENT,
+        REGULAR_EXPRESSION,
+        GROUP_EPOCH,
+        TARGET_MEMBER,
+        TARGET_EPOCH,
+        CURRENT,
+    ]
+    resolutions = [regex_record(key, value) for t, key, value in written if t == REGULAR_EXPRESSION]
+    assert resolutions == [(first, None), (second, (topic_b,))]
+    assert switched == frozenset()  # the first regex's topic taken away with the answer
+    assert set(epochs) == {epoch_before}  # no epoch until the new regex is resolved
+    assert member.epoch == epoch_before + 1

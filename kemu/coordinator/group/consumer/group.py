@@ -175,6 +175,9 @@ class ConsumerGroup:
     # (memory only: none after a load, so the next refresh sees every topic as new).
     resolved_regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
     regex_resolved_topics: frozenset[str] = frozenset()
+    # Whether the subscribed topics' metadata was looked at since the group was created or
+    # loaded (memory only: Kafka's metadata refresh deadline, passed for a fresh group).
+    metadata_refreshed: bool = False
     # When the last target was computed (0: never, or the group emptied), for the interval.
     assignment_timestamp_ms: int = 0
 
@@ -343,7 +346,12 @@ class ConsumerGroupCoordinator:
         group.members[member_id] = updated
         if self.registry.get(group.group_id) is not group:
             self.registry.put(group)
-        if self._update_metadata(group, topics) or bump:
+        # As Kafka, the metadata hash is recomputed only with a bump or when a subscribed topic
+        # changed (``_metadata_expired``): a switch to a regex not resolved yet drops the old
+        # one's topics without a bump; the new one's resolution bumps the epoch.
+        if (bump or self._metadata_expired(group, topics)) and (
+            self._update_metadata(group, topics) or bump
+        ):
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch and can_compute_target(
             group.assignment_timestamp_ms, settings.assignment_interval_ms, now_ms
@@ -465,6 +473,9 @@ class ConsumerGroupCoordinator:
         old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
         counts = group.subscribed_regexes()
         resolved_count = len(group.resolved_regexes)
+        # As Kafka, whose group drops the old regex only when the heartbeat's records are
+        # replayed: its resolution still counts as the last one.
+        last = last_resolved_ms(group.resolved_regexes.values())
         status = NO_CHANGE
         required = False
         if old != new:
@@ -482,7 +493,6 @@ class ConsumerGroupCoordinator:
             return status
         if group.group_id in self.pending_regexes:
             return status  # a resolution is already due
-        last = last_resolved_ms(group.resolved_regexes.values())
         if last is not None and now_ms <= last + REGEX_REFRESH_MIN_INTERVAL_MS:
             return status
         future = dict(counts)
@@ -533,9 +543,24 @@ class ConsumerGroupCoordinator:
         group.regex_resolved_topics = frozenset(names)
         return changed
 
+    def _metadata_expired(self, group: ConsumerGroup, topics: TopicLookup) -> bool:
+        """Kafka's ``hasMetadataExpired``: whether the group's subscribed topics were never
+        looked at (a group new or loaded), or one of them changed since they last were (Kafka's
+        metadata update asks each group subscribed to a changed topic for a refresh). Else the
+        topics the group no longer subscribes to are forgotten, its hash kept."""
+        if not group.metadata_refreshed:
+            return True
+        now = self.subscribed_metadata(group, topics)
+        names = group.subscribed_topic_names()
+        if now != {name: m for name, m in group.subscribed_metadata.items() if name in names}:
+            return True
+        group.subscribed_metadata = now
+        return False
+
     def _update_metadata(self, group: ConsumerGroup, topics: TopicLookup) -> bool:
         """The subscribed topics as they are now, and whether their metadata hash changed."""
         group.subscribed_metadata = self.subscribed_metadata(group, topics)
+        group.metadata_refreshed = True
         new_hash = subscribed_hash(group.subscribed_metadata)
         changed = new_hash != group.metadata_hash
         group.metadata_hash = new_hash

@@ -196,8 +196,13 @@ async def test_a_regex_without_subscribers_is_tombstoned() -> None:
         (MEMBER, "b", found[0][2]),
         (REGULAR_EXPRESSION, "rx-.*", None),
     ]
+    epoch = members.group().group_epoch  # the switch bumps nothing: "other" is not resolved
+    members.resolve()  # and not due: the dropped regex's resolution, under 10 s old, counts
+    assert not members.service.consumer.pending_regexes
+    members.beat("b")  # the next heartbeat asks for it
     count = len(members.written())
     members.resolve()  # "other" matches the topic other: the epoch goes up after its record
+    assert members.group().group_epoch == epoch + 1
     assert [(t, m) for t, m, _ in members.written()[count:]] == [
         (REGULAR_EXPRESSION, "other"),
         (GROUP_EPOCH, None),
