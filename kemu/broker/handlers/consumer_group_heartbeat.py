@@ -4,8 +4,10 @@ KIP-848 consumer groups (``kemu.coordinator.group.consumer.group``): epoch 0 joi
 the member's own UUID as id; v0: the coordinator picks one), -1 leaves, -2 is a static member's
 leave; otherwise the member's epoch, or the one before if the answer with the new one was lost
 (else FENCED_MEMBER_EPOCH). The server-side assignor is "uniform" (default) or "range" (else
-UNSUPPORTED_ASSIGNOR); subscriptions are topic names or (v1) a regular expression (Python's
-``re`` full match, close to Kafka's RE2/J for ordinary patterns). Partitions a member must give up
+UNSUPPORTED_ASSIGNOR); subscriptions are topic names or (v1) a regular expression in Kafka's
+RE2/J syntax, matched against whole topic names (``consumer.topic_regex``, with RE2: a pattern
+RE2/J refuses gets INVALID_REGULAR_EXPRESSION when a member brings it first, with RE2/J's
+words). Partitions a member must give up
 are withheld first and handed to their new owner only once the heartbeats show them released.
 The assignment is answered on a join, a full request, and whenever it changed. Sessions expire
 after ``consumer.session.timeout.ms`` (group config, else ``group.consumer.session.timeout.ms``);

@@ -48,7 +48,6 @@ leave naming a group the coordinator does not hold gets GROUP_ID_NOT_FOUND, as o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -69,6 +68,8 @@ from kemu.coordinator.group.consumer.static import (
     replace_static_member,
     static_member_to_replace,
 )
+from kemu.coordinator.group.consumer.topic_regex import InvalidTopicRegex
+from kemu.coordinator.group.consumer.topic_regex import check as check_topic_regex
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import (
     TopicLookup,
@@ -480,6 +481,8 @@ class ConsumerGroupCoordinator:
         required = False
         if old != new:
             status = REGEX_UPDATED
+            if new and counts.get(new, 0) == 0:
+                _check_regex(new)  # as Kafka, only a regex no member subscribes with yet
             if old and counts.get(old, 0) == 1:
                 group.resolved_regexes.pop(old, None)  # the member was its last subscriber
             if new:
@@ -627,15 +630,18 @@ def _validate(request: ConsumerHeartbeat) -> None:
         raise GroupError(
             ErrorCode.invalid_request, f"MemberEpoch is invalid: {request.member_epoch}"
         )
-    if request.subscribed_topic_regex:
-        try:
-            re.compile(request.subscribed_topic_regex)
-        except re.error as error:
-            raise GroupError(
-                ErrorCode.invalid_regular_expression,
-                f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid regular "
-                f"expression: {error}.",
-            ) from None
+
+
+def _check_regex(regex: str) -> None:
+    """Kafka's ``throwIfRegularExpressionIsInvalid``: the regex compiles as RE2J reads it."""
+    try:
+        check_topic_regex(regex)
+    except InvalidTopicRegex as error:
+        raise GroupError(
+            ErrorCode.invalid_regular_expression,
+            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: "
+            f"{error.description}.",
+        ) from None
 
 
 def _check_epoch(member: ConsumerMember, request: ConsumerHeartbeat) -> None:

@@ -22,11 +22,11 @@ its next heartbeat more than 10 s after the last resolution resolves its regexes
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kemu.coordinator.group.consumer.topic_regex import InvalidTopicRegex, compile_topic_regex
 from kemu.protocol.coordinator_records import RecordReader, encode_compact_string
 from kemu.protocol.records import uvarint
 
@@ -48,9 +48,11 @@ class ResolvedRegex:
 
 
 def matches(pattern: str, topic: str) -> bool:
+    """Whether the whole of ``topic`` matches ``pattern`` read as RE2J reads it (a pattern it
+    does not compile matches nothing, as Kafka's resolution ignores it)."""
     try:
-        return re.fullmatch(pattern, topic) is not None
-    except re.error:
+        return compile_topic_regex(pattern).matches(topic)
+    except InvalidTopicRegex:
         return False
 
 
