@@ -4,7 +4,10 @@ Deletes the share state of the named topics for an empty share group, so that th
 starts them afresh from ``share.auto.offset.reset``. The group must exist and be a share group
 (GROUP_ID_NOT_FOUND) without members (NON_EMPTY_GROUP); an empty id gets INVALID_GROUP_ID. A
 topic that does not exist, or for which the group has no share state, gets
-UNKNOWN_TOPIC_OR_PARTITION; a persister failure is reported on the topic.
+UNKNOWN_TOPIC_OR_PARTITION; a persister failure is reported on the topic. The answer lists, as
+Kafka's: the topics the principal may not read, those deleted, the others refused in request
+order, then those the persister failed to delete; a group whose log holds no
+ShareGroupStatePartitionMetadata (it never had share state) gets no topic but the unreadable.
 
 What ``__consumer_offsets`` gets is Kafka's: the group's ShareGroupStatePartitionMetadata with
 the topics moved from the initialized ones to DeletingTopics (written even when nothing moved),
@@ -19,6 +22,7 @@ and READ on each topic (TOPIC_AUTHORIZATION_FAILED on the topic).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from kemu.broker.authorization import AclOperation, ResourceType, authorize
@@ -51,6 +55,15 @@ async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequestVie
         eligible = coordinator.share_offsets_deleting(request.group_id, wanted)
     except GroupError as error:
         return ctx.respond(error_code=error.code, error_message=error.message, responses=())
+    # KafkaApis answers the topics the principal may not read first, then the coordinator's
+    denied = ErrorCode.topic_authorization_failed
+    topics = [
+        _topic(ctx, name, ZERO_UUID, denied, default_message(denied))
+        for name, found in named
+        if found == denied
+    ]
+    if eligible is None:
+        return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
     persister = share_persister(ctx.runtime)
     failures: dict[uuid.UUID, ErrorCode] = {}
     for topic_id, partitions in eligible.items():
@@ -63,17 +76,35 @@ async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequestVie
     coordinator.forget_share_state(request.group_id, set(eligible))
     if written != ErrorCode.none:
         return ctx.respond(error_code=written, error_message=default_message(written), responses=())
-    topics = []
+    return ctx.respond(
+        error_code=ErrorCode.none,
+        responses=tuple(topics + _coordinator_rows(ctx, named, eligible, failures)),
+    )
+
+
+def _coordinator_rows(
+    ctx: RequestContext,
+    named: Sequence[tuple[str, tuple[uuid.UUID, int] | ErrorCode]],
+    eligible: dict[uuid.UUID, tuple[int, ...]],
+    failures: dict[uuid.UUID, ErrorCode],
+) -> list[Any]:
+    """Kafka's coordinator's rows: the topics deleted, then the refused ones in request order,
+    then those the persister failed to delete."""
+    deleted, refused, failed = [], [], []
     for name, found in named:
+        if found == ErrorCode.topic_authorization_failed:
+            continue
         if isinstance(found, ErrorCode):
-            topics.append(_topic(ctx, name, ZERO_UUID, found, default_message(found)))
+            refused.append(_topic(ctx, name, ZERO_UUID, found, default_message(found)))
         elif found[0] not in eligible:
             code = ErrorCode.unknown_topic_or_partition
-            topics.append(_topic(ctx, name, ZERO_UUID, code, NO_OFFSETS))
+            refused.append(_topic(ctx, name, ZERO_UUID, code, NO_OFFSETS))
+        elif found[0] in failures:
+            code = failures[found[0]]
+            failed.append(_topic(ctx, name, found[0], code, default_message(code)))
         else:
-            code = failures.get(found[0], ErrorCode.none)
-            topics.append(_topic(ctx, name, found[0], code, default_message(code)))
-    return ctx.respond(error_code=ErrorCode.none, responses=tuple(topics))
+            deleted.append(_topic(ctx, name, found[0], ErrorCode.none, None))
+    return deleted + refused + failed
 
 
 def _checked(ctx: RequestContext, name: str) -> tuple[uuid.UUID, int] | ErrorCode:

@@ -13,6 +13,11 @@ created by AlterShareGroupOffsets.
   as it is.
 - DeleteGroups: the record with every topic moved to DeletingTopics, then the tombstones of the
   target-assignment metadata, of the state-partitions record and of the group epoch.
+- A group whose member subscribed only to a missing topic has no state-partitions record: its
+  DeleteShareGroupOffsets answers no topic at all and writes nothing; DeleteGroups writes the
+  tombstones (the state-partitions one too).
+- The answer of a DeleteShareGroupOffsets naming a missing topic, a consumed one and one never
+  consumed lists the deleted topic first, then the others in request order.
 - AlterShareGroupOffsets of a new group naming partition 0 and an index past the end of
   ``consumed``, and only an index past the end of ``small``: ``small`` is listed initializing
   with no partition, and stays so once ``consumed``'s partition is initialized. Deleting that
@@ -54,7 +59,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
 DELETE_GROUPS = 42
 STATE = group_records.STATE_PARTITIONS
+DELETE_OFFSETS = 92
 NO_OFFSETS = "There is no offset information to delete."
+UNKNOWN_TOPIC = "This server does not host this topic-partition."
 
 
 @pytest.fixture(scope="module", params=["kemu", "kafka"])
@@ -85,6 +92,21 @@ def share_state(broker: Broker, group: str) -> list[tuple[str, int, bool]]:
         for (_, topic_id, partition), state in replayed(
             share_state_of(broker.bootstrap, group)
         ).items()
+    )
+
+
+def delete_topics_offsets(broker: Broker, group: str, *topics: str) -> Any:
+    named = tuple(
+        nested(DELETE_OFFSETS, 0, "DeleteShareGroupOffsetsRequestTopic", topic_name=topic)
+        for topic in topics
+    )
+    return broker.client.call(1, DELETE_OFFSETS, 0, group_id=group, topics=named)
+
+
+def in_order(answer: Any) -> Any:
+    return (
+        ErrorCode(answer.error_code),
+        [(t.topic_name, ErrorCode(t.error_code), t.error_message) for t in answer.responses],
     )
 
 
@@ -154,6 +176,13 @@ class Scenario:
     state_after_group_deletion: Any
     state_after_failed_deletion: Any
     state_after_second_deletion: Any
+    # a group whose member subscribed to a missing topic only: no state-partitions record
+    bare_offsets_deleted: Any
+    records_of_bare_offsets_deletion: list[Any]
+    bare_deleted: ErrorCode
+    records_of_bare_deletion: list[Any]
+    # offsets deletion naming a missing topic, a consumed one and a never consumed one
+    mixed_offsets_deleted: Any
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +234,19 @@ def s(server: Server) -> Scenario:
         records_of_second_group_deletion = group_share_records(broker.bootstrap, altered_group)[
             len(records) :
         ]
+        bare_group, mixed_group, missing = f"bare-{suffix}", f"mixed-{suffix}", f"missing-{suffix}"
+        coordinator_ready(broker.client, 0, bare_group)
+        member = ShareMember(broker, bare_group)
+        member.heartbeat(subscribed=(missing,))
+        assert leave(member) == ErrorCode.none
+        before = len(group_share_records(broker.bootstrap, bare_group))
+        bare_offsets_deleted = delete_topics_offsets(broker, bare_group, missing, topic)
+        records = group_share_records(broker.bootstrap, bare_group)
+        records_of_bare_offsets_deletion = records[before:]
+        bare_deleted = delete_group(broker, bare_group)
+        records_of_bare_deletion = group_share_records(broker.bootstrap, bare_group)[len(records) :]
+        consumed_and_left(broker, mixed_group, topic)
+        mixed_offsets_deleted = delete_topics_offsets(broker, mixed_group, missing, topic, small)
         return Scenario(
             topic,
             broker.ids[topic],
@@ -228,6 +270,11 @@ def s(server: Server) -> Scenario:
             state_after_group_deletion,
             state_after_failed_deletion,
             state_after_second_deletion,
+            bare_offsets_deleted,
+            records_of_bare_offsets_deletion,
+            bare_deleted,
+            records_of_bare_deletion,
+            mixed_offsets_deleted,
         )
     finally:
         broker.close()
@@ -311,3 +358,29 @@ def test_the_share_state_each_deletion_leaves(s: Scenario) -> None:
     assert s.state_after_group_deletion == both
     assert s.state_after_failed_deletion == [(s.topic, 0, False)]
     assert s.state_after_second_deletion == [(s.topic, 0, True)]
+
+
+def test_a_group_without_share_state_record_gets_no_topic(s: Scenario) -> None:
+    """Its member subscribed to a missing topic only, so no state-partitions record: Kafka's
+    coordinator answers no topic (not even the missing one) and writes nothing; deleting the
+    group still writes the state-partitions tombstone."""
+    assert in_order(s.bare_offsets_deleted) == (ErrorCode.none, [])
+    assert s.records_of_bare_offsets_deletion == []
+    assert s.bare_deleted == ErrorCode.none
+    assert normalised(s.records_of_bare_deletion) == [
+        (group_records.TARGET_METADATA, None, None),
+        (STATE, None, None),
+        (group_records.GROUP_METADATA, None, None),
+    ]
+
+
+def test_the_topics_deleted_come_first_then_the_refused_in_request_order(s: Scenario) -> None:
+    missing = s.mixed_offsets_deleted.responses[1].topic_name
+    assert in_order(s.mixed_offsets_deleted) == (
+        ErrorCode.none,
+        [
+            (s.topic, ErrorCode.none, None),
+            (missing, ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC),
+            (s.small, ErrorCode.unknown_topic_or_partition, NO_OFFSETS),
+        ],
+    )

@@ -222,15 +222,21 @@ class ShareMembership:
         is tried again after a backoff), as a heartbeat's initialization is."""
         self._initialized(group_id, done, failed)
 
-    def share_offsets_deleting(self, group_id: str, topics: Mapping[uuid.UUID, int]) -> Partitions:
+    def share_offsets_deleting(
+        self, group_id: str, topics: Mapping[uuid.UUID, int]
+    ) -> Partitions | None:
         """DeleteShareGroupOffsets, before the persister: the group's ShareGroupStatePartition
         Metadata written with the eligible ``topics`` (ids: partition counts) moved to deleting
         (``deletion.offsets_deleting``), even unchanged, as Kafka writes it; the partitions to
-        delete. Raises ``GroupError`` (unknown, of another type, with members, a failed
-        write)."""
+        delete. None, nothing written, when the log holds no such record of the group (Kafka
+        then answers no topic). Raises ``GroupError`` (unknown, of another type, with members,
+        a failed write)."""
         try:
             with self._write_operation(group_id) as first:
                 group = self.share.empty_group_for_offsets(group_id, create=False)
+                held = self._share_log.images.get(group_id)
+                if held is None or held.state_partitions is None:
+                    return None
                 eligible = offsets_deleting(group, topics)
                 first += self._state_partitions_unchanged(group)
         finally:

@@ -484,6 +484,20 @@ async def test_delete_offsets(broker: Broker) -> None:
     assert not any(key.group_id == "g" for key in broker.persister.states)
     twice = await broker.send(delete("g", "t"))
     assert twice.responses[0].error_code == ErrorCode.unknown_topic_or_partition
+    # Kafka's order: the deleted topics, then the refused ones in request order
+    await broker.heartbeat("g", "m2", 0, ("t",))
+    await broker.heartbeat("g", "m2", -1)
+    ordered = await broker.send(delete("g", "nope", "t", "u"))
+    assert [(r.topic_name, r.error_code) for r in ordered.responses] == [
+        ("t", ErrorCode.none),
+        ("nope", ErrorCode.unknown_topic_or_partition),
+        ("u", ErrorCode.unknown_topic_or_partition),
+    ]
+    # a group that never had share state (no state-partitions record): no topic at all
+    await broker.heartbeat("bare", "m", 0, ("nope",))
+    await broker.heartbeat("bare", "m", -1)
+    bare = await broker.send(delete("bare", "t", "nope"))
+    assert (bare.error_code, bare.responses) == (ErrorCode.none, ())
 
 
 # --- GROUP config resource ---------------------------------------------------------------------
