@@ -5,12 +5,13 @@ same hand-built requests and the same assertions; ``__consumer_offsets`` and
 ``__share_group_state`` are read with a plain consumer and decoded with kemu's serdes.
 
 AlterShareGroupOffsets creates the group with partition 0 of ``consumed`` (two partitions) and
-only an out-of-range index of ``small``; DeleteGroups then fails (UNKNOWN_SERVER_ERROR), leaving
-both topics deleting. After the restart:
+of ``extra``, and only an out-of-range index of ``small``; DeleteGroups then fails
+(UNKNOWN_SERVER_ERROR), leaving the three topics deleting. After the restart:
 
-- the group is still there (Empty), its record replayed with both topics deleting;
+- the group is still there (Empty), its record replayed with the topics deleting;
 - DeleteShareGroupOffsets of ``small`` retries its deletion (all its partitions): the record is
   written as it is, then without ``small``;
+- AlterShareGroupOffsets of ``extra`` takes it out of DeletingTopics as it initializes it;
 - a member subscribing to ``consumed`` initializes both its partitions, the record taking
   ``consumed`` out of DeletingTopics, and is given them;
 - once it left, DeleteGroups deletes the group.
@@ -61,6 +62,8 @@ class Scenario:
     topic_id: uuid.UUID
     small: str
     small_id: uuid.UUID
+    extra: str
+    extra_id: uuid.UUID
     first_deletion: ErrorCode
     deleting_before_restart: Any
     # after the restart
@@ -68,6 +71,7 @@ class Scenario:
     deleting_after_restart: Any
     offsets_deleted: Any
     records_of_offsets_deletion: list[Any]
+    records_of_alteration: list[Any]
     assigned: frozenset[tuple[str, int]]
     records_of_join: list[Any]
     left: ErrorCode
@@ -81,16 +85,18 @@ def s(restartable: Restartable) -> Scenario:  # noqa: F811 - the fixture importe
     server = restartable.server
     suffix = uuid.uuid4().hex[:8]
     topic, small, group = f"consumed-{suffix}", f"small-{suffix}", f"deleting-{suffix}"
+    extra = f"extra-{suffix}"
     broker = Broker(server)
     try:
         create_topic(broker, topic, 2)
         create_topic(broker, small, 1)
+        create_topic(broker, extra, 1)
         coordinator_ready(broker.client, 0, group)
-        alter(broker, group, {topic: (0,), small: (3,)})
+        alter(broker, group, {topic: (0,), small: (3,), extra: (0,)})
 
         def settled() -> Any:
             found = state_partitions(group_share_records(broker.bootstrap, group))
-            return found is not None and found["initialized"]
+            return found is not None and len(found["initialized"]) == 2
 
         wait_for(settled, "the altered partition initialized")
         first_deletion = delete_group(broker, group)
@@ -111,6 +117,15 @@ def s(restartable: Restartable) -> Scenario:  # noqa: F811 - the fixture importe
         deleting_after_restart = state_partitions(records)
         offsets_deleted = delete_offsets(broker, group, small)
         after_offsets = group_share_records(broker.bootstrap, group)
+        alter(broker, group, {extra: (0,)})
+
+        def extra_initialized() -> Any:
+            records = group_share_records(broker.bootstrap, group)
+            found = state_partitions(records)
+            done = found is not None and found["initialized"] and not found["initializing"]
+            return records if len(records) > len(after_offsets) and done else None
+
+        after_alteration = wait_for(extra_initialized, f"{extra} initialized again")
         member = ShareMember(broker, group)
         member.heartbeat(subscribed=(topic,))
         member.beat_until(lambda held: held == {(topic, 0), (topic, 1)}, "both partitions")
@@ -123,14 +138,17 @@ def s(restartable: Restartable) -> Scenario:  # noqa: F811 - the fixture importe
             broker.ids[topic],
             small,
             broker.ids[small],
+            extra,
+            broker.ids[extra],
             first_deletion,
             deleting_before_restart,
             group_described,
             deleting_after_restart,
             offsets_deleted,
             after_offsets[len(records) :],
+            after_alteration[len(after_offsets) :],
             member.held,
-            after_join[len(after_offsets) :],
+            after_join[len(after_alteration) :],
             left,
             deleted,
             group_share_records(broker.bootstrap, group)[before_deletion:],
@@ -140,11 +158,11 @@ def s(restartable: Restartable) -> Scenario:  # noqa: F811 - the fixture importe
         broker.close()
 
 
-def test_the_failed_deletion_leaves_both_topics_deleting(s: Scenario) -> None:
+def test_the_failed_deletion_leaves_the_topics_deleting(s: Scenario) -> None:
     assert s.first_deletion == ErrorCode.unknown_server_error
-    both = {(s.topic_id, s.topic), (s.small_id, s.small)}
+    three = {(s.topic_id, s.topic), (s.small_id, s.small), (s.extra_id, s.extra)}
     assert s.deleting_before_restart == {"initializing": set(), "initialized": set()} | {
-        "deleting": both
+        "deleting": three
     }
 
 
@@ -155,10 +173,19 @@ def test_after_the_restart_the_group_is_there_with_its_topics_deleting(s: Scenar
 
 def test_deleting_offsets_of_a_deleting_topic_retries_it(s: Scenario) -> None:
     assert answered(s.offsets_deleted) == (ErrorCode.none, [(s.small, ErrorCode.none, None)])
-    both = {(s.topic_id, s.topic), (s.small_id, s.small)}
+    three = {(s.topic_id, s.topic), (s.small_id, s.small), (s.extra_id, s.extra)}
     assert normalised(s.records_of_offsets_deletion) == [
-        (STATE, None, (set(), set(), both)),
-        (STATE, None, (set(), set(), {(s.topic_id, s.topic)})),
+        (STATE, None, (set(), set(), three)),
+        (STATE, None, (set(), set(), {(s.topic_id, s.topic), (s.extra_id, s.extra)})),
+    ]
+
+
+def test_altering_a_deleting_topic_takes_it_out_of_deleting(s: Scenario) -> None:
+    extra = {(s.extra_id, s.extra, (0,))}
+    deleting = {(s.topic_id, s.topic)}
+    assert normalised(s.records_of_alteration) == [
+        (STATE, None, (extra, set(), deleting)),
+        (STATE, None, (set(), extra, deleting)),
     ]
 
 
@@ -166,16 +193,17 @@ def test_a_member_initializing_a_deleting_topic_takes_it_out_of_deleting(s: Scen
     assert s.assigned == {(s.topic, 0), (s.topic, 1)}
     states = [shown for kind, _, shown in normalised(s.records_of_join) if kind == STATE]
     both = {(s.topic_id, s.topic, (0, 1))}
-    assert states[0] == (both, set(), set())
-    assert states[-1] == (set(), both, set())
+    extra = {(s.extra_id, s.extra, (0,))}
+    assert states[0] == (both, extra, set())
+    assert states[-1] == (set(), both | extra, set())
 
 
 def test_the_group_is_then_deleted(s: Scenario) -> None:
     assert (s.left, s.deleted) == (ErrorCode.none, ErrorCode.none)
     assert normalised(s.records_of_deletion) == [
-        (STATE, None, (set(), set(), {(s.topic_id, s.topic)})),
+        (STATE, None, (set(), set(), {(s.topic_id, s.topic), (s.extra_id, s.extra)})),
         (group_records.TARGET_METADATA, None, None),
         (STATE, None, None),
         (group_records.GROUP_METADATA, None, None),
     ]
-    assert s.share_state == [(s.topic, 0, True), (s.topic, 1, True)]
+    assert s.share_state == [(s.topic, 0, True), (s.topic, 1, True), (s.extra, 0, True)]
