@@ -106,7 +106,7 @@ from kemu.coordinator.group.streams.model import (
 from kemu.coordinator.group.streams.records import StreamsImageBuilder, StreamsRecordKey
 from kemu.coordinator.group.streams.records import group_from_image as streams_group_from_image
 from kemu.coordinator.group.streams.service import NotCreatable, StreamsGroups
-from kemu.coordinator.group.timers import RETRY_BACKOFF_MS, GroupTimers
+from kemu.coordinator.group.timers import RETRY_BACKOFF_MS, GroupTimers, first_retention_check_ms
 from kemu.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kemu.group")
@@ -135,7 +135,7 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         self.offsets_log = OffsetsLog(runtime.cluster)
         self._timer: TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._next_retention_check_ms = 0
+        self._next_retention_check_ms = first_retention_check_ms(runtime)
         self._retry_at: dict[str, int] = {}
         # (topic id, name, racks of each partition's replicas) -> Kafka's topic hash
         self._topic_hashes: dict[tuple[uuid.UUID, str, tuple[tuple[str, ...], ...]], int] = {}

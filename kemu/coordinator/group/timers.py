@@ -7,8 +7,10 @@ released share records). When the append fails the group is put back as it was a
 fire again ``RETRY_BACKOFF_MS`` later (Kafka's ``CoordinatorTimer`` reschedules a failed
 timer operation with a 500 ms backoff); the other groups' timers are not held up.
 Offsets past their retention are expired on the same timer, every
-``offsets.retention.check.interval.ms``; an empty classic group left with no offsets is
-deleted with a tombstone, written first.
+``offsets.retention.check.interval.ms`` (the first check that long after the service starts, as
+Kafka schedules it when it loads a coordinator partition), and an empty group left with no
+offsets is deleted (``cleanup``: any type but share groups), its tombstones after its offsets'
+in one write, as DeleteGroups writes them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from kemu.coordinator.group.classic.group import (
     Effect,
     PersistGroup,
 )
+from kemu.coordinator.group.cleanup import expires, groups_to_delete
 from kemu.coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupCoordinator
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import TopicMeta, member_deadlines
@@ -61,6 +64,13 @@ def group_deadline_ms(group: Group) -> int | None:
     return None
 
 
+def first_retention_check_ms(runtime: Runtime) -> int:
+    """When the first retention check runs: one interval after the service starts, as Kafka
+    schedules it when it loads a coordinator partition."""
+    interval = runtime.cluster.config.get_int("offsets.retention.check.interval.ms")
+    return runtime.clock_ms() + interval
+
+
 class GroupTimers:
     """The service's timer, on its registry, coordinators and clock."""
 
@@ -90,6 +100,8 @@ class GroupTimers:
 
         async def apply(self, effects: Iterable[share_group.Effect]) -> None: ...
 
+        def delete_group(self, group_id: str) -> ErrorCode: ...
+
     def _due_ms(self, group: Group) -> int | None:
         deadline = group_deadline_ms(group)
         if deadline is None:
@@ -101,7 +113,7 @@ class GroupTimers:
             self._timer.cancel()
             self._timer = None
         deadlines = [d for group in self.registry if (d := self._due_ms(group)) is not None]
-        if self.offsets.has_any():
+        if self.offsets.has_any() or any(expires(group) for group in self.registry):
             deadlines.append(self._next_retention_check_ms)
         if deadlines:
             self._timer = self.runtime.clock.call_at(min(deadlines), self._on_timer)
@@ -165,8 +177,9 @@ class GroupTimers:
         return True
 
     def _expire_offsets(self, now_ms: int) -> None:
-        """Tombstones for offsets past their retention (a failed write keeps them until the
-        next check), then for the empty classic groups left with none."""
+        """Kafka's ``cleanupGroupMetadata``: tombstones for offsets past their retention, and
+        the groups ``cleanup.groups_to_delete`` finds deleted with theirs in the same write (a
+        failed write keeps both until the next check)."""
         config = self.runtime.cluster.config
         if now_ms < self._next_retention_check_ms:
             return
@@ -174,13 +187,10 @@ class GroupTimers:
             "offsets.retention.check.interval.ms"
         )
         retention_ms = config.get_int("offsets.retention.minutes") * 60_000
-        for group_id, records in self.offset_manager.expired_offsets(now_ms, retention_ms).items():
+        expired = self.offset_manager.expired_offsets(now_ms, retention_ms)
+        for group_id in groups_to_delete(self.registry, self.offsets, expired):
+            expired.pop(group_id, None)
+            if self.delete_group(group_id) == ErrorCode.none:
+                log.info("group_expired", group=group_id)
+        for group_id, records in expired.items():
             self._append(group_id, records, now_ms)
-            group = self.classic.group(group_id)
-            if group is None or not group.is_empty() or self.offsets.has_offsets(group_id):
-                continue
-            # Kafka deletes an empty group with no offsets: its tombstone first.
-            tombstones = self.offset_manager.group_tombstones(group_id, classic=True)
-            if self._append(group_id, tombstones, now_ms) == ErrorCode.none:
-                self.registry.restore(group_id, None)
-                self.offsets.drop_group(group_id)
