@@ -9,7 +9,9 @@ way is repaired by the next one. Reconciling an assignment: partitions taken awa
 (their positions forgotten), and the next heartbeat, sent at once, shows them released, so the
 coordinator hands them to their new owner; partitions added start at the group's committed
 offset (OffsetFetch), or at ``auto_offset_reset`` when there is none. A fenced or unknown member
-loses its partitions and rejoins with epoch 0 under the same id.
+loses its partitions and rejoins with epoch 0 under the same id; a member whose group was deleted
+under it (GROUP_ID_NOT_FOUND) loses them for good, as Java's (``membership``): the next ``poll()``
+raises the error, and the member neither heartbeats nor rejoins.
 
 Delivery is at least once from the committed offset: ``commit()`` commits the positions of the
 partitions the member owns (after the records ``poll()`` handed out), and a partition that moves
@@ -34,6 +36,7 @@ from kemu.client.cluster import GROUP_COORDINATOR, RetriableError
 from kemu.client.connection import ConnectionClosed
 from kemu.client.consumer import Consumer, ConsumerRecord
 from kemu.client.errors import COORDINATOR_MOVED, CommitFailedError, IllegalStateError, KafkaError
+from kemu.client.membership import FATAL_TO_MEMBER, Fatal
 from kemu.client.share_types import new_member_id
 from kemu.protocol.errors import ErrorCode
 
@@ -98,6 +101,7 @@ class GroupConsumer:
         self._heartbeat_now = asyncio.Event()
         self._heartbeat_interval = 5.0
         self._heartbeat_task: asyncio.Task[None] | None = None
+        self._fatal = Fatal(group_id)
         self._closed = False
 
     async def __aenter__(self) -> GroupConsumer:
@@ -114,6 +118,8 @@ class GroupConsumer:
         if self._closed:
             raise IllegalStateError("the consumer is closed")
         self._subscription = tuple(sorted(set(topics)))
+        if self._fatal.refuses_join():
+            return
         await self.cluster.start()
         for topic in self._subscription:
             await self.cluster.topic(topic)
@@ -131,12 +137,14 @@ class GroupConsumer:
 
     async def poll(self, timeout: float = 1.0) -> list[ConsumerRecord]:
         """Records of the owned partitions from their positions; empty after ``timeout`` seconds
-        without any. Applies an assignment the coordinator sent since the last call."""
+        without any. Applies an assignment the coordinator sent since the last call. Raises,
+        once, the error that put the member out of its group for good."""
         if self._closed:
             raise IllegalStateError("the consumer is closed")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
+            self._fatal.raise_once()
             remaining = deadline - loop.time()
             async with self._lock:
                 await self._reconcile()
@@ -199,6 +207,8 @@ class GroupConsumer:
             try:
                 await self._heartbeat()
             except (KafkaError, RetriableError, ConnectionClosed) as exc:
+                if self._fatal.error is not None:
+                    return  # out for good: no more heartbeats
                 log.warning("consumer group heartbeat failed: %s", exc)
 
     async def _heartbeat(self) -> None:
@@ -252,6 +262,10 @@ class GroupConsumer:
             self.member_epoch = JOIN_EPOCH
             self._target = set()
             raise RetriableError(error.name)
+        if error == FATAL_TO_MEMBER:
+            self.member_epoch = JOIN_EPOCH  # in no group: close() sends no leave
+            self._target = set()  # its partitions are lost, as Java's transitionToFatal
+            raise self._fatal.fail(self.member_id, error, response.error_message)
         if error != ErrorCode.none:
             raise KafkaError(error, response.error_message)
         self.member_epoch = int(response.member_epoch)

@@ -3,11 +3,13 @@ acknowledgements to a transactional producer.
 
 Membership: ShareGroupHeartbeat to the group coordinator, with a member id the client makes up
 once and keeps (KIP-1082), every ``heartbeat_interval`` the coordinator answers; a fenced or
-forgotten member rejoins with epoch 0 under the same id. Fetching: one share session per
-partition leader (ShareFetch epoch 0 opens it, each request increments it, -1 closes it),
-acknowledgements piggy-backed on the next ShareFetch to that leader, or sent by ``commit()`` with
-ShareAcknowledge. Only offsets inside a response's AcquiredRecords are handed out; acquired
-offsets without a record (transaction markers, compacted-away records) are acknowledged as GAP.
+forgotten member rejoins with epoch 0 under the same id, one whose group was deleted under it
+is out for good, as Java's (``membership``: ``poll()`` raises it once). Fetching: one share
+session per partition leader (ShareFetch epoch 0 opens it, each request increments it, -1
+closes it), acknowledgements piggy-backed on the next ShareFetch to that leader, or sent by
+``commit()`` with ShareAcknowledge. Only offsets inside a response's AcquiredRecords are handed
+out; acquired offsets without a record (transaction markers, compacted-away records) are
+acknowledged as GAP.
 
 Acknowledgement modes, as Java's ``share.acknowledgement.mode``:
 - ``implicit``: every record a poll handed out is accepted by the next ``poll()``/``commit()``
@@ -29,19 +31,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from kemu.client.backoff import Backoff
-from kemu.client.cluster import (
-    GROUP_COORDINATOR,
-    ClusterClient,
-    RetriableError,
-    TopicIdPartition,
-)
+from kemu.client.cluster import GROUP_COORDINATOR, ClusterClient, RetriableError, TopicIdPartition
 from kemu.client.connection import ConnectionClosed
-from kemu.client.errors import (
-    COORDINATOR_MOVED,
-    LEADER_MOVED,
-    IllegalStateError,
-    KafkaError,
-)
+from kemu.client.errors import COORDINATOR_MOVED, LEADER_MOVED, IllegalStateError, KafkaError
+from kemu.client.membership import FATAL_TO_MEMBER, Fatal
 from kemu.client.share_types import (
     CLOSE_SESSION,
     OPEN_SESSION,
@@ -56,6 +49,7 @@ from kemu.client.share_types import (
     acquired_records,
     held_again,
     new_member_id,
+    note_unharvested_failure,
 )
 from kemu.protocol.errors import ErrorCode
 
@@ -66,14 +60,6 @@ ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
 LEAVE_EPOCH = -1
 
 log = logging.getLogger("kemu.client.share")
-
-
-def _note_unharvested_failure(task: asyncio.Task[Any]) -> None:
-    """Mark a fetch's failure as seen. A fetch whose connection died drops its own session (its
-    acknowledgements already restored), so no poll may harvest it; without this asyncio reports
-    "Task exception was never retrieved". A poll that harvests it still gets the exception."""
-    if not task.cancelled() and task.exception() is not None:
-        log.debug("share fetch ended: %s", task.exception())
 
 
 class ShareConsumer:
@@ -118,6 +104,7 @@ class ShareConsumer:
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._heartbeat_interval = 5.0
         self._joined = asyncio.Event()
+        self._fatal = Fatal(group_id)
         self._closed = False
 
     async def __aenter__(self) -> ShareConsumer:
@@ -132,6 +119,8 @@ class ShareConsumer:
         """Join the group (or change the subscription) and keep heartbeating in the background."""
         self._subscription = tuple(sorted(set(topics)))
         self._subscription_sent = False
+        if self._fatal.refuses_join():
+            return
         await self.cluster.start()
         await self.cluster.retry(lambda: self.cluster.refresh_metadata(self._subscription))
         await self._heartbeat()
@@ -147,6 +136,8 @@ class ShareConsumer:
             try:
                 await self._heartbeat()
             except (KafkaError, RetriableError) as exc:
+                if self._fatal.error is not None:
+                    return  # out for good: no more heartbeats
                 log.warning("share group heartbeat failed: %s", exc)
                 self._heartbeat_interval = min(self._heartbeat_interval, 1.0)
 
@@ -179,6 +170,9 @@ class ShareConsumer:
                 self.member_epoch = 0
                 self._subscription_sent = False
                 raise RetriableError(error.name)
+            if error == FATAL_TO_MEMBER:
+                self._assignment = set()  # lost, as Java's transitionToFatal
+                raise self._fatal.fail(self.member_id, error, response.error_message)
             if error != ErrorCode.none:
                 raise KafkaError(error, response.error_message)
             self.member_epoch = int(response.member_epoch)
@@ -217,6 +211,7 @@ class ShareConsumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not self._buffer:
+            self._fatal.raise_once()
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
@@ -323,7 +318,7 @@ class ShareConsumer:
                 session.fetch = loop.create_task(
                     self._share_fetch(node, session, partitions, wait_ms, acks)
                 )
-                session.fetch.add_done_callback(_note_unharvested_failure)
+                session.fetch.add_done_callback(note_unharvested_failure)
             tasks.append(session.fetch)
         for node in set(self._sessions) - set(by_leader):
             session = self._sessions[node]
@@ -331,7 +326,7 @@ class ShareConsumer:
                 # Leadership moved away: the next request to this leader forgets the partitions.
                 acks = self._take_pending(tp for tp in self._pending if tp in session.partitions)
                 session.fetch = loop.create_task(self._share_fetch(node, session, set(), 0, acks))
-                session.fetch.add_done_callback(_note_unharvested_failure)
+                session.fetch.add_done_callback(note_unharvested_failure)
         return tasks
 
     async def _harvest(self, done: list[asyncio.Task[Fetched]]) -> None:
@@ -694,6 +689,7 @@ class ShareConsumer:
             self._buffer.clear()
             with contextlib.suppress(KafkaError, RetriableError):
                 await self._share_acknowledge(node, session, CLOSE_SESSION)
-        with contextlib.suppress(KafkaError, RetriableError):
-            await asyncio.wait_for(self._heartbeat(leave=True), 5)
+        if self._fatal.error is None:  # else in no group: no leave, as Java's
+            with contextlib.suppress(KafkaError, RetriableError):
+                await asyncio.wait_for(self._heartbeat(leave=True), 5)
         await self.cluster.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import enum
+import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -238,3 +239,12 @@ def acquired_records(tp: TopicIdPartition, partition: Any) -> tuple[list[ShareRe
                 )
             )
     return out, list(acquired)
+
+
+def note_unharvested_failure(task: asyncio.Task[Any]) -> None:
+    """Mark a share fetch's failure as seen. A fetch whose connection died drops its own session
+    (its acknowledgements already restored), so no poll may harvest it; without this asyncio
+    reports "Task exception was never retrieved". A poll that harvests it still gets the
+    exception."""
+    if not task.cancelled() and task.exception() is not None:
+        logging.getLogger("kemu.client.share").debug("share fetch ended: %s", task.exception())

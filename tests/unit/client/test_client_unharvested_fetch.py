@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kemu.client.cluster import RetriableError
-from kemu.client.share_consumer import _note_unharvested_failure
+from kemu.client.share_types import note_unharvested_failure
 
 
 async def failing_fetch() -> None:
@@ -24,7 +24,7 @@ async def unreported_errors(mark: bool) -> list[dict[str, Any]]:
     loop.set_exception_handler(lambda _, context: reported.append(context))
     task = loop.create_task(failing_fetch())
     if mark:
-        task.add_done_callback(_note_unharvested_failure)
+        task.add_done_callback(note_unharvested_failure)
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     del task  # the session that held it is gone
@@ -39,7 +39,7 @@ async def test_a_fetch_nobody_harvests_is_not_reported_as_never_retrieved() -> N
 
 async def test_a_poll_that_harvests_the_fetch_still_gets_its_exception() -> None:
     task = asyncio.get_running_loop().create_task(failing_fetch())
-    task.add_done_callback(_note_unharvested_failure)
+    task.add_done_callback(note_unharvested_failure)
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     with pytest.raises(RetriableError):
