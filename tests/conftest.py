@@ -91,6 +91,7 @@ SHARED_KAFKA_MODULES = {
         "tests/integration/share/test_share_deleted_topic_state_kafka.py",
         "tests/integration/share/test_share_deleted_topic_acks_kafka.py",
         "tests/integration/share/test_share_offsets_new_group_kafka.py",
+        "tests/integration/share/test_share_added_partitions_kafka.py",
         "tests/integration/groups/test_group_record_order_kafka.py",
         "tests/integration/groups/test_unknown_group_kafka.py",
         "tests/integration/quotas/test_mutation_quota_java.py",

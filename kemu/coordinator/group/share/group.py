@@ -166,11 +166,16 @@ class MemberRemoved:
 
 @dataclass(frozen=True, slots=True)
 class InitializePartitions:
-    """These share partitions became subscribed: create their share state (start offset -1)."""
+    """These share partitions became subscribed: create their share state, with start offset
+    -1 (``share.auto.offset.reset`` decides where the leader starts), but 0 for the partitions
+    of ``from_start``: topics the group already had initialized or being initialized (Kafka's
+    buildInitializeShareGroupStateRequest), whose new partitions (CreatePartitions) are read
+    from their start so that records produced before the group noticed them are not missed."""
 
     group_id: str
     state_epoch: int
     partitions: tuple[TopicPartition, ...]
+    from_start: frozenset[uuid.UUID] = frozenset()
 
 
 Effect = MemberRemoved | InitializePartitions
@@ -261,9 +266,13 @@ class ShareGroupCoordinator:
         full_request = request.subscribed_topic_names is not None
         send_assignment = joining or full_request or updated.assigned != member.assigned
         effects: list[Effect] = []
+        known = _topics_with_state(group)  # before this heartbeat marks more initializing
         initialize = _newly_subscribed(group)
         if initialize:
-            effects.append(InitializePartitions(group.group_id, group.group_epoch, initialize))
+            from_start = frozenset(topic_id for topic_id, _ in initialize if topic_id in known)
+            effects.append(
+                InitializePartitions(group.group_id, group.group_epoch, initialize, from_start)
+            )
         changed = (
             bool(effects)
             or epochs_before != (group.group_epoch, group.assignment_epoch)
@@ -515,6 +524,12 @@ def _newly_subscribed(group: ShareGroup) -> tuple[TopicPartition, ...]:
             group.deleting.discard(meta.topic_id)
             fresh += [(meta.topic_id, index) for index in added]
     return tuple(fresh)
+
+
+def _topics_with_state(group: ShareGroup) -> set[uuid.UUID]:
+    """The topics the group's ShareGroupStatePartitionMetadata lists initialized or
+    initializing."""
+    return {t for t, done in group.initialized.items() if done} | set(group.initializing)
 
 
 def _initialized_unassigned(group: ShareGroup) -> bool:

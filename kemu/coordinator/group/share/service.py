@@ -166,9 +166,8 @@ class ShareMembership:
                 if existing.error == ErrorCode.none and _has_state(existing.state):
                     done.append((topic_id, partition))
                     continue
-                code = await persister.initialize(
-                    key, effect.state_epoch, UNINITIALIZED_START_OFFSET
-                )
+                start = 0 if topic_id in effect.from_start else UNINITIALIZED_START_OFFSET
+                code = await persister.initialize(key, effect.state_epoch, start)
                 if code != ErrorCode.none:
                     log.warning("share_state_initialize_failed", key=str(key), error=code.name)
                     failed.append((topic_id, partition))

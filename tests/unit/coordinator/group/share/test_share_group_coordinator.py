@@ -109,7 +109,8 @@ def test_a_failed_initialization_is_asked_again() -> None:
     h.coordinator.partitions_initialized(GROUP, [(OTHER, 0)])
     h.coordinator.partitions_initialized(GROUP, [(OTHER, 1)], succeeded=False)
     again = h.beat("a", first.member_epoch)
-    assert again.effects == (InitializePartitions(GROUP, 3, ((OTHER, 1),)),)
+    # OTHER is initialized (partition 0): Kafka asks for partition 1 from offset 0
+    assert again.effects == (InitializePartitions(GROUP, 3, ((OTHER, 1),), frozenset({OTHER})),)
     assert again.assignment == partitions(0, topic=OTHER)
 
 
@@ -301,8 +302,25 @@ def test_partition_count_change_bumps_the_group_epoch() -> None:
     h.topics["t"] = TopicMeta(TOPIC, 5)
     grown = h.beat("a", 3)
     assert (grown.member_epoch, grown.assignment) == (4, None)  # 3 and 4 not initialized yet
-    assert grown.effects == (InitializePartitions(GROUP, 4, ((TOPIC, 3), (TOPIC, 4))),)
+    # partitions added to a topic already initialized start at offset 0, not -1 (Kafka's
+    # buildInitializeShareGroupStateRequest): what was produced to them before is read
+    assert grown.effects == (
+        InitializePartitions(GROUP, 4, ((TOPIC, 3), (TOPIC, 4)), frozenset({TOPIC})),
+    )
     assert h.beat("a", 4).assignment == partitions(0, 1, 2, 3, 4)
+
+
+def test_new_topics_start_uninitialized_beside_grown_ones() -> None:
+    """One heartbeat initializing a new topic and partitions added to a known one: only the
+    known topic's partitions start at offset 0."""
+    h = Harness()
+    h.join("a")
+    h.beat("a", 2)
+    h.topics["t"] = TopicMeta(TOPIC, 4)
+    both = h.beat("a", 2, ("t", "u"))
+    assert both.effects == (
+        InitializePartitions(GROUP, 4, ((TOPIC, 3), (OTHER, 0), (OTHER, 1)), frozenset({TOPIC})),
+    )
 
 
 def test_subscribing_to_a_missing_topic_assigns_it_once_it_exists() -> None:
