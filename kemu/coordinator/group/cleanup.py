@@ -14,13 +14,16 @@ offsets' in the same write:
   stored its description);
 - share: never deleted (``ShareGroup.shouldExpire`` is false), empty or not.
 
-Kafka also keeps a group while an open transaction holds offsets for it; kemu's transactional
-offsets wait in the transaction coordinator and are not seen here.
+An open transaction's TxnOffsetCommit offsets (``OffsetMetadataManager``'s pending
+transactional offsets and open transactions, kemu's transaction coordinator's pending offsets)
+hold their group: an offset of a partition one holds does not expire
+(``hasPendingTransactionalOffsets``), and a group one holds offsets for is not deleted
+(``openTransactions.contains``), until the transaction ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from kemu.coordinator.group.offset_manager import Record
 from kemu.coordinator.group.offsets import OffsetStore
@@ -34,15 +37,38 @@ def expires(group: Group) -> bool:
     return not isinstance(group, ShareGroup)
 
 
+def spare_open_offsets(
+    expired: Mapping[str, list[Record]], open_offsets: Mapping[str, Collection[tuple[str, int]]]
+) -> dict[str, list[Record]]:
+    """``expired`` (offset tombstones by group) without the partitions an open transaction
+    holds offsets of."""
+    kept: dict[str, list[Record]] = {}
+    for group_id, records in expired.items():
+        held = open_offsets.get(group_id, ())
+        left = [
+            (key, value)
+            for key, value in records
+            if not (isinstance(key, OffsetCommitKey) and (key.topic, key.partition) in held)
+        ]
+        if left:
+            kept[group_id] = left
+    return kept
+
+
 def groups_to_delete(
-    groups: Iterable[Group], offsets: OffsetStore, expired: Mapping[str, list[Record]]
+    groups: Iterable[Group],
+    offsets: OffsetStore,
+    expired: Mapping[str, list[Record]],
+    in_open_transactions: Collection[str] = (),
 ) -> list[str]:
-    """The groups a retention check deletes: empty, of a type that expires, and with no
-    committed offset left once ``expired`` (this check's offset tombstones, by group) is
-    written."""
+    """The groups a retention check deletes: empty, of a type that expires, with no committed
+    offset left once ``expired`` (this check's offset tombstones, by group) is written, and no
+    open transaction holding offsets for them."""
     found = []
     for group in groups:
         if not expires(group) or not group.is_empty():
+            continue
+        if group.group_id in in_open_transactions:
             continue
         tombstoned = {
             (key.topic, key.partition)

@@ -30,12 +30,13 @@ from kemu.coordinator.group.classic.group import (
     Effect,
     PersistGroup,
 )
-from kemu.coordinator.group.cleanup import expires, groups_to_delete
+from kemu.coordinator.group.cleanup import expires, groups_to_delete, spare_open_offsets
 from kemu.coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupCoordinator
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import TopicMeta, member_deadlines
 from kemu.coordinator.group.offset_manager import OffsetManager, Record, group_record
 from kemu.coordinator.group.offsets import OffsetStore
+from kemu.coordinator.group.ports import OPEN_TRANSACTIONS
 from kemu.coordinator.group.registry import Group, GroupRegistry
 from kemu.coordinator.group.share import group as share_group
 from kemu.coordinator.group.share.group import ShareGroup, ShareGroupCoordinator
@@ -187,8 +188,11 @@ class GroupTimers:
             "offsets.retention.check.interval.ms"
         )
         retention_ms = config.get_int("offsets.retention.minutes") * 60_000
+        transactions = self.runtime.services.built(OPEN_TRANSACTIONS)
+        open_offsets = transactions.open_offsets() if transactions is not None else {}
         expired = self.offset_manager.expired_offsets(now_ms, retention_ms)
-        for group_id in groups_to_delete(self.registry, self.offsets, expired):
+        expired = spare_open_offsets(expired, open_offsets)
+        for group_id in groups_to_delete(self.registry, self.offsets, expired, open_offsets):
             expired.pop(group_id, None)
             if self.delete_group(group_id) == ErrorCode.none:
                 log.info("group_expired", group=group_id)

@@ -66,6 +66,7 @@ from kemu.coordinator.group.placement import (
     TRANSACTION,
     internal_topic,
 )
+from kemu.coordinator.group.ports import OPEN_TRANSACTIONS
 from kemu.coordinator.share.service import SHARE_STATE_TOPIC
 from kemu.coordinator.transaction.coordinator import (
     Markers,
@@ -136,6 +137,7 @@ class TransactionService:
             config.get_int("transactional.id.expiration.ms"),
         )
         self.pending_offsets: dict[str, dict[str, PendingOffsets]] = {}
+        runtime.services.provide(OPEN_TRANSACTIONS, self)  # the group coordinator's port
         self.marker_listeners: list[MarkerListener] = []
         self._timer: TimerHandle | None = None
         # Kafka looks for timed-out transactions at this interval: after an abort failed to write
@@ -289,6 +291,14 @@ class TransactionService:
         if meta.producer_epoch != producer_epoch:
             return ErrorCode.producer_fenced
         return ErrorCode.none
+
+    def open_offsets(self) -> dict[str, set[TopicPartition]]:
+        """The partitions an open transaction holds TxnOffsetCommit offsets of, by group."""
+        found: dict[str, set[TopicPartition]] = {}
+        for groups in self.pending_offsets.values():
+            for group_id, pending in groups.items():
+                found.setdefault(group_id, set()).update(pending.offsets)
+        return found
 
     def stage_offsets(self, transactional_id: str, group_id: str, pending: PendingOffsets) -> None:
         groups = self.pending_offsets.setdefault(transactional_id, {})

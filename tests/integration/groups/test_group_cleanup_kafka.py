@@ -6,7 +6,8 @@ Kafka 4.4.0's ``cleanupGroupMetadata`` runs every ``offsets.retention.check.inte
 every group: it tombstones the offsets past their retention, then deletes each group left with
 no offsets that is empty and of a type that expires: a KIP-848 consumer group and a streams
 group with no member, a classic group in Empty state; a share group never. A heartbeat into a
-deleted group then gets GROUP_ID_NOT_FOUND. Kemu deleted only empty classic groups, and only
+deleted group then gets GROUP_ID_NOT_FOUND. An open transaction's offsets (TxnOffsetCommit)
+hold their group until it ends. Kemu deleted only empty classic groups, and only
 when some of their offsets had just expired.
 
 The check interval is a static broker property, so the Kafka side is a Kafka of its own
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.kafka import KafkaConfig
@@ -233,3 +235,53 @@ def test_a_heartbeat_into_a_deleted_group(cleaned: Cleaned) -> None:
         ErrorCode.group_id_not_found,
         f"Streams group {cleaned.id('streams-empty')} not found.",
     )
+
+
+@dataclass
+class Held:
+    """A classic group whose member put offsets in a transaction (TxnOffsetCommit) and left: an
+    empty group with no committed offsets, listed after several checks while the transaction is
+    open, and after its abort once the checks have had time to run."""
+
+    during: bool
+    after_abort: bool
+
+
+@pytest.fixture(scope="module")
+def held(server: Server) -> Held:
+    suffix = uuid.uuid4().hex[:8]
+    group, topic = f"txn-held-{suffix}", f"txn-held-{suffix}"
+    broker = Broker(server)
+    producer = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": f"t-{suffix}"})
+    consumer = Consumer(
+        {"bootstrap.servers": server.bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        broker.create_topic(topic, 1)
+        coordinator_ready(broker.client, 0, group)
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + WAIT_S
+        while not consumer.assignment():
+            consumer.poll(0.1)
+            assert time.monotonic() < deadline, "the consumer was never assigned"
+        producer.init_transactions(WAIT_S)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            [TopicPartition(topic, 0, 5)], consumer.consumer_group_metadata(), WAIT_S
+        )
+        consumer.close()  # the group is empty, its only offset in the open transaction
+        assert listed(broker, {group}) == {group: ("classic", "Empty")}
+        time.sleep(4 * CHECK_MS / 1000)  # several checks with the transaction open
+        during = group in listed(broker, {group})
+        producer.abort_transaction(WAIT_S)
+        deadline = time.monotonic() + WAIT_S
+        while group in listed(broker, {group}) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return Held(during, group in listed(broker, {group}))
+    finally:
+        broker.close()
+
+
+def test_an_open_transactions_offsets_hold_the_group(held: Held) -> None:
+    """Kemu once deleted it (the transaction's offsets were not looked at)."""
+    assert (held.during, held.after_abort) == (True, False)

@@ -1,8 +1,9 @@
 """The offsets-retention check deletes every empty group of a type that expires once it has no
 committed offsets left, as Kafka 4.4.0's ``cleanupGroupMetadata`` does (``cleanup``): classic,
 KIP-848 and streams groups, never share groups; its tombstones are written after its offsets'
-in one write, and a failed write keeps the group until the next check. The first check is one
-interval after the coordinator starts. Time is a virtual clock: nothing here waits."""
+in one write, and a failed write keeps the group until the next check. An open transaction's
+offsets hold their group. The first check is one interval after the coordinator starts. Time
+is a virtual clock: nothing here waits."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from kemu.coordinator.group.classic.group import JoinRequest, LeavingMember
 from kemu.coordinator.group.classic.model import ClassicGroup
-from kemu.coordinator.group.cleanup import expires, groups_to_delete
+from kemu.coordinator.group.cleanup import expires, groups_to_delete, spare_open_offsets
 from kemu.coordinator.group.consumer.group import ConsumerGroup
 from kemu.coordinator.group.offset_manager import CommitPartition
 from kemu.coordinator.group.offsets import CommittedOffset, OffsetStore
@@ -21,6 +22,7 @@ from kemu.coordinator.group.service import GroupCoordinatorService, group_coordi
 from kemu.coordinator.group.share.group import ShareGroup
 from kemu.coordinator.group.streams.model import StreamsGroup, StreamsHeartbeat
 from kemu.coordinator.group.timers import RETRY_BACKOFF_MS
+from kemu.coordinator.transaction.service import PendingOffsets, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 from tests.unit.coordinator.group.consumer.test_consumer_group import consumer_beat
 from tests.unit.coordinator.group.streams.test_streams_group import COUNT
@@ -173,3 +175,35 @@ def test_which_groups_a_check_deletes() -> None:
     }
     groups = [empty_share, empty_consumer, kept_offsets, going_offsets]
     assert groups_to_delete(groups, offsets, expired) == ["consumer", "going"]
+
+
+async def test_an_open_transactions_offsets_hold_their_group() -> None:
+    """Kafka expires no offset an open transaction also holds, and deletes no group one has
+    offsets for, until the transaction ends."""
+    broker = cleaning_broker(**{"offsets.retention.minutes": "1"})
+    service = group_coordinator(broker.runtime)
+    transactions = transaction_coordinator(broker.runtime)
+    for group_id in ("pending", "committed"):
+        await joined_and_left(broker, group_id)
+    commit(service, "committed")  # expires at the check after a minute, but for the transaction
+    staged = PendingOffsets("", None, -1, 3, {("t", 0): CommitPartition("t", 0, 9)})
+    transactions.stage_offsets("tx", "pending", staged)
+    transactions.stage_offsets("tx", "committed", staged)
+    await broker.advance(60_000)
+    assert {group.group_id for group in service.registry} == {"pending", "committed"}
+    assert service.offsets.has_offsets("committed")
+    transactions.pending_offsets.clear()  # the transaction aborted
+    await broker.advance(CHECK_MS)
+    assert not list(service.registry) and not service.offsets.has_offsets("committed")
+
+
+def test_open_offsets_are_spared() -> None:
+    expired: dict[str, list[Any]] = {
+        "g": [(OffsetCommitKey("g", "t", 0), None), (OffsetCommitKey("g", "t", 1), None)],
+        "h": [(OffsetCommitKey("h", "t", 0), None)],
+    }
+    assert spare_open_offsets(expired, {"g": {("t", 1)}, "h": {("t", 0)}}) == {
+        "g": [(OffsetCommitKey("g", "t", 0), None)]
+    }
+    offsets = OffsetStore()
+    assert groups_to_delete([ConsumerGroup("g")], offsets, {}, {"g"}) == []
