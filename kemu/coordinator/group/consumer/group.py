@@ -14,14 +14,16 @@ Theory of operation, as in Kafka's ``GroupMetadataManager`` consumer path and it
   static member leaving with -2 stays, with its assignment, until its session runs out or a
   join with its instance id replaces it, without a rebalance (``consumer.static``).
 * A new group starts at epoch 1 (group and assignment), as Kafka 4.4's groups do, so its first
-  member gets epoch 2. The group epoch goes up when membership, a subscription or the
-  subscribed topics change; the next heartbeat then recomputes the target assignment
-  (``consumer.assignor``) and stamps it with it, unless the last one is younger than
-  ``consumer.assignment.interval.ms`` (Kafka's ``canComputeNextTargetAssignment``): then members
-  reconcile towards the last target (a new member gets its epoch and nothing) and the first
-  heartbeat after the interval computes it; Kafka has no timer for it either. A new group's
-  first target is never delayed. When the last member leaves, the empty target takes the new
-  epoch at once and the assignment time is reset.
+  member gets epoch 2. The group epoch goes up when membership, a subscription, the
+  subscribed topics or the group's preferred server assignor (the one most members name,
+  ``consumer.preferred_assignor``) change; the next heartbeat then recomputes the target
+  assignment with that assignor (``consumer.assignor``) and stamps it with it, unless the
+  last one is younger than ``consumer.assignment.interval.ms`` (Kafka's
+  ``canComputeNextTargetAssignment``): then members reconcile towards the last target (a new
+  member gets its epoch and nothing) and the first heartbeat after the interval computes it;
+  Kafka has no timer for it either. A new group's first target is never delayed. When the
+  last member leaves, the empty target takes the new epoch at once and the assignment time is
+  reset.
 * A member moves towards its target one heartbeat at a time: partitions it must give up are
   first only taken away (it keeps its epoch, state UNREVOKED_PARTITIONS) until a heartbeat shows
   it no longer owns them; then it gets the new epoch and the target partitions that nobody else
@@ -55,6 +57,7 @@ from kemu.cluster import seeded
 from kemu.coordinator.group.assignor import TopicPartition
 from kemu.coordinator.group.classic.group import ClassicGroup
 from kemu.coordinator.group.consumer import assignor as consumer_assignor
+from kemu.coordinator.group.consumer.preferred_assignor import preferred, preferred_with
 from kemu.coordinator.group.consumer.reconciliation import STABLE as STABLE
 from kemu.coordinator.group.consumer.reconciliation import UNRELEASED as UNRELEASED
 from kemu.coordinator.group.consumer.reconciliation import UNREVOKED as UNREVOKED
@@ -170,7 +173,6 @@ class ConsumerGroup:
     # Kafka's MetadataHash (KIP-1101) of the subscribed topics when the epoch last moved for
     # them: a heartbeat finding another one bumps the epoch (also for a change while down).
     metadata_hash: int = 0
-    assignor_name: str = consumer_assignor.UNIFORM
     # regex -> the topic names it matched when last resolved, and when (Kafka's resolved
     # regular expressions, written as records); the topics they were last resolved against
     # (memory only: none after a load, so the next refresh sees every topic as new).
@@ -188,6 +190,11 @@ class ConsumerGroup:
     @property
     def state_name(self) -> str:
         return group_state(self.group_epoch, self.assignment_epoch, self.members.values())
+
+    @property
+    def assignor_name(self) -> str:
+        """The group's preferred server assignor (Kafka's describe answers it)."""
+        return preferred(m.server_assignor for m in self.members.values())
 
     def is_empty(self) -> bool:
         return not self.members
@@ -339,11 +346,18 @@ class ConsumerGroupCoordinator:
                 assignment_epochs={},
             )
         regex_status = self._update_regexes(group, member, updated, now_ms)
-        # As Kafka: the epoch goes up when subscribed topic names change, or a regex changes to
-        # one already resolved. A new regex does not bump it: its resolution does, later
-        # (``resolve_regexes``); nor does another server assignor.
+        # As Kafka: the epoch goes up when subscribed topic names change, a regex changes to one
+        # already resolved, or the group's preferred server assignor is another with this
+        # heartbeat (``consumer.preferred_assignor``), which then computes the target. A new
+        # regex does not bump it: its resolution does, later (``resolve_regexes``).
         names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
-        bump = names_changed or regex_status == REGEX_UPDATED_AND_RESOLVED
+        named = [m.server_assignor for m in group.members.values()]
+        target_assignor = preferred_with(named, member.server_assignor, updated.server_assignor)
+        bump = (
+            names_changed
+            or regex_status == REGEX_UPDATED_AND_RESOLVED
+            or target_assignor != preferred(named)
+        )
         group.members[member_id] = updated
         if self.registry.get(group.group_id) is not group:
             self.registry.put(group)
@@ -357,7 +371,7 @@ class ConsumerGroupCoordinator:
         if group.group_epoch > group.assignment_epoch and can_compute_target(
             group.assignment_timestamp_ms, settings.assignment_interval_ms, now_ms
         ):
-            self._update_target(group, assignor, now_ms)
+            self._update_target(group, target_assignor, now_ms)
         # As Kafka's hasSubscriptionChanged: a topic the member dropped leaves its assignment
         # with this heartbeat, whether or not a new target could be computed.
         reconciled = reconcile(
@@ -580,9 +594,7 @@ class ConsumerGroupCoordinator:
                 metadata[name] = meta
         return metadata
 
-    def _update_target(self, group: ConsumerGroup, assignor: str | None, now_ms: int) -> None:
-        names = [m.server_assignor for m in group.members.values() if m.server_assignor]
-        group.assignor_name = assignor or (names[0] if names else consumer_assignor.UNIFORM)
+    def _update_target(self, group: ConsumerGroup, assignor: str, now_ms: int) -> None:
         metadata = group.subscribed_metadata
         subscriptions = {}
         for member in group.members.values():
@@ -590,9 +602,7 @@ class ConsumerGroupCoordinator:
             wanted = {meta.topic_id for name, meta in metadata.items() if name in member_names}
             subscriptions[member.member_id] = frozenset(wanted)
         counts = {meta.topic_id: meta.partitions for meta in metadata.values()}
-        group.target = consumer_assignor.assign(
-            group.assignor_name, subscriptions, counts, group.target
-        )
+        group.target = consumer_assignor.assign(assignor, subscriptions, counts, group.target)
         group.assignment_epoch = group.group_epoch
         group.assignment_timestamp_ms = now_ms
 

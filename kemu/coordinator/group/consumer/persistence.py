@@ -245,9 +245,6 @@ def group_from_image(
             member = _with_assignment(member, current, now_ms)
         group.members[member_id] = member
     group.target = {m: p for m, p in image.targets.items() if m in group.members}
-    assignors = [m.server_assignor for m in group.members.values() if m.server_assignor]
-    if assignors:
-        group.assignor_name = assignors[0]
     return group
 
 
