@@ -686,6 +686,7 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         names = sorted(group.subscribed_topic_names())
         found = {name: self.topic_meta(name) for name in names}
         group.subscribed_metadata = {name: meta for name, meta in found.items() if meta}
+        group.initializing_since_ms = now_ms  # as Kafka stamps InitializingTopics on replay
         if group.metadata_hash == 0:  # written by a kemu of before the hash (or the old file)
             group.metadata_hash = subscribed_hash(group.subscribed_metadata)
         self.registry.put(group)

@@ -59,7 +59,8 @@ DURABLE_FIELDS: dict[type, frozenset[str]] = {
     ),
     ShareGroup: frozenset(
         {"group_id", "group_epoch", "metadata_hash", "assignment_epoch"}
-        | {"assignment_timestamp_ms", "members", "target", "initialized", "deleting"}
+        | {"assignment_timestamp_ms", "members", "target", "initialized", "initializing"}
+        | {"deleting"}
     ),
     StreamsGroup: frozenset(
         {"group_id", "group_epoch", "metadata_hash", "assignment_epoch"}

@@ -67,6 +67,9 @@ LEAVE_EPOCH = -1
 GROUP_TYPE = "share"
 PROTOCOL_TYPE = "share"
 ASSIGNOR_NAME = "simple"
+# Kafka's group.share.initialize.retry.interval.ms (a static broker property, not configurable
+# in kemu): share partitions being initialized for longer are asked to be initialized again.
+INITIALIZE_RETRY_INTERVAL_MS = 30_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,7 @@ class MembershipSettings:
     # Kafka's default is 1000; 0 (a target with every new group epoch) is what ``kemu serve``
     # sets (docs/conformance.md).
     assignment_interval_ms: int = 0
+    initialize_retry_interval_ms: int = INITIALIZE_RETRY_INTERVAL_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +136,13 @@ class ShareGroup:
     # Share partitions whose state was initialized for this group (offsets admin lists these);
     # only these are assigned.
     initialized: dict[uuid.UUID, set[int]] = field(default_factory=dict)
-    # Share partitions asked to be initialized and not done yet (not kept across a restart: a
-    # heartbeat asks again).
+    # Share partitions asked to be initialized and not done yet (kept across a restart, as
+    # Kafka's InitializingTopics: a heartbeat asks for them again only once they have been
+    # initializing for the retry interval).
     initializing: dict[uuid.UUID, set[int]] = field(default_factory=dict)
+    # When ``initializing`` was last asked for or loaded (Kafka stamps its InitializingTopics
+    # as it replays their record); only memory holds it.
+    initializing_since_ms: int = 0
     # Topics whose share state is being deleted (DeleteShareGroupOffsets, DeleteGroups): Kafka's
     # DeletingTopics, kept across a restart; a deletion that failed is retried by the next one.
     deleting: set[uuid.UUID] = field(default_factory=set)
@@ -267,7 +275,7 @@ class ShareGroupCoordinator:
         send_assignment = joining or full_request or updated.assigned != member.assigned
         effects: list[Effect] = []
         known = _topics_with_state(group)  # before this heartbeat marks more initializing
-        initialize = _newly_subscribed(group)
+        initialize = _newly_subscribed(group, now_ms, settings.initialize_retry_interval_ms)
         if initialize:
             from_start = frozenset(topic_id for topic_id, _ in initialize if topic_id in known)
             effects.append(
@@ -371,6 +379,8 @@ class ShareGroupCoordinator:
         group_id: str,
         partitions: Iterable[TopicPartition],
         topic_ids: Iterable[uuid.UUID] = (),
+        *,
+        now_ms: int,
     ) -> None:
         """AlterShareGroupOffsets is about to initialize the share state of ``partitions`` (of
         the group, empty) again: they are being initialized, those initialized staying so until
@@ -384,6 +394,7 @@ class ShareGroupCoordinator:
         for topic_id, index in partitions:
             group.initializing.setdefault(topic_id, set()).add(index)
         group.deleting.difference_update(group.initializing)
+        group.initializing_since_ms = now_ms
 
     def partitions_initialized(
         self, group_id: str, partitions: Iterable[TopicPartition], *, succeeded: bool = True
@@ -510,19 +521,26 @@ def _subscribed_target(group: ShareGroup, member: ShareMember) -> frozenset[Topi
     return frozenset(p for p in target if p[0] in topic_ids)
 
 
-def _newly_subscribed(group: ShareGroup) -> tuple[TopicPartition, ...]:
-    """Subscribed partitions neither initialized nor being initialized, now marked as being
-    initialized (Kafka's subscribedTopicsChangeMap); a topic being deleted whose partitions
-    are is no longer deleting (Kafka's addInitializingTopicsRecords)."""
+def _newly_subscribed(
+    group: ShareGroup, now_ms: int, retry_interval_ms: int
+) -> tuple[TopicPartition, ...]:
+    """Subscribed partitions neither initialized nor being initialized (for less than the
+    retry interval), now marked as being initialized (Kafka's subscribedTopicsChangeMap); a
+    topic being deleted whose partitions are is no longer deleting (Kafka's
+    addInitializingTopicsRecords)."""
+    in_flight = now_ms - group.initializing_since_ms < retry_interval_ms
     fresh: list[TopicPartition] = []
     for meta in group.subscribed_metadata.values():
         done = group.initialized.get(meta.topic_id, set())
         waiting = group.initializing.get(meta.topic_id, set())
-        added = [i for i in range(meta.partitions) if i not in done and i not in waiting]
+        asked = waiting if in_flight else set()
+        added = [i for i in range(meta.partitions) if i not in done and i not in asked]
         if added:
             group.initializing[meta.topic_id] = waiting | set(added)
             group.deleting.discard(meta.topic_id)
             fresh += [(meta.topic_id, index) for index in added]
+    if fresh:
+        group.initializing_since_ms = now_ms
     return tuple(fresh)
 
 

@@ -26,8 +26,10 @@ type  key                                         value v0
 MetadataHash is Kafka's (KIP-1101, ``metadata_hash``) over the subscribed topics; a loaded
 group keeps it, so its next heartbeat bumps the epoch if the topics changed meanwhile (one
 written as 0, by a kemu of before the hash, takes the topics as they are at load). Partitions being
-initialized are written as Kafka writes them, but a loaded group asks again (its next heartbeat
-initializes what is still missing; the state already there is kept, ``service._initialize``).
+initialized are written as Kafka writes them and a loaded group keeps them, as Kafka's replay
+does: a heartbeat asks for them again once they have been initializing for
+``group.share.initialize.retry.interval.ms`` since the load (the state already there is kept,
+``service._initialize``).
 """
 
 from __future__ import annotations
@@ -422,8 +424,7 @@ class ShareImageBuilder:
                 image.state_partitions = None
 
     def groups(self, session_deadline_ms: int) -> list[ShareGroup]:
-        """The groups, each member with a fresh session and nothing being initialized (a
-        heartbeat asks again)."""
+        """The groups, each member with a fresh session."""
         built = []
         for group_id, image in self.images.items():
             if image.holds_group:
@@ -451,6 +452,7 @@ def group_from_image(group_id: str, image: ShareImage, session_deadline_ms: int)
                 assigned=current.assigned,
             )
         members[member_id] = member
+    initializing = image.state_partitions.initializing if image.state_partitions else ()
     initialized = image.state_partitions.initialized if image.state_partitions else ()
     deleting = image.state_partitions.deleting if image.state_partitions else ()
     return ShareGroup(
@@ -462,5 +464,7 @@ def group_from_image(group_id: str, image: ShareImage, session_deadline_ms: int)
         members=members,
         target={m: p for m, p in image.targets.items() if m in members},
         initialized={t.topic_id: set(t.partitions) for t in initialized if t.partitions},
+        # a topic initializing with no partition (AlterShareGroupOffsets out of range) too
+        initializing={t.topic_id: set(t.partitions) for t in initializing},
         deleting={topic_id for topic_id, _ in deleting},
     )

@@ -208,7 +208,9 @@ class ShareMembership:
         try:
             with self._write_operation(group_id):
                 self.share.empty_group_for_offsets(group_id, create=True)
-                self.share.initializing_again(group_id, partitions, topic_ids)
+                self.share.initializing_again(
+                    group_id, partitions, topic_ids, now_ms=self.runtime.clock_ms()
+                )
         finally:
             self._rearm()
         return self.share.describe(group_id)

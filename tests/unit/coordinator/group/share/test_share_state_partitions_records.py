@@ -13,6 +13,7 @@ from kemu.coordinator.group.modern_group import TopicMeta
 from kemu.coordinator.group.registry import GroupRegistry
 from kemu.coordinator.group.share import records as share_records
 from kemu.coordinator.group.share.group import (
+    INITIALIZE_RETRY_INTERVAL_MS,
     InitializePartitions,
     MembershipSettings,
     ShareGroup,
@@ -63,17 +64,19 @@ class Log:
             self.log.apply(key, value)
         return written
 
-    def join(self, member: str = "m") -> list[InitializePartitions]:
+    def join(self, member: str = "m", now_ms: int = NOW_MS) -> list[InitializePartitions]:
         request = ShareHeartbeat(GROUP, member, 0, None, ("t",), "client", "/127.0.0.1")
         result = self.coordinator.heartbeat(
-            request, {"t": TopicMeta(TOPIC, self.partitions)}.get, NOW_MS
+            request, {"t": TopicMeta(TOPIC, self.partitions)}.get, now_ms
         )
         return [e for e in result.effects if isinstance(e, InitializePartitions)]
 
-    def restarted(self) -> Log:
-        """A coordinator over the groups the log rebuilds."""
+    def restarted(self, now_ms: int = NOW_MS) -> Log:
+        """A coordinator over the groups the log rebuilds at ``now_ms`` (as the service loads
+        them: what is being initialized stamped with the load's time)."""
         again = Log(log=self.log, partitions=self.partitions)
         for group in self.log.groups(NOW_MS):
+            group.initializing_since_ms = now_ms
             again.registry.put(group)
         return again
 
@@ -95,7 +98,7 @@ def alter(log: Log, *indexes: int, succeeded: bool = True) -> list[list[Record]]
     """What AlterShareGroupOffsets writes: before the persister, then after it."""
     partitions = [(TOPIC, index) for index in indexes]
     log.coordinator.empty_group_for_offsets(GROUP, create=True)
-    log.coordinator.initializing_again(GROUP, partitions)
+    log.coordinator.initializing_again(GROUP, partitions, now_ms=NOW_MS)
     before = log.write()
     log.coordinator.partitions_initialized(GROUP, partitions, succeeded=succeeded)
     return [before, log.write()]
@@ -189,3 +192,20 @@ def test_a_first_join_writes_the_initializing_state_partitions_last() -> None:
     assert log.log.images[GROUP].state_partitions == state(initializing=(0, 1))
     log.coordinator.partitions_initialized(GROUP, initialize.partitions)
     assert shown(log.write()) == [(STATE_PARTITIONS, state(initialized=(0, 1)))]
+
+
+def test_partitions_initializing_at_a_restart_are_asked_again_after_the_retry_interval() -> None:
+    """Kafka keeps a group's InitializingTopics as it replays their record, stamped with the
+    replay's time, and initializes them again (from offset 0: the topic is known) only once
+    group.share.initialize.retry.interval.ms has passed; before, kemu dropped them on load and
+    the next heartbeat asked again at once."""
+    log = Log()
+    log.join()  # asked to initialize both partitions; the persister never answers
+    log.write()
+    restarted = log.restarted(now_ms=NOW_MS)
+    assert restarted.coordinator.describe(GROUP).initializing == {TOPIC: {0, 1}}
+    assert restarted.join("n", now_ms=NOW_MS + INITIALIZE_RETRY_INTERVAL_MS - 1) == []
+    again = restarted.join("o", now_ms=NOW_MS + INITIALIZE_RETRY_INTERVAL_MS)
+    assert again == [InitializePartitions(GROUP, 4, ((TOPIC, 0), (TOPIC, 1)), frozenset({TOPIC}))]
+    # asked again: in flight for another interval
+    assert restarted.join("p", now_ms=NOW_MS + INITIALIZE_RETRY_INTERVAL_MS + 1) == []
