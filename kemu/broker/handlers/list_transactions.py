@@ -2,20 +2,23 @@
 
 Every transactional id whose ``__transaction_state`` partition this broker leads (as in Kafka,
 where each broker lists its own coordinator's), with its producer id and state, filtered by state
-names (unknown names are echoed in ``unknown_state_filters``), producer ids, v1+ a minimum
-time since the transaction started (ms), v2+ a transactional id regular expression (matched as a
-whole; a bad pattern is INVALID_REQUEST). Any broker answers. As Kafka, only the transactional
+names (unknown names are echoed in ``unknown_state_filters``), producer ids, v1+ a time since
+the transaction started (ms) that must be exceeded, v2+ a transactional id regular expression.
+As Kafka 4.4.0's ``TransactionStateManager.listTransactionStates``, a non-empty pattern is read
+with RE2/J's syntax and matched against whole ids, and one RE2/J refuses fails the request with
+INVALID_REGULAR_EXPRESSION (the syntax is that of KIP-848 topic regexes, which Kafka compiles
+with RE2/J too: ``consumer.topic_regex``). Any broker answers. As Kafka, only the transactional
 ids the principal may DESCRIBE are listed.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from kemu.broker.authorization import AclOperation, ResourceType, authorize
 from kemu.broker.handlers import handler
 from kemu.cluster.context import RequestContext
+from kemu.coordinator.group.consumer.topic_regex import InvalidTopicRegex, compile_topic_regex
 from kemu.coordinator.group.placement import TRANSACTION, coordinator_partition
 from kemu.coordinator.transaction.coordinator import STATE_NAMES
 from kemu.coordinator.transaction.service import transaction_coordinator
@@ -36,10 +39,10 @@ def handle(ctx: RequestContext, request: ListTransactionsRequestView) -> Any:
     pattern = None
     if pattern_text:
         try:
-            pattern = re.compile(pattern_text)
-        except re.error:
+            pattern = compile_topic_regex(pattern_text)
+        except InvalidTopicRegex:
             return ctx.respond(
-                error_code=ErrorCode.invalid_request,
+                error_code=ErrorCode.invalid_regular_expression,
                 unknown_state_filters=(),
                 transaction_states=(),
             )
@@ -54,9 +57,9 @@ def handle(ctx: RequestContext, request: ListTransactionsRequestView) -> Any:
             continue
         if producer_ids and meta.producer_id not in producer_ids:
             continue
-        if duration >= 0 and now - meta.start_ms < duration:
+        if duration >= 0 and now - meta.start_ms <= duration:
             continue  # as Kafka: the time since the transaction started (start -1 when none)
-        if pattern is not None and pattern.fullmatch(transactional_id) is None:
+        if pattern is not None and not pattern.matches(transactional_id):
             continue
         if coordinator_partition(ctx.cluster, TRANSACTION, transactional_id).leader_id != node:
             continue  # Admin asks every broker and concatenates: each lists the ids it leads

@@ -339,6 +339,41 @@ def test_list_and_describe_transactions(broker: Broker) -> None:
     assert listed == [TXN]  # listed once, by the broker that coordinates it
 
 
+def test_list_transactions_filters_as_kafka(broker: Broker) -> None:
+    """Kafka 4.4.0's listTransactionStates: the duration must be exceeded (the clock stands
+    still here: 0 ms since the start lists nothing at 0); the pattern is RE2/J's, matched
+    against whole ids; one RE2/J refuses is INVALID_REGULAR_EXPRESSION
+    (``txn/test_list_transactions_pattern_kafka.py`` compares them with Kafka's)."""
+    first = init(broker)
+    add_partitions(broker, first.producer_id, first.producer_epoch, 0)
+
+    def listed(duration: int, pattern: str | None = None) -> tuple[int, list[str]]:
+        answers = [
+            broker.send(
+                broker.request(
+                    LIST,
+                    2,
+                    state_filters=(),
+                    producer_id_filters=(),
+                    duration_filter=duration,
+                    transactional_id_pattern=pattern,
+                ),
+                node,
+            )
+            for node in (1, 2, 3)
+        ]
+        return max(a.error_code for a in answers), [
+            state.transactional_id for a in answers for state in a.transaction_states
+        ]
+
+    assert listed(-1) == (ErrorCode.none, [TXN])
+    assert listed(0) == (ErrorCode.none, [])
+    assert listed(-1, "unit-.*") == (ErrorCode.none, [TXN])
+    assert listed(-1, "unit") == (ErrorCode.none, [])
+    assert listed(-1, "\\pL+-\\pL+") == (ErrorCode.none, [TXN])
+    assert listed(-1, "unit(?=-)") == (ErrorCode.invalid_regular_expression, [])
+
+
 def test_a_reloaded_coordinator_resumes_from_the_transaction_log(broker: Broker) -> None:
     first = init(broker)
     add_partitions(broker, first.producer_id, first.producer_epoch, 0)
