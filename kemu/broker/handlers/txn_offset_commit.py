@@ -145,6 +145,12 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequestView) -> Any:
             )
         )
     if pending.offsets:
+        groups = group_coordinator(ctx.runtime)
+        if groups.registry.get(request.group_id) is None:
+            # Kafka's coordinator makes the simple group (generation -1: any other was refused
+            # above), empty: ListGroups shows it while the transaction is open, and the
+            # retention check keeps it until the transaction's end
+            groups.transactional_commit_group(request.group_id)
         transactions.stage_offsets(request.transactional_id, request.group_id, pending)
     return ctx.respond(topics=tuple(answers))
 

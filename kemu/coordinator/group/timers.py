@@ -16,6 +16,7 @@ in one write, as DeleteGroups writes them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
@@ -176,6 +177,14 @@ class GroupTimers:
                 return False
         self._apply_classic([e for e in effects if not isinstance(e, PersistGroup)])
         return True
+
+    def transactional_commit_group(self, group_id: str) -> None:
+        """The group a TxnOffsetCommit names when there is none: an empty simple classic group,
+        made at once as Kafka makes it (nothing written), which the retention check then keeps
+        while the transaction is open and deletes after it if no offset was committed."""
+        self.classic.simple_group(group_id, self.runtime.clock_ms())
+        with contextlib.suppress(RuntimeError):  # no event loop (a handler called in a test)
+            self._rearm()
 
     def _expire_offsets(self, now_ms: int) -> None:
         """Kafka's ``cleanupGroupMetadata``: tombstones for offsets past their retention, and

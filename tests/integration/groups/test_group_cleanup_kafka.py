@@ -285,3 +285,43 @@ def held(server: Server) -> Held:
 def test_an_open_transactions_offsets_hold_the_group(held: Held) -> None:
     """Kemu once deleted it (the transaction's offsets were not looked at)."""
     assert (held.during, held.after_abort) == (True, False)
+
+
+def test_a_txn_offset_commit_makes_a_group_that_stays_until_the_transaction_ends(
+    server: Server,
+) -> None:
+    """A TxnOffsetCommit (generation -1) naming a group that does not exist makes a simple
+    classic group, empty, listed at once; the checks keep it while the transaction is open and
+    delete it after the abort. Kemu once made no group until the commit."""
+    suffix = uuid.uuid4().hex[:8]
+    group, topic = f"txn-made-{suffix}", f"cleanup-made-{suffix}"
+    broker = Broker(server)
+    producer = Producer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "transactional.id": f"made-{suffix}",
+            "transaction.timeout.ms": 60_000,
+        }
+    )
+    # never subscribed: only its group metadata (no member, generation -1) is used
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group})
+    try:
+        broker.create_topic(topic, 1)
+        coordinator_ready(broker.client, 0, group)
+        producer.init_transactions(WAIT_S)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            [TopicPartition(topic, 0, 5)], consumer.consumer_group_metadata(), WAIT_S
+        )
+        time.sleep(4 * CHECK_MS / 1000)  # checks under the open transaction
+        held = listed(broker, {group})
+        producer.abort_transaction(WAIT_S)
+        deadline = time.monotonic() + WAIT_S
+        while listed(broker, {group}) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        after_abort = listed(broker, {group})
+    finally:
+        consumer.close()
+        broker.close()
+    assert held == {group: ("classic", "Empty")}
+    assert after_abort == {}

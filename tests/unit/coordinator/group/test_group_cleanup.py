@@ -207,3 +207,21 @@ def test_open_offsets_are_spared() -> None:
     }
     offsets = OffsetStore()
     assert groups_to_delete([ConsumerGroup("g")], offsets, {}, {"g"}) == []
+
+
+async def test_a_group_a_txn_offset_commit_makes_stays_until_the_transaction_ends() -> None:
+    """TxnOffsetCommit (generation -1) into no group: Kafka makes an empty simple classic group
+    at once, held by the open transaction, deleted at the first check after it."""
+    broker = cleaning_broker()
+    service = group_coordinator(broker.runtime)
+    transactions = transaction_coordinator(broker.runtime)
+    service.transactional_commit_group("made")
+    staged = PendingOffsets("", None, -1, 3, {("t", 0): CommitPartition("t", 0, 9)})
+    transactions.stage_offsets("tx", "made", staged)
+    group = service.registry.get("made")
+    assert isinstance(group, ClassicGroup) and group.is_empty()
+    await broker.advance(3 * CHECK_MS)
+    assert service.registry.get("made") is not None
+    transactions.pending_offsets.clear()  # the transaction aborted
+    await broker.advance(CHECK_MS)
+    assert service.registry.get("made") is None
