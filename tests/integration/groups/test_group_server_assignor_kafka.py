@@ -23,6 +23,9 @@ the counts: before the heartbeat ``uniform``, after it the name its member put b
   each); from then on each heartbeat of the ``range`` member bumps the epoch (the tie read
   before it goes to ``uniform``, after it to ``range``), the other's do not, and
   ConsumerGroupDescribe names ``uniform``.
+- A ServerAssignor Kafka does not have (the empty name too) is UNSUPPORTED_ASSIGNOR, "ServerAssignor
+  <name> is not supported. Supported assignors: uniform, range.", from the request's validation:
+  on a leave and for a group the coordinator does not hold as well.
 """
 
 from __future__ import annotations
@@ -211,3 +214,45 @@ def test_a_tie_of_range_and_uniform(server: Server) -> None:
     # the uniform member's first heartbeat takes the last epoch, its second changes nothing
     assert epochs == [group_epoch + 1, group_epoch + 2, group_epoch + 2, group_epoch + 2]
     assert written == [GROUP_EPOCH, TARGET_EPOCH, CURRENT] * 2 + [CURRENT], written
+
+
+@pytest.mark.parametrize(
+    ("epoch", "assignor"),
+    [
+        (0, ""),  # a join naming the empty name
+        (0, "sticky"),
+        (5, "sticky"),  # a heartbeat to a group the coordinator does not hold
+        (-1, "sticky"),  # a leave, likewise
+    ],
+)
+def test_an_unknown_assignor_is_refused_before_the_group_is_looked_at(
+    server: Server, epoch: int, assignor: str
+) -> None:
+    broker = Broker(server)
+    try:
+        group = f"assignor-unknown-{uuid.uuid4().hex[:8]}"
+        coordinator_ready(broker.client, 0, group)
+        answer = until_ready(
+            lambda: broker.client.call(
+                1,
+                CONSUMER_HEARTBEAT,
+                1,
+                group_id=group,
+                member_id=uuid.uuid4().hex,
+                member_epoch=epoch,
+                instance_id=None,
+                rack_id=None,
+                rebalance_timeout=datetime.timedelta(minutes=5),
+                subscribed_topic_names=("any",),
+                subscribed_topic_regex=None,
+                server_assignor=assignor,
+                topic_partitions=(),
+            ),
+            lambda answer: answer.error_code not in COORDINATOR_STARTING,
+        )
+    finally:
+        broker.close()
+    assert (answer.error_code, answer.error_message) == (
+        ErrorCode.unsupported_assignor,
+        f"ServerAssignor {assignor} is not supported. Supported assignors: uniform, range.",
+    )

@@ -306,13 +306,11 @@ class ConsumerGroupCoordinator:
         elif not joining:
             _check_epoch(member, request)
 
-        assignor = request.server_assignor or member.server_assignor
-        if assignor is not None and assignor not in consumer_assignor.ASSIGNORS:
-            raise GroupError(
-                ErrorCode.unsupported_assignor,
-                f"ServerAssignor {assignor} is not supported. Supported assignors: "
-                f"{', '.join(consumer_assignor.ASSIGNORS)}.",
-            )
+        assignor = (
+            request.server_assignor
+            if request.server_assignor is not None
+            else member.server_assignor
+        )
         updated = replace(
             member,
             instance_id=request.instance_id or member.instance_id,
@@ -639,6 +637,14 @@ def _validate(request: ConsumerHeartbeat) -> None:
     elif request.member_epoch < STATIC_LEAVE_EPOCH:
         raise GroupError(
             ErrorCode.invalid_request, f"MemberEpoch is invalid: {request.member_epoch}"
+        )
+    # as any request's, a leave's or one naming a group the coordinator does not hold too
+    assignor = request.server_assignor
+    if assignor is not None and assignor not in consumer_assignor.ASSIGNORS:
+        raise GroupError(
+            ErrorCode.unsupported_assignor,
+            f"ServerAssignor {assignor} is not supported. Supported assignors: "
+            f"{', '.join(consumer_assignor.ASSIGNORS)}.",
         )
 
 

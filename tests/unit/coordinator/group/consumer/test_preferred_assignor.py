@@ -13,6 +13,8 @@ from kemu.coordinator.group.consumer.preferred_assignor import (
     preferred,
     preferred_with,
 )
+from kemu.coordinator.group.errors import GroupError
+from kemu.protocol.errors import ErrorCode
 from tests.unit.coordinator.group.consumer.test_consumer_group import T2, Harness, parts
 
 
@@ -115,3 +117,24 @@ def test_a_tie_computes_the_target_with_range_and_each_range_heartbeat_bumps(
     harness.beat("a", harness.group.members["a"].member_epoch)
     assert harness.group.group_epoch == epoch + 2
     assert harness.group.target["b"] == parts(3, 4, 5) | parts(1, topic=T2)
+
+
+@pytest.mark.parametrize(("epoch", "assignor"), [(0, ""), (0, "sticky"), (5, "sticky"), (-1, "x")])
+def test_an_unknown_assignor_is_refused_before_the_group_is_looked_at(
+    harness: Harness, epoch: int, assignor: str
+) -> None:
+    """As Kafka's request validation: the empty name too, on a leave or for a group the
+    coordinator does not hold as well."""
+    with pytest.raises(GroupError) as refused:
+        harness.beat(
+            "m",
+            epoch,
+            frozenset(),
+            rebalance_timeout_ms=60_000,
+            subscribed_topic_names=("t",),
+            server_assignor=assignor,
+        )
+    assert (refused.value.code, str(refused.value)) == (
+        ErrorCode.unsupported_assignor,
+        f"ServerAssignor {assignor} is not supported. Supported assignors: uniform, range.",
+    )
