@@ -42,8 +42,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol.errors import ErrorCode
+from tests.integration.groups.consumer_wire import Broker as ConsumerBroker
 from tests.integration.groups.test_group_topic_changes_kafka import Answer as ConsumerAnswer
-from tests.integration.groups.test_group_topic_changes_kafka import Broker as ConsumerBroker
 from tests.integration.groups.test_group_topic_changes_kafka import Member as ConsumerMember
 from tests.integration.parity import kemu_or_kafka, nested
 from tests.integration.share.test_share_topic_changes_kafka import Answer as ShareAnswer

@@ -28,7 +28,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.kafka import KafkaConfig
-from tests.integration.groups.test_group_topic_changes_kafka import Broker
+from tests.integration.groups import consumer_wire
+from tests.integration.groups.consumer_wire import Broker
 from tests.integration.groups.test_static_leave_kafka import Member
 from tests.integration.parity import COORDINATOR_STARTING, kemu_or_kafka, nested
 from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
@@ -186,20 +187,12 @@ def cleaned(server: Server) -> Cleaned:
             time.sleep(0.1)
         time.sleep(3 * CHECK_MS / 1000)  # more checks: the kept ones stay
         after = listed(broker, set(ids.values()))
-        consumer_beat = broker.client.call(
-            1,
-            68,
-            1,
-            group_id=ids["consumer-empty"],
-            member_id=uuid.uuid4().hex,
-            member_epoch=5,
-            instance_id=None,
-            rack_id=None,
-            rebalance_timeout=datetime.timedelta(milliseconds=-1),
-            subscribed_topic_names=None,
-            subscribed_topic_regex=None,
-            server_assignor=None,
-            topic_partitions=None,
+        consumer_beat = consumer_wire.heartbeat_once(
+            broker.client,
+            ids["consumer-empty"],
+            uuid.uuid4().hex,
+            5,
+            rebalance_timeout=consumer_wire.UNSET_REBALANCE_TIMEOUT,
         )
         streams = streams_beat(broker, ids["streams-empty"], uuid.uuid4().hex, 5, topic)
         return Cleaned(

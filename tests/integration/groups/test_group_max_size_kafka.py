@@ -25,12 +25,11 @@ import pytest
 
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.kafka import KafkaConfig
+from tests.integration.groups.consumer_wire import Broker, Partition
 from tests.integration.groups.test_static_leave_kafka import (
     STATIC_LEAVE_EPOCH,
     Answer,
-    Broker,
     Member,
-    Partition,
     settle,
 )
 from tests.integration.parity import kemu_or_kafka

@@ -37,7 +37,6 @@ the order they were written) and compared by record type, ids and timestamps lef
 
 from __future__ import annotations
 
-import datetime
 import struct
 import uuid
 from collections.abc import Iterator
@@ -45,13 +44,9 @@ from collections.abc import Iterator
 import pytest
 
 from kemu.protocol.errors import ErrorCode
-from tests.integration.groups.test_group_topic_changes_kafka import (
-    CONSUMER_HEARTBEAT,
-    COORDINATOR_STARTING,
-    Broker,
-    Member,
-    nested,
-)
+from tests.integration.groups import consumer_wire
+from tests.integration.groups.consumer_wire import Broker
+from tests.integration.groups.test_group_topic_changes_kafka import Member
 from tests.integration.parity import kemu_or_kafka
 from tests.integration.share.test_share_deleted_topic_state_kafka import (
     OFFSETS_TOPIC,
@@ -61,7 +56,7 @@ from tests.integration.share.test_share_deleted_topic_state_kafka import (
 from tests.integration.share.test_share_topic_changes_kafka import Broker as ShareBroker
 from tests.integration.share.test_share_topic_changes_kafka import Member as ShareMember
 from tests.integration.share.test_share_topic_changes_kafka import partitions_of
-from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
+from tests.integration.txn.wire_parity import Server, coordinator_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
@@ -136,34 +131,14 @@ def group_records(
 def regex_heartbeat(member: Member, regex: str | None) -> frozenset[tuple[str, int]] | None:
     """One ConsumerGroupHeartbeat (naming the regex when joining) owning what the member owns:
     the assignment it answers, the epoch kept."""
-    ids = member.broker.ids
-    topics = tuple(
-        nested(
-            CONSUMER_HEARTBEAT,
-            1,
-            "TopicPartitions",
-            topic_id=ids[topic],
-            partitions=tuple(sorted(p for name, p in member.owned if name == topic)),
-        )
-        for topic in sorted({name for name, _ in member.owned})
-    )
-    answer = until_ready(
-        lambda: member.broker.client.call(
-            1,
-            CONSUMER_HEARTBEAT,
-            1,
-            group_id=member.group,
-            member_id=member.member_id,
-            member_epoch=member.epoch,
-            instance_id=None,
-            rack_id=None,
-            rebalance_timeout=datetime.timedelta(minutes=5),
-            subscribed_topic_names=None,
-            subscribed_topic_regex=regex,
-            server_assignor="uniform" if regex is not None else None,
-            topic_partitions=topics,
-        ),
-        lambda answer: answer.error_code not in COORDINATOR_STARTING,
+    answer = consumer_wire.heartbeat(
+        member.broker.client,
+        member.group,
+        member.member_id,
+        member.epoch,
+        topic_partitions=consumer_wire.owned_topic_partitions(member.broker.ids, member.owned),
+        regex=regex,
+        assignor="uniform" if regex is not None else None,
     )
     assert answer.error_code == ErrorCode.none, answer
     member.epoch = int(answer.member_epoch)

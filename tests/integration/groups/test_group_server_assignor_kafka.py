@@ -30,7 +30,6 @@ the counts: before the heartbeat ``uniform``, after it the name its member put b
 
 from __future__ import annotations
 
-import datetime
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,6 +37,8 @@ from collections.abc import Iterator
 import pytest
 
 from kemu.protocol.errors import ErrorCode
+from tests.integration.groups import consumer_wire
+from tests.integration.groups.consumer_wire import Broker, Partition, wait_for
 from tests.integration.groups.test_group_record_order_kafka import (
     CURRENT,
     GROUP_EPOCH,
@@ -47,14 +48,8 @@ from tests.integration.groups.test_group_record_order_kafka import (
     TARGET_MEMBER,
     group_records,
 )
-from tests.integration.groups.test_group_topic_changes_kafka import (
-    CONSUMER_HEARTBEAT,
-    Broker,
-    Partition,
-    wait_for,
-)
-from tests.integration.parity import COORDINATOR_STARTING, kemu_or_kafka, nested
-from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
+from tests.integration.parity import kemu_or_kafka
+from tests.integration.txn.wire_parity import Server, coordinator_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
@@ -85,34 +80,15 @@ class Member:
         assignor: str | None = None,
     ) -> int:
         """One heartbeat owning what the member owns; the epoch answered."""
-        ids = self.broker.ids
-        owned = tuple(
-            nested(
-                CONSUMER_HEARTBEAT,
-                1,
-                "TopicPartitions",
-                topic_id=ids[topic],
-                partitions=tuple(sorted(p for name, p in self.owned if name == topic)),
-            )
-            for topic in sorted({name for name, _ in self.owned})
-        )
-        answer = until_ready(
-            lambda: self.broker.client.call(
-                1,
-                CONSUMER_HEARTBEAT,
-                1,
-                group_id=self.group,
-                member_id=self.member_id,
-                member_epoch=self.epoch,
-                instance_id=None,
-                rack_id=None,
-                rebalance_timeout=datetime.timedelta(minutes=5),
-                subscribed_topic_names=names,
-                subscribed_topic_regex=regex,
-                server_assignor=assignor,
-                topic_partitions=owned,
-            ),
-            lambda answer: answer.error_code not in COORDINATOR_STARTING,
+        answer = consumer_wire.heartbeat(
+            self.broker.client,
+            self.group,
+            self.member_id,
+            self.epoch,
+            topic_partitions=consumer_wire.owned_topic_partitions(self.broker.ids, self.owned),
+            subscribed=names,
+            regex=regex,
+            assignor=assignor,
         )
         assert answer.error_code == ErrorCode.none, answer
         self.epoch = int(answer.member_epoch)

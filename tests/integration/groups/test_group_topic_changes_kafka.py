@@ -27,7 +27,6 @@ created just before after a first join, which costs it an epoch).
 
 from __future__ import annotations
 
-import datetime
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,21 +34,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.wire_client import WireClient
-from tests.integration.parity import COORDINATOR_STARTING, kemu_or_kafka, nested
-from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
+from tests.integration.groups import consumer_wire
+from tests.integration.groups.consumer_wire import Broker, Partition
+from tests.integration.parity import kemu_or_kafka
+from tests.integration.txn.wire_parity import Server, coordinator_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-METADATA, OFFSET_COMMIT, ALTER_CONFIGS = 3, 8, 44
-CONSUMER_HEARTBEAT, CONSUMER_DESCRIBE = 68, 69
-GROUP_RESOURCE = 32
 INTERVAL_MS = "15000"  # group.consumer.max.assignment.interval.ms: the longest a group may ask
 WAIT_S = 60.0  # a bound for failing, not a measurement
-Partition = tuple[str, int]  # topic name, partition index
 
 
 @pytest.fixture(scope="module", params=["kemu", "kafka"])
@@ -58,164 +53,6 @@ def server(
 ) -> Iterator[Server]:
     with kemu_or_kafka(request, tmp_path_factory) as chosen:
         yield chosen
-
-
-def wait_for(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-    return found
-
-
-class Broker:
-    """Raw requests to one server, with the ids of the topics this module made."""
-
-    def __init__(self, server: Server) -> None:
-        self.bootstrap = server.bootstrap
-        self.client = WireClient(server.bootstrap, client_id="group-topic-changes")
-        self.ids: dict[str, uuid.UUID] = {}
-
-    def close(self) -> None:
-        self.client.close()
-
-    def metadata(self, topic: str) -> Any:
-        answer = self.client.call(
-            1,
-            METADATA,
-            12,
-            topics=(nested(METADATA, 12, "MetadataRequestTopic", topic_id=None, name=topic),),
-            allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
-        )
-        return answer.topics[0]
-
-    def create_topic(self, topic: str, partitions: int) -> None:
-        """The topic, once Metadata shows all its partitions (its id kept)."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=60)
-        shown = wait_for(
-            lambda: (
-                lambda t: t if t.error_code == 0 and len(t.partitions) == partitions else None
-            )(self.metadata(topic)),
-            f"{topic} in the metadata",
-        )
-        self.ids[topic] = uuid.UUID(str(shown.topic_id))
-
-    def delete_topic(self, topic: str) -> None:
-        """The topic deleted, once Metadata no longer shows it."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        admin.delete_topics([topic])[topic].result(timeout=60)
-        wait_for(
-            lambda: self.metadata(topic).error_code == ErrorCode.unknown_topic_or_partition,
-            f"{topic} gone from the metadata",
-        )
-
-    def set_interval(self, group: str, value: str) -> None:
-        config = nested(
-            ALTER_CONFIGS,
-            1,
-            "AlterableConfig",
-            name="consumer.assignment.interval.ms",
-            config_operation=0,
-            value=value,
-        )
-        resource = nested(
-            ALTER_CONFIGS,
-            1,
-            "AlterConfigsResource",
-            resource_type=GROUP_RESOURCE,
-            resource_name=group,
-            configs=(config,),
-        )
-        answer = self.client.call(1, ALTER_CONFIGS, 1, resources=(resource,), validate_only=False)
-        assert answer.responses[0].error_code == ErrorCode.none, answer
-
-    def named(self, topic_partitions: Any) -> frozenset[Partition]:
-        names = {topic_id: name for name, topic_id in self.ids.items()}
-        return frozenset(
-            (names[uuid.UUID(str(t.topic_id))], p) for t in topic_partitions for p in t.partitions
-        )
-
-    def describe(self, group: str) -> Any:
-        (described,) = self.client.call(
-            1, CONSUMER_DESCRIBE, 0, group_ids=(group,), include_authorized_operations=False
-        ).groups
-        assert described.error_code == ErrorCode.none, described
-        return described
-
-    def commit(
-        self, group: str, member_id: str, epoch: int, partitions: frozenset[Partition]
-    ) -> dict[Partition, ErrorCode]:
-        """OffsetCommit v9 of offset 0 for ``partitions`` (by name): each one's answer."""
-        topics = tuple(
-            nested(
-                OFFSET_COMMIT,
-                9,
-                "OffsetCommitRequestTopic",
-                name=topic,
-                partitions=tuple(
-                    nested(
-                        OFFSET_COMMIT,
-                        9,
-                        "OffsetCommitRequestPartition",
-                        partition_index=index,
-                        committed_offset=0,
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    )
-                    for name, index in sorted(partitions)
-                    if name == topic
-                ),
-            )
-            for topic in sorted({name for name, _ in partitions})
-        )
-        answer = self.client.call(
-            1,
-            OFFSET_COMMIT,
-            9,
-            group_id=group,
-            generation_id_or_member_epoch=epoch,
-            member_id=member_id,
-            group_instance_id=None,
-            topics=topics,
-        )
-        return {
-            (t.name, p.partition_index): ErrorCode(p.error_code)
-            for t in answer.topics
-            for p in t.partitions
-        }
-
-    def commit_by_id(
-        self, group: str, member_id: str, epoch: int, topic_id: uuid.UUID, indexes: list[int]
-    ) -> set[ErrorCode]:
-        """OffsetCommit v10 (topics by id) of offset 0: the distinct answers."""
-        commits = tuple(
-            nested(
-                OFFSET_COMMIT,
-                10,
-                "OffsetCommitRequestPartition",
-                partition_index=index,
-                committed_offset=0,
-                committed_leader_epoch=-1,
-                committed_metadata="",
-            )
-            for index in indexes
-        )
-        topic = nested(
-            OFFSET_COMMIT, 10, "OffsetCommitRequestTopic", topic_id=topic_id, partitions=commits
-        )
-        answer = self.client.call(
-            1,
-            OFFSET_COMMIT,
-            10,
-            group_id=group,
-            generation_id_or_member_epoch=epoch,
-            member_id=member_id,
-            group_instance_id=None,
-            topics=(topic,),
-        )
-        return {ErrorCode(p.error_code) for t in answer.topics for p in t.partitions}
 
 
 @dataclass
@@ -237,35 +74,14 @@ class Member:
     def heartbeat(self, subscribed: tuple[str, ...] | None = None) -> Answer:
         """One ConsumerGroupHeartbeat owning what the member owns (a full one when it names a
         subscription): its epoch and assignment, the epoch kept."""
-        joining = self.epoch == 0
-        ids = self.broker.ids
-        owned = tuple(
-            nested(
-                CONSUMER_HEARTBEAT,
-                1,
-                "TopicPartitions",
-                topic_id=ids[topic],
-                partitions=tuple(sorted(p for name, p in self.owned if name == topic)),
-            )
-            for topic in sorted({name for name, _ in self.owned})
-        )
-        answer = until_ready(
-            lambda: self.broker.client.call(
-                1,
-                CONSUMER_HEARTBEAT,
-                1,
-                group_id=self.group,
-                member_id=self.member_id,
-                member_epoch=self.epoch,
-                instance_id=None,
-                rack_id=None,
-                rebalance_timeout=datetime.timedelta(minutes=5),
-                subscribed_topic_names=subscribed,
-                subscribed_topic_regex=None,
-                server_assignor="uniform" if joining else None,
-                topic_partitions=owned,
-            ),
-            lambda answer: answer.error_code not in COORDINATOR_STARTING,
+        answer = consumer_wire.heartbeat(
+            self.broker.client,
+            self.group,
+            self.member_id,
+            self.epoch,
+            topic_partitions=consumer_wire.owned_topic_partitions(self.broker.ids, self.owned),
+            subscribed=subscribed,
+            assignor="uniform" if self.epoch == 0 else None,
         )
         assert answer.error_code == ErrorCode.none, answer
         self.epoch = int(answer.member_epoch)

@@ -22,7 +22,6 @@ gives the group whose member expires a session of a few seconds.
 
 from __future__ import annotations
 
-import datetime
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,23 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewTopic,
-    ResourceType,
-)
 
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.wire_client import WireClient
-from tests.integration.parity import COORDINATOR_STARTING, kemu_or_kafka, nested
-from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
+from tests.integration.groups import consumer_wire
+from tests.integration.groups.consumer_wire import Broker, Partition
+from tests.integration.parity import kemu_or_kafka
+from tests.integration.txn.wire_parity import Server, coordinator_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-METADATA, CONSUMER_HEARTBEAT, CONSUMER_DESCRIBE = 3, 68, 69
 STATIC_LEAVE_EPOCH = -2
 INSTANCE = "instance-a"
 WAIT_S = 60.0  # a bound for failing, not a measurement (beyond the 45 s session)
@@ -57,8 +48,6 @@ KEMU_PROPERTIES = {
     "group.consumer.min.heartbeat.interval.ms": "500",
 }
 
-Partition = tuple[str, int]
-
 
 @pytest.fixture(scope="module", params=["kemu", "kafka"])
 def server(
@@ -66,64 +55,6 @@ def server(
 ) -> Iterator[Server]:
     with kemu_or_kafka(request, tmp_path_factory, KEMU_PROPERTIES) as chosen:
         yield chosen
-
-
-class Broker:
-    """Raw requests to one server, with the ids of the topics this module made."""
-
-    def __init__(self, server: Server) -> None:
-        self.name = server.name
-        self.bootstrap = server.bootstrap
-        self.client = WireClient(server.bootstrap, client_id="static-leave")
-        self.ids: dict[str, uuid.UUID] = {}
-
-    def close(self) -> None:
-        self.client.close()
-
-    def create_topic(self, topic: str, partitions: int) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=60)
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            shown = self.client.call(
-                1,
-                METADATA,
-                12,
-                topics=(nested(METADATA, 12, "MetadataRequestTopic", topic_id=None, name=topic),),
-                allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            ).topics[0]
-            if shown.error_code == 0 and len(shown.partitions) == partitions:
-                self.ids[topic] = uuid.UUID(str(shown.topic_id))
-                return
-            assert time.monotonic() < deadline, f"{topic} never showed in the metadata"
-            time.sleep(0.1)
-
-    def named(self, topic_partitions: Any) -> frozenset[Partition]:
-        names = {topic_id: name for name, topic_id in self.ids.items()}
-        return frozenset(
-            (names[uuid.UUID(str(t.topic_id))], p) for t in topic_partitions for p in t.partitions
-        )
-
-    def set_session_timeout(self, group: str, session_ms: int) -> None:
-        """The group's ``consumer.session.timeout.ms`` (its heartbeat interval below it)."""
-        entries = [
-            ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET)
-            for name, value in (
-                ("consumer.heartbeat.interval.ms", session_ms // 5),
-                ("consumer.session.timeout.ms", session_ms),
-            )
-        ]
-        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        admin.incremental_alter_configs([resource])[resource].result(timeout=60)
-
-    def describe(self, group: str) -> Any:
-        (described,) = self.client.call(
-            1, CONSUMER_DESCRIBE, 0, group_ids=(group,), include_authorized_operations=False
-        ).groups
-        assert described.error_code == ErrorCode.none, described
-        return described
 
 
 @dataclass(frozen=True)
@@ -147,34 +78,16 @@ class Member:
     def send(self, epoch: int, subscribed: tuple[str, ...] | None = None) -> Answer:
         """One ConsumerGroupHeartbeat at ``epoch`` owning what the member owns (a full one when
         it names a subscription); nothing of the member changes."""
-        ids = self.broker.ids
-        owned = tuple(
-            nested(
-                CONSUMER_HEARTBEAT,
-                1,
-                "TopicPartitions",
-                topic_id=ids[topic],
-                partitions=tuple(sorted(p for name, p in self.owned if name == topic)),
-            )
-            for topic in sorted({name for name, _ in self.owned})
-        )
-        answer = until_ready(
-            lambda: self.broker.client.call(
-                1,
-                CONSUMER_HEARTBEAT,
-                1,
-                group_id=self.group,
-                member_id=self.member_id,
-                member_epoch=epoch,
-                instance_id=self.instance_id,
-                rack_id=None,
-                rebalance_timeout=datetime.timedelta(minutes=5),
-                subscribed_topic_names=subscribed,
-                subscribed_topic_regex=None,
-                server_assignor="uniform" if epoch == 0 else None,
-                topic_partitions=owned if epoch >= 0 else None,
-            ),
-            lambda answer: answer.error_code not in COORDINATOR_STARTING,
+        owned = consumer_wire.owned_topic_partitions(self.broker.ids, self.owned)
+        answer = consumer_wire.heartbeat(
+            self.broker.client,
+            self.group,
+            self.member_id,
+            epoch,
+            topic_partitions=owned if epoch >= 0 else None,
+            instance_id=self.instance_id,
+            subscribed=subscribed,
+            assignor="uniform" if epoch == 0 else None,
         )
         assignment = answer.assignment
         return Answer(

@@ -28,8 +28,9 @@ from typing import Any
 import pytest
 
 from kemu.protocol.errors import ErrorCode
+from tests.integration.groups.consumer_wire import Broker
 from tests.integration.groups.test_group_max_size_kafka import FULL_GROUPS
-from tests.integration.groups.test_static_leave_kafka import STATIC_LEAVE_EPOCH, Broker
+from tests.integration.groups.test_static_leave_kafka import STATIC_LEAVE_EPOCH
 from tests.integration.parity import COORDINATOR_STARTING, kemu_or_kafka, nested
 from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
 

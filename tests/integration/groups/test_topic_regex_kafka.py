@@ -16,7 +16,6 @@ same hand-built ConsumerGroupHeartbeat v1 joins.
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -24,19 +23,16 @@ from typing import Any
 import pytest
 
 from kemu.protocol.errors import ErrorCode
+from tests.integration.groups import consumer_wire
+from tests.integration.groups.consumer_wire import Broker
 from tests.integration.groups.test_group_record_order_kafka import (
     REGULAR_EXPRESSION,
     group_records,
     regex_record,
 )
-from tests.integration.groups.test_group_topic_changes_kafka import (
-    CONSUMER_HEARTBEAT,
-    COORDINATOR_STARTING,
-    Broker,
-)
 from tests.integration.parity import kemu_or_kafka
 from tests.integration.share.test_share_deleted_topic_state_kafka import wait_for
-from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
+from tests.integration.txn.wire_parity import Server, coordinator_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
@@ -62,23 +58,14 @@ def server(
 
 def join(broker: Broker, group: str, regex: str) -> Any:
     """A ConsumerGroupHeartbeat v1 join subscribing with ``regex`` only: the answer."""
-    return until_ready(
-        lambda: broker.client.call(
-            1,
-            CONSUMER_HEARTBEAT,
-            1,
-            group_id=group,
-            member_id=uuid.uuid4().hex,
-            member_epoch=0,
-            instance_id=None,
-            rack_id=None,
-            rebalance_timeout=datetime.timedelta(minutes=5),
-            subscribed_topic_names=None,
-            subscribed_topic_regex=regex,
-            server_assignor="uniform",
-            topic_partitions=(),
-        ),
-        lambda answer: answer.error_code not in COORDINATOR_STARTING,
+    return consumer_wire.heartbeat(
+        broker.client,
+        group,
+        uuid.uuid4().hex,
+        0,
+        topic_partitions=(),
+        regex=regex,
+        assignor="uniform",
     )
 
 

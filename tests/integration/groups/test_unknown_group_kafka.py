@@ -17,7 +17,6 @@ leave's text named a streams group.
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,13 +25,14 @@ from typing import Any
 import pytest
 
 from kemu.protocol.errors import ErrorCode
-from tests.integration.groups.test_group_topic_changes_kafka import Broker
+from tests.integration.groups import consumer_wire
+from tests.integration.groups.consumer_wire import Broker
 from tests.integration.parity import COORDINATOR_STARTING, kemu_or_kafka
 from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
-CONSUMER_HEARTBEAT, SHARE_HEARTBEAT, STREAMS_HEARTBEAT = 68, 76, 88
+SHARE_HEARTBEAT, STREAMS_HEARTBEAT = 76, 88
 INSTANCE = "instance-a"
 
 # (api, epoch) -> how the heartbeat's lookup names the group when there is none
@@ -64,20 +64,13 @@ def heartbeat(broker: Broker, api: str, group: str, epoch: int) -> Answer:
     member_id = uuid.uuid4().hex
     instance_id = INSTANCE if epoch == -2 else None
     calls: dict[str, Any] = {
-        "consumer": lambda: broker.client.call(
-            1,
-            CONSUMER_HEARTBEAT,
-            1,
-            group_id=group,
-            member_id=member_id,
-            member_epoch=epoch,
+        "consumer": lambda: consumer_wire.heartbeat_once(
+            broker.client,
+            group,
+            member_id,
+            epoch,
             instance_id=instance_id,
-            rack_id=None,
-            rebalance_timeout=datetime.timedelta(milliseconds=-1),
-            subscribed_topic_names=None,
-            subscribed_topic_regex=None,
-            server_assignor=None,
-            topic_partitions=None,
+            rebalance_timeout=consumer_wire.UNSET_REBALANCE_TIMEOUT,
         ),
         "share": lambda: broker.client.call(
             1,
