@@ -250,32 +250,10 @@ def heartbeat_once(
     )
 
 
-def heartbeat(
-    client: WireClient,
-    group: str,
-    member_id: str,
-    epoch: int,
-    *,
-    topic_partitions: Any = None,
-    instance_id: str | None = None,
-    subscribed: tuple[str, ...] | None = None,
-    regex: str | None = None,
-    assignor: str | None = None,
-    rebalance_timeout: datetime.timedelta = REBALANCE_TIMEOUT,
-) -> Any:
-    """``heartbeat_once``, sent again while the coordinator is still loading: the answer."""
+def heartbeat(client: WireClient, group: str, member_id: str, epoch: int, **fields: Any) -> Any:
+    """``heartbeat_once`` (``fields`` its keywords), sent again while the coordinator is still
+    loading: the answer."""
     return until_ready(
-        lambda: heartbeat_once(
-            client,
-            group,
-            member_id,
-            epoch,
-            topic_partitions=topic_partitions,
-            instance_id=instance_id,
-            subscribed=subscribed,
-            regex=regex,
-            assignor=assignor,
-            rebalance_timeout=rebalance_timeout,
-        ),
+        lambda: heartbeat_once(client, group, member_id, epoch, **fields),
         lambda answer: answer.error_code not in COORDINATOR_STARTING,
     )
