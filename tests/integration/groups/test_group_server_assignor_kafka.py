@@ -208,23 +208,14 @@ def test_an_unknown_assignor_is_refused_before_the_group_is_looked_at(
     try:
         group = f"assignor-unknown-{uuid.uuid4().hex[:8]}"
         coordinator_ready(broker.client, 0, group)
-        answer = until_ready(
-            lambda: broker.client.call(
-                1,
-                CONSUMER_HEARTBEAT,
-                1,
-                group_id=group,
-                member_id=uuid.uuid4().hex,
-                member_epoch=epoch,
-                instance_id=None,
-                rack_id=None,
-                rebalance_timeout=datetime.timedelta(minutes=5),
-                subscribed_topic_names=("any",),
-                subscribed_topic_regex=None,
-                server_assignor=assignor,
-                topic_partitions=(),
-            ),
-            lambda answer: answer.error_code not in COORDINATOR_STARTING,
+        answer = consumer_wire.heartbeat(
+            broker.client,
+            group,
+            uuid.uuid4().hex,
+            epoch,
+            topic_partitions=(),
+            subscribed=("any",),
+            assignor=assignor,
         )
     finally:
         broker.close()
