@@ -152,6 +152,9 @@ def cleaned(server: Server) -> Cleaned:
     ids = {name: f"{name}-{suffix}" for name in GROUPS}
     topic = f"cleanup-{suffix}"
     broker = Broker(server)
+    # a group that goes is listed while it cannot go yet: once it can, a check (every CHECK_MS)
+    # may take it before any listing; the kept ones are listed at the end
+    before: dict[str, tuple[str, str]] = {}
     try:
         broker.create_topic(topic, 1)
         for group in ids.values():
@@ -164,6 +167,8 @@ def cleaned(server: Server) -> Cleaned:
                     ids[name], member.member_id, member.epoch, frozenset({(topic, 0)})
                 )
                 assert committed == {(topic, 0): ErrorCode.none}
+            if name == "consumer-empty":
+                before.update(listed(broker, {ids[name]}))
             if name != "consumer-stable":
                 assert member.send(-1).error == ErrorCode.none
         share_member = uuid.uuid4().hex
@@ -174,14 +179,16 @@ def cleaned(server: Server) -> Cleaned:
         streams_member = uuid.uuid4().hex
         joined = streams_beat(broker, ids["streams-empty"], streams_member, 0, topic)
         assert joined.error_code == ErrorCode.none, joined
+        before.update(listed(broker, {ids["streams-empty"]}))
         left = streams_beat(broker, ids["streams-empty"], streams_member, -1, topic)
         assert left.error_code == ErrorCode.none, left
         for name in ("classic-empty", "classic-offsets"):
             committed = broker.commit(ids[name], "", -1, frozenset({(topic, 0)}))
             assert committed == {(topic, 0): ErrorCode.none}
+        before.update(listed(broker, {ids["classic-empty"]}))
         assert delete_offset(broker, ids["classic-empty"], topic) == ErrorCode.none
-        before = listed(broker, set(ids.values()))
         kept = {ids[name] for name, stays in GROUPS.items() if stays}
+        before.update(listed(broker, kept))
         deadline = time.monotonic() + WAIT_S
         while set(listed(broker, set(ids.values()))) - kept and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -209,7 +216,7 @@ def cleaned(server: Server) -> Cleaned:
 def test_every_group_is_there_before_a_check(cleaned: Cleaned) -> None:
     assert set(cleaned.before) == {cleaned.id(name) for name in GROUPS}
     assert cleaned.before[cleaned.id("share-empty")] == ("share", "Empty")
-    assert cleaned.before[cleaned.id("streams-empty")] == ("streams", "Empty")
+    assert cleaned.before[cleaned.id("streams-empty")][0] == "streams"  # its member still in
 
 
 def test_empty_groups_with_no_offsets_are_deleted_but_share_groups(cleaned: Cleaned) -> None:
