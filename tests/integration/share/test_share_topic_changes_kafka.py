@@ -45,8 +45,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kemu.protocol.errors import ErrorCode
-from kemu.testing.wire_client import WireClient
 from tests.integration.config_describe import describe_configs
+from tests.integration.groups import consumer_wire
+from tests.integration.groups.consumer_wire import Partition, wait_for
 from tests.integration.parity import COORDINATOR_STARTING, kemu_or_kafka, nested
 from tests.integration.txn.wire_parity import Server, coordinator_ready, until_ready
 
@@ -59,7 +60,6 @@ INTERVAL_CONFIG = "share.assignment.interval.ms"
 INTERVAL_MS = "15000"  # group.share.max.assignment.interval.ms: the longest a group may ask
 WAIT_S = 60.0  # a bound for failing, not a measurement
 BEAT_PAUSE_S = 0.2  # between heartbeats that change nothing
-Partition = tuple[str, int]  # topic name, partition index
 
 
 @pytest.fixture(scope="module", params=["kemu", "kafka"])
@@ -70,40 +70,14 @@ def server(
         yield chosen
 
 
-def wait_for(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-    return found
-
-
 def partitions_of(*topics: str) -> frozenset[Partition]:
     """Both partitions of each of ``topics`` (every topic here has two)."""
     return frozenset((topic, index) for topic in topics for index in range(2))
 
 
-class Broker:
-    """Raw requests to one server, with the ids of the topics this module made."""
-
-    def __init__(self, server: Server) -> None:
-        self.bootstrap = server.bootstrap
-        self.client = WireClient(server.bootstrap, client_id="share-topic-changes")
-        self.ids: dict[str, uuid.UUID] = {}
-
-    def close(self) -> None:
-        self.client.close()
-
-    def metadata(self, topic: str) -> Any:
-        answer = self.client.call(
-            1,
-            METADATA,
-            12,
-            topics=(nested(METADATA, 12, "MetadataRequestTopic", topic_id=None, name=topic),),
-            allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
-        )
-        return answer.topics[0]
+class Broker(consumer_wire.Broker):
+    """``consumer_wire.Broker`` with what the share modules add: topics of two partitions made
+    at once, a group's assignment interval, partitions named by topic id."""
 
     def create_topics(self, *topics: str) -> None:
         """The topics (two partitions each), once Metadata shows all their partitions (their
@@ -119,15 +93,6 @@ class Broker:
         """The topic's Metadata once it shows both partitions, else None."""
         found = self.metadata(topic)
         return found if found.error_code == 0 and len(found.partitions) == 2 else None
-
-    def delete_topic(self, topic: str) -> None:
-        """The topic deleted, once Metadata no longer shows it."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        admin.delete_topics([topic])[topic].result(timeout=60)
-        wait_for(
-            lambda: self.metadata(topic).error_code == ErrorCode.unknown_topic_or_partition,
-            f"{topic} gone from the metadata",
-        )
 
     def hold_targets_back(self, group: str) -> None:
         """The group's assignment interval set to ``INTERVAL_MS``, once DescribeConfigs shows
