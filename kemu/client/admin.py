@@ -51,7 +51,11 @@ class Admin:
             await self.cluster.start()
 
         async def attempt() -> None:
-            node = next(iter(sorted(self.cluster.nodes)))
+            if not self.cluster.nodes:
+                await self.cluster.refresh_metadata(())
+            if not self.cluster.nodes:
+                raise RetriableError("no broker known yet")
+            node = min(self.cluster.nodes)
             version = await self.cluster.version(INCREMENTAL_ALTER_CONFIGS, 1, node)
             nested = self.cluster.nested
             entries = tuple(

@@ -343,7 +343,10 @@ class ClusterClient:
             )
         except (ConnectionClosed, OSError) as exc:
             raise RetriableError(str(exc)) from exc
-        self.nodes = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
+        if response.brokers:
+            # an answer naming no broker (an injected fault can give one) is not a cluster of
+            # none: Java's client ignores it too, keeping the brokers it knew
+            self.nodes = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
         for topic in response.topics:
             if topic.name is not None:
                 if topic.error_code != ErrorCode.none:
