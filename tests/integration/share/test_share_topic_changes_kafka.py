@@ -125,12 +125,6 @@ class Broker(consumer_wire.Broker):
             f"{INTERVAL_CONFIG} on {group}",
         )
 
-    def named(self, topic_partitions: Any) -> frozenset[Partition]:
-        names = {topic_id: name for name, topic_id in self.ids.items()}
-        return frozenset(
-            (names[uuid.UUID(str(t.topic_id))], p) for t in topic_partitions for p in t.partitions
-        )
-
     def describe(self, group: str) -> Any:
         (described,) = self.client.call(
             1, SHARE_DESCRIBE, 1, group_ids=(group,), include_authorized_operations=False
