@@ -55,6 +55,29 @@ def test_only_acquired_records_can_be_staged() -> None:
     assert core.pending_transactions() == set()
 
 
+def test_a_batch_starting_below_the_start_offset_is_not_staged() -> None:
+    """A ShareAcknowledge skips the complete part of a batch that straddles the start offset,
+    as Kafka does; a transaction cannot (seed 16 of the simulation): the member's ACCEPT of
+    offset 0 was committed already, so a second transaction naming 0-1 would commit its output
+    for 0 again. INVALID_RECORD_STATE, nothing staged, 1 still the member's."""
+    _, core = acquired_five()
+    core.stage("m1", 100, 1, [ack(0, 0, ACCEPT)], 1)
+    core.apply_marker(100, 1, commit=True, now_ms=2)
+    before = core.spans()
+    assert core.start == 1 and before[0][:3] == (1, 4, Q)
+    refused = core.stage("m1", 100, 2, [ack(0, 1, ACCEPT)], 3)
+    assert refused.error is ErrorCode.invalid_record_state
+    assert refused.message == (
+        "The offset cannot be acknowledged in a transaction: records 0-0 are complete"
+    )
+    assert refused.effects.batches == ()
+    assert core.spans() == before and core.owner_of(1) == "m1"
+    assert core.pending_transactions() == set()
+    # the plain acknowledgement of the same batch skips offset 0 and accepts 1
+    assert core.acknowledge("m1", [ack(0, 1, ACCEPT)], 4).error is ErrorCode.none
+    assert core.start == 2
+
+
 def test_a_marker_changes_nothing_it_did_not_stage() -> None:
     """§11.3: a marker on ACQUIRED records (nothing staged) is a no-op, lock kept."""
     _, core = acquired_five()
