@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
-from kemu.broker.share.acknowledgement import Acknowledgement
+from kemu.broker.share.acknowledgement import AckBatch, Acknowledgement
 from kemu.broker.share.spans import Span
+from kemu.broker.share.staging import TransactionalStaging
 from kemu.testing.sim.chaos import FaultRates
 from kemu.testing.sim.run import Simulation
 
@@ -98,3 +101,30 @@ def test_a_pruned_tombstone_the_replica_never_replayed_is_no_difference() -> Non
     past what it had replayed."""
     result = Simulation(25, 150, rates=FaultRates(crash_point=0.03)).run()
     assert result.ok, (result.violations, result.trace[-30:])
+
+
+@pytest.mark.slow
+def test_a_transaction_naming_complete_records_is_not_committed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seeds 13 and 16 of the long run found it (step 6302, step 2998): a pipeline's lock
+    expired while it held a record, its prefetching ShareFetch acquired the record again just
+    before its transaction staged the ACCEPT, so the stage applied to the new acquisition and
+    the commit completed the record; the pipeline, handed the second delivery, sent it in its
+    next transaction with the records after it, and the stage skipped the complete part of the
+    batch (as a ShareAcknowledge does): the output was committed twice. A stage naming complete
+    records is refused now (INVALID_RECORD_STATE) and the pipeline aborts. Seed 16 reaches it
+    once, near step 2990; it must still (else pick another seed: docs/reliability.md)."""
+    refused: list[str] = []
+    complete_part = TransactionalStaging._complete_part
+
+    def witnessed(self: TransactionalStaging, batches: Sequence[AckBatch]) -> str | None:
+        why = complete_part(self, batches)
+        if why is not None:
+            refused.append(why)
+        return why
+
+    monkeypatch.setattr(TransactionalStaging, "_complete_part", witnessed)
+    result = Simulation(16, 3000).run()
+    assert result.ok, (result.violations, result.trace[-30:])
+    assert refused
