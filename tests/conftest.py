@@ -90,6 +90,7 @@ SHARED_KAFKA_MODULES = {
         "tests/integration/groups/test_deleted_topic_admin_kafka.py",
         "tests/integration/share/test_share_deleted_topic_state_kafka.py",
         "tests/integration/share/test_share_deleted_topic_acks_kafka.py",
+        "tests/integration/share/test_share_acks_below_start_kafka.py",
         "tests/integration/share/test_share_offsets_new_group_kafka.py",
         "tests/integration/share/test_share_added_partitions_kafka.py",
         "tests/integration/groups/test_group_record_order_kafka.py",

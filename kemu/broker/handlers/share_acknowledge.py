@@ -5,7 +5,8 @@ must exist (SHARE_SESSION_NOT_FOUND); epoch 0 is INVALID_SHARE_SESSION_EPOCH, -1
 acknowledgements then closes the session and releases the member's remaining records in it, N
 must be the session's epoch (INVALID_SHARE_SESSION_EPOCH) and advances it. Per partition the
 acknowledgements apply all or nothing: INVALID_RECORD_STATE for records the member does not
-hold, INVALID_REQUEST for malformed batches (type count neither 1 nor one per offset, unknown
+hold (records below the start offset are complete and skipped, as Kafka skips them),
+INVALID_REQUEST for malformed batches (type count neither 1 nor one per offset, unknown
 types, overlapping batches, RENEW before v2). Every durable change is written to the share
 persister before the answer. Partitions led elsewhere get NOT_LEADER_OR_FOLLOWER with
 CurrentLeader and NodeEndpoints; unknown topic ids UNKNOWN_TOPIC_ID. v2 answers the

@@ -7,10 +7,11 @@ SHARE_SESSION_LIMIT_REACHED past ``group.share.max.share.sessions``); ForgottenT
 leaves the session. When the connection that opened a session closes, the session ends and
 the member's records in it are released (as -1 does). Piggy-backed acknowledgements are
 applied first, per partition all or nothing (AcknowledgeErrorCode: INVALID_RECORD_STATE,
-INVALID_REQUEST), except that their RELEASEs take effect right after the first acquisition: in
-Kafka the released records are still being written to the share coordinator while the fetch
-acquires, so a consumer does not get back in the same response what it just released unless
-there was nothing else. Then records are acquired
+INVALID_REQUEST; records below the start offset skipped, as in ShareAcknowledge), except that
+their RELEASEs take effect right after the first acquisition: in Kafka the released records are
+still being written to the share coordinator while the fetch acquires, so a consumer does not
+get back in the same response what it just released unless there was nothing else. Then
+records are acquired
 from every session partition, taking turns: whole log batches, AcquiredRecords with delivery
 counts, MaxRecords and MaxBytes shared by the partitions (the first batch always goes, KIP-74),
 BatchSize splitting acquired ranges, ShareAcquireMode (v2: 0 batch_optimized, 1 record_limit).

@@ -1,7 +1,8 @@
 """Acknowledgement, lock expiry and member departure: how acquired records are settled, sans IO.
 
-A member acknowledges what it holds (ACCEPT, RELEASE, REJECT, GAP, RENEW; all or nothing), its
-locks expire, or it leaves: each returns ACQUIRED records to AVAILABLE (or ARCHIVED/ARCHIVING
+A member acknowledges what it holds (ACCEPT, RELEASE, REJECT, GAP, RENEW; all or nothing; what
+it names below the start offset is complete and skipped, as Kafka 4.4.0 does), its locks expire,
+or it leaves: each returns ACQUIRED records to AVAILABLE (or ARCHIVED/ARCHIVING
 past the delivery limit) or settles them for good.
 
 A member leaving (or closing its share session) releases its records as a RELEASE does: the
@@ -108,8 +109,9 @@ class Acknowledgement:
         allowed: frozenset[int],
         settled: Callable[[Span], bool] | None = None,
     ) -> tuple[ErrorCode, str] | None:
-        """The first problem of ``batches``, or None. Every record must be ACQUIRED by
-        ``member``, except spans ``settled`` says the request already applied (a retry)."""
+        """The first problem of ``batches``, or None. Every record from the start offset on
+        must be ACQUIRED by ``member``, except spans ``settled`` says the request already
+        applied (a retry); records below the start offset are complete and not checked."""
         previous_last = -1
         for batch in batches:
             if batch.first_offset < 0 or batch.first_offset > batch.last_offset:
@@ -129,12 +131,11 @@ class Acknowledgement:
         for batch in batches:
             if batch.last_offset < self.window.start:
                 # Complete records (acknowledged, archived, or delivered to another member after
-                # this one's lock expired) are no longer held by anyone; Kafka no longer caches
-                # them and refuses the batch.
-                return (
-                    ErrorCode.invalid_record_state,
-                    "Batch record not found. The request batch offsets are not found in the cache.",
-                )
+                # this one's lock expired): Kafka 4.4.0's SharePartition.acknowledge skips such a
+                # batch ("already archived"), as it skips the part of a straddling batch below
+                # the start, and the other batches apply. A transaction's stage refuses both
+                # (``staging.py`` ``_complete_part``).
+                continue
             if batch.last_offset >= self.window.end:
                 if not spans:
                     return ErrorCode.invalid_record_state, "Batch record not found"

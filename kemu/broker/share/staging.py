@@ -108,9 +108,10 @@ class TransactionalStaging:
         """Why a batch that starts below the start offset cannot be staged, or None.
 
         Everything below the start offset is complete (acknowledged, archived). A
-        ShareAcknowledge skips that part of a batch, as Kafka does (a second ACCEPT of an
-        acknowledged record changes nothing); a transaction cannot: it would commit its
-        output for a record whose processing was already committed (the simulation, seed 16 on
+        ShareAcknowledge skips a batch entirely below it and that part of a straddling batch,
+        as Kafka does (``check_acks`` lets both through; a second ACCEPT of an acknowledged
+        record changes nothing); a transaction cannot: it would commit its output for a
+        record whose processing was already committed (the simulation, seed 16 on
         b103ed9: a lock expired while the pipeline held the record, the same member acquired it
         again before its transaction staged the ACCEPT, the stage applied to that acquisition,
         and the second delivery's transaction committed the output a second time)."""

@@ -11,8 +11,8 @@ do), and prints one JSON line per check; the tests below assert on those lines:
 - ``share.acquire.mode=record_limit``: no poll exceeds ``max.poll.records``;
 - three consumers sharing one partition: each record ACCEPTed by exactly one of them;
 - RENEW keeps a record's acquisition lock past its duration: no other member gets it;
-- an expired acquisition lock hands the records to another member with delivery count 2, and
-  the first holder's late ACCEPT fails;
+- an expired acquisition lock hands the records to another member with delivery count 2; the
+  first holder's late ACCEPT, of records the other completed, is skipped without an error;
 - ``share.delivery.count.limit`` 2 with RELEASE: two deliveries, then archived;
 - a subscription moved to another topic: the share session follows;
 - ``Admin.listShareGroupOffsets``: lag 0 once everything is acknowledged.
@@ -231,9 +231,11 @@ def test_expired_lock_redelivers_to_another_member(share_run: ProbeRun) -> None:
     redelivered = {offset_of(key): int(key.split("#")[1]) for key in other}
     assert all(redelivered[offset] >= 2 for offset in held), (held, other)
     assert expiry["other_commit_errors"] == {}
-    late = expiry["late_commit_errors"]
-    assert list(late) == [f"{SINGLE}-0"]
-    assert late[f"{SINGLE}-0"].startswith("InvalidRecordStateException")
+    # A's late ACCEPT names records B completed, all below the start offset by then: Kafka
+    # 4.4.0's SharePartition.acknowledge skips such a batch, so commitSync reports no error
+    # (this check run against a real Kafka 4.4.0 answered so; share/
+    # test_share_acks_below_start_kafka.py compares the wire answers)
+    assert expiry["late_commit_errors"] == {}
 
 
 def test_delivery_limit_archives_after_the_last_release(share_run: ProbeRun) -> None:

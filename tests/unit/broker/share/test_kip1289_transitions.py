@@ -78,6 +78,32 @@ def test_a_batch_starting_below_the_start_offset_is_not_staged() -> None:
     assert core.start == 2
 
 
+def test_a_batch_entirely_below_the_start_offset_is_not_staged() -> None:
+    """A ShareAcknowledge skips a batch entirely below the start offset, as Kafka does; a
+    transaction refuses it, alone or beside records the member holds: the records are complete,
+    a commit would put out its output for them a second time. INVALID_RECORD_STATE, nothing
+    staged."""
+    _, core = acquired_five()
+    core.stage("m1", 100, 1, [ack(0, 1, ACCEPT)], 1)
+    core.apply_marker(100, 1, commit=True, now_ms=2)
+    before = core.spans()
+    assert core.start == 2 and before[0][:3] == (2, 4, Q)
+    for batches in ([ack(0, 1, ACCEPT)], [ack(0, 0, REJECT), ack(2, 4, ACCEPT)]):
+        refused = core.stage("m1", 100, 2, batches, 3)
+        assert refused.error is ErrorCode.invalid_record_state, batches
+        assert refused.message is not None and refused.message.startswith(
+            "The offset cannot be acknowledged in a transaction: records 0-"
+        )
+        assert refused.effects.batches == () and refused.staged == ()
+    assert core.spans() == before and core.owner_of(2) == "m1"
+    assert core.pending_transactions() == set()
+    # the plain acknowledgement of the same batches skips 0-1 and accepts 2-4
+    assert core.acknowledge("m1", [ack(0, 1, ACCEPT), ack(2, 4, ACCEPT)], 4).error is (
+        ErrorCode.none
+    )
+    assert core.start == 5
+
+
 def test_a_marker_changes_nothing_it_did_not_stage() -> None:
     """§11.3: a marker on ACQUIRED records (nothing staged) is a no-op, lock kept."""
     _, core = acquired_five()

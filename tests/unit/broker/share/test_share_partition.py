@@ -291,14 +291,52 @@ def test_invalid_acknowledgements(batches: list[AckBatch], code: ErrorCode) -> N
     assert core.spans() == before
 
 
-def test_acknowledging_records_below_the_start_offset_is_an_invalid_record_state() -> None:
-    # e.g. a holder whose lock expired, acknowledging after another member completed them
+def test_a_batch_entirely_below_the_start_offset_is_skipped() -> None:
+    """As Kafka 4.4.0 (SharePartition.acknowledge: "already archived", a trace log), e.g. a
+    holder whose lock expired acknowledging after another member completed the records: NONE,
+    nothing changes, nothing is written (share/test_share_acks_below_start_kafka.py)."""
     log, core = log_of(2, 2), new_core()
     acquire(core, log, "m1", now=0)
     core.acknowledge("m1", [ack(0, 1, ACCEPT)], 1)
-    result = core.acknowledge("m1", [ack(0, 1, ACCEPT), ack(2, 3, ACCEPT)], 2)
-    assert result.error == ErrorCode.invalid_record_state
-    assert core.start == 2 and core.owner_of(2) == "m1"  # all or nothing
+    before = core.spans()
+    for kind in (ACCEPT, RELEASE, REJECT, GAP, RENEW):
+        result = core.acknowledge("m1", [ack(0, 1, kind)], 2)
+        assert (result.error, result.message) == (ErrorCode.none, None), kind
+        assert not result.effects.durable and not result.effects.available
+    assert core.start == 2 and core.spans() == before
+    # another member's, too: nobody holds complete records
+    assert core.acknowledge("m2", [ack(0, 1, ACCEPT)], 3).error == ErrorCode.none
+
+
+def test_a_batch_below_the_start_offset_does_not_fail_the_others() -> None:
+    log, core = log_of(2, 2, 2), new_core()
+    acquire(core, log, "m1", now=0)
+    core.acknowledge("m1", [ack(0, 1, ACCEPT)], 1)
+    result = core.acknowledge("m1", [ack(0, 0, ACCEPT), ack(2, 3, ACCEPT)], 2)
+    assert result.error == ErrorCode.none and core.start == 4
+    assert core.owner_of(4) == "m1"
+    # a batch above that is refused still fails the lot, the skipped one with it
+    refused = core.acknowledge("m2", [ack(0, 1, ACCEPT), ack(4, 5, ACCEPT)], 3)
+    assert refused.error == ErrorCode.invalid_record_state
+    assert core.start == 4 and core.owner_of(4) == "m1"
+
+
+def test_a_malformed_batch_below_the_start_offset_is_still_invalid_request() -> None:
+    """Kafka checks the acknowledge types (and the request's batches) before the start."""
+    log, core = log_of(2, 2), new_core()
+    acquire(core, log, "m1", now=0)
+    core.acknowledge("m1", [ack(0, 1, ACCEPT)], 1)
+    for batches in ([ack(0, 1, 9)], [ack(0, 1, ACCEPT, ACCEPT, ACCEPT)], [ack(1, 0, ACCEPT)]):
+        assert core.acknowledge("m1", batches, 2).error == ErrorCode.invalid_request, batches
+
+
+def test_a_release_below_the_start_offset_defers_nothing() -> None:
+    log, core = log_of(2, 2), new_core()
+    acquire(core, log, "m1", now=0)
+    core.acknowledge("m1", [ack(0, 1, ACCEPT)], 1)
+    result = core.acknowledge("m1", [ack(0, 1, RELEASE), ack(2, 3, RELEASE)], 2, defer_release=True)
+    assert result.error == ErrorCode.none
+    assert result.deferred == (ack(2, 3, RELEASE),)
 
 
 def test_a_batch_straddling_the_start_offset_acknowledges_from_the_start() -> None:
