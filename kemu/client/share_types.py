@@ -197,7 +197,9 @@ def held_again(
     to this acquisition (the simulation found an ACCEPT confirmed, then the record handed out
     again). Records handed over to a transaction are not held: staged, they cannot be acquired
     until the transaction aborts, and then they are due again; the consumer cannot tell that
-    from an acquisition that came before the stage (which the stage then applies to)."""
+    from an acquisition that came before the stage (which the stage then applies to). Such a
+    record, handed out again after the commit, is complete: a transaction naming it is refused
+    (INVALID_RECORD_STATE) and aborts, so its output is not committed twice."""
     held = {offset for (of, offset) in delivered if of == tp}
     for pending in acknowledged:
         held.update(pending.get(tp, {}))
