@@ -95,6 +95,7 @@ SHARED_KAFKA_MODULES = {
         "tests/integration/share/test_share_added_partitions_kafka.py",
         "tests/integration/groups/test_group_record_order_kafka.py",
         "tests/integration/groups/test_unknown_group_kafka.py",
+        "tests/integration/groups/test_consumer_heartbeat_validation_kafka.py",
         "tests/integration/quotas/test_mutation_quota_java.py",
     ),
     "kafka-group-max-size": (

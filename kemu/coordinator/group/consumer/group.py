@@ -606,11 +606,15 @@ class ConsumerGroupCoordinator:
 
 
 def _validate(request: ConsumerHeartbeat) -> None:
-    """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``."""
+    """Kafka 4.4.0's ``GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid``,
+    in its order: the member id first (v0 lets the coordinator pick it on a join, so there only a
+    heartbeat, epoch above 0, or a leave, -1, needs one), then the group id."""
+    epoch = request.member_epoch
+    member_id_needed = not request.generate_member_id or epoch > 0 or epoch == LEAVE_EPOCH
+    if member_id_needed and not request.member_id.strip():
+        raise GroupError(ErrorCode.invalid_request, "MemberId can't be empty.")
     if not request.group_id.strip():
         raise GroupError(ErrorCode.invalid_request, "GroupId can't be empty.")
-    if not request.generate_member_id and not request.member_id.strip():
-        raise GroupError(ErrorCode.invalid_request, "MemberId can't be empty.")
     if request.instance_id is not None and not request.instance_id.strip():
         raise GroupError(ErrorCode.invalid_request, "InstanceId can't be empty.")
     if request.rack_id is not None and not request.rack_id.strip():
@@ -634,10 +638,11 @@ def _validate(request: ConsumerHeartbeat) -> None:
                 "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
                 "(re-)joining.",
             )
+    elif request.member_epoch == STATIC_LEAVE_EPOCH:
+        if request.instance_id is None:  # only a static member leaves with -2
+            raise GroupError(ErrorCode.invalid_request, "InstanceId can't be null.")
     elif request.member_epoch < STATIC_LEAVE_EPOCH:
-        raise GroupError(
-            ErrorCode.invalid_request, f"MemberEpoch is invalid: {request.member_epoch}"
-        )
+        raise GroupError(ErrorCode.invalid_request, "MemberEpoch is invalid.")
     # as any request's, a leave's or one naming a group the coordinator does not hold too
     assignor = request.server_assignor
     if assignor is not None and assignor not in consumer_assignor.ASSIGNORS:

@@ -162,6 +162,31 @@ def test_epoch_fencing(harness: Harness) -> None:
     assert unknown.value.code == ErrorCode.unknown_member_id
 
 
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        # the member id is checked before the group id, as Kafka 4.4.0 does
+        (ConsumerHeartbeat("", "", 1), "MemberId can't be empty."),
+        (ConsumerHeartbeat("", "m", 1), "GroupId can't be empty."),
+        # v0 lets the coordinator pick the id on a join, not on a heartbeat or a leave
+        (ConsumerHeartbeat("", "", 0, generate_member_id=True), "GroupId can't be empty."),
+        (ConsumerHeartbeat("g", " ", 2, generate_member_id=True), "MemberId can't be empty."),
+        (ConsumerHeartbeat("g", "", -1, generate_member_id=True), "MemberId can't be empty."),
+        (ConsumerHeartbeat("g", "m", 1, instance_id=" "), "InstanceId can't be empty."),
+        (ConsumerHeartbeat("g", "m", 1, rack_id=""), "RackId can't be empty."),
+        # only a static member leaves with -2
+        (ConsumerHeartbeat("g", "m", -2), "InstanceId can't be null."),
+        (ConsumerHeartbeat("g", "m", -3), "MemberEpoch is invalid."),
+    ],
+)
+def test_invalid_requests_get_kafkas_messages(
+    harness: Harness, request_: ConsumerHeartbeat, message: str
+) -> None:
+    with pytest.raises(GroupError) as refused:
+        harness.coordinator.heartbeat(request_, harness.lookup, 0)
+    assert (refused.value.code, refused.value.message) == (ErrorCode.invalid_request, message)
+
+
 def test_invalid_requests(harness: Harness) -> None:
     cases = [
         ConsumerHeartbeat("", "m", 0, 1000, ("t",), owned=frozenset()),

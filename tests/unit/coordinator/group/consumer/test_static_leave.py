@@ -188,12 +188,19 @@ def test_a_leave_must_come_from_the_instance_ids_holder(harness: Harness) -> Non
     assert harness.group.group_epoch == epoch
 
 
-def test_a_dynamic_member_leaving_with_minus_two_is_removed(harness: Harness) -> None:
+def test_minus_two_without_an_instance_id_is_an_invalid_request(harness: Harness) -> None:
+    """Only a static member leaves with -2: Kafka 4.4.0 refuses it without an instance id
+    ("InstanceId can't be null.", test_consumer_heartbeat_validation_kafka.py); the member
+    stays."""
     epoch = stable_pair(harness)
-    left = harness.beat("b", STATIC_LEAVE_EPOCH)
-    assert (left.member_id, left.member_epoch) == ("b", STATIC_LEAVE_EPOCH)
-    assert "b" not in harness.group.members
-    assert harness.group.group_epoch == epoch + 1
+    with pytest.raises(GroupError) as refused:
+        harness.beat("b", STATIC_LEAVE_EPOCH)
+    assert (refused.value.code, refused.value.message) == (
+        ErrorCode.invalid_request,
+        "InstanceId can't be null.",
+    )
+    assert "b" in harness.group.members
+    assert harness.group.group_epoch == epoch
 
 
 def test_a_static_member_leaving_with_minus_one_is_removed(harness: Harness) -> None:
