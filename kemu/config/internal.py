@@ -38,6 +38,15 @@ INTERNAL_BROKER_CONFIGS: dict[str, ConfigDef] = {
             minimum=1,
         ),
         _internal(
+            "share.coordinator.state.topic.prune.interval.ms",
+            ConfigType.INT,
+            "300000",
+            "ShareCoordinatorConfig",
+            "The duration in milliseconds that the share coordinator will wait between pruning "
+            "eligible records in share-group state topic.",
+            minimum=1,
+        ),
+        _internal(
             "group.streams.acceptable.recovery.lag",
             ConfigType.LONG,
             "10000",

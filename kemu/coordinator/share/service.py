@@ -31,7 +31,8 @@ as ShareUpdates. ``follow_markers`` does the same at once when markers are writt
 Snapshots and pruning (as Kafka's ShareCoordinatorShard and its ``lastRedundantOffset``): every
 ``share.coordinator.snapshot.update.records.per.snapshot`` updates a key gets a ShareSnapshot of
 its whole state; the service keeps, per state partition, the offset of each live key's latest
-snapshot, and once a new snapshot raises their minimum it moves the partition's log start there
+snapshot, and every ``share.coordinator.state.topic.prune.interval.ms`` (5 minutes, Kafka's
+``write-state-record-prune`` job) a timer moves each partition's log start up to their minimum
 (``advance_start``, DeleteRecords' path), dropping whole segments below. Everything below is
 redundant: every live key's latest snapshot is at or above it, and a snapshot is computed from
 a state that already replayed every earlier marker, so neither a record nor a KIP-1289 marker
@@ -42,8 +43,9 @@ Cold partitions (Kafka's ``snapshot-cold-partitions`` job): every
 ``share.coordinator.cold.partition.snapshot.interval.ms`` (5 minutes) a timer on the runtime's
 clock asks every shard for ``snapshot_cold_partitions`` and appends what it gives, then re-arms;
 a key written once and never again so gets a newer snapshot and stops holding the log start
-back. The timer is armed only where it can run (a virtual clock, or a running event loop): a
-service built outside one (offline tools, synchronous tests) has none.
+back. The timers are armed only where they can run (a virtual clock, or a running event loop):
+a service built outside one (offline tools, synchronous tests) has none, and prunes only when
+asked (``prune_all``).
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ log = structlog.get_logger("kemu.share_coordinator")
 
 SERVICE = "share_persister"
 COLD_SNAPSHOT_INTERVAL = "share.coordinator.cold.partition.snapshot.interval.ms"  # internal
+PRUNE_INTERVAL = "share.coordinator.state.topic.prune.interval.ms"  # internal
 SHARE_STATE_TOPIC = "__share_group_state"
 NOT_COORDINATOR_MESSAGE = "This is not the correct coordinator."
 
@@ -146,10 +149,12 @@ class ShareCoordinatorService:
         # per state partition: the offset of each key's latest ShareSnapshot (pruning)
         self.snapshot_offsets: dict[int, dict[SharePartitionKey, int]] = {}
         self._cold_timer: TimerHandle | None = None
+        self._prune_timer: TimerHandle | None = None
         existing = self.cluster.topics.get(SHARE_STATE_TOPIC)
         if existing is not None:
             self._load(existing)
         self._arm_cold_snapshots()
+        self._arm_pruning()
 
     # --- where state lives -------------------------------------------------------------------
 
@@ -365,28 +370,24 @@ class ShareCoordinatorService:
             return ShardResult(ErrorCode.not_coordinator, NOT_COORDINATOR_MESSAGE)
         if appended.error is not ErrorCode.none:
             return ShardResult(ErrorCode.not_coordinator, NOT_COORDINATOR_MESSAGE)
-        snapshots = False
         for offset, record in enumerate(result.records, appended.base_offset):
             shard.replay(record.key, record.value)
-            snapshots |= self._note_snapshot(index, offset, record.key, record.value)
+            self._note_snapshot(index, offset, record.key, record.value)
         self.replayed[index] = partition.high_watermark
-        if snapshots:
-            self.prune(index)
         return result
 
     def _note_snapshot(
         self, index: int, offset: int, key: StateRecordKey, value: StateValue | None
-    ) -> bool:
+    ) -> None:
         """Remember where a key's latest snapshot is (or forget a deleted key)."""
         if key.record_type != SHARE_SNAPSHOT:
-            return False
+            return
         offsets = self.snapshot_offsets.setdefault(index, {})
         share_key = SharePartitionKey(key.group_id, key.topic_id, key.partition)
         if value is None:
             offsets.pop(share_key, None)
         else:
             offsets[share_key] = offset
-        return True
 
     def redundant_below(self, index: int) -> int:
         """Kafka's lastRedundantOffset: the records of a state partition below this offset are
@@ -411,16 +412,42 @@ class ShareCoordinatorService:
             partition.log.advance_start(target)
             log.debug("share_state_pruned", partition=index, log_start=target)
 
-    # --- cold partitions ----------------------------------------------------------------------
+    def prune_all(self) -> None:
+        """``prune`` every state partition this service has loaded or written (the timer's
+        job)."""
+        if SHARE_STATE_TOPIC not in self.cluster.topics:
+            return
+        for index in sorted(self.shards):
+            self.prune(index)
+
+    # --- timers: pruning and cold partitions --------------------------------------------------
+
+    def _can_arm(self) -> bool:
+        """Whether a timer can run here: a virtual clock, or a running event loop."""
+        if self.runtime.clock.virtual:
+            return True
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+
+    def _arm_pruning(self) -> None:
+        if self._can_arm():
+            interval = self.cluster.config.get_int(PRUNE_INTERVAL)
+            self._prune_timer = self.runtime.clock.call_later(interval, self._on_prune_timer)
+
+    def _on_prune_timer(self) -> None:
+        self._prune_timer = None
+        try:
+            self.prune_all()
+        finally:
+            self._arm_pruning()
 
     def _arm_cold_snapshots(self) -> None:
-        if not self.runtime.clock.virtual:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return  # no loop to run a real timer on
-        interval = self.cluster.config.get_int(COLD_SNAPSHOT_INTERVAL)
-        self._cold_timer = self.runtime.clock.call_later(interval, self._on_cold_timer)
+        if self._can_arm():
+            interval = self.cluster.config.get_int(COLD_SNAPSHOT_INTERVAL)
+            self._cold_timer = self.runtime.clock.call_later(interval, self._on_cold_timer)
 
     def _on_cold_timer(self) -> None:
         self._cold_timer = None
@@ -430,13 +457,14 @@ class ShareCoordinatorService:
             self._arm_cold_snapshots()
 
     def close(self) -> None:
-        """Stop the cold-partition timer."""
-        if self._cold_timer is not None:
-            self._cold_timer.cancel()
-            self._cold_timer = None
+        """Stop the timers."""
+        for timer in (self._cold_timer, self._prune_timer):
+            if timer is not None:
+                timer.cancel()
+        self._cold_timer = self._prune_timer = None
 
     def snapshot_cold_partitions(self) -> int:
-        """Append each shard's cold-partition snapshots (and prune); returns how many."""
+        """Append each shard's cold-partition snapshots; returns how many."""
         if SHARE_STATE_TOPIC not in self.cluster.topics:
             return 0
         now = self.runtime.clock_ms()

@@ -38,6 +38,7 @@ class SimulatedCrash(BaseException):
 SIM_INTERNAL_SEGMENT_BYTES = 16 * 1024
 SIM_DATA_SEGMENT_BYTES = 256 * 1024
 SIM_COLD_SNAPSHOT_INTERVAL_MS = 2000
+SIM_PRUNE_INTERVAL_MS = 1000
 INTERNAL_SEGMENT_CONFIGS = (
     "offsets.topic.segment.bytes",
     "transaction.state.log.segment.bytes",
@@ -68,6 +69,9 @@ def broker_config(overrides: dict[str, str]) -> BrokerConfig:
         # boot) is what moves a share-state log's start past a key written once; at Kafka's
         # interval it never fires in a run, and each boot reloads an unpruned state log.
         "share.coordinator.cold.partition.snapshot.interval.ms": str(SIM_COLD_SNAPSHOT_INTERVAL_MS),
+        # Likewise the prune job (Kafka: every 5 minutes, from each boot): at Kafka's interval a
+        # share-state log's start would never move in a run.
+        "share.coordinator.state.topic.prune.interval.ms": str(SIM_PRUNE_INTERVAL_MS),
         # Sim only: a share consumer or producer that stalls (stalls.py) or dies outlives its
         # record locks (Kafka: 30 s), its member session (45 s) and its transaction (the
         # clients' timeouts, workload.py) while kemu is up, and the timed-out transaction is

@@ -45,6 +45,7 @@ def test_a_key_written_once_is_cold_snapshotted_and_the_pruned_log_restarts(
             "share.coordinator.state.topic.num.partitions=1",
             "share.coordinator.snapshot.update.records.per.snapshot=2",
             "share.coordinator.cold.partition.snapshot.interval.ms=1000",
+            "share.coordinator.state.topic.prune.interval.ms=1000",
         ],
         extra_args=["--strict-config"],  # the internal config is a known one
     ).start()

@@ -4,7 +4,7 @@ plain Kafka; that side skipped without java or bench's jars). Both servers get t
 hand-built requests (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge, the share-group offsets
 admin) and the same assertions; ``__share_group_state`` and ``__consumer_offsets`` are read with
 a plain consumer and decoded with kemu's serdes, and compared as what they replay to (epochs,
-timestamps and ids normalised; kemu prunes replaced records sooner than Kafka's 5-minute job).
+timestamps and ids normalised).
 
 A group with one member consumes and accepts three records of ``gone`` and of ``live``; an empty
 group has its start offset of ``gone`` set by AlterShareGroupOffsets. ``gone`` is deleted (once

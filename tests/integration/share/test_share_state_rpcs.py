@@ -213,6 +213,7 @@ def consume_state_topic(bootstrap: str) -> list[LogRecord]:
             )
             ends[partition] = high
         # from the log start: the coordinator prunes what every key's latest snapshot covers
+        # (every share.coordinator.state.topic.prune.interval.ms)
         consumer.assign(
             [TopicPartition("__share_group_state", p, OFFSET_BEGINNING) for p in ends if ends[p]]
         )

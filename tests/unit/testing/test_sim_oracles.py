@@ -74,7 +74,8 @@ def restart(cluster: Cluster, data_dir: Path) -> tuple[Cluster, Runtime, ShareCo
 
 
 def write(service: ShareCoordinatorService, key: SharePartitionKey, step: int) -> None:
-    """An update acknowledging one more offset: the state is the sum of every update."""
+    """An update acknowledging one more offset: the state is the sum of every update. Then
+    the prune job, as if its timer fired after every write (the earliest a prune can come)."""
     result = service.write_sync(
         key,
         state_epoch=0,
@@ -84,6 +85,7 @@ def write(service: ShareCoordinatorService, key: SharePartitionKey, step: int) -
         batches=(PersistedBatch(step, step, ACKNOWLEDGED, 1),),
     )
     assert result.error is ErrorCode.none
+    service.prune_all()
 
 
 def keys_of(cluster: Cluster) -> list[SharePartitionKey]:

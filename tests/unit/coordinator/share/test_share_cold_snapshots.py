@@ -31,7 +31,11 @@ from kemu.coordinator.share.records import (
 from kemu.coordinator.share.service import (
     COLD_SNAPSHOT_INTERVAL as COLD_PARTITION_SNAPSHOT_INTERVAL_MS,
 )
-from kemu.coordinator.share.service import SHARE_STATE_TOPIC, ShareCoordinatorService
+from kemu.coordinator.share.service import (
+    PRUNE_INTERVAL,
+    SHARE_STATE_TOPIC,
+    ShareCoordinatorService,
+)
 from kemu.coordinator.share.shard import ShareCoordinatorShard
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.log import PartitionLog
@@ -144,6 +148,8 @@ def make_cluster(data_dir: Path, interval: int = INTERVAL) -> Cluster:
                 "share.coordinator.state.topic.num.partitions": "1",
                 "share.coordinator.snapshot.update.records.per.snapshot": str(PER_SNAPSHOT),
                 COLD_PARTITION_SNAPSHOT_INTERVAL_MS: str(interval),
+                # pruned on the same interval, as in the comparison with Kafka (reliability.md)
+                PRUNE_INTERVAL: str(interval),
             }
         ),
         log_factory=segment_logs,
@@ -200,8 +206,9 @@ def test_a_key_written_once_no_longer_pins_the_log_start_and_a_restart_keeps_the
         write(service, hot, 100 + step)
     pruned_to = state_partition.log_start_offset
     assert pruned_to >= end_before  # only the cold snapshot and later records are left
-    # quiet now (every latest snapshot cold, or younger than the interval): the timer re-armed
-    assert clock.pending() == 1
+    # quiet now (every latest snapshot cold, or younger than the interval): the timers
+    # (cold snapshots, pruning) re-armed
+    assert clock.pending() == 2
     before = {key: read(service, key) for key in (cold, hot)}
     service.close()
     assert clock.pending() == 0
@@ -227,9 +234,9 @@ def test_the_timer_re_arms_and_a_quiet_partition_is_written_once(tmp_path: Path)
     key = SharePartitionKey("g", topic.topic_id, 0)
     assert service.initialize_sync(key, 0, 0).error is ErrorCode.none
     state_partition = cluster.topics[SHARE_STATE_TOPIC].partitions[0]
-    assert clock.advance(INTERVAL) == 1
+    assert clock.advance(INTERVAL) == 2  # the cold snapshot, then the prune
     assert state_partition.high_watermark == 2 and state_partition.log_start_offset == 1
-    assert clock.advance(5 * INTERVAL) == 5  # every interval, but nothing more to write
+    assert clock.advance(5 * INTERVAL) == 10  # every interval, but nothing more to write
     assert state_partition.high_watermark == 2
     service.close()
     for partition in cluster.all_partitions():
@@ -239,7 +246,7 @@ def test_the_timer_re_arms_and_a_quiet_partition_is_written_once(tmp_path: Path)
 def test_no_timer_without_a_loop_or_a_virtual_clock(tmp_path: Path) -> None:
     cluster = make_cluster(tmp_path)
     service = ShareCoordinatorService(Runtime(cluster=cluster, clock_ms=lambda: NOW))
-    assert service._cold_timer is None
+    assert service._cold_timer is None and service._prune_timer is None
     assert service.snapshot_cold_partitions() == 0  # no state topic yet: nothing, none made
     assert SHARE_STATE_TOPIC not in cluster.topics
 
@@ -247,10 +254,12 @@ def test_no_timer_without_a_loop_or_a_virtual_clock(tmp_path: Path) -> None:
 # --- the config ---------------------------------------------------------------------------------
 
 
-def test_the_interval_is_kafkas_internal_config_with_its_default_and_floor() -> None:
-    assert BrokerConfig().get_int(COLD_PARTITION_SNAPSHOT_INTERVAL_MS) == 300_000
-    configured = BrokerConfig.load(None, [f"{COLD_PARTITION_SNAPSHOT_INTERVAL_MS}=60000"])
-    assert configured.get_int(COLD_PARTITION_SNAPSHOT_INTERVAL_MS) == 60_000
+@pytest.mark.parametrize("name", [COLD_PARTITION_SNAPSHOT_INTERVAL_MS, PRUNE_INTERVAL])
+def test_the_interval_is_kafkas_internal_config_with_its_default_and_floor(name: str) -> None:
+    """The cold-snapshot and the prune interval alike (ShareCoordinatorConfig)."""
+    assert BrokerConfig().get_int(name) == 300_000
+    configured = BrokerConfig.load(None, [f"{name}=60000"])
+    assert configured.get_int(name) == 60_000
     # known to kemu serve, so not warned about (nor refused by --strict-config)
     assert _unknown_configs(configured) == []
     for bad, message in (
@@ -258,8 +267,5 @@ def test_the_interval_is_kafkas_internal_config_with_its_default_and_floor() -> 
         ("soon", "Not a number of type INT"),
     ):
         with pytest.raises(InvalidConfig) as refused:
-            BrokerConfig.load(None, [f"{COLD_PARTITION_SNAPSHOT_INTERVAL_MS}={bad}"])
-        assert str(refused.value) == (
-            f"Invalid value {bad} for configuration {COLD_PARTITION_SNAPSHOT_INTERVAL_MS}: "
-            + message
-        )
+            BrokerConfig.load(None, [f"{name}={bad}"])
+        assert str(refused.value) == f"Invalid value {bad} for configuration {name}: " + message

@@ -223,8 +223,9 @@ def test_snapshot_cadence_follows_the_config() -> None:
         ).records
     types = [record.key.record_type for record in written]
     assert types == [SHARE_SNAPSHOT, SHARE_UPDATE, SHARE_SNAPSHOT, SHARE_UPDATE, SHARE_SNAPSHOT]
-    # what the latest snapshot covers is pruned (test_share_state_pruning.py): the log starts
-    # at the key's latest snapshot
+    # what the latest snapshot covers is pruned (test_share_state_pruning.py): once the prune
+    # timer has run, the log starts at the key's latest snapshot
+    service.prune_all()
     partition = cluster.topics[SHARE_STATE_TOPIC].partitions[service.partition_for(key)]
     assert partition.log_start_offset == 4
     assert [r.offset for r in state_log(cluster) if r.key] == [4]
