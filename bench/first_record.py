@@ -8,7 +8,9 @@ confluent-kafka: ``bench.first_record_client``), each timing inside its own proc
 - *first record*: from subscribe to the first record already in the topic;
 - *join*: from a second member's subscribe, records flowing, until it reads its first record;
 - *leave*: from that member's close until the first member reads its partitions again;
-- *txn*: from a new transactional producer to a read_committed consumer having the record.
+- *txn*: from a new transactional producer to a read_committed consumer having the record;
+- *new topic* (a KIP-848 regex subscription): from creating a topic the regex matches, after
+  the member's first record, until the member reads the record written to it.
 
 The three servers run at once (idle but for the row being measured) so that each row's three
 figures are taken next to each other in time, whatever else loads the machine; a warm-up run of
@@ -66,7 +68,7 @@ FAST_RATIO = 0.1
 
 @dataclass(frozen=True)
 class Row:
-    kind: str  # classic, consumer, share, streams, txn
+    kind: str  # classic, consumer, share, streams, regex, txn
     client: str  # java, confluent
 
     @property
@@ -75,6 +77,8 @@ class Row:
 
     @property
     def measures(self) -> tuple[str, ...]:
+        if self.kind == "regex":
+            return ("first_record", "new_topic")
         return ("first_record",) if self.kind == "txn" else ("first_record", "join", "leave")
 
     @property
@@ -90,6 +94,7 @@ ROWS = (
     Row("classic", "confluent"),
     Row("consumer", "java"),
     Row("consumer", "confluent"),
+    Row("regex", "confluent"),
     Row("share", "java"),
     Row("share", "confluent"),
     Row("streams", "java"),
@@ -99,11 +104,17 @@ ROWS = (
 KIND_TITLES = {
     "classic": "classic consumer group",
     "consumer": "KIP-848 consumer group",
+    "regex": "KIP-848 regex subscription",
     "share": "share group",
     "streams": "streams group (Kafka Streams)",
     "txn": "transactional produce -> read_committed",
 }
-MEASURE_TITLES = {"first_record": "first record", "join": "join settles", "leave": "leave settles"}
+MEASURE_TITLES = {
+    "first_record": "first record",
+    "join": "join settles",
+    "leave": "leave settles",
+    "new_topic": "topic created after",
+}
 WARM_UP = (Row("consumer", "java"), Row("share", "java"), Row("txn", "java"))
 
 # (server, row name, measure) -> seconds, one per repetition

@@ -14,6 +14,12 @@ inside this process with ``time.monotonic_ns``.
 ``--client-config key=value,...`` sets client configs on every group member (e.g.
 ``heartbeat.interval.ms=100``).
 
+``--kind regex``: a KIP-848 member subscribed with a regex (resolved by the group coordinator)
+matching the topic; ``first_record`` as above, then
+
+- ``new_topic``: a topic the regex matches is created and a record written to it; from the
+  creation until the member reads that record.
+
 ``--kind txn``: a read_committed consumer assigned partition 0 waits at its end; a new
 transactional producer runs init_transactions, one produce and commit_transaction; from the
 producer's creation until the consumer has the record.
@@ -34,7 +40,7 @@ from typing import Any
 
 PRODUCE_EVERY_S = 0.02
 POLL_S = 0.1
-KINDS = ("classic", "consumer", "share", "txn")
+KINDS = ("classic", "consumer", "share", "regex", "txn")
 
 
 class Seen:
@@ -200,8 +206,37 @@ class Bench:
         config |= client_config(a.client_config)
         if a.kind == "share":
             return Member(index, self.seen, lambda: ShareConsumer(config), _share_poll, [a.topic])
-        config |= {"group.protocol": a.kind, "auto.offset.reset": "earliest"}
-        return Member(index, self.seen, lambda: Consumer(config), _consumer_poll, [a.topic])
+        protocol = "consumer" if a.kind == "regex" else a.kind
+        config |= {"group.protocol": protocol, "auto.offset.reset": "earliest"}
+        topics = [f"^{a.topic}(-new)?$"] if a.kind == "regex" else [a.topic]
+        return Member(index, self.seen, lambda: Consumer(config), _consumer_poll, topics)
+
+    def regex_times(self) -> None:
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        a = self.args
+        member = self.member(1)
+        member.start()
+        try:
+            at = self.seen.wait(1, None, 0, a.timeout, "member 1's first record")
+            self.emit("first_record", at - member.started_ns)
+            # the new topic has one partition more than the first, and its record is written
+            # there: a record of that partition can only be the new topic's
+            new_partition = a.partitions
+            created = time.monotonic_ns()
+            admin = AdminClient(self.base)
+            topic = NewTopic(f"{a.topic}-new", new_partition + 1, 1)
+            for future in admin.create_topics([topic]).values():
+                future.result(30)
+            producer = Producer(self.base)
+            producer.produce(topic.topic, value(new_partition, 0), partition=new_partition)
+            if producer.flush(30) != 0:
+                raise RuntimeError("the new topic's record was not written")
+            at = self.seen.wait(1, [new_partition], created, a.timeout, "the new topic's record")
+            self.emit("new_topic", at - created)
+        finally:
+            member.close()
 
     def group_times(self) -> None:
         a = self.args
@@ -322,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         bench.setup()
         if args.kind == "txn":
             bench.transaction_round_trip()
+        elif args.kind == "regex":
+            bench.regex_times()
         else:
             bench.group_times()
     except Exception as error:

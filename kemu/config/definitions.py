@@ -349,6 +349,16 @@ KEMU_BROKER_ROWS = _defs(
         "(KIP-1289 spec Q6); false makes it AVAILABLE again, as the draft PR does",
     ),
     ConfigDef(
+        "kemu.group.consumer.regex.refresh.min.interval.ms",
+        I,
+        "10000",
+        read_only=True,
+        minimum=0,
+        doc="kemu: the least time between two resolutions of a KIP-848 group's topic regexes, "
+        "so a topic created since the last one is matched no sooner (Kafka's constant "
+        "REGEX_BATCH_REFRESH_MIN_INTERVAL_MS, 10 s); 0, as under --timing fast: none",
+    ),
+    ConfigDef(
         "kemu.group.share.initialize.before.answer",
         B,
         "false",

@@ -47,6 +47,16 @@ INTERNAL_BROKER_CONFIGS: dict[str, ConfigDef] = {
             minimum=1,
         ),
         _internal(
+            "group.consumer.regex.refresh.interval.ms",
+            ConfigType.INT,
+            "600000",
+            "GroupCoordinatorConfig",
+            "The interval at which the group coordinator will refresh the topics matching the "
+            "group subscribed regexes. This is only applicable to consumer groups using the "
+            "consumer group protocol.",
+            minimum=10000,
+        ),
+        _internal(
             "group.streams.acceptable.recovery.lag",
             ConfigType.LONG,
             "10000",

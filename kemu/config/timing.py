@@ -80,6 +80,13 @@ FAST_TIMING: tuple[TimingRow, ...] = (
         "likewise for streams groups",
     ),
     TimingRow(
+        "kemu.group.consumer.regex.refresh.min.interval.ms",
+        "0",
+        "a KIP-848 consumer subscribed with a regex gets a topic created since the group's last "
+        "resolution at its next heartbeats, not up to 10 s later (each creation is then "
+        "resolved on its own, as on Kafka when creations are 10 s apart)",
+    ),
+    TimingRow(
         "kemu.group.share.initialize.before.answer",
         "true",
         "a share consumer gets its partitions in the answer to its first heartbeat, not one "

@@ -47,7 +47,6 @@ from kemu.coordinator.group.classic import group as classic
 from kemu.coordinator.group.classic.group import (
     ClassicGroup,
     ClassicGroupCoordinator,
-    ClassicSettings,
     JoinCompleted,
     JoinRequest,
     JoinResponse,
@@ -60,13 +59,11 @@ from kemu.coordinator.group.classic.group import (
     SyncResponse,
 )
 from kemu.coordinator.group.classic.messages import UNKNOWN_MEMBER_ID, join_error
-from kemu.coordinator.group.config import group_config_store
 from kemu.coordinator.group.consumer.group import (
     ConsumerGroup,
     ConsumerGroupCoordinator,
     ConsumerHeartbeat,
     ConsumerHeartbeatResult,
-    ConsumerSettings,
 )
 from kemu.coordinator.group.consumer.persistence import (
     ImageBuilder,
@@ -92,8 +89,9 @@ from kemu.coordinator.group.offsets_log import TOPIC as OFFSETS_TOPIC
 from kemu.coordinator.group.offsets_log import OffsetsLog
 from kemu.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
 from kemu.coordinator.group.registry import Group, GroupRegistry
+from kemu.coordinator.group.settings import GroupSettings
 from kemu.coordinator.group.share import records as share_records
-from kemu.coordinator.group.share.group import MembershipSettings, ShareGroup, ShareGroupCoordinator
+from kemu.coordinator.group.share.group import ShareGroup, ShareGroupCoordinator
 from kemu.coordinator.group.share.legacy import migrate_share_groups_file
 from kemu.coordinator.group.share.records import ShareImageBuilder, ShareRecordKey
 from kemu.coordinator.group.share.service import ShareMembership
@@ -114,7 +112,7 @@ log = structlog.get_logger("kemu.group")
 SERVICE = "group_coordinator"
 
 
-class GroupCoordinatorService(ShareMembership, GroupTimers):
+class GroupCoordinatorService(ShareMembership, GroupTimers, GroupSettings):
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.registry = GroupRegistry()
@@ -159,24 +157,6 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
         """Write what changed in a KIP-848, share or streams group since the log last saw it
         (tombstones when it is gone), as one batch; the log's image moves only when written."""
         return self._write_group(group_id, [])
-
-    def classic_settings(self, group_id: str) -> ClassicSettings:
-        config = self.runtime.cluster.config
-        return ClassicSettings(
-            initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
-            min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
-            max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
-            max_size=config.get_int("group.max.size"),
-        )
-
-    def consumer_settings(self, group_id: str) -> ConsumerSettings:
-        configs = group_config_store(self.runtime)
-        return ConsumerSettings(
-            session_timeout_ms=int(configs.value(group_id, "consumer.session.timeout.ms")),
-            heartbeat_interval_ms=int(configs.value(group_id, "consumer.heartbeat.interval.ms")),
-            max_size=self.runtime.cluster.config.get_int("group.consumer.max.size"),
-            assignment_interval_ms=int(configs.value(group_id, "consumer.assignment.interval.ms")),
-        )
 
     def consumer_heartbeat(self, request: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
         """KIP-848; raises ``GroupError`` with Kafka's error. The group's changed records are
@@ -324,15 +304,6 @@ class GroupCoordinatorService(ShareMembership, GroupTimers):
 
     def streams_task_topics(self, group_id: str) -> dict[str, list[str]]:
         return self.streams.task_topics(group_id)
-
-    def membership_settings(self, group_id: str) -> MembershipSettings:
-        configs = group_config_store(self.runtime)
-        return MembershipSettings(
-            session_timeout_ms=int(configs.value(group_id, "share.session.timeout.ms")),
-            heartbeat_interval_ms=int(configs.value(group_id, "share.heartbeat.interval.ms")),
-            max_size=self.runtime.cluster.config.get_int("group.share.max.size"),
-            assignment_interval_ms=int(configs.value(group_id, "share.assignment.interval.ms")),
-        )
 
     def _topic_name(self, topic_id: uuid.UUID) -> str:
         topic = self.runtime.cluster.topics_by_id.get(topic_id)

@@ -18,7 +18,11 @@ shows that too.
   advances it), a lone consumer's JoinGroup is answered without the clock moving
   (``group.initial.rebalance.delay.ms=0``); under ``--timing kafka`` two consumers' JoinGroups
   wait for the 3 s delay and are answered together, in one generation (what librdkafka's
-  0113 l_unsubscribe expects).
+  0113 l_unsubscribe expects);
+- a KIP-848 consumer subscribed with a regex: on a virtual clock that never moves, it gets the
+  record of a topic created after its group's regex was resolved
+  (``kemu.group.consumer.regex.refresh.min.interval.ms=0``); at Kafka's 10 s it gets it only
+  once the clock passed them.
 
 The streams rows (initial delay, assignment interval) are in ``test_timing_fast_streams.py``.
 """
@@ -441,3 +445,81 @@ def test_under_kafka_timing_two_classic_consumers_join_one_generation(
             for consumer in consumers.values():
                 consumer.close()
     assert calls == {"a": 1, "b": 1}
+
+
+# --- KIP-848 regex subscriptions -----------------------------------------------------------------
+
+
+def regex_consumer(bootstrap: str, prefix: str) -> Consumer:
+    """A KIP-848 consumer subscribed to ``^<prefix>-.*`` (resolved by the group coordinator)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": prefix,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([f"^{prefix}-.*"])
+    return consumer
+
+
+def topic_of_one_record(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(WAIT_S)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value=topic.encode())
+    assert producer.flush(WAIT_S) == 0
+
+
+def values_until(consumer: Consumer, wanted: bytes, bound_s: float = WAIT_S) -> bool:
+    """Poll until a record of value ``wanted`` arrives (True) or ``bound_s`` passed (False)."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None and message.value() == wanted:
+            return True
+    return False
+
+
+def test_a_regex_consumer_gets_a_topic_created_after_it_joined_without_the_clock(
+    kemu_inprocess_factory: type[InProcessKemu],
+) -> None:
+    """``kemu.group.consumer.regex.refresh.min.interval.ms=0``: the group's regex is resolved
+    again as soon as a topic is created, on a virtual clock that never moves."""
+    kemu = kemu_inprocess_factory(brokers=1, clock="virtual").start()
+    prefix = f"rx{uuid.uuid4().hex[:8]}"
+    topic_of_one_record(kemu.bootstrap, f"{prefix}-a")
+    still = kemu.control.clock()["now_ms"]
+    consumer = regex_consumer(kemu.bootstrap, prefix)
+    try:
+        assert values_until(consumer, f"{prefix}-a".encode())
+        topic_of_one_record(kemu.bootstrap, f"{prefix}-b")  # created after the resolution
+        assert values_until(consumer, f"{prefix}-b".encode())
+        assert kemu.control.clock()["now_ms"] == still
+    finally:
+        consumer.close()
+
+
+def test_at_kafkas_minimum_interval_the_new_topic_waits_for_the_clock(
+    kemu_inprocess_factory: type[InProcessKemu],
+) -> None:
+    """The row at Kafka's value (10 s, a constant in Kafka): the topic created after the
+    resolution is not resolved while the clock stands still, and is once it passed 10 s."""
+    kemu = kemu_inprocess_factory(
+        brokers=1,
+        clock="virtual",
+        overrides=["kemu.group.consumer.regex.refresh.min.interval.ms=10000"],
+    ).start()
+    prefix = f"rx{uuid.uuid4().hex[:8]}"
+    topic_of_one_record(kemu.bootstrap, f"{prefix}-a")
+    consumer = regex_consumer(kemu.bootstrap, prefix)
+    try:
+        assert values_until(consumer, f"{prefix}-a".encode())
+        topic_of_one_record(kemu.bootstrap, f"{prefix}-b")
+        # a dozen heartbeats at the fast interval, none of them resolving it again
+        assert not values_until(consumer, f"{prefix}-b".encode(), bound_s=1.0)
+        kemu.control.advance(10_001)
+        assert values_until(consumer, f"{prefix}-b".encode())
+    finally:
+        consumer.close()

@@ -131,6 +131,13 @@ def test_a_share_group_consumes_past_its_heartbeat_interval_before_a_leave() -> 
     assert TXN.measures == ("first_record",)
 
 
+def test_the_regex_row_times_its_first_record_and_a_topic_created_after() -> None:
+    regex = Row("regex", "confluent")
+    assert regex in ROWS
+    assert regex.measures == ("first_record", "new_topic")
+    assert first_record.MEASURE_TITLES["new_topic"]
+
+
 def test_client_commands_carry_the_row_and_the_names() -> None:
     java = first_record.client_command(SHARE_JAVA, "127.0.0.1:9092", "fr-1-share-java")
     assert "kemu.probe.FirstRecordBench" in java

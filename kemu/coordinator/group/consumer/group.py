@@ -92,10 +92,6 @@ from kemu.protocol.errors import ErrorCode
 GROUP_TYPE = "consumer"
 PROTOCOL_TYPE = "consumer"
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
-# Kafka's GroupMetadataManager.REGEX_BATCH_REFRESH_MIN_INTERVAL_MS and the default of
-# group.consumer.regex.refresh.interval.ms.
-REGEX_REFRESH_MIN_INTERVAL_MS = 10_000
-REGEX_REFRESH_INTERVAL_MS = 600_000
 NO_CHANGE, REGEX_UPDATED, REGEX_UPDATED_AND_RESOLVED = "NO_CHANGE", "UPDATED", "RESOLVED"
 
 Partitions = frozenset[TopicPartition]
@@ -109,6 +105,12 @@ class ConsumerSettings:
     # Kafka's default is 1000; 0 here (a target with every new group epoch) keeps the unit
     # tests' steps short, and is what ``kemu serve`` sets (docs/conformance.md).
     assignment_interval_ms: int = 0
+    # Kafka's GroupMetadataManager.REGEX_BATCH_REFRESH_MIN_INTERVAL_MS (no regex resolution
+    # sooner after the last; kemu.group.consumer.regex.refresh.min.interval.ms, 0 under
+    # --timing fast) and group.consumer.regex.refresh.interval.ms (one due however little
+    # changed)
+    regex_refresh_min_interval_ms: int = 10_000
+    regex_refresh_interval_ms: int = 600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +345,7 @@ class ConsumerGroupCoordinator:
                 pending_revocation=frozenset(),
                 assignment_epochs={},
             )
-        regex_status = self._update_regexes(group, member, updated, now_ms)
+        regex_status = self._update_regexes(group, member, updated, settings, now_ms)
         # As Kafka: the epoch goes up when subscribed topic names change, a regex changes to one
         # already resolved, or the group's preferred server assignor is another with this
         # heartbeat (``consumer.preferred_assignor``), which then computes the target. A new
@@ -478,7 +480,12 @@ class ConsumerGroupCoordinator:
     # --- regular expressions (Kafka's asynchronous resolution) ---------------------------------
 
     def _update_regexes(
-        self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember, now_ms: int
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        updated: ConsumerMember,
+        settings: ConsumerSettings,
+        now_ms: int,
     ) -> str:
         """Kafka's ``maybeUpdateRegularExpressions``: whether the member changed its regex
         (and to one the group has resolved already), and whether to resolve the group's regexes
@@ -508,7 +515,8 @@ class ConsumerGroupCoordinator:
             return status
         if group.group_id in self.pending_regexes:
             return status  # a resolution is already due
-        if last is not None and now_ms <= last + REGEX_REFRESH_MIN_INTERVAL_MS:
+        hold_ms = settings.regex_refresh_min_interval_ms  # 0: none, on a frozen clock too
+        if last is not None and hold_ms and now_ms <= last + hold_ms:
             return status
         future = dict(counts)
         if old:
@@ -521,7 +529,7 @@ class ConsumerGroupCoordinator:
             or len(regexes) != resolved_count
             or not set(self.topic_names()) <= group.regex_resolved_topics
             or last is None
-            or now_ms > last + REGEX_REFRESH_INTERVAL_MS
+            or now_ms > last + settings.regex_refresh_interval_ms
         )
         if required and regexes:
             self.pending_regexes[group.group_id] = regexes
