@@ -47,6 +47,27 @@ class Clock(Protocol):
     ) -> TimerHandle: ...
 
 
+class Repeating:
+    """``job()`` every ``interval_ms`` on ``clock``, the next run armed when one ends (also when
+    it raised): a periodic job of Kafka's scheduler."""
+
+    def __init__(self, clock: Clock, interval_ms: int, job: Callable[[], object]) -> None:
+        self._clock, self._interval_ms, self._job = clock, interval_ms, job
+        self._handle: TimerHandle | None = clock.call_later(interval_ms, self._run)
+
+    def _run(self) -> None:
+        self._handle = None
+        try:
+            self._job()
+        finally:
+            self._handle = self._clock.call_later(self._interval_ms, self._run)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
 class RealClock:
     """Wall-clock time (or any ``now`` function, for tests); timers on the running loop."""
 

@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
-from kemu.cluster.clock import TimerHandle
+from kemu.cluster.clock import Repeating
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Topic, TopicError
 from kemu.cluster.services import Service
@@ -148,13 +148,11 @@ class ShareCoordinatorService:
         self.replayed: dict[int, int] = {}  # per state partition: the next offset to replay
         # per state partition: the offset of each key's latest ShareSnapshot (pruning)
         self.snapshot_offsets: dict[int, dict[SharePartitionKey, int]] = {}
-        self._cold_timer: TimerHandle | None = None
-        self._prune_timer: TimerHandle | None = None
         existing = self.cluster.topics.get(SHARE_STATE_TOPIC)
         if existing is not None:
             self._load(existing)
-        self._arm_cold_snapshots()
-        self._arm_pruning()
+        self._cold_timer = self._every(COLD_SNAPSHOT_INTERVAL, self.snapshot_cold_partitions)
+        self._prune_timer = self._every(PRUNE_INTERVAL, self.prune_all)
 
     # --- where state lives -------------------------------------------------------------------
 
@@ -422,39 +420,15 @@ class ShareCoordinatorService:
 
     # --- timers: pruning and cold partitions --------------------------------------------------
 
-    def _can_arm(self) -> bool:
-        """Whether a timer can run here: a virtual clock, or a running event loop."""
-        if self.runtime.clock.virtual:
-            return True
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return False
-        return True
-
-    def _arm_pruning(self) -> None:
-        if self._can_arm():
-            interval = self.cluster.config.get_int(PRUNE_INTERVAL)
-            self._prune_timer = self.runtime.clock.call_later(interval, self._on_prune_timer)
-
-    def _on_prune_timer(self) -> None:
-        self._prune_timer = None
-        try:
-            self.prune_all()
-        finally:
-            self._arm_pruning()
-
-    def _arm_cold_snapshots(self) -> None:
-        if self._can_arm():
-            interval = self.cluster.config.get_int(COLD_SNAPSHOT_INTERVAL)
-            self._cold_timer = self.runtime.clock.call_later(interval, self._on_cold_timer)
-
-    def _on_cold_timer(self) -> None:
-        self._cold_timer = None
-        try:
-            self.snapshot_cold_partitions()
-        finally:
-            self._arm_cold_snapshots()
+    def _every(self, interval_config: str, job: Callable[[], object]) -> Repeating | None:
+        """``job`` every ``interval_config`` ms, where a timer can run (a virtual clock, or a
+        running event loop)."""
+        if not self.runtime.clock.virtual:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return None
+        return Repeating(self.runtime.clock, self._config(interval_config), job)
 
     def close(self) -> None:
         """Stop the timers."""

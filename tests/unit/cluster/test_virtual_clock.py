@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from kemu.cluster.clock import RealClock, VirtualClock
+from kemu.cluster.clock import RealClock, Repeating, VirtualClock
 from kemu.cluster.context import RequestContext
 
 
@@ -72,3 +72,27 @@ async def test_real_clock_uses_the_loop() -> None:
 def test_request_waits_use_real_time() -> None:
     first = RequestContext.wait_ms()
     assert RequestContext.wait_ms() >= first
+
+
+def test_a_repeating_job_runs_every_interval_until_cancelled_and_after_it_raised() -> None:
+    clock = VirtualClock(start_ms=0)
+    runs: list[int] = []
+
+    def job() -> None:
+        runs.append(clock.now_ms())
+        if len(runs) == 2:
+            raise RuntimeError("the job failed")
+
+    repeating = Repeating(clock, 100, job)
+    clock.advance(99)
+    assert runs == []
+    clock.advance(1)
+    assert runs == [100]
+    clock.advance(100)  # the clock logs what a timer raised, as the event loop does
+    assert runs == [100, 200]
+    clock.advance(100)  # armed again though it raised
+    assert runs == [100, 200, 300]
+    repeating.cancel()
+    assert clock.pending() == 0
+    clock.advance(1000)
+    assert runs == [100, 200, 300]
