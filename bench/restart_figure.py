@@ -212,12 +212,12 @@ def write_share_updates(data_dir: Path, updates: int, overrides: list[str]) -> N
                 [(encode_key(r.key), encode_value(r.value)) for r in records], timestamp_ms=0
             )
             appended = partition.append([(read_header(batch), batch)], now_ms=0)
-            snapshots = False
             for offset, record in enumerate(records, appended.base_offset):
-                snapshots |= service._note_snapshot(index, offset, record.key, record.value)
+                service._note_snapshot(index, offset, record.key, record.value)
             service.replayed[index] = partition.high_watermark
-            if snapshots:
-                service.prune(index)
+            # the prune job, as if it ran after every batch: the population takes minutes, and
+            # the data dir it leaves is the pruned one a long-lived broker has
+            service.prune(index)
 
         for number in range(updates):
             index, key = keys[number % len(keys)]
