@@ -57,6 +57,15 @@ INTERNAL_BROKER_CONFIGS: dict[str, ConfigDef] = {
             minimum=10000,
         ),
         _internal(
+            "group.share.initialize.retry.interval.ms",
+            ConfigType.INT,
+            "30000",
+            "GroupCoordinatorConfig",
+            "Time elapsed before retrying initialize share group state request. If below "
+            "offsets.commit.timeout.ms, then value of offsets.commit.timeout.ms is used.",
+            minimum=1,
+        ),
+        _internal(
             "group.streams.acceptable.recovery.lag",
             ConfigType.LONG,
             "10000",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # there, 10 s; 0 under --timing fast) and Kafka's internal broker config beside it
 REGEX_REFRESH_MIN_INTERVAL = "kemu.group.consumer.regex.refresh.min.interval.ms"
 REGEX_REFRESH_INTERVAL = "group.consumer.regex.refresh.interval.ms"
+INITIALIZE_RETRY_INTERVAL = "group.share.initialize.retry.interval.ms"  # internal in Kafka
 
 
 class GroupSettings:
@@ -44,10 +45,15 @@ class GroupSettings:
         )
 
     def membership_settings(self, group_id: str) -> MembershipSettings:
-        configs = group_config_store(self.runtime)
+        configs, broker = group_config_store(self.runtime), self.runtime.cluster.config
         return MembershipSettings(
             session_timeout_ms=int(configs.value(group_id, "share.session.timeout.ms")),
             heartbeat_interval_ms=int(configs.value(group_id, "share.heartbeat.interval.ms")),
-            max_size=self.runtime.cluster.config.get_int("group.share.max.size"),
+            max_size=broker.get_int("group.share.max.size"),
             assignment_interval_ms=int(configs.value(group_id, "share.assignment.interval.ms")),
+            # as GroupCoordinatorConfig: never below offsets.commit.timeout.ms
+            initialize_retry_interval_ms=max(
+                broker.get_int(INITIALIZE_RETRY_INTERVAL),
+                broker.get_int("offsets.commit.timeout.ms"),
+            ),
         )

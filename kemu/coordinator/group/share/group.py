@@ -67,8 +67,9 @@ LEAVE_EPOCH = -1
 GROUP_TYPE = "share"
 PROTOCOL_TYPE = "share"
 ASSIGNOR_NAME = "simple"
-# Kafka's group.share.initialize.retry.interval.ms (a static broker property, not configurable
-# in kemu): share partitions being initialized for longer are asked to be initialized again.
+# The default of Kafka's group.share.initialize.retry.interval.ms (an internal broker config;
+# ``settings.py`` reads it): share partitions being initialized for longer are asked to be
+# initialized again.
 INITIALIZE_RETRY_INTERVAL_MS = 30_000
 
 
