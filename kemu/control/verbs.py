@@ -348,7 +348,10 @@ class Control:
                 TxnState.PREPARE_ABORT,
             ):
                 continue
-            pending = service.pending_offsets.get(meta.transactional_id, {})
+            # TxnOffsetCommit offsets wait in __consumer_offsets, by producer id
+            pending = group_coordinator(self.runtime).offset_manager.pending.of_producer(
+                meta.producer_id
+            )
             marker_status, pending_markers = _markers_outstanding(service, meta.transactional_id)
             found.append(
                 {
@@ -365,9 +368,7 @@ class Control:
                         for group, topic_id, index in meta.share_partitions
                     ),
                     "pending_offsets": {
-                        group: sorted(
-                            [t, p, commit.offset] for (t, p), commit in offsets.offsets.items()
-                        )
+                        group: sorted([t, p, commit.offset] for (t, p), commit in offsets.items())
                         for group, offsets in pending.items()
                     },
                     "staged_share_records": staged.get(meta.producer_id, []),

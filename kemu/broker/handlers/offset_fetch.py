@@ -7,8 +7,10 @@ by id: an unknown id answers UNKNOWN_TOPIC_ID per partition, and offsets of topi
 exist are left out of an all-offsets answer. A group of another type (share) gets
 GROUP_ID_NOT_FOUND; an empty group id INVALID_GROUP_ID. A KIP-848 consumer group member (v9+,
 member epoch >= 0) must be known (UNKNOWN_MEMBER_ID) and name its current epoch
-(STALE_MEMBER_EPOCH). ``require_stable`` (v7+) never finds a pending transactional commit, as
-kemu has none.
+(STALE_MEMBER_EPOCH). With ``require_stable`` (v7+; the Java consumer sets it when it reads
+read_committed) a partition a transaction not ended yet holds a TxnOffsetCommit offset of answers
+UNSTABLE_OFFSET_COMMIT with offset -1, and the client asks again; without it the last committed
+offset is answered, as Kafka does.
 
 Every broker answers (one group coordinator per process). As KafkaApis checks, a group needs
 DESCRIBE (GROUP_AUTHORIZATION_FAILED for the group); a named topic without DESCRIBE answers
@@ -47,6 +49,7 @@ FIRST_TOPIC_ID_VERSION = 10
 
 @handler(API_KEY, 1, 10)
 def handle(ctx: RequestContext, request: OffsetFetchRequestView) -> Any:
+    stable = bool(getattr(request, "require_stable", False))  # only v7+ has it
     if ctx.version >= FIRST_MULTI_GROUP_VERSION:
         groups = tuple(
             ctx.make(
@@ -59,12 +62,15 @@ def handle(ctx: RequestContext, request: OffsetFetchRequestView) -> Any:
                     "OffsetFetchResponseTopics",
                     getattr(group, "member_id", None),
                     getattr(group, "member_epoch", -1),
+                    require_stable=stable,
                 ),
             )
             for group in request.groups
         )
         return ctx.respond(throttle_time=datetime.timedelta(0), groups=groups)
-    answer = _group(ctx, request.group_id, request.topics, "OffsetFetchResponseTopic")
+    answer = _group(
+        ctx, request.group_id, request.topics, "OffsetFetchResponseTopic", require_stable=stable
+    )
     if ctx.version < FIRST_TOP_LEVEL_ERROR_VERSION and answer["error_code"] != ErrorCode.none:
         answer["topics"] = _with_partition_error(ctx, request.topics, answer["error_code"])
     return ctx.respond(throttle_time=datetime.timedelta(0), **answer)
@@ -77,6 +83,8 @@ def _group(
     topic_class: str,
     member_id: str | None = None,
     member_epoch: int = -1,
+    *,
+    require_stable: bool = False,
 ) -> dict[str, Any]:
     by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -104,7 +112,9 @@ def _group(
                 existing = ctx.cluster.topics.get(name) if by_id else None
                 refused.append((name, None if existing is None else existing.topic_id, indexes))
         requested = [(name, indexes) for name, indexes in requested if name in visible]
-    error, fetched = coordinator.fetch_offsets(group_id, requested, member_id, member_epoch)
+    error, fetched = coordinator.fetch_offsets(
+        group_id, requested, member_id, member_epoch, require_stable=require_stable
+    )
     by_topic: dict[str, list[FetchedOffset]] = {}
     for entry in fetched:
         by_topic.setdefault(entry.topic, []).append(entry)
@@ -129,7 +139,14 @@ def _group(
                 topic_class,
                 name=name,
                 **id_field(topic_id),
-                partitions=tuple(_partition(ctx, e, ErrorCode.none) for e in entries),
+                partitions=tuple(
+                    _partition(
+                        ctx,
+                        e,
+                        ErrorCode.unstable_offset_commit if e.unstable else ErrorCode.none,
+                    )
+                    for e in entries
+                ),
             )
         )
     for topic_id, indexes in unknown_ids.items():

@@ -25,7 +25,12 @@ echoes the ids. As Kafka 4.4's OffsetMetadataManager, v6 also answers a generati
 group with GROUP_ID_NOT_FOUND and a stale member epoch with STALE_MEMBER_EPOCH; older versions
 get ILLEGAL_GENERATION for both.
 
-Omission: staged offsets are kept in memory until the commit (see the transaction service).
+The offsets are written at once to the group's ``__consumer_offsets`` partition, in a
+transactional batch of the producer's id and epoch, and committed (or dropped) by the
+transaction's marker there, as in Kafka (``kemu.coordinator.group.offset_operations``); while the
+transaction is open, OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them.
+A batch that cannot be written answers Kafka's error for the failed append
+(COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) on every partition it held.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from kemu.coordinator.group.consumer.offset_commit import validate_offset_commit
 from kemu.coordinator.group.offset_manager import CommitPartition
 from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.group.streams.model import StreamsGroup
-from kemu.coordinator.transaction.service import PendingOffsets, transaction_coordinator
+from kemu.coordinator.transaction.service import transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.topic_ids import wire_topic_id
 from kemu.protocol.views.txn_offset_commit import (
@@ -61,7 +66,6 @@ from kemu.protocol.views.txn_offset_commit import (
 API_KEY = 28
 IMPLICIT_ADD_VERSION = 5  # KIP-890 part 2: no AddOffsetsToTxn before it
 TOPIC_ID_VERSION = 6  # KIP-1319: topic ids, GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH
-OFFSET_COMMIT_VERSION = 8  # how the group coordinator is asked to commit them at the marker
 
 
 @handler(API_KEY, 0, 6)
@@ -101,13 +105,13 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequestView) -> Any:
             request.group_id,
         ).error
     error = as_partition_writer(error)
-    pending = PendingOffsets(member_id, instance_id, generation, OFFSET_COMMIT_VERSION)
     readable = allowed_names(
         ctx, AclOperation.READ, ResourceType.TOPIC, (name or "" for name in names)
     )
-    answers = []
+    codes: list[list[ErrorCode]] = []
+    accepted: dict[tuple[str, int], CommitPartition] = {}
     for topic, name in zip(request.topics, names, strict=True):
-        partitions = []
+        topic_codes = []
         for entry in topic.partitions:
             if name is None:
                 code = ErrorCode.unknown_topic_id
@@ -122,36 +126,47 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequestView) -> Any:
                 elif metadata is not None and len(metadata) > max_metadata:
                     code = ErrorCode.offset_metadata_too_large
                 else:
-                    pending.offsets[(name, entry.partition_index)] = CommitPartition(
+                    accepted[(name, entry.partition_index)] = CommitPartition(
                         topic=name,
                         partition=entry.partition_index,
                         offset=entry.committed_offset,
                         leader_epoch=getattr(entry, "committed_leader_epoch", -1),
                         metadata=metadata,
                     )
-            partitions.append(
-                ctx.make(
-                    "TxnOffsetCommitResponsePartition",
-                    partition_index=entry.partition_index,
-                    error_code=code,
-                )
-            )
-        answers.append(
-            ctx.make(
-                "TxnOffsetCommitResponseTopic",
-                name=getattr(topic, "name", ""),
-                topic_id=getattr(topic, "topic_id", None),
-                partitions=tuple(partitions),
-            )
-        )
-    if pending.offsets:
+            topic_codes.append(code)
+        codes.append(topic_codes)
+    if accepted:
         groups = group_coordinator(ctx.runtime)
         if groups.registry.get(request.group_id) is None:
             # Kafka's coordinator makes the simple group (generation -1: any other was refused
             # above), empty: ListGroups shows it while the transaction is open, and the
             # retention check keeps it until the transaction's end
             groups.transactional_commit_group(request.group_id)
-        transactions.stage_offsets(request.transactional_id, request.group_id, pending)
+        written = groups.commit_transactional_offsets(
+            request.group_id, request.producer_id, request.producer_epoch, list(accepted.values())
+        )
+        if written is not ErrorCode.none:
+            # the offsets' batch was not written: every partition it held answers why
+            codes = [
+                [written if code is ErrorCode.none else code for code in topic_codes]
+                for topic_codes in codes
+            ]
+    answers = [
+        ctx.make(
+            "TxnOffsetCommitResponseTopic",
+            name=getattr(topic, "name", ""),
+            topic_id=getattr(topic, "topic_id", None),
+            partitions=tuple(
+                ctx.make(
+                    "TxnOffsetCommitResponsePartition",
+                    partition_index=entry.partition_index,
+                    error_code=code,
+                )
+                for entry, code in zip(topic.partitions, topic_codes, strict=True)
+            ),
+        )
+        for topic, topic_codes in zip(request.topics, codes, strict=True)
+    ]
     return ctx.respond(topics=tuple(answers))
 
 

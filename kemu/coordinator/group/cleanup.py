@@ -15,10 +15,10 @@ offsets' in the same write:
 - share: never deleted (``ShareGroup.shouldExpire`` is false), empty or not.
 
 An open transaction's TxnOffsetCommit offsets (``OffsetMetadataManager``'s pending
-transactional offsets and open transactions, kemu's transaction coordinator's pending offsets)
-hold their group: an offset of a partition one holds does not expire
-(``hasPendingTransactionalOffsets``), and a group one holds offsets for is not deleted
-(``openTransactions.contains``), until the transaction ends.
+transactional offsets and open transactions, kemu's ``pending_offsets``) hold their group: an
+offset of a partition one holds does not expire (``hasPendingTransactionalOffsets``), and a
+group one holds offsets for is not deleted (``openTransactions.contains``), until the
+transaction ends.
 """
 
 from __future__ import annotations

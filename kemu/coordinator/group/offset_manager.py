@@ -5,6 +5,8 @@ An operation validates against the group (as Kafka's ``OffsetMetadataManager`` d
 returns its answer together with the ``__consumer_offsets`` records to write; the caller appends
 them and only then calls ``replay`` with them, which is also how the records are read back at
 start (together with ``load_group`` for group metadata). Topic existence is the caller's check.
+A transaction's offsets (TxnOffsetCommit) are replayed with its producer id and wait in
+``pending`` (``kemu.coordinator.group.pending_offsets``) until ``end_transaction``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from kemu.coordinator.group.classic.group import (
 from kemu.coordinator.group.consumer import offset_commit
 from kemu.coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupCoordinator
 from kemu.coordinator.group.offsets import CommittedOffset, OffsetStore
+from kemu.coordinator.group.pending_offsets import PendingOffsets
 from kemu.coordinator.group.records import (
     NO_TIMESTAMP,
     GroupMetadataKey,
@@ -42,6 +45,7 @@ Record = tuple[RecordKey, RecordValue | None]
 TopicIds = Callable[[str], uuid.UUID | None]  # a topic's id by its name (None: no such topic)
 DEFAULT_RETENTION = -1  # OffsetCommit v2-v4 RetentionTimeMs: use the broker's retention
 NO_OFFSET = -1
+NO_PRODUCER_ID = -1
 FIRST_VERSION_WITH_GROUP_NOT_FOUND = 9
 
 
@@ -68,6 +72,7 @@ class FetchedOffset:
     offset: int = NO_OFFSET
     leader_epoch: int = -1
     metadata: str = ""
+    unstable: bool = False  # a transaction not ended holds an offset of it (require_stable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +96,7 @@ class OffsetManager:
         self.consumer = consumer
         self.metadata_max_bytes = metadata_max_bytes
         self.topic_ids = topic_ids
+        self.pending = PendingOffsets()
 
     # --- OffsetCommit --------------------------------------------------------------------------
 
@@ -162,6 +168,25 @@ class OffsetManager:
             records.append((OffsetCommitKey(group_id, entry.topic, entry.partition), value))
         return CommitResult(ErrorCode.none, answers, records)
 
+    def transactional_records(
+        self, group_id: str, partitions: list[CommitPartition], now_ms: int
+    ) -> list[Record]:
+        """The records of a TxnOffsetCommit's offsets (checked by the caller), written in the
+        transaction's batch: no expiry time, as Kafka writes them."""
+        return [
+            (
+                OffsetCommitKey(group_id, entry.topic, entry.partition),
+                OffsetCommitValue(
+                    offset=entry.offset,
+                    metadata=entry.metadata if entry.metadata is not None else "",
+                    commit_timestamp=now_ms,
+                    leader_epoch=entry.leader_epoch,
+                    expire_timestamp=NO_TIMESTAMP,
+                ),
+            )
+            for entry in partitions
+        ]
+
     def consumer_partition(
         self, group: ConsumerGroup, topic: str, partition: int
     ) -> TopicPartition | None:
@@ -179,10 +204,13 @@ class OffsetManager:
         requested: list[tuple[str, list[int]]] | None,
         member_id: str | None = None,
         member_epoch: int = -1,
+        *,
+        require_stable: bool = False,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
         """The committed offsets of the requested partitions (None: every committed one);
         a partition without a commit answers offset -1. A consumer group's member (v9+) must
-        name its current epoch."""
+        name its current epoch. With ``require_stable`` a partition a transaction not ended yet
+        holds an offset of is ``unstable`` instead (Kafka: UNSTABLE_OFFSET_COMMIT)."""
         if not group_id:
             return ErrorCode.invalid_group_id, []
         found = self.classic.registry.get(group_id)
@@ -196,13 +224,18 @@ class OffsetManager:
                 return error, []
         elif found is not None and not isinstance(found, ClassicGroup):
             return ErrorCode.group_id_not_found, []
+        held = self.pending.of_group(group_id) if require_stable else set()
         if requested is None:
             return ErrorCode.none, [
-                _fetched(topic, partition, value)
+                FetchedOffset(topic, partition, unstable=True)
+                if (topic, partition) in held
+                else _fetched(topic, partition, value)
                 for (topic, partition), value in self.store.of_group(group_id).items()
             ]
         return ErrorCode.none, [
-            _fetched(topic, partition, self.store.get(group_id, topic, partition))
+            FetchedOffset(topic, partition, unstable=True)
+            if (topic, partition) in held
+            else _fetched(topic, partition, self.store.get(group_id, topic, partition))
             for topic, partitions in requested
             for partition in partitions
         ]
@@ -232,28 +265,39 @@ class OffsetManager:
                     answers[(topic, partition)] = ErrorCode.group_subscribed_to_topic
                     continue
                 answers[(topic, partition)] = ErrorCode.none
-                if self.store.get(group_id, topic, partition) is not None:
+                # a tombstone also ends what an open transaction holds of it, as in Kafka
+                if self.store.get(group_id, topic, partition) is not None or self.pending.is_open(
+                    group_id, (topic, partition)
+                ):
                     records.append((OffsetCommitKey(group_id, topic, partition), None))
         return DeleteResult(ErrorCode.none, answers, records)
 
     # --- group deletion and expiry ---------------------------------------------------------------
 
     def group_tombstones(self, group_id: str, *, classic: bool) -> list[Record]:
-        """What deleting a group writes: a tombstone per offset, then the group's."""
+        """What deleting a group writes: a tombstone per offset (committed, or held by an open
+        transaction), then the group's."""
+        committed = self.store.of_group(group_id)
+        held = sorted(self.pending.of_group(group_id) - committed.keys())
         records: list[Record] = [
             (OffsetCommitKey(group_id, topic, partition), None)
-            for topic, partition in self.store.of_group(group_id)
+            for topic, partition in [*committed, *held]
         ]
         if classic:
             records.append((GroupMetadataKey(group_id), None))
         return records
 
     def topic_tombstones(self, topic: str) -> dict[str, list[Record]]:
-        """Tombstones for every group's committed offsets of a deleted topic, by group (Kafka's
-        ``OffsetMetadataManager.onPartitionsDeleted``)."""
-        by_group: dict[str, list[Record]] = {}
+        """Tombstones for every group's offsets of a deleted topic, committed or held by an
+        open transaction, by group (Kafka's ``OffsetMetadataManager.onPartitionsDeleted``)."""
+        found: dict[str, set[tuple[str, int]]] = {}
         for group_id in self.store.group_ids():
-            for offset_topic, partition in self.store.of_group(group_id):
+            found[group_id] = set(self.store.of_group(group_id))
+        for group_id, held in self.pending.open_offsets().items():  # open transactions' too
+            found.setdefault(group_id, set()).update(held)
+        by_group: dict[str, list[Record]] = {}
+        for group_id, partitions in found.items():
+            for offset_topic, partition in sorted(partitions):
                 if offset_topic == topic:
                     key = OffsetCommitKey(group_id, topic, partition)
                     by_group.setdefault(group_id, []).append((key, None))
@@ -290,14 +334,48 @@ class OffsetManager:
 
     # --- records -------------------------------------------------------------------------------
 
-    def replay(self, records: list[Record]) -> None:
-        """Apply offset records (and group tombstones) to the store."""
-        for key, value in records:
-            if isinstance(key, OffsetCommitKey):
-                if value is None:
-                    self.store.remove(key.group, key.topic, key.partition)
-                elif isinstance(value, OffsetCommitValue):
-                    self.store.put(key.group, key.topic, key.partition, _committed(value))
+    def replay(
+        self,
+        records: list[Record],
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        first_offset: int = -1,
+    ) -> None:
+        """Apply offset records (and group tombstones) to the store: those of a transaction's
+        batch (``producer_id``) to ``pending``. ``first_offset``: the log offset of the first
+        record (the others follow it), -1 when not known."""
+        for index, (key, value) in enumerate(records):
+            if not isinstance(key, OffsetCommitKey):
+                continue
+            where = (key.topic, key.partition)
+            if value is None:
+                self.store.remove(key.group, key.topic, key.partition)
+                self.pending.remove(key.group, where)
+            elif isinstance(value, OffsetCommitValue):
+                record_offset = first_offset + index if first_offset >= 0 else -1
+                committed = _committed(value, record_offset)
+                if producer_id == NO_PRODUCER_ID:
+                    self.store.put(key.group, key.topic, key.partition, committed)
+                else:
+                    self.pending.put(producer_id, key.group, where, committed)
+
+    def end_transaction(
+        self, producer_id: int, commit: bool, in_partition: Callable[[str], bool]
+    ) -> int:
+        """A COMMIT or ABORT marker of ``producer_id`` in the ``__consumer_offsets`` partition
+        of the groups ``in_partition`` accepts: its pending offsets there are committed (each
+        unless an offset written after it in the log is committed already) or dropped. Returns
+        how many were committed."""
+        committed = 0
+        for group_id, offsets in self.pending.end(producer_id, in_partition).items():
+            if not commit:
+                continue
+            for (topic, partition), value in offsets.items():
+                existing = self.store.get(group_id, topic, partition)
+                if existing is None or value.record_offset > existing.record_offset:
+                    self.store.put(group_id, topic, partition, value)
+                    committed += 1
+        return committed
 
 
 def _fetched(topic: str, partition: int, value: CommittedOffset | None) -> FetchedOffset:
@@ -306,7 +384,7 @@ def _fetched(topic: str, partition: int, value: CommittedOffset | None) -> Fetch
     return FetchedOffset(topic, partition, value.offset, value.leader_epoch, value.metadata)
 
 
-def _committed(value: OffsetCommitValue) -> CommittedOffset:
+def _committed(value: OffsetCommitValue, record_offset: int = -1) -> CommittedOffset:
     return CommittedOffset(
         offset=value.offset,
         leader_epoch=value.leader_epoch,
@@ -315,6 +393,7 @@ def _committed(value: OffsetCommitValue) -> CommittedOffset:
         expire_timestamp_ms=(
             value.expire_timestamp if value.expire_timestamp != NO_TIMESTAMP else None
         ),
+        record_offset=record_offset,
     )
 
 

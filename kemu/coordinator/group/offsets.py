@@ -23,6 +23,9 @@ class CommittedOffset:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int | None = None
+    # where its record is in ``__consumer_offsets`` (-1: not known): a transaction's offset
+    # replaces a committed one at its COMMIT marker only if written after it
+    record_offset: int = -1
 
 
 # The time an offset's retention counts from, or None when it must not expire now.

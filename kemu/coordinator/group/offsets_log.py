@@ -7,11 +7,16 @@ operation, encoded as Kafka encodes them (``records``). An append returns once t
 the partition's log, so what was answered survives a SIGKILL the way produced records do. At
 start every partition is read from its log start; undecodable records are skipped (Kafka's
 loader skips record types it does not know, too).
+
+A TxnOffsetCommit's offsets go in a transactional batch of the producer's id and epoch (no
+sequence: kemu's partition checks none for it, as Kafka checks none for a coordinator's append),
+and the transaction's marker follows in the same partition; ``entries`` gives both, in order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import structlog
 
@@ -27,14 +32,42 @@ from kemu.coordinator.group.records import (
     encode_value,
 )
 from kemu.protocol.errors import ErrorCode
-from kemu.protocol.record_reader import iter_records
-from kemu.protocol.records import CorruptBatch, build_batch, read_header
+from kemu.protocol.record_reader import control_type, iter_records
+from kemu.protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    CorruptBatch,
+    build_batch,
+    read_header,
+)
 from kemu.storage.batch_memo import BatchMemo
 
 log = structlog.get_logger("kemu.group")
 
 TOPIC = INTERNAL_TOPICS[GROUP].name
 Record = tuple[RecordKey, RecordValue | None]
+NO_PRODUCER_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRecord:
+    """A record of ``__consumer_offsets`` as ``entries`` reads it back."""
+
+    partition: int
+    offset: int
+    producer_id: int  # NO_PRODUCER_ID unless a transaction's batch holds it
+    key: RecordKey
+    value: RecordValue | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedMarker:
+    """A transaction's COMMIT or ABORT marker in a ``__consumer_offsets`` partition."""
+
+    partition: int
+    producer_id: int
+    commit: bool
+
 
 # What Kafka's group coordinator answers when its records could not be appended, by the
 # append's error (CoordinatorRuntime's write failing; GroupCoordinatorService maps it): the
@@ -63,22 +96,49 @@ class OffsetsLog:
     def append(self, group_id: str, records: list[Record], now_ms: int) -> ErrorCode:
         """Write ``records`` as one batch to the group's partition; on failure the error the
         operation answers (``answer_for``: NOT_COORDINATOR on a storage error, as Kafka)."""
+        return self.write(group_id, records, now_ms)[0]
+
+    def write(
+        self,
+        group_id: str,
+        records: list[Record],
+        now_ms: int,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> tuple[ErrorCode, int]:
+        """``append``, also giving the batch's base offset (-1 when nothing was written); with
+        a ``producer_id``, as a batch of that producer's transaction."""
         if not records:
-            return ErrorCode.none
+            return ErrorCode.none, -1
         partition = coordinator_partition(self.cluster, GROUP, group_id)
         batch = build_batch(
-            [(encode_key(key), encode_value(value)) for key, value in records], timestamp_ms=now_ms
+            [(encode_key(key), encode_value(value)) for key, value in records],
+            timestamp_ms=now_ms,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=producer_id != NO_PRODUCER_ID,
         )
         try:
             appended = partition.append([(read_header(batch), batch)], now_ms=now_ms)
         except OSError as error:
             log.error("consumer_offsets_append_failed", group=group_id, error=str(error))
-            return answer_for(ErrorCode.kafka_storage_error)
-        return answer_for(appended.error)
+            return answer_for(ErrorCode.kafka_storage_error), -1
+        if appended.error != ErrorCode.none:
+            return answer_for(appended.error), -1
+        return ErrorCode.none, appended.base_offset
 
     def replay(self, partitions: Iterable[int] | None = None) -> Iterator[Record]:
-        """Every record of an existing ``__consumer_offsets`` (of the given partitions; all by
-        default), partition by partition.
+        """The (key, value) of every record ``entries`` gives, transactional or not."""
+        for entry in self.entries(partitions):
+            if isinstance(entry, LoggedRecord):
+                yield entry.key, entry.value
+
+    def entries(
+        self, partitions: Iterable[int] | None = None
+    ) -> Iterator[LoggedRecord | LoggedMarker]:
+        """Every record and transaction marker of an existing ``__consumer_offsets`` (of the
+        given partitions; all by default), partition by partition, in log order.
 
         A group commits the same few keys over and over, so each distinct key's bytes are
         decoded once (keys are frozen values, shared safely)."""
@@ -94,7 +154,16 @@ class OffsetsLog:
                 partition.log_start_offset, partition.high_watermark
             ):
                 if header.is_control:
+                    try:
+                        marker = control_type(batch)
+                    except CorruptBatch:
+                        marker = None
+                    if marker in (CONTROL_COMMIT, CONTROL_ABORT):
+                        yield LoggedMarker(
+                            partition.index, header.producer_id, marker == CONTROL_COMMIT
+                        )
                     continue
+                producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
                 entries = DECODED_BATCHES.get(batch)
                 if entries is None:
                     try:
@@ -118,7 +187,7 @@ class OffsetsLog:
                         )
                         continue
                     assert key is not None
-                    yield key, decoded
+                    yield LoggedRecord(partition.index, offset, producer_id, key, decoded)
 
 
 # Decoded batches of __consumer_offsets by their bytes: off unless a process that loads the log

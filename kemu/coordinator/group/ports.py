@@ -6,11 +6,6 @@ on it live in the broker (``kemu/broker/share/manager.py``). The coordinator can
 so it declares the ``ShareLeaders`` port and the broker's ``SharePartitionManager`` provides
 itself as ``SHARE_LEADERS`` when it is created. None is provided while no share partition was
 ever used: then no leader holds anything to release or forget.
-
-The offsets-retention check also asks which group offsets an open transaction holds (Kafka
-expires none of them and deletes no group with any): the transaction coordinator, which keeps
-TxnOffsetCommit offsets until the transaction ends, provides itself as ``OPEN_TRANSACTIONS``
-when it is built; none built, no transaction is open.
 """
 
 from __future__ import annotations
@@ -32,13 +27,3 @@ class ShareLeaders(Protocol):
 
 
 SHARE_LEADERS: Service[ShareLeaders] = Service("share_leaders")
-
-
-class OpenTransactions(Protocol):
-    """The transactions not ended yet, as the group coordinator's retention check asks."""
-
-    def open_offsets(self) -> dict[str, set[tuple[str, int]]]:
-        """The (topic, partition)s an open transaction holds offsets of, by group."""
-
-
-OPEN_TRANSACTIONS: Service[OpenTransactions] = Service("open_transactions")

@@ -75,18 +75,15 @@ from kemu.coordinator.group.consumer.records import ConsumerRecordKey
 from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import TopicMeta, subscribed_hash
 from kemu.coordinator.group.offset_manager import (
-    CommitPartition,
-    CommitResult,
-    DeleteResult,
-    FetchedOffset,
     OffsetManager,
     Record,
     group_record,
     load_group,
 )
+from kemu.coordinator.group.offset_operations import OffsetOperations
 from kemu.coordinator.group.offsets import OffsetStore
 from kemu.coordinator.group.offsets_log import TOPIC as OFFSETS_TOPIC
-from kemu.coordinator.group.offsets_log import OffsetsLog
+from kemu.coordinator.group.offsets_log import LoggedMarker, OffsetsLog
 from kemu.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
 from kemu.coordinator.group.registry import Group, GroupRegistry
 from kemu.coordinator.group.settings import GroupSettings
@@ -112,7 +109,7 @@ log = structlog.get_logger("kemu.group")
 SERVICE = "group_coordinator"
 
 
-class GroupCoordinatorService(ShareMembership, GroupTimers, GroupSettings):
+class GroupCoordinatorService(OffsetOperations, ShareMembership, GroupTimers, GroupSettings):
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.registry = GroupRegistry()
@@ -456,65 +453,10 @@ class GroupCoordinatorService(ShareMembership, GroupTimers, GroupSettings):
                         waiter.set_result(effect.response)
         self._rearm()
 
-    # --- committed offsets ---------------------------------------------------------------------
-
-    def commit_offsets(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        generation_id: int,
-        partitions: list[CommitPartition],
-        *,
-        api_version: int,
-        retention_ms: int = -1,
-    ) -> CommitResult:
-        now = self.runtime.clock_ms()
-        result = self.offset_manager.commit(
-            group_id,
-            member_id,
-            group_instance_id,
-            generation_id,
-            partitions,
-            now,
-            api_version=api_version,
-            retention_ms=retention_ms,
-        )
-        if result.records:
-            error = self._append(group_id, result.records, now)
-            if error != ErrorCode.none:
-                return CommitResult(error)
-        self._rearm()
-        return result
-
-    def fetch_offsets(
-        self,
-        group_id: str,
-        requested: list[tuple[str, list[int]]] | None,
-        member_id: str | None = None,
-        member_epoch: int = -1,
-    ) -> tuple[ErrorCode, list[FetchedOffset]]:
-        return self.offset_manager.fetch(group_id, requested, member_id, member_epoch)
-
-    def delete_offsets(self, group_id: str, requested: list[tuple[str, list[int]]]) -> DeleteResult:
-        result = self.offset_manager.delete(group_id, requested)
-        if result.records:
-            error = self._append(group_id, result.records, self.runtime.clock_ms())
-            if error != ErrorCode.none:
-                return DeleteResult(error)
-        return result
-
-    def delete_topic_offsets(self, topic: str) -> None:
-        """A deleted topic's committed offsets, tombstoned in every group, as Kafka deletes them
-        with the topic (a failed write leaves a group's, as an expiry does)."""
-        now = self.runtime.clock_ms()
-        for group_id, records in self.offset_manager.topic_tombstones(topic).items():
-            self._append(group_id, records, now)
-
     def _append(self, group_id: str, records: list[Record], now_ms: int) -> ErrorCode:
-        error = self.offsets_log.append(group_id, records, now_ms)
+        error, first_offset = self.offsets_log.write(group_id, records, now_ms)
         if error == ErrorCode.none:
-            self._replay(records)
+            self._replay(records, first_offset)
         else:
             log.warning("group_records_not_written", group=group_id, error=error.name)
         return error
@@ -538,10 +480,10 @@ class GroupCoordinatorService(ShareMembership, GroupTimers, GroupSettings):
         self._rearm()
         return ErrorCode.none
 
-    def _replay(self, records: list[Record]) -> None:
-        """Records just written, applied to what the log holds (offsets to the offset store),
-        as the load applies them."""
-        self.offset_manager.replay(records)
+    def _replay(self, records: list[Record], first_offset: int = -1) -> None:
+        """Records just written (the first at ``first_offset``), applied to what the log holds
+        (offsets to the offset store), as the load applies them."""
+        self.offset_manager.replay(records, first_offset=first_offset)
         for key, value in records:
             if isinstance(key, ConsumerRecordKey):
                 self._consumer_log.apply(key, value)  # type: ignore[arg-type]
@@ -586,6 +528,7 @@ class GroupCoordinatorService(ShareMembership, GroupTimers, GroupSettings):
             self.registry.unload(group_id)
             self.offsets.drop_group(group_id)
             self._forget_logged(group_id)
+        self.offset_manager.pending.forget_groups(lambda g: partition_for(g, count) == index)
         self.load([index])
         with contextlib.suppress(RuntimeError):
             self._rearm()
@@ -601,7 +544,11 @@ class GroupCoordinatorService(ShareMembership, GroupTimers, GroupSettings):
         consumer_groups = ImageBuilder()
         streams_groups = StreamsImageBuilder()
         share_groups = ShareImageBuilder()
-        for key, value in self.offsets_log.replay(partitions):
+        for entry in self.offsets_log.entries(partitions):
+            if isinstance(entry, LoggedMarker):
+                self.end_transaction(entry.partition, entry.producer_id, entry.commit)
+                continue
+            key, value = entry.key, entry.value
             if isinstance(key, StreamsRecordKey):
                 groups += 1
                 streams_groups.apply(key, value)  # type: ignore[arg-type]
@@ -630,7 +577,9 @@ class GroupCoordinatorService(ShareMembership, GroupTimers, GroupSettings):
                 and key.group not in share_groups.images
             ):
                 self.classic.simple_group(key.group, now_ms)
-            self.offset_manager.replay([(key, value)])
+            self.offset_manager.replay(
+                [(key, value)], producer_id=entry.producer_id, first_offset=entry.offset
+            )
         for group, image in consumer_groups.groups(now_ms, 0):
             session_ms = self.consumer_settings(group.group_id).session_timeout_ms
             for member_id, member in group.members.items():

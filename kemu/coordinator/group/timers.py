@@ -37,7 +37,6 @@ from kemu.coordinator.group.errors import GroupError
 from kemu.coordinator.group.modern_group import TopicMeta, member_deadlines
 from kemu.coordinator.group.offset_manager import OffsetManager, Record, group_record
 from kemu.coordinator.group.offsets import OffsetStore
-from kemu.coordinator.group.ports import OPEN_TRANSACTIONS
 from kemu.coordinator.group.registry import Group, GroupRegistry
 from kemu.coordinator.group.share import group as share_group
 from kemu.coordinator.group.share.group import ShareGroup, ShareGroupCoordinator
@@ -197,8 +196,7 @@ class GroupTimers:
             "offsets.retention.check.interval.ms"
         )
         retention_ms = config.get_int("offsets.retention.minutes") * 60_000
-        transactions = self.runtime.services.built(OPEN_TRANSACTIONS)
-        open_offsets = transactions.open_offsets() if transactions is not None else {}
+        open_offsets = self.offset_manager.pending.open_offsets()
         expired = self.offset_manager.expired_offsets(now_ms, retention_ms)
         expired = spare_open_offsets(expired, open_offsets)
         for group_id in groups_to_delete(self.registry, self.offsets, expired, open_offsets):

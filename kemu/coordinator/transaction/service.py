@@ -4,18 +4,17 @@ It writes the coordinator's records to ``__transaction_state`` (partition
 ``abs(hashCode(transactionalId)) % transaction.state.log.num.partitions``, one batch per
 operation) before answering, writes COMMIT/ABORT markers straight into the transaction's
 partitions (kemu holds them all in this process) and completes the transaction, hands the
-transaction's ``TxnOffsetCommit`` offsets to the group coordinator on commit (drops them on
-abort) and tells its marker listeners (``add_marker_listener``: KIP-1289 share acknowledgements
-staged in a transaction complete on its markers). A timer aborts transactions past their timeout
+transaction's marker on a ``__consumer_offsets`` partition to the group coordinator, whose
+TxnOffsetCommit offsets there it commits or drops, and tells its marker listeners
+(``add_marker_listener``: KIP-1289 share acknowledgements staged in a transaction complete on its
+markers). A timer aborts transactions past their timeout
 and writes tombstones for ids unused for ``transactional.id.expiration.ms``. At start it replays
 ``__transaction_state`` and finishes transactions a crash left prepared; Ongoing ones resume and
 time out as in Kafka.
 
-TxnOffsetCommit offsets wait in memory until the commit (Kafka writes them to
-``__consumer_offsets`` as transactional records): a transaction that had added a
-``__consumer_offsets`` partition and is still Ongoing at load is therefore aborted (its producer
-fenced) instead of left to commit without its offsets. The one window left is a kill between the
-PrepareCommit record and the group coordinator's write, both within one call.
+TxnOffsetCommit offsets are records of the transaction in ``__consumer_offsets``, as in Kafka
+(``kemu.coordinator.group.offset_operations``): an Ongoing transaction keeps them across a
+restart, and a prepared one commits them when its markers are written again.
 
 An operation whose records fail to write (a full disk, no leader) is undone in memory, as Kafka
 clears its pending transition when the append fails: the transaction stays as the log has it
@@ -49,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import structlog
@@ -66,7 +65,6 @@ from kemu.coordinator.group.placement import (
     TRANSACTION,
     internal_topic,
 )
-from kemu.coordinator.group.ports import OPEN_TRANSACTIONS
 from kemu.coordinator.share.service import SHARE_STATE_TOPIC
 from kemu.coordinator.transaction.coordinator import (
     Markers,
@@ -89,7 +87,7 @@ from kemu.protocol.records import build_batch, read_header
 if TYPE_CHECKING:
     # The group coordinator's modules load on its first use, not at start-up (0.15 s of CPU
     # before the broker is ready): only transactions carrying offsets need them.
-    from kemu.coordinator.group.offset_manager import CommitPartition
+    pass
 
 log = structlog.get_logger("kemu.transaction")
 
@@ -116,17 +114,6 @@ def _state_index(transactional_id: str, partitions: int) -> int:
     return partition_for(transactional_id, partitions)
 
 
-@dataclass(slots=True)
-class PendingOffsets:
-    """One group's offsets of an open transaction, with the member that committed them."""
-
-    member_id: str
-    group_instance_id: str | None
-    generation_id: int
-    api_version: int
-    offsets: dict[TopicPartition, CommitPartition] = field(default_factory=dict)
-
-
 class TransactionService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -136,9 +123,9 @@ class TransactionService:
             config.get_int("transaction.max.timeout.ms"),
             config.get_int("transactional.id.expiration.ms"),
         )
-        self.pending_offsets: dict[str, dict[str, PendingOffsets]] = {}
-        runtime.services.provide(OPEN_TRANSACTIONS, self)  # the group coordinator's port
-        self.marker_listeners: list[MarkerListener] = []
+        # the group coordinator hears first: a transaction's offsets are committed before a
+        # share acknowledgement of the same transaction completes
+        self.marker_listeners: list[MarkerListener] = [self._end_group_offsets]
         self._timer: TimerHandle | None = None
         # Kafka looks for timed-out transactions at this interval: after an abort failed to write
         # the timer waits that long before it tries again, instead of firing at once
@@ -168,15 +155,6 @@ class TransactionService:
         for markers in self.coordinator.recover():
             if self._send_markers(markers, now):
                 self._complete(markers, now)
-        for transactional_id, meta in list(self.coordinator.transactions.items()):
-            if any(topic == OFFSETS_TOPIC for topic, _ in meta.partitions):
-                # Its TxnOffsetCommit offsets were in memory: committing it now would commit the
-                # records without them, so it is aborted and its producer fenced.
-                before = self._snapshot(transactional_id)
-                outcome = self.coordinator.fence_and_abort(transactional_id, now)
-                if outcome is not None:
-                    log.info("transaction_aborted_on_load", transactional_id=transactional_id)
-                    self._carry_out(outcome, now, before)
         self.rearm()
 
     # --- operations (each writes its records before it returns) -----------------------------
@@ -291,25 +269,6 @@ class TransactionService:
         if meta.producer_epoch != producer_epoch:
             return ErrorCode.producer_fenced
         return ErrorCode.none
-
-    def open_offsets(self) -> dict[str, set[TopicPartition]]:
-        """The partitions an open transaction holds TxnOffsetCommit offsets of, by group."""
-        found: dict[str, set[TopicPartition]] = {}
-        for groups in self.pending_offsets.values():
-            for group_id, pending in groups.items():
-                found.setdefault(group_id, set()).update(pending.offsets)
-        return found
-
-    def stage_offsets(self, transactional_id: str, group_id: str, pending: PendingOffsets) -> None:
-        groups = self.pending_offsets.setdefault(transactional_id, {})
-        known = groups.get(group_id)
-        if known is None:
-            groups[group_id] = pending
-        else:
-            known.offsets.update(pending.offsets)
-            known.member_id = pending.member_id
-            known.group_instance_id = pending.group_instance_id
-            known.generation_id = pending.generation_id
 
     def on_transactional_produce(
         self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
@@ -453,10 +412,10 @@ class TransactionService:
             self._complete(markers, now)
 
     def _write_markers(self, markers: Markers, now: int) -> MarkerRound:
-        """Write a marker to each of ``markers``' partitions, then commit (or drop) the offsets
-        of the groups whose ``__consumer_offsets`` partition has its marker, then tell the
-        marker listeners which partitions have theirs. Returns each partition's answer, sorted:
-        a disk error is Kafka's KAFKA_STORAGE_ERROR, a refusal the partition's error."""
+        """Write a marker to each of ``markers``' partitions, then tell the marker listeners
+        (the group coordinator first) which partitions have theirs. Returns each partition's
+        answer, sorted: a disk error is Kafka's KAFKA_STORAGE_ERROR, a refusal the partition's
+        error."""
         cluster = self.runtime.cluster
         answers: dict[TopicPartition, ErrorCode] = {}
         for topic_name, index in sorted(markers.partitions):
@@ -499,30 +458,12 @@ class TransactionService:
         crash_point("txn.markers_appended")
         sorted_answers = sort_answers(answers)
         unwritten = frozenset(tp for tp, error in answers.items() if error is not ErrorCode.none)
-        groups = self.pending_offsets.pop(markers.transactional_id, {})
         written = markers
         if unwritten:
-            waiting = {
-                group_id: pending
-                for group_id, pending in groups.items()
-                if self._offsets_partition(group_id) in unwritten
-            }
-            if waiting:  # their marker is not written: they stay pending
-                self.pending_offsets[markers.transactional_id] = waiting
-                groups = {g: pending for g, pending in groups.items() if g not in waiting}
             written = replace(markers, partitions=markers.partitions - unwritten)
-        if markers.commit:
-            for group_id, pending in groups.items():
-                self._commit_offsets(group_id, pending)
         if written.partitions or not unwritten:
             self.notify_markers(written)
         return sorted_answers
-
-    def _offsets_partition(self, group_id: str) -> TopicPartition | None:
-        offsets = self.runtime.cluster.topics.get(OFFSETS_TOPIC)
-        if offsets is None:
-            return None
-        return OFFSETS_TOPIC, partition_for(group_id, len(offsets.partitions))
 
     def add_marker_listener(self, listener: MarkerListener) -> None:
         """Call ``listener`` with every transaction's markers once they are written (KIP-1289:
@@ -537,39 +478,18 @@ class TransactionService:
             except Exception:
                 log.exception("transaction_marker_listener_failed", listener=repr(listener))
 
-    def _commit_offsets(self, group_id: str, pending: PendingOffsets) -> None:
-        from kemu.coordinator.group.records import NO_TIMESTAMP, OffsetCommitKey, OffsetCommitValue
-        from kemu.coordinator.group.service import group_coordinator
+    def _end_group_offsets(self, markers: Markers) -> None:
+        """A marker on a ``__consumer_offsets`` partition commits or drops the transaction's
+        TxnOffsetCommit offsets there, as Kafka's group coordinator replays it. A group
+        coordinator not built yet reads the marker from the log when it loads."""
+        from kemu.coordinator.group.service import GROUP_COORDINATOR
 
-        groups = group_coordinator(self.runtime)
-        partitions = list(pending.offsets.values())
-        result = groups.commit_offsets(
-            group_id,
-            pending.member_id,
-            pending.group_instance_id,
-            pending.generation_id,
-            partitions,
-            api_version=pending.api_version,
-        )
-        if result.error is ErrorCode.none:
+        groups = self.runtime.services.built(GROUP_COORDINATOR)
+        if groups is None:
             return
-        # The group moved on (a rebalance) between TxnOffsetCommit and the commit: Kafka does not
-        # validate again at the marker, so the offsets are written as they were accepted.
-        now = self.runtime.clock_ms()
-        records: list[tuple[OffsetCommitKey, OffsetCommitValue | None]] = [
-            (
-                OffsetCommitKey(group_id, entry.topic, entry.partition),
-                OffsetCommitValue(
-                    offset=entry.offset,
-                    metadata=entry.metadata or "",
-                    commit_timestamp=now,
-                    leader_epoch=entry.leader_epoch,
-                    expire_timestamp=NO_TIMESTAMP,
-                ),
-            )
-            for entry in partitions
-        ]
-        groups._append(group_id, list(records), now)
+        for topic, index in sorted(markers.partitions):
+            if topic == OFFSETS_TOPIC:
+                groups.end_transaction(index, markers.producer_id, markers.commit)
 
     # --- timer, load ---------------------------------------------------------------------------
 
@@ -578,9 +498,8 @@ class TransactionService:
         forget its transactional ids and replay them from the log, as Kafka's new transaction
         coordinator loads the partition it takes over; a transaction found prepared gets its
         markers and COMPLETE record, an Ongoing one goes on (its producer may still end it, its
-        timeout still runs from its start). TxnOffsetCommit offsets waiting for a commit are
-        kept: in Kafka they live in ``__consumer_offsets``, not here. Returns how many
-        transactional ids it loaded."""
+        timeout still runs from its start). Its TxnOffsetCommit offsets wait in
+        ``__consumer_offsets``, as in Kafka. Returns how many transactional ids it loaded."""
         topic = self.runtime.cluster.topics.get(TOPIC)
         if topic is None or not 0 <= index < len(topic.partitions):
             return 0

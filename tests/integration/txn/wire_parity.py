@@ -60,10 +60,12 @@ def serve(
 
 
 @contextmanager
-def client_with_topic(server: Server, topic: str, client_id: str) -> Iterator[WireClient]:
-    """A wire client to ``server``, once ``topic`` (one partition) is there; closed after."""
+def client_with_topic(
+    server: Server, topic: str, client_id: str, partitions: int = 1
+) -> Iterator[WireClient]:
+    """A wire client to ``server``, once ``topic`` is there; closed after."""
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
     client = WireClient(server.bootstrap, client_id=client_id)
     try:
         yield client

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kemu.cluster.context import Runtime
+from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.transaction.service import TransactionService
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import build_batch, read_header
@@ -419,7 +420,11 @@ def test_add_partitions_v4_verifies_and_adds_in_batches(broker: Broker) -> None:
     ]
 
 
-def test_an_ongoing_transaction_with_offsets_is_aborted_on_load(broker: Broker) -> None:
+def test_an_ongoing_transaction_keeps_its_offsets_across_a_load(broker: Broker) -> None:
+    """TxnOffsetCommit writes the offsets to __consumer_offsets in the producer's transaction,
+    as Kafka does: coordinators loaded again from the logs (a restart) find the transaction
+    Ongoing and its offsets pending (UNSTABLE_OFFSET_COMMIT to a fetch that requires stable
+    offsets), and its commit commits them."""
     first = init(broker)
     pid, epoch = first.producer_id, first.producer_epoch
     add_partitions(broker, pid, epoch, 0)
@@ -430,11 +435,22 @@ def test_an_ongoing_transaction_with_offsets_is_aborted_on_load(broker: Broker) 
             group_id="g",
         )
     )  # fmt: skip
+    assert txn_offset_commit(broker, 3, pid, epoch) == ErrorCode.none
     partition = broker.cluster.topics["orders"].partitions[0]
     assert partition.last_stable_offset == 0
-    reloaded = TransactionService(Runtime(cluster=broker.cluster, clock_ms=lambda: NOW))
+    runtime = Runtime(cluster=broker.cluster, clock_ms=lambda: NOW)
+    reloaded = TransactionService(runtime)
+    groups = group_coordinator(runtime)
     meta = reloaded.coordinator.transactions[TXN]
-    assert (meta.state.name, meta.producer_epoch) == ("COMPLETE_ABORT", epoch + 1)
+    assert (meta.state.name, meta.producer_epoch) == ("ONGOING", epoch)
+    [unstable] = groups.fetch_offsets("g", [("orders", [0])], require_stable=True)[1]
+    [last] = groups.fetch_offsets("g", [("orders", [0])])[1]
+    assert (unstable.unstable, unstable.offset, last.offset) == (True, -1, -1)
+    assert reloaded.end_transaction(TXN, pid, epoch, True, bump_epoch=False).error is (
+        ErrorCode.none
+    )
+    [stable] = groups.fetch_offsets("g", [("orders", [0])], require_stable=True)[1]
+    assert (stable.unstable, stable.offset) == (False, 5)
     assert partition.last_stable_offset == partition.high_watermark == 3
 
 

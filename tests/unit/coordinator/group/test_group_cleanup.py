@@ -22,7 +22,6 @@ from kemu.coordinator.group.service import GroupCoordinatorService, group_coordi
 from kemu.coordinator.group.share.group import ShareGroup
 from kemu.coordinator.group.streams.model import StreamsGroup, StreamsHeartbeat
 from kemu.coordinator.group.timers import RETRY_BACKOFF_MS
-from kemu.coordinator.transaction.service import PendingOffsets, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 from tests.unit.coordinator.group.consumer.test_consumer_group import consumer_beat
 from tests.unit.coordinator.group.streams.test_streams_group import COUNT
@@ -113,14 +112,14 @@ async def test_a_group_goes_with_its_last_offsets_in_one_write() -> None:
     commit(service, "kip848")
     await broker.advance(59_000)
     assert service.registry.get("kip848") is not None and service.offsets.has_offsets("kip848")
-    appended = service.offsets_log.append
+    written = service.offsets_log.write
     batches: list[list[Any]] = []
 
-    def recorded(group_id: str, records: list[Any], now_ms: int) -> ErrorCode:
+    def recorded(group_id: str, records: list[Any], now_ms: int) -> tuple[ErrorCode, int]:
         batches.append(records)
-        return appended(group_id, records, now_ms)
+        return written(group_id, records, now_ms)
 
-    service.offsets_log.append = recorded  # type: ignore[method-assign]
+    service.offsets_log.write = recorded  # type: ignore[method-assign]
     await broker.advance(CHECK_MS)
     assert service.registry.get("kip848") is None and not service.offsets.has_offsets("kip848")
     [batch] = batches
@@ -182,17 +181,16 @@ async def test_an_open_transactions_offsets_hold_their_group() -> None:
     offsets for, until the transaction ends."""
     broker = cleaning_broker(**{"offsets.retention.minutes": "1"})
     service = group_coordinator(broker.runtime)
-    transactions = transaction_coordinator(broker.runtime)
     for group_id in ("pending", "committed"):
         await joined_and_left(broker, group_id)
     commit(service, "committed")  # expires at the check after a minute, but for the transaction
-    staged = PendingOffsets("", None, -1, 3, {("t", 0): CommitPartition("t", 0, 9)})
-    transactions.stage_offsets("tx", "pending", staged)
-    transactions.stage_offsets("tx", "committed", staged)
+    for group_id in ("pending", "committed"):
+        staged = [CommitPartition("t", 0, 9)]
+        assert service.commit_transactional_offsets(group_id, 7, 0, staged) is ErrorCode.none
     await broker.advance(60_000)
     assert {group.group_id for group in service.registry} == {"pending", "committed"}
     assert service.offsets.has_offsets("committed")
-    transactions.pending_offsets.clear()  # the transaction aborted
+    service.offset_manager.end_transaction(7, False, lambda _group: True)  # its ABORT marker
     await broker.advance(CHECK_MS)
     assert not list(service.registry) and not service.offsets.has_offsets("committed")
 
@@ -214,14 +212,13 @@ async def test_a_group_a_txn_offset_commit_makes_stays_until_the_transaction_end
     at once, held by the open transaction, deleted at the first check after it."""
     broker = cleaning_broker()
     service = group_coordinator(broker.runtime)
-    transactions = transaction_coordinator(broker.runtime)
     service.transactional_commit_group("made")
-    staged = PendingOffsets("", None, -1, 3, {("t", 0): CommitPartition("t", 0, 9)})
-    transactions.stage_offsets("tx", "made", staged)
+    staged = [CommitPartition("t", 0, 9)]
+    assert service.commit_transactional_offsets("made", 7, 0, staged) is ErrorCode.none
     group = service.registry.get("made")
     assert isinstance(group, ClassicGroup) and group.is_empty()
     await broker.advance(3 * CHECK_MS)
     assert service.registry.get("made") is not None
-    transactions.pending_offsets.clear()  # the transaction aborted
+    service.offset_manager.end_transaction(7, False, lambda _group: True)  # its ABORT marker
     await broker.advance(CHECK_MS)
     assert service.registry.get("made") is None

@@ -25,12 +25,10 @@ from kemu.cluster.clock import VirtualClock
 from kemu.cluster.context import Runtime
 from kemu.cluster.model import BrokerNode, Cluster
 from kemu.config.definitions import BrokerConfig
+from kemu.coordinator.group.offset_manager import CommitPartition
+from kemu.coordinator.group.service import group_coordinator
 from kemu.coordinator.transaction.coordinator import Markers, TxnState
-from kemu.coordinator.transaction.service import (
-    PendingOffsets,
-    TransactionService,
-    transaction_coordinator,
-)
+from kemu.coordinator.transaction.service import TransactionService, transaction_coordinator
 from kemu.protocol.errors import ErrorCode
 from kemu.protocol.records import BatchHeader, build_batch, read_header
 from kemu.storage.log import MemoryLog
@@ -225,9 +223,7 @@ def test_a_reload_of_the_state_partition_while_a_marker_is_outstanding_writes_it
     assert _state(service) is TxnState.COMPLETE_COMMIT
 
 
-def test_offsets_and_share_acks_wait_for_the_marker_of_their_partition(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_offsets_and_share_acks_wait_for_the_marker_of_their_partition() -> None:
     clock = VirtualClock(start_ms=NOW)
     cluster = _cluster()
     service, pid, epoch = _open(cluster, clock, [ORDERS])
@@ -235,36 +231,36 @@ def test_offsets_and_share_acks_wait_for_the_marker_of_their_partition(
     assert service.add_share_partitions("t", pid, epoch, [SHARE], [SHARE_STATE]).error is (
         ErrorCode.none
     )
-    offsets_tp = ("__consumer_offsets", 0)
-    service.stage_offsets("t", "group", PendingOffsets("member", None, 1, 8))
+    groups = group_coordinator(service.runtime)
+    assert groups.commit_transactional_offsets(
+        "group", pid, epoch, [CommitPartition("orders", 0, 5)]
+    ) is (ErrorCode.none)
     events: list[str] = []
 
-    def commit_offsets(group_id: str, pending: PendingOffsets) -> None:
-        marked = _markers_in(cluster, offsets_tp)
-        events.append(f"offsets of {group_id} committed, {marked} marker(s) in their partition")
+    def committed() -> int:
+        return groups.fetch_offsets("group", [("orders", [0])])[1][0].offset
 
     def heard(markers: Markers) -> None:
         for topic, index in sorted(markers.partitions):
             marked = _markers_in(cluster, (topic, index))
-            events.append(f"{topic}-{index} heard, {marked} marker(s) there")
+            events.append(f"{topic}-{index} heard, {marked} marker(s) there, offset {committed()}")
 
-    monkeypatch.setattr(service, "_commit_offsets", commit_offsets)
     service.add_marker_listener(heard)
     with _disk_error("__consumer_offsets", "__share_group_state"):
         assert service.end_transaction("t", pid, epoch, True, bump_epoch=True).error is (
             ErrorCode.none
         )
-        assert events == ["orders-0 heard, 1 marker(s) there"]
+        assert events == ["orders-0 heard, 1 marker(s) there, offset -1"]
         clock.advance(RETRY_WAIT_MS)
     assert events[1:] == []
     clock.advance(RETRY_WAIT_MS)
+    # the group coordinator heard first: the offset is committed when the others hear
     assert events[1:] == [
-        "offsets of group committed, 1 marker(s) in their partition",
-        "__consumer_offsets-0 heard, 1 marker(s) there",
-        "__share_group_state-0 heard, 1 marker(s) there",
+        "__consumer_offsets-0 heard, 1 marker(s) there, offset 5",
+        "__share_group_state-0 heard, 1 marker(s) there, offset 5",
     ]
     assert _state(service) is TxnState.COMPLETE_COMMIT
-    assert "t" not in service.pending_offsets
+    assert groups.offset_manager.pending.of_producer(pid) == {}
 
 
 def test_a_completion_record_that_fails_to_write_is_written_again() -> None:
