@@ -108,6 +108,7 @@ SHARED_KAFKA_MODULES = {
         "tests/integration/txn/test_txn_endings_java.py",
         "tests/integration/txn/test_end_txn_retry_parity.py",
         "tests/integration/txn/test_marker_refused_kafka.py",
+        "tests/integration/txn/test_unstable_offsets_kafka.py",
     ),
 }
 KAFKA_GROUP_OF = {

@@ -28,6 +28,7 @@ from kemu.client.share_types import (
     ShareGroupMetadata,
     ShareRecord,
 )
+from kemu.client.txn_offsets import ConsumerGroupMetadata
 
 __all__ = [
     "ONE_RPC",
@@ -37,6 +38,7 @@ __all__ = [
     "Backoff",
     "CommitFailedError",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "GroupConsumer",
     "IdempotentProducer",

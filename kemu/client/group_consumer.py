@@ -38,6 +38,7 @@ from kemu.client.consumer import Consumer, ConsumerRecord
 from kemu.client.errors import COORDINATOR_MOVED, CommitFailedError, IllegalStateError, KafkaError
 from kemu.client.membership import FATAL_TO_MEMBER, Fatal
 from kemu.client.share_types import new_member_id
+from kemu.client.txn_offsets import ConsumerGroupMetadata
 from kemu.protocol.errors import ErrorCode
 
 CONSUMER_GROUP_HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH, LIST_OFFSETS = 68, 8, 9, 2
@@ -173,6 +174,11 @@ class GroupConsumer:
                 epoch = self.member_epoch
                 await self.cluster.retry(lambda: self._offset_commit(wanted, epoch))
             return wanted
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """For ``TransactionalProducer.send_offsets_to_transaction``: the member and its epoch
+        now (a member that lost its partitions since cannot commit them)."""
+        return ConsumerGroupMetadata(self.group_id, self.member_id, self.member_epoch)
 
     async def committed(self, partitions: Iterable[Partition]) -> dict[Partition, int | None]:
         """The group's committed offset of each partition (None: nothing committed)."""

@@ -1,4 +1,5 @@
-"""TransactionalProducer: idempotent, transactional record batches, and KIP-1289 share
+"""TransactionalProducer: idempotent, transactional record batches, a consumer group's offsets
+(``send_offsets_to_transaction``, ``kemu.client.txn_offsets``) and KIP-1289 share
 acknowledgements carried by the transaction.
 
 Transactions follow what the cluster finalized (ApiVersions ``transaction.version``): with 2
@@ -49,6 +50,7 @@ from kemu.client.errors import (
 )
 from kemu.client.produce_pipeline import PartitionPipeline, PendingBatch
 from kemu.client.share_types import ShareAcknowledgements, ShareGroupMetadata
+from kemu.client.txn_offsets import TransactionalOffsets
 from kemu.protocol.errors import ErrorCode
 
 PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 0, 22, 24, 26
@@ -104,7 +106,7 @@ def placed(topic: str, by_partition: ByPartition, base_offsets: list[int]) -> li
     return [results[index] for index in sorted(results)]
 
 
-class TransactionalProducer:
+class TransactionalProducer(TransactionalOffsets):
     def __init__(
         self,
         bootstrap: str,
@@ -652,6 +654,9 @@ class TransactionalProducer:
             )
         if self._state is not state:
             raise IllegalStateError(f"cannot {what} in state {self._state.value}")
+
+    def _require_in_transaction(self, what: str) -> None:
+        self._require(_State.IN_TRANSACTION, what)
 
     def _check_not_fenced(self) -> None:
         if self._state is _State.FENCED:

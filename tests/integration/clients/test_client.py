@@ -45,7 +45,7 @@ from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.inprocess import InProcessKemu
 from tests import REPO_ROOT
-from tests.integration.clients import txn_timeout
+from tests.integration.clients import txn_offsets, txn_timeout
 
 pytestmark = pytest.mark.integration
 
@@ -508,3 +508,12 @@ async def test_a_restarted_instance_aborts_the_crashed_attempt(kemu: InProcessKe
     finally:
         await consumer.close()
         await restarted.close()
+
+
+async def test_offsets_commit_with_the_transaction(kemu: InProcessKemu) -> None:
+    """txn_offsets.py's scenario: the group's offsets in the producer's transaction."""
+    create_topics(kemu, (txn_offsets.SOURCE, 1), (txn_offsets.SINK, 1))
+    produce(kemu, txn_offsets.SOURCE, [f"in-{i}".encode() for i in range(txn_offsets.COUNT)])
+    await txn_offsets.offsets_commit_with_the_transaction(
+        kemu.bootstrap, lambda topic: committed_values(kemu, topic)
+    )

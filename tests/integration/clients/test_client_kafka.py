@@ -29,7 +29,7 @@ from kemu.client import (
 )
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.kafka import SHARE_GROUPS, KafkaConfig, KafkaServer
-from tests.integration.clients import txn_timeout
+from tests.integration.clients import txn_offsets, txn_timeout
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
@@ -179,3 +179,12 @@ async def test_idempotent_producer_pipelines_in_order(kafka: str) -> None:
             for record in await reader.poll(timeout=5.0):
                 read[record.partition].append(record.value or b"")
     assert read == {p: values[p::2] for p in (0, 1)}
+
+
+async def test_offsets_commit_with_the_transaction(kafka: str) -> None:
+    """txn_offsets.py's scenario: the group's offsets in the producer's transaction."""
+    create_topics(kafka, (txn_offsets.SOURCE, 1), (txn_offsets.SINK, 1))
+    produce(kafka, txn_offsets.SOURCE, [f"in-{i}".encode() for i in range(txn_offsets.COUNT)])
+    await txn_offsets.offsets_commit_with_the_transaction(
+        kafka, lambda topic: committed_values(kafka, topic)
+    )
