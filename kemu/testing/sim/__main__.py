@@ -60,6 +60,12 @@ def _parser() -> argparse.ArgumentParser:
         help="input producers pipeline (max_in_flight 2-5, drawn from the seed)",
     )
     parser.add_argument(
+        "--copier",
+        action="store_true",
+        help="add a consume-transform-produce role committing its group's offsets in its "
+        "transactions, and its end check",
+    )
+    parser.add_argument(
         "--cleaner-backoff-ms",
         type=int,
         default=None,
@@ -124,6 +130,7 @@ def _options(args: argparse.Namespace, steps: int) -> Options:
         args.pipelined,
         args.cleaner_backoff_ms,
         args.crash_point_rate,
+        args.copier,
     )
 
 

@@ -36,6 +36,7 @@ from kemu.coordinator.share import service as share_service
 from kemu.coordinator.transaction import service as transaction_service
 from kemu.testing.sim.admin_ops import Operator
 from kemu.testing.sim.chaos import Chaos, FaultRates
+from kemu.testing.sim.copier import Copier, copier_final
 from kemu.testing.sim.exactly_once import DeadLetterSeen, pipeline_once, pipeline_owes
 from kemu.testing.sim.loop import START_S, SimLoop, lookups_without_getpid
 from kemu.testing.sim.network import SimNetwork
@@ -100,12 +101,14 @@ class Simulation:
         root: Path | None = None,
         pipelined: bool = False,
         cleaner_backoff_ms: int | None = SIM_CLEANER_BACKOFF_MS,
+        copier: bool = False,
     ) -> None:
         self.seed, self.steps = seed, steps
         # None: Kafka's 15 s, longer than most lives of the sim's kemu (a crash every few
         # simulated seconds), so the cleaner would seldom run
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.pipelined = pipelined
+        self.copier = copier  # --copier: the consume-transform-produce role (copier.py)
         self.rng = random.Random(seed)
         self.rates = rates if rates is not None else FaultRates()
         self.root = root
@@ -233,6 +236,10 @@ class Simulation:
             Operator("operator", bootstrap, self.ledger, streams[8]),
             PlainProducer("plain-1", bootstrap, self.ledger, streams[9]),
         ]
+        if self.copier:  # its own stream: no other role's draw moves
+            self.actors.append(
+                Copier("copier-1", bootstrap, self.ledger, random.Random(f"{self.seed}-copier"))
+            )
         self.dead_until: dict[str, int] = {}
         self.down_until = 0
         for actor in self.actors:
@@ -517,6 +524,8 @@ class Simulation:
         found += self._order_final(seen)
         if self.kemu.up:
             found += self.oracles.final(self.kemu.runtime())
+            if self.copier:
+                found += copier_final(self.kemu.runtime(), seen.get(INPUT, {}))
         self.log(f"final: {len(inputs)} inputs, {len(outputs)} outputs, {len(dead)} dead letters")
         if found:
             self.violations = found

@@ -58,6 +58,7 @@ class Options:
     pipelined: bool = False
     cleaner_backoff_ms: int | None = None  # None: the simulation's (SIM_CLEANER_BACKOFF_MS)
     crash_point_rate: float | None = None  # None: FaultRates' default
+    copier: bool = False  # the consume-transform-produce role (copier.py)
 
     def rates(self) -> FaultRates:
         """The fault rates of a run with these options."""
@@ -80,6 +81,7 @@ def run_seed(seed: int, options: Options) -> Outcome:
             options.steps,
             rates=rates,
             pipelined=options.pipelined,
+            copier=options.copier,
             cleaner_backoff_ms=(
                 SIM_CLEANER_BACKOFF_MS
                 if options.cleaner_backoff_ms is None

@@ -1,0 +1,70 @@
+"""``--copier``: the simulation's consume-transform-produce role, whose transactions carry its
+group's offsets (TxnOffsetCommit), and its end check (``kemu/testing/sim/copier.py``).
+
+Seed 3 at 600 steps finds kemu's old handling re-introduced (before ``14c67b6`` a transaction's
+offsets were in memory until its markers were written, then written as plain commits, and the
+transactional records were not in the log): a crash while a copier transaction committed kept
+its output and lost its offsets, so the copier read those input records again and copied them
+twice. Seeds 1 and 4 find it too, 2, 5 and 6 do not (600 steps each); all six pass with the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kemu.coordinator.group.offset_operations import OffsetOperations
+from kemu.coordinator.group.offsets_log import LoggedMarker, LoggedRecord, OffsetsLog
+from kemu.coordinator.group.records import NO_TIMESTAMP, OffsetCommitKey, OffsetCommitValue
+from kemu.testing.sim.run import Simulation
+
+SEED, STEPS = 3, 600
+
+
+def test_the_copier_copies_each_input_record_once() -> None:
+    result = Simulation(SEED, STEPS, copier=True).run()
+    assert result.ok, (result.violations, result.trace[-30:])
+    assert result.counts.get("copier.committed", 0) > 500, result.counts
+
+
+def test_the_old_in_memory_offsets_copy_records_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_end = OffsetOperations.end_transaction
+    real_entries = OffsetsLog.entries
+
+    def end_then_write_plain(
+        self: OffsetOperations, partition_index: int, producer_id: int, commit: bool
+    ) -> None:
+        ending = self.offset_manager.pending.of_producer(producer_id)
+        real_end(self, partition_index, producer_id, commit)
+        if not commit:
+            return
+        now = self.runtime.clock_ms()
+        for group_id, offsets in ending.items():
+            records = [
+                (
+                    OffsetCommitKey(group_id, topic, partition),
+                    OffsetCommitValue(
+                        offset=value.offset,
+                        metadata=value.metadata,
+                        commit_timestamp=now,
+                        leader_epoch=value.leader_epoch,
+                        expire_timestamp=NO_TIMESTAMP,
+                    ),
+                )
+                for (topic, partition), value in offsets.items()
+            ]
+            self._append(group_id, list(records), now)
+
+    def without_transactions(
+        self: OffsetsLog, partitions: object = None
+    ) -> Iterator[LoggedRecord | LoggedMarker]:
+        for entry in real_entries(self, partitions):  # type: ignore[arg-type]
+            if isinstance(entry, LoggedMarker) or entry.producer_id >= 0:
+                continue
+            yield entry
+
+    monkeypatch.setattr(OffsetOperations, "end_transaction", end_then_write_plain)
+    monkeypatch.setattr(OffsetsLog, "entries", without_transactions)
+    result = Simulation(SEED, STEPS, copier=True).run()
+    assert any("copied twice" in violation for violation in result.violations), result.violations
