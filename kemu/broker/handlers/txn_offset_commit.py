@@ -18,7 +18,10 @@ UNKNOWN_TOPIC_OR_PARTITION; metadata above ``offset.metadata.max.bytes`` gets
 OFFSET_METADATA_TOO_LARGE.
 
 v5 (transaction version 2) adds the group's ``__consumer_offsets`` partition to the transaction
-itself, as the client sends no AddOffsetsToTxn first.
+itself, as the client sends no AddOffsetsToTxn first. Below v5 that partition must be in the
+Ongoing transaction already (AddOffsetsToTxn), as Kafka verifies it (KIP-890 part 1): else
+INVALID_TXN_STATE (CONCURRENT_TRANSACTIONS while the transaction is being ended), before the group
+is checked, and nothing is written.
 
 v6 (KIP-1319) names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID, and the answer
 echoes the ids. As Kafka 4.4's OffsetMetadataManager, v6 also answers a generation for an unknown
@@ -92,6 +95,13 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequestView) -> Any:
     error = transactions.check_producer(
         request.transactional_id, request.producer_id, request.producer_epoch
     )
+    if error is ErrorCode.none and ctx.version < IMPLICIT_ADD_VERSION:
+        error = transactions.verify_offsets(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.group_id,
+        )
     if error is ErrorCode.none:
         error = _check_group(ctx, request.group_id, member_id, instance_id, generation, committed)
         error = _group_error_for_version(error, ctx.version)

@@ -186,9 +186,22 @@ class TransactionService:
     def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
     ) -> Outcome:
-        offsets = internal_topic(self.runtime.cluster, GROUP)
-        partition = (OFFSETS_TOPIC, partition_for(group_id, len(offsets.partitions)))
+        partition = self._offsets_partition(group_id)
         return self.add_partitions(transactional_id, producer_id, producer_epoch, [partition])
+
+    def verify_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> ErrorCode:
+        """TxnOffsetCommit below v5: the group's ``__consumer_offsets`` partition must be in the
+        Ongoing transaction (an AddOffsetsToTxn added it), as Kafka verifies it (KIP-890 part
+        1); else INVALID_TXN_STATE, and nothing is written (no marker would end it)."""
+        partition = self._offsets_partition(group_id)
+        answers = self.verify_partitions(transactional_id, producer_id, producer_epoch, [partition])
+        return answers[partition]
+
+    def _offsets_partition(self, group_id: str) -> TopicPartition:
+        offsets = internal_topic(self.runtime.cluster, GROUP)
+        return (OFFSETS_TOPIC, partition_for(group_id, len(offsets.partitions)))
 
     def end_transaction(
         self,

@@ -11,6 +11,9 @@ offsets of partitions 0 and 1:
 - without it, partition 0 answers the offset committed before the transaction;
 - after EndTxn commit the transaction's offset, after an abort the one before, in both forms.
 
+TxnOffsetCommit v3 from a producer that sent no AddOffsetsToTxn is INVALID_TXN_STATE, and the
+offset stays stable (kemu had taken it, and then left it pending for good).
+
 Until this was compared kemu had kept the offsets in memory until the commit, answered the
 last committed offset to a fetch that required stable offsets, and lost them at a restart.
 """
@@ -186,3 +189,41 @@ def test_offsets_held_by_an_open_transaction_are_unstable(client: WireClient, co
     # Kafka completes the offsets when its marker is written, a moment after EndTxn's answer
     until_ready(lambda: fetch_v9(client, group, stable=True), lambda answer: answer == ended)
     assert fetch_v7(client, group, stable=True) == fetch_v9(client, group, stable=False) == ended
+
+
+def txn_offset_commit_v3(
+    client: WireClient, transactional_id: str, group: str, ids: tuple[int, int]
+) -> str:
+    module = wire.request_module(TXN_OFFSET_COMMIT, 3)
+    partition = module.TxnOffsetCommitRequestPartition(
+        partition_index=0,
+        committed_offset=IN_TRANSACTION,
+        committed_leader_epoch=-1,
+        committed_metadata="",
+    )
+    answer = client.call(
+        1,
+        TXN_OFFSET_COMMIT,
+        3,
+        transactional_id=transactional_id,
+        group_id=group,
+        producer_id=ids[0],
+        producer_epoch=ids[1],
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(module.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(partition,)),),
+    )
+    return ErrorCode(answer.topics[0].partitions[0].error_code).name
+
+
+def test_v3_without_add_offsets_to_txn_is_invalid_txn_state(client: WireClient) -> None:
+    """Below v5 the group's partition must already be in the transaction (AddOffsetsToTxn):
+    Kafka answers INVALID_TXN_STATE and writes nothing, so no offset is left pending."""
+    run = uuid.uuid4().hex[:8]
+    group, transactional_id = f"g-{run}", f"tx-{run}"
+    coordinator_ready(client, 0, group)
+    commit_plain(client, group)
+    ids = init_producer_id(client, transactional_id, datetime.timedelta(seconds=60))
+    assert txn_offset_commit_v3(client, transactional_id, group, ids) == "invalid_txn_state"
+    assert fetch_v9(client, group, stable=True) == (("none", BEFORE), ("none", OTHER), "none")
