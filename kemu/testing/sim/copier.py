@@ -1,13 +1,19 @@
 """``--copier``: a consume-transform-produce loop with the group's offsets in the transaction
 (Kafka Streams' and franz-go's ``TestTxnEtl``'s pattern), and its end check.
 
-The copier is a ``GroupConsumer`` of ``input`` (read_committed, group ``copiers``) and a
+Two copiers, each a ``GroupConsumer`` of ``input`` (read_committed, group ``copiers``) and a
 ``TransactionalProducer`` whose transactional id is the role's, so a copier started again fences
 the one before it and aborts what it left open. Each poll's records go, transformed, to
 ``copied`` in one transaction with the group's offsets after them
-(``send_offsets_to_transaction``); a refused member (CommitFailedError) or any other abortable
-error aborts it. One copier runs at a time: without a rebalance listener a member cannot finish
-its transaction before it gives up a partition, so two would duplicate by design, not by a bug.
+(``send_offsets_to_transaction``, with the member as it polled); a refused member
+(CommitFailedError) or any other abortable error aborts it, and the copier starts a new life.
+
+``GroupConsumer`` has no rebalance listener, so a copier may give up a partition while its
+transaction holds records of it, and the partition's new owner may start on it before that
+transaction sends its offsets. Exactly once then rests on the broker, as KIP-447 has it: the
+new owner's OffsetFetch (``require_stable``) waits while a transaction holds the partition's
+offset, and the old owner's TxnOffsetCommit, with the member epoch it polled at, is refused once
+it no longer holds the partition, so its transaction aborts.
 
 The end check reads, in one synchronous look at the simulated kemu, the group's committed
 offsets and what ``copied`` holds below its last stable offset, aborted transactions left out:

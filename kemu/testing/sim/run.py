@@ -236,10 +236,11 @@ class Simulation:
             Operator("operator", bootstrap, self.ledger, streams[8]),
             PlainProducer("plain-1", bootstrap, self.ledger, streams[9]),
         ]
-        if self.copier:  # its own stream: no other role's draw moves
-            self.actors.append(
-                Copier("copier-1", bootstrap, self.ledger, random.Random(f"{self.seed}-copier"))
-            )
+        if self.copier:  # streams of their own: no other role's draw moves
+            self.actors += [
+                Copier(name, bootstrap, self.ledger, random.Random(f"{self.seed}-{name}"))
+                for name in ("copier-1", "copier-2")
+            ]
         self.dead_until: dict[str, int] = {}
         self.down_until = 0
         for actor in self.actors:

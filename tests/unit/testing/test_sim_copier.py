@@ -1,11 +1,11 @@
 """``--copier``: the simulation's consume-transform-produce role, whose transactions carry its
 group's offsets (TxnOffsetCommit), and its end check (``kemu/testing/sim/copier.py``).
 
-Seed 3 at 600 steps finds kemu's old handling re-introduced (before ``14c67b6`` a transaction's
+Seed 2 at 600 steps finds kemu's old handling re-introduced (before ``14c67b6`` a transaction's
 offsets were in memory until its markers were written, then written as plain commits, and the
 transactional records were not in the log): a crash while a copier transaction committed kept
-its output and lost its offsets, so the copier read those input records again and copied them
-twice. Seeds 1 and 4 find it too, 2, 5 and 6 do not (600 steps each); all six pass with the fix.
+its output and lost its offsets, so ``copied`` holds copies of records past the group's committed
+offsets, which a copier reads again. Of seeds 1-8 x 600, 2 and 3 find it; 1-6 pass with the fix.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from kemu.coordinator.group.offsets_log import LoggedMarker, LoggedRecord, Offse
 from kemu.coordinator.group.records import NO_TIMESTAMP, OffsetCommitKey, OffsetCommitValue
 from kemu.testing.sim.run import Simulation
 
-SEED, STEPS = 3, 600
+SEED, STEPS = 2, 600
 
 
 def test_the_copier_copies_each_input_record_once() -> None:
@@ -28,7 +28,7 @@ def test_the_copier_copies_each_input_record_once() -> None:
     assert result.counts.get("copier.committed", 0) > 500, result.counts
 
 
-def test_the_old_in_memory_offsets_copy_records_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_old_in_memory_offsets_lose_committed_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
     real_end = OffsetOperations.end_transaction
     real_entries = OffsetsLog.entries
 
@@ -67,4 +67,4 @@ def test_the_old_in_memory_offsets_copy_records_twice(monkeypatch: pytest.Monkey
     monkeypatch.setattr(OffsetOperations, "end_transaction", end_then_write_plain)
     monkeypatch.setattr(OffsetsLog, "entries", without_transactions)
     result = Simulation(SEED, STEPS, copier=True).run()
-    assert any("copied twice" in violation for violation in result.violations), result.violations
+    assert any(v.startswith("copied:") for v in result.violations), result.violations
