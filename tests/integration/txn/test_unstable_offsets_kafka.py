@@ -101,9 +101,15 @@ def commit_plain(client: WireClient, group: str) -> None:
 
 
 def txn_offset_commit(
-    client: WireClient, transactional_id: str, group: str, ids: tuple[int, int]
-) -> None:
-    module = wire.request_module(TXN_OFFSET_COMMIT, 5)
+    client: WireClient,
+    transactional_id: str,
+    group: str,
+    ids: tuple[int, int],
+    version: int = 5,
+) -> str:
+    """TxnOffsetCommit of partition 0 at ``IN_TRANSACTION``; its answer's error name (v5, of
+    transaction version 2, adds the group's partition to the transaction itself)."""
+    module = wire.request_module(TXN_OFFSET_COMMIT, version)
     partition = module.TxnOffsetCommitRequestPartition(
         partition_index=0,
         committed_offset=IN_TRANSACTION,
@@ -113,7 +119,7 @@ def txn_offset_commit(
     answer = client.call(
         1,
         TXN_OFFSET_COMMIT,
-        5,
+        version,
         transactional_id=transactional_id,
         group_id=group,
         producer_id=ids[0],
@@ -123,7 +129,7 @@ def txn_offset_commit(
         group_instance_id=None,
         topics=(module.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(partition,)),),
     )
-    assert answer.topics[0].partitions[0].error_code == ErrorCode.none
+    return ErrorCode(answer.topics[0].partitions[0].error_code).name
 
 
 def _partitions(topics: Any) -> tuple[tuple[str, int], tuple[str, int]]:
@@ -173,7 +179,7 @@ def test_offsets_held_by_an_open_transaction_are_unstable(client: WireClient, co
     coordinator_ready(client, 0, group)
     commit_plain(client, group)
     ids = init_producer_id(client, transactional_id, datetime.timedelta(seconds=60))
-    txn_offset_commit(client, transactional_id, group, ids)
+    assert txn_offset_commit(client, transactional_id, group, ids) == "none"
     unstable = (("unstable_offset_commit", -1), ("none", OTHER), "none")
     last = (("none", BEFORE), ("none", OTHER), "none")
     open_answers = {
@@ -191,32 +197,6 @@ def test_offsets_held_by_an_open_transaction_are_unstable(client: WireClient, co
     assert fetch_v7(client, group, stable=True) == fetch_v9(client, group, stable=False) == ended
 
 
-def txn_offset_commit_v3(
-    client: WireClient, transactional_id: str, group: str, ids: tuple[int, int]
-) -> str:
-    module = wire.request_module(TXN_OFFSET_COMMIT, 3)
-    partition = module.TxnOffsetCommitRequestPartition(
-        partition_index=0,
-        committed_offset=IN_TRANSACTION,
-        committed_leader_epoch=-1,
-        committed_metadata="",
-    )
-    answer = client.call(
-        1,
-        TXN_OFFSET_COMMIT,
-        3,
-        transactional_id=transactional_id,
-        group_id=group,
-        producer_id=ids[0],
-        producer_epoch=ids[1],
-        generation_id=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=(module.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(partition,)),),
-    )
-    return ErrorCode(answer.topics[0].partitions[0].error_code).name
-
-
 def test_v3_without_add_offsets_to_txn_is_invalid_txn_state(client: WireClient) -> None:
     """Below v5 the group's partition must already be in the transaction (AddOffsetsToTxn):
     Kafka answers INVALID_TXN_STATE and writes nothing, so no offset is left pending."""
@@ -225,5 +205,5 @@ def test_v3_without_add_offsets_to_txn_is_invalid_txn_state(client: WireClient) 
     coordinator_ready(client, 0, group)
     commit_plain(client, group)
     ids = init_producer_id(client, transactional_id, datetime.timedelta(seconds=60))
-    assert txn_offset_commit_v3(client, transactional_id, group, ids) == "invalid_txn_state"
+    assert txn_offset_commit(client, transactional_id, group, ids, 3) == "invalid_txn_state"
     assert fetch_v9(client, group, stable=True) == (("none", BEFORE), ("none", OTHER), "none")
