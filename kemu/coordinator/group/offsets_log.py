@@ -8,9 +8,12 @@ the partition's log, so what was answered survives a SIGKILL the way produced re
 start every partition is read from its log start; undecodable records are skipped (Kafka's
 loader skips record types it does not know, too).
 
-A TxnOffsetCommit's offsets go in a transactional batch of the producer's id and epoch (no
-sequence: kemu's partition checks none for it, as Kafka checks none for a coordinator's append),
-and the transaction's marker follows in the same partition; ``entries`` gives both, in order.
+A TxnOffsetCommit's offsets go in a transactional batch of the producer's id and epoch, and the
+transaction's marker follows in the same partition; ``entries`` gives both, in order. The batch
+has no sequence (-1): Kafka's coordinator writes sequence 0 and its partition checks none for a
+coordinator's append, where kemu's partition would take a second batch at 0 for a retry. So the
+producer is not listed by DescribeProducers on that ``__consumer_offsets`` partition, as Kafka
+lists it; its open transaction still holds the partition's last stable offset.
 """
 
 from __future__ import annotations
