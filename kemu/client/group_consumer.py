@@ -98,6 +98,9 @@ class GroupConsumer:
         self.cluster = self._reader.cluster
         self._subscription: tuple[str, ...] = ()
         self._target: set[Partition] | None = None  # an assignment not reconciled yet
+        # the member epoch the owned partitions (and so what poll() hands out) belong to: a
+        # heartbeat may bring a newer epoch whose assignment is not reconciled yet
+        self._positions_epoch = JOIN_EPOCH
         self._lock = asyncio.Lock()  # fetch rounds, commits and reconciliation take turns
         self._heartbeat_now = asyncio.Event()
         self._heartbeat_interval = 5.0
@@ -176,9 +179,12 @@ class GroupConsumer:
             return wanted
 
     def group_metadata(self) -> ConsumerGroupMetadata:
-        """For ``TransactionalProducer.send_offsets_to_transaction``: the member and its epoch
-        now (a member that lost its partitions since cannot commit them)."""
-        return ConsumerGroupMetadata(self.group_id, self.member_id, self.member_epoch)
+        """For ``TransactionalProducer.send_offsets_to_transaction``: the member, with the epoch
+        of the partitions it owns now, those ``poll()`` reads. Not the epoch of the last
+        heartbeat: one that took partitions away (or a rejoin after the member was lost) is
+        applied by the next ``poll()``, and until then the records handed out may be of
+        partitions the new epoch no longer has, which the coordinator must refuse."""
+        return ConsumerGroupMetadata(self.group_id, self.member_id, self._positions_epoch)
 
     async def committed(self, partitions: Iterable[Partition]) -> dict[Partition, int | None]:
         """The group's committed offset of each partition (None: nothing committed)."""
@@ -298,6 +304,8 @@ class GroupConsumer:
         if target != set(self._reader.positions):
             self._target = target
             self._heartbeat_now.set()  # reconcile, then show it to the coordinator at once
+        elif self._target is None:
+            self._positions_epoch = self.member_epoch  # the same partitions, a newer epoch
 
     async def _reconcile(self) -> None:
         """Apply the last assignment (the caller holds the lock): drop revoked partitions, start
@@ -305,6 +313,7 @@ class GroupConsumer:
         target = self._target
         if target is None:
             return
+        epoch = self.member_epoch  # the one that came with ``target``
         positions = self._reader.positions
         for tp in set(positions) - target:
             del positions[tp]
@@ -314,6 +323,7 @@ class GroupConsumer:
             for tp in added:
                 start = committed.get(tp)
                 positions[tp] = start if start is not None else await self._reset_offset(tp)
+        self._positions_epoch = epoch
         if self._target is target:
             self._target = None
 

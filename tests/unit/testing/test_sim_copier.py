@@ -68,3 +68,16 @@ def test_the_old_in_memory_offsets_lose_committed_offsets(monkeypatch: pytest.Mo
     monkeypatch.setattr(OffsetsLog, "entries", without_transactions)
     result = Simulation(SEED, STEPS, copier=True).run()
     assert any(v.startswith("copied:") for v in result.violations), result.violations
+
+
+@pytest.mark.slow
+def test_records_of_a_partition_given_up_are_not_committed_at_the_new_epoch() -> None:
+    """Seed 26 (two copiers, 2,000 steps) found it: copier-2 was lost by the group while a poll
+    was reading, rejoined at once and was answered epoch 3 without the partition copier-1 then
+    got; the poll handed out records of that partition, and ``group_metadata()`` gave epoch 3,
+    the member's current one, at which the coordinator takes a commit of any partition: both
+    copiers copied those records. ``group_metadata()`` now gives the epoch of the partitions the
+    member reads, so that commit (at the older epoch, of a partition no longer held) is refused
+    and the transaction aborts. Seed 27 found it too."""
+    result = Simulation(26, 2000, copier=True).run()
+    assert result.ok, (result.violations, result.trace[-30:])
