@@ -235,6 +235,14 @@ def test_confluent_cooperative_sticky_rebalance(kemu: InProcessKemu) -> None:
         before = drain([first], 100)
         second.subscribe([topic])
         after = drain([first, second], 200)
+        # A commit refused by the rebalance (REBALANCE_IN_PROGRESS, as Kafka refuses it) leaves
+        # its record to the partition's next owner when the partition moves before another
+        # commit covers it: delivered again, at least once. Read on until every record came.
+        for _ in range(5):
+            left = 300 - len(set(before) | set(after))
+            if not left:
+                break
+            after += drain([first, second], left)
         assert not set(before) & set(after)
         assert set(before) | set(after) == {str(i) for i in range(300)}
         wait_for(
