@@ -9,7 +9,8 @@ way is repaired by the next one. Reconciling an assignment: partitions taken awa
 (their positions forgotten), and the next heartbeat, sent at once, shows them released, so the
 coordinator hands them to their new owner; partitions added start at the group's committed
 offset (OffsetFetch), or at ``auto_offset_reset`` when there is none. A fenced or unknown member
-loses its partitions and rejoins with epoch 0 under the same id; a member whose group was deleted
+rejoins at once with epoch 0 under the same id, owning nothing, and its partitions are dropped
+by the next reconciliation (Java's runs onPartitionsLost first); a member whose group was deleted
 under it (GROUP_ID_NOT_FOUND) loses them for good, as Java's (``membership``): the next ``poll()``
 raises the error, and the member neither heartbeats nor rejoins.
 
