@@ -20,6 +20,7 @@ from kemu.client.errors import (
 from kemu.client.group_consumer import GroupConsumer
 from kemu.client.idempotent_producer import IdempotentProducer
 from kemu.client.producer import ONE_RPC, TWO_RPC, RecordMetadata, TransactionalProducer
+from kemu.client.rebalance import RebalanceListener
 from kemu.client.share_consumer import ShareConsumer
 from kemu.client.share_types import (
     AcknowledgeType,
@@ -45,6 +46,7 @@ __all__ = [
     "IllegalStateError",
     "KafkaError",
     "ProducerFencedError",
+    "RebalanceListener",
     "RecordMetadata",
     "ShareAcknowledgementBatch",
     "ShareAcknowledgements",

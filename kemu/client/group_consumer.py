@@ -14,6 +14,12 @@ by the next reconciliation (Java's runs onPartitionsLost first); a member whose 
 under it (GROUP_ID_NOT_FOUND) loses them for good, as Java's (``membership``): the next ``poll()``
 raises the error, and the member neither heartbeats nor rejoins.
 
+With a ``RebalanceListener`` (``kemu/client/rebalance.py``), reconciliation waits for the
+application as Java's does: ``poll()`` runs ``on_partitions_revoked`` before revoked partitions
+are released (the member keeps them, and may commit them, meanwhile), ``on_partitions_assigned``
+after every reconciliation, and, when the member was fenced or its session ended,
+``on_partitions_lost`` before it rejoins; ``close()`` runs ``on_partitions_revoked`` first.
+
 Delivery is at least once from the committed offset: ``commit()`` commits the positions of the
 partitions the member owns (after the records ``poll()`` handed out), and a partition that moves
 to another member, or a member that restarts, resumes at the last commit. Commits and
@@ -38,6 +44,7 @@ from kemu.client.connection import ConnectionClosed
 from kemu.client.consumer import Consumer, ConsumerRecord
 from kemu.client.errors import COORDINATOR_MOVED, CommitFailedError, IllegalStateError, KafkaError
 from kemu.client.membership import FATAL_TO_MEMBER, Fatal
+from kemu.client.rebalance import RebalanceListener
 from kemu.client.share_types import new_member_id
 from kemu.client.txn_offsets import ConsumerGroupMetadata
 from kemu.protocol.errors import ErrorCode
@@ -77,6 +84,7 @@ class GroupConsumer:
         allow_auto_topic_creation: bool = True,
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
+        listener: RebalanceListener | None = None,
     ) -> None:
         if auto_offset_reset not in AUTO_OFFSET_RESET:
             raise ValueError("auto_offset_reset is 'earliest' or 'latest'")
@@ -108,6 +116,10 @@ class GroupConsumer:
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._fatal = Fatal(group_id)
         self._closed = False
+        self._listener = listener
+        # fenced, its session ended or its group gone, with a listener: poll() runs
+        # on_partitions_lost and drops the partitions, and only then does the member rejoin
+        self._lost = False
 
     async def __aenter__(self) -> GroupConsumer:
         return self
@@ -140,6 +152,16 @@ class GroupConsumer:
         """The offset of the next record ``poll()`` hands out for an owned partition."""
         return self._reader.positions[(topic, partition)]
 
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Hand out the owned partition's records from ``offset`` on (e.g. from offsets kept
+        outside Kafka, in ``on_partitions_assigned``). Raises ``IllegalStateError`` for a
+        partition this member does not own."""
+        if (topic, partition) not in self._reader.positions:
+            raise IllegalStateError(f"{topic}-{partition} is not assigned to this member")
+        if offset < 0:
+            raise ValueError("an offset is 0 or more")
+        self._reader.positions[(topic, partition)] = offset
+
     async def poll(self, timeout: float = 1.0) -> list[ConsumerRecord]:
         """Records of the owned partitions from their positions; empty after ``timeout`` seconds
         without any. Applies an assignment the coordinator sent since the last call. Raises,
@@ -149,10 +171,13 @@ class GroupConsumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
+            if self._listener is not None:
+                await self._reconcile_with_listener(self._listener)
             self._fatal.raise_once()
             remaining = deadline - loop.time()
             async with self._lock:
-                await self._reconcile()
+                if self._listener is None:
+                    await self._reconcile()
                 owned = bool(self._reader.positions)
                 if owned:
                     records = await self._reader.poll(min(remaining, self.max_wait_ms / 1000))
@@ -171,7 +196,8 @@ class GroupConsumer:
         left out (their new owner commits them). Raises ``CommitFailedError`` when the
         coordinator refuses the member (its epoch moved on: poll and commit again)."""
         async with self._lock:
-            await self._reconcile()
+            if self._listener is None:  # with one, poll() reconciles (and runs its callbacks)
+                await self._reconcile()
             wanted = dict(self._reader.positions) if offsets is None else dict(offsets)
             wanted = {tp: o for tp, o in wanted.items() if tp in self._reader.positions}
             if wanted:
@@ -196,6 +222,16 @@ class GroupConsumer:
         connections. Nothing is committed: commit first what was processed."""
         if self._closed:
             return
+        failure: BaseException | None = None
+        if self._listener is not None and self._reader.positions:
+            owned = sorted(self._reader.positions)
+            try:  # as Java's: revoked while still in the group, lost when out of it
+                if self.member_epoch > JOIN_EPOCH and not self._lost:
+                    await self._listener.on_partitions_revoked(owned)
+                else:
+                    await self._listener.on_partitions_lost(owned)
+            except Exception as exc:  # still close; the application hears of it after
+                failure = exc
         self._closed = True
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
@@ -205,6 +241,8 @@ class GroupConsumer:
             with contextlib.suppress(KafkaError, RetriableError, ConnectionClosed, OSError):
                 await asyncio.wait_for(self._send_heartbeat(leave=True), 5)
         await self._reader.close()
+        if failure is not None:
+            raise failure
 
     # --- membership ----------------------------------------------------------------------------
 
@@ -213,7 +251,7 @@ class GroupConsumer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._heartbeat_now.wait(), self._heartbeat_interval)
             self._heartbeat_now.clear()
-            if self._target is not None:
+            if self._target is not None and self._listener is None:
                 # an assignment to reconcile first, so this heartbeat shows it
                 async with self._lock:
                     await self._reconcile()
@@ -228,6 +266,8 @@ class GroupConsumer:
         await self.cluster.retry(self._send_heartbeat)
 
     async def _send_heartbeat(self, *, leave: bool = False) -> None:
+        if self._lost and not leave:
+            return  # out of the group until poll() has run on_partitions_lost
         node = await self.cluster.coordinator(GROUP_COORDINATOR, self.group_id)
         owned: dict[uuid.UUID, list[int]] = {}
         # a joining member owns nothing (what it had may be another's already)
@@ -273,11 +313,18 @@ class GroupConsumer:
         if error in MEMBER_LOST:
             # As Java's onPartitionsLost: what this member owned may be someone else's now.
             self.member_epoch = JOIN_EPOCH
+            if self._listener is not None:
+                self._lost, self._target = True, None  # as Java's FENCED state
+                return
             self._target = set()
             raise RetriableError(error.name)
         if error == FATAL_TO_MEMBER:
             self.member_epoch = JOIN_EPOCH  # in no group: close() sends no leave
-            self._target = set()  # its partitions are lost, as Java's transitionToFatal
+            # its partitions are lost, as Java's transitionToFatal
+            if self._listener is not None:
+                self._lost, self._target = True, None
+            else:
+                self._target = set()
             raise self._fatal.fail(self.member_id, error, response.error_message)
         if error != ErrorCode.none:
             raise KafkaError(error, response.error_message)
@@ -302,9 +349,13 @@ class GroupConsumer:
             for topic_id, partition in pairs
             if topic_id in self.cluster.topic_names
         }
-        if target != set(self._reader.positions):
+        # with a listener, a member that (re)joined reconciles even an empty assignment, as
+        # Java's, whose onPartitionsAssigned then runs with no partitions
+        joined = self._listener is not None and self._positions_epoch == JOIN_EPOCH
+        if target != set(self._reader.positions) or (joined and self._target is None):
             self._target = target
-            self._heartbeat_now.set()  # reconcile, then show it to the coordinator at once
+            if self._listener is None:  # with one, poll() reconciles and then heartbeats
+                self._heartbeat_now.set()  # reconcile, then show it to the coordinator at once
         elif self._target is None:
             self._positions_epoch = self.member_epoch  # the same partitions, a newer epoch
 
@@ -318,15 +369,71 @@ class GroupConsumer:
         positions = self._reader.positions
         for tp in set(positions) - target:
             del positions[tp]
-        added = sorted(target - set(positions))
-        if added:
-            committed = await self.cluster.retry(lambda: self._offset_fetch(added))
-            for tp in added:
-                start = committed.get(tp)
-                positions[tp] = start if start is not None else await self._reset_offset(tp)
+        await self._start(sorted(target - set(positions)))
         self._positions_epoch = epoch
         if self._target is target:
             self._target = None
+
+    async def _reconcile_with_listener(self, listener: RebalanceListener) -> None:
+        """``_reconcile`` with the listener's callbacks, run outside the lock (a callback may
+        commit): revoked partitions are released after ``on_partitions_revoked`` returns, added
+        ones are fetched from only after ``on_partitions_assigned`` did; the member is
+        fenced or its session ended: ``on_partitions_lost``, and it rejoins."""
+        positions = self._reader.positions
+        while True:
+            if self._lost:
+                lost = sorted(positions)
+                try:  # Java rejoins even when the callback fails
+                    if lost:
+                        await listener.on_partitions_lost(lost)
+                finally:
+                    self._lost = False
+                    positions.clear()
+                    self._positions_epoch = JOIN_EPOCH
+                    if self._fatal.error is None:
+                        self._heartbeat_now.set()  # rejoin now
+                return
+            target = self._target
+            if target is None:
+                return
+            revoked = sorted(set(positions) - target)
+            if revoked:
+                await listener.on_partitions_revoked(revoked)
+                async with self._lock:
+                    for tp in revoked:
+                        positions.pop(tp, None)
+                continue  # the assignment may have moved on while the callback ran
+            async with self._lock:
+                if self._target is not target or self._lost:
+                    continue
+                epoch = self.member_epoch
+                added = sorted(target - set(positions))
+                await self._start(added)
+                self._positions_epoch = epoch
+                if self._target is target:
+                    self._target = None
+            try:
+                await listener.on_partitions_assigned(added)
+            except BaseException:
+                # not taken: nothing is fetched of them, and the next poll() tries again
+                for tp in added:
+                    positions.pop(tp, None)
+                if self._target is None:
+                    self._target = target
+                raise
+            self._heartbeat_now.set()  # show the coordinator what the member owns now
+            return
+
+    async def _start(self, added: list[Partition]) -> None:
+        """Own ``added`` from the group's committed offsets (or ``auto_offset_reset``)."""
+        if not added:
+            return
+        committed = await self.cluster.retry(lambda: self._offset_fetch(added))
+        for tp in added:
+            start = committed.get(tp)
+            self._reader.positions[tp] = (
+                start if start is not None else await self._reset_offset(tp)
+            )
 
     async def _reset_offset(self, tp: Partition) -> int:
         node = await self.cluster.leader(*tp)

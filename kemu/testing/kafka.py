@@ -455,6 +455,9 @@ SHARE_GROUPS = KafkaConfig(
         # the share-partition state to be initialised, slow to arrive)
         "group.share.min.heartbeat.interval.ms": "500",
         "group.share.heartbeat.interval.ms": "500",
+        # and consumer group (KIP-848) heartbeats too: a rebalance takes a few of them
+        "group.consumer.min.heartbeat.interval.ms": "500",
+        "group.consumer.heartbeat.interval.ms": "500",
         # fewer internal partitions to create and load than Kafka's 50
         "transaction.state.log.num.partitions": "3",
         "share.coordinator.state.topic.num.partitions": "3",

@@ -45,7 +45,7 @@ from kemu.protocol import wire
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.inprocess import InProcessKemu
 from tests import REPO_ROOT
-from tests.integration.clients import txn_offsets, txn_timeout
+from tests.integration.clients import rebalance, txn_offsets, txn_timeout
 
 pytestmark = pytest.mark.integration
 
@@ -517,3 +517,9 @@ async def test_offsets_commit_with_the_transaction(kemu: InProcessKemu) -> None:
     await txn_offsets.offsets_commit_with_the_transaction(
         kemu.bootstrap, lambda topic: committed_values(kemu, topic)
     )
+
+
+async def test_revocation_waits_for_the_rebalance_listener(kemu: InProcessKemu) -> None:
+    """rebalance.py's scenario: a member's listener runs before its partition moves."""
+    create_topics(kemu, (rebalance.TOPIC, 2))
+    await rebalance.revocation_waits_for_the_listener(kemu.bootstrap)

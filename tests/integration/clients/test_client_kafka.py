@@ -29,7 +29,7 @@ from kemu.client import (
 )
 from kemu.protocol.errors import ErrorCode
 from kemu.testing.kafka import SHARE_GROUPS, KafkaConfig, KafkaServer
-from tests.integration.clients import txn_offsets, txn_timeout
+from tests.integration.clients import rebalance, txn_offsets, txn_timeout
 
 pytestmark = [pytest.mark.integration, pytest.mark.parity]
 
@@ -188,3 +188,9 @@ async def test_offsets_commit_with_the_transaction(kafka: str) -> None:
     await txn_offsets.offsets_commit_with_the_transaction(
         kafka, lambda topic: committed_values(kafka, topic)
     )
+
+
+async def test_revocation_waits_for_the_rebalance_listener(kafka: str) -> None:
+    """rebalance.py's scenario: a member's listener runs before its partition moves."""
+    create_topics(kafka, (rebalance.TOPIC, 2))
+    await rebalance.revocation_waits_for_the_listener(kafka)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kemu.client import GroupConsumer, ShareConsumer
+from kemu.client import GroupConsumer, RebalanceListener, ShareConsumer
 from kemu.client.cluster import TopicInfo
 from kemu.client.errors import KafkaError
 from kemu.protocol.errors import ErrorCode
@@ -70,6 +70,35 @@ async def test_a_group_consumer_whose_group_is_gone_is_out_for_good(
     await consumer.subscribe(["t"])  # no rejoin
     await consumer.close()  # no leave
     assert coordinator.epochs == [3]
+
+
+async def test_a_listener_hears_the_partitions_lost_before_the_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As Java's transitionToFatal: onPartitionsLost with what the member owned, then the error
+    from poll(); close() runs no callback (nothing is owned) and sends no leave."""
+    heard: list[tuple[str, list[tuple[str, int]]]] = []
+
+    class Listener(RebalanceListener):
+        async def on_partitions_revoked(self, partitions: list[tuple[str, int]]) -> None:
+            heard.append(("revoked", partitions))
+
+    consumer = GroupConsumer("127.0.0.1:1", "g", listener=Listener())
+    coordinator = stand_in(monkeypatch, consumer)
+    consumer.member_epoch = 3
+    consumer._reader.positions[("t", 0)] = 7
+    consumer._subscription = ("t",)
+    task = asyncio.get_running_loop().create_task(consumer._heartbeat_loop())
+    consumer._heartbeat_now.set()
+    await asyncio.wait_for(task, 5)
+    assert heard == [] and consumer.assignment() == {("t", 0)}  # told in poll(), not before
+    with pytest.raises(KafkaError) as raised:
+        await consumer.poll(0.1)
+    assert raised.value.error == ErrorCode.group_id_not_found
+    assert heard == [("revoked", [("t", 0)])]  # on_partitions_lost's default
+    assert consumer.assignment() == set()
+    await consumer.close()
+    assert heard == [("revoked", [("t", 0)])] and coordinator.epochs == [3]
 
 
 async def test_a_group_consumer_leaving_a_group_that_is_gone(
