@@ -66,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
         "transactions, and its end check",
     )
     parser.add_argument(
+        "--copier-listener",
+        action="store_true",
+        help="--copier, with transactions spanning polls that a rebalance listener commits "
+        "before a partition is revoked (and aborts when partitions are lost)",
+    )
+    parser.add_argument(
         "--cleaner-backoff-ms",
         type=int,
         default=None,
@@ -131,6 +137,7 @@ def _options(args: argparse.Namespace, steps: int) -> Options:
         args.cleaner_backoff_ms,
         args.crash_point_rate,
         args.copier,
+        args.copier_listener,
     )
 
 

@@ -8,12 +8,18 @@ the one before it and aborts what it left open. Each poll's records go, transfor
 (``send_offsets_to_transaction``, with the member as it polled); a refused member
 (CommitFailedError) or any other abortable error aborts it, and the copier starts a new life.
 
-``GroupConsumer`` has no rebalance listener, so a copier may give up a partition while its
+These copiers have no rebalance listener, so a copier may give up a partition while its
 transaction holds records of it, and the partition's new owner may start on it before that
 transaction sends its offsets. Exactly once then rests on the broker, as KIP-447 has it: the
 new owner's OffsetFetch (``require_stable``) waits while a transaction holds the partition's
 offset, and the old owner's TxnOffsetCommit, with the member epoch it polled at, is refused once
 it no longer holds the partition, so its transaction aborts.
+
+``--copier-listener``: the copiers are ``ListeningCopier``s, as Kafka Streams is: a transaction
+spans one to three polls (drawn from the copier's stream), and the copier's
+``RebalanceListener`` commits it before a partition is revoked (the member still holds it, so
+the offsets are accepted) and aborts it when the partitions are lost. This drives
+``GroupConsumer``'s listener path under the simulation's faults.
 
 The end check reads, in one synchronous look at the simulated kemu, the group's committed
 offsets and what ``copied`` holds below its last stable offset, aborted transactions left out:
@@ -33,6 +39,7 @@ from kemu.client import (
     GroupConsumer,
     KafkaError,
     ProducerFencedError,
+    RebalanceListener,
     TransactionalProducer,
 )
 from kemu.cluster.context import Runtime
@@ -96,6 +103,97 @@ class Copier(Actor):
         finally:
             await _close(consumer)
             await _close(producer)
+
+
+class ListeningCopier(Copier, RebalanceListener):
+    """A copier whose transaction spans polls and whose listener ends it (module docstring).
+    It stalls with its transaction open: thawed, its member is lost (its session ended), and
+    ``on_partitions_lost`` aborts what the transaction holds."""
+
+    stall_points = ("open",)
+
+    async def body(self) -> None:
+        # the open transaction: the offsets after what it copied, and how many records
+        self._offsets: dict[tuple[str, int], int] | None = None
+        self._copied = 0
+        self._polls_left = 0
+        self._consumer = GroupConsumer(
+            self.bootstrap,
+            COPIER_GROUP,
+            auto_offset_reset="earliest",
+            max_wait_ms=200,
+            listener=self,
+        )
+        self._producer = TransactionalProducer(
+            self.bootstrap,
+            f"{self.name}-tx",
+            transaction_timeout_ms=COPIER_TRANSACTION_TIMEOUT_MS,
+            request_timeout=10,
+        )
+        self.clients = [self._consumer, self._producer]
+        try:
+            await self._consumer.subscribe([INPUT])
+            await self._producer.init_transactions()
+            while True:
+                records = await self._consumer.poll(timeout=self.rng.uniform(0.1, 1.0))
+                if records and self._offsets is None:
+                    self._producer.begin_transaction()
+                    self._offsets, self._copied = {}, 0
+                    self._polls_left = self.rng.randint(1, 3)
+                if self._offsets is None:
+                    continue
+                try:
+                    for record in records:
+                        await self._producer.send(COPIED, copy_of(record.value or b""))
+                except KafkaError as error:
+                    await self._abort(error)
+                    raise
+                for record in records:
+                    where = (record.topic, record.partition)
+                    self._offsets[where] = max(self._offsets.get(where, 0), record.offset + 1)
+                self._copied += len(records)
+                await self.chance_to_stall("open")
+                self._polls_left -= 1
+                if self._polls_left <= 0:
+                    await self._commit()
+        finally:
+            await _close(self._consumer)  # its listener commits what is open
+            await _close(self._producer)
+
+    async def _commit(self) -> None:
+        offsets, self._offsets = self._offsets, None
+        if offsets is None:
+            return
+        try:
+            # the member now: it holds every partition the transaction read (a revocation
+            # would have committed the transaction first)
+            await self._producer.send_offsets_to_transaction(
+                offsets, self._consumer.group_metadata()
+            )
+            await self._producer.commit_transaction()
+        except ProducerFencedError:
+            raise
+        except KafkaError as error:
+            await self._abort(error)
+            raise
+        self.ledger.count("copier.committed", self._copied)
+
+    async def _abort(self, error: KafkaError | None) -> None:
+        self._offsets = None
+        if error is not None:
+            refused = isinstance(error, CommitFailedError)
+            self.ledger.count("copier.refused" if refused else "copier.aborted")
+        await self._producer.abort_transaction()
+
+    async def on_partitions_revoked(self, partitions: list[tuple[str, int]]) -> None:
+        self.ledger.count("copier.revoked")
+        await self._commit()  # still the member's partitions: its offsets are accepted
+
+    async def on_partitions_lost(self, partitions: list[tuple[str, int]]) -> None:
+        self.ledger.count("copier.lost")
+        if self._offsets is not None:  # another member may read them already: abort
+            self.ledger.count("copier.aborted_lost")
+            await self._abort(None)
 
 
 def copier_final(runtime: Runtime, inputs: Mapping[tuple[int, int], bytes]) -> list[str]:

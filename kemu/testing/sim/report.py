@@ -106,6 +106,8 @@ def describe_options(record: Record) -> str:
         "faults" if any(rates.values()) else "no faults",
         *([f"rates {', '.join(changed)}"] if changed else []),
         *(["pipelined"] if options.get("pipelined") else []),
+        *(["copier"] if options.get("copier") else []),
+        *(["copier listener"] if options.get("copier_listener") else []),
         f"cleaner backoff {options.get('cleaner_backoff_ms')} ms",
         record.python,
         f"PYTHONHASHSEED {record.hash_seed}",

@@ -36,7 +36,7 @@ from kemu.coordinator.share import service as share_service
 from kemu.coordinator.transaction import service as transaction_service
 from kemu.testing.sim.admin_ops import Operator
 from kemu.testing.sim.chaos import Chaos, FaultRates
-from kemu.testing.sim.copier import Copier, copier_final
+from kemu.testing.sim.copier import Copier, ListeningCopier, copier_final
 from kemu.testing.sim.exactly_once import DeadLetterSeen, pipeline_once, pipeline_owes
 from kemu.testing.sim.loop import START_S, SimLoop, lookups_without_getpid
 from kemu.testing.sim.network import SimNetwork
@@ -102,13 +102,17 @@ class Simulation:
         pipelined: bool = False,
         cleaner_backoff_ms: int | None = SIM_CLEANER_BACKOFF_MS,
         copier: bool = False,
+        copier_listener: bool = False,
     ) -> None:
         self.seed, self.steps = seed, steps
         # None: Kafka's 15 s, longer than most lives of the sim's kemu (a crash every few
         # simulated seconds), so the cleaner would seldom run
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.pipelined = pipelined
-        self.copier = copier  # --copier: the consume-transform-produce role (copier.py)
+        # --copier: the consume-transform-produce role (copier.py); --copier-listener: with
+        # transactions spanning polls, ended by a rebalance listener
+        self.copier = copier or copier_listener
+        self.copier_class = ListeningCopier if copier_listener else Copier
         self.rng = random.Random(seed)
         self.rates = rates if rates is not None else FaultRates()
         self.root = root
@@ -238,7 +242,9 @@ class Simulation:
         ]
         if self.copier:  # streams of their own: no other role's draw moves
             self.actors += [
-                Copier(name, bootstrap, self.ledger, random.Random(f"{self.seed}-{name}"))
+                self.copier_class(
+                    name, bootstrap, self.ledger, random.Random(f"{self.seed}-{name}")
+                )
                 for name in ("copier-1", "copier-2")
             ]
         self.dead_until: dict[str, int] = {}

@@ -59,6 +59,7 @@ class Options:
     cleaner_backoff_ms: int | None = None  # None: the simulation's (SIM_CLEANER_BACKOFF_MS)
     crash_point_rate: float | None = None  # None: FaultRates' default
     copier: bool = False  # the consume-transform-produce role (copier.py)
+    copier_listener: bool = False  # ... whose transactions a rebalance listener ends
 
     def rates(self) -> FaultRates:
         """The fault rates of a run with these options."""
@@ -82,6 +83,7 @@ def run_seed(seed: int, options: Options) -> Outcome:
             rates=rates,
             pipelined=options.pipelined,
             copier=options.copier,
+            copier_listener=options.copier_listener,
             cleaner_backoff_ms=(
                 SIM_CLEANER_BACKOFF_MS
                 if options.cleaner_backoff_ms is None
