@@ -10,9 +10,10 @@ way is repaired by the next one. Reconciling an assignment: partitions taken awa
 coordinator hands them to their new owner; partitions added start at the group's committed
 offset (OffsetFetch), or at ``auto_offset_reset`` when there is none. A fenced or unknown member
 rejoins at once with epoch 0 under the same id, owning nothing, and its partitions are dropped
-by the next reconciliation (Java's runs onPartitionsLost first); a member whose group was deleted
-under it (GROUP_ID_NOT_FOUND) loses them for good, as Java's (``membership``): the next ``poll()``
-raises the error, and the member neither heartbeats nor rejoins.
+by the next reconciliation (as Java's does without a listener: ``ConsumerMembershipManager``
+completes the lost callback at once and rejoins; with one, see below); a member whose group
+was deleted under it (GROUP_ID_NOT_FOUND) loses them for good, as Java's (``membership``): the
+next ``poll()`` raises the error, and the member neither heartbeats nor rejoins.
 
 With a ``RebalanceListener`` (``kemu/client/rebalance.py``), reconciliation waits for the
 application as Java's does: ``poll()`` runs ``on_partitions_revoked`` before revoked partitions
