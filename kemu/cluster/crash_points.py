@@ -29,6 +29,8 @@ Points (each where a crash leaves durable state that recovery must finish):
   committed: the old segments stand).
 * ``clean.swap_committed``: it renamed it ``<base>.<end>.swap`` (committed: opening finishes it).
 * ``clean.old_segments_deleted``: the run's later segments are deleted, the swap not renamed yet.
+* ``topic.logs_created``: a new topic's partition logs exist, the catalogue does not name it.
+* ``topic.deleted``: the catalogue no longer names a deleted topic, its logs are still there.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ POINTS = frozenset(
         "clean.cleaned_written",
         "clean.swap_committed",
         "clean.old_segments_deleted",
+        "topic.logs_created",
+        "topic.deleted",
     }
 )
 

@@ -16,13 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from kemu.cluster import seeded
+from kemu.cluster.crash_points import crash_point
 from kemu.cluster.partition import Partition
 from kemu.config.definitions import BrokerConfig, TopicConfig
 from kemu.protocol.errors import ErrorCode
 from kemu.storage.data_files import read_data_file
 from kemu.storage.durable import fsync_directory
 from kemu.storage.log import PartitionLog
+from kemu.storage.segment_files import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX
+from kemu.storage.segment_summary import SUMMARY_SUFFIX
 
 LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
@@ -42,6 +47,14 @@ NO_LEADER = -1  # an offline partition's leader (Kafka's Metadata says -1)
 # told (partition, previous leader) after a partition's leader changed: coordinators and share
 # partitions that moved reload their state from the log (kemu/broker/failover.py)
 LeaderListener = Callable[[Partition, int], None]
+# a partition's log directory: ``<topic>-<index>``, holding segment files (``*.log.cleaned``
+# ends in ``.cleaned``; a write in progress in ``.tmp``) or nothing yet
+_PARTITION_DIRECTORY = re.compile(r"[a-zA-Z0-9._-]+-[0-9]+")
+_LOG_FILE_SUFFIXES = frozenset(
+    {LOG_SUFFIX, INDEX_SUFFIX, SWAP_SUFFIX, SUMMARY_SUFFIX, ".cleaned", ".tmp"}
+)
+
+log = structlog.get_logger("kemu.cluster")
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +230,8 @@ class Cluster:
         self.topics[name] = topic
         self.topics_by_id[topic.topic_id] = topic
         if persist:
+            # a crash here leaves logs no catalogued topic owns: removed at the next start
+            crash_point("topic.logs_created")
             self.save_metadata()
         return topic
 
@@ -293,15 +308,20 @@ class Cluster:
             self.save_metadata()
 
     def delete_topic(self, name: str) -> Topic:
+        """Forget the topic, durably, then remove its logs: as Kafka's controller commits the
+        deletion to the metadata log before the brokers delete the logs, a crash in between
+        leaves only logs no topic owns (removed at the next start), never a topic still
+        catalogued whose logs are gone."""
         topic = self.topics.pop(name)
         del self.topics_by_id[topic.topic_id]
         for partition in topic.partitions:
             partition.log.close()
             partition.notify()
+        self.save_metadata()
+        crash_point("topic.deleted")
         if self.data_dir is not None:
             for partition in topic.partitions:
                 _remove_tree(self.data_dir / f"{name}-{partition.index}")
-        self.save_metadata()
         return topic
 
     # --- persistence of the topic catalogue (the logs persist themselves) ----------------------
@@ -350,6 +370,13 @@ class Cluster:
         self.config.dynamic.update(catalogue.default_configs)
         for node, configs in catalogue.node_configs.items():
             self.config.node_dynamic[node] = configs
+        self._remove_stray_logs(
+            {
+                f"{entry.name}-{index}"
+                for entry in catalogue.topics
+                for index in range(len(entry.replicas))
+            }
+        )
         for entry in catalogue.topics:
             replicas = [
                 [r for r in rs if r in self.nodes] or [self.node_ids[0]] for rs in entry.replicas
@@ -368,6 +395,26 @@ class Cluster:
             for partition, leader in zip(topic.partitions, entry.leaders, strict=False):
                 if leader in partition.replicas:
                     partition.leader_id = leader
+
+    def _remove_stray_logs(self, catalogued: set[str]) -> None:
+        """Remove the partition logs of the data dir that no catalogued topic owns: left by a
+        crash between a topic's deletion and the removal of its logs, or between the creation
+        of its logs and its entry in the catalogue (as Kafka removes stray logs at start). A
+        directory counts as a partition log by its name and its content (``*.log`` files, or
+        nothing)."""
+        assert self.data_dir is not None
+        for child in sorted(self.data_dir.iterdir()):
+            if (
+                child.is_dir()
+                and child.name not in catalogued
+                and _PARTITION_DIRECTORY.fullmatch(child.name)
+                and all(
+                    entry.is_file() and entry.suffix in _LOG_FILE_SUFFIXES
+                    for entry in child.iterdir()
+                )
+            ):
+                _remove_tree(child)
+                log.warning("stray_partition_log_removed", directory=child.name)
 
 
 @dataclass(frozen=True, slots=True)
