@@ -72,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
         "before a partition is revoked (and aborts when partitions are lost)",
     )
     parser.add_argument(
+        "--churn",
+        action="store_true",
+        help="add a role creating and deleting topics, kemu's topic crash points, and checks "
+        "that acknowledged creations and deletions hold",
+    )
+    parser.add_argument(
         "--cleaner-backoff-ms",
         type=int,
         default=None,
@@ -138,6 +144,7 @@ def _options(args: argparse.Namespace, steps: int) -> Options:
         args.crash_point_rate,
         args.copier,
         args.copier_listener,
+        args.churn,
     )
 
 

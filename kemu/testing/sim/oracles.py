@@ -54,6 +54,9 @@ UNCOMPARED_CHECKS = 20
 class Oracles:
     def __init__(self, seed: int = 0) -> None:
         self.log_offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        # the topic id each partition's offsets were learnt of: a topic deleted and created
+        # again under its name (--churn) has a new log, whose offsets start afresh
+        self.log_topic_ids: dict[tuple[str, int], Any] = {}
         self.start_offsets: dict[Any, int] = {}
         self.pending_since: dict[tuple[int, int], int] = {}
         self.replica: ShareCoordinatorService | None = None
@@ -166,6 +169,9 @@ class Oracles:
             tp = (partition.topic_name, partition.index)
             start, end = partition.log_start_offset, partition.log.log_end_offset
             before = self.log_offsets.get(tp)
+            if self.log_topic_ids.setdefault(tp, partition.topic_id) != partition.topic_id:
+                self.log_topic_ids[tp] = partition.topic_id
+                before = None
             if before is not None:
                 if start < before[0]:
                     found.append(f"log start of {tp} went back from {before[0]} to {start}")

@@ -108,6 +108,7 @@ def describe_options(record: Record) -> str:
         *(["pipelined"] if options.get("pipelined") else []),
         *(["copier"] if options.get("copier") else []),
         *(["copier listener"] if options.get("copier_listener") else []),
+        *(["churn"] if options.get("churn") else []),
         f"cleaner backoff {options.get('cleaner_backoff_ms')} ms",
         record.python,
         f"PYTHONHASHSEED {record.hash_seed}",

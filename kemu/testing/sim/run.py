@@ -36,6 +36,12 @@ from kemu.coordinator.share import service as share_service
 from kemu.coordinator.transaction import service as transaction_service
 from kemu.testing.sim.admin_ops import Operator
 from kemu.testing.sim.chaos import Chaos, FaultRates
+from kemu.testing.sim.churn import (
+    TOPIC_POINT_RATE,
+    Churner,
+    ChurnLedger,
+    churn_check,
+)
 from kemu.testing.sim.copier import Copier, ListeningCopier, copier_final
 from kemu.testing.sim.exactly_once import DeadLetterSeen, pipeline_once, pipeline_owes
 from kemu.testing.sim.loop import START_S, SimLoop, lookups_without_getpid
@@ -103,6 +109,7 @@ class Simulation:
         cleaner_backoff_ms: int | None = SIM_CLEANER_BACKOFF_MS,
         copier: bool = False,
         copier_listener: bool = False,
+        churn: bool = False,
     ) -> None:
         self.seed, self.steps = seed, steps
         # None: Kafka's 15 s, longer than most lives of the sim's kemu (a crash every few
@@ -113,6 +120,10 @@ class Simulation:
         # transactions spanning polls, ended by a rebalance listener
         self.copier = copier or copier_listener
         self.copier_class = ListeningCopier if copier_listener else Copier
+        # --churn: topics created and deleted (churn.py), and kemu's topic crash points drawn
+        # from a stream of their own
+        self.churn = ChurnLedger() if churn else None
+        self._churn_points = random.Random(f"{seed}-churn-points")
         self.rng = random.Random(seed)
         self.rates = rates if rates is not None else FaultRates()
         self.root = root
@@ -247,6 +258,16 @@ class Simulation:
                 )
                 for name in ("copier-1", "copier-2")
             ]
+        if self.churn is not None:
+            self.actors.append(
+                Churner(
+                    "churner",
+                    bootstrap,
+                    self.ledger,
+                    random.Random(f"{self.seed}-churner"),
+                    churn=self.churn,
+                )
+            )
         self.dead_until: dict[str, int] = {}
         self.down_until = 0
         for actor in self.actors:
@@ -321,10 +342,15 @@ class Simulation:
         # choice, so a seed's trace does not depend on the sim's segment size or cleaner backoff.
         # The KIP-1191 dead-letter points likewise, at their own higher rate: a record reaches
         # them only at its last delivery, so at crash_point's rate kemu never died there.
-        if name.startswith("topic."):
-            return  # the workload creates and deletes no topic of its own (process tests do)
         roll, rate = self.rng.random, self.rates.crash_point
-        if name.startswith("clean."):
+        if name.startswith("topic."):
+            if self.churn is None:
+                return  # only --churn's workload creates and deletes topics of its own
+            roll = self._churn_points.random
+            # reached once or twice a simulated second: at crash_point's rate kemu would seldom
+            # die there
+            rate = TOPIC_POINT_RATE if rate > 0 else 0.0
+        elif name.startswith("clean."):
             roll = self._cleaner_rng.random
         elif name in ("share.archiving", "share.dead_lettered"):
             roll, rate = self._dead_letter_rng.random, self.rates.dead_letter_point
@@ -420,6 +446,8 @@ class Simulation:
                 self.ledger.group_committed,
                 frozenset(self.ledger.resetting),
             )
+            if self.churn is not None:
+                found += churn_check(self.kemu.runtime(), self.churn)
         self._summary()
         if found:
             self.violations = found
@@ -535,6 +563,8 @@ class Simulation:
             found += self.oracles.final(self.kemu.runtime())
             if self.copier:
                 found += copier_final(self.kemu.runtime(), seen.get(INPUT, {}))
+            if self.churn is not None:
+                found += churn_check(self.kemu.runtime(), self.churn)
         self.log(f"final: {len(inputs)} inputs, {len(outputs)} outputs, {len(dead)} dead letters")
         if found:
             self.violations = found

@@ -60,6 +60,7 @@ class Options:
     crash_point_rate: float | None = None  # None: FaultRates' default
     copier: bool = False  # the consume-transform-produce role (copier.py)
     copier_listener: bool = False  # ... whose transactions a rebalance listener ends
+    churn: bool = False  # topics created and deleted (churn.py)
 
     def rates(self) -> FaultRates:
         """The fault rates of a run with these options."""
@@ -84,6 +85,7 @@ def run_seed(seed: int, options: Options) -> Outcome:
             pipelined=options.pipelined,
             copier=options.copier,
             copier_listener=options.copier_listener,
+            churn=options.churn,
             cleaner_backoff_ms=(
                 SIM_CLEANER_BACKOFF_MS
                 if options.cleaner_backoff_ms is None

@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from kemu.cluster import seeded
-from kemu.testing.sim.loop import SimLoop
+from kemu.testing.sim.loop import SimLoop, current_process
 
 # The cyclic garbage collector's thresholds for a run: a run allocates millions of short-lived
 # objects and holds a large heap (every task of every dead process, the ledger), so Python's
@@ -75,6 +75,11 @@ def reported_events(found: list[str]) -> Any:
 
     def processor(_logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
         name = event.get("event")
+        process = current_process()
+        if process is not None and process.dead:
+            # a killed kemu's stack unwinding from its crash point (a ``finally`` writing to a
+            # closed file): a real kill stops the process before any of it
+            raise structlog.DropEvent
         if method in ("error", "critical") or name in REPORTED_WARNINGS:
             fields = [f"{k}={v}" for k, v in sorted(event.items()) if k not in _NOT_FIELDS]
             error = sys.exc_info()[1] if event.get("exc_info") is True else event.get("exc_info")
