@@ -26,8 +26,6 @@ from kemu.protocol.errors import ErrorCode
 from kemu.storage.data_files import read_data_file
 from kemu.storage.durable import fsync_directory
 from kemu.storage.log import PartitionLog
-from kemu.storage.segment_files import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX
-from kemu.storage.segment_summary import SUMMARY_SUFFIX
 
 LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
@@ -47,12 +45,12 @@ NO_LEADER = -1  # an offline partition's leader (Kafka's Metadata says -1)
 # told (partition, previous leader) after a partition's leader changed: coordinators and share
 # partitions that moved reload their state from the log (kemu/broker/failover.py)
 LeaderListener = Callable[[Partition, int], None]
-# a partition's log directory: ``<topic>-<index>``, holding segment files (``*.log.cleaned``
-# ends in ``.cleaned``; a write in progress in ``.tmp``) or nothing yet
+# a partition's log directory: ``<topic>-<index>``, holding segment files or nothing yet. The
+# suffixes are segment_files.py's and segment_summary.py's (``*.log.cleaned`` ends in
+# ``.cleaned``; a write in progress in ``.tmp``), spelt here so that a start does not import
+# the segment modules before a partition is read (tests/unit/cli/test_start_path.py)
 _PARTITION_DIRECTORY = re.compile(r"[a-zA-Z0-9._-]+-[0-9]+")
-_LOG_FILE_SUFFIXES = frozenset(
-    {LOG_SUFFIX, INDEX_SUFFIX, SWAP_SUFFIX, SUMMARY_SUFFIX, ".cleaned", ".tmp"}
-)
+LOG_FILE_SUFFIXES = frozenset({".log", ".index", ".swap", ".scan", ".cleaned", ".tmp"})
 
 log = structlog.get_logger("kemu.cluster")
 
@@ -409,7 +407,7 @@ class Cluster:
                 and child.name not in catalogued
                 and _PARTITION_DIRECTORY.fullmatch(child.name)
                 and all(
-                    entry.is_file() and entry.suffix in _LOG_FILE_SUFFIXES
+                    entry.is_file() and entry.suffix in LOG_FILE_SUFFIXES
                     for entry in child.iterdir()
                 )
             ):

@@ -48,6 +48,7 @@ class Partition:
 
     def __init__(self, topic: str, index: int, start: int, end: int) -> None:
         self.topic_name, self.index = topic, index
+        self.topic_id = topic  # one topic of the name all along
         self.log_start_offset = start
         self.log = SimpleNamespace(log_end_offset=end)
 
