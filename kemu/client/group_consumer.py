@@ -220,7 +220,8 @@ class GroupConsumer:
 
     async def close(self) -> None:
         """Leave the group (epoch -1, so its partitions move at once) and close the
-        connections. Nothing is committed: commit first what was processed."""
+        connections. Nothing is committed by close itself: commit first what was processed (a
+        listener's ``on_partitions_revoked`` runs first, and may)."""
         if self._closed:
             return
         failure: BaseException | None = None
