@@ -78,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
         "that acknowledged creations and deletions hold",
     )
     parser.add_argument(
+        "--undo-deletions",
+        action="store_true",
+        help="a power loss also undoes what no directory sync made durable: deleted files and "
+        "removed directories come back, directories made since go",
+    )
+    parser.add_argument(
         "--cleaner-backoff-ms",
         type=int,
         default=None,
@@ -145,6 +151,7 @@ def _options(args: argparse.Namespace, steps: int) -> Options:
         args.copier,
         args.copier_listener,
         args.churn,
+        args.undo_deletions,
     )
 
 

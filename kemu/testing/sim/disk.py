@@ -18,8 +18,19 @@ a power loss puts the directory back to that:
   a name replaced since (``os.replace`` of a synced temporary) points again to the file it
   named then, with that file's durable content. Segment files are left to the segment rule.
 
-Deletions are not undone (a deleted segment or checkpoint does not come back), which is
-lenient. Nothing here calls a real sync: the simulation never needs the bytes on a platter.
+By default deletions are not undone (a deleted segment or checkpoint does not come back),
+which is lenient. With ``undo_deletions`` (``--undo-deletions``) they are, as a strict POSIX
+file system may do after a power loss:
+
+- a file deleted since its directory's last sync comes back under its name, with its durable
+  content (a segment: the bytes up to its synced size, kept when it is deleted);
+- a directory removed since its parent's last sync comes back, with the files and
+  subdirectories durable in it (a topic's partition directories after its deletion);
+- a directory created since its parent's last sync goes, with all it holds.
+
+A name renamed away (not deleted) does not come back: kemu syncs the directory after each
+rename it relies on, with no crash point in between. Nothing here calls a real sync: the
+simulation never needs the bytes on a platter.
 
 Files are known by inode, and the file system gives a freed inode number to a later file when
 it likes (on ext4, depending on what other processes allocate meanwhile): the number of a file
@@ -55,8 +66,9 @@ def _key(status: os.stat_result) -> FileKey:
 class DiskModel:
     """Which bytes of the data directory a power loss would keep (see the module docstring)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, undo_deletions: bool = False) -> None:
         self.root = root
+        self.undo_deletions = undo_deletions
         self._root_name = str(root)
         self._root_prefix = os.path.join(self._root_name, "")
         self.synced: dict[FileKey, int] = {}  # segment inode -> durable size
@@ -66,6 +78,12 @@ class DiskModel:
         self.listings: dict[Path, dict[str, FileKey]] = {}  # directory -> durable entries
         self.syncs = 0
         self.retired = 0
+        # with undo_deletions: directory -> its durable subdirectories (name -> key); a removed
+        # directory's durable entries, by its retired key; the names the last power loss brought
+        # back (files and directories)
+        self.subdirectories: dict[Path, dict[str, FileKey]] = {}
+        self.removed: dict[FileKey, tuple[dict[str, FileKey], dict[str, FileKey]]] = {}
+        self.restored = 0
         # the directories (``topic-index``) whose segment the last power loss cut
         self.cut: set[str] = set()
         self._original: list[tuple[Any, str, Callable[..., None]]] = []
@@ -88,6 +106,9 @@ class DiskModel:
             original = getattr(os, name)
             self._original.append((os, name, original))
             setattr(os, name, self._forgetting_replaced(original))
+        if self.undo_deletions:
+            self._original.append((os, "rmdir", os.rmdir))
+            setattr(os, "rmdir", self._burying(os.rmdir))  # noqa: B010
 
     def uninstall(self) -> None:
         for module, name, original in self._original:
@@ -98,10 +119,13 @@ class DiskModel:
         def deleting(path: Any, *args: Any, **kwargs: Any) -> None:
             with contextlib.suppress(OSError):
                 status = os.stat(path, dir_fd=kwargs.get("dir_fd"), follow_symlinks=False)
+                if not self.undo_deletions:
+                    self.contents.pop(_key(status), None)  # it never comes back
+                elif kwargs.get("dir_fd") is None:
+                    self._keep_durable_segment(Path(os.path.realpath(path)), _key(status))
                 self.synced.pop(_key(status), None)
                 self.last_sync.pop(_key(status), None)
-                self.contents.pop(_key(status), None)
-                self._retire(_key(status))
+                self._retire(_key(status))  # with undo_deletions, its durable content moves
             delete(path, *args, **kwargs)
 
         return deleting
@@ -119,6 +143,36 @@ class DiskModel:
             move(source, destination, *args, **kwargs)
 
         return moving
+
+    def _keep_durable_segment(self, path: Path, key: FileKey) -> None:
+        """A segment being deleted under a durable name: keep its durable bytes, which a power
+        loss before its directory's next sync brings back (``_retire`` moves them along)."""
+        size = self.synced.get(key, 0)
+        if size and self.listings.get(path.parent, {}).get(path.name) == key:
+            with path.open("rb") as segment:
+                self.contents[key] = segment.read(size)
+
+    def _burying(self, rmdir: Callable[..., None]) -> Callable[..., None]:
+        def removing(path: Any, *args: Any, **kwargs: Any) -> None:
+            with contextlib.suppress(OSError):
+                if kwargs.get("dir_fd") is None:
+                    status = os.stat(path, follow_symlinks=False)
+                    self._retire_directory(Path(os.path.realpath(path)), _key(status))
+            rmdir(path, *args, **kwargs)
+
+        return removing
+
+    def _retire_directory(self, directory: Path, key: FileKey) -> None:
+        """``directory`` (``key``) is being removed: what is durable of it (its entries) moves
+        to a retired key, named by its parent's durable entry if it has one."""
+        self.retired += 1
+        retired = (RETIRED, self.retired)
+        files = self.listings.pop(directory, {})
+        subdirectories = self.subdirectories.pop(directory, {})
+        named = self.subdirectories.get(directory.parent, {})
+        if named.get(directory.name) == key:
+            named[directory.name] = retired
+            self.removed[retired] = (files, subdirectories)
 
     def _retire(self, key: FileKey) -> None:
         """``key``'s inode is being freed: what is remembered of it (its durable content, the
@@ -145,7 +199,11 @@ class DiskModel:
         if name != self._root_name and not name.startswith(self._root_prefix):
             return
         if stat.S_ISDIR(status.st_mode):
-            self.listings[Path(name)] = self._entries(Path(name))
+            directory = Path(name)
+            if self.undo_deletions:
+                self._forget_unnamed(directory)
+                self.subdirectories[directory] = self._directories(directory)
+            self.listings[directory] = self._entries(directory)
         elif name.endswith(SEGMENT_SUFFIXES):
             # a cleaned segment is synced as ``.log.cleaned``: its size follows its inode to
             # the ``.log`` name it gets (before, its sync counted as a content's, and a power
@@ -165,6 +223,34 @@ class DiskModel:
                 if entry.is_file(follow_symlinks=False):
                     found[entry.name] = _key(entry.stat(follow_symlinks=False))
         return found
+
+    @staticmethod
+    def _directories(directory: Path) -> dict[str, FileKey]:
+        found = {}
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(directory):
+                if entry.is_dir(follow_symlinks=False):
+                    found[entry.name] = _key(entry.stat(follow_symlinks=False))
+        return found
+
+    def _forget_unnamed(self, directory: Path) -> None:
+        """``directory`` is being synced: what its durable entries kept of deleted files and
+        removed directories no longer named is no longer needed."""
+        for key in self.listings.get(directory, {}).values():
+            if key[0] == RETIRED:
+                self.contents.pop(key, None)
+        for key in self.subdirectories.get(directory, {}).values():
+            if key[0] == RETIRED:
+                self._forget_removed(key)
+
+    def _forget_removed(self, key: FileKey) -> None:
+        files, subdirectories = self.removed.pop(key, ({}, {}))
+        for file_key in files.values():
+            if file_key[0] == RETIRED:
+                self.contents.pop(file_key, None)
+        for directory_key in subdirectories.values():
+            if directory_key[0] == RETIRED:
+                self._forget_removed(directory_key)
 
     def _files(self) -> list[Path]:
         return sorted(path for path in self.root.rglob("*") if path.is_file())
@@ -188,12 +274,16 @@ class DiskModel:
                             with contextlib.suppress(OSError):
                                 self.contents[_key(status)] = Path(entry.path).read_bytes()
             self.listings[directory] = entries
+            if self.undo_deletions:
+                self.subdirectories[directory] = self._directories(directory)
 
     def lose_unsynced(self, tear: random.Random | None = None) -> int:
         """Put the directory back to what was durable; returns the bytes lost (and notes in
         ``cut`` the partitions whose records it may have taken). With ``tear``, one segment
         written since its last power loss may keep a torn write (``_tear``)."""
-        lost = self._undo_entries()
+        self.restored = 0
+        lost = self._undo_directories(self.root) if self.undo_deletions else 0
+        lost += self._undo_entries()
         self.cut = set()
         self.torn = 0
         written: list[tuple[Path, FileKey, bytes]] = []
@@ -249,6 +339,71 @@ class DiskModel:
         with path.open("ab") as segment:
             segment.write(partial)
         return len(partial)
+
+    def _undo_directories(self, directory: Path) -> int:
+        """With ``undo_deletions``, from ``directory`` down: directories created since their
+        parent's last sync go; removed ones come back; deleted files come back (``restored``
+        counts the names). Returns the bytes the directories that went held."""
+        lost = 0
+        durable = self.subdirectories.get(directory, {})
+        present = self._directories(directory)
+        for name, key in sorted(present.items()):
+            if durable.get(name) != key:  # made since the last sync, maybe over a removed one
+                lost += self._remove_tree(directory / name)
+        for name, key in sorted(durable.items()):
+            child = directory / name
+            if key[0] == RETIRED:
+                files, subdirectories = self.removed.pop(key, ({}, {}))
+                os.mkdir(child)
+                self.restored += 1
+                self.listings[child], self.subdirectories[child] = files, subdirectories
+                durable[name] = _key(os.stat(child))
+            elif present.get(name) != key:
+                continue  # renamed away (kemu does not): not modelled
+            lost += self._undo_directories(child)
+        self._restore_files(directory)
+        return lost
+
+    def _restore_files(self, directory: Path) -> None:
+        """Files deleted from ``directory`` since its last sync come back, durable content."""
+        entries = self.listings.get(directory)
+        if entries is None:
+            return
+        for name, key in sorted(entries.items()):
+            path = directory / name
+            if key[0] != RETIRED or path.exists():
+                continue  # a name replaced since is _undo_entries' to restore
+            content = self.contents.pop(key, b"")
+            path.write_bytes(content)
+            self.restored += 1
+            restored = _key(path.stat())
+            entries[name] = restored
+            if name.endswith(SEGMENT_SUFFIXES):
+                self.synced[restored] = len(content)
+            else:
+                self.contents[restored] = content
+
+    def _remove_tree(self, directory: Path) -> int:
+        """Remove ``directory`` (never synced into its parent) with the originals of the
+        calls the model stands in for: no retiring, nothing remembered of it."""
+        removed = 0
+        for path in sorted(directory.iterdir()):
+            if path.is_dir() and not path.is_symlink():
+                removed += self._remove_tree(path)
+            else:
+                status = path.stat()
+                removed += status.st_size
+                for remembered in (self.synced, self.last_sync, self.contents):
+                    remembered.pop(_key(status), None)
+                self._call_original("unlink", path)
+        self.listings.pop(directory, None)
+        self.subdirectories.pop(directory, None)
+        self._call_original("rmdir", directory)
+        return removed
+
+    def _call_original(self, name: str, path: Path) -> None:
+        originals = {n: f for module, n, f in self._original if module is os}
+        originals.get(name, getattr(os, name))(path)
 
     def _undo_entries(self) -> int:
         """Names created or replaced since their directory's last sync (segments aside)."""

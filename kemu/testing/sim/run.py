@@ -110,6 +110,7 @@ class Simulation:
         copier: bool = False,
         copier_listener: bool = False,
         churn: bool = False,
+        undo_deletions: bool = False,
     ) -> None:
         self.seed, self.steps = seed, steps
         # None: Kafka's 15 s, longer than most lives of the sim's kemu (a crash every few
@@ -124,6 +125,8 @@ class Simulation:
         # from a stream of their own
         self.churn = ChurnLedger() if churn else None
         self._churn_points = random.Random(f"{seed}-churn-points")
+        # --undo-deletions: a power loss undoes deletions no directory sync made durable
+        self.undo_deletions = undo_deletions
         self.rng = random.Random(seed)
         self.rates = rates if rates is not None else FaultRates()
         self.root = root
@@ -216,6 +219,7 @@ class Simulation:
                 else {"log.cleaner.backoff.ms": str(self.cleaner_backoff_ms)}
             ),
             cluster_id="kemu-sim-cluster",
+            undo_deletions=self.undo_deletions,
         )
         self.power_loss = flush == "always"
         self.kemu.disk.install()
@@ -400,7 +404,12 @@ class Simulation:
         torn = self.kemu.disk.torn if power_loss else 0
         if torn:
             self.chaos.note("crash.torn_tail")
-        return f", a torn write of {torn} bytes left" if torn else ""
+        left = f", a torn write of {torn} bytes left" if torn else ""
+        restored = self.kemu.disk.restored if power_loss else 0
+        if restored:
+            self.chaos.note("crash.deletions_undone")
+            left += f", {restored} deleted names back"
+        return left
 
     def _kill(self, actor: Actor) -> None:
         if actor.process is not None and not actor.process.dead:

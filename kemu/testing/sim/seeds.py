@@ -61,6 +61,7 @@ class Options:
     copier: bool = False  # the consume-transform-produce role (copier.py)
     copier_listener: bool = False  # ... whose transactions a rebalance listener ends
     churn: bool = False  # topics created and deleted (churn.py)
+    undo_deletions: bool = False  # a power loss undoes unsynced deletions (disk.py)
 
     def rates(self) -> FaultRates:
         """The fault rates of a run with these options."""
@@ -86,6 +87,7 @@ def run_seed(seed: int, options: Options) -> Outcome:
             copier=options.copier,
             copier_listener=options.copier_listener,
             churn=options.churn,
+            undo_deletions=options.undo_deletions,
             cleaner_backoff_ms=(
                 SIM_CLEANER_BACKOFF_MS
                 if options.cleaner_backoff_ms is None

@@ -104,6 +104,7 @@ class SimKemu:
         brokers: int,
         overrides: dict[str, str],
         cluster_id: str,
+        undo_deletions: bool = False,
     ) -> None:
         self.loop = loop
         self.network = network
@@ -111,7 +112,7 @@ class SimKemu:
         self.brokers = brokers
         self.overrides = overrides
         self.cluster_id = cluster_id
-        self.disk = DiskModel(data_dir)
+        self.disk = DiskModel(data_dir, undo_deletions=undo_deletions)
         self.server: KemuServer | None = None
         self.process: Process | None = None
         self.incarnation = 0

@@ -166,3 +166,112 @@ def test_only_a_partitions_active_segment_is_torn(tmp_path: Path) -> None:
     finally:
         disk.uninstall()
     assert any(torn)
+
+
+def _sync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    os.fsync(descriptor)
+    os.close(descriptor)
+
+
+def _write_synced(path: Path, content: bytes) -> None:
+    descriptor = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC)
+    os.write(descriptor, content)
+    os.fsync(descriptor)
+    os.close(descriptor)
+
+
+def test_deletions_stand_by_default(tmp_path: Path) -> None:
+    """The default model is lenient: a deleted file stays deleted, synced directory or not."""
+    disk, checkpoint, _ = installed_over_a_durable_checkpoint(tmp_path)
+    try:
+        checkpoint.unlink()
+        disk.lose_unsynced()
+    finally:
+        disk.uninstall()
+    assert not checkpoint.exists() and disk.restored == 0
+
+
+def test_a_deletion_no_directory_sync_made_durable_is_undone(tmp_path: Path) -> None:
+    """``undo_deletions``: a file and a segment deleted since their directory's last sync come
+    back at a power loss, with their durable content (a segment's synced bytes, not its
+    unsynced tail); once the directory is synced, a deletion holds."""
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.write_bytes(b"durable")
+    segment = tmp_path / "00000000000000000000.log"
+    disk = DiskModel(tmp_path, undo_deletions=True)
+    disk.baseline()
+    disk.install()
+    try:
+        _write_synced(segment, b"synced batches")
+        with segment.open("ab") as unsynced:
+            unsynced.write(b" unsynced")
+        _sync_directory(tmp_path)
+        checkpoint.unlink()
+        segment.unlink()
+        disk.lose_unsynced()
+        assert (checkpoint.read_bytes(), segment.read_bytes()) == (b"durable", b"synced batches")
+        assert disk.restored == 2
+        with segment.open("ab") as unsynced:  # the segment came back with its synced size
+            unsynced.write(b" again")
+        disk.lose_unsynced()
+        assert segment.read_bytes() == b"synced batches"
+        checkpoint.unlink()
+        segment.unlink()
+        _sync_directory(tmp_path)
+        disk.lose_unsynced()
+    finally:
+        disk.uninstall()
+    assert not checkpoint.exists() and not segment.exists() and disk.restored == 0
+
+
+def test_a_removed_directory_comes_back_until_its_parent_is_synced(tmp_path: Path) -> None:
+    """A topic's partition directory, its files deleted and the directory removed with no sync
+    of the data directory since: a power loss brings it back with its durable files."""
+    partition = tmp_path / "topic-0"
+    partition.mkdir()
+    (partition / "checkpoint").write_bytes(b"start 5")
+    disk = DiskModel(tmp_path, undo_deletions=True)
+    disk.baseline()
+    disk.install()
+    try:
+        segment = partition / "00000000000000000005.log"
+        _write_synced(segment, b"records")
+        _sync_directory(partition)
+        for path in (segment, partition / "checkpoint"):
+            path.unlink()
+        partition.rmdir()
+        disk.lose_unsynced()
+        assert sorted(path.name for path in partition.iterdir()) == [segment.name, "checkpoint"]
+        assert segment.read_bytes() == b"records" and disk.restored == 3
+        for path in list(partition.iterdir()):
+            path.unlink()
+        partition.rmdir()
+        _sync_directory(tmp_path)
+        disk.lose_unsynced()
+    finally:
+        disk.uninstall()
+    assert not partition.exists()
+
+
+def test_a_directory_made_since_its_parents_sync_goes(tmp_path: Path) -> None:
+    """A directory made over a removed one of the same name, its parent not synced since: the
+    power loss takes the new one and brings the old one back."""
+    partition = tmp_path / "topic-0"
+    partition.mkdir()
+    (partition / "checkpoint").write_bytes(b"old topic")
+    disk = DiskModel(tmp_path, undo_deletions=True)
+    disk.baseline()
+    disk.install()
+    try:
+        (partition / "checkpoint").unlink()
+        partition.rmdir()
+        partition.mkdir()
+        _write_synced(partition / "checkpoint", b"new topic")
+        _sync_directory(partition)
+        (tmp_path / "other-0").mkdir()
+        disk.lose_unsynced()
+    finally:
+        disk.uninstall()
+    assert (partition / "checkpoint").read_bytes() == b"old topic"
+    assert not (tmp_path / "other-0").exists()
