@@ -134,8 +134,8 @@ eos-crash: $(STAMP)
 # time in one process; every failure prints the seed that replays it. SEEDS is a count N (seeds
 # 1-N, as in `make sim SEEDS=1000 STEPS=10000`) or a range A-B; SEED=N replays that one seed.
 # JOBS worker processes run them, their output printed in seed order. ARGS adds opt-in roles:
-# --pipelined, --copier, --copier-listener, --churn, --undo-deletions (python -m kemu.testing.sim
-# --help).
+# --pipelined, --copier, --copier-listener, --churn, --undo-deletions, --clean-stops
+# (python -m kemu.testing.sim --help).
 sim: SEEDS ?= 1-10
 sim: STEPS ?= 300
 JOBS ?= 2

@@ -84,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
         "removed directories come back, directories made since go",
     )
     parser.add_argument(
+        "--clean-stops",
+        action="store_true",
+        help="kemu is also stopped cleanly at random steps (as by SIGTERM), so that boots after "
+        "a clean shutdown, and crashes after such boots, are run",
+    )
+    parser.add_argument(
         "--cleaner-backoff-ms",
         type=int,
         default=None,
@@ -152,6 +158,7 @@ def _options(args: argparse.Namespace, steps: int) -> Options:
         args.copier_listener,
         args.churn,
         args.undo_deletions,
+        args.clean_stops,
     )
 
 

@@ -111,6 +111,7 @@ class Simulation:
         copier_listener: bool = False,
         churn: bool = False,
         undo_deletions: bool = False,
+        clean_stops: bool = False,
     ) -> None:
         self.seed, self.steps = seed, steps
         # None: Kafka's 15 s, longer than most lives of the sim's kemu (a crash every few
@@ -127,6 +128,10 @@ class Simulation:
         self._churn_points = random.Random(f"{seed}-churn-points")
         # --undo-deletions: a power loss undoes deletions no directory sync made durable
         self.undo_deletions = undo_deletions
+        # --clean-stops: kemu stopped as a user stops it, drawn from a stream of their own
+        self.clean_stops = clean_stops
+        self._stop_rng = random.Random(f"{seed}-clean-stop")
+        self.stopping = False
         self.rng = random.Random(seed)
         self.rates = rates if rates is not None else FaultRates()
         self.root = root
@@ -318,6 +323,26 @@ class Simulation:
                 self.log(f"{victim.name} dies")
         if chaos.roll(rates.stall):
             self._stall()
+        # one draw a step (with the flag), taken or not
+        stop = self.clean_stops and self._stop_rng.random() < rates.crash
+        if stop and self.kemu.up and not self.stopping:
+            self._stop_kemu()
+
+    def _stop_kemu(self) -> None:
+        """kemu stopped cleanly, at the rate of crashes at random steps: a boot after it reads
+        the clean-shutdown marker (its active segments from their summaries)."""
+        assert self.kemu.process is not None
+        self.ledger.violations += self.oracles.check_logs(self.kemu.runtime(), "before a stop")
+        self.stopping = True
+        self.log("kemu is stopped (a clean shutdown)")
+        self.loop.create_task(self._stopping(), context=self.kemu.process.context)
+
+    async def _stopping(self) -> None:
+        await self.kemu.stop()
+        self.stopping = False
+        self.chaos.note("stop.clean")
+        self.down_until = self.step + self._stop_rng.randint(1, 30)
+        self.log("kemu has stopped")
 
     def _stall(self) -> None:
         """A client that holds share records or an open transaction at a point of its work
@@ -383,6 +408,7 @@ class Simulation:
         # ``with`` or ``finally`` on the way out (a buffered file closed) writes what a real
         # power loss would have stopped: the power goes once it has unwound.
         later = power_loss and why != "random step"
+        self.stopping = False  # a stop under way ends with its process
         lost = self.kemu.crash(power_loss=power_loss and not later, tear=self._tear_rng)
         kind = "power_loss" if power_loss else "process"
         self.chaos.note(f"crash.{kind}" if why == "random step" else f"crash.{why.split()[-1]}")

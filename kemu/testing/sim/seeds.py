@@ -62,6 +62,7 @@ class Options:
     copier_listener: bool = False  # ... whose transactions a rebalance listener ends
     churn: bool = False  # topics created and deleted (churn.py)
     undo_deletions: bool = False  # a power loss undoes unsynced deletions (disk.py)
+    clean_stops: bool = False  # kemu is also stopped cleanly, as a user stops it
 
     def rates(self) -> FaultRates:
         """The fault rates of a run with these options."""
@@ -88,6 +89,7 @@ def run_seed(seed: int, options: Options) -> Outcome:
             copier_listener=options.copier_listener,
             churn=options.churn,
             undo_deletions=options.undo_deletions,
+            clean_stops=options.clean_stops,
             cleaner_backoff_ms=(
                 SIM_CLEANER_BACKOFF_MS
                 if options.cleaner_backoff_ms is None

@@ -162,6 +162,16 @@ class SimKemu:
         _close_descriptors(server)
         return self.disk.lose_unsynced(tear) if power_loss else 0
 
+    async def stop(self) -> None:
+        """Stop kemu as a user does (SIGTERM): ``KemuServer.close`` flushes and closes every log,
+        checkpoints the recovery points and writes the clean-shutdown marker; then the process
+        ends. Run in kemu's process: a crash meanwhile (a crash point on the way) ends it."""
+        assert self.server is not None and self.process is not None
+        await self.server.close()
+        self.process.dead = True
+        self.network.process_died(self.process)
+        self.server = None
+
     def runtime(self) -> Any:
         return None if self.server is None else self.server.runtime
 
