@@ -103,10 +103,9 @@ def test_a_pruned_tombstone_the_replica_never_replayed_is_no_difference() -> Non
     assert result.ok, (result.violations, result.trace[-30:])
 
 
-REFUSAL_SEED, REFUSAL_STEPS = 4, 900
+REFUSAL_SEED, REFUSAL_STEPS = 8, 320
 
 
-@pytest.mark.slow
 def test_a_transaction_naming_complete_records_is_not_committed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -116,8 +115,8 @@ def test_a_transaction_naming_complete_records_is_not_committed(
     the commit completed the record; the pipeline, handed the second delivery, sent it in its
     next transaction with the records after it, and the stage skipped the complete part of the
     batch (as a ShareAcknowledge does): the output was committed twice. A stage naming complete
-    records is refused now (INVALID_RECORD_STATE) and the pipeline aborts. Seed 4 reaches it
-    sooner (step 840; seed 16 near 2990, 88 s in a CI run): it must still (else pick another
+    records is refused now (INVALID_RECORD_STATE) and the pipeline aborts. Seed 8 reaches it
+    sooner (step 265; seed 16 near 2990, 88 s in a CI run): it must still (else pick another
     seed, and check it with the next test)."""
     refused: list[str] = []
     complete_part = TransactionalStaging._complete_part
@@ -134,12 +133,11 @@ def test_a_transaction_naming_complete_records_is_not_committed(
     assert refused
 
 
-@pytest.mark.slow
 def test_without_the_refusal_that_seed_commits_an_output_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The refusal taken out (a stage skips the complete part, as before ``5b899f9``): the
-    same seed fails, an output committed twice (step 848)."""
+    same seed fails, an output committed twice (step 265)."""
     monkeypatch.setattr(TransactionalStaging, "_complete_part", lambda self, batches: None)
     result = Simulation(REFUSAL_SEED, REFUSAL_STEPS).run()
     assert any("committed twice" in found for found in result.violations), result.violations
