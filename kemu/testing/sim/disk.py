@@ -202,8 +202,9 @@ class DiskModel:
             directory = Path(name)
             if self.undo_deletions:
                 self._forget_unnamed(directory)
-                self.subdirectories[directory] = self._directories(directory)
-            self.listings[directory] = self._entries(directory)
+            self.listings[directory], directories = self._scan(directory)
+            if self.undo_deletions:
+                self.subdirectories[directory] = directories
         elif name.endswith(SEGMENT_SUFFIXES):
             # a cleaned segment is synced as ``.log.cleaned``: its size follows its inode to
             # the ``.log`` name it gets (before, its sync counted as a content's, and a power
@@ -216,22 +217,24 @@ class DiskModel:
                 self.contents[_key(status)] = Path(name).read_bytes()
 
     @staticmethod
-    def _entries(directory: Path) -> dict[str, FileKey]:
-        found = {}
+    def _scan(directory: Path) -> tuple[dict[str, FileKey], dict[str, FileKey]]:
+        """``directory``'s files and subdirectories, each name with its key."""
+        files, directories = {}, {}
         with contextlib.suppress(OSError):
             for entry in os.scandir(directory):
                 if entry.is_file(follow_symlinks=False):
-                    found[entry.name] = _key(entry.stat(follow_symlinks=False))
-        return found
+                    files[entry.name] = _key(entry.stat(follow_symlinks=False))
+                elif entry.is_dir(follow_symlinks=False):
+                    directories[entry.name] = _key(entry.stat(follow_symlinks=False))
+        return files, directories
 
-    @staticmethod
-    def _directories(directory: Path) -> dict[str, FileKey]:
-        found = {}
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(directory):
-                if entry.is_dir(follow_symlinks=False):
-                    found[entry.name] = _key(entry.stat(follow_symlinks=False))
-        return found
+    @classmethod
+    def _entries(cls, directory: Path) -> dict[str, FileKey]:
+        return cls._scan(directory)[0]
+
+    @classmethod
+    def _directories(cls, directory: Path) -> dict[str, FileKey]:
+        return cls._scan(directory)[1]
 
     def _forget_unnamed(self, directory: Path) -> None:
         """``directory`` is being synced: what its durable entries kept of deleted files and
