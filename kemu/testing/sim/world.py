@@ -155,22 +155,25 @@ class SimKemu:
     def crash(self, *, power_loss: bool = False, tear: random.Random | None = None) -> int:
         """Kill the process now; returns the bytes a power loss took (0 for a process crash).
         ``tear``: a power loss may leave a torn write at a segment's end (``DiskModel._tear``)."""
-        assert self.process is not None and self.server is not None
-        self.process.dead = True
-        self.network.process_died(self.process)
-        server, self.server = self.server, None
-        _close_descriptors(server)
+        _close_descriptors(self._end_process())
         return self.disk.lose_unsynced(tear) if power_loss else 0
 
     async def stop(self) -> None:
         """Stop kemu as a user does (SIGTERM): ``KemuServer.close`` flushes and closes every log,
         checkpoints the recovery points and writes the clean-shutdown marker; then the process
         ends. Run in kemu's process: a crash meanwhile (a crash point on the way) ends it."""
-        assert self.server is not None and self.process is not None
+        assert self.server is not None
         await self.server.close()
+        self._end_process()
+
+    def _end_process(self) -> KemuServer:
+        """kemu's process ends: its callbacks no longer run, its peers see their connections
+        reset. Returns the server it ran."""
+        assert self.process is not None and self.server is not None
         self.process.dead = True
         self.network.process_died(self.process)
-        self.server = None
+        server, self.server = self.server, None
+        return server
 
     def runtime(self) -> Any:
         return None if self.server is None else self.server.runtime

@@ -225,15 +225,22 @@ def test_a_deletion_no_directory_sync_made_durable_is_undone(tmp_path: Path) -> 
     assert not checkpoint.exists() and not segment.exists() and disk.restored == 0
 
 
-def test_a_removed_directory_comes_back_until_its_parent_is_synced(tmp_path: Path) -> None:
-    """A topic's partition directory, its files deleted and the directory removed with no sync
-    of the data directory since: a power loss brings it back with its durable files."""
+def installed_over_a_partition(tmp_path: Path, checkpoint: bytes) -> tuple[DiskModel, Path]:
+    """An ``undo_deletions`` model installed over a durable ``topic-0`` directory holding a
+    ``checkpoint`` file, and that directory."""
     partition = tmp_path / "topic-0"
     partition.mkdir()
-    (partition / "checkpoint").write_bytes(b"start 5")
+    (partition / "checkpoint").write_bytes(checkpoint)
     disk = DiskModel(tmp_path, undo_deletions=True)
     disk.baseline()
     disk.install()
+    return disk, partition
+
+
+def test_a_removed_directory_comes_back_until_its_parent_is_synced(tmp_path: Path) -> None:
+    """A topic's partition directory, its files deleted and the directory removed with no sync
+    of the data directory since: a power loss brings it back with its durable files."""
+    disk, partition = installed_over_a_partition(tmp_path, b"start 5")
     try:
         segment = partition / "00000000000000000005.log"
         _write_synced(segment, b"records")
@@ -257,12 +264,7 @@ def test_a_removed_directory_comes_back_until_its_parent_is_synced(tmp_path: Pat
 def test_a_directory_made_since_its_parents_sync_goes(tmp_path: Path) -> None:
     """A directory made over a removed one of the same name, its parent not synced since: the
     power loss takes the new one and brings the old one back."""
-    partition = tmp_path / "topic-0"
-    partition.mkdir()
-    (partition / "checkpoint").write_bytes(b"old topic")
-    disk = DiskModel(tmp_path, undo_deletions=True)
-    disk.baseline()
-    disk.install()
+    disk, partition = installed_over_a_partition(tmp_path, b"old topic")
     try:
         (partition / "checkpoint").unlink()
         partition.rmdir()
